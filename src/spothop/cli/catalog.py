@@ -1,0 +1,173 @@
+"""``spothop catalog``: import other catalogs, compare versions, summarise what is known."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from spothop.cli.output import console, err_console, print_json, table
+from spothop.errors import CatalogError, ConfigError
+from spothop.paths import user_catalog_dir
+from spothop.resources.catalog import (
+    builtin_offerings,
+    load_catalog,
+    read_catalog_path,
+    save_user_offerings,
+)
+from spothop.resources.diff import change_json, diff_catalogs
+from spothop.resources.offering import Offering
+from spothop.resources.skypilot import ImportReport, import_skypilot_file, iter_skypilot_paths
+
+catalog_app = typer.Typer(help="Import, compare and summarise offering catalogs.", no_args_is_help=True)
+
+FORMATS = ("skypilot",)
+
+
+@catalog_app.command("import")
+def import_(
+    paths: Annotated[list[Path], typer.Argument(help="vms.csv files, or folders holding */vms.csv")],
+    fmt: Annotated[str, typer.Option("--format", help="source format: skypilot")] = "skypilot",
+    provider: Annotated[str | None, typer.Option("--provider", help="provider name (default: the file's folder, e.g. lambda)")] = None,
+    price_date: Annotated[str | None, typer.Option("--price-date", help="date the prices were taken, YYYY-MM-DD (default: today)")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="read and report, but save nothing")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
+) -> None:
+    """Import offerings from another tool's catalog; every row is imported or reported with its reason.
+
+    Imported offerings are saved per provider in $SPOTHOP_HOME/catalog/ and
+    replace that provider's built-in rows.
+    """
+    if fmt not in FORMATS:
+        raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    date = _parse_date(price_date)
+    files = list(iter_skypilot_paths(paths))
+    if not files:
+        raise CatalogError(f"no vms.csv found under {', '.join(map(str, paths))}")
+    reports = [import_skypilot_file(p, provider, date) for p in files]
+    saved = {} if dry_run else _save(reports)
+    if as_json:
+        print_json([_report_json(r, saved.get(r.provider)) for r in reports])
+        return
+    for report in reports:
+        _print_report(report, saved.get(report.provider))
+
+
+def _parse_date(value: str | None) -> dt.date | None:
+    if value is None:
+        return None
+    try:
+        return dt.date.fromisoformat(value)
+    except ValueError:
+        raise ConfigError(f"--price-date must be YYYY-MM-DD, got {value!r}") from None
+
+
+def _save(reports: list[ImportReport]) -> dict[str, Path]:
+    by_provider: dict[str, list[Offering]] = defaultdict(list)
+    sources: dict[str, list[str]] = defaultdict(list)
+    for report in reports:
+        by_provider[report.provider].extend(report.offerings)
+        sources[report.provider].append(report.path)
+    saved = {}
+    for name, offerings in by_provider.items():
+        if offerings:
+            comment = f"Imported by `spothop catalog import` on {dt.date.today()} from:\n" + "\n".join(sources[name])
+            saved[name] = save_user_offerings(name, offerings, comment)
+    return saved
+
+
+def _report_json(report: ImportReport, saved: Path | None) -> dict[str, object]:
+    return {
+        "path": report.path,
+        "provider": report.provider,
+        "rows": report.rows,
+        "imported": len(report.offerings),
+        "refused": [{"line": e.line, "field": e.field, "reason": e.reason} for e in report.refused],
+        "saved_to": str(saved) if saved else None,
+    }
+
+
+def _print_report(report: ImportReport, saved: Path | None) -> None:
+    console.print(
+        f"[bold]{report.path}[/bold] ({report.provider}): {report.rows} rows, "
+        f"{len(report.offerings)} imported, {len(report.refused)} refused"
+        + (f" → saved to {saved}" if saved else "")
+    )
+    reasons = Counter(_reason_kind(e.reason) for e in report.refused)
+    if reasons:
+        rows = [[count, reason] for reason, count in reasons.most_common()]
+        console.print(table("refused rows, by reason", ["rows", "reason"], rows, right=["rows"]))
+        for error in report.refused[:5]:
+            err_console.print(f"  [dim]{error}[/dim]", highlight=False)
+        if len(report.refused) > 5:
+            err_console.print(f"  [dim]… {len(report.refused) - 5} more (use --json for all)[/dim]")
+
+
+def _reason_kind(reason: str) -> str:
+    # Group "unknown GPU 'RTX5090'; did you mean …" by its first clause.
+    return reason.split(";")[0].split(":")[0]
+
+
+@catalog_app.command("diff")
+def diff(
+    old: Annotated[str, typer.Argument(help="old catalog: a spothop CSV file, a folder of them, or 'builtin'")],
+    new: Annotated[str, typer.Argument(help="new catalog: a spothop CSV file, a folder of them, or 'builtin'")],
+    min_change: Annotated[float, typer.Option("--min-change", help="ignore price moves below this many percent")] = 0.0,
+    as_json: Annotated[bool, typer.Option("--json", help="print the change events as JSON")] = False,
+) -> None:
+    """Compare two catalogs: offerings added and removed, prices and specs changed."""
+    changes = diff_catalogs(_load_side(old), _load_side(new), min_change)
+    if as_json:
+        print_json([change_json(c) for c in changes])
+        return
+    kinds = Counter(c.kind for c in changes)
+    for change in changes:
+        console.print(change.describe(), highlight=False)
+    summary = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in sorted(kinds.items())) or "no changes"
+    console.print(f"[bold]{summary}[/bold]")
+
+
+def _load_side(spec: str) -> list[Offering]:
+    if spec == "builtin":
+        return builtin_offerings()
+    path = Path(spec)
+    if not path.exists():
+        raise CatalogError(f"catalog {spec!r} does not exist (give a CSV file, a folder, or 'builtin')")
+    result = read_catalog_path(path)
+    for error in result.errors:
+        err_console.print(f"[yellow]skipped[/yellow] {error}", highlight=False)
+    return result.offerings
+
+
+@catalog_app.command("summary")
+def summary(as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False) -> None:
+    """Offerings per provider: how many, which GPUs, how many with a spot market, price dates."""
+    catalog = load_catalog()
+    groups: dict[str, list[Offering]] = defaultdict(list)
+    for o in catalog:
+        groups[o.provider].append(o)
+    rows = []
+    for name in sorted(groups):
+        items = groups[name]
+        dates = sorted(o.price_date for o in items)
+        rows.append({
+            "provider": name, "offerings": len(items), "with_spot": sum(o.spot_price_usd_per_hour is not None for o in items),
+            "regions": len({o.region for o in items}), "gpus": sorted({o.gpu for o in items}),
+            "oldest_price": dates[0].isoformat(), "newest_price": dates[-1].isoformat(),
+            "sources": sorted({"imported" if not o.source.startswith("builtin:") else "builtin" for o in items}),
+        })
+    if as_json:
+        print_json(rows)
+        return
+    columns = ["provider", "offerings", "spot", "regions", "GPU models", "prices from", "source"]
+    console.print(table(f"{len(catalog)} offerings (imports in {user_catalog_dir()})", columns, [
+        [r["provider"], r["offerings"], r["with_spot"], r["regions"], len(r["gpus"]),  # type: ignore[arg-type]
+         f"{r['oldest_price']} … {r['newest_price']}", ", ".join(r["sources"])] for r in rows  # type: ignore[arg-type]
+    ], right=["offerings", "spot", "regions", "GPU models"]))
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(catalog_app, name="catalog")

@@ -1,0 +1,89 @@
+"""``spothop offers`` and ``spothop gpus``: what can be rented, where, at what price per unit of compute."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from spothop.cli.output import console, money, print_json, table
+from spothop.resources.catalog import OfferQuery, SortKey, load_catalog
+from spothop.resources.gpus import gpu_catalog, match_gpus
+from spothop.resources.offering import DEFAULT_EFFICIENCY, Offering
+
+
+def offers(
+    gpu: Annotated[str | None, typer.Option("--gpu", help="GPU name, alias or family (H100, nvidia-tesla-v100, A10G)")] = None,
+    count: Annotated[int | None, typer.Option("--count", help="exact number of GPUs per instance")] = None,
+    min_gpu_memory: Annotated[float | None, typer.Option("--min-gpu-memory", help="GiB of memory per GPU, at least")] = None,
+    min_tflops: Annotated[float | None, typer.Option("--min-tflops", help="effective TFLOPS per GPU, at least")] = None,
+    interconnect: Annotated[str | None, typer.Option("--interconnect", help="nvswitch, nvlink, xgmi, pcie or none")] = None,
+    provider: Annotated[list[str] | None, typer.Option("--provider", help="only these providers (repeatable)")] = None,
+    region: Annotated[list[str] | None, typer.Option("--region", help="only these regions (repeatable)")] = None,
+    spot: Annotated[bool, typer.Option("--spot/--on-demand", help="which market's prices to filter and sort by")] = True,
+    max_price: Annotated[float | None, typer.Option("--max-price", help="USD per GPU-hour, at most")] = None,
+    sort: Annotated[str, typer.Option("--sort", help="price (USD per GPU-hour) or tflops (USD per effective TFLOPS-hour)")] = SortKey.GPU_HOUR,
+    limit: Annotated[int | None, typer.Option("--limit", help="show at most this many rows")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print a JSON array of offerings")] = False,
+) -> None:
+    """List offerings matching the filters, cheapest first."""
+    query = OfferQuery(
+        gpu=gpu, count=count, min_gpu_memory_gib=min_gpu_memory, min_tflops=min_tflops,
+        interconnect=interconnect, providers=tuple(provider or ()), regions=tuple(region or ()),
+        spot=spot, max_usd_per_gpu_hour=max_price, sort=sort, limit=limit,
+    )
+    found = load_catalog().query(query)
+    if as_json:
+        print_json([offering_json(o, spot) for o in found])
+        return
+    market = "spot" if spot else "on-demand"
+    if not found:
+        console.print(f"No {market} offerings match. Loosen a filter, or try --on-demand.")
+        raise typer.Exit(1)
+    rows = [_row(o, spot) for o in found]
+    columns = ["provider", "location", "instance type", "GPUs", "GiB/GPU", "link", "$/h", "$/GPU-h", "$/eff-TFLOPS-h", "vs OD"]
+    console.print(table(f"{len(found)} {market} offerings, by {'USD per GPU-hour' if sort == SortKey.GPU_HOUR else 'USD per effective TFLOPS-hour'}",
+                        columns, rows, right=columns[3:5] + columns[6:]))
+    console.print(f"[dim]Effective TFLOPS: probe-measured where marked *, else nominal dense BF16 × {DEFAULT_EFFICIENCY:.2f}.[/dim]")
+
+
+def _row(o: Offering, spot: bool) -> list[Any]:
+    od = o.on_demand_price_usd_per_hour
+    price = o.price_usd_per_hour(spot)
+    saving = f"{100 * (1 - price / od):.0f}% off" if spot and od and price else None
+    measured = "*" if o.measured_tflops_per_gpu is not None else ""
+    return [
+        o.provider, o.location, o.instance_type, f"{o.gpu_count}× {o.gpu}", f"{o.gpu_memory_gib:g}", o.interconnect.value,
+        money(price, 2), money(o.usd_per_gpu_hour(spot)), f"{o.usd_per_effective_tflops_hour(spot) or 0:.5f}{measured}",
+        saving,
+    ]
+
+
+def offering_json(o: Offering, spot: bool) -> dict[str, Any]:
+    data = o.model_dump(mode="json")
+    data["market"] = "spot" if spot else "on-demand"
+    data.update(o.derived(spot))
+    return data
+
+
+def gpus(
+    query: Annotated[str | None, typer.Argument(help="a name, alias or family; all models if omitted")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """List known GPU models with their published figures and aliases."""
+    models = match_gpus(query) if query else list(gpu_catalog())
+    if as_json:
+        print_json([m.model_dump(mode="json") | {"nominal_tflops": m.nominal_tflops} for m in models])
+        return
+    columns = ["model", "family", "arch", "memory", "GB/s", "FP32", "BF16", "FP8", "NVLink GB/s", "aliases"]
+    rows = [
+        [m.name, m.family, m.architecture, f"{m.memory_gib:g} GiB {m.memory_type.value}", f"{m.memory_bandwidth_gbps:,.0f}",
+         f"{m.fp32_tflops:g}", m.bf16_tflops, m.fp8_tflops, m.nvlink_bandwidth_gbps, ", ".join(m.aliases[:4])]
+        for m in models
+    ]
+    console.print(table(f"{len(models)} GPU models (dense TFLOPS)", columns, rows, right=columns[3:9]))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("offers")(offers)
+    app.command("gpus")(gpus)

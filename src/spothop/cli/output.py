@@ -1,0 +1,33 @@
+"""Shared output helpers: readable tables for people, JSON for machines."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def print_json(data: Any) -> None:
+    """JSON on stdout, nothing else, so ``| jq`` always works."""
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence[str] = ()) -> Table:
+    """A rich table; columns named in ``right`` are right-aligned (numbers)."""
+    out = Table(title=title, header_style="bold", show_lines=False)
+    for name in columns:
+        out.add_column(name, justify="right" if name in right else "left", no_wrap=name in right)
+    for row in rows:
+        out.add_row(*("—" if cell is None else str(cell) for cell in row))
+    return out
+
+
+def money(value: float | None, digits: int = 3) -> str | None:
+    return None if value is None else f"{value:,.{digits}f}"

@@ -1,0 +1,118 @@
+"""spothop's exceptions: one root, one tree.
+
+Every error spothop raises on purpose is a :class:`SpothopError`. The command
+line prints its message (which names what was wrong and how to fix it) and
+exits with status 2, never a traceback.
+
+::
+
+    SpothopError
+    ├── ConfigError                 bad input from the user: a flag, a file, a spec
+    │   ├── UnknownGpuError         a GPU name no alias matches (carries suggestions)
+    │   ├── CurrencyError           a currency with no rate, or a malformed rate table
+    │   ├── TraceError              a market trace that is missing or of the wrong shape
+    │   └── CatalogError            a catalog file that cannot be read at all
+    │       └── CatalogRowError     one malformed row: file, line, field, reason
+    ├── TopologyParseError          nvidia-smi output that cannot be understood
+    └── ProviderError               a cloud refused or failed; keeps its own code and message
+        ├── CapacityUnavailable     no spot (or on-demand) capacity of that type there now
+        ├── QuotaExceeded           the account's limit for that type or region is reached
+        ├── AuthFailed              credentials missing, expired or without permission
+        ├── RateLimited             too many API calls; ``retry_after_s`` when the cloud says
+        ├── PriceTooLow             the spot bid (max price) is below the market price
+        └── InstanceNotFound        no instance with that id (terminate treats this as done)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class SpothopError(Exception):
+    """Root of every error spothop raises on purpose."""
+
+
+class ConfigError(SpothopError):
+    """The user's input (a flag, a file, a job spec) is wrong; the message says how."""
+
+
+class UnknownGpuError(ConfigError):
+    """No GPU model matches a name; ``suggestions`` holds the closest known names."""
+
+    def __init__(self, name: str, suggestions: Sequence[str] = ()) -> None:
+        self.name = name
+        self.suggestions = list(suggestions)
+        hint = f"; did you mean {', '.join(repr(s) for s in self.suggestions)}?" if suggestions else ""
+        super().__init__(
+            f"unknown GPU {name!r}{hint} (`spothop gpus` lists every known model and alias)"
+        )
+
+
+class CurrencyError(ConfigError):
+    """A price is in a currency the rate table does not know, or the table is malformed."""
+
+
+class CatalogError(ConfigError):
+    """A catalog file cannot be read at all (missing, wrong format, no header)."""
+
+
+class CatalogRowError(CatalogError):
+    """One catalog row is malformed. The other rows of the file still load."""
+
+    def __init__(self, path: str, line: int, field: str | None, reason: str) -> None:
+        self.path = path
+        self.line = line
+        self.field = field
+        self.reason = reason
+        where = f"{path}:{line}" + (f" field {field!r}" if field else "")
+        super().__init__(f"{where}: {reason}")
+
+
+class TopologyParseError(SpothopError):
+    """``nvidia-smi`` output that does not parse; the message names the line."""
+
+
+class ProviderError(SpothopError):
+    """A cloud refused or failed a call. ``code`` and ``cloud_message`` are the cloud's own.
+
+    ``provider`` names the adapter; ``code`` is the cloud's error code as it
+    spells it (``InsufficientInstanceCapacity``, ``ZONE_RESOURCE_POOL_EXHAUSTED``,
+    ``SkuNotAvailable``), so that a user can look it up in the cloud's docs.
+    """
+
+    def __init__(self, provider: str, code: str, cloud_message: str, hint: str = "") -> None:
+        self.provider = provider
+        self.code = code
+        self.cloud_message = cloud_message
+        text = f"{provider}: {code}: {cloud_message}"
+        super().__init__(f"{text} ({hint})" if hint else text)
+
+
+class CapacityUnavailable(ProviderError):
+    """No capacity of the requested type in that place right now; try another zone or type."""
+
+
+class QuotaExceeded(ProviderError):
+    """The account's quota for that type or region is used up; ask the cloud for more."""
+
+
+class AuthFailed(ProviderError):
+    """Credentials are missing, expired, or lack a permission."""
+
+
+class RateLimited(ProviderError):
+    """The cloud throttled the call; retry after ``retry_after_s`` when it says."""
+
+    def __init__(
+        self, provider: str, code: str, cloud_message: str, retry_after_s: float | None = None
+    ) -> None:
+        super().__init__(provider, code, cloud_message)
+        self.retry_after_s = retry_after_s
+
+
+class PriceTooLow(ProviderError):
+    """The maximum spot price asked for is below the current market price."""
+
+
+class InstanceNotFound(ProviderError):
+    """No instance with that id. ``terminate`` treats it as already done."""

@@ -1,0 +1,1 @@
+"""Hardware adaptation: one adapter per cloud behind one typed interface."""

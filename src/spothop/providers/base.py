@@ -1,0 +1,145 @@
+"""The provider interface: what every cloud adapter does, and the rules it keeps.
+
+A provider does five things — list offerings, read spot prices, launch,
+describe, terminate — behind :class:`Provider`. What a cloud can do beyond
+that is declared as data in :class:`Capabilities`, so generic code asks
+``provider.capabilities.spot`` and never "is this AWS?".
+
+Contracts every adapter keeps (the tests in ``tests/providers`` check them on
+the local cloud, and each real adapter's tests check them against its SDK's
+fake):
+
+- ``launch`` either returns an :class:`Instance` that exists (it may still be
+  ``pending``) or raises a :class:`~spothop.errors.ProviderError` subclass
+  carrying the cloud's own error code and message; it never leaves an
+  instance behind after raising.
+- ``describe`` raises :class:`~spothop.errors.InstanceNotFound` for an id the
+  cloud does not know; a terminated instance is still described (state
+  ``terminated`` or ``preempted``) for as long as the cloud keeps its record.
+- ``terminate`` is idempotent: an unknown or already terminated instance
+  returns silently. It returns fast; the instance may take a little longer
+  to stop, which ``describe`` shows.
+- Prices are USD per instance-hour; times are unix seconds of the provider's
+  clock (a simulated cloud's clock may run faster than the wall).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from spothop.resources.offering import Offering
+
+
+class InstanceState(StrEnum):
+    PENDING = "pending"  # accepted, booting
+    RUNNING = "running"
+    NOTICED = "noticed"  # an interruption notice was given; it is still running
+    PREEMPTED = "preempted"  # the cloud took it back
+    TERMINATED = "terminated"  # we (or the user) ended it
+    FAILED = "failed"  # the boot or the bootstrap command failed before it ran
+
+    @property
+    def is_alive(self) -> bool:
+        return self in (InstanceState.PENDING, InstanceState.RUNNING, InstanceState.NOTICED)
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a provider can do, as data. Generic code decides on these, never on the name."""
+
+    spot: bool = True
+    on_demand: bool = True
+    notice_lead_time_s: float | None = None  # the cloud's documented final-notice lead; None: no notice
+    advance_notice: bool = False  # a signal before the final notice (AWS rebalance recommendation)
+    notice_protocol: str | None = None  # which on-instance watcher reads its notices
+    per_zone_spot_prices: bool = True
+    max_price_bids: bool = False  # accepts a maximum spot price with the launch
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    """Everything needed to start one instance.
+
+    ``zone`` ``None`` lets the provider choose within ``region``.
+    ``bootstrap_command`` is what the instance runs at boot (normally the
+    spothop agent); ``env`` is its environment, on top of the provider's own
+    variables (metadata URL and the like).
+    """
+
+    instance_type: str
+    region: str
+    zone: str | None = None
+    spot: bool = True
+    bootstrap_command: Sequence[str] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    name: str | None = None
+    max_price_usd_per_hour: float | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Instance:
+    """A provider's view of one instance at the moment it was described."""
+
+    instance_id: str
+    provider: str
+    region: str
+    zone: str | None
+    instance_type: str
+    spot: bool
+    state: InstanceState
+    launched_at: float
+    price_usd_per_hour: float
+    ended_at: float | None = None
+    billed_seconds: float = 0.0
+    cost_usd: float = 0.0
+    notice_time: float | None = None  # when the interruption notice was given
+    termination_time: float | None = None  # when the cloud will (or did) take it back
+    metadata_url: str | None = None
+    name: str | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SpotPrice:
+    provider: str
+    region: str
+    zone: str | None
+    instance_type: str
+    price_usd_per_hour: float
+    timestamp: float
+    available: bool = True
+
+
+class Provider(ABC):
+    """One cloud behind spothop's interface. See the module docstring for the contracts."""
+
+    name: str
+    capabilities: Capabilities
+
+    @abstractmethod
+    def list_offerings(self) -> list[Offering]:
+        """Every instance type this provider can launch, where, at list prices."""
+
+    @abstractmethod
+    def spot_prices(self, instance_types: Sequence[str] | None = None) -> list[SpotPrice]:
+        """Current spot prices (and availability, where the cloud signals it)."""
+
+    @abstractmethod
+    def launch(self, request: LaunchRequest) -> Instance:
+        """Start one instance, or raise a ProviderError subclass with the cloud's code."""
+
+    @abstractmethod
+    def describe(self, instance_id: str) -> Instance:
+        """The instance as the cloud sees it now; InstanceNotFound if unknown."""
+
+    @abstractmethod
+    def list_instances(self) -> list[Instance]:
+        """Instances this provider launched that it still has records of."""
+
+    @abstractmethod
+    def terminate(self, instance_id: str) -> None:
+        """End the instance. Idempotent: unknown or already ended returns silently."""

@@ -1,0 +1,402 @@
+"""The catalog: every offering spothop knows, from the built-in files and the user's imports.
+
+Catalog files are CSV, one row per (provider, region, zone, instance type),
+prices per instance-hour in the cloud's own currency::
+
+    provider,region,zone,instance_type,gpu,gpu_count,vcpus,memory_gib,local_disk_gib,
+    network_bandwidth_gbps,interconnect,currency,on_demand_price,spot_price,price_date
+
+Lines starting with ``#`` before the header are comments (sources, dates).
+An empty ``zone`` means the price holds for the whole region; an empty
+``spot_price`` means the cloud has no spot market for that type.
+
+Reading is forgiving row by row and strict within a row: a malformed row
+becomes a :class:`~spothop.errors.CatalogRowError` naming file, line and field,
+and every other row still loads.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources as importlib_resources
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from spothop.errors import CatalogError, CatalogRowError, ConfigError, SpothopError
+from spothop.paths import atomic_write_text, user_catalog_dir
+from spothop.resources.currency import RateTable, load_rates
+from spothop.resources.gpus import match_gpus, resolve_gpu
+from spothop.resources.offering import Interconnect, Offering
+
+COLUMNS = (
+    "provider",
+    "region",
+    "zone",
+    "instance_type",
+    "gpu",
+    "gpu_count",
+    "vcpus",
+    "memory_gib",
+    "local_disk_gib",
+    "network_bandwidth_gbps",
+    "interconnect",
+    "currency",
+    "on_demand_price",
+    "spot_price",
+    "price_date",
+)
+
+
+@dataclass
+class LoadResult:
+    """What reading catalog files gave: the offerings, and each row that was refused."""
+
+    offerings: list[Offering] = field(default_factory=list)
+    errors: list[CatalogRowError] = field(default_factory=list)
+
+    def extend(self, other: LoadResult) -> None:
+        self.offerings.extend(other.offerings)
+        self.errors.extend(other.errors)
+
+
+def _optional_float(value: str) -> float | None:
+    value = value.strip()
+    return float(value) if value else None
+
+
+def offering_from_row(row: dict[str, str], rates: RateTable, source: str) -> Offering:
+    """Build one offering from a CSV row; raises ``(field, reason)`` as a ValueError."""
+    values: dict[str, object] = {}
+    for name, parse in _ROW_PARSERS:
+        raw = row.get(name) or ""
+        try:
+            values[name] = parse(raw)
+        except (ValueError, SpothopError) as exc:
+            raise _FieldError(name, f"{raw!r} is not valid: {exc}") from None
+    currency = str(values["currency"])
+    od = _price(values["on_demand_price"], "on_demand_price")
+    spot = _price(values["spot_price"], "spot_price")
+    try:
+        od_usd = None if od is None else rates.to_usd(od, currency)
+        spot_usd = None if spot is None else rates.to_usd(spot, currency)
+    except SpothopError as exc:
+        raise _FieldError("currency", str(exc)) from None
+    fields = {
+        **{k: v for k, v in values.items() if k not in ("on_demand_price", "spot_price")},
+        "zone": values["zone"] or None,
+        "on_demand_price_usd_per_hour": od_usd,
+        "spot_price_usd_per_hour": spot_usd,
+        "on_demand_price_original": od,
+        "spot_price_original": spot,
+        "source": source,
+    }
+    try:
+        return Offering.model_validate(fields)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(part) for part in first["loc"]) or None
+        raise _FieldError(_CSV_NAME.get(loc or "", loc), first["msg"]) from None
+
+
+def _price(value: object, column: str) -> float | None:
+    if value is None:
+        return None
+    assert isinstance(value, float)
+    price = value
+    if price <= 0:
+        raise _FieldError(column, f"price must be positive, got {value}")
+    return price
+
+
+class _FieldError(ValueError):
+    def __init__(self, field_name: str | None, reason: str) -> None:
+        super().__init__(reason)
+        self.field_name = field_name
+        self.reason = reason
+
+
+def _required(value: str) -> str:
+    value = value.strip()
+    if not value:
+        raise ValueError("required")
+    return value
+
+
+def _positive_int(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise ValueError("must be at least 1")
+    return number
+
+
+def _canonical_gpu(value: str) -> str:
+    return resolve_gpu(_required(value)).name
+
+
+_ROW_PARSERS: Sequence[tuple[str, Callable[[str], object]]] = (
+    ("provider", lambda v: _required(v).lower()),
+    ("region", _required),
+    ("zone", str.strip),
+    ("instance_type", _required),
+    ("gpu", _canonical_gpu),
+    ("gpu_count", _positive_int),
+    ("vcpus", float),
+    ("memory_gib", float),
+    ("local_disk_gib", _optional_float),
+    ("network_bandwidth_gbps", _optional_float),
+    ("interconnect", lambda v: Interconnect(v.strip().lower()).value),
+    ("currency", lambda v: _required(v).upper()),
+    ("on_demand_price", _optional_float),
+    ("spot_price", _optional_float),
+    ("price_date", lambda v: dt.date.fromisoformat(v.strip())),
+)
+
+# Offering field names back to the CSV column a user sees.
+_CSV_NAME = {
+    "on_demand_price_usd_per_hour": "on_demand_price",
+    "spot_price_usd_per_hour": "spot_price",
+}
+
+
+def read_catalog_text(text: str, origin: str, rates: RateTable | None = None) -> LoadResult:
+    """Parse catalog CSV text; ``origin`` (a file name) appears in every error."""
+    rates = rates or load_rates()
+    lines = text.splitlines()
+    skip = 0
+    while skip < len(lines) and (lines[skip].startswith("#") or not lines[skip].strip()):
+        skip += 1
+    if skip == len(lines):
+        raise CatalogError(f"{origin}: no header line; expected columns {', '.join(COLUMNS)}")
+    reader = csv.DictReader(io.StringIO("\n".join(lines[skip:])))
+    header = [h.strip() for h in (reader.fieldnames or [])]
+    missing = [c for c in COLUMNS if c not in header]
+    if missing:
+        raise CatalogError(
+            f"{origin}:{skip + 1}: header lacks {', '.join(missing)}; "
+            f"a spothop catalog has columns {', '.join(COLUMNS)} "
+            "(for SkyPilot files use `spothop catalog import --format skypilot`)"
+        )
+    result = LoadResult()
+    for index, row in enumerate(reader):
+        line = skip + 2 + index
+        if None in row:
+            result.errors.append(CatalogRowError(origin, line, None, f"{len(header) + len(row[None])} fields, expected {len(header)}"))
+            continue
+        try:
+            result.offerings.append(offering_from_row(row, rates, source=origin))
+        except _FieldError as exc:
+            result.errors.append(CatalogRowError(origin, line, exc.field_name, exc.reason))
+    return result
+
+
+def read_catalog_file(path: Path, rates: RateTable | None = None) -> LoadResult:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CatalogError(f"cannot read catalog {path}: {exc.strerror}") from None
+    return read_catalog_text(text, str(path), rates)
+
+
+def read_catalog_path(path: Path, rates: RateTable | None = None) -> LoadResult:
+    """A catalog file, or every ``*.csv`` in a folder."""
+    if path.is_dir():
+        result = LoadResult()
+        for child in sorted(path.glob("*.csv")):
+            result.extend(read_catalog_file(child, rates))
+        return result
+    return read_catalog_file(path, rates)
+
+
+def format_catalog_csv(offerings: Iterable[Offering], comment: str = "") -> str:
+    """Write offerings back as catalog CSV (prices in their original currency)."""
+    out = io.StringIO()
+    for line in comment.splitlines():
+        out.write(f"# {line}\n")
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(COLUMNS)
+    for o in offerings:
+        writer.writerow(
+            [
+                o.provider, o.region, o.zone or "", o.instance_type, o.gpu, o.gpu_count,
+                _num(o.vcpus), _num(o.memory_gib), _num(o.local_disk_gib), _num(o.network_bandwidth_gbps),
+                o.interconnect.value, o.currency, _num(o.on_demand_price_original),
+                _num(o.spot_price_original), o.price_date.isoformat(),
+            ]
+        )
+    return out.getvalue()
+
+
+def _num(value: float | None) -> str:
+    if value is None:
+        return ""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+# -- the catalog spothop uses ----------------------------------------------
+
+
+@cache
+def _builtin_result() -> LoadResult:
+    folder = importlib_resources.files("spothop.resources").joinpath("data/catalog")
+    result = LoadResult()
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".csv"):
+            result.extend(read_catalog_text(entry.read_text(encoding="utf-8"), f"builtin:{entry.name}"))
+    return result
+
+
+def builtin_offerings() -> list[Offering]:
+    """The offerings shipped in the package. A bad built-in row is our bug: it fails loudly."""
+    result = _builtin_result()
+    if result.errors:
+        raise CatalogError("built-in catalog is malformed: " + "; ".join(map(str, result.errors[:5])))
+    return list(result.offerings)
+
+
+class Catalog:
+    """Offerings keyed by (provider, region, zone, instance type); later sources win."""
+
+    def __init__(self, offerings: Iterable[Offering] = ()) -> None:
+        self._by_key: dict[tuple[str, str, str, str], Offering] = {}
+        self.add(offerings)
+
+    def add(self, offerings: Iterable[Offering]) -> None:
+        for offering in offerings:
+            self._by_key[offering.key] = offering
+
+    def __len__(self) -> int:
+        return len(self._by_key)
+
+    def __iter__(self) -> Iterator[Offering]:
+        return iter(self._by_key.values())
+
+    @property
+    def offerings(self) -> list[Offering]:
+        return list(self._by_key.values())
+
+    @property
+    def providers(self) -> list[str]:
+        return sorted({o.provider for o in self._by_key.values()})
+
+    def get(self, provider: str, region: str, zone: str | None, instance_type: str) -> Offering | None:
+        return self._by_key.get((provider, region, zone or "", instance_type))
+
+    def with_measurements(self, lookup: Callable[[str, str], float | None]) -> Catalog:
+        """A copy whose offerings carry the probe's measured TFLOPS where there is one."""
+        return Catalog(o.with_measured_tflops(lookup(o.provider, o.instance_type)) for o in self)
+
+    def query(self, query: OfferQuery) -> list[Offering]:
+        return query.apply(self._by_key.values())
+
+
+def load_catalog(include_user: bool = True, measured: bool = True) -> Catalog:
+    """The catalog spothop decides with: built-in, with each imported provider replacing its rows.
+
+    With ``measured``, offerings carry the compute probe's figures where one
+    has run on their instance type.
+    """
+    offerings = builtin_offerings()
+    folder = user_catalog_dir()
+    if include_user and folder.is_dir():
+        result = read_catalog_path(folder)
+        if result.errors:
+            raise CatalogError(
+                f"imported catalog in {folder} is malformed ({len(result.errors)} rows): "
+                f"{result.errors[0]}; re-run `spothop catalog import` or delete the file"
+            )
+        # An import is a provider's whole catalog: it replaces the built-in rows of that provider.
+        imported = {o.provider for o in result.offerings}
+        offerings = [o for o in offerings if o.provider not in imported] + result.offerings
+    catalog = Catalog(offerings)
+    if measured:
+        from spothop.resources.measured import measured_tflops
+
+        catalog = catalog.with_measurements(measured_tflops)
+    return catalog
+
+
+def save_user_offerings(provider: str, offerings: Sequence[Offering], comment: str) -> Path:
+    """Replace the user's imported catalog for one provider; returns the file written."""
+    path = user_catalog_dir() / f"{provider}.csv"
+    atomic_write_text(path, format_catalog_csv(offerings, comment))
+    return path
+
+
+# -- querying ----------------------------------------------------------------
+
+
+class SortKey:
+    GPU_HOUR = "price"
+    EFFECTIVE_TFLOPS_HOUR = "tflops"
+    CHOICES = (GPU_HOUR, EFFECTIVE_TFLOPS_HOUR)
+
+
+@dataclass(frozen=True)
+class OfferQuery:
+    """What a user asks of the catalog. Every filter is optional; prices are per GPU-hour.
+
+    ``spot`` chooses the market whose prices filter and sort: spot (offerings
+    without a spot market drop out) or on-demand.
+    """
+
+    gpu: str | None = None
+    count: int | None = None
+    min_gpu_memory_gib: float | None = None
+    min_tflops: float | None = None
+    interconnect: str | None = None
+    providers: tuple[str, ...] = ()
+    regions: tuple[str, ...] = ()
+    spot: bool = True
+    max_usd_per_gpu_hour: float | None = None
+    sort: str = SortKey.GPU_HOUR
+    limit: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.count is not None and self.count < 1:
+            raise ConfigError(f"--count must be at least 1, got {self.count}")
+        if self.max_usd_per_gpu_hour is not None and self.max_usd_per_gpu_hour <= 0:
+            raise ConfigError(f"--max-price must be positive (USD per GPU-hour), got {self.max_usd_per_gpu_hour}")
+        if self.sort not in SortKey.CHOICES:
+            raise ConfigError(f"--sort must be one of {', '.join(SortKey.CHOICES)}, got {self.sort!r}")
+        if self.interconnect is not None:
+            try:
+                Interconnect(self.interconnect.lower())
+            except ValueError:
+                choices = ", ".join(i.value for i in Interconnect)
+                raise ConfigError(f"--interconnect must be one of {choices}, got {self.interconnect!r}") from None
+
+    def apply(self, offerings: Iterable[Offering]) -> list[Offering]:
+        gpus = {m.name for m in match_gpus(self.gpu)} if self.gpu else None
+        kept = [o for o in offerings if self._keeps(o, gpus)]
+        kept.sort(key=self._sort_key)
+        return kept[: self.limit] if self.limit else kept
+
+    def _keeps(self, o: Offering, gpus: set[str] | None) -> bool:
+        per_gpu_hour = o.usd_per_gpu_hour(self.spot)
+        checks = (
+            per_gpu_hour is not None,
+            gpus is None or o.gpu in gpus,
+            self.count is None or o.gpu_count == self.count,
+            self.min_gpu_memory_gib is None or o.gpu_memory_gib >= self.min_gpu_memory_gib,
+            self.min_tflops is None or o.effective_tflops_per_gpu >= self.min_tflops,
+            self.interconnect is None or o.interconnect.value == self.interconnect.lower(),
+            not self.providers or o.provider in self.providers,
+            not self.regions or o.region in self.regions,
+            self.max_usd_per_gpu_hour is None
+            or (per_gpu_hour is not None and per_gpu_hour <= self.max_usd_per_gpu_hour),
+        )
+        return all(checks)
+
+    def _sort_key(self, o: Offering) -> tuple[float, str, str, str, str]:
+        value = (
+            o.usd_per_gpu_hour(self.spot)
+            if self.sort == SortKey.GPU_HOUR
+            else o.usd_per_effective_tflops_hour(self.spot)
+        )
+        return (value if value is not None else float("inf"), o.provider, o.region, o.zone or "", o.instance_type)

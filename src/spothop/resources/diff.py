@@ -1,0 +1,209 @@
+"""Catalog diffs: what changed between two versions of a catalog, as typed events.
+
+Capability discovery runs daily: each cloud's live offering list is compared
+with the cached catalog and the changes are applied in place, without a
+restart. :func:`diff_catalogs` produces the events; :func:`apply_changes`
+applies them; ``spothop catalog diff OLD NEW`` prints them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from spothop.resources.catalog import Catalog
+from spothop.resources.offering import Offering
+
+# The fields that describe the hardware; a change in any is a SpecChanged event.
+SPEC_FIELDS = (
+    "gpu",
+    "gpu_count",
+    "vcpus",
+    "memory_gib",
+    "local_disk_gib",
+    "network_bandwidth_gbps",
+    "interconnect",
+)
+
+Market = Literal["on_demand", "spot"]
+
+
+@dataclass(frozen=True)
+class OfferingAdded:
+    offering: Offering
+    kind: str = "added"
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return self.offering.key
+
+    def describe(self) -> str:
+        return f"+ {_name(self.offering)}: new offering, {self.offering.gpu_count}× {self.offering.gpu}"
+
+
+@dataclass(frozen=True)
+class OfferingRemoved:
+    offering: Offering
+    kind: str = "removed"
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return self.offering.key
+
+    def describe(self) -> str:
+        return f"- {_name(self.offering)}: no longer offered"
+
+
+@dataclass(frozen=True)
+class PriceChanged:
+    """A price moved; ``None`` on one side means the market appeared or went away."""
+
+    offering: Offering  # the new version
+    market: Market
+    old_usd_per_hour: float | None
+    new_usd_per_hour: float | None
+    kind: str = "price_changed"
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return self.offering.key
+
+    @property
+    def change_pct(self) -> float | None:
+        if not self.old_usd_per_hour or self.new_usd_per_hour is None:
+            return None
+        return 100.0 * (self.new_usd_per_hour - self.old_usd_per_hour) / self.old_usd_per_hour
+
+    def describe(self) -> str:
+        market = self.market.replace("_", "-")
+        if self.old_usd_per_hour is None:
+            return f"~ {_name(self.offering)}: {market} market opened at {self.new_usd_per_hour:.4f} USD/h"
+        if self.new_usd_per_hour is None:
+            return f"~ {_name(self.offering)}: {market} market closed (was {self.old_usd_per_hour:.4f} USD/h)"
+        return (
+            f"~ {_name(self.offering)}: {market} {self.old_usd_per_hour:.4f} → "
+            f"{self.new_usd_per_hour:.4f} USD/h ({self.change_pct:+.1f} %)"
+        )
+
+
+@dataclass(frozen=True)
+class SpecChanged:
+    offering: Offering  # the new version
+    field: str
+    old: Any
+    new: Any
+    kind: str = "spec_changed"
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return self.offering.key
+
+    def describe(self) -> str:
+        return f"! {_name(self.offering)}: {self.field} {self.old} → {self.new}"
+
+
+CatalogChange = OfferingAdded | OfferingRemoved | PriceChanged | SpecChanged
+
+
+def _name(o: Offering) -> str:
+    return f"{o.provider} {o.location} {o.instance_type}"
+
+
+def diff_catalogs(
+    old: Iterable[Offering], new: Iterable[Offering], min_price_change_pct: float = 0.0
+) -> list[CatalogChange]:
+    """Every change from ``old`` to ``new``, in a stable order (by offering key).
+
+    Price moves smaller than ``min_price_change_pct`` (in percent of the old
+    price) are ignored; spot prices wobble hourly and most callers care about
+    real moves. A market opening or closing always counts.
+    """
+    before = {o.key: o for o in old}
+    after = {o.key: o for o in new}
+    changes: list[CatalogChange] = []
+    for key in sorted(before.keys() | after.keys()):
+        a, b = before.get(key), after.get(key)
+        if a is None and b is not None:
+            changes.append(OfferingAdded(b))
+        elif b is None and a is not None:
+            changes.append(OfferingRemoved(a))
+        elif a is not None and b is not None:
+            changes.extend(_spec_changes(a, b))
+            changes.extend(_price_changes(a, b, min_price_change_pct))
+    return changes
+
+
+def _spec_changes(a: Offering, b: Offering) -> list[CatalogChange]:
+    out: list[CatalogChange] = []
+    for name in SPEC_FIELDS:
+        old, new = getattr(a, name), getattr(b, name)
+        if old != new:
+            out.append(SpecChanged(b, name, getattr(old, "value", old), getattr(new, "value", new)))
+    return out
+
+
+def _price_changes(a: Offering, b: Offering, min_pct: float) -> list[CatalogChange]:
+    out: list[CatalogChange] = []
+    pairs: Sequence[tuple[Market, float | None, float | None]] = (
+        ("on_demand", a.on_demand_price_usd_per_hour, b.on_demand_price_usd_per_hour),
+        ("spot", a.spot_price_usd_per_hour, b.spot_price_usd_per_hour),
+    )
+    for market, old, new in pairs:
+        if old == new:
+            continue
+        change = PriceChanged(b, market, old, new)
+        pct = change.change_pct
+        if pct is not None and abs(pct) < min_pct:
+            continue
+        out.append(change)
+    return out
+
+
+def apply_changes(catalog: Catalog, changes: Iterable[CatalogChange]) -> Catalog:
+    """A new catalog with ``changes`` applied; ``catalog`` itself is left as it was.
+
+    Applying ``diff_catalogs(old, new)`` to ``old`` gives ``new`` (except for
+    price moves the diff chose to ignore).
+    """
+    by_key = {o.key: o for o in catalog}
+    for change in changes:
+        if isinstance(change, OfferingRemoved):
+            by_key.pop(change.key, None)
+        else:
+            by_key[change.key] = _merge(by_key.get(change.key), change)
+    return Catalog(by_key.values())
+
+
+def _merge(current: Offering | None, change: CatalogChange) -> Offering:
+    if current is None or isinstance(change, OfferingAdded):
+        return change.offering
+    if isinstance(change, PriceChanged):
+        column = "on_demand_price_usd_per_hour" if change.market == "on_demand" else "spot_price_usd_per_hour"
+        original = "on_demand_price_original" if change.market == "on_demand" else "spot_price_original"
+        return current.model_copy(update={column: change.new_usd_per_hour, original: getattr(change.offering, original)})
+    if isinstance(change, SpecChanged):
+        return current.model_copy(update={change.field: getattr(change.offering, change.field)})
+    return change.offering
+
+
+def change_json(change: CatalogChange) -> dict[str, Any]:
+    """A change as a JSON-ready dict (the CLI's ``--json``)."""
+    o = change.offering
+    data: dict[str, Any] = {
+        "kind": change.kind,
+        "provider": o.provider,
+        "region": o.region,
+        "zone": o.zone,
+        "instance_type": o.instance_type,
+    }
+    if isinstance(change, PriceChanged):
+        data |= {
+            "market": change.market,
+            "old_usd_per_hour": change.old_usd_per_hour,
+            "new_usd_per_hour": change.new_usd_per_hour,
+            "change_pct": change.change_pct,
+        }
+    elif isinstance(change, SpecChanged):
+        data |= {"field": change.field, "old": change.old, "new": change.new}
+    return data

@@ -1,0 +1,163 @@
+"""Measured figures: probe results kept per (provider, instance type), to stand in for nominal ones.
+
+The catalog ranks offerings by TFLOPS per dollar. The vendor's figure is a
+peak; once ``spothop probe --record aws/p5.48xlarge`` has run on an instance,
+:func:`measured_tflops` gives what that instance type really did, and the
+catalog uses it instead.
+
+Storage: ``$SPOTHOP_HOME/measured.json`` (default ``~/.spothop``), one JSON
+document ``{"version": 1, "records": [...]}``; each record holds the provider
+and instance type exactly as the cloud spells them, when it was recorded, and
+the whole :class:`ProbeResult`. Writes go to a temporary file in the same
+folder and are moved into place with ``os.replace``, so a reader never sees a
+half-written file. Two probes recording at the same instant may lose one of
+the two records (last writer wins); probes are minutes apart in practice.
+
+Combining samples: each record's TFLOPS is already the median of its own
+timed runs; records are combined as a mean weighted by those run counts, so a
+probe with ten timed runs counts ten times as much as one cut to a single run
+by its budget.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from spothop.errors import ConfigError, SpothopError
+from spothop.resources.probe import Backend, Dtype, ProbeResult
+
+HOME_ENV = "SPOTHOP_HOME"
+DEFAULT_HOME = Path("~/.spothop")
+MEASURED_FILE = "measured.json"
+FORMAT_VERSION = 1
+
+
+class MeasuredRecord(BaseModel):
+    """One probe run recorded for an instance type."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    provider: str
+    instance_type: str
+    recorded_at: datetime
+    result: ProbeResult
+
+
+class _MeasuredFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    version: int = FORMAT_VERSION
+    records: list[MeasuredRecord] = []
+
+
+def spothop_home() -> Path:
+    """``$SPOTHOP_HOME``, else ``~/.spothop``."""
+    return Path(os.environ.get(HOME_ENV) or DEFAULT_HOME).expanduser()
+
+
+def measured_path() -> Path:
+    return spothop_home() / MEASURED_FILE
+
+
+def record_probe(provider: str, instance_type: str, result: ProbeResult) -> MeasuredRecord:
+    """Add ``result`` to the store for (provider, instance type) and return the record.
+
+    Only GPU results are recorded: the store answers "what does one GPU of this
+    instance type deliver", and a CPU figure would silently replace a GPU's.
+    """
+    if not provider.strip() or not instance_type.strip():
+        raise ConfigError(f"record needs a provider and an instance type; got {provider!r}/{instance_type!r}")
+    if result.backend is not Backend.TORCH_CUDA:
+        raise ConfigError(
+            f"this probe ran on {result.device_name} (backend {result.backend.value}), not a GPU; "
+            f"recording it for {provider}/{instance_type} would replace a per-GPU figure with a CPU one"
+        )
+    path = measured_path()
+    data = _load(path)
+    record = MeasuredRecord(
+        provider=provider, instance_type=instance_type, recorded_at=datetime.now(UTC), result=result
+    )
+    data.records.append(record)
+    _save(path, data)
+    return record
+
+
+def measured_tflops(provider: str, instance_type: str) -> float | None:
+    """Measured dense TFLOPS of one GPU of this instance type, or ``None`` if never probed.
+
+    BF16 when any record has it, else FP16, else FP32 (as ``GpuModel.nominal_tflops``
+    chooses); several records are combined as a mean weighted by timed runs.
+    """
+    records = [r for r in _load(measured_path()).records if (r.provider, r.instance_type) == (provider, instance_type)]
+    for dtype in Dtype:
+        key = f"{dtype.value}_tflops"
+        weighted = [(value, r.result.samples.get(key, 1)) for r in records if (value := r.result.tflops(dtype)) is not None]
+        if weighted:
+            total = sum(weight for _, weight in weighted)
+            return sum(value * weight for value, weight in weighted) / total
+    return None
+
+
+def all_measurements() -> list[MeasuredRecord]:
+    """Every record, oldest first."""
+    return sorted(_load(measured_path()).records, key=lambda r: r.recorded_at)
+
+
+# Reading the file: the catalog asks once per offering, so keep the parse until the file changes.
+_cache: dict[Path, tuple[tuple[int, int], _MeasuredFile]] = {}
+
+
+def _load(path: Path) -> _MeasuredFile:
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return _MeasuredFile()
+    except OSError as exc:
+        raise SpothopError(f"{path}: cannot read ({exc.strerror})") from None
+    stamp = (stat.st_mtime_ns, stat.st_size)
+    cached = _cache.get(path)
+    if cached and cached[0] == stamp:
+        return cached[1].model_copy(deep=True)
+    data = _parse(path)
+    _cache[path] = (stamp, data)
+    return data.model_copy(deep=True)
+
+
+def _parse(path: Path) -> _MeasuredFile:
+    fix = "delete it to start afresh (it holds only probe results; `spothop probe --record` writes them again)"
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpothopError(f"{path}: cannot read the measured figures ({exc}); {fix}") from None
+    except json.JSONDecodeError as exc:
+        raise SpothopError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg}); {fix}") from None
+    if not isinstance(raw, dict) or raw.get("version") != FORMAT_VERSION:
+        version = raw.get("version") if isinstance(raw, dict) else None
+        raise SpothopError(f"{path}: expected a measured-figures file of version {FORMAT_VERSION}, got {version!r}; {fix}")
+    try:
+        return _MeasuredFile.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise SpothopError(f"{path}: malformed record at {where}: {first['msg']}; {fix}") from None
+
+
+def _save(path: Path, data: _MeasuredFile) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{MEASURED_FILE}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(data.model_dump_json(indent=2))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _cache.pop(path, None)
