@@ -7,7 +7,7 @@ import sys
 import typer
 
 from spothop import __version__
-from spothop.cli import catalog, offers
+from spothop.cli import catalog, offers, probe, topo
 from spothop.cli.output import err_console
 from spothop.errors import SpothopError
 
@@ -21,15 +21,23 @@ app = typer.Typer(
 
 offers.register(app)
 catalog.register(app)
+probe.register(app)
+topo.register(app)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"spothop {__version__}")
+        raise typer.Exit()
 
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", help="print the version and exit", is_eager=True),
+    version: bool = typer.Option(
+        False, "--version", help="print the version and exit", is_eager=True, callback=_print_version
+    ),
 ) -> None:
-    if version:
-        typer.echo(f"spothop {__version__}")
-        raise typer.Exit()
+    """Run GPU batch work on the cheapest reliable spot capacity across clouds."""
 
 
 EXIT_USER_ERROR = 2

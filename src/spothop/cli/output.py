@@ -9,6 +9,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 console = Console()
 err_console = Console(stderr=True)
@@ -25,7 +26,8 @@ def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any
     for name in columns:
         out.add_column(name, justify="right" if name in right else "left", no_wrap=name in right)
     for row in rows:
-        out.add_row(*("—" if cell is None else str(cell) for cell in row))
+        # Text, not str: a cell is data, never markup or an emoji code (":AB:" in a PCI bus id).
+        out.add_row(*(Text("—" if cell is None else str(cell)) for cell in row))
     return out
 
 

@@ -22,18 +22,15 @@ by its budget.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from spothop.errors import ConfigError, SpothopError
+from spothop.paths import atomic_write_text, spothop_home
 from spothop.resources.probe import Backend, Dtype, ProbeResult
 
-HOME_ENV = "SPOTHOP_HOME"
-DEFAULT_HOME = Path("~/.spothop")
 MEASURED_FILE = "measured.json"
 FORMAT_VERSION = 1
 
@@ -56,11 +53,6 @@ class _MeasuredFile(BaseModel):
     records: list[MeasuredRecord] = []
 
 
-def spothop_home() -> Path:
-    """``$SPOTHOP_HOME``, else ``~/.spothop``."""
-    return Path(os.environ.get(HOME_ENV) or DEFAULT_HOME).expanduser()
-
-
 def measured_path() -> Path:
     return spothop_home() / MEASURED_FILE
 
@@ -79,12 +71,10 @@ def record_probe(provider: str, instance_type: str, result: ProbeResult) -> Meas
             f"recording it for {provider}/{instance_type} would replace a per-GPU figure with a CPU one"
         )
     path = measured_path()
-    data = _load(path)
     record = MeasuredRecord(
         provider=provider, instance_type=instance_type, recorded_at=datetime.now(UTC), result=result
     )
-    data.records.append(record)
-    _save(path, data)
+    _save(path, _MeasuredFile(records=[*_load(path).records, record]))
     return record
 
 
@@ -123,10 +113,10 @@ def _load(path: Path) -> _MeasuredFile:
     stamp = (stat.st_mtime_ns, stat.st_size)
     cached = _cache.get(path)
     if cached and cached[0] == stamp:
-        return cached[1].model_copy(deep=True)
+        return cached[1]  # shared: callers read it and never mutate it
     data = _parse(path)
     _cache[path] = (stamp, data)
-    return data.model_copy(deep=True)
+    return data
 
 
 def _parse(path: Path) -> _MeasuredFile:
@@ -149,15 +139,5 @@ def _parse(path: Path) -> _MeasuredFile:
 
 
 def _save(path: Path, data: _MeasuredFile) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{MEASURED_FILE}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(data.model_dump_json(indent=2))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(path, data.model_dump_json(indent=2))
     _cache.pop(path, None)

@@ -255,23 +255,30 @@ CALIBRATION_N = 256  # small enough to run in milliseconds even where a dtype ha
 
 
 def _fitting_matmul_n(device: _Device, dtype: Dtype, run: _Run, deadline: float) -> int | str:
-    """The largest n (halving from the asked size) whose runs fit the phase's share.
+    """The largest n, doubling from a small one up to the asked size, whose runs fit the phase.
 
     Some dtypes have no fast kernel on some hardware (PyTorch's FP16 matmul on a
     CPU without AVX512-FP16 runs ~1000x slower than BF16); an 8192 run there
-    would take hours. One small timed run, scaled by n^3, says how big to go.
+    would take hours. Each step times one run and predicts the next size by
+    n^3; small sizes fit in cache and flatter the prediction, so it steps up
+    by doubling rather than jumping straight to the asked size.
     """
-    n = run.sizes.matmul_n
-    small = device.matmul(dtype, min(n, CALIBRATION_N))
-    if isinstance(small, str) or n <= CALIBRATION_N:
-        return small if isinstance(small, str) else n
-    small()  # the first call pays for kernel selection and allocation
-    estimate = small() * (n / CALIBRATION_N) ** 3
-    runs = run.sizes.warmup_runs + 1  # the least the phase must fit
-    allowed = max(0.0, deadline - run.clock()) / runs
-    while n > CALIBRATION_N and estimate > allowed:
-        n //= 2
-        estimate /= 8
+    target = run.sizes.matmul_n
+    n = min(target, CALIBRATION_N)
+    op = device.matmul(dtype, n)
+    if isinstance(op, str) or n == target:
+        return op if isinstance(op, str) else n
+    op()  # the first call pays for kernel selection and allocation
+    seconds = op()
+    runs = run.sizes.warmup_runs + 1  # the least a phase must fit
+    while n < target:
+        bigger = min(2 * n, target)
+        allowed = max(0.0, deadline - run.clock()) / runs
+        if seconds * (bigger / n) ** 3 > allowed:
+            break
+        step = device.matmul(dtype, bigger)
+        assert not isinstance(step, str)  # supported at n, so supported at 2n
+        n, seconds = bigger, step()
     return n
 
 

@@ -1,0 +1,85 @@
+"""``spothop probe``: measure this machine's TFLOPS and bandwidths, optionally record them."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.text import Text
+
+from spothop.cli.output import console, err_console, print_json, table
+from spothop.errors import ConfigError
+from spothop.resources.measured import measured_path, record_probe
+from spothop.resources.probe import DEFAULT_BUDGET_S, Backend, Dtype, ProbeResult, probe
+
+
+def probe_command(
+    as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
+    budget_s: Annotated[float, typer.Option("--budget-s", help="total seconds the probe may take")] = DEFAULT_BUDGET_S,
+    record: Annotated[
+        str | None, typer.Option("--record", metavar="PROVIDER/INSTANCE_TYPE", help="store the result for this instance type")
+    ] = None,
+    backend: Annotated[
+        str | None, typer.Option("--backend", help="torch-cuda, torch-cpu or numpy (default: the best available)")
+    ] = None,
+) -> None:
+    """Measure dense matmul TFLOPS (BF16/FP16/FP32) and memory, host-to-device and GPU-to-GPU bandwidth."""
+    target = _parse_record(record) if record else None
+    chosen = _parse_backend(backend) if backend else None
+    result = probe(budget_s=budget_s, backend=chosen,
+                   progress=lambda msg: err_console.print(f"[dim]probe: {msg}[/dim]", highlight=False))
+    if target:
+        record_probe(*target, result)
+        err_console.print(f"recorded for {target[0]}/{target[1]} in {measured_path()}", highlight=False)
+    if as_json:
+        print_json(result.model_dump(mode="json"))
+        return
+    console.print(Text.assemble((result.device_name, "bold"), f" ({result.backend.value}, {result.gpu_count} GPU(s)); "
+                  f"{result.duration_s:.1f} s of a {result.budget_s:g} s budget"))
+    console.print(table(None, ["figure", "value", "unit", "timed runs", "note"], _rows(result), right=["value", "timed runs"]))
+
+
+def _parse_record(value: str) -> tuple[str, str]:
+    provider, _, instance_type = value.partition("/")
+    if not provider or not instance_type:
+        raise ConfigError(f"--record expects PROVIDER/INSTANCE_TYPE, e.g. aws/p5.48xlarge; got {value!r}")
+    return provider, instance_type
+
+
+def _parse_backend(value: str) -> Backend:
+    try:
+        return Backend(value)
+    except ValueError:
+        raise ConfigError(f"--backend must be one of {', '.join(b.value for b in Backend)}; got {value!r}") from None
+
+
+def _rows(result: ProbeResult) -> list[list[Any]]:
+    rows: list[list[Any]] = []
+    for dtype in Dtype:
+        key = f"{dtype.value}_tflops"
+        note = result.unsupported.get(key) or (f"n={result.matmul_n[key]}" if key in result.matmul_n else None)
+        rows.append([f"{dtype.value.upper()} dense matmul", _tflops(result.tflops(dtype)), "TFLOPS",
+                     result.samples.get(key), note])
+    for key, label, value in (
+        ("memory_bandwidth_gbps", "memory copy (read+write)", result.memory_bandwidth_gbps),
+        ("h2d_bandwidth_gbps", "host to device", result.h2d_bandwidth_gbps),
+    ):
+        rows.append([label, _fmt(value, 1), "GB/s", result.samples.get(key), result.unsupported.get(key)])
+    for peer in result.p2p_bandwidth_gbps:
+        rows.append([f"GPU{peer.src_gpu} → GPU{peer.dst_gpu}", _fmt(peer.bandwidth_gbps, 1), "GB/s", peer.samples, None])
+    if "p2p_bandwidth_gbps" in result.unsupported:
+        rows.append(["GPU to GPU", None, "GB/s", None, result.unsupported["p2p_bandwidth_gbps"]])
+    return rows
+
+
+def _tflops(value: float | None) -> str | None:
+    # Three significant digits: a CPU's 0.00102 and an H200's 712 both read right.
+    return None if value is None else f"{value:.3g}"
+
+
+def _fmt(value: float | None, digits: int) -> str | None:
+    return None if value is None else f"{value:,.{digits}f}"
+
+
+def register(app: typer.Typer) -> None:
+    app.command("probe")(probe_command)

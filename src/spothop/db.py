@@ -1,0 +1,81 @@
+"""Database engines: SQLite by default, PostgreSQL at scale, one way to open either.
+
+Every part of spothop that keeps rows (the job store, the SQL shard queue,
+price history, the local cloud's records) opens its engine here, so that the
+SQLite settings that make concurrent access safe are set in one place.
+
+The default database is ``$SPOTHOP_HOME/spothop.db``; ``SPOTHOP_DATABASE_URL``
+or an explicit URL selects another (``postgresql+psycopg://user@host/db``).
+A plain ``postgresql://`` URL is read as psycopg 3.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+
+from spothop.errors import ConfigError
+from spothop.paths import spothop_home
+
+DATABASE_URL_ENV = "SPOTHOP_DATABASE_URL"
+
+# How long a SQLite writer waits for another to finish before failing. Long
+# enough for a burst of queue claims from many workers on one machine.
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+def default_database_url() -> str:
+    configured = os.environ.get(DATABASE_URL_ENV)
+    if configured:
+        return configured
+    home = spothop_home()
+    home.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{home / 'spothop.db'}"
+
+
+def normalise_url(url: str) -> str:
+    """``postgresql://`` → ``postgresql+psycopg://`` (psycopg 3, not the psycopg2 default)."""
+    if url.startswith("postgresql://") or url.startswith("postgres://"):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    return url
+
+
+def make_engine(url: str | None = None, **options: Any) -> Engine:
+    """A new engine for ``url`` (default: :func:`default_database_url`).
+
+    SQLite connections get WAL mode (readers never block the writer), a busy
+    timeout, foreign keys on, and ``BEGIN IMMEDIATE`` for every transaction so
+    that a read-then-write cannot deadlock against another writer.
+    """
+    url = normalise_url(url or default_database_url())
+    if not (url.startswith("sqlite") or url.startswith("postgresql")):
+        raise ConfigError(f"unsupported database URL {url!r}: use sqlite:///PATH or postgresql://HOST/DB")
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "isolation_level": None}, **options)
+        _configure_sqlite(engine)
+        return engine
+    return create_engine(url, pool_pre_ping=True, **options)
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Any) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+@cache
+def shared_engine(url: str) -> Engine:
+    """One engine per URL per process (engines pool connections; make few)."""
+    return make_engine(url)

@@ -1,0 +1,91 @@
+"""Alibaba Cloud ECS instance metadata (normal and security-hardened mode) for a local instance.
+
+Documented behaviour followed here:
+
+- https://www.alibabacloud.com/help/en/ecs/user-guide/query-the-interruption-events-of-preemptible-instances
+  ``/latest/meta-data/instance/spot/termination-time`` returns 404 while the
+  preemptible instance may keep running; once it is to be reclaimed (about
+  5 minutes ahead) it returns the release time in UTC, ISO 8601
+  (``2026-01-01T00:02:00Z``).
+- https://www.alibabacloud.com/help/en/ecs/user-guide/view-instance-metadata
+  Security-hardened mode: ``PUT /latest/api/token`` with
+  ``X-aliyun-ecs-metadata-token-ttl-seconds`` (1 to 21600) returns a token;
+  ``GET`` requests then carry it in ``X-aliyun-ecs-metadata-token``. A token
+  ``PUT`` carrying ``X-Forwarded-For`` is refused. Items ``instance-id``,
+  ``instance/instance-type``, ``zone-id``, ``region-id``.
+- https://www.alibabacloud.com/help/en/ecs/developer-reference/api-ecs-2014-05-26-modifyinstancemetadataoptions
+  ``HttpTokens`` is ``optional`` by default (both modes work) or
+  ``required`` (normal mode refused). The option ``require_token`` here is
+  ``HttpTokens=required``.
+
+Local choices: when a token header is sent it must be valid (401 otherwise),
+even in optional mode; a missing token in required mode is a 401 as well;
+a bad TTL is a 400, as IMDSv2 answers; tokens are random per server with TTL
+on the notice state's clock.
+"""
+
+from __future__ import annotations
+
+from spothop.providers.local.metadata._http import (
+    MetadataHandler,
+    Request,
+    Response,
+    iso_utc,
+    parse_ttl,
+    tree_lookup,
+)
+from spothop.providers.local.metadata.state import NoticeSnapshot
+
+ALIYUN_TOKEN_TTL_MIN_S = 1  # ECS metadata docs: 1 to 21600 seconds
+ALIYUN_TOKEN_TTL_MAX_S = 21600  # ECS metadata docs: at most 6 hours
+ALIYUN_TOKEN_PATH = "/latest/api/token"
+ALIYUN_TOKEN_TTL_HEADER = "X-aliyun-ecs-metadata-token-ttl-seconds"
+ALIYUN_TOKEN_HEADER = "X-aliyun-ecs-metadata-token"
+ROOT = "/latest"
+
+
+class AliyunMetadataHandler(MetadataHandler):
+    """``100.100.100.200/latest/meta-data``; option ``require_token`` (default False)."""
+
+    OPTIONS = frozenset({"require_token"})
+
+    def route(self, request: Request) -> Response:
+        if request.path.rstrip("/") == ALIYUN_TOKEN_PATH:
+            if request.method != "PUT":
+                return Response.text("Method Not Allowed\n", 405)
+            return self._issue_token(request)
+        if request.method not in ("GET", "HEAD"):
+            return Response.text("Method Not Allowed\n", 405)
+        token = request.header(ALIYUN_TOKEN_HEADER)
+        if token is not None and not self.meta_server.tokens.valid(token):
+            return Response.text("Unauthorized: invalid or expired token\n", 401)
+        if token is None and bool(self.meta_server.options.get("require_token", False)):
+            return Response.text("Unauthorized: a metadata token is required\n", 401)
+        if request.path != ROOT and not request.path.startswith(ROOT + "/"):
+            return Response.text("Not Found\n", 404)
+        value = tree_lookup(self._leaves(self.notices.snapshot()), request.path[len(ROOT) :])
+        if value is None:
+            return Response.text("Not Found\n", 404)
+        return Response.text(value)
+
+    def _issue_token(self, request: Request) -> Response:
+        if request.header("X-Forwarded-For") is not None:
+            return Response.text("Forbidden\n", 403)
+        ttl = parse_ttl(
+            request.header(ALIYUN_TOKEN_TTL_HEADER), ALIYUN_TOKEN_TTL_MIN_S, ALIYUN_TOKEN_TTL_MAX_S
+        )
+        if ttl is None:
+            return Response.text("Bad Request\n", 400)
+        return Response.text(self.meta_server.tokens.issue(ttl))
+
+    def _leaves(self, notices: NoticeSnapshot) -> dict[str, str]:
+        md = self.metadata
+        leaves = {
+            "meta-data/instance-id": md.instance_id,
+            "meta-data/instance/instance-type": md.instance_type,
+            "meta-data/zone-id": md.zone,
+            "meta-data/region-id": md.region,
+        }
+        if md.spot and notices.termination_time is not None:
+            leaves["meta-data/instance/spot/termination-time"] = iso_utc(notices.termination_time)
+        return leaves

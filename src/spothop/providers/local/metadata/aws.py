@@ -1,0 +1,111 @@
+"""AWS EC2 instance metadata (IMDSv2, tokens required) for a local instance.
+
+Documented behaviour followed here:
+
+- https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/configuring-instance-metadata-service.html
+  IMDSv2 is session-based: ``PUT /latest/api/token`` with the header
+  ``X-aws-ec2-metadata-token-ttl-seconds`` (1 to 21600 seconds) returns a
+  token; every metadata ``GET`` carries it in ``X-aws-ec2-metadata-token``.
+  With tokens *required* (what this endpoint emulates) a missing, expired or
+  unknown token gets ``401 Unauthorized``; a bad TTL gets ``400``; a token
+  ``PUT`` carrying ``X-Forwarded-For`` is refused (``403``), so a proxy on the
+  instance cannot fetch tokens for someone else. The token response echoes the
+  TTL in ``X-aws-ec2-metadata-token-ttl-seconds``. Everything is served as
+  ``text/plain``.
+- https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-notices.html
+  ``/latest/meta-data/spot/instance-action`` is absent (404) until Amazon EC2
+  marks the Spot Instance for interruption, then holds
+  ``{"action": "terminate", "time": "2017-09-18T08:22:00Z"}``, issued two
+  minutes before the action; ``spot/termination-time`` holds the same time
+  (UTC, e.g. ``2015-01-05T18:02:00Z``) and is likewise 404 until then.
+- https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/rebalance-recommendations.html
+  ``/latest/meta-data/events/recommendations/rebalance`` is 404 until a
+  rebalance recommendation, then ``{"noticeTime": "2020-11-05T08:22:00Z"}``;
+  the recommendation may come with, not before, the interruption notice.
+- https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-data-categories.html
+  ``instance-id``, ``instance-type``, ``instance-life-cycle`` (``spot`` or
+  ``on-demand``), ``placement/availability-zone``, ``placement/region``; a
+  directory path lists its keys one a line, sub-directories ending in ``/``.
+
+Local choices: the spot action is always ``terminate`` (the local cloud
+reclaims; it neither stops nor hibernates); tokens are random per server and
+their TTL is measured on the notice state's clock, so a fast simulated clock
+expires them fast too.
+"""
+
+from __future__ import annotations
+
+import json
+
+from spothop.providers.local.metadata._http import (
+    MetadataHandler,
+    Request,
+    Response,
+    iso_utc,
+    parse_ttl,
+    tree_lookup,
+)
+from spothop.providers.local.metadata.state import NoticeSnapshot
+
+AWS_TOKEN_TTL_MIN_S = 1  # IMDSv2 docs: "a minimum of one second"
+AWS_TOKEN_TTL_MAX_S = 21600  # IMDSv2 docs: "a maximum of six hours (21,600 seconds)"
+AWS_TOKEN_PATH = "/latest/api/token"
+AWS_TOKEN_TTL_HEADER = "X-aws-ec2-metadata-token-ttl-seconds"
+AWS_TOKEN_HEADER = "X-aws-ec2-metadata-token"
+AWS_SPOT_ACTION = "terminate"  # the local cloud only reclaims; EC2 may also stop or hibernate
+ROOT = "/latest"
+
+
+class AwsImdsHandler(MetadataHandler):
+    """IMDSv2 with ``HttpTokens=required``."""
+
+    def route(self, request: Request) -> Response:
+        if request.path.rstrip("/") == AWS_TOKEN_PATH:
+            if request.method != "PUT":
+                return Response.text("Method Not Allowed\n", 405)
+            return self._issue_token(request)
+        if request.method not in ("GET", "HEAD"):
+            return Response.text("Method Not Allowed\n", 405)
+        token = request.header(AWS_TOKEN_HEADER)
+        if not token or not self.meta_server.tokens.valid(token):
+            return Response.text("Unauthorized\n", 401)
+        if request.path != ROOT and not request.path.startswith(ROOT + "/"):
+            return Response.text("Not Found\n", 404)
+        value = tree_lookup(self._leaves(self.notices.snapshot()), request.path[len(ROOT) :])
+        if value is None:
+            return Response.text("Not Found\n", 404)
+        return Response.text(value)
+
+    def _issue_token(self, request: Request) -> Response:
+        if request.header("X-Forwarded-For") is not None:
+            return Response.text("Forbidden\n", 403)
+        ttl = parse_ttl(
+            request.header(AWS_TOKEN_TTL_HEADER), AWS_TOKEN_TTL_MIN_S, AWS_TOKEN_TTL_MAX_S
+        )
+        if ttl is None:
+            return Response.text("Bad Request\n", 400)
+        token = self.meta_server.tokens.issue(ttl)
+        return Response.text(token, headers={AWS_TOKEN_TTL_HEADER: str(ttl)})
+
+    def _leaves(self, notices: NoticeSnapshot) -> dict[str, str]:
+        md = self.metadata
+        leaves = {
+            "meta-data/instance-id": md.instance_id,
+            "meta-data/instance-type": md.instance_type,
+            "meta-data/instance-life-cycle": "spot" if md.spot else "on-demand",
+            "meta-data/placement/availability-zone": md.zone,
+            "meta-data/placement/region": md.region,
+        }
+        if not md.spot:
+            return leaves
+        if notices.termination_time is not None:
+            when = iso_utc(notices.termination_time)
+            leaves["meta-data/spot/instance-action"] = json.dumps(
+                {"action": AWS_SPOT_ACTION, "time": when}, separators=(",", ":")
+            )
+            leaves["meta-data/spot/termination-time"] = when
+        if notices.advance_notice_time is not None:
+            leaves["meta-data/events/recommendations/rebalance"] = json.dumps(
+                {"noticeTime": iso_utc(notices.advance_notice_time)}, separators=(",", ":")
+            )
+        return leaves

@@ -1,0 +1,254 @@
+"""What one local instance's metadata endpoint knows: who it is, and which notices it has had.
+
+:class:`InstanceMetadata` is fixed at launch. :class:`NoticeState` is what the
+local cloud changes while the instance runs (a rebalance recommendation, a
+termination notice, a maintenance event) and what the protocol handlers read.
+The handlers never keep notice state of their own, so one ``NoticeState`` can
+be served in any cloud's dialect and the host sees the same facts.
+
+Contracts:
+
+- Every time the handlers print comes from this state and its injected clock
+  ``now()``; nothing here or in the handlers reads ``time.time()`` directly,
+  so a simulated clock that runs faster than the wall is honoured end to end.
+- A notice is visible to the endpoints as soon as it is recorded; the host
+  calls :meth:`NoticeState.schedule_termination` at the moment the notice is
+  issued (``notice_at`` is that moment on the host's clock).
+- Every change bumps :attr:`NoticeState.version` and wakes
+  :meth:`NoticeState.wait_for_change`; the wait itself is in wall seconds,
+  because it holds a real HTTP request open.
+- Azure's ``DocumentIncarnation`` changes only when the scheduled-events
+  document changes (a preemption is scheduled, an event is acknowledged).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+Clock = Callable[[], float]
+
+MAINTENANCE_NONE = "NONE"
+MAINTENANCE_TERMINATE = "TERMINATE_ON_HOST_MAINTENANCE"
+MAINTENANCE_MIGRATE = "MIGRATE_ON_HOST_MAINTENANCE"
+# GCP's instance/maintenance-event values (cloud.google.com/compute/docs/instances/host-maintenance-overview)
+MAINTENANCE_EVENTS = frozenset({MAINTENANCE_NONE, MAINTENANCE_TERMINATE, MAINTENANCE_MIGRATE})
+
+
+@dataclass(frozen=True)
+class InstanceMetadata:
+    """Who the instance is, as its cloud spells it. Fixed for the instance's life.
+
+    ``launch_time`` is unix seconds on the local cloud's clock. ``project_id``
+    only shows in GCP's resource paths (``projects/<p>/zones/<zone>``).
+    """
+
+    instance_id: str
+    instance_type: str
+    region: str
+    zone: str
+    provider: str
+    launch_time: float
+    spot: bool = True
+    project_id: str = "spothop-local"
+
+
+@dataclass(frozen=True)
+class NoticeSnapshot:
+    """One consistent reading of a :class:`NoticeState` (all fields from the same moment)."""
+
+    version: int
+    now: float
+    advance_notice_time: float | None
+    termination_time: float | None
+    notice_time: float | None
+    maintenance_event: str
+    document_incarnation: int
+    event_id: str | None
+    acknowledged: bool
+    acknowledged_at: float | None
+
+    @property
+    def preempted(self) -> bool:
+        """A termination notice has been issued (GCP's ``preempted`` reads TRUE from then on)."""
+        return self.termination_time is not None
+
+
+class NoticeState:
+    """The notices one instance has had, shared between the host and its endpoint's threads.
+
+    Thread-safe: every method takes the one lock. Times are unix-second floats
+    on ``clock`` (default ``time.time``). The host writes with
+    :meth:`recommend_rebalance`, :meth:`schedule_termination` and
+    :meth:`set_maintenance`; the instance writes only with :meth:`acknowledge`
+    (Azure's StartRequests), which the host may read (:attr:`acknowledged`) to
+    proceed before ``NotBefore``.
+    """
+
+    def __init__(self, clock: Clock = time.time) -> None:
+        self._clock = clock
+        self._changed = threading.Condition(threading.Lock())
+        self._version = 0
+        self._advance_notice_time: float | None = None
+        self._termination_time: float | None = None
+        self._notice_time: float | None = None
+        self._maintenance_event = MAINTENANCE_NONE
+        self._document_incarnation = 0
+        self._event_id: str | None = None
+        self._acknowledged_at: float | None = None
+
+    # -- reading -------------------------------------------------------------
+
+    def now(self) -> float:
+        """The current time on the injected clock (unix seconds)."""
+        return self._clock()
+
+    def snapshot(self) -> NoticeSnapshot:
+        """Every field at once, read under the lock."""
+        with self._changed:
+            return NoticeSnapshot(
+                version=self._version,
+                now=self._clock(),
+                advance_notice_time=self._advance_notice_time,
+                termination_time=self._termination_time,
+                notice_time=self._notice_time,
+                maintenance_event=self._maintenance_event,
+                document_incarnation=self._document_incarnation,
+                event_id=self._event_id,
+                acknowledged=self._acknowledged_at is not None,
+                acknowledged_at=self._acknowledged_at,
+            )
+
+    @property
+    def version(self) -> int:
+        with self._changed:
+            return self._version
+
+    @property
+    def advance_notice_time(self) -> float | None:
+        with self._changed:
+            return self._advance_notice_time
+
+    @property
+    def termination_time(self) -> float | None:
+        with self._changed:
+            return self._termination_time
+
+    @property
+    def notice_time(self) -> float | None:
+        with self._changed:
+            return self._notice_time
+
+    @property
+    def maintenance_event(self) -> str:
+        with self._changed:
+            return self._maintenance_event
+
+    @property
+    def document_incarnation(self) -> int:
+        with self._changed:
+            return self._document_incarnation
+
+    @property
+    def event_id(self) -> str | None:
+        with self._changed:
+            return self._event_id
+
+    @property
+    def acknowledged(self) -> bool:
+        """The instance approved the scheduled event (Azure StartRequests): the host may proceed."""
+        with self._changed:
+            return self._acknowledged_at is not None
+
+    @property
+    def acknowledged_at(self) -> float | None:
+        with self._changed:
+            return self._acknowledged_at
+
+    # -- writing -------------------------------------------------------------
+
+    def recommend_rebalance(self, at: float | None = None) -> None:
+        """Record an advance notice (AWS rebalance recommendation) issued at ``at`` (default: now).
+
+        A second call keeps the first time: the cloud recommends once.
+        """
+        with self._changed:
+            if self._advance_notice_time is not None:
+                return
+            self._advance_notice_time = self._clock() if at is None else float(at)
+            self._bump()
+
+    def schedule_termination(self, notice_at: float | None, terminate_at: float) -> str:
+        """Record a final notice issued at ``notice_at`` (default: now) for ``terminate_at``.
+
+        Returns the Azure event id of the preemption. Raises ``ValueError`` when
+        the termination would come before its notice. Calling it again with the
+        same times changes nothing; with other times it moves the termination
+        (a new document incarnation, the same event id, the acknowledgement kept).
+        """
+        with self._changed:
+            issued = self._clock() if notice_at is None else float(notice_at)
+            if terminate_at < issued:
+                raise ValueError(
+                    f"terminate_at {terminate_at} is before notice_at {issued}; a notice precedes its termination"
+                )
+            if self._event_id is None:
+                self._event_id = str(uuid.uuid4()).upper()
+            elif (self._notice_time, self._termination_time) == (issued, float(terminate_at)):
+                return self._event_id
+            self._notice_time = issued
+            self._termination_time = float(terminate_at)
+            self._document_incarnation += 1
+            self._bump()
+            return self._event_id
+
+    def set_maintenance(self, value: str) -> None:
+        """Set GCP's maintenance-event value; one of :data:`MAINTENANCE_EVENTS`, else ``ValueError``."""
+        if value not in MAINTENANCE_EVENTS:
+            raise ValueError(
+                f"maintenance event {value!r} is not one of {sorted(MAINTENANCE_EVENTS)}"
+            )
+        with self._changed:
+            if value != self._maintenance_event:
+                self._maintenance_event = value
+                self._bump()
+
+    def acknowledge(self, event_id: str) -> bool:
+        """The instance approves event ``event_id`` (Azure StartRequests).
+
+        Returns False (and changes nothing) for an id that is not the current
+        event. Event ids compare case-insensitively, as GUIDs do. A repeated
+        acknowledgement returns True and keeps the first time.
+        """
+        with self._changed:
+            if self._event_id is None or event_id.strip().upper() != self._event_id:
+                return False
+            if self._acknowledged_at is None:
+                self._acknowledged_at = self._clock()
+                self._document_incarnation += 1
+                self._bump()
+            return True
+
+    # -- waiting -------------------------------------------------------------
+
+    def wait_for_change(self, version: int, timeout_s: float) -> int:
+        """Block until :attr:`version` differs from ``version`` or ``timeout_s`` wall seconds pass.
+
+        Returns the version then current (equal to ``version`` on a timeout).
+        """
+        deadline = time.monotonic() + max(0.0, timeout_s)
+        with self._changed:
+            while self._version == version:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._changed.wait(remaining)
+            return self._version
+
+    def _bump(self) -> None:
+        # Caller holds the lock.
+        self._version += 1
+        self._changed.notify_all()

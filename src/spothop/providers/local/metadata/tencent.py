@@ -1,0 +1,55 @@
+"""Tencent Cloud CVM instance metadata for a local instance.
+
+Documented behaviour followed here:
+
+- https://www.tencentcloud.com/document/product/213/32487
+  ``metadata.tencentyun.com/latest/meta-data/spot/termination-time`` returns
+  the reclaim time of a spot instance, e.g. ``2018-08-18 12:05:33``, as the
+  instance's OS time in UTC+8; "If the error code 404 is returned, the
+  instance is not a spot instance or it's not terminated."
+- https://www.tencentcloud.com/document/product/213/4934 (instance metadata)
+  Items ``instance-id``, ``placement/zone``, ``placement/region``,
+  ``instance/instance-type``; plain ``GET``, no token; a directory lists its
+  keys one a line.
+
+Local choices: only ``GET``/``HEAD`` are served (others are 405).
+"""
+
+from __future__ import annotations
+
+from spothop.providers.local.metadata._http import (
+    MetadataHandler,
+    Request,
+    Response,
+    china_standard,
+    tree_lookup,
+)
+from spothop.providers.local.metadata.state import NoticeSnapshot
+
+ROOT = "/latest"
+
+
+class TencentMetadataHandler(MetadataHandler):
+    """``metadata.tencentyun.com/latest/meta-data``."""
+
+    def route(self, request: Request) -> Response:
+        if request.method not in ("GET", "HEAD"):
+            return Response.text("Method Not Allowed\n", 405)
+        if request.path != ROOT and not request.path.startswith(ROOT + "/"):
+            return Response.text("Not Found\n", 404)
+        value = tree_lookup(self._leaves(self.notices.snapshot()), request.path[len(ROOT) :])
+        if value is None:
+            return Response.text("Not Found\n", 404)
+        return Response.text(value)
+
+    def _leaves(self, notices: NoticeSnapshot) -> dict[str, str]:
+        md = self.metadata
+        leaves = {
+            "meta-data/instance-id": md.instance_id,
+            "meta-data/instance/instance-type": md.instance_type,
+            "meta-data/placement/zone": md.zone,
+            "meta-data/placement/region": md.region,
+        }
+        if md.spot and notices.termination_time is not None:
+            leaves["meta-data/spot/termination-time"] = china_standard(notices.termination_time)
+        return leaves

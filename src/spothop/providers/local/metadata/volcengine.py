@@ -1,0 +1,69 @@
+"""Volcengine (BytePlus) ECS instance metadata for a local instance.
+
+Documented behaviour followed here:
+
+- https://www.volcengine.com/docs/6396/155893 (BytePlus:
+  https://docs.byteplus.com/docs/ecs/View_spot_instance_interruption_event)
+  ``curl http://100.96.0.96/latest/spot_instance_termination_time`` returns
+  the time, in UTC, at which the spot instance will be released; the
+  interruption event comes 5 minutes before reclamation. Before any event
+  the item is absent (404).
+- https://www.volcengine.com/docs/6396/113780 (instance metadata)
+  Items live at ``http://100.96.0.96/latest/[metadata]``, e.g.
+  ``/latest/instance_id``; ``/latest`` lists the root; item names ignore case
+  and accept ``-`` in place of ``_``.
+
+Assumptions (the pages above do not say): the exact time string, taken to be
+ISO 8601 UTC ``%Y-%m-%dT%H:%M:%SZ`` as AWS and Alibaba print it; the names
+``instance_type``, ``region_id`` and ``zone_id``; and the AWS-style aliases
+``/latest/meta-data/instance-id`` (and ``instance-type``, ``region-id``,
+``zone-id``), served so that tools written for ``meta-data`` paths work.
+"""
+
+from __future__ import annotations
+
+from spothop.providers.local.metadata._http import (
+    MetadataHandler,
+    Request,
+    Response,
+    iso_utc,
+    tree_lookup,
+)
+from spothop.providers.local.metadata.state import NoticeSnapshot
+
+ROOT = "/latest"
+VOLCENGINE_TERMINATION_ITEM = "spot_instance_termination_time"
+
+
+def _normalise(path: str) -> str:
+    """Volcengine item names ignore case and take ``-`` for ``_``."""
+    return path.lower().replace("-", "_")
+
+
+class VolcengineMetadataHandler(MetadataHandler):
+    """``100.96.0.96/latest``."""
+
+    def route(self, request: Request) -> Response:
+        if request.method not in ("GET", "HEAD"):
+            return Response.text("Method Not Allowed\n", 405)
+        path = _normalise(request.path)
+        if path != ROOT and not path.startswith(ROOT + "/"):
+            return Response.text("Not Found\n", 404)
+        value = tree_lookup(self._leaves(self.notices.snapshot()), path[len(ROOT) :])
+        if value is None:
+            return Response.text("Not Found\n", 404)
+        return Response.text(value)
+
+    def _leaves(self, notices: NoticeSnapshot) -> dict[str, str]:
+        md = self.metadata
+        items = {
+            "instance_id": md.instance_id,
+            "instance_type": md.instance_type,
+            "region_id": md.region,
+            "zone_id": md.zone,
+        }
+        leaves = dict(items)
+        leaves.update({f"meta_data/{name}": value for name, value in items.items()})
+        if md.spot and notices.termination_time is not None:
+            leaves[VOLCENGINE_TERMINATION_ITEM] = iso_utc(notices.termination_time)
+        return leaves

@@ -1,0 +1,1 @@
+"""Conformance tests for the local cloud's metadata endpoints."""
