@@ -25,6 +25,7 @@ $(STAMP_DEV): pyproject.toml | $(BIN)/python
 run: $(STAMP_RUN)
 	$(BIN)/spothop offers --gpu H100 --count 8 --spot --limit 15
 	$(BIN)/spothop offers --min-gpu-memory 40 --spot --sort tflops --limit 10
+	$(BIN)/spothop cloud world
 
 test: $(STAMP_DEV)
 	$(BIN)/ruff check src tests bench

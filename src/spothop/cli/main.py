@@ -7,7 +7,7 @@ import sys
 import typer
 
 from spothop import __version__
-from spothop.cli import catalog, offers, probe, topo
+from spothop.cli import catalog, cloud, offers, probe, topo
 from spothop.cli.output import err_console
 from spothop.errors import SpothopError
 
@@ -23,6 +23,7 @@ offers.register(app)
 catalog.register(app)
 probe.register(app)
 topo.register(app)
+cloud.register(app)
 
 
 def _print_version(value: bool) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -11,8 +12,13 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-console = Console()
-err_console = Console(stderr=True)
+# Piped output is not squeezed to 80 columns: a table in a log or a CI page
+# should keep its instance types whole. A terminal keeps its own width.
+_PIPE_WIDTH = 200
+_width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else _PIPE_WIDTH
+
+console = Console(width=_width)
+err_console = Console(stderr=True, width=_width)
 
 
 def print_json(data: Any) -> None:

@@ -1,0 +1,147 @@
+"""``spothop cloud``: the embedded local cloud — its world, and instances you can launch and preempt."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from spothop.cli.output import console, money, print_json, table
+from spothop.providers.base import Instance, LaunchRequest
+from spothop.providers.local.provider import LocalProvider
+from spothop.providers.local.store import CloudStore
+from spothop.providers.local.world import World, load_world
+
+cloud_app = typer.Typer(help="The embedded local cloud: simulated clouds whose instances are real processes.", no_args_is_help=True)
+
+WorldOption = Annotated[Path | None, typer.Option("--world", envvar="SPOTHOP_WORLD", help="world file (default: the built-in world)")]
+JsonOption = Annotated[bool, typer.Option("--json", help="print JSON")]
+
+
+def _providers(world: World, world_path: Path | None) -> dict[str, LocalProvider]:
+    store = CloudStore()
+    return {name: LocalProvider(name, world=world, world_path=world_path, store=store) for name in world.cloud_names}
+
+
+@cloud_app.command("world")
+def world_command(world_path: WorldOption = None, as_json: JsonOption = False) -> None:
+    """Show the world: each simulated cloud, its protocol and notice, and its markets right now."""
+    world = load_world(world_path)
+    providers = _providers(world, world_path)
+    rows: list[dict[str, Any]] = []
+    for name, provider in providers.items():
+        spec = world.cloud(name)
+        for price in provider.spot_prices():
+            offering = world.offering(name, price.zone or price.region, price.instance_type)
+            rows.append({
+                "cloud": name, "protocol": spec.protocol, "notice_lead_time_s": spec.notice_lead_time_s,
+                "advance_notice_s": spec.advance_notice_s, "region": price.region, "zone": price.zone,
+                "instance_type": price.instance_type, "gpu": f"{offering.gpu_count}x {offering.gpu}" if offering else None,
+                "available": price.available, "spot_usd_per_hour": price.price_usd_per_hour,
+                "on_demand_usd_per_hour": offering.on_demand_price_usd_per_hour if offering else None,
+            })
+    if as_json:
+        print_json({"origin": world.origin, "seed": world.seed, "speed": world.speed, "markets": rows})
+        return
+    columns = ["cloud", "protocol", "notice", "location", "instance type", "GPUs", "spot now", "$/h spot", "$/h OD"]
+    console.print(table(
+        f"{world.origin}: {len(world.cloud_names)} clouds, seed {world.seed}, {world.speed:g}× time",
+        columns,
+        [[r["cloud"], r["protocol"], f"{r['notice_lead_time_s']:g} s", r["zone"] or r["region"], r["instance_type"], r["gpu"],
+          "yes" if r["available"] else "NO", money(r["spot_usd_per_hour"]), money(r["on_demand_usd_per_hour"])] for r in rows],
+        right=["notice", "$/h spot", "$/h OD"],
+    ))
+
+
+@cloud_app.command("launch")
+def launch(
+    cloud: Annotated[str, typer.Argument(help="a cloud of the world, e.g. aws-sim")],
+    instance_type: Annotated[str, typer.Argument(help="instance type, as the cloud spells it")],
+    location: Annotated[str, typer.Argument(help="zone (or region, for region-priced clouds)")],
+    command: Annotated[str, typer.Option("--command", help="bootstrap command (default: idle until terminated)")] = "",
+    on_demand: Annotated[bool, typer.Option("--on-demand", help="launch on-demand instead of spot")] = False,
+    max_price: Annotated[float | None, typer.Option("--max-price", help="spot bid, USD per instance-hour")] = None,
+    world_path: WorldOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Launch one instance; prints its id and metadata endpoint."""
+    world = load_world(world_path)
+    provider = LocalProvider(world.cloud(cloud).name, world=world, world_path=world_path)
+    offering = world.offering(cloud, location, instance_type)
+    region = offering.region if offering else location
+    zone = offering.zone if offering else None
+    instance = provider.launch(LaunchRequest(
+        instance_type=instance_type, region=region, zone=zone, spot=not on_demand,
+        bootstrap_command=shlex.split(command), max_price_usd_per_hour=max_price,
+    ))
+    _show([instance], as_json)
+
+
+@cloud_app.command("ls")
+def ls(world_path: WorldOption = None, show_all: Annotated[bool, typer.Option("--all", help="include ended instances")] = False, as_json: JsonOption = False) -> None:
+    """List instances with their state, notice, billed time and cost."""
+    world = load_world(world_path)
+    found = [i for p in _providers(world, world_path).values() for i in p.list_instances() if show_all or i.state.is_alive]
+    _show(found, as_json)
+
+
+@cloud_app.command("terminate")
+def terminate(instance_ids: Annotated[list[str], typer.Argument(help="instance ids")], world_path: WorldOption = None) -> None:
+    """Terminate instances (an unknown or ended id is a no-op, as clouds do)."""
+    world = load_world(world_path)
+    providers = _providers(world, world_path)
+    for instance_id in instance_ids:
+        for provider in providers.values():
+            provider.terminate(instance_id)
+        console.print(f"terminating {instance_id}")
+
+
+@cloud_app.command("preempt")
+def preempt(
+    instance_id: Annotated[str, typer.Argument(help="instance id")],
+    lead_time: Annotated[float | None, typer.Option("--lead-time", help="seconds from notice to reclaim (default: the cloud's)")] = None,
+    world_path: WorldOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Inject an interruption: the notice now, SIGKILL of the instance's processes after the lead time."""
+    world = load_world(world_path)
+    providers = _providers(world, world_path)
+    row = CloudStore().instance(instance_id)
+    provider = providers.get(row["cloud"]) if row else None
+    if provider is None:
+        provider = next(iter(providers.values()))
+    _show([provider.preempt(instance_id, lead_time)], as_json)
+
+
+def _show(found: list[Instance], as_json: bool) -> None:
+    if as_json:
+        print_json([_instance_json(i) for i in found])
+        return
+    if not found:
+        console.print("No instances.")
+        return
+    columns = ["id", "cloud", "location", "type", "market", "state", "billed s", "cost $", "notice → reclaim", "metadata"]
+    rows = [
+        [i.instance_id, i.provider, i.zone or i.region, i.instance_type, "spot" if i.spot else "on-demand", i.state.value,
+         f"{i.billed_seconds:,.0f}", money(i.cost_usd, 6),
+         f"{i.termination_time - i.notice_time:g} s" if i.notice_time is not None and i.termination_time is not None else None,
+         i.metadata_url]
+        for i in found
+    ]
+    console.print(table(None, columns, rows, right=["billed s", "cost $"]))
+
+
+def _instance_json(i: Instance) -> dict[str, Any]:
+    return {
+        "instance_id": i.instance_id, "provider": i.provider, "region": i.region, "zone": i.zone,
+        "instance_type": i.instance_type, "spot": i.spot, "state": i.state.value, "launched_at": i.launched_at,
+        "ended_at": i.ended_at, "price_usd_per_hour": i.price_usd_per_hour, "billed_seconds": i.billed_seconds,
+        "cost_usd": i.cost_usd, "notice_time": i.notice_time, "termination_time": i.termination_time,
+        "metadata_url": i.metadata_url, "name": i.name, "tags": dict(i.tags),
+    }
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(cloud_app, name="cloud")

@@ -1,0 +1,258 @@
+"""One local instance's host: the hypervisor of a simulated VM.
+
+``python -m spothop.providers.local.host INSTANCE_DIR`` runs for as long as
+the instance lives. It
+
+1. serves the instance's metadata endpoint in its cloud's protocol;
+2. after the cloud's launch delay, starts the bootstrap command in a process
+   group of its own, with the metadata URL in its environment;
+3. every tick, bills the seconds that passed at the market's price, and
+   watches for what ends an instance:
+   - the market taking capacity away (spot): the advance notice first where
+     the cloud has one, then the final notice with the cloud's lead time,
+     then, at the deadline, SIGKILL to the whole group — no grace beyond the
+     cloud's own;
+   - an injected preemption (``spothop cloud preempt``), handled the same way;
+   - a terminate request: SIGTERM to the group, a short grace, SIGKILL;
+   - the bootstrap command exiting: the instance shuts down, as a VM whose
+     boot script ends with ``shutdown`` does (after any pending notice's
+     deadline, so a preempted instance is recorded as preempted).
+
+Everything it learns goes to the cloud's records (:mod:`.store`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from spothop.market import MarketKey, SimClock, SpotMarket
+from spothop.providers.base import InstanceState
+from spothop.providers.local.metadata import (
+    METADATA_PROTOCOL_ENV,
+    METADATA_URL_ENV,
+    InstanceMetadata,
+    MetadataServer,
+    NoticeState,
+)
+from spothop.providers.local.processes import group_alive, kill_group
+from spothop.providers.local.runtime import cloud_clock, spot_market
+from spothop.providers.local.store import MICROS_PER_USD, CloudStore
+from spothop.providers.local.world import load_world
+
+TICK_WALL_S = 0.1  # how often the host looks at the world; notices land within a tick
+TERMINATE_GRACE_WALL_S = 5.0  # SIGTERM → SIGKILL on a user's terminate (clouds give an ACPI shutdown)
+BILLING_ROW_SIM_S = 60.0  # one billing row per simulated minute (the instance row is updated every tick)
+INSTANCE_ID_ENV = "SPOTHOP_INSTANCE_ID"
+
+
+@dataclass
+class _Plan:
+    """When this instance's notices and reclaim fall, once decided."""
+
+    advance_at: float | None = None
+    notice_at: float | None = None
+    terminate_at: float | None = None
+
+
+class Host:
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.spec: dict[str, Any] = json.loads((directory / "instance.json").read_text())
+        self.instance_id: str = self.spec["instance_id"]
+        self.store = CloudStore(Path(self.spec["cloud_root"]))
+        world_path = self.spec.get("world_path")
+        self.world = load_world(Path(world_path) if world_path else None)
+        self.clock: SimClock = cloud_clock(self.store, self.world)
+        self.key = MarketKey(self.spec["cloud"], self.spec["location"], self.spec["instance_type"])
+        self.market: SpotMarket = spot_market(self.store, self.world, [self.key])
+        self.notices = NoticeState(clock=self.clock.now)
+        self.plan = _Plan()
+        self.worker: subprocess.Popen[bytes] | None = None
+        self.billed_to = self.clock.now()
+        self.cost_micro = 0.0
+        self.row_start = self.billed_to
+        self.row_cost = 0.0
+        self.stop_requested = False
+        self.running_at = self.billed_to
+        self.row: dict[str, Any] = {}
+
+    # -- lifecycle ----------------------------------------------------------
+
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, self._on_sigterm)
+        server = MetadataServer(
+            self.spec["protocol"],
+            InstanceMetadata(
+                instance_id=self.instance_id, instance_type=self.spec["instance_type"],
+                region=self.spec["region"], zone=self.spec["location"], provider=self.spec["cloud"],
+                launch_time=self.spec["launched_at"], spot=self.spec["spot"],
+            ),
+            self.notices,
+        )
+        server.start()
+        self.store.update_instance(self.instance_id, metadata_url=server.url, host_pid=os.getpid())
+        try:
+            return self._lifecycle(server.url)
+        finally:
+            self._kill_worker(signal.SIGKILL)
+            server.stop()
+
+    def _lifecycle(self, metadata_url: str) -> int:
+        boot_at = self.spec["launched_at"] + self.spec["launch_delay_s"]
+        while self.clock.now() < boot_at and not self._should_end():
+            time.sleep(TICK_WALL_S)
+        if self._should_end():
+            return self._finish(InstanceState.TERMINATED, "terminated before boot")
+        self._start_worker(metadata_url)
+        self.billed_to = self.row_start = self.running_at = self.clock.now()
+        self.store.update_instance(self.instance_id, state=InstanceState.RUNNING.value, running_at=self.running_at)
+        while True:
+            now = self.clock.now()
+            self._bill(now)
+            outcome = self._step(now)
+            if outcome is not None:
+                return outcome
+            time.sleep(TICK_WALL_S)
+
+    def _step(self, now: float) -> int | None:
+        self.row = self.store.instance(self.instance_id) or {}
+        if self._should_end():
+            self._kill_worker(signal.SIGTERM, grace_s=TERMINATE_GRACE_WALL_S)
+            return self._finish(InstanceState.TERMINATED, "terminated on request")
+        self._plan_notices(now)
+        if self.plan.advance_at is not None and now >= self.plan.advance_at:
+            self.notices.recommend_rebalance(self.plan.advance_at)
+        if self.plan.notice_at is not None and now >= self.plan.notice_at and self.plan.terminate_at is not None:
+            if self.notices.termination_time is None:
+                self.notices.schedule_termination(self.plan.notice_at, self.plan.terminate_at)
+                self.store.update_instance(
+                    self.instance_id, state=InstanceState.NOTICED.value,
+                    notice_time=self.plan.notice_at, termination_time=self.plan.terminate_at,
+                )
+            if now >= self.plan.terminate_at:
+                self._kill_worker(signal.SIGKILL)
+                return self._finish(InstanceState.PREEMPTED, "spot capacity reclaimed")
+        if self.worker is not None and self.worker.poll() is not None and self.plan.terminate_at is None:
+            return self._finish(InstanceState.TERMINATED, f"bootstrap command exited with code {self.worker.returncode}", self.worker.returncode)
+        return None
+
+    def _plan_notices(self, now: float) -> None:
+        if self.plan.terminate_at is not None:
+            return
+        lead = self.spec["notice_lead_time_s"]
+        injected = self.row.get("preempt_lead_s")
+        if injected is not None:
+            self.plan = _Plan(notice_at=now, terminate_at=now + float(injected))
+            return
+        if not self.spec["spot"]:
+            return
+        drop = self.market.next_preemption_after(self.key, now) if self.market.is_available(self.key, now) else now
+        if drop is None:
+            return
+        advance = self.spec.get("advance_notice_s")
+        if advance is not None and now >= drop - lead - advance:
+            self.plan.advance_at = max(now, drop - lead - advance) if self.plan.advance_at is None else self.plan.advance_at
+        if now >= drop - lead:
+            # A drop sooner than the cloud's lead time still gets a notice, with what time is left.
+            self.plan = _Plan(advance_at=self.plan.advance_at, notice_at=now, terminate_at=max(drop, now))
+
+    # -- billing and records ------------------------------------------------
+
+    def _price(self, t: float) -> float:
+        if self.spec["spot"]:
+            return self.market.price_usd_per_hour(self.key, t)
+        return float(self.spec["price_usd_per_hour"])
+
+    def _bill(self, now: float) -> None:
+        if now <= self.billed_to:
+            return
+        price = self._price(self.billed_to)
+        cost = price * (now - self.billed_to) / 3600.0 * MICROS_PER_USD
+        self.cost_micro += cost
+        self.row_cost += cost
+        self.billed_to = now
+        self.store.update_instance(
+            self.instance_id,
+            billed_seconds=now - self.running_at,
+            cost_micro_usd=round(self.cost_micro),
+            price_usd_per_hour=price,
+        )
+        if now - self.row_start >= BILLING_ROW_SIM_S:
+            self._close_billing_row(price)
+
+    def _close_billing_row(self, price: float) -> None:
+        if self.billed_to > self.row_start:
+            self.store.add_billing(self.instance_id, self.row_start, self.billed_to, price, round(self.row_cost))
+        self.row_start, self.row_cost = self.billed_to, 0.0
+
+    def _finish(self, state: InstanceState, reason: str, exit_code: int | None = None) -> int:
+        now = self.clock.now()
+        if self.worker is not None:
+            self._bill(now)
+            self._close_billing_row(self._price(now))
+        self.store.update_instance(
+            self.instance_id, state=state.value, ended_at=now, end_reason=reason,
+            exit_code=exit_code if exit_code is not None else (self.worker.returncode if self.worker else None),
+        )
+        return 0
+
+    # -- the worker process group -------------------------------------------
+
+    def _start_worker(self, metadata_url: str) -> None:
+        env = {**os.environ, **self.spec["env"]}
+        env.update({
+            METADATA_URL_ENV: metadata_url,
+            METADATA_PROTOCOL_ENV: self.spec["protocol"],
+            INSTANCE_ID_ENV: self.instance_id,
+        })
+        log = open(self.directory / "console.log", "ab")  # noqa: SIM115 - handed to the child, closed with it
+        command = self.spec["command"] or ["sleep", "infinity"]
+        self.worker = subprocess.Popen(
+            command, cwd=self.directory, env=env, stdout=log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True,
+        )
+        log.close()
+        self.store.update_instance(self.instance_id, worker_pgid=self.worker.pid)
+
+    def _kill_worker(self, sig: int, grace_s: float = 0.0) -> None:
+        if self.worker is None:
+            return
+        kill_group(self.worker.pid, sig)
+        if sig != signal.SIGKILL:
+            deadline = time.monotonic() + grace_s
+            while time.monotonic() < deadline and group_alive(self.worker.pid):
+                self.worker.poll()
+                time.sleep(0.05)
+            kill_group(self.worker.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.worker.wait(timeout=5)
+
+    def _should_end(self) -> bool:
+        if self.stop_requested:
+            return True
+        if self.worker is None:  # still booting: nothing else reads the row
+            self.row = self.store.instance(self.instance_id) or {}
+        return bool(self.row.get("terminate_requested"))
+
+    def _on_sigterm(self, _signum: int, _frame: Any) -> None:
+        self.stop_requested = True
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m spothop.providers.local.host INSTANCE_DIR", file=sys.stderr)
+        return 2
+    return Host(Path(argv[0])).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

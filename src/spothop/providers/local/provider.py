@@ -1,0 +1,297 @@
+"""The local provider family: simulated clouds whose instances are real processes.
+
+Each cloud of the world (:mod:`.world`) is one :class:`LocalProvider`,
+registered under its own name (``aws-sim``, ``gcp-sim``, …). A launch writes
+the instance's directory and starts its host process (:mod:`.host`), which
+serves the metadata endpoint, runs the bootstrap command in its own process
+group, bills it, and plays the market's preemptions on it.
+
+Contract notes beyond :class:`~spothop.providers.base.Provider`:
+
+- A spot launch into a market the trace or generator says is unavailable
+  right now fails with :class:`~spothop.errors.CapacityUnavailable`, carrying
+  the error code the imitated cloud uses for it.
+- A spot launch with a maximum price below the market's current price fails
+  with :class:`~spothop.errors.PriceTooLow`.
+- ``launch`` returns once the host is serving the metadata endpoint (the
+  instance is ``pending`` until its launch delay has passed).
+- ``terminate`` of an unknown or ended instance returns silently.
+- :meth:`LocalProvider.preempt` injects an interruption notice with a chosen
+  lead time, as the market would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from spothop.errors import (
+    CapacityUnavailable,
+    ConfigError,
+    InstanceNotFound,
+    PriceTooLow,
+    ProviderError,
+)
+from spothop.market import Clock
+from spothop.providers.base import (
+    Capabilities,
+    Instance,
+    InstanceState,
+    LaunchRequest,
+    Provider,
+    SpotPrice,
+)
+from spothop.providers.local.processes import kill_group, kill_process, pid_alive
+from spothop.providers.local.runtime import cloud_clock, spot_market
+from spothop.providers.local.store import MICROS_PER_USD, CloudStore
+from spothop.providers.local.world import CloudSpec, World, load_world
+from spothop.resources.offering import Offering
+
+HOST_READY_TIMEOUT_S = 20.0  # a host must serve its metadata endpoint within this (wall) time
+
+# How each imitated cloud spells "no capacity" and "your bid is too low", so
+# code that handles the real cloud's errors sees the same codes here.
+_CAPACITY_CODES = {
+    "aws": "InsufficientInstanceCapacity",
+    "gcp": "ZONE_RESOURCE_POOL_EXHAUSTED",
+    "azure": "AllocationFailed",
+    "aliyun": "OperationDenied.NoStock",
+    "tencent": "ResourceInsufficient.SpecifiedInstanceType",
+    "volcengine": "ResourceNotEnough",
+}
+_PRICE_CODES = {"aws": "SpotMaxPriceTooLow", "aliyun": "InvalidSpotPriceLimit.LowerThanPublicPrice"}
+
+
+def _instance_id(protocol: str) -> str:
+    """An id in the imitated cloud's shape (``i-0abc…`` on AWS, ``ins-…`` on Tencent)."""
+    if protocol == "aws":
+        return "i-0" + secrets.token_hex(8)[:16]
+    if protocol == "tencent":
+        return "ins-" + secrets.token_hex(4)
+    if protocol == "gcp":
+        return str(1000000000000000000 + secrets.randbelow(8999999999999999999))
+    if protocol == "azure":
+        return "vm-" + secrets.token_hex(6)
+    return "i-" + secrets.token_hex(10)
+
+
+class LocalProvider(Provider):
+    """One simulated cloud of a world. See the module docstring for its rules."""
+
+    def __init__(
+        self,
+        name: str,
+        world: World | None = None,
+        world_path: Path | None = None,
+        store: CloudStore | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        """``clock`` overrides the cloud's shared clock for this provider's own
+        decisions (launch refusals, spot prices); tests use a manual clock to hit
+        exact trace ticks. Instance hosts always run on the shared clock."""
+        self._clock_override = clock
+        self.world_path = world_path
+        self.world = world or load_world(world_path)
+        self.spec: CloudSpec = self.world.cloud(name)
+        self.name = name
+        self.store = store or CloudStore()
+        self.capabilities = Capabilities(
+            spot=True,
+            on_demand=True,
+            notice_lead_time_s=self.spec.notice_lead_time_s,
+            advance_notice=self.spec.advance_notice_s is not None,
+            notice_protocol=self.spec.protocol,
+            per_zone_spot_prices=True,
+            max_price_bids=True,
+        )
+        self._market = spot_market(self.store, self.world, [k for k in self.world.market_sources if k.provider == name])
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock_override or cloud_clock(self.store, self.world)
+
+    # -- catalog and market -------------------------------------------------
+
+    def list_offerings(self) -> list[Offering]:
+        return list(self.world.offerings[self.name])
+
+    def spot_prices(self, instance_types: Sequence[str] | None = None, at: float | None = None) -> list[SpotPrice]:
+        t = self.clock.now() if at is None else at
+        out = []
+        for o in self.world.offerings[self.name]:
+            if instance_types and o.instance_type not in instance_types:
+                continue
+            key = self.world.market_key(self.name, o)
+            out.append(SpotPrice(
+                provider=self.name, region=o.region, zone=o.zone, instance_type=o.instance_type,
+                price_usd_per_hour=self._market.price_usd_per_hour(key, t), timestamp=t,
+                available=self._market.is_available(key, t),
+            ))
+        return out
+
+    # -- launch -------------------------------------------------------------
+
+    def launch(self, request: LaunchRequest) -> Instance:
+        offering = self._offering_for(request)
+        key = self.world.market_key(self.name, offering)
+        now = self.clock.now()
+        if request.spot:
+            self._check_spot(request, key, now)
+            price = self._market.price_usd_per_hour(key, now)
+        else:
+            if offering.on_demand_price_usd_per_hour is None:
+                raise ProviderError(self.name, "InvalidParameter", f"{offering.instance_type} has no on-demand market")
+            price = offering.on_demand_price_usd_per_hour
+        instance_id = _instance_id(self.spec.protocol)
+        directory = self.store.instances_dir / instance_id
+        directory.mkdir(parents=True)
+        spec = {
+            "instance_id": instance_id, "cloud": self.name, "protocol": self.spec.protocol,
+            "region": offering.region, "location": offering.location, "instance_type": offering.instance_type,
+            "spot": request.spot, "price_usd_per_hour": price, "launched_at": now,
+            "notice_lead_time_s": self.spec.notice_lead_time_s, "advance_notice_s": self.spec.advance_notice_s,
+            "launch_delay_s": self.spec.launch_delay_s, "command": list(request.bootstrap_command),
+            "env": dict(request.env), "world_path": str(self.world_path.resolve()) if self.world_path else None,
+            "cloud_root": str(self.store.root),
+        }
+        (directory / "instance.json").write_text(json.dumps(spec, indent=2))
+        self.store.add_instance({
+            "instance_id": instance_id, "cloud": self.name, "region": offering.region, "zone": offering.zone,
+            "instance_type": offering.instance_type, "spot": request.spot, "state": InstanceState.PENDING.value,
+            "launched_at": now, "price_usd_per_hour": price, "billed_seconds": 0.0, "cost_micro_usd": 0,
+            "directory": str(directory), "name": request.name, "tags": dict(request.tags),
+            "terminate_requested": False,
+        })
+        self._start_host(instance_id, directory)
+        return self.describe(instance_id)
+
+    def _offering_for(self, request: LaunchRequest) -> Offering:
+        location = request.zone or request.region
+        offering = self.world.offering(self.name, location, request.instance_type)
+        if offering is None or (request.zone is None and offering.region != request.region):
+            sold = sorted({f"{o.instance_type} in {o.location}" for o in self.world.offerings[self.name]})
+            raise ProviderError(
+                self.name, "InvalidParameterValue",
+                f"{request.instance_type} is not offered in {location}",
+                hint=f"{self.name} sells: {'; '.join(sold)}",
+            )
+        return offering
+
+    def _check_spot(self, request: LaunchRequest, key: Any, now: float) -> None:
+        if not self._market.is_available(key, now):
+            code = _CAPACITY_CODES.get(self.spec.protocol, "CapacityUnavailable")
+            raise CapacityUnavailable(self.name, code, f"no spot capacity for {key.instance_type} in {key.zone} right now")
+        price = self._market.price_usd_per_hour(key, now)
+        if request.max_price_usd_per_hour is not None and request.max_price_usd_per_hour < price:
+            code = _PRICE_CODES.get(self.spec.protocol, "SpotPriceTooLow")
+            raise PriceTooLow(self.name, code, f"max price {request.max_price_usd_per_hour:.4f} is below the spot price {price:.4f} USD/h")
+
+    def _start_host(self, instance_id: str, directory: Path) -> None:
+        log = open(directory / "host.log", "ab")  # noqa: SIM115 - the child keeps it
+        process = subprocess.Popen(
+            [sys.executable, "-m", "spothop.providers.local.host", str(directory)],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+        )
+        log.close()
+        deadline = time.monotonic() + HOST_READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            row = self.store.instance(instance_id)
+            if row and row["metadata_url"]:
+                return
+            if process.poll() is not None:
+                break
+            time.sleep(0.05)
+        process.kill()
+        tail = (directory / "host.log").read_text(errors="replace")[-2000:]
+        self.store.update_instance(instance_id, state=InstanceState.FAILED.value, end_reason="host did not start")
+        raise ProviderError(self.name, "InternalError", f"instance host did not start: {tail.strip() or 'no output'}")
+
+    # -- describe, list, terminate, preempt -------------------------------------
+
+    def describe(self, instance_id: str) -> Instance:
+        row = self.store.instance(instance_id)
+        if row is None or row["cloud"] != self.name:
+            raise InstanceNotFound(self.name, "InvalidInstanceID.NotFound", f"no instance {instance_id!r}")
+        return self._instance(self._reap(row))
+
+    def list_instances(self) -> list[Instance]:
+        return [self._instance(self._reap(r)) for r in self.store.all_instances(self.name)]
+
+    def terminate(self, instance_id: str) -> None:
+        row = self.store.instance(instance_id)
+        if row is None or row["cloud"] != self.name or not InstanceState(row["state"]).is_alive:
+            return
+        self.store.update_instance(instance_id, terminate_requested=True)
+        if row["host_pid"]:
+            kill_process(row["host_pid"], signal.SIGTERM)
+
+    def preempt(self, instance_id: str, lead_time_s: float | None = None) -> Instance:
+        """Inject an interruption: notice now, reclaim after ``lead_time_s`` (default: the cloud's lead)."""
+        row = self.store.instance(instance_id)
+        if row is None or row["cloud"] != self.name:
+            raise InstanceNotFound(self.name, "InvalidInstanceID.NotFound", f"no instance {instance_id!r}")
+        if not InstanceState(row["state"]).is_alive:
+            raise ConfigError(f"instance {instance_id} is {row['state']}; only a live instance can be preempted")
+        lead = self.spec.notice_lead_time_s if lead_time_s is None else lead_time_s
+        if lead < 0:
+            raise ConfigError(f"--lead-time must be ≥ 0 seconds, got {lead}")
+        self.store.update_instance(instance_id, preempt_lead_s=lead)
+        return self.describe(instance_id)
+
+    def _reap(self, row: dict[str, Any]) -> dict[str, Any]:
+        """A live instance whose host died is failed: the machine under it is gone."""
+        if InstanceState(row["state"]).is_alive and row["host_pid"] and not pid_alive(row["host_pid"]):
+            fresh = self.store.instance(row["instance_id"]) or row
+            if InstanceState(fresh["state"]).is_alive:
+                if fresh["worker_pgid"]:
+                    kill_group(fresh["worker_pgid"], signal.SIGKILL)
+                self.store.update_instance(row["instance_id"], state=InstanceState.FAILED.value, end_reason="instance host died", ended_at=self.clock.now())
+                fresh = self.store.instance(row["instance_id"]) or fresh
+            return fresh
+        return row
+
+    def _instance(self, row: dict[str, Any]) -> Instance:
+        return Instance(
+            instance_id=row["instance_id"], provider=self.name, region=row["region"], zone=row["zone"],
+            instance_type=row["instance_type"], spot=row["spot"], state=InstanceState(row["state"]),
+            launched_at=row["launched_at"], price_usd_per_hour=row["price_usd_per_hour"], ended_at=row["ended_at"],
+            billed_seconds=row["billed_seconds"], cost_usd=row["cost_micro_usd"] / MICROS_PER_USD,
+            notice_time=row["notice_time"], termination_time=row["termination_time"],
+            metadata_url=row["metadata_url"], name=row["name"], tags=row["tags"],
+        )
+
+    def wait(self, instance_id: str, states: Sequence[InstanceState], timeout_s: float) -> Instance:
+        """Poll until the instance reaches one of ``states`` or ``timeout_s`` (wall) passes."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            instance = self.describe(instance_id)
+            if instance.state in states or time.monotonic() >= deadline:
+                return instance
+            time.sleep(0.05)
+
+
+def _world_path_from_env() -> Path | None:
+    value = os.environ.get("SPOTHOP_WORLD")
+    return Path(value) if value else None
+
+
+def local_family(name: str, world_path: Path | None = None, **_: Any) -> LocalProvider:
+    """Registry factory: ``local`` is the first cloud of the world; any cloud by its own name."""
+    path = world_path or _world_path_from_env()
+    world = load_world(path)
+    return LocalProvider(world.cloud_names[0] if name == "local" else name, world=world, world_path=path)
+
+
+def _names(world_path: Path | None = None, **_: Any) -> list[str]:
+    return load_world(world_path or _world_path_from_env()).cloud_names
+
+
+local_family.names = _names  # type: ignore[attr-defined]

@@ -1,0 +1,174 @@
+"""The local cloud's own records: its clock anchor, its instances, and every second it billed.
+
+Like a real cloud's control plane, the local cloud keeps state that outlives
+any one process: `spothop cloud launch` in one shell and `spothop cloud ls`
+in another must agree. It lives in ``$SPOTHOP_HOME/localcloud/cloud.db``
+(SQLite, WAL), written by the provider (launch, terminate, preempt requests)
+and by each instance's host process (state, billing).
+
+Money is kept in integer micro-dollars, as the ledger contract asks.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    Engine,
+    Float,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    insert,
+    select,
+    update,
+)
+
+from spothop.db import make_engine
+from spothop.paths import spothop_home
+
+MICROS_PER_USD = 1_000_000
+
+metadata = MetaData()
+
+world_state = Table(
+    "world_state",
+    metadata,
+    Column("key", String, primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
+instances = Table(
+    "instances",
+    metadata,
+    Column("instance_id", String, primary_key=True),
+    Column("cloud", String, nullable=False),
+    Column("region", String, nullable=False),
+    Column("zone", String),
+    Column("instance_type", String, nullable=False),
+    Column("spot", Boolean, nullable=False),
+    Column("state", String, nullable=False),
+    Column("launched_at", Float, nullable=False),
+    Column("running_at", Float),
+    Column("ended_at", Float),
+    Column("end_reason", Text),
+    Column("exit_code", Integer),
+    Column("price_usd_per_hour", Float, nullable=False),
+    Column("billed_seconds", Float, nullable=False, default=0.0),
+    Column("cost_micro_usd", Integer, nullable=False, default=0),
+    Column("notice_time", Float),
+    Column("termination_time", Float),
+    Column("metadata_url", String),
+    Column("host_pid", Integer),
+    Column("worker_pgid", Integer),
+    Column("directory", String, nullable=False),
+    Column("name", String),
+    Column("tags", Text, nullable=False, default="{}"),
+    Column("preempt_lead_s", Float),  # a request: give a notice with this lead time now
+    Column("terminate_requested", Boolean, nullable=False, default=False),
+)
+
+billing = Table(
+    "billing",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("instance_id", String, nullable=False, index=True),
+    Column("start_s", Float, nullable=False),
+    Column("end_s", Float, nullable=False),
+    Column("price_usd_per_hour", Float, nullable=False),
+    Column("cost_micro_usd", Integer, nullable=False),
+)
+
+
+def local_cloud_dir() -> Path:
+    return spothop_home() / "localcloud"
+
+
+class CloudStore:
+    """Typed access to the local cloud's tables."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root or local_cloud_dir()
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.engine: Engine = make_engine(f"sqlite:///{self.root / 'cloud.db'}")
+        metadata.create_all(self.engine)
+
+    @property
+    def instances_dir(self) -> Path:
+        return self.root / "instances"
+
+    # -- world state ------------------------------------------------------
+
+    def get_state(self, key: str) -> str | None:
+        with self.engine.connect() as conn:
+            value: str | None = conn.execute(select(world_state.c.value).where(world_state.c.key == key)).scalar()
+            return value
+
+    def set_state_default(self, values: Mapping[str, str]) -> dict[str, str]:
+        """Store each value unless one is already stored; returns what is stored now."""
+        with self.engine.begin() as conn:
+            stored = {key: value for key, value in conn.execute(select(world_state.c.key, world_state.c.value))}
+            for key, value in values.items():
+                if key not in stored:
+                    conn.execute(insert(world_state).values(key=key, value=value))
+                    stored[key] = value
+            return stored
+
+    def set_state(self, values: Mapping[str, str]) -> None:
+        with self.engine.begin() as conn:
+            for key, value in values.items():
+                conn.execute(world_state.delete().where(world_state.c.key == key))
+                conn.execute(insert(world_state).values(key=key, value=value))
+
+    # -- instances --------------------------------------------------------
+
+    def add_instance(self, row: Mapping[str, Any]) -> None:
+        values = dict(row)
+        values["tags"] = json.dumps(dict(values.get("tags") or {}))
+        with self.engine.begin() as conn:
+            conn.execute(insert(instances).values(**values))
+
+    def instance(self, instance_id: str) -> dict[str, Any] | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(instances).where(instances.c.instance_id == instance_id)).mappings().first()
+        return _decode(row) if row is not None else None
+
+    def all_instances(self, cloud: str | None = None) -> list[dict[str, Any]]:
+        query = select(instances).order_by(instances.c.launched_at)
+        if cloud is not None:
+            query = query.where(instances.c.cloud == cloud)
+        with self.engine.connect() as conn:
+            return [_decode(r) for r in conn.execute(query).mappings().all()]
+
+    def update_instance(self, instance_id: str, **values: Any) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(update(instances).where(instances.c.instance_id == instance_id).values(**values))
+
+    def add_billing(self, instance_id: str, start_s: float, end_s: float, price: float, cost_micro_usd: int) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(
+                insert(billing).values(
+                    instance_id=instance_id, start_s=start_s, end_s=end_s,
+                    price_usd_per_hour=price, cost_micro_usd=cost_micro_usd,
+                )
+            )
+
+    def billing_rows(self, instance_id: str) -> list[dict[str, Any]]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(billing).where(billing.c.instance_id == instance_id).order_by(billing.c.start_s)
+            ).mappings().all()
+        return [dict(r) for r in rows]
+
+
+def _decode(row: Any) -> dict[str, Any]:
+    out = dict(row)
+    out["tags"] = json.loads(out.get("tags") or "{}")
+    return out

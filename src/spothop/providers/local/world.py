@@ -1,0 +1,275 @@
+"""The local cloud's world: which simulated clouds exist, what they sell, how their markets move.
+
+A world file (YAML) declares simulated clouds. Each one speaks one real
+cloud's metadata protocol, sells instance types taken from the built-in
+catalog (at that catalog's prices), gives that cloud's interruption notice,
+and runs a spot market per (zone, instance type) from a trace or a seeded
+synthetic generator::
+
+    seed: 7
+    speed: 1.0                    # simulated seconds per wall second
+    clouds:
+      - name: aws-sim
+        protocol: aws             # the metadata protocol its instances speak
+        catalog: aws              # built-in catalog provider it takes offerings from
+        notice_lead_time_s: 120   # final notice → reclaim
+        advance_notice_s: 300     # rebalance recommendation before the final notice
+        launch_delay_s: 1
+        locations: [us-east-1a, us-east-1b]     # zones (or regions, for region-priced clouds)
+        instance_types: [g5.xlarge, p3.2xlarge]
+        market:                   # the default for every market of this cloud
+          synthetic: {mean_time_between_preemptions_s: 21600, mean_outage_s: 1800}
+        markets:                  # overrides for single markets
+          - location: us-east-1a
+            instance_type: p3.2xlarge
+            trace: traces/us-east-1a_v100_1.json   # relative to the world file
+            start_offset_s: 0
+
+A default world ships in the package, so the embedded default needs no file.
+Errors name the file, the key and the fix.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from importlib import resources as importlib_resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from spothop.errors import ConfigError
+from spothop.market import (
+    AvailabilityTrace,
+    MarketKey,
+    MarketSource,
+    SyntheticMarketParams,
+    TraceKind,
+    read_trace,
+)
+from spothop.providers.local.metadata import PROTOCOLS
+from spothop.resources.catalog import builtin_offerings
+from spothop.resources.offering import Offering
+
+DEFAULT_WORLD = "default-world.yaml"
+
+
+class SyntheticSpec(BaseModel):
+    """A synthetic market; the on-demand price comes from the catalog."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mean_time_between_preemptions_s: float = Field(gt=0)
+    mean_outage_s: float = Field(gt=0)
+    capacity: int = Field(default=4, ge=1)
+    spot_ratio: float | None = Field(default=None, gt=0, le=1, description="default: the catalog's spot/on-demand ratio")
+    price_std_ratio: float = Field(default=0.1, ge=0)
+    tick_s: float = Field(default=60.0, gt=0)
+
+
+class MarketSpec(BaseModel):
+    """Where one market's availability and price come from: a trace or a synthetic generator."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    trace: str | None = None
+    kind: str | None = Field(default=None, description="override a trace's polarity: unavailable_flag or available_count")
+    start_offset_s: float | None = Field(default=0.0, ge=0, description="None: drawn from the seed")
+    synthetic: SyntheticSpec | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> MarketSpec:
+        if (self.trace is None) == (self.synthetic is None):
+            raise ValueError("give exactly one of 'trace' or 'synthetic'")
+        return self
+
+
+class MarketOverride(MarketSpec):
+    location: str
+    instance_type: str
+
+
+class CloudSpec(BaseModel):
+    """One simulated cloud."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9-]*$")
+    protocol: str
+    catalog: str
+    notice_lead_time_s: float = Field(ge=0)
+    advance_notice_s: float | None = Field(default=None, gt=0)
+    launch_delay_s: float = Field(default=1.0, ge=0)
+    locations: list[str] = Field(min_length=1)
+    instance_types: list[str] = Field(min_length=1)
+    market: MarketSpec
+    markets: list[MarketOverride] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _known_protocol(self) -> CloudSpec:
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"unknown protocol {self.protocol!r}; use one of {', '.join(sorted(PROTOCOLS))}")
+        return self
+
+
+class WorldSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    seed: int = 0
+    speed: float = Field(default=1.0, gt=0, description="simulated seconds per wall second")
+    clouds: list[CloudSpec] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> WorldSpec:
+        names = [c.name for c in self.clouds]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"cloud names must be unique; repeated: {', '.join(dupes)}")
+        return self
+
+
+class World:
+    """A loaded world: its clouds, their offerings and their spot markets."""
+
+    def __init__(self, spec: WorldSpec, origin: str, base_dir: Path | None) -> None:
+        self.spec = spec
+        self.origin = origin
+        self.base_dir = base_dir
+        self.offerings: dict[str, list[Offering]] = {c.name: _offerings_for(c, origin) for c in spec.clouds}
+
+    @property
+    def seed(self) -> int:
+        return self.spec.seed
+
+    @property
+    def speed(self) -> float:
+        return self.spec.speed
+
+    @property
+    def cloud_names(self) -> list[str]:
+        return [c.name for c in self.spec.clouds]
+
+    def cloud(self, name: str) -> CloudSpec:
+        for cloud in self.spec.clouds:
+            if cloud.name == name:
+                return cloud
+        raise ConfigError(f"{self.origin}: no cloud named {name!r}; the world has {', '.join(self.cloud_names)}")
+
+    def offering(self, cloud: str, location: str, instance_type: str) -> Offering | None:
+        for o in self.offerings[cloud]:
+            if o.instance_type == instance_type and location in (o.zone, o.region):
+                return o
+        return None
+
+    def market_key(self, cloud: str, offering: Offering) -> MarketKey:
+        return MarketKey(cloud, offering.location, offering.instance_type)
+
+    @cached_property
+    def market_sources(self) -> dict[MarketKey, MarketSource]:
+        """Every market of every cloud. Traces are read once, here."""
+        traces: dict[tuple[str, str | None], AvailabilityTrace] = {}
+        sources: dict[MarketKey, MarketSource] = {}
+        for cloud in self.spec.clouds:
+            overrides = {(m.location, m.instance_type): m for m in cloud.markets}
+            for offering in self.offerings[cloud.name]:
+                spec: MarketSpec = overrides.get((offering.location, offering.instance_type), cloud.market)
+                sources[self.market_key(cloud.name, offering)] = self._source(spec, offering, traces)
+        return sources
+
+    def _source(
+        self, spec: MarketSpec, offering: Offering, traces: dict[tuple[str, str | None], AvailabilityTrace]
+    ) -> MarketSource:
+        on_demand = offering.on_demand_price_usd_per_hour or offering.spot_price_usd_per_hour or 1.0
+        catalog_ratio = _spot_ratio(offering)
+        if spec.synthetic is not None:
+            s = spec.synthetic
+            params = SyntheticMarketParams(
+                mean_time_between_preemptions_s=s.mean_time_between_preemptions_s,
+                mean_outage_s=s.mean_outage_s,
+                capacity=s.capacity,
+                on_demand_price_usd_per_hour=on_demand,
+                spot_ratio=s.spot_ratio or catalog_ratio,
+                price_std_ratio=s.price_std_ratio,
+                tick_s=s.tick_s,
+            )
+            return MarketSource(synthetic=params, start_offset_s=spec.start_offset_s)
+        assert spec.trace is not None
+        key = (spec.trace, spec.kind)
+        if key not in traces:
+            traces[key] = self._read_trace(spec.trace, spec.kind)
+        trace = traces[key]
+        if trace.prices_usd_per_hour is not None:
+            return MarketSource(trace=trace, start_offset_s=spec.start_offset_s)
+        return MarketSource(
+            trace=trace, start_offset_s=spec.start_offset_s,
+            spot_ratio=catalog_ratio, on_demand_price_usd_per_hour=on_demand,
+        )
+
+    def _read_trace(self, name: str, kind: str | None) -> AvailabilityTrace:
+        path = Path(name).expanduser()
+        if not path.is_absolute() and self.base_dir is not None:
+            path = self.base_dir / path
+        if not path.exists():
+            raise ConfigError(f"{self.origin}: trace {name!r} not found (looked at {path}); fix the 'trace' path, relative to the world file")
+
+        try:
+            parsed_kind = TraceKind(kind) if kind else None
+        except ValueError:
+            choices = ", ".join(k.value for k in TraceKind)
+            raise ConfigError(f"{self.origin}: 'kind' {kind!r} is not one of {choices}") from None
+        return read_trace(path, kind=parsed_kind)
+
+
+def _spot_ratio(offering: Offering) -> float:
+    # Most clouds' GPU spot sits at 30-40 % of on-demand; use the catalog's ratio where it has both.
+    od, spot = offering.on_demand_price_usd_per_hour, offering.spot_price_usd_per_hour
+    return spot / od if od and spot else 0.35
+
+
+def _offerings_for(cloud: CloudSpec, origin: str) -> list[Offering]:
+    catalog = [o for o in builtin_offerings() if o.provider == cloud.catalog]
+    if not catalog:
+        providers = sorted({o.provider for o in builtin_offerings()})
+        raise ConfigError(f"{origin}: cloud {cloud.name!r}: catalog {cloud.catalog!r} is not a built-in provider ({', '.join(providers)})")
+    out: list[Offering] = []
+    for instance_type in cloud.instance_types:
+        rows = [o for o in catalog if o.instance_type == instance_type]
+        if not rows:
+            raise ConfigError(
+                f"{origin}: cloud {cloud.name!r}: instance type {instance_type!r} is not in the {cloud.catalog} catalog; "
+                f"`spothop offers --provider {cloud.catalog}` lists what is"
+            )
+        for location in cloud.locations:
+            match = next((o for o in rows if location in (o.zone, o.region)), None)
+            if match is not None:
+                out.append(match.model_copy(update={"provider": cloud.name, "source": f"world:{cloud.name}"}))
+    if not out:
+        raise ConfigError(f"{origin}: cloud {cloud.name!r}: none of its instance types is sold in {', '.join(cloud.locations)}")
+    return out
+
+
+def parse_world(text: str, origin: str, base_dir: Path | None = None) -> World:
+    try:
+        raw: Any = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{origin}: not valid YAML: {exc}") from None
+    try:
+        spec = WorldSpec.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        raise ConfigError(f"{origin}: key {where}: {first['msg']}") from None
+    return World(spec, origin, base_dir)
+
+
+def load_world(path: Path | None = None) -> World:
+    """The world in ``path``, or the default world shipped in the package."""
+    if path is None:
+        text = importlib_resources.files("spothop.providers.local").joinpath(f"data/{DEFAULT_WORLD}").read_text(encoding="utf-8")
+        return parse_world(text, f"builtin:{DEFAULT_WORLD}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read world file {path}: {exc.strerror}") from None
+    return parse_world(text, str(path), path.parent)

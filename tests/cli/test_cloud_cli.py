@@ -1,0 +1,38 @@
+from tests.providers.local.conftest import wait_for
+
+
+def test_world_lists_every_cloud_and_market(cli):
+    data = cli("cloud", "world", "--json").json()
+    clouds = {m["cloud"] for m in data["markets"]}
+    assert clouds == {"aws-sim", "gcp-sim", "azure-sim", "aliyun-sim", "tencent-sim", "volcengine-sim"}
+    aws = [m for m in data["markets"] if m["cloud"] == "aws-sim"]
+    assert all(m["notice_lead_time_s"] == 120 and m["protocol"] == "aws" for m in aws)
+    assert all(0 < m["spot_usd_per_hour"] < m["on_demand_usd_per_hour"] * 1.5 for m in aws)
+
+
+def test_launch_ls_preempt_terminate(cli):
+    launched = cli("cloud", "launch", "azure-sim", "Standard_NC4as_T4_v3", "eastus", "--command", "sleep 300", "--json")
+    assert launched.code == 0, launched.err
+    (instance,) = launched.json()
+    instance_id = instance["instance_id"]
+    assert instance["metadata_url"].startswith("http://127.0.0.1:")
+    listed = cli("cloud", "ls", "--json").json()
+    assert [i["instance_id"] for i in listed] == [instance_id]
+    noticed = cli("cloud", "preempt", instance_id, "--lead-time", "600", "--json").json()[0]
+    assert noticed["instance_id"] == instance_id
+    wait_for(lambda: cli("cloud", "ls", "--json").json()[0]["state"] == "noticed")
+    assert cli("cloud", "terminate", instance_id).code == 0
+    wait_for(lambda: cli("cloud", "ls", "--all", "--json").json()[0]["state"] == "terminated")
+    assert cli("cloud", "ls", "--json").json() == []
+    table = cli("cloud", "ls", "--all").out
+    assert instance_id in table and "terminated" in table
+
+
+def test_bad_requests_are_clear_errors(cli):
+    result = cli("cloud", "launch", "aws-sim", "g5.xlarge", "mars-1a")
+    assert result.code == 2 and "not offered in mars-1a" in result.err
+    result = cli("cloud", "launch", "ibm-sim", "g5.xlarge", "us-east-1a")
+    assert result.code == 2 and "no cloud named 'ibm-sim'" in result.err
+    result = cli("cloud", "preempt", "i-0nothing")
+    assert result.code == 2 and "no instance 'i-0nothing'" in result.err
+    assert cli("cloud", "terminate", "i-0nothing").code == 0  # a no-op, as clouds do
