@@ -272,3 +272,30 @@ def tree_lookup(leaves: Mapping[str, str], path: str) -> str | None:
             head, sep, _rest = leaf[len(prefix) :].partition("/")
             children.add(head + sep)
     return listing(sorted(children)) if children else None
+
+
+def serve_leaves(leaves: Mapping[str, str], root: str, path: str) -> Response:
+    """A GET under ``root`` answered from ``leaves`` (values and directory listings); 404 otherwise."""
+    if path != root and not path.startswith(root + "/"):
+        return Response.text("Not Found\n", 404)
+    value = tree_lookup(leaves, path[len(root) :])
+    if value is None:
+        return Response.text("Not Found\n", 404)
+    return Response.text(value)
+
+
+def issue_token(
+    request: Request, tokens: TokenStore, ttl_header: str, ttl_min_s: int, ttl_max_s: int, echo_ttl: bool
+) -> Response:
+    """The IMDSv2-style session token PUT (AWS; Alibaba's token mode copies it).
+
+    A forwarded request (``X-Forwarded-For``) is refused as the real services
+    refuse it, so a proxy on the instance cannot mint tokens for others.
+    """
+    if request.header("X-Forwarded-For") is not None:
+        return Response.text("Forbidden\n", 403)
+    ttl = parse_ttl(request.header(ttl_header), ttl_min_s, ttl_max_s)
+    if ttl is None:
+        return Response.text("Bad Request\n", 400)
+    token = tokens.issue(ttl)
+    return Response.text(token, headers={ttl_header: str(ttl)} if echo_ttl else None)

@@ -31,8 +31,8 @@ from spothop.providers.local.metadata._http import (
     Request,
     Response,
     iso_utc,
-    parse_ttl,
-    tree_lookup,
+    issue_token,
+    serve_leaves,
 )
 from spothop.providers.local.metadata.state import NoticeSnapshot
 
@@ -61,22 +61,10 @@ class AliyunMetadataHandler(MetadataHandler):
             return Response.text("Unauthorized: invalid or expired token\n", 401)
         if token is None and bool(self.meta_server.options.get("require_token", False)):
             return Response.text("Unauthorized: a metadata token is required\n", 401)
-        if request.path != ROOT and not request.path.startswith(ROOT + "/"):
-            return Response.text("Not Found\n", 404)
-        value = tree_lookup(self._leaves(self.notices.snapshot()), request.path[len(ROOT) :])
-        if value is None:
-            return Response.text("Not Found\n", 404)
-        return Response.text(value)
+        return serve_leaves(self._leaves(self.notices.snapshot()), ROOT, request.path)
 
     def _issue_token(self, request: Request) -> Response:
-        if request.header("X-Forwarded-For") is not None:
-            return Response.text("Forbidden\n", 403)
-        ttl = parse_ttl(
-            request.header(ALIYUN_TOKEN_TTL_HEADER), ALIYUN_TOKEN_TTL_MIN_S, ALIYUN_TOKEN_TTL_MAX_S
-        )
-        if ttl is None:
-            return Response.text("Bad Request\n", 400)
-        return Response.text(self.meta_server.tokens.issue(ttl))
+        return issue_token(request, self.meta_server.tokens, ALIYUN_TOKEN_TTL_HEADER, ALIYUN_TOKEN_TTL_MIN_S, ALIYUN_TOKEN_TTL_MAX_S, echo_ttl=False)
 
     def _leaves(self, notices: NoticeSnapshot) -> dict[str, str]:
         md = self.metadata

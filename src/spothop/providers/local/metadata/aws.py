@@ -42,8 +42,8 @@ from spothop.providers.local.metadata._http import (
     Request,
     Response,
     iso_utc,
-    parse_ttl,
-    tree_lookup,
+    issue_token,
+    serve_leaves,
 )
 from spothop.providers.local.metadata.state import NoticeSnapshot
 
@@ -69,23 +69,10 @@ class AwsImdsHandler(MetadataHandler):
         token = request.header(AWS_TOKEN_HEADER)
         if not token or not self.meta_server.tokens.valid(token):
             return Response.text("Unauthorized\n", 401)
-        if request.path != ROOT and not request.path.startswith(ROOT + "/"):
-            return Response.text("Not Found\n", 404)
-        value = tree_lookup(self._leaves(self.notices.snapshot()), request.path[len(ROOT) :])
-        if value is None:
-            return Response.text("Not Found\n", 404)
-        return Response.text(value)
+        return serve_leaves(self._leaves(self.notices.snapshot()), ROOT, request.path)
 
     def _issue_token(self, request: Request) -> Response:
-        if request.header("X-Forwarded-For") is not None:
-            return Response.text("Forbidden\n", 403)
-        ttl = parse_ttl(
-            request.header(AWS_TOKEN_TTL_HEADER), AWS_TOKEN_TTL_MIN_S, AWS_TOKEN_TTL_MAX_S
-        )
-        if ttl is None:
-            return Response.text("Bad Request\n", 400)
-        token = self.meta_server.tokens.issue(ttl)
-        return Response.text(token, headers={AWS_TOKEN_TTL_HEADER: str(ttl)})
+        return issue_token(request, self.meta_server.tokens, AWS_TOKEN_TTL_HEADER, AWS_TOKEN_TTL_MIN_S, AWS_TOKEN_TTL_MAX_S, echo_ttl=True)
 
     def _leaves(self, notices: NoticeSnapshot) -> dict[str, str]:
         md = self.metadata

@@ -22,7 +22,7 @@ from spothop.providers.local.metadata._http import (
     Request,
     Response,
     china_standard,
-    tree_lookup,
+    serve_leaves,
 )
 from spothop.providers.local.metadata.state import NoticeSnapshot
 
@@ -35,12 +35,7 @@ class TencentMetadataHandler(MetadataHandler):
     def route(self, request: Request) -> Response:
         if request.method not in ("GET", "HEAD"):
             return Response.text("Method Not Allowed\n", 405)
-        if request.path != ROOT and not request.path.startswith(ROOT + "/"):
-            return Response.text("Not Found\n", 404)
-        value = tree_lookup(self._leaves(self.notices.snapshot()), request.path[len(ROOT) :])
-        if value is None:
-            return Response.text("Not Found\n", 404)
-        return Response.text(value)
+        return serve_leaves(self._leaves(self.notices.snapshot()), ROOT, request.path)
 
     def _leaves(self, notices: NoticeSnapshot) -> dict[str, str]:
         md = self.metadata

@@ -27,7 +27,7 @@ from spothop.providers.local.metadata._http import (
     Request,
     Response,
     iso_utc,
-    tree_lookup,
+    serve_leaves,
 )
 from spothop.providers.local.metadata.state import NoticeSnapshot
 
@@ -46,13 +46,7 @@ class VolcengineMetadataHandler(MetadataHandler):
     def route(self, request: Request) -> Response:
         if request.method not in ("GET", "HEAD"):
             return Response.text("Method Not Allowed\n", 405)
-        path = _normalise(request.path)
-        if path != ROOT and not path.startswith(ROOT + "/"):
-            return Response.text("Not Found\n", 404)
-        value = tree_lookup(self._leaves(self.notices.snapshot()), path[len(ROOT) :])
-        if value is None:
-            return Response.text("Not Found\n", 404)
-        return Response.text(value)
+        return serve_leaves(self._leaves(self.notices.snapshot()), ROOT, _normalise(request.path))
 
     def _leaves(self, notices: NoticeSnapshot) -> dict[str, str]:
         md = self.metadata
