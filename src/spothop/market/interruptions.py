@@ -1,0 +1,139 @@
+"""spothop's own preemption history: interruption records and instance runs, in the store.
+
+The agent calls :meth:`InterruptionStore.record_interruption` for every
+preemption it survives (cloud, place, type, the notice it had, the cause);
+the controller calls :meth:`InterruptionStore.record_run` when an instance
+stops, so that preemptions can be divided by instance-hours. From both,
+:meth:`InterruptionStore.evidence` builds the reliability evidence of each
+market over a sliding window (interruption records say nothing about
+capacity never asked for, so this evidence carries no availability).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sqlalchemy import Engine, and_, select
+
+from spothop.db import default_database_url, shared_engine
+from spothop.market.identity import MarketId
+from spothop.market.reliability import SECONDS_PER_HOUR, WINDOW_S, MarketEvidence, ReliabilityBook
+from spothop.market.tables import ensure_tables, exposure, interruptions
+
+GpuOf = Callable[[MarketId], str]
+
+
+@dataclass(frozen=True)
+class Interruption:
+    """One preemption as spothop saw it. ``lead_time_s`` is None when there was no notice."""
+
+    market: MarketId
+    notice_kind: str
+    lead_time_s: float | None
+    time_unix_s: float
+    cause: str = ""
+    instance_id: str = ""
+
+
+class InterruptionStore:
+    """Interruption records and instance runs (SQLite by default, PostgreSQL by URL)."""
+
+    def __init__(self, url: str | None = None, *, engine: Engine | None = None) -> None:
+        self.engine = engine or shared_engine(url or default_database_url())
+        ensure_tables(self.engine)
+
+    def record_interruption(self, cloud: str, region: str, zone: str | None, instance_type: str,
+                            notice_kind: str, lead_time_s: float | None, time: float, cause: str = "",
+                            instance_id: str = "") -> None:
+        """Record one preemption; ``time`` is unix seconds, ``notice_kind`` the cloud's notice name.
+
+        Not idempotent on purpose: two instances may be taken in the same second.
+        """
+        if lead_time_s is not None and lead_time_s < 0:
+            raise ValueError(f"lead_time_s must be >= 0 or None, got {lead_time_s}")
+        with self.engine.begin() as conn:
+            conn.execute(interruptions.insert().values(
+                cloud=cloud, region=region, zone=zone or "", instance_type=instance_type,
+                notice_kind=notice_kind, lead_time_s=lead_time_s, time_unix_s=time, cause=cause,
+                instance_id=instance_id))
+
+    def record_run(self, market: MarketId, start_unix_s: float, end_unix_s: float, instance_id: str = "") -> None:
+        """Record that one instance ran in ``market`` from ``start`` to ``end`` (unix seconds)."""
+        if end_unix_s < start_unix_s:
+            raise ValueError(f"run ends ({end_unix_s}) before it starts ({start_unix_s})")
+        with self.engine.begin() as conn:
+            conn.execute(exposure.insert().values(
+                cloud=market.provider, region=market.region, zone=market.zone,
+                instance_type=market.instance_type, instance_id=instance_id,
+                start_unix_s=start_unix_s, end_unix_s=end_unix_s))
+
+    def interruptions(self, since_unix_s: float | None = None) -> list[Interruption]:
+        query = select(interruptions).order_by(interruptions.c.time_unix_s)
+        if since_unix_s is not None:
+            query = query.where(interruptions.c.time_unix_s >= since_unix_s)
+        with self.engine.connect() as conn:
+            return [Interruption(MarketId(r.cloud, r.region, r.zone, r.instance_type), r.notice_kind,
+                                 r.lead_time_s, r.time_unix_s, r.cause, r.instance_id)
+                    for r in conn.execute(query)]
+
+    def evidence(self, now_unix_s: float, gpu_of: GpuOf, window_s: float = WINDOW_S) -> list[MarketEvidence]:
+        """Per market: preemptions and instance-hours in ``[now − window_s, now]``.
+
+        A run overlapping the window counts only its part inside it; mean
+        lifetime is instance-seconds in the window per preemption.
+        """
+        since = now_unix_s - window_s
+        seconds: dict[MarketId, float] = defaultdict(float)
+        with self.engine.connect() as conn:
+            runs = conn.execute(select(exposure).where(
+                and_(exposure.c.end_unix_s >= since, exposure.c.start_unix_s <= now_unix_s)))
+            for r in runs:
+                market = MarketId(r.cloud, r.region, r.zone, r.instance_type)
+                seconds[market] += min(r.end_unix_s, now_unix_s) - max(r.start_unix_s, since)
+        counts: dict[MarketId, int] = defaultdict(int)
+        for event in self.interruptions(since):
+            if event.time_unix_s <= now_unix_s:
+                counts[event.market] += 1
+        return [
+            MarketEvidence(market=m, gpu=gpu_of(m), instance_hours=seconds[m] / SECONDS_PER_HOUR,
+                           preemptions=counts[m], lifetime_s_total=seconds[m], lifetimes_ended=counts[m],
+                           source="spothop interruptions")
+            for m in sorted(set(seconds) | set(counts))
+        ]
+
+
+def record_interruption(cloud: str, region: str, zone: str | None, instance_type: str, notice_kind: str,
+                        lead_time_s: float | None, time: float, cause: str = "", instance_id: str = "",
+                        url: str | None = None) -> None:
+    """:meth:`InterruptionStore.record_interruption` on the default store (the agent's entry point)."""
+    InterruptionStore(url).record_interruption(cloud, region, zone, instance_type, notice_kind, lead_time_s,
+                                               time, cause, instance_id)
+
+
+def catalog_gpu_of() -> GpuOf:
+    """A market's GPU label from the catalog (``"unknown"`` for a type it lacks)."""
+    from spothop.market.price_store import catalog_gpu_lookup
+
+    lookup = catalog_gpu_lookup()
+    return lambda m: (known[0] if (known := lookup(m.provider, m.instance_type)) else "unknown")
+
+
+def reliability_from_store(now_unix_s: float, url: str | None = None, window_s: float = WINDOW_S,
+                           gpu_of: GpuOf | None = None) -> ReliabilityBook:
+    """The reliability book of spothop's own interruption history over the window ending ``now``."""
+    evidence = InterruptionStore(url).evidence(now_unix_s, gpu_of or catalog_gpu_of(), window_s)
+    return ReliabilityBook.from_evidence(evidence)
+
+
+def mean_time_between_preemptions_s(market: MarketId, now_unix_s: float | None = None,
+                                    url: str | None = None, gpu: str | None = None) -> float:
+    """``1/λ`` for ``market`` in seconds, from the store's history (priors where it has none).
+
+    For the checkpoint interval; with no history at all this is the default
+    prior's ``1 / DEFAULT_PRIOR_RATE_PER_H``.
+    """
+    now = time.time() if now_unix_s is None else now_unix_s
+    return reliability_from_store(now, url).mean_time_between_preemptions_s(market, gpu)

@@ -1,0 +1,99 @@
+"""The market layer's tables (SQLAlchemy Core), created on first use.
+
+Three tables, one :data:`metadata`:
+
+- ``market_prices``: one row per price point of one series — (provider, region,
+  zone, instance type, spot or on-demand, product) at one instant. The unique
+  key on the series plus ``time_unix_ms`` is what makes imports idempotent.
+- ``market_interruptions``: spothop's own record of each preemption (what the
+  agent saw: notice kind, lead time, cause).
+- ``market_exposure``: instance runs (start, end) per market, the denominator of
+  "preemptions per instance-hour".
+
+``zone`` is ``''`` where a cloud prices or reports a whole region alike
+(SQL unique keys treat NULLs as distinct, so the empty string keeps them unique).
+"""
+
+from __future__ import annotations
+
+import weakref
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Engine,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    UniqueConstraint,
+)
+
+metadata = MetaData()
+
+_NAME = 128  # cloud names for regions, zones and types are far shorter than this
+
+prices = Table(
+    "market_prices",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("provider", String(32), nullable=False),
+    Column("region", String(_NAME), nullable=False),
+    Column("zone", String(_NAME), nullable=False, default=""),
+    Column("instance_type", String(_NAME), nullable=False),
+    Column("market", String(16), nullable=False),  # "spot" | "on-demand"
+    Column("product", String(_NAME), nullable=False, default=""),
+    Column("time_unix_ms", BigInteger, nullable=False),
+    Column("price_usd_per_hour", Float, nullable=False),
+    Column("gpu", String(64), nullable=True),  # canonical GPU name; NULL: not in the catalog
+    Column("gpu_count", Integer, nullable=True),  # NULL: the catalog does not know the type
+    Column("usd_per_gpu_second", Float, nullable=True),
+    Column("source", String(512), nullable=False, default=""),
+    UniqueConstraint(
+        "provider", "region", "zone", "instance_type", "market", "product", "time_unix_ms",
+        name="uq_market_prices_point",
+    ),
+)
+Index("ix_market_prices_time", prices.c.time_unix_ms)
+
+interruptions = Table(
+    "market_interruptions",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("cloud", String(32), nullable=False),
+    Column("region", String(_NAME), nullable=False),
+    Column("zone", String(_NAME), nullable=False, default=""),
+    Column("instance_type", String(_NAME), nullable=False),
+    Column("notice_kind", String(64), nullable=False),
+    Column("lead_time_s", Float, nullable=True),  # None: taken with no notice
+    Column("time_unix_s", Float, nullable=False),
+    Column("cause", String(256), nullable=False, default=""),
+    Column("instance_id", String(_NAME), nullable=False, default=""),
+)
+Index("ix_market_interruptions_time", interruptions.c.time_unix_s)
+
+exposure = Table(
+    "market_exposure",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("cloud", String(32), nullable=False),
+    Column("region", String(_NAME), nullable=False),
+    Column("zone", String(_NAME), nullable=False, default=""),
+    Column("instance_type", String(_NAME), nullable=False),
+    Column("instance_id", String(_NAME), nullable=False, default=""),
+    Column("start_unix_s", Float, nullable=False),
+    Column("end_unix_s", Float, nullable=False),
+)
+
+# Engines whose tables exist; weak so that a dropped engine's id is never mistaken for a new one's.
+_created: weakref.WeakSet[Engine] = weakref.WeakSet()
+
+
+def ensure_tables(engine: Engine) -> None:
+    """Create the market tables if missing (once per engine per process)."""
+    if engine in _created:
+        return
+    metadata.create_all(engine, checkfirst=True)
+    _created.add(engine)
