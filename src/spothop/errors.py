@@ -11,9 +11,17 @@ exits with status 2, never a traceback.
     │   ├── UnknownGpuError         a GPU name no alias matches (carries suggestions)
     │   ├── CurrencyError           a currency with no rate, or a malformed rate table
     │   ├── TraceError              a market trace that is missing or of the wrong shape
+    │   ├── CheckpointConfigError   a bad checkpointer setting, URL, or a state value that cannot be stored
     │   └── CatalogError            a catalog file that cannot be read at all
     │       └── CatalogRowError     one malformed row: file, line, field, reason
     ├── TopologyParseError          nvidia-smi output that cannot be understood
+    ├── CheckpointError             a checkpoint could not be written, read or trusted
+    │   ├── CheckpointWriteError    location unwritable or full, or an upload failed; earlier ones untouched
+    │   ├── CheckpointCorrupt       checksum or size mismatch, truncated file, damaged manifest
+    │   │   └── ParentMissing       a delta whose parent is gone or does not verify
+    │   ├── FormatVersionError      a manifest from a newer format version
+    │   ├── NoValidCheckpoint       checkpoints exist but none restores; carries each reason
+    │   └── ValidationFailed        the validation hook rejected a restored checkpoint
     └── ProviderError               a cloud refused or failed; keeps its own code and message
         ├── CapacityUnavailable     no spot (or on-demand) capacity of that type there now
         ├── QuotaExceeded           the account's limit for that type or region is reached

@@ -7,7 +7,7 @@ import sys
 import typer
 
 from spothop import __version__
-from spothop.cli import catalog, cloud, offers, probe, topo
+from spothop.cli import catalog, ckpt, cloud, offers, probe, topo
 from spothop.cli import market as market_cli
 from spothop.cli.output import err_console
 from spothop.errors import SpothopError
@@ -24,6 +24,7 @@ offers.register(app)
 catalog.register(app)
 probe.register(app)
 topo.register(app)
+ckpt.register(app)
 market_cli.register(app)
 cloud.register(app)
 

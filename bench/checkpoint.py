@@ -1,0 +1,182 @@
+"""Checkpoint benchmark: spothop's tiers against plain writes, torch.save and DCP async_save.
+
+    .venv/bin/python bench/checkpoint.py --sizes-mib 256 2048
+
+For each state size (real float32 torch tensors of 4 MiB each) it measures, side
+by side in one run, and prints one table:
+
+* full synchronous save throughput vs a plain file write (+fsync) of the same bytes (target ≥ 0.8);
+* training-loop stall of an async save vs a synchronous ``torch.save`` (target ≥ 10× less),
+  with ``torch.distributed.checkpoint.async_save`` in the same table;
+* an emergency delta when 1 % of the parameters changed (LoRA-like): bytes ≤ 2 %, time ≤ 1/20 of full;
+* restore time vs a plain read of the same bytes;
+* peak extra host memory (RSS) during an async save, as a multiple of the state size (target ≤ 1.1).
+
+Timings are wall-clock on whatever machine runs it; no GPU is needed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+# Other benchmarks in bench/ (queue.py) would shadow stdlib modules torch imports.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+import torch  # noqa: E402
+
+from spothop.checkpoint import Checkpointer, Tier  # noqa: E402
+
+TENSOR_MIB = 4
+CHANGED_FRACTION = 0.01  # LoRA-like: 1 % of the parameters change between durable and emergency
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * PAGE
+
+
+class PeakRss:
+    """Samples RSS on a thread; ``peak - base`` is the extra memory while active."""
+
+    def __init__(self) -> None:
+        self.base = rss_bytes()
+        self.peak = self.base
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.002):
+            self.peak = max(self.peak, rss_bytes())
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        return self.peak - self.base
+
+
+def timed(fn: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def make_state(size_mib: int) -> dict[str, torch.Tensor]:
+    count = max(1, size_mib // TENSOR_MIB)
+    gen = torch.Generator().manual_seed(0)
+    return {f"layer{i}.weight": torch.randn(TENSOR_MIB * 2**20 // 4, generator=gen) for i in range(count)}
+
+
+def plain_write(state: dict[str, torch.Tensor], path: Path) -> None:
+    with open(path, "wb") as f:
+        for t in state.values():
+            f.write(t.numpy().data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def plain_read(path: Path) -> None:
+    with open(path, "rb") as f:
+        while f.read(64 * 2**20):
+            pass
+
+
+def drop_dir(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def dcp_async_stall(state: dict[str, torch.Tensor], path: Path) -> str:
+    try:
+        import torch.distributed.checkpoint as dcp
+
+        start = time.perf_counter()
+        future = dcp.async_save(state, checkpoint_id=str(path))
+        stall = time.perf_counter() - start
+        future.result()
+        return f"{stall:.3f}"
+    except Exception as exc:  # DCP needs a process group on some builds: report, do not fail the table
+        return f"n/a ({type(exc).__name__})"
+
+
+def bench_size(size_mib: int, work: Path) -> list[tuple[str, str, str, str]]:
+    state = make_state(size_mib)
+    nbytes = sum(t.numel() * 4 for t in state.values())
+    rows: list[tuple[str, str, str, str]] = []
+    raw_s = timed(lambda: plain_write(state, work / "plain.bin"))
+    local = Checkpointer(str(work / "d"), local_url=str(work / "local"), keep_local=1, keep_chains=1)
+    # The async save runs first: memory freed by earlier saves stays in the allocator and hides the peak.
+    peak = PeakRss()
+    handle = local.save(state, 1)
+    stall = handle.blocking_s
+    peak.peak = max(peak.peak, rss_bytes())  # the host copy is alive now, whatever the sampler saw
+    handle.wait()
+    extra = peak.stop()
+    local_s = timed(lambda: local.save(state, 2, tier=Tier.LOCAL).wait())
+    durable: list[Any] = []
+    durable_s = timed(lambda: durable.append(local.save(state, 3).wait()))
+    rate = lambda s: f"{nbytes / s / 1e9:.2f} GB/s"  # noqa: E731
+    rows.append(("full save, local tier (raw) vs plain write+fsync", rate(local_s), rate(raw_s), f"{raw_s / local_s:.2f}"))
+    rows.append(("full save, durable tier (zstd 3) vs plain write+fsync", rate(durable_s), rate(raw_s), f"{raw_s / durable_s:.2f}"))
+
+    torch_save_s = timed(lambda: torch.save(state, work / "torch.pt"))
+    (work / "torch.pt").unlink()
+    rows.append(("stall: async save vs torch.save (sync)", f"{stall:.3f} s", f"{torch_save_s:.3f} s", f"{torch_save_s / stall:.1f}x"))
+    rows.append(("stall: torch DCP async_save", dcp_async_stall(state, work / "dcp") + " s", "", ""))
+    rows.append(("peak extra RSS during async save / state size", f"{extra / nbytes:.2f}", "≤ 1.1 target", ""))
+
+    changed = list(state.values())[: max(1, round(len(state) * CHANGED_FRACTION))]
+    with torch.no_grad():
+        for t in changed:
+            t.mul_(1.01)
+    start = time.perf_counter()
+    delta = local.save(state, 4, tier=Tier.EMERGENCY)
+    delta_manifest = delta.wait()
+    delta_s = time.perf_counter() - start
+    full_bytes = durable[0].size_bytes
+    rows.append(("emergency delta (1 % changed): bytes vs full", f"{delta_manifest.size_bytes / 2**20:.1f} MiB",
+                 f"{full_bytes / 2**20:.1f} MiB", f"{delta_manifest.size_bytes / full_bytes:.3f}"))
+    rows.append(("emergency delta (1 % changed): time vs full durable", f"{delta_s:.3f} s", f"{durable_s:.3f} s",
+                 f"{delta_s / durable_s:.3f}"))
+
+    reader = Checkpointer(str(work / "d"), local_url=str(work / "local"))
+    local_store_restore_s = timed(lambda: reader.restore(apply_rng=False))
+    read_s = timed(lambda: plain_read(work / "plain.bin"))
+    rows.append(("restore (delta chain, zstd) vs plain read", f"{local_store_restore_s:.3f} s", f"{read_s:.3f} s",
+                 f"{read_s / local_store_restore_s:.2f}"))
+    local.close()
+    reader.close()
+    return [(f"{size_mib} MiB: {a}", b, c, d) for a, b, c, d in rows]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes-mib", type=int, nargs="+", default=[256, 2048])
+    parser.add_argument("--dir", default=None, help="scratch folder (default: a temporary one)")
+    args = parser.parse_args()
+    torch.set_num_threads(os.cpu_count() or 1)
+    rows: list[tuple[str, str, str, str]] = []
+    for size in args.sizes_mib:
+        work = Path(tempfile.mkdtemp(prefix="spothop-bench-", dir=args.dir))
+        try:
+            rows += bench_size(size, work)
+        finally:
+            drop_dir(work)
+    header = ("measurement", "spothop", "baseline", "ratio")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
+    print(f"cpus={os.cpu_count()} torch={torch.__version__}")
+    for row in [header, tuple("-" * w for w in widths), *rows]:
+        print(" | ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)))
+
+
+if __name__ == "__main__":
+    main()

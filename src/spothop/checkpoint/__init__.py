@@ -1,0 +1,83 @@
+"""Tiered checkpoints: save in seconds, resume exactly, never load a bad one.
+
+The public surface::
+
+    from spothop.checkpoint import Checkpointer, Tier
+
+    ckpt = Checkpointer("s3://bucket/run-42")          # or a folder; default under $SPOTHOP_HOME
+    restored = ckpt.restore()                          # newest checkpoint that verifies, or None
+    ...
+    if ckpt.should_save():
+        ckpt.save(state, step)                         # blocks only for the host copy
+    ...
+    ckpt.save(state, step, tier=Tier.EMERGENCY).wait() # on a preemption notice
+
+PyTorch helpers are in :mod:`spothop.checkpoint.pytorch` and the Hugging Face
+callback in :mod:`spothop.checkpoint.hf`; both import torch lazily, so this
+package works without it.
+"""
+
+from spothop.checkpoint.admin import (
+    CheckpointInfo,
+    VerifyResult,
+    list_checkpoints,
+    verify_checkpoints,
+)
+from spothop.checkpoint.checkpointer import Checkpointer, SaveHandle, SaveStats
+from spothop.checkpoint.errors import (
+    CheckpointConfigError,
+    CheckpointCorrupt,
+    CheckpointError,
+    CheckpointWriteError,
+    FormatVersionError,
+    NoValidCheckpoint,
+    ParentMissing,
+    ValidationFailed,
+)
+from spothop.checkpoint.gc import GcPlan, collect
+from spothop.checkpoint.interval import (
+    FixedInterval,
+    IntervalPolicy,
+    YoungDalyInterval,
+    daly_interval_s,
+    young_interval_s,
+)
+from spothop.checkpoint.manifest import FORMAT_VERSION, FileEntry, Manifest, Tier, WorldLayout
+from spothop.checkpoint.restore import Restored, Validator
+from spothop.checkpoint.rng import capture_rng, restore_rng
+from spothop.checkpoint.store import Store
+
+__all__ = [
+    "FORMAT_VERSION",
+    "CheckpointConfigError",
+    "CheckpointCorrupt",
+    "CheckpointError",
+    "CheckpointInfo",
+    "CheckpointWriteError",
+    "Checkpointer",
+    "FileEntry",
+    "FixedInterval",
+    "FormatVersionError",
+    "GcPlan",
+    "IntervalPolicy",
+    "Manifest",
+    "NoValidCheckpoint",
+    "ParentMissing",
+    "Restored",
+    "SaveHandle",
+    "SaveStats",
+    "Store",
+    "Tier",
+    "ValidationFailed",
+    "Validator",
+    "VerifyResult",
+    "WorldLayout",
+    "YoungDalyInterval",
+    "capture_rng",
+    "collect",
+    "daly_interval_s",
+    "list_checkpoints",
+    "restore_rng",
+    "verify_checkpoints",
+    "young_interval_s",
+]

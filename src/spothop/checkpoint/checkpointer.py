@@ -1,0 +1,275 @@
+"""The :class:`Checkpointer`: three tiers, asynchronous saves, restore with fallback.
+
+Tiers
+    ``local``      a full, uncompressed snapshot on instance disk (survives a process restart)
+    ``durable``    a full checkpoint in the object store (a folder by default, S3 or any fsspec URL)
+    ``emergency``  a delta against the last durable checkpoint, written when notice is short
+
+Contracts
+    * A save copies the state to host memory and returns; that copy is the only
+      part the training loop waits for. Hashing, compression and upload run on
+      one background thread. At most one save is in flight: the next ``save``
+      waits for it (backpressure), except an emergency save, which cancels an
+      in-flight local or durable save so that the emergency upload goes first.
+    * Data first, manifest last: the manifest being written is the commit; a
+      checkpoint without a manifest does not exist. A failed save leaves no
+      manifest and never touches an earlier checkpoint.
+    * :meth:`Checkpointer.restore` loads the newest checkpoint whose every byte
+      verifies (and which the optional validation hook accepts), logging why
+      each newer one was skipped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import secrets
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from spothop.checkpoint import gc as gc_mod
+from spothop.checkpoint.errors import CheckpointConfigError, CheckpointWriteError
+from spothop.checkpoint.interval import FixedInterval, IntervalPolicy, SaveCostMeter
+from spothop.checkpoint.manifest import Manifest, Tier, WorldLayout
+from spothop.checkpoint.pack import DEFAULT_CHUNK_BYTES, SaveCancelled, write_pack
+from spothop.checkpoint.reader import manifest_path
+from spothop.checkpoint.restore import Restored, Validator, restore_newest
+from spothop.checkpoint.rng import capture_rng
+from spothop.checkpoint.snapshot import DeltaBase, Snapshot, take_snapshot
+from spothop.checkpoint.store import Store
+from spothop.errors import SpothopError
+from spothop.paths import spothop_home
+
+log = logging.getLogger("spothop.checkpoint")
+
+DEFAULT_KEEP_CHAINS = 3
+DEFAULT_KEEP_LOCAL = 2
+# Local disk outruns zstd, so local snapshots are raw; durable saves cross a network and
+# pay for compression; emergency saves favour speed (level 1 is zstd's fastest real level).
+DEFAULT_ZSTD_LEVELS: Mapping[Tier, int | None] = {Tier.LOCAL: None, Tier.DURABLE: 3, Tier.EMERGENCY: 1}
+MAX_HASH_WORKERS = 8  # hashing and compression threads; more rarely helps a single upload stream
+PACK_NAME = "data-00000.pack"
+
+
+@dataclass(frozen=True)
+class SaveStats:
+    """What one save cost: the stall it caused and what it wrote."""
+
+    blocking_s: float
+    total_s: float
+    bytes_written: int
+    bytes_copied: int
+    chunks_written: int
+    chunks_reused: int
+
+
+class SaveHandle:
+    """A save in progress. ``wait()`` returns its manifest or raises why it failed."""
+
+    def __init__(self, checkpoint_id: str, step: int, tier: Tier, blocking_s: float,
+                 future: Future[tuple[Manifest, SaveStats]], cancel: threading.Event) -> None:
+        self.checkpoint_id, self.step, self.tier, self.blocking_s = checkpoint_id, step, tier, blocking_s
+        self._future, self._cancel = future, cancel
+
+    def done(self) -> bool:
+        return self._future.done()
+
+    def wait(self, timeout: float | None = None) -> Manifest:
+        """The committed manifest; raises :class:`CheckpointWriteError` if the save failed or was cancelled."""
+        try:
+            return self._future.result(timeout)[0]
+        except SaveCancelled:
+            raise CheckpointWriteError(f"save {self.checkpoint_id} was cancelled for an emergency save") from None
+
+    @property
+    def stats(self) -> SaveStats:
+        """The save's measurements; waits for it to finish."""
+        return self._future.result()[1]
+
+
+class Checkpointer:
+    """Saves and restores training state in three tiers. One per rank; not shared between threads."""
+
+    def __init__(self, url: str | None = None, *, local_url: str | None = None,
+                 storage_options: Mapping[str, Any] | None = None, keep_chains: int = DEFAULT_KEEP_CHAINS,
+                 keep_local: int = DEFAULT_KEEP_LOCAL, zstd_levels: Mapping[Tier, int | None] | None = None,
+                 chunk_bytes: int = DEFAULT_CHUNK_BYTES, workers: int | None = None,
+                 interval: IntervalPolicy | None = None, world: WorldLayout | None = None,
+                 track_versions: bool = True, clock: Callable[[], float] = time.monotonic) -> None:
+        if keep_chains < 1 or keep_local < 1:
+            raise CheckpointConfigError("keep_chains and keep_local must be at least 1")
+        if chunk_bytes < 1:
+            raise CheckpointConfigError(f"chunk_bytes must be positive; got {chunk_bytes}")
+        self.world = world or WorldLayout()
+        durable = url or str(spothop_home() / "checkpoints" / "default")
+        local = local_url or str(spothop_home() / "snapshots" / hashlib.sha256(durable.encode()).hexdigest()[:12])
+        self.durable = Store(self._per_rank(durable), storage_options)
+        self.local = Store(self._per_rank(local))
+        self.keep_chains, self.keep_local = keep_chains, keep_local
+        self.zstd_levels = {**DEFAULT_ZSTD_LEVELS, **(zstd_levels or {})}
+        self.chunk_bytes = chunk_bytes
+        self.workers = workers or min(MAX_HASH_WORKERS, os.cpu_count() or 1)
+        self.interval = interval or FixedInterval()
+        self.track_versions = track_versions
+        self.cost = SaveCostMeter()
+        self._clock = clock
+        self._last_save_at = clock()
+        self._base: DeltaBase | None = None
+        self._executor = ThreadPoolExecutor(1, "spothop-ckpt-save")
+        self._inflight: SaveHandle | None = None
+
+    def _per_rank(self, url: str) -> str:
+        return url if self.world.world_size == 1 else f"{url.rstrip('/')}/rank-{self.world.rank:05d}"
+
+    # -- when -----------------------------------------------------------------------------
+
+    def next_interval_s(self) -> float:
+        """Seconds between saves under the interval policy and the save cost measured so far."""
+        return self.interval.interval_s(self.cost.estimate_s)
+
+    def should_save(self, now: float | None = None) -> bool:
+        """True once the interval has passed since the last save started."""
+        current = self._clock() if now is None else now
+        return current - self._last_save_at >= self.next_interval_s()
+
+    # -- save -----------------------------------------------------------------------------
+
+    def save(self, state: Any, step: int, *, tier: Tier | str = Tier.DURABLE,
+             data_position: Mapping[str, Any] | None = None,
+             user_metadata: Mapping[str, Any] | None = None) -> SaveHandle:
+        """Copy ``state`` to host memory and write it in the background; returns at once after the copy.
+
+        ``state`` is a tree of dicts/lists/tuples with NumPy arrays, torch
+        tensors and plain values. ``data_position`` (where the data loader
+        is) and ``user_metadata`` must be JSON-serialisable; RNG states are
+        captured here. Raises :class:`CheckpointConfigError` for a value
+        that cannot be stored, before anything is written.
+        """
+        tier = Tier(tier)
+        self._make_room(tier)
+        base = self._delta_base() if tier is Tier.EMERGENCY else None
+        snapshot = take_snapshot(state, base, self.track_versions)
+        checkpoint_id = gc_mod.checkpoint_id(step, tier.value, secrets.token_hex(3))
+        job = _Job(checkpoint_id, step, tier, snapshot, base, capture_rng(), dict(data_position or {}),
+                   dict(user_metadata or {}), time.time(), time.perf_counter() - snapshot.blocking_s)
+        cancel = threading.Event()
+        future = self._executor.submit(self._write, job, cancel)
+        future.add_done_callback(lambda f: _log_failure(checkpoint_id, f))
+        self._inflight = SaveHandle(checkpoint_id, step, tier, snapshot.blocking_s, future, cancel)
+        self._last_save_at = self._clock()
+        return self._inflight
+
+    def wait(self) -> Manifest | None:
+        """Wait for the save in flight (if any); returns its manifest or raises its error."""
+        return self._inflight.wait() if self._inflight is not None else None
+
+    def _make_room(self, tier: Tier) -> None:
+        inflight = self._inflight
+        if inflight is None or inflight.done():
+            return
+        if tier is Tier.EMERGENCY and inflight.tier is not Tier.EMERGENCY:
+            inflight._cancel.set()  # the emergency delta goes first
+        with contextlib.suppress(SaveCancelled, SpothopError):
+            inflight._future.result()  # backpressure: one save in flight at most
+
+    def _delta_base(self) -> DeltaBase | None:
+        if self._base is not None:
+            return self._base
+        from spothop.checkpoint.reader import committed
+
+        durable = [m for m in committed(self.durable)[0] if m.tier is Tier.DURABLE]
+        return DeltaBase(durable[-1]) if durable else None
+
+    def _write(self, job: _Job, cancel: threading.Event) -> tuple[Manifest, SaveStats]:
+        store = self.local if job.tier is Tier.LOCAL else self.durable
+        try:
+            result = write_pack(store, f"{job.checkpoint_id}/{PACK_NAME}", job.snapshot.leaves,
+                                parent=job.base.manifest.leaves if job.base else None,
+                                level=self.zstd_levels.get(job.tier), chunk_bytes=self.chunk_bytes,
+                                workers=self.workers, cancel=cancel)
+            manifest = job.manifest(result.leaves, (result.file,), self.world)
+            store.write_atomic(manifest_path(job.checkpoint_id), manifest.to_json())  # the commit
+        except BaseException as exc:
+            with contextlib.suppress(Exception):
+                store.remove(job.checkpoint_id)
+            if isinstance(exc, SpothopError | SaveCancelled) or not isinstance(exc, Exception):
+                raise
+            raise CheckpointWriteError(f"saving {job.checkpoint_id} to {store.url} failed: {exc}") from exc
+        total_s = time.perf_counter() - job.started
+        self.cost.record(total_s)
+        if job.tier is Tier.DURABLE:
+            self._base = DeltaBase(manifest, job.snapshot.version_keys)
+        self._collect(store, job.checkpoint_id)
+        return manifest, SaveStats(job.snapshot.blocking_s, total_s, result.file.size_bytes,
+                                   job.snapshot.copied_bytes, result.chunks_written, result.chunks_reused)
+
+    def _collect(self, store: Store, protect: str) -> None:
+        keep = self.keep_local if store is self.local else self.keep_chains
+        try:
+            gc_mod.collect(store, keep, protect=(protect,))
+        except Exception as exc:  # a failed clean-up must not fail a committed save
+            log.warning("checkpoint gc in %s failed: %s", store.url, exc)
+
+    # -- restore --------------------------------------------------------------------------
+
+    def restore(self, validate: Validator | None = None, *, apply_rng: bool = True) -> Restored | None:
+        """Load the newest checkpoint that verifies (local or durable); None if none was ever committed.
+
+        Raises :class:`NoValidCheckpoint` when checkpoints exist but none
+        verifies or passes ``validate``. With ``apply_rng`` the global RNG
+        states are put back after validation, just before returning.
+        """
+        self._make_room(Tier.DURABLE)
+        restored = restore_newest([self.local, self.durable], self.world, validate, apply_rng)
+        if restored is not None and restored.url == self.durable.url:
+            self._base = DeltaBase(restored.manifest)
+        return restored
+
+    def gc(self, *, dry_run: bool = False) -> gc_mod.GcPlan:
+        """Keep the newest ``keep_chains`` chains in the durable store (runs after every save too)."""
+        return gc_mod.collect(self.durable, self.keep_chains, dry_run=dry_run)
+
+    def close(self) -> None:
+        """Wait for the save in flight, then stop the background thread."""
+        with contextlib.suppress(SpothopError, SaveCancelled):
+            self.wait()
+        self._executor.shutdown(wait=True)
+
+    def __enter__(self) -> Checkpointer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass(frozen=True)
+class _Job:
+    checkpoint_id: str
+    step: int
+    tier: Tier
+    snapshot: Snapshot
+    base: DeltaBase | None
+    rng: dict[str, Any]
+    data_position: dict[str, Any]
+    user_metadata: dict[str, Any]
+    wall_time: float
+    started: float
+
+    def manifest(self, leaves: Mapping[str, Any], files: tuple[Any, ...], world: WorldLayout) -> Manifest:
+        return Manifest(self.checkpoint_id, self.step, self.wall_time, self.tier,
+                        self.base.manifest.checkpoint_id if self.base else None, files, leaves,
+                        self.snapshot.tree, self.rng, self.data_position, world, self.user_metadata)
+
+
+def _log_failure(checkpoint_id: str, future: Future[Any]) -> None:
+    exc = future.exception()
+    if isinstance(exc, SaveCancelled):
+        log.info("save %s cancelled for an emergency save", checkpoint_id)
+    elif exc is not None:
+        log.error("save %s failed: %s", checkpoint_id, exc)

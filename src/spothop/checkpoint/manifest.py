@@ -1,0 +1,182 @@
+"""The manifest: what a checkpoint holds, and the commit that makes it exist.
+
+Contract: a checkpoint's data files are written first and its manifest last,
+in one atomic write. **The manifest being written is the commit; a checkpoint
+without a manifest does not exist.** A reader trusts nothing the manifest does
+not vouch for: every file it lists carries a sha256 and a size, and the
+manifest carries a sha256 of its own body, so a flipped bit anywhere is caught.
+
+Tensors are stored as chunks: each array leaf of the state is cut into
+fixed-size pieces of at most ``chunk_bytes``, each piece hashed (sha256 of the
+raw bytes) and stored raw or zstd-compressed inside a pack file. A delta's
+chunk references may point into its ancestors' pack files; that is how a delta
+stores only what changed and how restore follows the chain.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from spothop.checkpoint.errors import CheckpointCorrupt, FormatVersionError
+
+FORMAT_VERSION = 1
+MANIFEST_NAME = "MANIFEST.json"
+
+
+class Tier(StrEnum):
+    """Where a checkpoint lives and what it is for."""
+
+    LOCAL = "local"  # full snapshot on instance disk: survives a process restart, not the instance
+    DURABLE = "durable"  # full checkpoint in the object store: the root of a delta chain
+    EMERGENCY = "emergency"  # delta since the last durable checkpoint, written when time is short
+
+
+class Codec(StrEnum):
+    RAW = "raw"
+    ZSTD = "zstd"
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One data file of a checkpoint; ``path`` is relative to the store root."""
+
+    path: str
+    sha256: str
+    size_bytes: int
+
+
+@dataclass(frozen=True)
+class ChunkRef:
+    """One stored chunk: where it lies (file, offset, stored size) and what it decodes to."""
+
+    file: str
+    offset: int
+    stored_bytes: int
+    raw_bytes: int
+    sha256: str  # of the raw bytes: the content hash that deltas compare
+    codec: Codec
+
+
+@dataclass(frozen=True)
+class LeafEntry:
+    """One array leaf of the state: a NumPy array or a torch tensor, as chunks in order."""
+
+    kind: str  # "numpy" or "torch"
+    dtype: str
+    shape: tuple[int, ...]
+    chunks: tuple[ChunkRef, ...]
+
+    @property
+    def raw_bytes(self) -> int:
+        return sum(c.raw_bytes for c in self.chunks)
+
+
+@dataclass(frozen=True)
+class WorldLayout:
+    """The distributed layout the checkpoint was written under (one manifest per rank)."""
+
+    world_size: int = 1
+    rank: int = 0
+    local_world_size: int = 1
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """Everything needed to find, verify and rebuild one checkpoint."""
+
+    checkpoint_id: str
+    step: int
+    wall_time_unix_s: float
+    tier: Tier
+    parent: str | None  # the checkpoint a delta builds on; None for a full checkpoint
+    files: tuple[FileEntry, ...]
+    leaves: Mapping[str, LeafEntry]
+    tree: Any  # the state's structure as tagged JSON, with leaves as references
+    rng: Mapping[str, Any] = field(default_factory=dict)
+    data_position: Mapping[str, Any] = field(default_factory=dict)
+    world: WorldLayout = WorldLayout()
+    user_metadata: Mapping[str, Any] = field(default_factory=dict)
+    format_version: int = FORMAT_VERSION
+
+    @property
+    def size_bytes(self) -> int:
+        """Bytes this checkpoint itself wrote (its own files, not its ancestors')."""
+        return sum(f.size_bytes for f in self.files)
+
+    def to_json(self) -> str:
+        body = _body(self)
+        return json.dumps({"sha256": _digest(body), "manifest": body}, indent=1)
+
+
+def manifest_from_json(text: str | bytes, checkpoint_id: str) -> Manifest:
+    """Parse and check a manifest; raises :class:`CheckpointCorrupt` or :class:`FormatVersionError`."""
+    try:
+        outer = json.loads(text)
+        body = outer["manifest"]
+        version = int(body["format_version"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CheckpointCorrupt(checkpoint_id, f"manifest is not readable ({exc})") from None
+    if version > FORMAT_VERSION:
+        raise FormatVersionError(checkpoint_id, version, FORMAT_VERSION)
+    if outer.get("sha256") != _digest(body):
+        raise CheckpointCorrupt(checkpoint_id, "manifest checksum does not match its body")
+    try:
+        return _from_body(body)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CheckpointCorrupt(checkpoint_id, f"manifest has a malformed field ({exc!r})") from None
+
+
+def _digest(body: Any) -> str:
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _body(m: Manifest) -> dict[str, Any]:
+    # Chunk refs are written as compact rows against a table of file paths:
+    # a 100 GB model has tens of thousands of chunks.
+    chunk_files = sorted({c.file for leaf in m.leaves.values() for c in leaf.chunks})
+    index = {path: i for i, path in enumerate(chunk_files)}
+    leaves = {
+        key: {"kind": leaf.kind, "dtype": leaf.dtype, "shape": list(leaf.shape),
+              "chunks": [[index[c.file], c.offset, c.stored_bytes, c.raw_bytes, c.sha256, c.codec.value]
+                         for c in leaf.chunks]}
+        for key, leaf in m.leaves.items()
+    }
+    return {
+        "format_version": m.format_version, "checkpoint_id": m.checkpoint_id, "step": m.step,
+        "wall_time_unix_s": m.wall_time_unix_s, "tier": m.tier.value, "parent": m.parent,
+        "files": [[f.path, f.sha256, f.size_bytes] for f in m.files],
+        "chunk_files": chunk_files, "leaves": leaves, "tree": m.tree, "rng": dict(m.rng),
+        "data_position": dict(m.data_position),
+        "world": {"world_size": m.world.world_size, "rank": m.world.rank,
+                  "local_world_size": m.world.local_world_size},
+        "user_metadata": dict(m.user_metadata),
+    }
+
+
+def _from_body(body: Mapping[str, Any]) -> Manifest:
+    chunk_files: list[str] = list(body["chunk_files"])
+    leaves = {
+        key: LeafEntry(
+            kind=str(raw["kind"]), dtype=str(raw["dtype"]), shape=tuple(int(s) for s in raw["shape"]),
+            chunks=tuple(ChunkRef(chunk_files[int(f)], int(o), int(s), int(r), str(h), Codec(c))
+                         for f, o, s, r, h, c in raw["chunks"]),
+        )
+        for key, raw in body["leaves"].items()
+    }
+    world = body["world"]
+    return Manifest(
+        checkpoint_id=str(body["checkpoint_id"]), step=int(body["step"]),
+        wall_time_unix_s=float(body["wall_time_unix_s"]), tier=Tier(body["tier"]),
+        parent=None if body["parent"] is None else str(body["parent"]),
+        files=tuple(FileEntry(str(p), str(h), int(s)) for p, h, s in body["files"]),
+        leaves=leaves, tree=body["tree"], rng=dict(body["rng"]),
+        data_position=dict(body["data_position"]),
+        world=WorldLayout(int(world["world_size"]), int(world["rank"]), int(world["local_world_size"])),
+        user_metadata=dict(body["user_metadata"]), format_version=int(body["format_version"]),
+    )

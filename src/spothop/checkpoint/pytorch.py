@@ -1,0 +1,143 @@
+"""PyTorch integration: model, optimizer, scheduler, grad scaler, RNG and an exactly resumable sampler.
+
+Importing this module imports torch; :mod:`spothop.checkpoint` itself does not.
+
+Contract: with deterministic settings on CPU, training that saves through
+:class:`TorchState`, is killed, and resumes from the checkpoint produces
+parameters bit-identical to an uninterrupted run at the same step. That needs
+the whole state, which :class:`TorchState` gathers: parameters and buffers,
+optimizer moments, scheduler position, grad-scaler scale, every RNG, and the
+sampler's exact place in the epoch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sized
+from typing import Any
+
+import torch
+from torch.utils.data import Sampler
+
+from spothop.checkpoint.checkpointer import Checkpointer, SaveHandle
+from spothop.checkpoint.errors import CheckpointConfigError
+from spothop.checkpoint.manifest import Tier
+from spothop.checkpoint.restore import Restored
+
+VALIDATION_KEY = "validation_value"
+DEFAULT_VALIDATION_RTOL = 1e-5  # same weights and batch on the same machine give the same value
+
+
+class ResumableSampler(Sampler[int]):
+    """A (shuffling) sampler that resumes mid-epoch at the exact next sample.
+
+    The order of epoch ``e`` is a permutation drawn from ``seed + e`` alone, so
+    it does not depend on the global RNG or on how the run was interrupted.
+    ``index`` counts the samples handed out in the current epoch; with a
+    ``DataLoader`` of ``num_workers=0`` that is exactly the samples consumed.
+    (Worker processes prefetch; then record the consumed count yourself.)
+    Give the ``DataLoader`` its own ``generator=torch.Generator()``: otherwise
+    each ``iter(loader)`` draws a seed from the global RNG, and a resumed run
+    calls ``iter`` at a different step than an uninterrupted one.
+    """
+
+    def __init__(self, data: Sized | int, *, shuffle: bool = True, seed: int = 0) -> None:
+        self.length = data if isinstance(data, int) else len(data)
+        self.shuffle, self.seed = shuffle, seed
+        self.epoch = 0
+        self.index = 0
+
+    def __len__(self) -> int:
+        return self.length - self.index
+
+    def _order(self) -> list[int]:
+        if not self.shuffle:
+            return list(range(self.length))
+        generator = torch.Generator().manual_seed(self.seed + self.epoch)
+        return [int(i) for i in torch.randperm(self.length, generator=generator)]
+
+    def __iter__(self) -> Iterator[int]:
+        order = self._order()
+        while self.index < self.length:
+            position = self.index
+            self.index += 1
+            yield order[position]
+        self.epoch += 1
+        self.index = 0
+
+    def state_dict(self) -> dict[str, int]:
+        return {"epoch": self.epoch, "index": self.index, "seed": self.seed, "length": self.length}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        if int(state["length"]) != self.length:
+            raise CheckpointConfigError(
+                f"the checkpoint's sampler covered {state['length']} samples; this dataset has {self.length}")
+        self.epoch, self.index, self.seed = int(state["epoch"]), int(state["index"]), int(state["seed"])
+
+
+class TorchState:
+    """The pieces of a PyTorch training run that a checkpoint must hold, saved and restored together."""
+
+    def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None,
+                 scheduler: Any = None, scaler: Any = None, sampler: ResumableSampler | None = None) -> None:
+        self.model, self.optimizer, self.scheduler, self.scaler, self.sampler = (
+            model, optimizer, scheduler, scaler, sampler)
+
+    def state_dict(self) -> dict[str, Any]:
+        state: dict[str, Any] = {"model": self.model.state_dict()}
+        for name in ("optimizer", "scheduler", "scaler"):
+            part = getattr(self, name)
+            if part is not None:
+                state[name] = part.state_dict()
+        return state
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        for name in ("optimizer", "scheduler", "scaler"):
+            part = getattr(self, name)
+            if part is not None and name in state:
+                part.load_state_dict(state[name])
+
+    def save(self, checkpointer: Checkpointer, step: int, *, tier: Tier | str = Tier.DURABLE,
+             validation_value: float | None = None, user_metadata: Mapping[str, Any] | None = None) -> SaveHandle:
+        """Save everything; ``validation_value`` (e.g. the loss on a fixed batch) is recorded for the hook."""
+        metadata = dict(user_metadata or {})
+        if validation_value is not None:
+            metadata[VALIDATION_KEY] = float(validation_value)
+        position = self.sampler.state_dict() if self.sampler is not None else {}
+        return checkpointer.save(self.state_dict(), step, tier=tier, data_position=position, user_metadata=metadata)
+
+    def restore(self, checkpointer: Checkpointer, validate: Callable[[], float] | None = None,
+                rtol: float = DEFAULT_VALIDATION_RTOL) -> int | None:
+        """Load the newest good checkpoint into the model etc.; returns its step, or None if there is none.
+
+        With ``validate`` (e.g. the loss on a fixed batch), each candidate is
+        loaded and its value compared with the one recorded at save time; a
+        mismatch beyond ``rtol`` rejects it and the next older one is tried.
+        """
+        def accept(restored: Restored) -> bool:
+            self.load_state_dict(restored.state)
+            recorded = restored.manifest.user_metadata.get(VALIDATION_KEY)
+            if validate is None or recorded is None:
+                return True
+            with torch.no_grad():
+                value = float(validate())
+            return abs(value - float(recorded)) <= rtol * max(abs(float(recorded)), 1e-12)
+
+        restored = checkpointer.restore(accept)
+        if restored is None:
+            return None
+        if self.sampler is not None and restored.manifest.data_position:
+            self.sampler.load_state_dict(restored.manifest.data_position)
+        return restored.step
+
+
+def deterministic(seed: int) -> None:
+    """Seed every RNG and ask torch for deterministic kernels: what exact resume needs."""
+    import random
+
+    import numpy as np
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    torch.use_deterministic_algorithms(True)

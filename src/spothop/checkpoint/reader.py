@@ -1,0 +1,189 @@
+"""Reading checkpoints back: manifests, delta chains, and verified, streamed leaf data.
+
+Contract: nothing is returned until every byte it came from has been checked.
+Each pack file a checkpoint needs (its own and, for a delta, its ancestors')
+is read once, front to back, through sha256; chunks are decoded into their
+destinations on the way, and the result is handed out only if every file's
+size and digest match its manifest. Any mismatch raises
+:class:`CheckpointCorrupt`; a broken chain raises :class:`ParentMissing`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import IO, Any
+
+import zstandard
+
+from spothop.checkpoint.errors import CheckpointCorrupt, CheckpointError, ParentMissing
+from spothop.checkpoint.manifest import (
+    MANIFEST_NAME,
+    ChunkRef,
+    Codec,
+    FileEntry,
+    Manifest,
+    manifest_from_json,
+)
+from spothop.checkpoint.store import Store
+
+log = logging.getLogger("spothop.checkpoint")
+READ_BLOCK_BYTES = 8 * 1024 * 1024  # for hashing the bytes between and after chunks
+
+
+def manifest_path(checkpoint_id: str) -> str:
+    return f"{checkpoint_id}/{MANIFEST_NAME}"
+
+
+def load_manifest(store: Store, checkpoint_id: str) -> Manifest:
+    """The committed manifest of ``checkpoint_id``; raises :class:`CheckpointCorrupt` if absent or damaged."""
+    try:
+        text = store.read(manifest_path(checkpoint_id))
+    except FileNotFoundError:
+        raise CheckpointCorrupt(checkpoint_id, "no manifest (the save never committed)") from None
+    manifest = manifest_from_json(text, checkpoint_id)
+    if manifest.checkpoint_id != checkpoint_id:
+        raise CheckpointCorrupt(checkpoint_id, f"manifest names another checkpoint ({manifest.checkpoint_id})")
+    return manifest
+
+
+def committed(store: Store) -> tuple[list[Manifest], list[tuple[str, str]]]:
+    """Every committed checkpoint, oldest first, and ``(id, reason)`` for damaged manifests.
+
+    Folders without a manifest are neither: they are saves that never committed.
+    """
+    found: list[Manifest] = []
+    skipped: list[tuple[str, str]] = []
+    for name in store.list_dirs():
+        if not _exists(store, manifest_path(name)):
+            continue
+        try:
+            found.append(load_manifest(store, name))
+        except CheckpointError as exc:
+            skipped.append((name, getattr(exc, "reason", str(exc))))
+            log.warning("skipping checkpoint %s in %s: %s", name, store.url, exc)
+    found.sort(key=lambda m: (m.step, m.wall_time_unix_s))
+    return found, skipped
+
+
+def ancestors(store: Store, manifest: Manifest) -> list[Manifest]:
+    """The parents of a delta, nearest first; raises :class:`ParentMissing` if one cannot be loaded."""
+    chain: list[Manifest] = []
+    seen = {manifest.checkpoint_id}
+    current = manifest
+    while current.parent is not None:
+        if current.parent in seen:
+            raise ParentMissing(manifest.checkpoint_id, f"delta chain loops at {current.parent}")
+        try:
+            parent = load_manifest(store, current.parent)
+        except CheckpointError as exc:
+            raise ParentMissing(manifest.checkpoint_id, f"parent {current.parent} is unusable: {exc}") from None
+        chain.append(parent)
+        seen.add(parent.checkpoint_id)
+        current = parent
+    return chain
+
+
+def _needed_files(manifest: Manifest, chain: Sequence[Manifest]) -> dict[str, FileEntry]:
+    listed = {f.path: f for m in (manifest, *chain) for f in m.files}
+    needed = {f.path: f for f in manifest.files}
+    for leaf in manifest.leaves.values():
+        for ref in leaf.chunks:
+            if ref.file not in listed:
+                raise ParentMissing(manifest.checkpoint_id, f"chunk file {ref.file} is in no manifest of its chain")
+            needed[ref.file] = listed[ref.file]
+    return needed
+
+
+def read_leaves(store: Store, manifest: Manifest, chain: Sequence[Manifest]) -> dict[str, bytearray]:
+    """Every leaf's raw bytes, after verifying every file they (and the manifest) depend on."""
+    buffers = {key: bytearray(leaf.raw_bytes) for key, leaf in manifest.leaves.items()}
+    # Keyed by (offset, stored size): an empty chunk and the next chunk share an offset.
+    targets: dict[str, dict[tuple[int, int], list[tuple[ChunkRef, memoryview]]]] = defaultdict(lambda: defaultdict(list))
+    for key, leaf in manifest.leaves.items():
+        view, position = memoryview(buffers[key]), 0
+        for ref in leaf.chunks:
+            targets[ref.file][ref.offset, ref.stored_bytes].append((ref, view[position:position + ref.raw_bytes]))
+            position += ref.raw_bytes
+    for entry in _needed_files(manifest, chain).values():
+        owner = entry.path.split("/", 1)[0]
+        if owner != manifest.checkpoint_id and not _exists(store, entry.path):
+            raise ParentMissing(manifest.checkpoint_id, f"parent file {entry.path} is missing")
+        _stream_file(store, entry, targets.get(entry.path, {}), manifest.checkpoint_id)
+    return buffers
+
+
+def verify(store: Store, manifest: Manifest) -> None:
+    """Check the whole chain of ``manifest`` without keeping any data; raises on the first problem."""
+    chain = ancestors(store, manifest)
+    for entry in _needed_files(manifest, chain).values():
+        _stream_file(store, entry, {}, manifest.checkpoint_id)
+
+
+def _exists(store: Store, path: str) -> bool:
+    try:
+        return store.exists(path)
+    except OSError:
+        return False
+
+
+def _stream_file(store: Store, entry: FileEntry, chunks: Mapping[tuple[int, int], list[tuple[ChunkRef, memoryview]]],
+                 checkpoint_id: str) -> None:
+    hasher = hashlib.sha256()
+    try:
+        with store.open_read(entry.path) as handle:
+            position = 0
+            for offset, stored in sorted(chunks):
+                position += _hash_span(handle, hasher, offset - position)
+                if position != offset:
+                    break  # truncated: the size check below reports it
+                position += _read_chunk(handle, hasher, chunks[offset, stored], checkpoint_id)
+            position += _hash_span(handle, hasher, None)
+    except FileNotFoundError:
+        raise CheckpointCorrupt(checkpoint_id, f"file {entry.path} is missing") from None
+    if position != entry.size_bytes:
+        raise CheckpointCorrupt(checkpoint_id, f"file {entry.path} has {position} bytes, manifest says {entry.size_bytes}")
+    if hasher.hexdigest() != entry.sha256:
+        raise CheckpointCorrupt(checkpoint_id, f"file {entry.path} fails its sha256 check")
+
+
+def _hash_span(handle: IO[bytes], hasher: Any, length: int | None) -> int:
+    """Hash ``length`` bytes (None: to the end); returns how many there were."""
+    total = 0
+    while length is None or total < length:
+        want = READ_BLOCK_BYTES if length is None else min(READ_BLOCK_BYTES, length - total)
+        block = handle.read(want)
+        if not block:
+            break
+        hasher.update(block)
+        total += len(block)
+    return total
+
+
+def _read_chunk(handle: IO[bytes], hasher: Any, targets: list[tuple[ChunkRef, memoryview]], checkpoint_id: str) -> int:
+    ref = targets[0][0]
+    if ref.codec is Codec.RAW:
+        first = targets[0][1]
+        reader: Any = handle  # every fsspec file object has readinto; IO[bytes] does not say so
+        got = reader.readinto(first) if ref.stored_bytes else 0
+        hasher.update(first[:got])
+        if got != ref.stored_bytes:
+            return got
+        for _, view in targets[1:]:
+            if len(view):  # empty leaves share offsets; there is nothing to copy
+                view[:] = first
+        return got
+    stored = handle.read(ref.stored_bytes)
+    hasher.update(stored)
+    if len(stored) == ref.stored_bytes:
+        try:
+            raw = zstandard.ZstdDecompressor().decompress(stored, max_output_size=ref.raw_bytes)
+        except zstandard.ZstdError as exc:
+            raise CheckpointCorrupt(checkpoint_id, f"chunk at {ref.file}:{ref.offset} does not decompress ({exc})") from None
+        if len(raw) != ref.raw_bytes:
+            raise CheckpointCorrupt(checkpoint_id, f"chunk at {ref.file}:{ref.offset} decodes to the wrong size")
+        for _, view in targets:
+            view[:] = raw
+    return len(stored)

@@ -1,0 +1,77 @@
+"""``spothop ckpt``: list, verify and garbage-collect checkpoints at a URL (folder or s3://…)."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from typing import Annotated
+
+import typer
+
+from spothop.checkpoint import CheckpointCorrupt, collect, list_checkpoints, verify_checkpoints
+from spothop.checkpoint.store import Store
+from spothop.cli.output import console, print_json, table
+
+URL_HELP = "checkpoint location: a folder or an fsspec URL such as s3://bucket/run"
+JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON instead of a table")]
+
+
+def _when(unix_s: float | None) -> str | None:
+    if unix_s is None:
+        return None
+    return dt.datetime.fromtimestamp(unix_s, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _mib(size: int | None) -> str | None:
+    return None if size is None else f"{size / 2**20:,.2f}"
+
+
+def ls_command(url: Annotated[str, typer.Argument(help=URL_HELP)], as_json: JsonOpt = False) -> None:
+    """List checkpoints, oldest first: committed, damaged, or never committed."""
+    infos = list_checkpoints(url)
+    if as_json:
+        print_json([dataclasses.asdict(i) for i in infos])
+        return
+    rows = [[i.checkpoint_id, i.status, i.step, i.tier, i.parent, _when(i.wall_time_unix_s), _mib(i.size_bytes),
+             i.reason] for i in infos]
+    console.print(table(f"checkpoints in {url}", ["id", "status", "step", "tier", "parent", "written (UTC)",
+                                                  "MiB", "note"], rows, right=["step", "MiB"]))
+
+
+def verify_command(url: Annotated[str, typer.Argument(help=URL_HELP)],
+                   checkpoint_id: Annotated[str | None, typer.Option("--id", help="verify only this checkpoint")] = None,
+                   as_json: JsonOpt = False) -> None:
+    """Check every byte of every committed checkpoint and its delta chain; exit 2 if any fails."""
+    results = verify_checkpoints(url, checkpoint_id)
+    if as_json:
+        print_json([dataclasses.asdict(r) for r in results])
+    else:
+        rows = [[r.checkpoint_id, r.step, r.tier, "ok" if r.ok else "FAILED", r.reason] for r in results]
+        console.print(table(f"verify {url}", ["id", "step", "tier", "result", "reason"], rows, right=["step"]))
+    bad = [r for r in results if not r.ok]
+    if checkpoint_id is not None and not results:
+        raise CheckpointCorrupt(checkpoint_id, f"no such checkpoint under {url}")
+    if bad:
+        raise CheckpointCorrupt(bad[0].checkpoint_id, f"{bad[0].reason} ({len(bad)} of {len(results)} failed)")
+
+
+def gc_command(url: Annotated[str, typer.Argument(help=URL_HELP)],
+               keep: Annotated[int, typer.Option("--keep", help="delta chains to keep, newest first")],
+               dry_run: Annotated[bool, typer.Option("--dry-run", help="show what would go, delete nothing")] = False,
+               as_json: JsonOpt = False) -> None:
+    """Delete all but the newest N chains (a full checkpoint and its deltas)."""
+    plan = collect(Store(url), keep, dry_run=dry_run)
+    if as_json:
+        print_json({**dataclasses.asdict(plan), "dry_run": dry_run})
+        return
+    verb = "would delete" if dry_run else "deleted"
+    rows = [[cid, "kept"] for cid in plan.kept] + [[cid, verb] for cid in plan.deleted + plan.partial_deleted]
+    console.print(table(f"gc {url} --keep {keep}", ["id", "action"], rows))
+
+
+def register(app: typer.Typer) -> None:
+    group = typer.Typer(name="ckpt", help="Inspect, verify and clean up checkpoints.", no_args_is_help=True)
+    group.command("ls")(ls_command)
+    group.command("verify")(verify_command)
+    group.command("gc")(gc_command)
+    app.add_typer(group)

@@ -1,0 +1,148 @@
+"""Saving, deltas, chains, garbage collection and the one-save-in-flight rule."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from spothop.checkpoint import Checkpointer, CheckpointWriteError, Tier, collect, list_checkpoints
+from spothop.checkpoint import pack as pack_mod
+from spothop.checkpoint.store import Store
+
+
+def state(seed: int, n: int = 4096) -> dict[str, Any]:
+    rng = np.random.default_rng(seed)
+    return {"a": rng.random(n), "b": {"c": rng.integers(0, 9, (8, 8)), 7: (1.5, "x", None)}, "flag": True}
+
+
+def test_round_trip_keeps_values_types_and_metadata(tmp_path: Path) -> None:
+    ckpt = Checkpointer(str(tmp_path))
+    original = state(0)
+    manifest = ckpt.save(original, 42, data_position={"epoch": 1, "index": 5}, user_metadata={"run": "r1"}).wait()
+    assert manifest.step == 42 and manifest.tier is Tier.DURABLE and manifest.parent is None
+    assert all(len(f.sha256) == 64 and f.size_bytes > 0 for f in manifest.files)
+    restored = Checkpointer(str(tmp_path)).restore()
+    assert restored is not None
+    assert np.array_equal(restored.state["a"], original["a"])
+    assert restored.state["b"][7] == (1.5, "x", None) and restored.state["flag"] is True
+    assert restored.manifest.data_position == {"epoch": 1, "index": 5}
+    assert restored.manifest.user_metadata == {"run": "r1"}
+    assert {"python", "numpy"} <= set(restored.manifest.rng)
+
+
+def test_host_copy_isolates_the_save_from_later_training(tmp_path: Path) -> None:
+    ckpt = Checkpointer(str(tmp_path))
+    live = state(1)
+    expected = live["a"].copy()
+    handle = ckpt.save(live, 1)
+    live["a"][:] = -1.0  # training goes on while the save runs
+    handle.wait()
+    restored = ckpt.restore()
+    assert restored is not None and np.array_equal(restored.state["a"], expected)
+
+
+def test_emergency_delta_stores_only_changed_chunks_and_restores_through_the_chain(tmp_path: Path) -> None:
+    ckpt = Checkpointer(str(tmp_path), chunk_bytes=1024)
+    live = state(2)
+    full = ckpt.save(live, 10).wait()
+    live["a"][:3] += 1.0
+    handle = ckpt.save(live, 11, tier=Tier.EMERGENCY)
+    delta = handle.wait()
+    assert delta.parent == full.checkpoint_id
+    assert handle.stats.chunks_written == 1
+    assert delta.size_bytes < full.size_bytes / 10
+    restored = Checkpointer(str(tmp_path)).restore()
+    assert restored is not None and restored.step == 11
+    assert np.array_equal(restored.state["a"], live["a"])
+
+
+def test_gc_keeps_the_newest_k_chains(tmp_path: Path) -> None:
+    ckpt = Checkpointer(str(tmp_path), keep_chains=10)
+    for step in range(1, 4):
+        ckpt.save(state(step), step * 10).wait()
+        ckpt.save(state(step + 100), step * 10 + 1, tier="emergency").wait()
+    (tmp_path / "step-000000000005-durable-abcdef").mkdir()  # an abandoned, uncommitted save
+    plan = collect(Store(str(tmp_path)), 2)
+    left = [i for i in list_checkpoints(str(tmp_path))]
+    assert [i.step for i in left] == [20, 21, 30, 31]
+    assert len(plan.deleted) == 2 and plan.partial_deleted == ["step-000000000005-durable-abcdef"]
+    restored = Checkpointer(str(tmp_path)).restore()
+    assert restored is not None and restored.step == 31
+
+
+def test_automatic_gc_after_each_save(tmp_path: Path) -> None:
+    ckpt = Checkpointer(str(tmp_path), keep_chains=2)
+    for step in range(5):
+        ckpt.save(state(step, 16), step).wait()
+    assert [i.step for i in list_checkpoints(str(tmp_path))] == [3, 4]
+
+
+def test_local_tier_writes_to_instance_disk_uncompressed(tmp_path: Path) -> None:
+    ckpt = Checkpointer(str(tmp_path / "durable"), local_url=str(tmp_path / "local"))
+    manifest = ckpt.save(state(3), 5, tier=Tier.LOCAL).wait()
+    assert (tmp_path / "local" / manifest.checkpoint_id / "MANIFEST.json").is_file()
+    assert not (tmp_path / "durable").exists()
+    assert {c.codec.value for leaf in manifest.leaves.values() for c in leaf.chunks} == {"raw"}
+    restored = Checkpointer(str(tmp_path / "durable"), local_url=str(tmp_path / "local")).restore()
+    assert restored is not None and restored.manifest.tier is Tier.LOCAL
+
+
+class GatedWrites:
+    """Holds every background pack write until released: makes 'in flight' observable without sleeping."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.release = threading.Event()
+        self.started = threading.Semaphore(0)
+        real = pack_mod.write_pack
+
+        def gated(*args: Any, **kwargs: Any) -> Any:
+            self.started.release()
+            self.release.wait(timeout=30)
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr("spothop.checkpoint.checkpointer.write_pack", gated)
+
+
+def test_one_save_in_flight_the_next_waits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    gate = GatedWrites(monkeypatch)
+    ckpt = Checkpointer(str(tmp_path))
+    first = ckpt.save(state(1), 1)
+    assert gate.started.acquire(timeout=10)
+    second_started = threading.Event()
+
+    def second() -> None:
+        ckpt.save(state(2), 2)
+        second_started.set()
+
+    worker = threading.Thread(target=second)
+    worker.start()
+    assert not second_started.wait(timeout=0.2)  # backpressure: blocked behind the first
+    assert not first.done()
+    gate.release.set()
+    worker.join(timeout=30)
+    assert second_started.is_set()
+    ckpt.close()
+    assert [i.step for i in list_checkpoints(str(tmp_path))] == [1, 2]
+
+
+def test_an_emergency_save_cancels_an_inflight_durable_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ckpt = Checkpointer(str(tmp_path))
+    ckpt.save(state(0), 1).wait()
+    gate = GatedWrites(monkeypatch)
+    durable = ckpt.save(state(1), 2)
+    assert gate.started.acquire(timeout=10)
+    handles: list[Any] = []
+    worker = threading.Thread(target=lambda: handles.append(ckpt.save(state(2), 3, tier=Tier.EMERGENCY)))
+    worker.start()
+    assert durable._cancel.wait(timeout=10)  # the emergency save asked the durable one to stop
+    gate.release.set()
+    worker.join(timeout=30)
+    emergency = handles[0]
+    with pytest.raises(CheckpointWriteError, match="cancelled"):
+        durable.wait()
+    assert emergency.wait().parent is not None
+    assert [i.step for i in list_checkpoints(str(tmp_path))] == [1, 3]

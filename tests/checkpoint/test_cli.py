@@ -1,0 +1,53 @@
+"""``spothop ckpt ls|verify|gc`` through the real entry point."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from spothop.checkpoint import Checkpointer
+
+
+def make(root: Path) -> list[str]:
+    ckpt = Checkpointer(str(root), keep_chains=10, chunk_bytes=256)
+    ids = [ckpt.save({"w": np.full(100, s)}, s).wait().checkpoint_id for s in (1, 2)]
+    changed = np.full(100, 2)
+    changed[0] = 3  # the delta stores one chunk and reads the rest from its parent
+    ids.append(ckpt.save({"w": changed}, 3, tier="emergency").wait().checkpoint_id)
+    return ids
+
+
+def test_ls_json_and_table(cli: Callable[..., Any], tmp_path: Path) -> None:
+    ids = make(tmp_path)
+    result = cli("ckpt", "ls", str(tmp_path), "--json")
+    assert result.code == 0
+    rows = result.json()
+    assert [r["checkpoint_id"] for r in rows] == ids
+    assert rows[2]["parent"] == ids[1] and rows[2]["tier"] == "emergency"
+    table = cli("ckpt", "ls", str(tmp_path))
+    assert table.code == 0 and ids[0] in table.out and "emergency" in table.out
+
+
+def test_verify_passes_then_fails_with_exit_2(cli: Callable[..., Any], tmp_path: Path) -> None:
+    ids = make(tmp_path)
+    assert cli("ckpt", "verify", str(tmp_path)).code == 0
+    (tmp_path / ids[1] / "data-00000.pack").write_bytes(b"x")
+    result = cli("ckpt", "verify", str(tmp_path), "--json")
+    assert result.code == 2
+    failed = {r["checkpoint_id"] for r in result.json() if not r["ok"]}
+    assert failed == {ids[1], ids[2]}  # the delta fails too: its parent is broken
+    assert "error:" in result.err and ids[1] in result.err
+
+
+def test_gc_keep(cli: Callable[..., Any], tmp_path: Path) -> None:
+    ids = make(tmp_path)
+    dry = cli("ckpt", "gc", str(tmp_path), "--keep", "1", "--dry-run", "--json")
+    assert dry.code == 0 and dry.json()["deleted"] == [ids[0]]
+    assert len(cli("ckpt", "ls", str(tmp_path), "--json").json()) == 3
+    assert cli("ckpt", "gc", str(tmp_path), "--keep", "1").code == 0
+    assert [r["checkpoint_id"] for r in cli("ckpt", "ls", str(tmp_path), "--json").json()] == ids[1:]
+    bad = cli("ckpt", "gc", str(tmp_path), "--keep", "0")
+    assert bad.code == 2 and "--keep" in bad.err

@@ -1,0 +1,80 @@
+"""A small, real training run used by the resume tests, in-process and as a child process.
+
+``python train_script.py URL TOTAL_STEPS OUT [--pause-at N]`` trains a small
+MLP with dropout, AdamW, a step LR schedule and a shuffling resumable sampler,
+resuming from URL if a checkpoint is there, saving every SAVE_EVERY steps, and
+writes the final parameters to OUT. With ``--pause-at N`` it prints each
+step and blocks on stdin after step N, so a parent can SIGKILL it mid-run.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from spothop.checkpoint import Checkpointer
+from spothop.checkpoint.pytorch import ResumableSampler, TorchState, deterministic
+
+SAVE_EVERY = 3
+SAMPLES = 40  # 10 batches per epoch: runs cross epoch boundaries
+BATCH = 4
+
+
+def build() -> tuple[nn.Module, torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler, DataLoader[tuple[torch.Tensor, ...]], ResumableSampler]:
+    deterministic(0)
+    torch.set_num_threads(1)
+    data = torch.Generator().manual_seed(1)
+    xs = torch.randn(SAMPLES, 8, generator=data)
+    ys = torch.randn(SAMPLES, 1, generator=data)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Dropout(0.2), nn.Linear(16, 1))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.01)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=5, gamma=0.5)
+    sampler = ResumableSampler(SAMPLES, seed=7)
+    # Its own generator: a DataLoader otherwise draws a base seed from the global RNG at every
+    # iter(), and a resumed run calls iter() at a different step than an uninterrupted one.
+    loader = DataLoader(TensorDataset(xs, ys), batch_size=BATCH, sampler=sampler, generator=torch.Generator())
+    return model, optimizer, scheduler, loader, sampler
+
+
+def train(url: str | None, total: int, pause_at: int | None = None) -> tuple[np.ndarray, int]:
+    """Final parameters, and the step resumed from (0: a fresh start)."""
+    model, optimizer, scheduler, loader, sampler = build()
+    state = TorchState(model, optimizer, scheduler, sampler=sampler)
+    ckpt = Checkpointer(url, keep_chains=10) if url else None
+    step = (state.restore(ckpt) or 0) if ckpt else 0
+    resumed_from = step
+    batches = iter(loader)
+    while step < total:
+        try:
+            x, y = next(batches)
+        except StopIteration:
+            batches = iter(loader)
+            continue
+        optimizer.zero_grad()
+        loss = nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+        scheduler.step()
+        step += 1
+        if ckpt and step % SAVE_EVERY == 0:
+            state.save(ckpt, step)
+        if pause_at is not None:
+            print(f"step {step}", flush=True)
+            if step == pause_at:
+                sys.stdin.readline()  # the parent kills us here, possibly mid-save
+    if ckpt:
+        ckpt.close()
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy().copy(), resumed_from
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    pause = int(args[args.index("--pause-at") + 1]) if "--pause-at" in args else None
+    final, resumed_from = train(args[0], int(args[1]), pause)
+    print(f"resumed from {resumed_from}", flush=True)
+    Path(args[2]).write_bytes(final.tobytes())
