@@ -22,6 +22,17 @@ from spothop.errors import (
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str) -> object:
+    # ``@spothop.batch`` turns ``process(shard) -> output`` into a batch job's
+    # worker. Imported on first use, so ``import spothop`` stays light (the
+    # on-instance agent imports it and must not pull in pydantic or pyarrow).
+    if name == "batch":
+        import importlib
+
+        return importlib.import_module("spothop.batch")
+    raise AttributeError(f"module 'spothop' has no attribute {name!r}")
+
 __all__ = [
     "AuthFailed",
     "CapacityUnavailable",
@@ -38,4 +49,5 @@ __all__ = [
     "TopologyParseError",
     "UnknownGpuError",
     "__version__",
+    "batch",
 ]

@@ -12,9 +12,20 @@ exits with status 2, never a traceback.
     │   ├── CurrencyError           a currency with no rate, or a malformed rate table
     │   ├── TraceError              a market trace that is missing or of the wrong shape
     │   ├── CheckpointConfigError   a bad checkpointer setting, URL, or a state value that cannot be stored
+    │   ├── UnknownJobError         no queue (job) of that name was ever created
+    │   ├── MalformedShardError     a shard id or payload that cannot be stored or read back
+    │   ├── BatchSpecError          a batch job spec that does not validate (names the field)
+    │   ├── AgentConfigError        a bad agent option: unknown protocol, bad hook spec
     │   └── CatalogError            a catalog file that cannot be read at all
     │       └── CatalogRowError     one malformed row: file, line, field, reason
     ├── TopologyParseError          nvidia-smi output that cannot be understood
+    ├── QueueError                  the shard queue refused an operation
+    │   ├── UnknownLeaseError       a lease for a shard the job does not have
+    │   ├── LeaseLost               the lease expired or another worker holds the shard now
+    │   ├── AlreadyCompletedError   a second complete of one lease with a different output
+    │   └── QueueUnavailableError   the backend stayed unreachable through every retry
+    ├── AgentError                  the on-instance agent failed at something on purpose
+    │   └── NoticeEndpointError     the metadata endpoint was unreachable or gave a bad answer
     ├── CheckpointError             a checkpoint could not be written, read or trusted
     │   ├── CheckpointWriteError    location unwritable or full, or an upload failed; earlier ones untouched
     │   ├── CheckpointCorrupt       checksum or size mismatch, truncated file, damaged manifest

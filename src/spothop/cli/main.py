@@ -7,8 +7,10 @@ import sys
 import typer
 
 from spothop import __version__
+from spothop.cli import agent as agent_cli
 from spothop.cli import catalog, ckpt, cloud, offers, probe, topo
 from spothop.cli import market as market_cli
+from spothop.cli import queue as queue_cli
 from spothop.cli.output import err_console
 from spothop.errors import SpothopError
 
@@ -25,8 +27,10 @@ catalog.register(app)
 probe.register(app)
 topo.register(app)
 ckpt.register(app)
+queue_cli.register(app)
 market_cli.register(app)
 cloud.register(app)
+agent_cli.register(app)
 
 
 def _print_version(value: bool) -> None:

@@ -1,0 +1,45 @@
+"""The agent's settings, one frozen dataclass; defaults are the production values, with their sources."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from spothop.agent.notices.sigterm import KUBERNETES_GRACE_S
+
+DEFAULT_POLL_INTERVAL_S = 1.0  # Azure Scheduled Events guidance: poll about once a second
+DEFAULT_SAFETY_MARGIN_S = 5.0  # kept back from the worker's save for upload, lease release and the record
+DEFAULT_RESTART_LIMIT = 3
+DEFAULT_RESTART_BACKOFF_S = 1.0
+DEFAULT_HEARTBEAT_INTERVAL_S = 10.0
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """Everything ``spothop agent run`` is told. ``protocol`` ``sigterm`` means no endpoint to poll.
+
+    ``assumed_lead_s`` is the lead for notices that carry no time (GCP
+    ``preempted``); None uses the cloud's documented lead. ``sigterm_grace_s``
+    is the lead a SIGTERM to the agent stands for.
+    """
+
+    command: Sequence[str]
+    protocol: str
+    state_dir: Path
+    metadata_url: str | None = None
+    instance_id: str = ""
+    cloud: str = ""
+    worker_id: str = ""
+    job_id: str | None = None
+    queue_url: str | None = None
+    checkpoint_url: str | None = None
+    poll_interval_s: float = DEFAULT_POLL_INTERVAL_S
+    safety_margin_s: float = DEFAULT_SAFETY_MARGIN_S
+    restart_limit: int = DEFAULT_RESTART_LIMIT
+    restart_backoff_s: float = DEFAULT_RESTART_BACKOFF_S
+    assumed_lead_s: float | None = None
+    sigterm_grace_s: float = KUBERNETES_GRACE_S
+    endpoint_lost_polls: int = 5
+    heartbeat_interval_s: float = DEFAULT_HEARTBEAT_INTERVAL_S
+    extra_env: dict[str, str] = field(default_factory=dict)

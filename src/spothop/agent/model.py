@@ -1,0 +1,112 @@
+"""The agent's data: notices, the instance's identity, exit codes and the names shared with workers.
+
+Times are unix seconds (``time.time()`` on this machine); durations carry
+``_s``. Everything here is a frozen dataclass or a constant, so it can be
+logged, compared and serialised as is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+# -- exit codes (the agent ↔ controller contract) ------------------------------
+
+EXIT_DONE = 0  # the worker finished its work
+EXIT_WORKER_FAILED = 1  # the worker kept crashing past the restart limit
+EXIT_USAGE = 2  # a bad option (spothop's CLI convention)
+EXIT_PREEMPTED = 75  # preempted, resumable: sysexits.h EX_TEMPFAIL, "try again later"
+
+# -- environment the agent gives the worker (spothop.worker.sdk reads these) -----
+
+AGENT_DIR_ENV = "SPOTHOP_AGENT_DIR"  # the control folder (see spothop.agent.control)
+WORKER_ID_ENV = "SPOTHOP_WORKER_ID"  # the id the worker claims shard leases under
+JOB_ID_ENV = "SPOTHOP_JOB_ID"
+QUEUE_URL_ENV = "SPOTHOP_QUEUE_URL"
+CHECKPOINT_URL_ENV = "SPOTHOP_CHECKPOINT_URL"
+# -- environment the cloud (or the local cloud's host) gives the agent -----------
+METADATA_URL_ENV = "SPOTHOP_METADATA_URL"  # same names as spothop.providers.local.metadata
+METADATA_PROTOCOL_ENV = "SPOTHOP_METADATA_PROTOCOL"
+INSTANCE_ID_ENV = "SPOTHOP_INSTANCE_ID"
+CLOUD_ENV = "SPOTHOP_CLOUD"  # the provider's name (``aws``, ``aws-sim``); default: the protocol
+
+
+class NoticeKind(StrEnum):
+    ADVANCE = "advance"  # the instance may be taken soon: checkpoint durably now
+    FINAL = "final"  # the instance will be taken at ``deadline``: run the emergency protocol
+
+
+@dataclass(frozen=True)
+class Notice:
+    """One interruption notice as the agent understood it.
+
+    ``notice_time`` is when the cloud issued it (its own stamp where it gives
+    one, else when the agent saw it). ``deadline`` is when the instance will be
+    taken (None for an advance notice without one). ``lead_time_s`` is
+    ``deadline − seen_at`` clamped to ``[0, the cloud's documented lead]``: a
+    deadline in the past means "now", and a lead longer than the cloud ever
+    gives is clock skew, so the documented lead is used. ``cause`` names what
+    was read (``instance-action``, ``preempted``, ``Preempt``, ``sigterm``,
+    ``endpoint-lost``…); ``raw`` is the body as received.
+    """
+
+    kind: NoticeKind
+    protocol: str
+    cause: str
+    notice_time: float
+    deadline: float | None
+    lead_time_s: float | None
+    raw: str = ""
+    event_id: str | None = None  # the cloud's id for the event, where it has one (Azure)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def final_notice(protocol: str, cause: str, *, seen_at: float, deadline: float | None,
+                 documented_lead_s: float | None, raw: str = "", notice_time: float | None = None,
+                 event_id: str | None = None) -> Notice:
+    """A final notice with its lead time computed by the rules of :class:`Notice`.
+
+    ``deadline`` None (the time could not be read) is the worst case: the
+    deadline is ``seen_at`` and the lead 0.
+    """
+    if deadline is None:
+        deadline = seen_at
+    lead = max(0.0, deadline - seen_at)
+    if documented_lead_s is not None and lead > documented_lead_s:
+        lead = documented_lead_s
+        deadline = seen_at + lead
+    return Notice(NoticeKind.FINAL, protocol, cause, notice_time if notice_time is not None else seen_at,
+                  deadline, lead, raw, event_id)
+
+
+def advance_notice(protocol: str, cause: str, *, seen_at: float, raw: str = "",
+                   notice_time: float | None = None) -> Notice:
+    """An advance notice: no deadline, no lead time; the worker is asked to checkpoint."""
+    return Notice(NoticeKind.ADVANCE, protocol, cause, notice_time if notice_time is not None else seen_at,
+                  None, None, raw)
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Where the agent runs, as the metadata endpoint spells it (empty where it does not say)."""
+
+    instance_id: str = ""
+    instance_type: str = ""
+    region: str = ""
+    zone: str = ""
+
+
+@dataclass(frozen=True)
+class SelfCheck:
+    """The start-up check. ``notice_blind`` is true when a notice might be missed; ``reasons`` say why.
+
+    The scheduler keeps spot work off a notice-blind instance type until the
+    cause is fixed (it reads this from the agent's status file or events).
+    """
+
+    notice_blind: bool
+    reasons: tuple[str, ...] = ()
+    identity: Identity = field(default_factory=Identity)

@@ -1,0 +1,114 @@
+"""Splitting a batch input into shards, and reading one shard back.
+
+A shard's payload points at its data (a URI, a byte range, a row range); it
+never carries the data, so the queue stays small however big the input.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import fsspec
+
+from spothop.batch.spec import BatchInput
+from spothop.queue.errors import MalformedShardError
+from spothop.queue.model import Shard
+
+SHARD_ID_DIGITS = 6
+
+
+def shard_id(index: int) -> str:
+    return f"shard-{index:0{SHARD_ID_DIGITS}d}"
+
+
+def plan_shards(spec: BatchInput) -> list[Shard]:
+    """The input as shards: one per file, or ``records_per_shard`` records each."""
+    if spec.files is not None:
+        return [Shard(shard_id(i), {"uri": uri}) for i, uri in enumerate(spec.files)]
+    assert spec.records is not None  # the spec validator guarantees one of the two
+    if spec.records.endswith(".parquet"):
+        return _plan_parquet(spec.records, spec.records_per_shard)
+    return _plan_jsonl(spec.records, spec.records_per_shard)
+
+
+def _plan_jsonl(uri: str, per_shard: int) -> list[Shard]:
+    """Byte ranges of ``per_shard`` lines each, so a worker reads only its own part."""
+    shards: list[Shard] = []
+    start = offset = count = first = 0
+    with fsspec.open(uri, "rb") as handle:
+        for line in handle:
+            offset += len(line)
+            if line.strip():
+                count += 1
+            if count == per_shard:
+                shards.append(_jsonl_shard(len(shards), uri, start, offset, first, count))
+                start, first, count = offset, first + count, 0
+    if count:
+        shards.append(_jsonl_shard(len(shards), uri, start, offset, first, count))
+    return shards
+
+
+def _jsonl_shard(index: int, uri: str, start: int, end: int, first: int, count: int) -> Shard:
+    return Shard(shard_id(index), {"uri": uri, "offset": start, "length": end - start, "first": first, "count": count})
+
+
+def _plan_parquet(uri: str, per_shard: int) -> list[Shard]:
+    import pyarrow.parquet as pq
+
+    with fsspec.open(uri, "rb") as handle:
+        rows = pq.ParquetFile(handle).metadata.num_rows
+    return [Shard(shard_id(i), {"uri": uri, "first": first, "count": min(per_shard, rows - first)})
+            for i, first in enumerate(range(0, rows, per_shard))]
+
+
+@dataclass(frozen=True)
+class BatchShard:
+    """What ``process(shard)`` receives: the shard's id and payload, and readers for its data."""
+
+    id: str
+    payload: Any
+
+    @property
+    def uri(self) -> str:
+        return str(self.payload["uri"])
+
+    def read_bytes(self) -> bytes:
+        """The whole file of a file shard, or the shard's byte range of a JSONL file."""
+        with fsspec.open(self.uri, "rb") as handle:
+            if "offset" in self.payload:
+                handle.seek(self.payload["offset"])
+                return bytes(handle.read(self.payload["length"]))
+            return bytes(handle.read())
+
+    def records(self) -> list[dict[str, Any]]:
+        """The shard's records (JSONL lines or Parquet rows), in input order."""
+        if self.uri.endswith(".parquet"):
+            return self._parquet_rows()
+        rows = []
+        for number, line in enumerate(self.read_bytes().splitlines()):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except ValueError as exc:
+                    raise MalformedShardError(
+                        f"{self.uri}: record {self.payload.get('first', 0) + number} is not JSON: {exc}") from exc
+        return rows
+
+    def _parquet_rows(self) -> list[dict[str, Any]]:
+        import pyarrow.parquet as pq
+
+        first, count = int(self.payload["first"]), int(self.payload["count"])
+        out: list[dict[str, Any]] = []
+        with fsspec.open(self.uri, "rb") as handle:
+            parquet = pq.ParquetFile(handle)
+            row = 0
+            for group in range(parquet.num_row_groups):
+                size = parquet.metadata.row_group(group).num_rows
+                if row + size > first and row < first + count:
+                    table = parquet.read_row_group(group)
+                    lo = max(first - row, 0)
+                    out.extend(table.slice(lo, first + count - row - lo).to_pylist())
+                row += size
+        return out

@@ -1,0 +1,28 @@
+"""Open a job's queue from a URL: ``sqlite:///…``, ``postgresql://…`` or ``redis://…``."""
+
+from __future__ import annotations
+
+from spothop.db import default_database_url
+from spothop.errors import ConfigError
+from spothop.queue.base import Clock, ShardQueue
+
+QUEUE_URL_SCHEMES = ("sqlite", "postgresql", "postgres", "redis", "rediss")
+
+
+def open_queue(url: str | None, job: str, *, clock: Clock | None = None) -> ShardQueue:
+    """The queue of ``job`` at ``url`` (default: the embedded SQLite database).
+
+    Backends are imported only when asked for, so the SQL queue works without
+    the ``redis`` package installed.
+    """
+    url = url or default_database_url()
+    scheme = url.split(":", 1)[0].split("+", 1)[0].lower()
+    if scheme in ("redis", "rediss"):
+        from spothop.queue.redis_backend import RedisQueue
+
+        return RedisQueue(job, url, clock=clock)
+    if scheme in ("sqlite", "postgresql", "postgres"):
+        from spothop.queue.sql_backend import SqlQueue
+
+        return SqlQueue(job, url, clock=clock)
+    raise ConfigError(f"unsupported queue URL {url!r}: use sqlite:///PATH, postgresql://HOST/DB or redis://HOST:PORT/DB")

@@ -1,0 +1,136 @@
+"""The agent in-process: supervision, restarts, advance notices, the emergency protocol's hooks, self-check."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from spothop.agent import (
+    EXIT_DONE,
+    EXIT_PREEMPTED,
+    EXIT_WORKER_FAILED,
+    Agent,
+    AgentConfig,
+    Identity,
+    Notice,
+    SqliteHeartbeats,
+    Watcher,
+    read_events,
+    read_status,
+)
+from spothop.agent.model import advance_notice, final_notice
+from tests.agent.fakes import ListReleaser
+from tests.conftest import PROJECT_ROOT
+
+WORKER = str(Path(__file__).with_name("worker.py"))
+
+
+@pytest.fixture(autouse=True)
+def _keep_sigterm_handler() -> Iterator[None]:
+    previous = signal.getsignal(signal.SIGTERM)  # Agent.run installs its own in the main thread
+    yield
+    signal.signal(signal.SIGTERM, previous)
+
+
+class ScriptedWatcher(Watcher):
+    """Returns ``notices`` once ``trigger`` exists (a file the worker writes when it is ready)."""
+
+    protocol: ClassVar[str] = "test"
+
+    def __init__(self, trigger: Path, notices: list[Notice]) -> None:
+        super().__init__("http://unused", poll_interval_s=0.05)
+        self.trigger, self.notices = trigger, notices
+
+    def poll(self) -> list[Notice]:
+        return self.notices if self.trigger.exists() else []
+
+    def self_check(self) -> Identity:
+        return Identity("i-test", "g5.xlarge", "us-east-1", "us-east-1a")
+
+
+def _config(tmp_path: Path, command: list[str], **overrides: Any) -> AgentConfig:
+    values: dict[str, Any] = {"command": command, "protocol": "sigterm", "state_dir": tmp_path / "agent",
+                              "instance_id": "i-test", "worker_id": "w-1", "restart_backoff_s": 0.01,
+                              "poll_interval_s": 0.05, "heartbeat_interval_s": 0.05,
+                              "extra_env": {"PYTHONPATH": str(PROJECT_ROOT)}}
+    values.update(overrides)
+    return AgentConfig(**values)
+
+
+def test_a_crashing_worker_is_restarted_with_its_leases_released_until_it_succeeds(tmp_path: Path) -> None:
+    counter = tmp_path / "runs"
+    script = f'n=$(cat {counter} 2>/dev/null || echo 0); echo $((n+1)) > {counter}; echo run $n; [ "$n" -ge 2 ]'
+    releaser = ListReleaser()
+    beats = SqliteHeartbeats(tmp_path / "hb.db")
+    agent = Agent(_config(tmp_path, ["sh", "-c", script]), releaser=releaser, heartbeats=beats)
+    assert agent.run() == EXIT_DONE
+    assert [e["code"] for e in read_events(agent.config.state_dir, "worker_exited")] == [1, 1, 0]
+    assert releaser.calls == ["w-1", "w-1"]
+    assert "run 0" in (agent.config.state_dir / "worker.log").read_text()
+    beat = beats.latest("i-test")
+    assert beat is not None and beat.worker_id == "w-1"
+    status = read_status(agent.config.state_dir)
+    assert status is not None and status.state == "done" and not status.notice_blind
+
+
+def test_past_the_restart_limit_the_agent_reports_failure(tmp_path: Path) -> None:
+    agent = Agent(_config(tmp_path, ["sh", "-c", "exit 3"], restart_limit=1))
+    assert agent.run() == EXIT_WORKER_FAILED
+    assert [e["code"] for e in read_events(agent.config.state_dir, "worker_exited")] == [3, 3]
+
+
+def test_an_advance_notice_asks_the_worker_for_a_checkpoint(tmp_path: Path) -> None:
+    ready = tmp_path / "ready"
+    control = tmp_path / "agent" / "control"
+    script = f"touch {ready}; while [ ! -f {control}/checkpoint.json ]; do sleep 0.02; done; touch {tmp_path}/ckpt"
+    notice = advance_notice("test", "rebalance-recommendation", seen_at=time.time())
+    agent = Agent(_config(tmp_path, ["sh", "-c", script]), watcher=ScriptedWatcher(ready, [notice]))
+    assert agent.run() == EXIT_DONE
+    assert (tmp_path / "ckpt").exists()
+    [event] = read_events(agent.config.state_dir, "advance_notice")
+    assert event["notice"]["cause"] == "rebalance-recommendation" and event["checkpoint_seq"] == 1
+
+
+def test_final_notice_with_a_callback_worker_runs_every_hook(tmp_path: Path) -> None:
+    notice = final_notice("test", "instance-action", seen_at=time.time(), deadline=time.time() + 30,
+                          documented_lead_s=120)
+    releaser, uploads = ListReleaser(), []
+    agent = Agent(_config(tmp_path, [sys.executable, WORKER, str(tmp_path), "callback"], safety_margin_s=1),
+                  watcher=ScriptedWatcher(tmp_path / "started", [notice]), releaser=releaser,
+                  upload=lambda: uploads.append(1))
+    assert agent.run() == EXIT_PREEMPTED
+    assert (tmp_path / "emergency.ckpt").exists()
+    assert releaser.calls == ["w-1"] and uploads == [1]
+    [record] = read_events(agent.config.state_dir, "interruption")
+    assert record["saved"] == "saved" and record["uploaded"] is True and record["leases_released"] == 2
+    assert record["zone"] == "us-east-1a" and record["cause"] == "instance-action"
+
+
+def test_a_failing_hook_does_not_stop_the_release_or_the_record(tmp_path: Path) -> None:
+    def broken_upload() -> None:
+        raise OSError("bucket unreachable")
+
+    notice = final_notice("test", "x", seen_at=time.time(), deadline=time.time() + 0.5, documented_lead_s=None)
+    releaser = ListReleaser()
+    agent = Agent(_config(tmp_path, ["sleep", "30"], safety_margin_s=1), releaser=releaser, upload=broken_upload,
+                  watcher=ScriptedWatcher(tmp_path, [notice]))
+    assert agent.run() == EXIT_PREEMPTED
+    [record] = read_events(agent.config.state_dir, "interruption")
+    assert record["uploaded"] is False and "bucket unreachable" in record["errors"]["upload"]
+    assert record["saved"] == "nothing" and releaser.calls == ["w-1"]
+
+
+def test_an_unreachable_endpoint_marks_the_instance_notice_blind(tmp_path: Path) -> None:
+    agent = Agent(_config(tmp_path, ["true"], protocol="aws", metadata_url="http://127.0.0.1:9"))
+    assert agent.run() == EXIT_DONE
+    status = read_status(agent.config.state_dir)
+    assert status is not None and status.notice_blind
+    assert "metadata endpoint (aws)" in status.blind_reasons[0]
+    [event] = read_events(agent.config.state_dir, "notice_blind")
+    assert event["reasons"] == list(status.blind_reasons)
