@@ -61,6 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--upload", default=None, metavar="MODULE:FACTORY")
     run.add_argument("--no-store-record", action="store_true",
                      help="do not record the interruption in spothop's store (events.jsonl only)")
+    run.add_argument("--no-probe", action="store_true",
+                     help="skip the first-boot GPU probe of this instance type")
     run.add_argument("--json", action="store_true", help="print each event as a JSON line on stdout")
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
     return parser
@@ -83,7 +85,8 @@ def config_from(args: argparse.Namespace) -> AgentConfig:
         job_id=args.job_id, queue_url=args.queue_url, checkpoint_url=args.checkpoint_url,
         poll_interval_s=args.poll_interval, safety_margin_s=args.safety_margin, restart_limit=args.restart_limit,
         restart_backoff_s=args.restart_backoff, assumed_lead_s=args.assumed_lead,
-        sigterm_grace_s=args.sigterm_grace, heartbeat_interval_s=args.heartbeat_interval)
+        sigterm_grace_s=args.sigterm_grace, heartbeat_interval_s=args.heartbeat_interval,
+        probe_first_boot=not args.no_probe)
 
 
 def agent_from(args: argparse.Namespace) -> Agent:

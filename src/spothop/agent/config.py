@@ -43,3 +43,4 @@ class AgentConfig:
     endpoint_lost_polls: int = 5
     heartbeat_interval_s: float = DEFAULT_HEARTBEAT_INTERVAL_S
     extra_env: dict[str, str] = field(default_factory=dict)
+    probe_first_boot: bool = True  # measure the GPUs once per instance type (see first_boot.py)

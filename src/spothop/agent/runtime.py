@@ -28,6 +28,7 @@ from spothop.agent.control import ControlDir
 from spothop.agent.emergency import EmergencyContext, run_emergency
 from spothop.agent.errors import NoticeEndpointError
 from spothop.agent.events import EventLog
+from spothop.agent.first_boot import probe_first_boot
 from spothop.agent.heartbeat import Heartbeat, Heartbeats
 from spothop.agent.hooks import InterruptionRecorder, LeaseReleaser, Upload
 from spothop.agent.model import Identity, Notice, NoticeKind, SelfCheck
@@ -110,6 +111,16 @@ class Agent:
             identity = Identity(self.config.instance_id, identity.instance_type, identity.region, identity.zone)
         return SelfCheck(notice_blind=bool(reasons), reasons=tuple(reasons), identity=identity)
 
+    def _probe_first_boot(self) -> None:
+        """Measure this instance type's GPUs once, before the worker takes them."""
+        try:
+            identity = self.watcher.self_check()
+        except NoticeEndpointError as exc:
+            self.events.write("probe", ran=False, reason=f"instance type unknown: {exc}")
+            return
+        outcome = probe_first_boot(self.config.cloud, identity.instance_type)
+        self.events.write("probe", ran=outcome.ran, reason=outcome.reason, duration_s=round(outcome.duration_s, 3))
+
     def _start(self) -> None:
         self.control.reset()
         pid = self.supervisor.start()
@@ -129,6 +140,8 @@ class Agent:
             signal.signal(signal.SIGTERM, self._on_sigterm)
         self.events.set_status(instance_id=self.config.instance_id, protocol=self.config.protocol,
                                notice_blind=False, blind_reasons=[])
+        if self.config.probe_first_boot:
+            self._probe_first_boot()
         self._start()
         self.check = self.self_check()
         self.events.write("self_check", notice_blind=self.check.notice_blind, reasons=list(self.check.reasons),

@@ -9,7 +9,7 @@ from rich.text import Text
 
 from spothop.cli.output import console, err_console, print_json, table
 from spothop.errors import ConfigError
-from spothop.resources.measured import measured_path, record_probe
+from spothop.resources.measured import measured_path, measured_tflops, record_probe
 from spothop.resources.probe import DEFAULT_BUDGET_S, Backend, Dtype, ProbeResult, probe
 
 
@@ -22,9 +22,19 @@ def probe_command(
     backend: Annotated[
         str | None, typer.Option("--backend", help="torch-cuda, torch-cpu or numpy (default: the best available)")
     ] = None,
+    if_unmeasured: Annotated[
+        bool, typer.Option("--if-unmeasured", help="with --record: do nothing if that instance type has a figure already")
+    ] = False,
 ) -> None:
-    """Measure dense matmul TFLOPS (BF16/FP16/FP32) and memory, host-to-device and GPU-to-GPU bandwidth."""
+    """Measure dense matmul TFLOPS (BF16/FP16/FP32) and memory, host-to-device and GPU-to-GPU bandwidth.
+
+    The agent runs ``--record CLOUD/TYPE --if-unmeasured`` at an instance's
+    first boot, so each instance type is probed once and cached.
+    """
     target = _parse_record(record) if record else None
+    if target and if_unmeasured and measured_tflops(*target) is not None:
+        err_console.print(f"{target[0]}/{target[1]} is measured already ({measured_path()}); not probing", highlight=False)
+        return
     chosen = _parse_backend(backend) if backend else None
     result = probe(budget_s=budget_s, backend=chosen,
                    progress=lambda msg: err_console.print(f"[dim]probe: {msg}[/dim]", highlight=False))
