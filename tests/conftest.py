@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import uuid
+from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -34,3 +37,80 @@ def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
 @pytest.fixture
 def spothop_home(_isolated_home: Path) -> Path:
     return _isolated_home
+
+
+# -- the services: real PostgreSQL and Redis ------------------------------------
+#
+# A server that does not answer skips its tests with the reason, unless
+# SPOTHOP_REQUIRE_SERVICES=1 (as .ci/run sets), which makes it a failure.
+
+POSTGRES_URL = os.environ.get("SPOTHOP_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+REDIS_URL = os.environ.get("SPOTHOP_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+REQUIRE_SERVICES = os.environ.get("SPOTHOP_REQUIRE_SERVICES") == "1"
+CONNECT_TIMEOUT_S = 3
+
+
+def unavailable(reason: str) -> None:
+    if REQUIRE_SERVICES:
+        pytest.fail(f"{reason} (SPOTHOP_REQUIRE_SERVICES=1)")
+    pytest.skip(reason)
+
+
+@cache
+def _postgres_problem() -> str | None:
+    try:
+        import psycopg
+
+        with psycopg.connect(POSTGRES_URL, connect_timeout=CONNECT_TIMEOUT_S) as conn:
+            conn.execute("SELECT 1")
+    except Exception as exc:
+        return f"PostgreSQL at {POSTGRES_URL} unreachable: {exc}"
+    return None
+
+
+@cache
+def _redis_problem() -> str | None:
+    try:
+        import redis
+
+        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=CONNECT_TIMEOUT_S).ping()
+    except Exception as exc:
+        return f"Redis at {REDIS_URL} unreachable: {exc}"
+    return None
+
+
+def unique(stem: str) -> str:
+    return f"{stem}-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def pg_schema() -> Iterator[str]:
+    """A fresh PostgreSQL schema for one test, dropped after it."""
+    problem = _postgres_problem()
+    if problem:
+        unavailable(problem)
+    import psycopg
+
+    schema = unique("spothop_test").replace("-", "_")
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    yield schema
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@pytest.fixture
+def redis_prefix() -> Iterator[str]:
+    """A fresh Redis key prefix for one test; its keys are deleted after it."""
+    problem = _redis_problem()
+    if problem:
+        unavailable(problem)
+    import redis
+
+    prefix = unique("spothop-test") + ":"
+    yield prefix
+    client = redis.Redis.from_url(REDIS_URL)
+    keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
+    if keys:
+        client.delete(*keys)
+    client.close()

@@ -11,21 +11,14 @@ so parallel runs and leftovers of a killed run never collide.
 
 from __future__ import annotations
 
-import os
 import time
-import uuid
 from collections.abc import Callable, Iterator
-from functools import cache
 from pathlib import Path
 
 import pytest
 
 from spothop.queue import ShardQueue
-
-POSTGRES_URL = os.environ.get("SPOTHOP_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
-REDIS_URL = os.environ.get("SPOTHOP_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
-REQUIRE_SERVICES = os.environ.get("SPOTHOP_REQUIRE_SERVICES") == "1"
-CONNECT_TIMEOUT_S = 3
+from tests.conftest import POSTGRES_URL, REDIS_URL, unique
 
 BACKENDS = ["sqlite", "postgresql", "redis"]
 
@@ -43,39 +36,6 @@ class FakeClock:
         self.now += seconds
 
 
-def unavailable(reason: str) -> None:
-    if REQUIRE_SERVICES:
-        pytest.fail(f"{reason} (SPOTHOP_REQUIRE_SERVICES=1)")
-    pytest.skip(reason)
-
-
-@cache
-def _postgres_problem() -> str | None:
-    try:
-        import psycopg
-
-        with psycopg.connect(POSTGRES_URL, connect_timeout=CONNECT_TIMEOUT_S) as conn:
-            conn.execute("SELECT 1")
-    except Exception as exc:
-        return f"PostgreSQL at {POSTGRES_URL} unreachable: {exc}"
-    return None
-
-
-@cache
-def _redis_problem() -> str | None:
-    try:
-        import redis
-
-        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=CONNECT_TIMEOUT_S).ping()
-    except Exception as exc:
-        return f"Redis at {REDIS_URL} unreachable: {exc}"
-    return None
-
-
-def unique(stem: str) -> str:
-    return f"{stem}-{uuid.uuid4().hex[:10]}"
-
-
 QueueFactory = Callable[..., ShardQueue]
 
 
@@ -87,37 +47,6 @@ def clock() -> FakeClock:
 @pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'queue.db'}"
-
-
-@pytest.fixture
-def pg_schema() -> Iterator[str]:
-    problem = _postgres_problem()
-    if problem:
-        unavailable(problem)
-    import psycopg
-
-    schema = unique("spothop_test").replace("-", "_")
-    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-    yield schema
-    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
-
-
-@pytest.fixture
-def redis_prefix() -> Iterator[str]:
-    problem = _redis_problem()
-    if problem:
-        unavailable(problem)
-    import redis
-
-    prefix = unique("spothop-test") + ":"
-    yield prefix
-    client = redis.Redis.from_url(REDIS_URL)
-    keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
-    if keys:
-        client.delete(*keys)
-    client.close()
 
 
 @pytest.fixture(params=BACKENDS)

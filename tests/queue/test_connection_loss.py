@@ -20,7 +20,7 @@ from spothop.queue import QueueUnavailableError, Shard, ShardState
 from spothop.queue.redis_backend import RedisQueue, wait_for_redis
 from spothop.queue.retry import with_retry
 from spothop.queue.sql_backend import SqlQueue
-from tests.queue.conftest import POSTGRES_URL, REDIS_URL, unique
+from tests.conftest import POSTGRES_URL, REDIS_URL, unique
 
 LEASE_S = 60.0
 SERVER_START_TIMEOUT_S = 10.0
