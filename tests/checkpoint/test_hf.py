@@ -56,6 +56,10 @@ def test_stop_request_saves_an_emergency_delta_and_stops(tmp_path: Path, monkeyp
 
     def step_end(*args, **kwargs):  # type: ignore[no-untyped-def]
         stop["now"] = args[1].global_step == 3  # the agent signals a preemption after step 3
+        if stop["now"]:
+            # Let step 2's durable save commit first: an emergency save cancels one still in
+            # flight (by design), and this test is about the delta built on that durable one.
+            callback.checkpointer.wait()
         return original(*args, **kwargs)
 
     callback.on_step_end = step_end  # type: ignore[method-assign]

@@ -7,6 +7,8 @@ is the only way a tensor can be in the state.
 
 from __future__ import annotations
 
+import weakref
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -33,19 +35,51 @@ def version_key(tensor: torch.Tensor) -> tuple[Any, ...]:
             tensor.dtype, tensor.device, tensor._version)
 
 
-def host_copies(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
-    """Contiguous CPU copies; device tensors go through pinned memory with one sync at the end."""
+@dataclass(frozen=True)
+class Source:
+    """Which live tensor a host copy was taken from, and at which version.
+
+    The version key alone could match a *new* tensor that the allocator put at
+    a freed tensor's address (a scalar rebuilt every save, say). The weak
+    reference to the storage rules that out: while the old storage lives its
+    address cannot be reused, and once it dies the reference no longer
+    matches. (``state_dict()`` returns new tensor objects each call, but they
+    share their parameter's storage object, so this still matches for them.)
+    """
+
+    storage: weakref.ReferenceType[Any]
+    key: tuple[Any, ...]
+
+    def matches(self, tensor: torch.Tensor) -> bool:
+        return self.storage() is tensor.untyped_storage() and self.key == version_key(tensor)
+
+
+def source_of(tensor: torch.Tensor) -> Source:
+    return Source(weakref.ref(tensor.untyped_storage()), version_key(tensor))
+
+
+def fits(host: torch.Tensor | None, tensor: torch.Tensor) -> bool:
+    """Whether ``host`` can be reused as the host copy of ``tensor`` (same dtype and shape)."""
+    return host is not None and host.dtype == tensor.dtype and host.shape == tensor.shape
+
+
+def host_copies(tensors: list[torch.Tensor], into: list[torch.Tensor | None]) -> list[torch.Tensor]:
+    """Contiguous CPU copies, written into ``into[i]`` where given (reused buffers: no allocation,
+    no page faults), else freshly allocated; device tensors go through pinned memory with one
+    sync at the end."""
     out: list[torch.Tensor] = []
     on_device = False
-    for tensor in tensors:
+    for tensor, dest in zip(tensors, into, strict=True):
         source = tensor.detach()
-        if source.device.type == "cpu":
+        device = source.device.type != "cpu"
+        on_device |= device
+        if dest is None and not device:
             out.append(source.clone(memory_format=torch.contiguous_format))
             continue
-        on_device = True
-        pinned = torch.empty(source.shape, dtype=source.dtype, device="cpu", pin_memory=True)
-        pinned.copy_(source, non_blocking=True)
-        out.append(pinned)
+        if dest is None:
+            dest = torch.empty(source.shape, dtype=source.dtype, device="cpu", pin_memory=True)
+        dest.copy_(source, non_blocking=device)
+        out.append(dest)
     if on_device and torch.cuda.is_available():
         torch.cuda.synchronize()
     return out

@@ -7,8 +7,12 @@ Tiers
 
 Contracts
     * A save copies the state to host memory and returns; that copy is the only
-      part the training loop waits for. Hashing, compression and upload run on
-      one background thread. At most one save is in flight: the next ``save``
+      part the training loop waits for; host buffers are kept and reused between
+      saves (``reuse_host_buffers``), and with ``skip_unchanged`` a tensor whose
+      version counter has not moved since the last save is not copied again
+      (opt-in: fused optimizers and ``.data`` writes do not bump the counter).
+      Hashing, compression and upload run on a background thread (with a pool
+      of hashing/compression threads). At most one save is in flight: the next ``save``
       waits for it (backpressure), except an emergency save, which cancels an
       in-flight local or durable save so that the emergency upload goes first.
     * Data first, manifest last: the manifest being written is the commit; a
@@ -37,11 +41,16 @@ from spothop.checkpoint import gc as gc_mod
 from spothop.checkpoint.errors import CheckpointConfigError, CheckpointWriteError
 from spothop.checkpoint.interval import FixedInterval, IntervalPolicy, SaveCostMeter
 from spothop.checkpoint.manifest import Manifest, Tier, WorldLayout
-from spothop.checkpoint.pack import DEFAULT_CHUNK_BYTES, SaveCancelled, write_pack
+from spothop.checkpoint.pack import (
+    DEFAULT_CHUNK_BYTES,
+    DEFAULT_COMPRESS_BELOW,
+    SaveCancelled,
+    write_pack,
+)
 from spothop.checkpoint.reader import manifest_path
 from spothop.checkpoint.restore import Restored, Validator, restore_newest
 from spothop.checkpoint.rng import capture_rng
-from spothop.checkpoint.snapshot import DeltaBase, Snapshot, take_snapshot
+from spothop.checkpoint.snapshot import DeltaBase, HostBuffers, Snapshot, take_snapshot
 from spothop.checkpoint.store import Store
 from spothop.errors import SpothopError
 from spothop.paths import spothop_home
@@ -52,6 +61,7 @@ DEFAULT_KEEP_CHAINS = 3
 DEFAULT_KEEP_LOCAL = 2
 # Local disk outruns zstd, so local snapshots are raw; durable saves cross a network and
 # pay for compression; emergency saves favour speed (level 1 is zstd's fastest real level).
+# Either way a chunk is compressed only if a sample of it shrinks enough (``compress_below``).
 DEFAULT_ZSTD_LEVELS: Mapping[Tier, int | None] = {Tier.LOCAL: None, Tier.DURABLE: 3, Tier.EMERGENCY: 1}
 MAX_HASH_WORKERS = 8  # hashing and compression threads; more rarely helps a single upload stream
 PACK_NAME = "data-00000.pack"
@@ -101,7 +111,9 @@ class Checkpointer:
                  keep_local: int = DEFAULT_KEEP_LOCAL, zstd_levels: Mapping[Tier, int | None] | None = None,
                  chunk_bytes: int = DEFAULT_CHUNK_BYTES, workers: int | None = None,
                  interval: IntervalPolicy | None = None, world: WorldLayout | None = None,
-                 track_versions: bool = True, clock: Callable[[], float] = time.monotonic) -> None:
+                 track_versions: bool = False, reuse_host_buffers: bool = True, skip_unchanged: bool = False,
+                 compress_below: float = DEFAULT_COMPRESS_BELOW,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         if keep_chains < 1 or keep_local < 1:
             raise CheckpointConfigError("keep_chains and keep_local must be at least 1")
         if chunk_bytes < 1:
@@ -116,7 +128,15 @@ class Checkpointer:
         self.chunk_bytes = chunk_bytes
         self.workers = workers or min(MAX_HASH_WORKERS, os.cpu_count() or 1)
         self.interval = interval or FixedInterval()
+        # Off by default: fused optimizers (AdamW(fused=True), the Hugging Face
+        # default) write parameters without bumping PyTorch's version counter, so
+        # trusting the counter could keep stale weights in a delta. Content
+        # hashes always see the change; opt in only with unfused optimizers.
         self.track_versions = track_versions
+        self.compress_below = compress_below
+        self.skip_unchanged = skip_unchanged
+        # One host copy of the state stays resident between saves; None: fresh copies each save.
+        self._buffers: HostBuffers | None = HostBuffers() if reuse_host_buffers else None
         self.cost = SaveCostMeter()
         self._clock = clock
         self._last_save_at = clock()
@@ -154,7 +174,7 @@ class Checkpointer:
         tier = Tier(tier)
         self._make_room(tier)
         base = self._delta_base() if tier is Tier.EMERGENCY else None
-        snapshot = take_snapshot(state, base, self.track_versions)
+        snapshot = take_snapshot(state, base, self.track_versions, self._buffers, self.skip_unchanged)
         checkpoint_id = gc_mod.checkpoint_id(step, tier.value, secrets.token_hex(3))
         job = _Job(checkpoint_id, step, tier, snapshot, base, capture_rng(), dict(data_position or {}),
                    dict(user_metadata or {}), time.time(), time.perf_counter() - snapshot.blocking_s)
@@ -192,7 +212,7 @@ class Checkpointer:
             result = write_pack(store, f"{job.checkpoint_id}/{PACK_NAME}", job.snapshot.leaves,
                                 parent=job.base.manifest.leaves if job.base else None,
                                 level=self.zstd_levels.get(job.tier), chunk_bytes=self.chunk_bytes,
-                                workers=self.workers, cancel=cancel)
+                                workers=self.workers, cancel=cancel, compress_below=self.compress_below)
             manifest = job.manifest(result.leaves, (result.file,), self.world)
             store.write_atomic(manifest_path(job.checkpoint_id), manifest.to_json())  # the commit
         except BaseException as exc:
@@ -240,6 +260,8 @@ class Checkpointer:
         with contextlib.suppress(SpothopError, SaveCancelled):
             self.wait()
         self._executor.shutdown(wait=True)
+        if self._buffers is not None:
+            self._buffers.clear()
 
     def __enter__(self) -> Checkpointer:
         return self

@@ -6,6 +6,16 @@ without a manifest does not exist.** A reader trusts nothing the manifest does
 not vouch for: every file it lists carries a sha256 and a size, and the
 manifest carries a sha256 of its own body, so a flipped bit anywhere is caught.
 
+File digests (format 2): a pack file is a sequence of stored chunk payloads
+(its ``segments``, whose lengths the manifest lists and which tile the file
+exactly). Its ``sha256`` is a Merkle-style root, ``sha256(FILE_DIGEST_DOMAIN
+|| sha256(segment_0) || sha256(segment_1) || ...)``. For a raw chunk the
+segment hash *is* the chunk's content hash, so a save hashes each byte once
+instead of twice, and both sides can hash segments in parallel; a collision
+in the root needs a sha256 collision at one of the two levels, so it detects
+a flipped bit exactly as strongly as a whole-file sha256 does. Format 1 files
+(no ``segments``) carry a plain sha256 of the whole file and are still read.
+
 Tensors are stored as chunks: each array leaf of the state is cut into
 fixed-size pieces of at most ``chunk_bytes``, each piece hashed (sha256 of the
 raw bytes) and stored raw or zstd-compressed inside a pack file. A delta's
@@ -17,14 +27,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from spothop.checkpoint.errors import CheckpointCorrupt, FormatVersionError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: pack-file digests are Merkle roots over segment hashes (1 is still read)
+FILE_DIGEST_DOMAIN = b"spothop-pack-file-v2\0"  # keeps a root from equalling any plain sha256 of the same bytes
 MANIFEST_NAME = "MANIFEST.json"
 
 
@@ -46,8 +57,9 @@ class FileEntry:
     """One data file of a checkpoint; ``path`` is relative to the store root."""
 
     path: str
-    sha256: str
+    sha256: str  # format 1: sha256 of the whole file; format 2: :func:`file_root` of its segments
     size_bytes: int
+    segments: tuple[int, ...] | None = None  # stored lengths, in file order; None: a format-1 file
 
 
 @dataclass(frozen=True)
@@ -113,6 +125,14 @@ class Manifest:
         return json.dumps({"sha256": _digest(body), "manifest": body}, indent=1)
 
 
+def file_root(segment_digests: Iterable[bytes]) -> str:
+    """A format-2 file digest from the raw sha256 digests of its segments, in file order."""
+    root = hashlib.sha256(FILE_DIGEST_DOMAIN)
+    for digest in segment_digests:
+        root.update(digest)
+    return root.hexdigest()
+
+
 def manifest_from_json(text: str | bytes, checkpoint_id: str) -> Manifest:
     """Parse and check a manifest; raises :class:`CheckpointCorrupt` or :class:`FormatVersionError`."""
     try:
@@ -150,7 +170,8 @@ def _body(m: Manifest) -> dict[str, Any]:
     return {
         "format_version": m.format_version, "checkpoint_id": m.checkpoint_id, "step": m.step,
         "wall_time_unix_s": m.wall_time_unix_s, "tier": m.tier.value, "parent": m.parent,
-        "files": [[f.path, f.sha256, f.size_bytes] for f in m.files],
+        "files": [[f.path, f.sha256, f.size_bytes] + ([] if f.segments is None else [list(f.segments)])
+                  for f in m.files],
         "chunk_files": chunk_files, "leaves": leaves, "tree": m.tree, "rng": dict(m.rng),
         "data_position": dict(m.data_position),
         "world": {"world_size": m.world.world_size, "rank": m.world.rank,
@@ -174,9 +195,19 @@ def _from_body(body: Mapping[str, Any]) -> Manifest:
         checkpoint_id=str(body["checkpoint_id"]), step=int(body["step"]),
         wall_time_unix_s=float(body["wall_time_unix_s"]), tier=Tier(body["tier"]),
         parent=None if body["parent"] is None else str(body["parent"]),
-        files=tuple(FileEntry(str(p), str(h), int(s)) for p, h, s in body["files"]),
+        files=tuple(_file_entry(row) for row in body["files"]),
         leaves=leaves, tree=body["tree"], rng=dict(body["rng"]),
         data_position=dict(body["data_position"]),
         world=WorldLayout(int(world["world_size"]), int(world["rank"]), int(world["local_world_size"])),
         user_metadata=dict(body["user_metadata"]), format_version=int(body["format_version"]),
     )
+
+
+def _file_entry(row: list[Any]) -> FileEntry:
+    path, digest, size, *rest = row
+    if len(rest) > 1:
+        raise ValueError(f"file row for {path!r} has {len(row)} fields")
+    segments = tuple(int(n) for n in rest[0]) if rest else None
+    if segments is not None and (sum(segments) != int(size) or any(n <= 0 for n in segments)):
+        raise ValueError(f"segments of {path!r} do not tile its {size} bytes")
+    return FileEntry(str(path), str(digest), int(size), segments)

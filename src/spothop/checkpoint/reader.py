@@ -4,7 +4,11 @@ Contract: nothing is returned until every byte it came from has been checked.
 Each pack file a checkpoint needs (its own and, for a delta, its ancestors')
 is read once, front to back, through sha256; chunks are decoded into their
 destinations on the way, and the result is handed out only if every file's
-size and digest match its manifest. Any mismatch raises
+size and digest match its manifest. Format-2 files are read segment by
+segment on one thread (straight into the destination for a raw chunk) while a
+thread pool hashes and decompresses the segments, bounded to a few in flight
+(hashlib and zstd release the GIL); format-1 files are read as before. Any
+mismatch raises
 :class:`CheckpointCorrupt`; a broken chain raises :class:`ParentMissing`.
 """
 
@@ -12,8 +16,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections import defaultdict
+import os
+from collections import defaultdict, deque
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import IO, Any
 
 import zstandard
@@ -25,12 +31,25 @@ from spothop.checkpoint.manifest import (
     Codec,
     FileEntry,
     Manifest,
+    file_root,
     manifest_from_json,
 )
 from spothop.checkpoint.store import Store
 
 log = logging.getLogger("spothop.checkpoint")
-READ_BLOCK_BYTES = 8 * 1024 * 1024  # for hashing the bytes between and after chunks
+READ_BLOCK_BYTES = 8 * 1024 * 1024  # for hashing the bytes between and after chunks (format 1)
+MAX_READ_WORKERS = 8  # verify/decompress threads; the read itself stays one sequential stream
+INFLIGHT_SEGMENTS_PER_WORKER = 2  # keeps every worker busy; bounds scratch memory to a few chunks
+
+Targets = Mapping[tuple[int, int], list[tuple[ChunkRef, memoryview]]]
+
+
+def _read_pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(_read_workers(), "spothop-ckpt-read")
+
+
+def _read_workers() -> int:
+    return min(MAX_READ_WORKERS, os.cpu_count() or 1)
 
 
 def manifest_path(checkpoint_id: str) -> str:
@@ -107,19 +126,21 @@ def read_leaves(store: Store, manifest: Manifest, chain: Sequence[Manifest]) -> 
         for ref in leaf.chunks:
             targets[ref.file][ref.offset, ref.stored_bytes].append((ref, view[position:position + ref.raw_bytes]))
             position += ref.raw_bytes
-    for entry in _needed_files(manifest, chain).values():
-        owner = entry.path.split("/", 1)[0]
-        if owner != manifest.checkpoint_id and not _exists(store, entry.path):
-            raise ParentMissing(manifest.checkpoint_id, f"parent file {entry.path} is missing")
-        _stream_file(store, entry, targets.get(entry.path, {}), manifest.checkpoint_id)
+    with _read_pool() as pool:
+        for entry in _needed_files(manifest, chain).values():
+            owner = entry.path.split("/", 1)[0]
+            if owner != manifest.checkpoint_id and not _exists(store, entry.path):
+                raise ParentMissing(manifest.checkpoint_id, f"parent file {entry.path} is missing")
+            _stream_file(store, entry, targets.get(entry.path, {}), manifest.checkpoint_id, pool)
     return buffers
 
 
 def verify(store: Store, manifest: Manifest) -> None:
     """Check the whole chain of ``manifest`` without keeping any data; raises on the first problem."""
     chain = ancestors(store, manifest)
-    for entry in _needed_files(manifest, chain).values():
-        _stream_file(store, entry, {}, manifest.checkpoint_id)
+    with _read_pool() as pool:
+        for entry in _needed_files(manifest, chain).values():
+            _stream_file(store, entry, {}, manifest.checkpoint_id, pool)
 
 
 def _exists(store: Store, path: str) -> bool:
@@ -129,8 +150,91 @@ def _exists(store: Store, path: str) -> bool:
         return False
 
 
-def _stream_file(store: Store, entry: FileEntry, chunks: Mapping[tuple[int, int], list[tuple[ChunkRef, memoryview]]],
-                 checkpoint_id: str) -> None:
+def _stream_file(store: Store, entry: FileEntry, chunks: Targets, checkpoint_id: str,
+                 pool: ThreadPoolExecutor) -> None:
+    if entry.segments is None:
+        _stream_whole_file(store, entry, chunks, checkpoint_id)
+    else:
+        _stream_segments(store, entry, entry.segments, chunks, checkpoint_id, pool)
+
+
+def _stream_segments(store: Store, entry: FileEntry, segments: tuple[int, ...], chunks: Targets,
+                     checkpoint_id: str, pool: ThreadPoolExecutor) -> None:
+    """Format 2: verify the file's Merkle root, decoding the chunks in ``chunks`` on the way."""
+    _check_chunks_are_segments(entry, segments, chunks, checkpoint_id)
+    digests: list[bytes] = []
+    pending: deque[Future[bytes]] = deque()
+    limit = _read_workers() * INFLIGHT_SEGMENTS_PER_WORKER
+    try:
+        with store.open_read(entry.path) as handle:
+            reader: Any = handle  # every fsspec file object has readinto; IO[bytes] does not say so
+            offset = 0
+            for length in segments:
+                targets = chunks.get((offset, length), [])
+                raw_target = bool(targets) and targets[0][0].codec is Codec.RAW
+                # A raw chunk is read straight into its destination: no scratch copy.
+                buffer = targets[0][1] if raw_target else memoryview(bytearray(length))
+                got = reader.readinto(buffer)
+                if got != length:
+                    raise CheckpointCorrupt(checkpoint_id, f"file {entry.path} has {offset + got} bytes, "
+                                                           f"manifest says {entry.size_bytes}")
+                pending.append(pool.submit(_check_segment, buffer, targets, checkpoint_id))
+                if len(pending) >= limit:
+                    digests.append(pending.popleft().result())
+                offset += length
+            if handle.read(1):
+                raise CheckpointCorrupt(checkpoint_id, f"file {entry.path} has more bytes than the "
+                                                       f"{entry.size_bytes} its manifest says")
+            while pending:
+                digests.append(pending.popleft().result())
+    except FileNotFoundError:
+        raise CheckpointCorrupt(checkpoint_id, f"file {entry.path} is missing") from None
+    finally:
+        for future in pending:  # after a failure: let in-flight work end before its buffers go
+            future.cancel()
+    if file_root(digests) != entry.sha256:
+        raise CheckpointCorrupt(checkpoint_id, f"file {entry.path} fails its sha256 check")
+
+
+def _check_chunks_are_segments(entry: FileEntry, segments: tuple[int, ...], chunks: Targets,
+                               checkpoint_id: str) -> None:
+    starts: dict[int, int] = {}
+    offset = 0
+    for length in segments:
+        starts[offset] = length
+        offset += length
+    for (start, stored), targets in chunks.items():
+        ref = targets[0][0]
+        if stored and starts.get(start) != stored:
+            raise CheckpointCorrupt(checkpoint_id, f"chunk at {entry.path}:{start} is not one of the file's segments")
+        if ref.codec is Codec.RAW and ref.raw_bytes != stored:
+            raise CheckpointCorrupt(checkpoint_id, f"raw chunk at {entry.path}:{start} has two sizes")
+
+
+def _check_segment(stored: memoryview, targets: list[tuple[ChunkRef, memoryview]], checkpoint_id: str) -> bytes:
+    """Hash one stored segment and decode it into its destinations; returns its digest."""
+    digest = hashlib.sha256(stored).digest()
+    if not targets:
+        return digest
+    ref = targets[0][0]
+    if ref.codec is Codec.RAW:
+        for _, view in targets[1:]:  # the first destination is ``stored`` itself
+            if len(view):
+                view[:] = stored
+        return digest
+    try:
+        raw = zstandard.ZstdDecompressor().decompress(stored, max_output_size=ref.raw_bytes)
+    except zstandard.ZstdError as exc:
+        raise CheckpointCorrupt(checkpoint_id, f"chunk at {ref.file}:{ref.offset} does not decompress ({exc})") from None
+    if len(raw) != ref.raw_bytes:
+        raise CheckpointCorrupt(checkpoint_id, f"chunk at {ref.file}:{ref.offset} decodes to the wrong size")
+    for _, view in targets:
+        view[:] = raw
+    return digest
+
+
+def _stream_whole_file(store: Store, entry: FileEntry, chunks: Targets, checkpoint_id: str) -> None:
+    """Format 1: one sha256 over the whole file, read and decoded on this thread."""
     hasher = hashlib.sha256()
     try:
         with store.open_read(entry.path) as handle:
