@@ -33,7 +33,8 @@ test: $(STAMP_DEV)
 	$(BIN)/pytest -q
 
 bench: $(STAMP_DEV)
-	@for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+	@# -P: the script folder must not shadow the standard library (bench/queue.py vs queue).
+	@for f in bench/*.py; do echo "== $$f"; $(BIN)/python -P $$f || exit 1; done
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -13,7 +13,7 @@ from typing import Any
 import fsspec
 
 from spothop.batch.spec import BatchInput
-from spothop.queue.errors import MalformedShardError
+from spothop.queue.errors import BatchSpecError, MalformedShardError
 from spothop.queue.model import Shard
 
 SHARD_ID_DIGITS = 6
@@ -28,9 +28,12 @@ def plan_shards(spec: BatchInput) -> list[Shard]:
     if spec.files is not None:
         return [Shard(shard_id(i), {"uri": uri}) for i, uri in enumerate(spec.files)]
     assert spec.records is not None  # the spec validator guarantees one of the two
-    if spec.records.endswith(".parquet"):
-        return _plan_parquet(spec.records, spec.records_per_shard)
-    return _plan_jsonl(spec.records, spec.records_per_shard)
+    try:
+        if spec.records.endswith(".parquet"):
+            return _plan_parquet(spec.records, spec.records_per_shard)
+        return _plan_jsonl(spec.records, spec.records_per_shard)
+    except (OSError, ValueError) as exc:  # missing file, no access, not Parquet (pyarrow raises ValueError kinds)
+        raise BatchSpecError(f"input.records: cannot read {spec.records!r}: {exc}") from exc
 
 
 def _plan_jsonl(uri: str, per_shard: int) -> list[Shard]:

@@ -25,6 +25,8 @@ market_app = typer.Typer(help="Spot price history, forecasts and market reliabil
 _UNITS_S = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([mhdw])\s*$")
 PROBLEMS_SHOWN = 20  # the table shows the first few; --json lists every one
+CATALOG_FIX = ("to fix, import a catalog that lists these types (`spothop catalog import vms.csv --provider aws`; "
+               "it replaces that provider's built-in rows), then run `spothop market import` again")
 
 
 def parse_when(text: str, now: datetime | None = None) -> datetime:
@@ -68,6 +70,8 @@ def import_prices(
     """Import price history into the store; re-importing a file adds nothing."""
     store = PriceStore()
     reports = [store.import_file(path, fmt) for path in files]
+    # Points stored before `spothop catalog import` taught spothop their type get their GPU now.
+    filled = store.fill_gpu_counts()
     if as_json:
         print_json([_report_json(r) for r in reports])
         return
@@ -80,10 +84,13 @@ def import_prices(
         err_console.print(f"  {problem}", highlight=False)
     if len(problems) > PROBLEMS_SHOWN:
         err_console.print(f"  … and {len(problems) - PROBLEMS_SHOWN} more (--json lists all)")
+    if filled:
+        err_console.print(f"{filled} stored point(s) of types the catalog now lists got their GPU and per-GPU price",
+                          highlight=False)
     missing = sorted({t for r in reports for t in r.no_gpu_count})
     if missing:
-        err_console.print(f"per-GPU prices unavailable (not in the catalog, prices kept per instance): {', '.join(missing)}",
-                          highlight=False)
+        err_console.print(f"per-GPU prices unavailable (not in the catalog, prices kept per instance): {', '.join(missing)}"
+                          f"; {CATALOG_FIX}", highlight=False)
 
 
 def _report_json(report: ImportReport) -> dict[str, Any]:
@@ -113,7 +120,14 @@ def prices(
         held = store.time_range()
         span = f"the store holds prices from {held[0]:%Y-%m-%d %H:%M} to {held[1]:%Y-%m-%d %H:%M} UTC" if held \
             else "the store holds no prices yet (`spothop market import FILE`)"
-        console.print(f"No prices{f' for {gpu}' if gpu else ''} since {start:%Y-%m-%d %H:%M} UTC; {span}.")
+        console.print(f"No prices{f' for {gpu}' if gpu else ''} since {start:%Y-%m-%d %H:%M} UTC; {span}.",
+                      highlight=False)
+        unmatched = store.types_without_gpu() if gpu else []
+        if unmatched:
+            # A type the catalog lacks has no GPU in the store, so --gpu cannot find it (AWS p2.* carry K80s).
+            console.print(f"{len(unmatched)} stored instance type(s) have no GPU because the catalog does not list "
+                          f"them, so --gpu cannot match them: {', '.join(unmatched)}. See them with --provider "
+                          f"instead of --gpu; {CATALOG_FIX}.", highlight=False)
         raise typer.Exit(1)
     grouped: dict[Any, list[StoredPrice]] = {}
     for point in found:

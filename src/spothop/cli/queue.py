@@ -1,14 +1,21 @@
-"""``spothop queue``: a job's shard counts, and its dead letters (list, retry)."""
+"""``spothop queue``: submit and work a batch job spec, a job's shard counts, its dead letters (list, retry)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+import os
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from spothop.cli.output import console, print_json, table
 from spothop.errors import ConfigError
 from spothop.queue import ShardQueue, open_queue
+
+if TYPE_CHECKING:
+    from spothop.batch import BatchSpec
 
 URL_HELP = "queue URL: sqlite:///PATH, postgresql://HOST/DB or redis://HOST:PORT/DB (default: the embedded SQLite)"
 ERROR_PREVIEW_CHARS = 80
@@ -22,6 +29,64 @@ def register(app: typer.Typer) -> None:
 
 def _open(url: str | None, job: str) -> ShardQueue:
     return open_queue(url, job)
+
+
+SPEC_HELP = "batch job spec (YAML): name, input, function or command, output (docs/queue.md)"
+
+
+@queue_app.command("submit")
+def submit_spec(
+    spec_path: Annotated[Path, typer.Argument(help=SPEC_HELP)],
+    url: Annotated[str | None, typer.Option("--url", help=f"{URL_HELP}; overrides the spec's queue")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """Split a batch job's input into shards and enqueue them; submitting again adds nothing."""
+    from spothop.batch import submit
+
+    spec = _load(spec_path, url)
+    added = submit(spec)
+    with _open(spec.queue, spec.name) as queue:
+        counts = queue.stats()
+    shards = counts.total
+    if as_json:
+        print_json({"job": spec.name, "shards": shards, "added": added, "queue": spec.queue, "output": spec.output})
+        return
+    console.print(f"{spec.name}: {shards} shard(s), {added} new, output to {spec.output}")
+
+
+@queue_app.command("work")
+def work_spec(
+    spec_path: Annotated[Path, typer.Argument(help=SPEC_HELP)],
+    worker: Annotated[str | None, typer.Option("--worker", help="worker name (default: HOST-PID)")] = None,
+    url: Annotated[str | None, typer.Option("--url", help=f"{URL_HELP}; overrides the spec's queue")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """Work on a submitted batch job's shards with its function or command until none is left.
+
+    SIGTERM (a preemption notice) releases the shard in hand and exits 0; run
+    as many of these as you like, on any machines that reach the queue.
+    """
+    from spothop.batch import run_worker
+
+    spec = _load(spec_path, url)
+    if spec.function is None and spec.command is None:
+        raise ConfigError(f"{spec_path}: the spec names no 'function' (module:attribute) or 'command' to run per shard")
+    # As with `python -m`, a spec's `function: mypkg.embed:process` is found from the current folder.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    report = run_worker(spec, worker=worker)
+    if as_json:
+        print_json({"job": spec.name, **asdict(report)})
+        return
+    console.print(f"{spec.name}: {report.committed} committed, {report.failed} failed, {report.released} released, "
+                  f"{report.lost} lost lease(s){' (stopped)' if report.stopped else ''}")
+
+
+def _load(spec_path: Path, url: str | None) -> BatchSpec:
+    from spothop.batch import load_spec
+
+    spec = load_spec(spec_path)
+    return spec.model_copy(update={"queue": url}) if url else spec
 
 
 @queue_app.command("stats")

@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from sqlalchemy import Connection, Engine, and_, func, select
+from sqlalchemy import Connection, Engine, and_, func, select, update
 
 from spothop.db import default_database_url, shared_engine
 from spothop.market.identity import MarketId, PriceSeriesKey
@@ -277,7 +277,36 @@ class PriceStore:
             })
         return rows
 
+    def fill_gpu_counts(self) -> int:
+        """Give stored points of types the catalog did not know at import, and knows now, their GPU
+        and per-GPU price (after ``spothop catalog import``); returns how many points were filled."""
+        filled = 0
+        with self.engine.begin() as conn:
+            for provider, instance_type in self._types_without_gpu(conn):
+                gpu = self._gpu(provider, instance_type)
+                if gpu is None:
+                    continue
+                filled += conn.execute(
+                    update(prices)
+                    .where(prices.c.provider == provider, prices.c.instance_type == instance_type,
+                           prices.c.gpu.is_(None))
+                    .values(gpu=gpu[0], gpu_count=gpu[1],
+                            usd_per_gpu_second=prices.c.price_usd_per_hour / gpu[1] / SECONDS_PER_HOUR)
+                ).rowcount
+        return filled
+
     # -- reading ----------------------------------------------------------------
+
+    def types_without_gpu(self) -> list[str]:
+        """``provider/instance_type`` of stored points with no GPU (the catalog lacked the type)."""
+        with self.engine.connect() as conn:
+            return [f"{provider}/{instance_type}" for provider, instance_type in self._types_without_gpu(conn)]
+
+    @staticmethod
+    def _types_without_gpu(conn: Connection) -> list[tuple[str, str]]:
+        query = (select(prices.c.provider, prices.c.instance_type).where(prices.c.gpu.is_(None)).distinct()
+                 .order_by(prices.c.provider, prices.c.instance_type))
+        return [(row.provider, row.instance_type) for row in conn.execute(query)]
 
     def time_range(self) -> tuple[datetime, datetime] | None:
         """The first and last instants the store holds prices for, or None when empty."""
