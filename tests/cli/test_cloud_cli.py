@@ -36,3 +36,19 @@ def test_bad_requests_are_clear_errors(cli):
     result = cli("cloud", "preempt", "i-0nothing")
     assert result.code == 2 and "no instance 'i-0nothing'" in result.err
     assert cli("cloud", "terminate", "i-0nothing").code == 0  # a no-op, as clouds do
+
+
+def test_preempt_with_advance_gives_the_rebalance_first(cli):
+    launched = cli("cloud", "launch", "aws-sim", "g5.xlarge", "us-east-1a", "--command", "sleep 300", "--json")
+    assert launched.code == 0, launched.err
+    instance_id = launched.json()[0]["instance_id"]
+    noticed = cli("cloud", "preempt", instance_id, "--advance", "900", "--lead-time", "600", "--json")
+    assert noticed.code == 0, noticed.err
+    assert noticed.json()[0]["state"] in ("pending", "running")  # the final notice is 900 s away
+    assert cli("cloud", "terminate", instance_id).code == 0
+    wait_for(lambda: cli("cloud", "ls", "--all", "--json").json()[0]["state"] == "terminated")
+    launched = cli("cloud", "launch", "gcp-sim", "g2-standard-4", "us-central1-a", "--command", "sleep 300", "--json")
+    gcp_id = launched.json()[0]["instance_id"]
+    refused = cli("cloud", "preempt", gcp_id, "--advance", "60")
+    assert refused.code == 2 and "gives no advance notice" in refused.err
+    assert cli("cloud", "terminate", gcp_id).code == 0

@@ -37,28 +37,38 @@ def build_parser() -> argparse.ArgumentParser:
     env = os.environ.get
     run.add_argument("--protocol", choices=sorted(WATCHERS), default=env(model.METADATA_PROTOCOL_ENV) or "sigterm",
                      help="notice protocol (default: $SPOTHOP_METADATA_PROTOCOL, else sigterm)")
-    run.add_argument("--metadata-url", default=env(model.METADATA_URL_ENV), help="metadata endpoint base URL")
-    run.add_argument("--poll-interval", type=float, default=defaults.DEFAULT_POLL_INTERVAL_S, metavar="S")
+    run.add_argument("--metadata-url", default=env(model.METADATA_URL_ENV),
+                     help="metadata endpoint base URL (default: $SPOTHOP_METADATA_URL)")
+    run.add_argument("--poll-interval", type=float, default=defaults.DEFAULT_POLL_INTERVAL_S, metavar="S",
+                     help="seconds between notice polls (default %(default)s)")
     run.add_argument("--safety-margin", type=float, default=defaults.DEFAULT_SAFETY_MARGIN_S, metavar="S",
                      help="seconds kept back from the worker's save for upload, release and record")
-    run.add_argument("--restart-limit", type=int, default=defaults.DEFAULT_RESTART_LIMIT)
-    run.add_argument("--restart-backoff", type=float, default=defaults.DEFAULT_RESTART_BACKOFF_S, metavar="S")
+    run.add_argument("--restart-limit", type=int, default=defaults.DEFAULT_RESTART_LIMIT, metavar="N",
+                     help="restarts after a crash (default %(default)s)")
+    run.add_argument("--restart-backoff", type=float, default=defaults.DEFAULT_RESTART_BACKOFF_S, metavar="S",
+                     help="seconds before the first restart, doubling after (default %(default)s)")
     run.add_argument("--assumed-lead", type=float, default=None, metavar="S",
                      help="lead time of a notice that carries no time (default: the cloud's documented lead)")
     run.add_argument("--sigterm-grace", type=float, default=KUBERNETES_GRACE_S, metavar="S",
                      help="the lead a SIGTERM to the agent stands for")
     run.add_argument("--state-dir", type=Path, default=None, help="events, status, logs, control folder")
-    run.add_argument("--instance-id", default=env(model.INSTANCE_ID_ENV) or socket.gethostname())
-    run.add_argument("--cloud", default=env(model.CLOUD_ENV))
+    run.add_argument("--instance-id", default=env(model.INSTANCE_ID_ENV) or socket.gethostname(),
+                     help="default: $SPOTHOP_INSTANCE_ID, else the host name")
+    run.add_argument("--cloud", default=env(model.CLOUD_ENV),
+                     help="cloud name for the records (default: $SPOTHOP_CLOUD, else the protocol)")
     run.add_argument("--worker-id", default=None, help="default: the instance id")
-    run.add_argument("--job-id", default=env(model.JOB_ID_ENV))
-    run.add_argument("--queue-url", default=env(model.QUEUE_URL_ENV))
-    run.add_argument("--checkpoint-url", default=env(model.CHECKPOINT_URL_ENV))
+    run.add_argument("--job-id", default=env(model.JOB_ID_ENV), help="default: $SPOTHOP_JOB_ID")
+    run.add_argument("--queue-url", default=env(model.QUEUE_URL_ENV),
+                     help="shard queue whose leases are released on a notice (default: $SPOTHOP_QUEUE_URL)")
+    run.add_argument("--checkpoint-url", default=env(model.CHECKPOINT_URL_ENV), help="default: $SPOTHOP_CHECKPOINT_URL")
     run.add_argument("--heartbeat-sqlite", type=Path, default=None, help="embedded mode: heartbeat rows here")
     run.add_argument("--heartbeat-url", default=None, help="server mode: POST heartbeats here")
-    run.add_argument("--heartbeat-interval", type=float, default=defaults.DEFAULT_HEARTBEAT_INTERVAL_S)
-    run.add_argument("--lease-releaser", default=None, metavar="MODULE:FACTORY")
-    run.add_argument("--upload", default=None, metavar="MODULE:FACTORY")
+    run.add_argument("--heartbeat-interval", type=float, default=defaults.DEFAULT_HEARTBEAT_INTERVAL_S, metavar="S",
+                     help="seconds between heartbeats (default %(default)s)")
+    run.add_argument("--lease-releaser", default=None, metavar="MODULE:FACTORY",
+                     help="hook that releases the worker's leases (default: the queue's)")
+    run.add_argument("--upload", default=None, metavar="MODULE:FACTORY",
+                     help="hook that uploads what is still local after the worker's save")
     run.add_argument("--no-store-record", action="store_true",
                      help="do not record the interruption in spothop's store (events.jsonl only)")
     run.add_argument("--no-probe", action="store_true",

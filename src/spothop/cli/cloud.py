@@ -102,17 +102,18 @@ def terminate(instance_ids: Annotated[list[str], typer.Argument(help="instance i
 def preempt(
     instance_id: Annotated[str, typer.Argument(help="instance id")],
     lead_time: Annotated[float | None, typer.Option("--lead-time", help="seconds from notice to reclaim (default: the cloud's)")] = None,
+    advance: Annotated[float | None, typer.Option("--advance", help="give the cloud's advance notice (AWS rebalance recommendation) now and the final notice this many seconds later")] = None,
     world_path: WorldOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Inject an interruption: the notice now, SIGKILL of the instance's processes after the lead time."""
+    """Inject an interruption: the notice now (or after --advance), SIGKILL of the instance's processes after the lead time."""
     world = load_world(world_path)
     providers = _providers(world, world_path)
     row = CloudStore().instance(instance_id)
     provider = providers.get(row["cloud"]) if row else None
     if provider is None:
         provider = next(iter(providers.values()))
-    _show([provider.preempt(instance_id, lead_time)], as_json)
+    _show([provider.preempt(instance_id, lead_time, advance)], as_json)
 
 
 def _show(found: list[Instance], as_json: bool) -> None:

@@ -13,10 +13,18 @@ the instance lives. It
      then, at the deadline, SIGKILL to the whole group — no grace beyond the
      cloud's own;
    - an injected preemption (``spothop cloud preempt``), handled the same way;
-   - a terminate request: SIGTERM to the group, a short grace, SIGKILL;
+   - a terminate request: what a VM's shutdown does — no notice on the
+     metadata endpoint (no cloud gives a spot notice for its user's own
+     terminate), SIGTERM to every process of the instance, the cloud's
+     ``terminate_grace_s`` (simulated), then SIGKILL;
    - the bootstrap command exiting: the instance shuts down, as a VM whose
      boot script ends with ``shutdown`` does (after any pending notice's
      deadline, so a preempted instance is recorded as preempted).
+
+"Every process of the instance" is every process the bootstrap command
+started, also one that left its process group or session (``setsid``,
+a daemon): the host adopts orphans as a VM's init does (a child subreaper on
+Linux), and whatever ends the instance ends them all.
 
 Everything it learns goes to the cloud's records (:mod:`.store`).
 """
@@ -43,13 +51,17 @@ from spothop.providers.local.metadata import (
     MetadataServer,
     NoticeState,
 )
-from spothop.providers.local.processes import group_alive, kill_group
+from spothop.providers.local.processes import (
+    become_subreaper,
+    descendants,
+    kill_group,
+    reap_children,
+)
 from spothop.providers.local.runtime import cloud_clock, spot_market
 from spothop.providers.local.store import MICROS_PER_USD, CloudStore
 from spothop.providers.local.world import load_world
 
 TICK_WALL_S = 0.1  # how often the host looks at the world; notices land within a tick
-TERMINATE_GRACE_WALL_S = 5.0  # SIGTERM → SIGKILL on a user's terminate (clouds give an ACPI shutdown)
 BILLING_ROW_SIM_S = 60.0  # one billing row per simulated minute (the instance row is updated every tick)
 INSTANCE_ID_ENV = "SPOTHOP_INSTANCE_ID"
 
@@ -89,6 +101,7 @@ class Host:
 
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self._on_sigterm)
+        become_subreaper()
         server = MetadataServer(
             self.spec["protocol"],
             InstanceMetadata(
@@ -126,7 +139,8 @@ class Host:
     def _step(self, now: float) -> int | None:
         self.row = self.store.instance(self.instance_id) or {}
         if self._should_end():
-            self._kill_worker(signal.SIGTERM, grace_s=TERMINATE_GRACE_WALL_S)
+            grace_s = self.world.cloud(self.spec["cloud"]).terminate_grace_s
+            self._kill_worker(signal.SIGTERM, grace_s=grace_s / self.world.speed)
             return self._finish(InstanceState.TERMINATED, "terminated on request")
         self._plan_notices(now)
         if self.plan.advance_at is not None and now >= self.plan.advance_at:
@@ -151,7 +165,12 @@ class Host:
         lead = self.spec["notice_lead_time_s"]
         injected = self.row.get("preempt_lead_s")
         if injected is not None:
-            self.plan = _Plan(notice_at=now, terminate_at=now + float(injected))
+            advance = self.row.get("preempt_advance_s")
+            if advance is None:
+                self.plan = _Plan(advance_at=self.plan.advance_at, notice_at=now, terminate_at=now + float(injected))
+            else:
+                notice_at = now + float(advance)
+                self.plan = _Plan(advance_at=now, notice_at=notice_at, terminate_at=notice_at + float(injected))
             return
         if not self.spec["spot"]:
             return
@@ -224,17 +243,34 @@ class Host:
         self.store.update_instance(self.instance_id, worker_pgid=self.worker.pid)
 
     def _kill_worker(self, sig: int, grace_s: float = 0.0) -> None:
+        """Signal every process of the instance; after a SIGTERM, SIGKILL what is left after ``grace_s`` wall seconds."""
         if self.worker is None:
             return
-        kill_group(self.worker.pid, sig)
+        self._signal_instance(sig)
         if sig != signal.SIGKILL:
             deadline = time.monotonic() + grace_s
-            while time.monotonic() < deadline and group_alive(self.worker.pid):
-                self.worker.poll()
+            while time.monotonic() < deadline and (self.worker.poll() is None or descendants(os.getpid())):
+                reap_children(keep=self.worker.pid)
                 time.sleep(0.05)
-            kill_group(self.worker.pid, signal.SIGKILL)
+            self._signal_instance(signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.worker.wait(timeout=5)
+        reap_children(keep=self.worker.pid)
+
+    def _signal_instance(self, sig: int) -> None:
+        assert self.worker is not None
+        own = os.getpgid(0)
+        groups = {self.worker.pid}
+        for pid in descendants(os.getpid()):
+            with contextlib.suppress(ProcessLookupError):
+                groups.add(os.getpgid(pid))
+        groups.discard(own)
+        for pgid in groups:
+            kill_group(pgid, sig)
+        for pid in descendants(os.getpid()):  # a process still in the host's own group
+            with contextlib.suppress(ProcessLookupError):
+                if os.getpgid(pid) == own:
+                    os.kill(pid, sig)
 
     def _should_end(self) -> bool:
         if self.stop_requested:

@@ -38,3 +38,59 @@ def pid_alive(pid: int) -> bool:
     except ChildProcessError:
         return True  # not our child: it answered kill(0), so it runs
     return done == 0
+
+
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+
+
+def become_subreaper() -> bool:
+    """Adopt orphaned descendants (Linux), as a VM's init does: a process that
+    left the bootstrap command's group still belongs to the instance. False
+    where the platform cannot."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below ``pid`` (from /proc; empty where there is none)."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def reap_children(keep: int) -> None:
+    """Collect exited children other than ``keep`` (adopted orphans), so they leave no zombies."""
+    me = str(os.getpid())
+    with contextlib.suppress(OSError):
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == keep:
+                continue
+            with contextlib.suppress(OSError, IndexError, ChildProcessError):
+                with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as handle:
+                    fields = handle.read().rsplit(")", 1)[1].split()
+                if fields[0] == "Z" and fields[1] == me:
+                    os.waitpid(int(entry), os.WNOHANG)

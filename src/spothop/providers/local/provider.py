@@ -233,8 +233,14 @@ class LocalProvider(Provider):
         if row["host_pid"]:
             kill_process(row["host_pid"], signal.SIGTERM)
 
-    def preempt(self, instance_id: str, lead_time_s: float | None = None) -> Instance:
-        """Inject an interruption: notice now, reclaim after ``lead_time_s`` (default: the cloud's lead)."""
+    def preempt(self, instance_id: str, lead_time_s: float | None = None, advance_s: float | None = None) -> Instance:
+        """Inject an interruption: notice now, reclaim after ``lead_time_s`` (default: the cloud's lead).
+
+        With ``advance_s`` the cloud's advance signal (AWS's rebalance
+        recommendation) comes now, the final notice ``advance_s`` later, and the
+        reclaim ``lead_time_s`` after that — as a market-driven preemption does.
+        ConfigError for a cloud that gives no advance signal.
+        """
         row = self.store.instance(instance_id)
         if row is None or row["cloud"] != self.name:
             raise InstanceNotFound(self.name, "InvalidInstanceID.NotFound", f"no instance {instance_id!r}")
@@ -243,7 +249,12 @@ class LocalProvider(Provider):
         lead = self.spec.notice_lead_time_s if lead_time_s is None else lead_time_s
         if lead < 0:
             raise ConfigError(f"--lead-time must be ≥ 0 seconds, got {lead}")
-        self.store.update_instance(instance_id, preempt_lead_s=lead)
+        if advance_s is not None:
+            if self.spec.advance_notice_s is None:
+                raise ConfigError(f"{self.name} gives no advance notice (its world entry has no 'advance_notice_s'); drop --advance")
+            if advance_s <= 0:
+                raise ConfigError(f"--advance must be > 0 seconds, got {advance_s}")
+        self.store.update_instance(instance_id, preempt_lead_s=lead, preempt_advance_s=advance_s)
         return self.describe(instance_id)
 
     def _reap(self, row: dict[str, Any]) -> dict[str, Any]:

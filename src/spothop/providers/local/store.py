@@ -27,6 +27,7 @@ from sqlalchemy import (
     Table,
     Text,
     insert,
+    inspect,
     select,
     update,
 )
@@ -72,6 +73,7 @@ instances = Table(
     Column("name", String),
     Column("tags", Text, nullable=False, default="{}"),
     Column("preempt_lead_s", Float),  # a request: give a notice with this lead time now
+    Column("preempt_advance_s", Float),  # with it: an advance notice now, the final notice this much later
     Column("terminate_requested", Boolean, nullable=False, default=False),
 )
 
@@ -99,6 +101,7 @@ class CloudStore:
         self.root.mkdir(parents=True, exist_ok=True)
         self.engine: Engine = make_engine(f"sqlite:///{self.root / 'cloud.db'}")
         metadata.create_all(self.engine)
+        _add_missing_columns(self.engine)
 
     @property
     def instances_dir(self) -> Path:
@@ -166,6 +169,16 @@ class CloudStore:
                 select(billing).where(billing.c.instance_id == instance_id).order_by(billing.c.start_s)
             ).mappings().all()
         return [dict(r) for r in rows]
+
+
+def _add_missing_columns(engine: Engine) -> None:
+    """Bring a cloud.db written by an older spothop up to this schema (new nullable columns only)."""
+    with engine.begin() as conn:
+        for table in (instances, billing, world_state):
+            have = {c["name"] for c in inspect(conn).get_columns(table.name)}
+            for column in table.columns:
+                if column.name not in have and column.nullable:
+                    conn.exec_driver_sql(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {column.type.compile(engine.dialect)}')
 
 
 def _decode(row: Any) -> dict[str, Any]:

@@ -15,6 +15,7 @@ synthetic generator::
         notice_lead_time_s: 120   # final notice → reclaim
         advance_notice_s: 300     # rebalance recommendation before the final notice
         launch_delay_s: 1
+        terminate_grace_s: 5      # a user's terminate: SIGTERM to every process, SIGKILL after
         locations: [us-east-1a, us-east-1b]     # zones (or regions, for region-priced clouds)
         instance_types: [g5.xlarge, p3.2xlarge]
         market:                   # the default for every market of this cloud
@@ -67,6 +68,13 @@ class SyntheticSpec(BaseModel):
     price_std_ratio: float = Field(default=0.1, ge=0)
     tick_s: float = Field(default=60.0, gt=0)
 
+    @model_validator(mode="after")
+    def _outage_spans_a_tick(self) -> SyntheticSpec:
+        # The generator draws outages on its tick; a shorter mean could not be played.
+        if self.mean_outage_s < self.tick_s:
+            raise ValueError(f"mean_outage_s ({self.mean_outage_s:g}) must be at least tick_s ({self.tick_s:g}); raise it or lower tick_s")
+        return self
+
 
 class MarketSpec(BaseModel):
     """Where one market's availability and price come from: a trace or a synthetic generator."""
@@ -101,6 +109,10 @@ class CloudSpec(BaseModel):
     notice_lead_time_s: float = Field(ge=0)
     advance_notice_s: float | None = Field(default=None, gt=0)
     launch_delay_s: float = Field(default=1.0, ge=0)
+    terminate_grace_s: float = Field(
+        default=5.0, ge=0,
+        description="a user's terminate: SIGTERM to every process of the instance, SIGKILL this long after (the OS shutdown)",
+    )
     locations: list[str] = Field(min_length=1)
     instance_types: list[str] = Field(min_length=1)
     market: MarketSpec
@@ -112,6 +124,28 @@ class CloudSpec(BaseModel):
             raise ValueError(f"unknown protocol {self.protocol!r}; use one of {', '.join(sorted(PROTOCOLS))}")
         return self
 
+    @model_validator(mode="after")
+    def _no_overlapping_markets(self) -> CloudSpec:
+        for key, values in (("locations", self.locations), ("instance_types", self.instance_types)):
+            dupes = _repeated(values)
+            if dupes:
+                raise ValueError(f"{key} lists {', '.join(dupes)} more than once; list each once")
+        pairs = [f"{m.instance_type} in {m.location}" for m in self.markets]
+        dupes = _repeated(pairs)
+        if dupes:
+            raise ValueError(f"markets overrides {', '.join(dupes)} more than once; keep one entry per market")
+        for m in self.markets:
+            if m.location not in self.locations or m.instance_type not in self.instance_types:
+                raise ValueError(
+                    f"markets entry {m.instance_type} in {m.location} is not a market of this cloud; "
+                    "its location must be in 'locations' and its instance type in 'instance_types'"
+                )
+        return self
+
+
+def _repeated(values: list[str]) -> list[str]:
+    return sorted({v for v in values if values.count(v) > 1})
+
 
 class WorldSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -122,8 +156,7 @@ class WorldSpec(BaseModel):
 
     @model_validator(mode="after")
     def _unique_names(self) -> WorldSpec:
-        names = [c.name for c in self.clouds]
-        dupes = sorted({n for n in names if names.count(n) > 1})
+        dupes = _repeated([c.name for c in self.clouds])
         if dupes:
             raise ValueError(f"cloud names must be unique; repeated: {', '.join(dupes)}")
         return self
