@@ -14,6 +14,10 @@ from typing import Any
 import numpy as np
 import torch
 
+# Device memory used at once to upload the retained host copy for an on-device comparison: bounds the
+# extra device memory (plus as many bytes of booleans) whatever the tensor's size.
+DEVICE_STAGING_BYTES = 256 * 1024 * 1024
+
 
 def is_tensor(value: object) -> bool:
     return isinstance(value, torch.Tensor)
@@ -83,6 +87,75 @@ def host_copies(tensors: list[torch.Tensor], into: list[torch.Tensor | None]) ->
     if on_device and torch.cuda.is_available():
         torch.cuda.synchronize()
     return out
+
+
+def plain_bytes(tensor: torch.Tensor) -> np.ndarray[Any, np.dtype[np.uint8]] | None:
+    """The live bytes of a contiguous CPU tensor as a uint8 view, without copying; None when they
+    are not simply its values in order (a device, strided, sparse, lazily conjugated or negated
+    tensor): the caller then takes a full copy instead."""
+    source = tensor.detach()
+    if (source.device.type != "cpu" or source.layout != torch.strided or not source.is_contiguous()
+            or source.is_conj() or source.is_neg()):
+        return None
+    return as_bytes(source)
+
+
+def compare_on_device(tensor: torch.Tensor, host: torch.Tensor, chunk_bytes: int,
+                      check: list[bool]) -> list[bool] | None:
+    """Which fixed-size chunks of ``tensor`` differ from ``host`` (its retained pinned host copy), found on
+    ``tensor``'s device so that only the changed chunks need to cross the bus afterwards.
+
+    Only chunks with ``check[i]`` are compared; the others count as changed. ``host`` is uploaded through
+    a bounded device staging buffer (``DEVICE_STAGING_BYTES``), and the per-chunk answers come back in
+    one synchronisation per staging batch. None when ``tensor`` cannot be viewed as its bytes in order.
+    Written for CUDA tensors, but device-agnostic torch code (the tests run it on CPU tensors).
+    """
+    source = tensor.detach()
+    if (source.layout != torch.strided or not source.is_contiguous() or source.is_conj() or source.is_neg()
+            or not host.is_contiguous()):
+        return None
+    live = as_torch_bytes(source)
+    base = as_torch_bytes(host)
+    total = live.numel()
+    if total == 0 or base.numel() != total:
+        return None
+    # A whole number of chunks per batch, so no chunk straddles two batches.
+    batch_bytes = max(1, DEVICE_STAGING_BYTES // chunk_bytes) * chunk_bytes
+    staging = torch.empty(min(total, batch_bytes), dtype=torch.uint8, device=source.device)
+    answers: list[bool] = []
+    for start in range(0, total, batch_bytes):
+        end = min(total, start + batch_bytes)
+        stage = staging[: end - start]
+        # Same stream as the comparison below, so it is ordered after the previous batch's kernels.
+        stage.copy_(base[start:end], non_blocking=True)
+        full = (end - start) // chunk_bytes
+        parts: list[torch.Tensor] = []
+        if full:
+            span = full * chunk_bytes
+            parts.append((live[start:start + span].view(full, chunk_bytes) != stage[:span].view(full, chunk_bytes))
+                         .any(dim=1))
+        if full * chunk_bytes < end - start:
+            parts.append((live[start + full * chunk_bytes:end] != stage[full * chunk_bytes:]).any().reshape(1))
+        answers += torch.cat(parts).tolist()  # one synchronisation per batch
+    return [not check[i] or bool(differs) for i, differs in enumerate(answers)]
+
+
+def copy_chunks_from_device(tensor: torch.Tensor, host: torch.Tensor, chunk_bytes: int, chunks: list[int]) -> None:
+    """Copy only the listed chunks of ``tensor`` into ``host`` (pinned: asynchronous), then wait once."""
+    live = as_torch_bytes(tensor.detach())
+    dest = as_torch_bytes(host)
+    for index in chunks:
+        start = index * chunk_bytes
+        end = min(live.numel(), start + chunk_bytes)
+        dest[start:end].copy_(live[start:end], non_blocking=live.device.type != "cpu")
+    if live.device.type == "cuda" and torch.cuda.is_available():
+        torch.cuda.synchronize(live.device)
+
+
+def as_torch_bytes(tensor: torch.Tensor) -> torch.Tensor:
+    """A contiguous tensor's bytes as a flat uint8 tensor on its own device (shares its memory)."""
+    flat = tensor.reshape(-1)
+    return flat.view(torch.uint8) if flat.numel() else torch.empty(0, dtype=torch.uint8, device=tensor.device)
 
 
 def as_bytes(tensor: torch.Tensor) -> np.ndarray[Any, np.dtype[np.uint8]]:

@@ -11,6 +11,9 @@ Contracts
       saves (``reuse_host_buffers``), and with ``skip_unchanged`` a tensor whose
       version counter has not moved since the last save is not copied again
       (opt-in: fused optimizers and ``.data`` writes do not bump the counter).
+      An emergency delta compares the live state with the host copy kept from
+      its base (when that copy still holds the base's bytes) chunk by chunk, and
+      copies and hashes only the chunks that differ; otherwise it hashes all.
       Hashing, compression and upload run on a background thread (with a pool
       of hashing/compression threads). At most one save is in flight: the next ``save``
       waits for it (backpressure), except an emergency save, which cancels an
@@ -76,7 +79,8 @@ class SaveStats:
     bytes_written: int
     bytes_copied: int
     chunks_written: int
-    chunks_reused: int
+    chunks_reused: int  # taken from the parent (emergency deltas), matched chunks included
+    chunks_matched: int = 0  # found equal to the parent by comparison with the retained host copy: not hashed
 
 
 class SaveHandle:
@@ -174,8 +178,11 @@ class Checkpointer:
         tier = Tier(tier)
         self._make_room(tier)
         base = self._delta_base() if tier is Tier.EMERGENCY else None
-        snapshot = take_snapshot(state, base, self.track_versions, self._buffers, self.skip_unchanged)
+        # Named before the copy: the host buffers record which save's bytes they hold, so that a later
+        # emergency delta against this checkpoint can compare with them instead of hashing everything.
         checkpoint_id = gc_mod.checkpoint_id(step, tier.value, secrets.token_hex(3))
+        snapshot = take_snapshot(state, base, self.track_versions, self._buffers, self.skip_unchanged,
+                                 save_id=checkpoint_id, chunk_bytes=self.chunk_bytes)
         job = _Job(checkpoint_id, step, tier, snapshot, base, capture_rng(), dict(data_position or {}),
                    dict(user_metadata or {}), time.time(), time.perf_counter() - snapshot.blocking_s)
         cancel = threading.Event()
@@ -227,7 +234,8 @@ class Checkpointer:
             self._base = DeltaBase(manifest, job.snapshot.version_keys)
         self._collect(store, job.checkpoint_id)
         return manifest, SaveStats(job.snapshot.blocking_s, total_s, result.file.size_bytes,
-                                   job.snapshot.copied_bytes, result.chunks_written, result.chunks_reused)
+                                   job.snapshot.copied_bytes, result.chunks_written, result.chunks_reused,
+                                   job.snapshot.matched_chunks)
 
     def _collect(self, store: Store, protect: str) -> None:
         keep = self.keep_local if store is self.local else self.keep_chains

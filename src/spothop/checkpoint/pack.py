@@ -5,7 +5,9 @@ boundaries: a training step rewrites tensors in place and never shifts bytes,
 so fixed offsets find every unchanged chunk at a fraction of the cost.
 Each chunk is hashed (sha256 of its raw bytes) and, when a parent is given,
 compared with the parent's chunk at the same place; only chunks that differ
-are compressed and written. Work is spread over a thread pool (hashlib and
+are compressed and written. A chunk the snapshot already proved equal to the
+parent's (byte comparison with the kept host copy, ``HostLeaf.known``) takes
+the parent's entry without being hashed. Work is spread over a thread pool (hashlib and
 zstd release the GIL) with a bounded number of chunks in flight, so the
 extra memory is a few chunks, not a second copy of the state.
 
@@ -59,6 +61,9 @@ class HostLeaf:
     data: Bytes | None  # None: unchanged since the parent (known without reading it)
     reuse: LeafEntry | None = None
     owner: Any = None  # the host copy ``data`` views; kept alive until written
+    # Per chunk: the parent's chunk it is known (by byte comparison) to equal, used without hashing;
+    # None there (or no tuple at all): hash the chunk and compare content hashes as usual.
+    known: tuple[ChunkRef | None, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -158,20 +163,28 @@ class _Writer:
                    parent_shas: list[str | None], parent_entry: LeafEntry | None, level: int | None,
                    max_inflight: int, cancel: threading.Event) -> list[ChunkRef]:
         refs: list[ChunkRef] = []
-        pending: deque[tuple[int, int, Future[Encoded]]] = deque()
+        pending: deque[tuple[int, int, Future[Encoded] | ChunkRef]] = deque()
         for index, view in enumerate(_chunks(leaf, chunk_bytes)):
             if cancel.is_set():
                 raise SaveCancelled
-            parent_sha = parent_shas[index] if index < len(parent_shas) else None
-            pending.append((index, len(view), pool.submit(encode_chunk, memoryview(view.data), parent_sha, level,
-                                                          self.compress_below)))
-            if len(pending) >= max_inflight:
+            known = leaf.known[index] if leaf.known is not None else None
+            if known is not None:  # equal to the parent's chunk: its ref is the answer, kept in order
+                pending.append((index, len(view), known))
+            else:
+                parent_sha = parent_shas[index] if index < len(parent_shas) else None
+                pending.append((index, len(view), pool.submit(encode_chunk, memoryview(view.data), parent_sha,
+                                                              level, self.compress_below)))
+            # Ready refs leave at once; futures wait only when too many are queued (bounds memory).
+            while pending and (len(pending) >= max_inflight or isinstance(pending[0][2], ChunkRef)):
                 refs.append(self._finish(*pending.popleft(), parent_entry))
         while pending:
             refs.append(self._finish(*pending.popleft(), parent_entry))
         return refs
 
-    def _finish(self, index: int, raw: int, future: Future[Encoded], parent_entry: LeafEntry | None) -> ChunkRef:
+    def _finish(self, index: int, raw: int, future: Future[Encoded] | ChunkRef,
+                parent_entry: LeafEntry | None) -> ChunkRef:
+        if isinstance(future, ChunkRef):
+            return future
         done = future.result()
         if done.payload is None:
             assert parent_entry is not None
