@@ -119,6 +119,8 @@ def diff(
     as_json: Annotated[bool, typer.Option("--json", help="print the change events as JSON")] = False,
 ) -> None:
     """Compare two catalogs: offerings added and removed, prices and specs changed."""
+    if not min_change >= 0:  # `not >=` also refuses NaN
+        raise ConfigError(f"--min-change must be zero or more percent, got {min_change}")
     changes = diff_catalogs(_load_side(old), _load_side(new), min_change)
     if as_json:
         print_json([change_json(c) for c in changes])

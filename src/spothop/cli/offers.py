@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from spothop.cli.output import console, money, print_json, table
-from spothop.resources.catalog import OfferQuery, SortKey, load_catalog
+from spothop.resources.catalog import OfferQuery, SortKey, check_names, load_catalog
 from spothop.resources.gpus import gpu_catalog, match_gpus
 from spothop.resources.offering import DEFAULT_EFFICIENCY, Offering
 
@@ -32,7 +32,9 @@ def offers(
         interconnect=interconnect, providers=tuple(provider or ()), regions=tuple(region or ()),
         spot=spot, max_usd_per_gpu_hour=max_price, sort=sort, limit=limit,
     )
-    found = load_catalog().query(query)
+    catalog = load_catalog()
+    check_names(query, catalog)
+    found = catalog.query(query)
     if as_json:
         print_json([offering_json(o, spot) for o in found])
         return
@@ -42,7 +44,8 @@ def offers(
         raise typer.Exit(1)
     rows = [_row(o, spot) for o in found]
     columns = ["provider", "location", "instance type", "GPUs", "GiB/GPU", "link", "$/h", "$/GPU-h", "$/eff-TFLOPS-h", "vs OD"]
-    console.print(table(f"{len(found)} {market} offerings, by {'USD per GPU-hour' if sort == SortKey.GPU_HOUR else 'USD per effective TFLOPS-hour'}",
+    noun = "offering" if len(found) == 1 else "offerings"
+    console.print(table(f"{len(found)} {market} {noun}, by {'USD per GPU-hour' if sort == SortKey.GPU_HOUR else 'USD per effective TFLOPS-hour'}",
                         columns, rows, right=columns[3:5] + columns[6:]))
     console.print(f"[dim]Effective TFLOPS: probe-measured where marked *, else nominal dense BF16 × {DEFAULT_EFFICIENCY:.2f}.[/dim]")
 

@@ -10,7 +10,14 @@ from rich.text import Text
 from spothop.cli.output import console, err_console, print_json, table
 from spothop.errors import ConfigError
 from spothop.resources.measured import measured_path, measured_tflops, record_probe
-from spothop.resources.probe import DEFAULT_BUDGET_S, Backend, Dtype, ProbeResult, probe
+from spothop.resources.probe import (
+    DEFAULT_BUDGET_S,
+    Backend,
+    Dtype,
+    ProbeResult,
+    best_backend,
+    probe,
+)
 
 
 def probe_command(
@@ -32,10 +39,18 @@ def probe_command(
     first boot, so each instance type is probed once and cached.
     """
     target = _parse_record(record) if record else None
+    if if_unmeasured and not target:
+        raise ConfigError("--if-unmeasured only makes sense with --record PROVIDER/INSTANCE_TYPE")
     if target and if_unmeasured and measured_tflops(*target) is not None:
         err_console.print(f"{target[0]}/{target[1]} is measured already ({measured_path()}); not probing", highlight=False)
         return
     chosen = _parse_backend(backend) if backend else None
+    if target and (chosen or best_backend()) is not Backend.TORCH_CUDA:
+        # Refuse before spending the budget: a CPU figure is never recorded (see record_probe).
+        raise ConfigError(
+            f"--record {target[0]}/{target[1]} needs a CUDA GPU (backend torch-cuda), and this probe would run on "
+            f"{(chosen or best_backend()).value}; run it on the instance itself, or drop --record to just measure"
+        )
     result = probe(budget_s=budget_s, backend=chosen,
                    progress=lambda msg: err_console.print(f"[dim]probe: {msg}[/dim]", highlight=False))
     if target:
@@ -53,7 +68,8 @@ def _parse_record(value: str) -> tuple[str, str]:
     provider, _, instance_type = value.partition("/")
     if not provider or not instance_type:
         raise ConfigError(f"--record expects PROVIDER/INSTANCE_TYPE, e.g. aws/p5.48xlarge; got {value!r}")
-    return provider, instance_type
+    # Catalogs spell providers in lower case ("aws"); instance types stay as the cloud spells them.
+    return provider.strip().lower(), instance_type.strip()
 
 
 def _parse_backend(value: str) -> Backend:

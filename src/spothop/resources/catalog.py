@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import difflib
 import io
+import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -30,7 +32,7 @@ from pydantic import ValidationError
 
 from spothop.errors import CatalogError, CatalogRowError, ConfigError, SpothopError
 from spothop.paths import atomic_write_text, user_catalog_dir
-from spothop.resources.currency import RateTable, load_rates
+from spothop.resources.currency import RateTable, load_rates, rate_override_paths
 from spothop.resources.gpus import match_gpus, resolve_gpu
 from spothop.resources.offering import Interconnect, Offering
 
@@ -200,6 +202,8 @@ def read_catalog_file(path: Path, rates: RateTable | None = None) -> LoadResult:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise CatalogError(f"cannot read catalog {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise CatalogError(f"{path}: not a text file (byte {exc.start} is not UTF-8); a catalog is CSV text") from None
     return read_catalog_text(text, str(path), rates)
 
 
@@ -255,6 +259,12 @@ def builtin_offerings() -> list[Offering]:
     """The offerings shipped in the package. A bad built-in row is our bug: it fails loudly."""
     result = _builtin_result()
     if result.errors:
+        overrides = [str(path) for path in rate_override_paths() if path.exists()]
+        if overrides:
+            raise CatalogError(
+                f"the exchange rates in {', '.join(overrides)} make built-in prices absurd "
+                f"({result.errors[0]}); check the rates there (USD per one unit of the currency)"
+            )
         raise CatalogError("built-in catalog is malformed: " + "; ".join(map(str, result.errors[:5])))
     return list(result.offerings)
 
@@ -360,6 +370,13 @@ class OfferQuery:
     def __post_init__(self) -> None:
         if self.count is not None and self.count < 1:
             raise ConfigError(f"--count must be at least 1, got {self.count}")
+        if self.limit is not None and self.limit < 1:
+            raise ConfigError(f"--limit must be at least 1 (leave it out to see every row), got {self.limit}")
+        for flag, value in (("--min-gpu-memory", self.min_gpu_memory_gib), ("--min-tflops", self.min_tflops)):
+            if value is not None and not value >= 0:  # `not >=` also refuses NaN
+                raise ConfigError(f"{flag} must be zero or more, got {value}")
+        if self.max_usd_per_gpu_hour is not None and math.isnan(self.max_usd_per_gpu_hour):
+            raise ConfigError("--max-price must be a number of USD per GPU-hour, got nan")
         if self.max_usd_per_gpu_hour is not None and self.max_usd_per_gpu_hour <= 0:
             raise ConfigError(f"--max-price must be positive (USD per GPU-hour), got {self.max_usd_per_gpu_hour}")
         if self.sort not in SortKey.CHOICES:
@@ -386,8 +403,8 @@ class OfferQuery:
             self.min_gpu_memory_gib is None or o.gpu_memory_gib >= self.min_gpu_memory_gib,
             self.min_tflops is None or o.effective_tflops_per_gpu >= self.min_tflops,
             self.interconnect is None or o.interconnect.value == self.interconnect.lower(),
-            not self.providers or o.provider in self.providers,
-            not self.regions or o.region in self.regions,
+            not self.providers or o.provider in {p.strip().lower() for p in self.providers},
+            not self.regions or o.region.lower() in {r.strip().lower() for r in self.regions},
             self.max_usd_per_gpu_hour is None
             or (per_gpu_hour is not None and per_gpu_hour <= self.max_usd_per_gpu_hour),
         )
@@ -400,3 +417,28 @@ class OfferQuery:
             else o.usd_per_effective_tflops_hour(self.spot)
         )
         return (value if value is not None else float("inf"), o.provider, o.region, o.zone or "", o.instance_type)
+
+
+def check_names(query: OfferQuery, offerings: Iterable[Offering]) -> None:
+    """Raise :class:`ConfigError` for a provider or region no offering has, with suggestions.
+
+    For the command line: an unknown name there is a typo far more often than an
+    empty market. Library callers that want an empty answer simply skip this.
+    """
+    offerings = list(offerings)
+    _check_known("provider", query.providers, {o.provider for o in offerings})
+    _check_known("region", query.regions, {o.region for o in offerings})
+
+
+def _check_known(what: str, asked: Sequence[str], known: set[str]) -> None:
+    lowered = {k.lower(): k for k in known}
+    for name in asked:
+        if name.strip().lower() in lowered:
+            continue
+        close = difflib.get_close_matches(name.strip().lower(), list(lowered), n=3, cutoff=0.6)
+        hint = f"; did you mean {', '.join(repr(lowered[c]) for c in close)}?" if close else ""
+        if what == "provider":
+            fix = f"known: {', '.join(sorted(known))}"
+        else:
+            fix = "regions are spelled as the cloud spells them (us-east-1, cn-hangzhou); `spothop offers --json` shows each offering's"
+        raise ConfigError(f"--{what} {name!r} is in no offering of the catalog{hint}; {fix}")

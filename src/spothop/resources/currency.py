@@ -55,9 +55,12 @@ def parse_rate_table(text: str, origin: str) -> RateTable:
     try:
         raw: Any = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise CurrencyError(f"{origin}: not valid YAML: {exc}") from None
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        raise CurrencyError(f"{origin}: not valid YAML{where}: {problem}; {_LAYOUT}") from None
     if not isinstance(raw, dict):
-        raise CurrencyError(f"{origin}: expected a mapping with as_of and usd_per_unit")
+        raise CurrencyError(f"{origin}: expected a mapping; {_LAYOUT}")
     rates = raw.get("usd_per_unit")
     if isinstance(rates, dict):
         raw = {**raw, "usd_per_unit": {str(k).upper(): v for k, v in rates.items()}}
@@ -68,7 +71,10 @@ def parse_rate_table(text: str, origin: str) -> RateTable:
         return RateTable.model_validate(raw)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise CurrencyError(f"{origin}: {problems}") from None
+        raise CurrencyError(f"{origin}: {problems}; {_LAYOUT}") from None
+
+
+_LAYOUT = "write `as_of: YYYY-MM-DD` (the date of the rates) and `usd_per_unit:` with lines like `CNY: 0.14`"
 
 
 @cache
@@ -77,12 +83,18 @@ def builtin_rates() -> RateTable:
     return parse_rate_table(text, "built-in currency.yaml")
 
 
-def load_rates(override_path: Path | None = None) -> RateTable:
-    """The shipped table, with the user's overrides merged over it."""
-    table = builtin_rates()
+def rate_override_paths() -> list[Path]:
+    """Where the user's rate overrides may be: ``$SPOTHOP_HOME/currency.yaml``, then ``$SPOTHOP_FX_RATES``."""
     candidates = [spothop_home() / "currency.yaml"]
     if env := os.environ.get("SPOTHOP_FX_RATES"):
         candidates.append(Path(env))
+    return candidates
+
+
+def load_rates(override_path: Path | None = None) -> RateTable:
+    """The shipped table, with the user's overrides merged over it."""
+    table = builtin_rates()
+    candidates = rate_override_paths()
     if override_path is not None:
         candidates.append(override_path)
     for path in candidates:

@@ -64,6 +64,9 @@ class PriceChanged:
     old_usd_per_hour: float | None
     new_usd_per_hour: float | None
     kind: str = "price_changed"
+    # The same prices in the cloud's own currency (``offering.currency``), as its list shows them.
+    old_original: float | None = None
+    new_original: float | None = None
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -81,10 +84,14 @@ class PriceChanged:
             return f"~ {_name(self.offering)}: {market} market opened at {self.new_usd_per_hour:.4f} USD/h"
         if self.new_usd_per_hour is None:
             return f"~ {_name(self.offering)}: {market} market closed (was {self.old_usd_per_hour:.4f} USD/h)"
-        return (
+        text = (
             f"~ {_name(self.offering)}: {market} {self.old_usd_per_hour:.4f} → "
             f"{self.new_usd_per_hour:.4f} USD/h ({self.change_pct:+.1f} %)"
         )
+        currency = self.offering.currency
+        if currency != "USD" and self.old_original is not None and self.new_original is not None:
+            text += f"; {currency} {self.old_original:g} → {self.new_original:g}"
+        return text
 
 
 @dataclass(frozen=True)
@@ -145,14 +152,20 @@ def _spec_changes(a: Offering, b: Offering) -> list[CatalogChange]:
 
 def _price_changes(a: Offering, b: Offering, min_pct: float) -> list[CatalogChange]:
     out: list[CatalogChange] = []
-    pairs: Sequence[tuple[Market, float | None, float | None]] = (
-        ("on_demand", a.on_demand_price_usd_per_hour, b.on_demand_price_usd_per_hour),
-        ("spot", a.spot_price_usd_per_hour, b.spot_price_usd_per_hour),
+    pairs: Sequence[tuple[Market, float | None, float | None, float | None, float | None]] = (
+        ("on_demand", a.on_demand_price_usd_per_hour, b.on_demand_price_usd_per_hour,
+         a.on_demand_price_original, b.on_demand_price_original),
+        ("spot", a.spot_price_usd_per_hour, b.spot_price_usd_per_hour, a.spot_price_original, b.spot_price_original),
     )
-    for market, old, new in pairs:
+    for market, old, new, old_original, new_original in pairs:
         if old == new:
             continue
-        change = PriceChanged(b, market, old, new)
+        same_currency = a.currency == b.currency
+        change = PriceChanged(
+            b, market, old, new,
+            old_original=old_original if same_currency else None,
+            new_original=new_original if same_currency else None,
+        )
         pct = change.change_pct
         if pct is not None and abs(pct) < min_pct:
             continue
@@ -196,13 +209,23 @@ def change_json(change: CatalogChange) -> dict[str, Any]:
         "region": o.region,
         "zone": o.zone,
         "instance_type": o.instance_type,
+        "gpu": o.gpu,
+        "gpu_count": o.gpu_count,
+        "currency": o.currency,
     }
+    if isinstance(change, OfferingAdded | OfferingRemoved):
+        data |= {
+            "on_demand_usd_per_hour": o.on_demand_price_usd_per_hour,
+            "spot_usd_per_hour": o.spot_price_usd_per_hour,
+        }
     if isinstance(change, PriceChanged):
         data |= {
             "market": change.market,
             "old_usd_per_hour": change.old_usd_per_hour,
             "new_usd_per_hour": change.new_usd_per_hour,
             "change_pct": change.change_pct,
+            "old_original": change.old_original,
+            "new_original": change.new_original,
         }
     elif isinstance(change, SpecChanged):
         data |= {"field": change.field, "old": change.old, "new": change.new}

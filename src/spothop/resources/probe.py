@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -157,11 +158,13 @@ def probe(
     ``backend`` forces one of :class:`Backend` (default: the best available);
     ``clock`` times CPU runs and the budget, so tests can inject a fake one.
     """
-    if budget_s <= 0:
-        raise ConfigError(f"the probe budget must be positive seconds; got {budget_s}")
+    if not 0 < budget_s < math.inf:  # also refuses NaN
+        raise ConfigError(f"the probe budget must be positive (and finite) seconds; got {budget_s}")
+    # The budget covers opening the device too: importing torch and creating a
+    # CUDA context take seconds, and the agent waits on the whole probe.
+    started_at, start = now(), clock()
     device = _open_device(Backend(backend) if backend else None, clock)
     sizes = sizes or (GPU_SIZES if device.backend is Backend.TORCH_CUDA else CPU_SIZES)
-    started_at, start = now(), clock()
     run = _Run(sizes, budget_s, start, clock, progress or (lambda _msg: None))
     figures = _measure_all(device, run)
     return ProbeResult(
@@ -280,6 +283,14 @@ def _fitting_matmul_n(device: _Device, dtype: Dtype, run: _Run, deadline: float)
         assert not isinstance(step, str)  # supported at n, so supported at 2n
         n, seconds = bigger, step()
     return n
+
+
+def best_backend() -> Backend:
+    """The backend :func:`probe` picks when none is forced (imports torch when installed)."""
+    if importlib.util.find_spec("torch") is None:
+        return Backend.NUMPY
+    torch: Any = importlib.import_module("torch")
+    return Backend.TORCH_CUDA if torch.cuda.is_available() else Backend.TORCH_CPU
 
 
 def _open_device(backend: Backend | None, clock: Clock) -> _Device:

@@ -87,6 +87,10 @@ def import_skypilot_file(
         text = path.read_text(encoding="utf-8-sig")
     except OSError as exc:
         raise CatalogError(f"cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise CatalogError(
+            f"{path}: not a text file (byte {exc.start} is not UTF-8); give a SkyPilot vms.csv"
+        ) from None
     return import_skypilot_text(text, str(path), provider or provider_from_path(path), price_date, rates)
 
 
@@ -158,6 +162,13 @@ class _Context:
         vm_price = 0.0
         vm_spot: float | None = 0.0
         if not instance_type:  # a GCP accelerator row: price it on its host VM
+            if gpu.family not in GCP_N1_ATTACHABLE_FAMILIES:
+                raise self.refuse(
+                    row, "InstanceType",
+                    f"GCP accelerator row for {accelerator}: GCP attaches it only to its own machine types "
+                    "(A2, A3, G2, ...), whose rows carry it; only "
+                    f"{', '.join(sorted(GCP_N1_ATTACHABLE_FAMILIES))} attach to an n1 host",
+                )
             host = _gcp_host_for(hosts, row.get("AvailabilityZone"), int(count))
             if host is None:
                 raise self.refuse(row, "InstanceType", f"GCP accelerator row for {accelerator} has no n1 host VM in zone {row.get('AvailabilityZone')!r}")
@@ -290,6 +301,11 @@ def infer_interconnect(gpu: GpuModel, count: int) -> Interconnect:
 # vCPUs per GPU (its default for T4, P4, V100, P100; the documented maximum for
 # one T4 is 24 vCPUs, so 8 per GPU fits every accelerator).
 GCP_VCPUS_PER_ATTACHED_GPU = 8
+
+# The GPU families GCP attaches to N1 VMs (GCP "GPU platforms" docs: T4, P4, V100,
+# P100, and K80 until its retirement). A100, L4, H100 and newer come only inside
+# A2/G2/A3/A4 machine types, so an accelerator row for them is no n1 offering.
+GCP_N1_ATTACHABLE_FAMILIES = frozenset({"T4", "P4", "V100", "P100", "K80"})
 
 
 def _gcp_hosts(rows: list[_Row]) -> dict[tuple[str, float], _Row]:

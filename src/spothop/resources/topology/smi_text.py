@@ -18,6 +18,7 @@ import re
 
 from spothop.errors import TopologyParseError
 from spothop.resources.topology._values import known_text, leading_int
+from spothop.resources.topology.fabric import with_fabric_links
 from spothop.resources.topology.model import GpuDevice, SourceFormat, Topology
 
 QUERY_BANNER = "NVSMI LOG"
@@ -67,13 +68,13 @@ def parse_smi_query(text: str) -> Topology:
         )
     gpus = tuple(_query_gpu(i, bus, fields, end) for i, (end, bus, fields) in enumerate(blocks))
     notes = _count_note(header.get("Attached GPUs"), len(gpus))
-    return Topology(
+    return with_fabric_links(Topology(
         source_format=SourceFormat.SMI_QUERY_TEXT,
         gpus=gpus,
         driver_version=known_text(header.get("Driver Version")),
         cuda_version=known_text(header.get("CUDA Version")),
         notes=notes,
-    )
+    ))
 
 
 def _read_block(lines: list[str], at: int) -> tuple[dict[Path, str], int]:

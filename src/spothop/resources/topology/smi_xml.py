@@ -4,7 +4,8 @@ Every element is optional in practice: old drivers and trimmed logs (Telegraf's
 fixtures) leave out the driver version, the bus id or the PCIe maxima. A value
 of ``N/A`` or a missing element becomes ``None``. The XML carries no GPU-to-GPU
 paths and, in the schema versions seen so far, no NVLink list (only the NVSwitch
-``<fabric><state>``), so the topology's ``links`` is ``None``.
+``<fabric><state>``), so the topology's ``links`` is ``None`` unless every GPU joined the
+NVSwitch fabric (see :mod:`~spothop.resources.topology.fabric`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import xml.etree.ElementTree as ET
 
 from spothop.errors import TopologyParseError
 from spothop.resources.topology._values import known_text, leading_int
+from spothop.resources.topology.fabric import with_fabric_links
 from spothop.resources.topology.model import GpuDevice, SourceFormat, Topology
 
 ROOT_TAG = "nvidia_smi_log"
@@ -43,13 +45,13 @@ def parse_smi_xml(text: str) -> Topology:
     attached = leading_int(root.findtext("attached_gpus"))
     if attached is not None and attached != len(gpus):
         notes.append(f"attached_gpus says {attached} but the log describes {len(gpus)}")
-    return Topology(
+    return with_fabric_links(Topology(
         source_format=SourceFormat.SMI_XML,
         gpus=gpus,
         driver_version=known_text(root.findtext("driver_version")),
         cuda_version=known_text(root.findtext("cuda_version")),
         notes=tuple(notes),
-    )
+    ))
 
 
 def _gpu(index: int, el: ET.Element) -> GpuDevice:
