@@ -22,19 +22,25 @@ stored raw while zeros, masks and integer buffers are still compressed.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 import zstandard
 
-from spothop.checkpoint.manifest import ChunkRef, Codec, FileEntry, LeafEntry, file_root
-from spothop.checkpoint.store import Store
+from spothop.checkpoint.manifest import (
+    ChunkRef,
+    Codec,
+    FileEntry,
+    LeafEntry,
+    file_root,
+    sha256_digest,
+)
+from spothop.checkpoint.store import Store, WriteStream
 
 DEFAULT_CHUNK_BYTES = 4 * 1024 * 1024  # big enough to amortise per-chunk overhead, small for deltas
 INFLIGHT_PER_WORKER = 2  # chunks queued per worker: keeps all busy, bounds memory
@@ -103,14 +109,14 @@ def worth_compressing(view: memoryview, level: int, compress_below: float) -> bo
 
 def encode_chunk(view: memoryview, parent_sha: str | None, level: int | None,
                  compress_below: float = DEFAULT_COMPRESS_BELOW) -> Encoded:
-    raw_digest = hashlib.sha256(view).digest()
+    raw_digest = sha256_digest(view)
     sha = raw_digest.hex()
     if sha == parent_sha:
         return Encoded(sha, None, Codec.RAW, raw_digest)
     if level is not None and worth_compressing(view, level, compress_below):
         packed = _compressor(level).compress(view)
         if len(packed) < len(view):
-            return Encoded(sha, packed, Codec.ZSTD, hashlib.sha256(packed).digest())
+            return Encoded(sha, packed, Codec.ZSTD, sha256_digest(packed))
     return Encoded(sha, view, Codec.RAW, raw_digest)
 
 
@@ -154,7 +160,7 @@ def write_pack(store: Store, relative: str, leaves: Sequence[HostLeaf], *, paren
 class _Writer:
     """Appends encoded chunks in order and records where each one landed."""
 
-    def __init__(self, handle: IO[bytes], relative: str, compress_below: float) -> None:
+    def __init__(self, handle: WriteStream, relative: str, compress_below: float) -> None:
         self.handle, self.relative, self.offset, self.compress_below = handle, relative, 0, compress_below
         self.segments: list[int] = []  # stored lengths of the non-empty payloads, in file order
         self.digests: list[bytes] = []

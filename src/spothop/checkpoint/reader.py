@@ -33,6 +33,7 @@ from spothop.checkpoint.manifest import (
     Manifest,
     file_root,
     manifest_from_json,
+    sha256_digest,
 )
 from spothop.checkpoint.store import Store
 
@@ -213,7 +214,7 @@ def _check_chunks_are_segments(entry: FileEntry, segments: tuple[int, ...], chun
 
 def _check_segment(stored: memoryview, targets: list[tuple[ChunkRef, memoryview]], checkpoint_id: str) -> bytes:
     """Hash one stored segment and decode it into its destinations; returns its digest."""
-    digest = hashlib.sha256(stored).digest()
+    digest = sha256_digest(stored)
     if not targets:
         return digest
     ref = targets[0][0]
