@@ -49,6 +49,7 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 # the shared disk's rate moves 2-4x within seconds and a single pair can land on opposite sides.
 LOCAL_PAIRS = 3
 LOCAL_STEPS = (2, 3, 4)  # below the later saves' steps, so the delta chain stays the newest checkpoint
+LOCAL_WARMUP_STEPS = (0, 1)  # untimed pairs first (the local store is its own folder: no clash with durable step 1)
 
 
 def rss_bytes() -> int:
@@ -113,6 +114,14 @@ def drop_dir(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
+def settle(ckpt: Checkpointer) -> None:
+    """Before each timed write, on both sides alike: let the checkpointer's background clean-up (the
+    deletion of the superseded local snapshot, off the save's path since it runs after ``wait()``)
+    finish, and write back whatever is dirty, so that neither side pays for the other's leftovers."""
+    ckpt.wait()
+    os.sync()
+
+
 def dcp_async_stall(state: dict[str, torch.Tensor], path: Path) -> str:
     try:
         import torch.distributed.checkpoint as dcp
@@ -146,13 +155,34 @@ def bench_size(size_mib: int, work: Path) -> list[tuple[str, str, str, str]]:
     raws: list[float] = []
     saves: list[float] = []
     phases: list[float] = []
-    for step in LOCAL_STEPS[:LOCAL_PAIRS]:
-        (work / "plain.bin").unlink(missing_ok=True)
-        raws.append(timed(lambda: plain_write(state, work / "plain.bin")))
+    # Both sides keep their previous file until the new one is written, then delete it, untimed (the
+    # checkpointer's local clean-up runs after ``wait()``; ``settle`` drains it). On this VM the order
+    # matters more than anything else: page-cache pages freed a moment ago are reused at ~2 GB/s, while
+    # pages the balloon driver has handed back to the host cost ~0.35 GB/s to touch again. Deleting
+    # the old plain file *before* the timed write (as this bench once did) gave the plain write warm
+    # pages and the save cold ones. Now every timed write, on either side, follows the other side's
+    # deletion of a file of the same size; two untimed warm-up pairs make that true of the first one.
+    plain_files: list[Path] = []
+
+    def plain_pair(step: int) -> float:
+        path = work / f"plain-{step}.bin"
+        seconds = timed(lambda: plain_write(state, path))
+        for old in plain_files:
+            old.unlink()
+        plain_files[:] = [path]
+        return seconds
+
+    for step in (*LOCAL_WARMUP_STEPS, *LOCAL_STEPS[:LOCAL_PAIRS]):
+        settle(local)
+        raw = plain_pair(step)
         touch(list(state.values()))
+        settle(local)
         start = time.perf_counter()
         pair = local.save(state, step, tier=Tier.LOCAL)
         pair.wait()
+        if step in LOCAL_WARMUP_STEPS:
+            continue
+        raws.append(raw)
         saves.append(time.perf_counter() - start)
         phases.append(pair.stats.total_s - pair.stats.blocking_s)
     raw_s, local_s, phase_s = statistics.median(raws), statistics.median(saves), statistics.median(phases)
@@ -219,7 +249,7 @@ def bench_size(size_mib: int, work: Path) -> list[tuple[str, str, str, str]]:
 
     reader = Checkpointer(str(work / "d"), local_url=str(work / "local"))
     local_store_restore_s = timed(lambda: reader.restore(apply_rng=False))
-    read_s = timed(lambda: plain_read(work / "plain.bin"))
+    read_s = timed(lambda: plain_read(plain_files[0]))
     rows.append(("restore (delta chain) vs plain read", f"{local_store_restore_s:.3f} s", f"{read_s:.3f} s",
                  f"{read_s / local_store_restore_s:.2f}"))
     local.close()

@@ -7,16 +7,22 @@ of their sha256 digests); verification on load still catches a flipped bit.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
+import itertools
+import os
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+from fsspec.implementations.local import LocalFileSystem
 
 from spothop.checkpoint import Checkpointer, NoValidCheckpoint, Tier
 from spothop.checkpoint import store as store_mod
-from spothop.checkpoint.manifest import FILE_DIGEST_DOMAIN, Manifest, sha256_digest
+from spothop.checkpoint.manifest import FILE_DIGEST_DOMAIN, LeafEntry, Manifest, sha256_digest
 
 CHUNK = 1024
 WINDOW = 4096  # a few chunks: every save below kicks writeback several times
@@ -119,3 +125,120 @@ def test_the_commit_fsyncs_the_manifest_folder_and_the_root(tmp_path: Path, monk
     manifest, _ = save_local(tmp_path)
     local = tmp_path / "local"
     assert local / manifest.checkpoint_id in synced and local in synced
+
+
+# -- positional writes: each hashing thread writes its chunk at an offset fixed in advance ------------
+
+
+def big_state() -> dict[str, object]:
+    rng = np.random.default_rng(11)
+    return {f"t{i}": rng.standard_normal(3000 + 97 * i).astype(np.float32) for i in range(12)} | {
+        "empty": np.zeros(0, dtype=np.float32), "ints": rng.integers(0, 5, 4001, dtype=np.int64)}
+
+
+def test_positional_pack_is_byte_identical_to_the_ordered_writer_whatever_the_thread_timing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from spothop.checkpoint import pack as pack_mod
+
+    order: list[int] = []
+    real_place = pack_mod._hash_and_place
+    jitter = iter(np.random.default_rng(3).uniform(0, 0.004, 10_000))
+
+    def slow_place(target: store_mod.PositionalFile, slot: pack_mod._Slot) -> bytes:
+        time.sleep(float(next(jitter)))  # finish in a scrambled order
+        digest = real_place(target, slot)
+        order.append(slot.offset)
+        return digest
+
+    monkeypatch.setattr(pack_mod, "_hash_and_place", slow_place)
+    monkeypatch.setattr(store_mod, "WRITEBACK_WINDOW_BYTES", WINDOW)
+    leaves = big_state()
+    with Checkpointer(str(tmp_path / "d"), local_url=str(tmp_path / "a"), chunk_bytes=CHUNK, workers=4) as ckpt:
+        positional = ckpt.save(leaves, 1, tier=Tier.LOCAL).wait()
+    assert order != sorted(order), "the chunks were written in file order: the test proves nothing"
+    # The same save through the ordered stream writer (a store that is not a plain local folder).
+    monkeypatch.setattr(pack_mod, "_hash_and_place", real_place)
+    with Checkpointer(str(tmp_path / "d2"), local_url=str(tmp_path / "b"), chunk_bytes=CHUNK, workers=4) as ckpt:
+        ckpt.local.is_local = False
+        ckpt.local.fs = LocalFileSystem(auto_mkdir=True)
+        ordered = ckpt.save(leaves, 1, tier=Tier.LOCAL).wait()
+    (pos_file,), (ord_file,) = positional.files, ordered.files
+    data = (tmp_path / "a" / pos_file.path).read_bytes()
+    assert data == (tmp_path / "b" / ord_file.path).read_bytes()
+    assert data == b"".join(v.tobytes() for v in leaves.values() if isinstance(v, np.ndarray))
+    assert (pos_file.sha256, pos_file.size_bytes, pos_file.segments) == (
+        ord_file.sha256, ord_file.size_bytes, ord_file.segments)
+    assert positional.leaves == {k: replace_file(v, pos_file.path) for k, v in ordered.leaves.items()}
+    restored = Checkpointer(str(tmp_path / "d"), local_url=str(tmp_path / "a")).restore(apply_rng=False)
+    assert restored is not None
+    for key, value in leaves.items():
+        assert np.array_equal(restored.state[key], value)
+
+
+def replace_file(entry: LeafEntry, path: str) -> LeafEntry:
+    return LeafEntry(entry.kind, entry.dtype, entry.shape, tuple(dataclasses.replace(c, file=path)
+                                                                 for c in entry.chunks))
+
+
+def test_a_local_full_save_uses_positional_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    writes: list[int] = []
+    real = os.pwrite
+
+    def spy(fd: int, data: object, offset: int) -> int:
+        writes.append(offset)
+        return real(fd, data, offset)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "pwrite", spy)
+    manifest, _ = save_local(tmp_path)
+    assert writes and manifest.files[0].segments is not None
+    assert len(writes) == len(manifest.files[0].segments)
+
+
+def test_short_positional_writes_are_completed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = os.pwrite
+
+    def short(fd: int, data: memoryview, offset: int) -> int:
+        return real(fd, data[: max(1, len(data) // 3)], offset)
+
+    monkeypatch.setattr(os, "pwrite", short)
+    _, data = save_local(tmp_path)
+    assert data == b"".join(v.tobytes() for v in state().values() if isinstance(v, np.ndarray))
+
+
+def test_positional_writeback_kicks_tile_the_contiguous_prefix() -> None:
+    kicks: list[tuple[int, int]] = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(store_mod, "WRITEBACK_WINDOW_BYTES", WINDOW)
+        target = store_mod.PositionalFile(-1, lambda fd, off, n, flags: kicks.append((off, n)) or 0)
+        mp.setattr(os, "pwrite", lambda fd, data, offset: len(data))
+        sizes = [1500] * 12
+        offsets = list(np.cumsum([0, *sizes[:-1]]))
+        for i in [3, 1, 0, 2, 7, 5, 6, 4, 11, 8, 9, 10]:  # out of order
+            target.pwrite(b"x" * sizes[i], int(offsets[i]))
+    assert kicks and kicks[0][0] == 0
+    assert all(off + n == nxt for (off, n), (nxt, _) in itertools.pairwise(kicks))
+    assert all(n >= WINDOW for _, n in kicks) and kicks[-1][0] + kicks[-1][1] <= sum(sizes)
+
+
+def test_superseded_local_snapshots_are_deleted_after_the_save_returns(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from spothop.checkpoint import checkpointer as ckpt_mod
+
+    release = threading.Event()
+    real = ckpt_mod.gc_mod.collect
+
+    def blocked(store: store_mod.Store, keep: int, **kwargs: object) -> object:
+        assert release.wait(10)
+        return real(store, keep, **kwargs)  # type: ignore[arg-type]
+
+    ckpt = Checkpointer(str(tmp_path / "d"), local_url=str(tmp_path / "local"), keep_local=1, chunk_bytes=CHUNK)
+    ckpt.save(state(), 1, tier=Tier.LOCAL).wait()
+    ckpt.wait()
+    monkeypatch.setattr(ckpt_mod.gc_mod, "collect", blocked)
+    second = ckpt.save(state(), 2, tier=Tier.LOCAL)
+    second.wait(timeout=5)  # returns although the clean-up is blocked: it is off the save's path
+    assert len(list((tmp_path / "local").glob("step-*"))) == 2
+    release.set()
+    ckpt.wait()
+    assert [p.name for p in (tmp_path / "local").glob("step-*")] == [second.checkpoint_id]
+    ckpt.close()

@@ -1,4 +1,4 @@
-"""Pack files: the chunks of one checkpoint, hashed and compressed in parallel, written in order.
+"""Pack files: the chunks of one checkpoint, hashed and compressed in parallel, written in file order.
 
 A leaf's bytes are cut at fixed offsets (``chunk_bytes``), not content-defined
 boundaries: a training step rewrites tensors in place and never shifts bytes,
@@ -18,10 +18,20 @@ hashed a second time, on a worker thread. Compression is adaptive: a chunk is
 compressed only when a small sample of it shrinks below ``compress_below`` of
 its size, so float weights (~0.92 with zstd, at ~0.5 GB/s per core) are
 stored raw while zeros, masks and integer buffers are still compressed.
+
+A full raw save to a local disk (the local tier) takes a shorter path: with no
+codec and no parent every chunk is stored raw, so its offset in the file is known
+before anything is hashed, and each hashing thread writes the chunk it has just
+hashed with ``os.pwrite`` at that offset. One ordered writer thread waiting for
+hashes in file order made the write phase cost about hash + write (2.8 s for
+2 GiB here); written by the hashing threads it costs about max(hash, write)
+(1.0 s). The bytes, segments and digests are the same as the ordered writer's
+whatever order the threads finish in.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
@@ -40,7 +50,7 @@ from spothop.checkpoint.manifest import (
     file_root,
     sha256_digest,
 )
-from spothop.checkpoint.store import Store, WriteStream
+from spothop.checkpoint.store import PositionalFile, Store, WriteStream
 
 DEFAULT_CHUNK_BYTES = 4 * 1024 * 1024  # big enough to amortise per-chunk overhead, small for deltas
 INFLIGHT_PER_WORKER = 2  # chunks queued per worker: keeps all busy, bounds memory
@@ -137,6 +147,11 @@ def write_pack(store: Store, relative: str, leaves: Sequence[HostLeaf], *, paren
                level: int | None, chunk_bytes: int, workers: int, cancel: threading.Event,
                compress_below: float = DEFAULT_COMPRESS_BELOW) -> PackResult:
     """Write ``leaves`` into one pack file at ``relative``; chunks equal to ``parent``'s are referenced."""
+    # A full raw save to a local disk: every chunk's offset is known before hashing, so the hashing
+    # threads write their own chunks (``os.pwrite``, POSIX); otherwise one thread appends in order.
+    if (store.is_local and level is None and parent is None and hasattr(os, "pwrite")
+            and all(leaf.known is None for leaf in leaves)):
+        return _write_positional(store, relative, leaves, chunk_bytes, workers, cancel)
     out: dict[str, LeafEntry] = {}
     written = reused = 0
     with store.open_write(relative) as handle, ThreadPoolExecutor(workers, "spothop-ckpt") as pool:
@@ -203,3 +218,78 @@ class _Writer:
             self.digests.append(done.stored_digest)
             self.offset += size
         return ref
+
+
+@dataclass(frozen=True)
+class _Slot:
+    """A raw chunk's place in a pack file, fixed before anything is hashed."""
+
+    leaf: int  # index into the leaves
+    view: Bytes
+    offset: int
+
+
+def _layout(leaves: Sequence[HostLeaf], chunk_bytes: int) -> tuple[list[_Slot], list[int], int]:
+    """Every chunk to write with its offset, the stored segment sizes, and the file's size."""
+    slots: list[_Slot] = []
+    segments: list[int] = []
+    offset = 0
+    for index, leaf in enumerate(leaves):
+        if leaf.data is None:
+            continue
+        for view in _chunks(leaf, chunk_bytes):
+            slots.append(_Slot(index, view, offset))
+            if len(view):  # an empty leaf's chunk occupies no bytes and is no segment
+                segments.append(len(view))
+                offset += len(view)
+    return slots, segments, offset
+
+
+def _hash_and_place(target: PositionalFile, slot: _Slot) -> bytes:
+    view = memoryview(slot.view.data)
+    digest = sha256_digest(view)
+    if len(view):
+        target.pwrite(view, slot.offset)
+    return digest
+
+
+def _write_positional(store: Store, relative: str, leaves: Sequence[HostLeaf], chunk_bytes: int, workers: int,
+                      cancel: threading.Event) -> PackResult:
+    """A full raw pack on a local disk: each thread hashes a chunk and writes it at its own offset.
+
+    Every chunk is stored raw (no codec, no parent), so its offset is the sum of the sizes before
+    it and is known before anything is hashed. Each worker then writes the chunk it has just
+    hashed with ``pwrite`` while the others hash the next ones: no writer thread waits for hashes
+    in file order, and the file is byte-identical to the ordered writer's whatever order the
+    threads finish in (the digests are collected by position, so the root is the same too).
+    """
+    slots, segments, offset = _layout(leaves, chunk_bytes)
+    out: dict[str, LeafEntry] = {leaf.key: leaf.reuse for leaf in leaves if leaf.data is None and leaf.reuse}
+    digests: list[bytes] = []
+    max_inflight = workers * INFLIGHT_PER_WORKER
+    with store.open_positional(relative, offset) as target, ThreadPoolExecutor(workers, "spothop-ckpt") as pool:
+        pending: deque[Future[bytes]] = deque()
+        try:
+            for slot in slots:
+                if cancel.is_set():
+                    raise SaveCancelled
+                pending.append(pool.submit(_hash_and_place, target, slot))
+                if len(pending) >= max_inflight:
+                    digests.append(pending.popleft().result())
+            while pending:
+                digests.append(pending.popleft().result())
+        finally:
+            for future in pending:
+                future.cancel()
+    refs: dict[int, list[ChunkRef]] = {}
+    for slot, digest in zip(slots, digests, strict=True):
+        size = len(slot.view)
+        refs.setdefault(slot.leaf, []).append(ChunkRef(relative, slot.offset, size, size, digest.hex(), Codec.RAW))
+    for index, leaf in enumerate(leaves):
+        if leaf.data is not None:
+            out[leaf.key] = LeafEntry(leaf.kind, leaf.dtype, leaf.shape, tuple(refs[index]))
+    ordered = {leaf.key: out[leaf.key] for leaf in leaves}
+    stored = [d for slot, d in zip(slots, digests, strict=True) if len(slot.view)]
+    entry = FileEntry(relative, file_root(stored), offset, tuple(segments))
+    reused = sum(len(leaf.reuse.chunks) for leaf in leaves if leaf.data is None and leaf.reuse is not None)
+    return PackResult(ordered, entry, len(slots), reused)

@@ -22,6 +22,7 @@ import ctypes
 import errno
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -86,6 +87,38 @@ class _EarlyWriteback:
         return count
 
 
+class PositionalFile:
+    """A local file of a size known in advance, written at given offsets from several threads at once.
+
+    Each :meth:`pwrite` lands at its own offset (``os.pwrite``: no shared file position, the GIL
+    released), so the bytes do not depend on the order the writes finish in. Writeback is started
+    on every completed ``WRITEBACK_WINDOW_BYTES`` of the contiguous written prefix, as
+    :class:`_EarlyWriteback` does for a stream.
+    """
+
+    def __init__(self, fd: int, kick: SyncFileRange | None) -> None:
+        self._fd, self._kick = fd, kick
+        self._lock = threading.Lock()
+        self._ends: dict[int, int] = {}  # written ranges beyond the contiguous prefix: start -> end
+        self._prefix = self._kicked = 0
+
+    def pwrite(self, data: Any, offset: int) -> None:
+        view = memoryview(data).cast("B")
+        done = 0
+        while done < len(view):  # pwrite may write less than asked (signals, huge requests)
+            done += os.pwrite(self._fd, view[done:], offset + done)
+        if self._kick is None or not len(view):
+            return
+        with self._lock:
+            self._ends[offset] = offset + len(view)
+            while self._prefix in self._ends:
+                self._prefix = self._ends.pop(self._prefix)
+            if self._prefix - self._kicked >= WRITEBACK_WINDOW_BYTES:
+                # A hint: on failure the pages simply wait for the final fsync, which reports real errors.
+                self._kick(self._fd, self._kicked, self._prefix - self._kicked, SYNC_FILE_RANGE_WRITE)
+                self._kicked = self._prefix
+
+
 def _fsync_dir(path: Path) -> None:
     """Make the entries of ``path`` (a new file, a rename) durable; a no-op where folders cannot be opened."""
     try:
@@ -128,6 +161,26 @@ class Store:
             else:
                 with self.fs.open(target, "wb") as handle:
                     yield handle
+        except OSError as exc:
+            raise self._write_error(relative, exc) from exc
+
+    @contextmanager
+    def open_positional(self, relative: str, size: int) -> Iterator[PositionalFile]:
+        """A local file of ``size`` bytes to fill with :meth:`PositionalFile.pwrite`; fsynced at close.
+
+        Local stores only (object stores take streams: use :meth:`open_write`)."""
+        if not self.is_local:
+            raise CheckpointConfigError(f"{self.url} is not a local folder: positional writes need one")
+        target = Path(self.path(relative))
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+            try:
+                os.ftruncate(fd, size)  # the file's length is known: a short write cannot go unnoticed
+                yield PositionalFile(fd, _sync_file_range)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         except OSError as exc:
             raise self._write_error(relative, exc) from exc
 
