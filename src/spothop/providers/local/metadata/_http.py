@@ -10,6 +10,7 @@ flag is set.
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import email.utils
 import json
@@ -168,7 +169,7 @@ class MetadataHTTPServer(ThreadingHTTPServer):
         self.server_port = int(port)
 
 
-class MetadataHandler(BaseHTTPRequestHandler):
+class MetadataHandler(BaseHTTPRequestHandler, abc.ABC):
     """Base of every protocol handler. Subclasses implement :meth:`route`.
 
     ``OPTIONS`` names the keyword options a protocol accepts (checked by
@@ -191,8 +192,9 @@ class MetadataHandler(BaseHTTPRequestHandler):
     def notices(self) -> NoticeState:
         return self.meta_server.notices
 
-    def route(self, request: Request) -> Response:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def route(self, request: Request) -> Response:
+        """Answer one request in the protocol's terms; each protocol module implements it."""
 
     # Every method goes through one dispatcher; route() answers 405 where a method is not allowed.
     def do_GET(self) -> None:
