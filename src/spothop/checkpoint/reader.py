@@ -223,6 +223,13 @@ def _check_segment(stored: memoryview, targets: list[tuple[ChunkRef, memoryview]
             if len(view):
                 view[:] = stored
         return digest
+    _decompress_into(stored, ref, targets, checkpoint_id)
+    return digest
+
+
+def _decompress_into(stored: Any, ref: ChunkRef, targets: list[tuple[ChunkRef, memoryview]],
+                     checkpoint_id: str) -> None:
+    """Decompress one stored chunk into every destination that wants it; corrupt data raises."""
     try:
         raw = zstandard.ZstdDecompressor().decompress(stored, max_output_size=ref.raw_bytes)
     except zstandard.ZstdError as exc:
@@ -231,7 +238,6 @@ def _check_segment(stored: memoryview, targets: list[tuple[ChunkRef, memoryview]
         raise CheckpointCorrupt(checkpoint_id, f"chunk at {ref.file}:{ref.offset} decodes to the wrong size")
     for _, view in targets:
         view[:] = raw
-    return digest
 
 
 def _stream_whole_file(store: Store, entry: FileEntry, chunks: Targets, checkpoint_id: str) -> None:
@@ -283,12 +289,5 @@ def _read_chunk(handle: IO[bytes], hasher: Any, targets: list[tuple[ChunkRef, me
     stored = handle.read(ref.stored_bytes)
     hasher.update(stored)
     if len(stored) == ref.stored_bytes:
-        try:
-            raw = zstandard.ZstdDecompressor().decompress(stored, max_output_size=ref.raw_bytes)
-        except zstandard.ZstdError as exc:
-            raise CheckpointCorrupt(checkpoint_id, f"chunk at {ref.file}:{ref.offset} does not decompress ({exc})") from None
-        if len(raw) != ref.raw_bytes:
-            raise CheckpointCorrupt(checkpoint_id, f"chunk at {ref.file}:{ref.offset} decodes to the wrong size")
-        for _, view in targets:
-            view[:] = raw
+        _decompress_into(stored, ref, targets, checkpoint_id)
     return len(stored)
