@@ -6,12 +6,16 @@ For each state size (real float32 torch tensors of 4 MiB each) it measures, side
 by side in one run, and prints one table:
 
 * full synchronous save throughput vs a plain file write (+fsync) of the same bytes (target ≥ 0.8),
-  medians of alternating pairs; for the local tier also its write phase alone (after the host copy);
+  medians of alternating pairs, for the local tier (raw) and the durable tier (adaptive zstd 3, into
+  a folder); for the local tier also its write phase alone (after the host copy);
 * training-loop stall of an async save vs a synchronous ``torch.save`` (target ≥ 10× less),
   with ``torch.distributed.checkpoint.async_save`` in the same table: the first save (host
-  buffers allocated and page-faulted) and the steady state (every tensor changed by a training
+  buffers allocated and page-faulted; and after ``Checkpointer.prepare`` allocated them in the
+  background) and the steady state (every tensor changed by a training
   step, copied into the buffers kept from the previous save), plus the steady state of a
-  LoRA-like run (1 % changed) with ``skip_unchanged=True``;
+  LoRA-like run (1 % changed) with ``skip_unchanged=True``; and in a real training loop (linear
+  layers, SGD) the stall of a save that copies inside ``save()`` against one whose copy overlaps
+  the next forward and backward pass (``TorchState.save(overlap=True)``), alternating;
 * an emergency delta when 1 % of the parameters changed (LoRA-like): bytes ≤ 2 %, time ≤ 1/20 of full,
   found by comparing with the host copy kept from the durable base, and the same delta from a
   restarted process (no kept copy: every chunk copied and hashed) in the same run;
@@ -47,9 +51,14 @@ CHANGED_FRACTION = 0.01  # LoRA-like: 1 % of the parameters change between durab
 PAGE = os.sysconf("SC_PAGE_SIZE")
 # Local full saves and plain writes alternate this many times; the rows give the medians, because
 # the shared disk's rate moves 2-4x within seconds and a single pair can land on opposite sides.
-LOCAL_PAIRS = 3
-LOCAL_STEPS = (2, 3, 4)  # below the later saves' steps, so the delta chain stays the newest checkpoint
-LOCAL_WARMUP_STEPS = (0, 1)  # untimed pairs first (the local store is its own folder: no clash with durable step 1)
+# Steps: below the later saves', so the delta chain stays the newest checkpoint; untimed pairs first
+# (the local store is its own folder: no clash with the first, durable, save at step 1).
+LOCAL_WARMUP_STEPS, LOCAL_STEPS = (0, 1), (2, 3, 4)
+STEADY_STEP = 5
+DURABLE_WARMUP_STEPS, DURABLE_STEPS = (6,), (7, 8, 9)
+DELTA_STEP, RESTARTED_LOCAL_STEP, RESTARTED_DELTA_STEP = 10, 11, 12
+LOOP_BATCH = 32  # the training-loop rows: a forward and backward pass long enough to hide a copy in
+LOOP_PAIRS = 3
 
 
 def rss_bytes() -> int:
@@ -135,6 +144,54 @@ def dcp_async_stall(state: dict[str, torch.Tensor], path: Path) -> str:
         return f"n/a ({type(exc).__name__})"
 
 
+def local_stall(ckpt: Checkpointer, state: dict[str, torch.Tensor], step: int) -> float:
+    """The stall of one asynchronous local save (the copy into host buffers); waits for the write."""
+    handle = ckpt.save(state, step, tier=Tier.LOCAL)
+    handle.wait()
+    return handle.blocking_s
+
+
+def training_loop_stalls(size_mib: int, work: Path) -> tuple[float, float, float, float]:
+    """A real training loop over a model of ``size_mib`` (bias-free 1024x1024 layers, 4 MiB each, SGD):
+    median stall of a save that copies inside ``save()``, and of one whose copy overlaps the next
+    forward and backward pass and is waited for at ``optimizer.step()`` (``blocking_s + waited_s``),
+    alternating; and for each kind the median time from the ``save()`` call to the end of the next
+    step (on this CPU the background copy and write share the cores with that step; on a GPU
+    the copy engine and the host would not take them from the device)."""
+    from spothop.checkpoint.pytorch import TorchState
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[torch.nn.Linear(1024, 1024, bias=False) for _ in range(max(1, size_mib // 4))])
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-6)
+    batch = torch.randn(LOOP_BATCH, 1024)
+    parts = TorchState(model, optimizer)
+    ckpt = Checkpointer(str(work / "loop"), local_url=str(work / "loop-local"), keep_local=1, keep_chains=1)
+
+    def train_step() -> float:
+        start = time.perf_counter()
+        optimizer.zero_grad()
+        model(batch).square().mean().backward()
+        optimizer.step()
+        return time.perf_counter() - start
+
+    train_step()
+    parts.prepare(ckpt).result()  # the buffers exist before the first timed save, for both kinds alike
+    train_step()
+    stalls: dict[bool, list[float]] = {False: [], True: []}
+    through: dict[bool, list[float]] = {False: [], True: []}
+    for step, overlap in enumerate((False, True) * LOOP_PAIRS, start=1):
+        settle(ckpt)
+        handle = parts.save(ckpt, step, tier=Tier.LOCAL, overlap=overlap)
+        next_step = train_step()  # its forward and backward run while an overlapped copy does; its step waits
+        stalls[overlap].append(handle.blocking_s + handle.waited_s)
+        through[overlap].append(handle.blocking_s + next_step)
+        handle.wait()
+    ckpt.close()
+    drop_dir(work / "loop-local")
+    return (statistics.median(stalls[False]), statistics.median(stalls[True]), statistics.median(through[False]),
+            statistics.median(through[True]))
+
+
 def bench_size(size_mib: int, work: Path) -> list[tuple[str, str, str, str]]:
     state = make_state(size_mib)
     nbytes = sum(t.numel() * 4 for t in state.values())
@@ -152,9 +209,6 @@ def bench_size(size_mib: int, work: Path) -> list[tuple[str, str, str, str]]:
     # memory (no copy), as a torch.save-free user write would. The save row counts the host copy too
     # (Checkpointer.save always copies first; a synchronous ``save().wait()`` pays it), the
     # "write phase" row leaves it out (SaveStats.total_s - blocking_s), comparing like with like.
-    raws: list[float] = []
-    saves: list[float] = []
-    phases: list[float] = []
     # Both sides keep their previous file until the new one is written, then delete it, untimed (the
     # checkpointer's local clean-up runs after ``wait()``; ``settle`` drains it). On this VM the order
     # matters more than anything else: page-cache pages freed a moment ago are reused at ~2 GB/s, while
@@ -172,50 +226,66 @@ def bench_size(size_mib: int, work: Path) -> list[tuple[str, str, str, str]]:
         plain_files[:] = [path]
         return seconds
 
-    for step in (*LOCAL_WARMUP_STEPS, *LOCAL_STEPS[:LOCAL_PAIRS]):
-        settle(local)
-        raw = plain_pair(step)
-        touch(list(state.values()))
-        settle(local)
-        start = time.perf_counter()
-        pair = local.save(state, step, tier=Tier.LOCAL)
-        pair.wait()
-        if step in LOCAL_WARMUP_STEPS:
-            continue
-        raws.append(raw)
-        saves.append(time.perf_counter() - start)
-        phases.append(pair.stats.total_s - pair.stats.blocking_s)
-    raw_s, local_s, phase_s = statistics.median(raws), statistics.median(saves), statistics.median(phases)
+    def alternate(tier: Tier, warmup: tuple[int, ...], steps: tuple[int, ...]) -> tuple[float, float, float]:
+        """Medians of plain write, full save and write phase over alternating pairs (warm-ups untimed)."""
+        raws: list[float] = []
+        saves: list[float] = []
+        phases: list[float] = []
+        for step in (*warmup, *steps):
+            settle(local)
+            raw = plain_pair(step)
+            touch(list(state.values()))
+            settle(local)
+            start = time.perf_counter()
+            pair = local.save(state, step, tier=tier)
+            pair.wait()
+            if step in warmup:
+                continue
+            raws.append(raw)
+            saves.append(time.perf_counter() - start)
+            phases.append(pair.stats.total_s - pair.stats.blocking_s)
+        return statistics.median(raws), statistics.median(saves), statistics.median(phases)
+
+    raw_s, local_s, phase_s = alternate(Tier.LOCAL, LOCAL_WARMUP_STEPS, LOCAL_STEPS)
     touch(list(state.values()))
-    steady = local.save(state, 5, tier=Tier.LOCAL)
+    steady = local.save(state, STEADY_STEP, tier=Tier.LOCAL)
     steady_stall = steady.blocking_s
     steady.wait()
-    touch(list(state.values()))
-    durable: list[Any] = []
-    durable_s = timed(lambda: durable.append(local.save(state, 6).wait()))
+    durable_raw_s, durable_s, _ = alternate(Tier.DURABLE, DURABLE_WARMUP_STEPS, DURABLE_STEPS)
+    last_durable = local.wait()
+    assert last_durable is not None
     rate = lambda s: f"{nbytes / s / 1e9:.2f} GB/s"  # noqa: E731
     rows.append(("full save, local tier (raw) vs plain write+fsync", rate(local_s), rate(raw_s), f"{raw_s / local_s:.2f}"))
     rows.append(("local tier, write phase (no host copy) vs plain write+fsync", rate(phase_s), rate(raw_s),
                  f"{raw_s / phase_s:.2f}"))
-    rows.append(("full save, durable tier (adaptive zstd 3) vs plain write+fsync", rate(durable_s), rate(raw_s), f"{raw_s / durable_s:.2f}"))
+    rows.append(("full save, durable tier (adaptive zstd 3) vs plain write+fsync", rate(durable_s), rate(durable_raw_s),
+                 f"{durable_raw_s / durable_s:.2f}"))
 
     torch_save_s = timed(lambda: torch.save(state, work / "torch.pt"))
     (work / "torch.pt").unlink()
-    rows.append(("stall: first async save vs torch.save (sync)", f"{stall:.3f} s", f"{torch_save_s:.3f} s",
-                 f"{torch_save_s / stall:.1f}x"))
-    rows.append(("stall: steady async save, all changed vs torch.save", f"{steady_stall:.3f} s",
-                 f"{torch_save_s:.3f} s", f"{torch_save_s / steady_stall:.1f}x"))
+
+    def vs_torch_save(name: str, stall: float) -> None:
+        rows.append((name, f"{stall:.3f} s", f"{torch_save_s:.3f} s", f"{torch_save_s / stall:.1f}x"))
+
+    vs_torch_save("stall: first async save vs torch.save (sync)", stall)
+    prepared = Checkpointer(str(work / "p"), local_url=str(work / "p-local"), keep_local=1, keep_chains=1)
+    prepared.prepare(state).result()  # as a training loop would, after its first step, in the background
+    vs_torch_save("stall: first async save after prepare() vs torch.save", local_stall(prepared, state, 1))
+    prepared.close()
+    drop_dir(work / "p-local")
+    vs_torch_save("stall: steady async save, all changed vs torch.save", steady_stall)
     lora = Checkpointer(str(work / "lora"), local_url=str(work / "lora-local"), keep_local=1, keep_chains=1,
                         skip_unchanged=True)
     lora.save(state, 1, tier=Tier.LOCAL).wait()
     touch(list(state.values())[: max(1, round(len(state) * CHANGED_FRACTION))])
-    lora_handle = lora.save(state, 2, tier=Tier.LOCAL)
-    lora_stall = lora_handle.blocking_s
-    lora_handle.wait()
+    vs_torch_save("stall: steady async save, 1 % changed, skip_unchanged", local_stall(lora, state, 2))
     lora.close()
     drop_dir(work / "lora-local")
-    rows.append(("stall: steady async save, 1 % changed, skip_unchanged", f"{lora_stall:.3f} s",
-                 f"{torch_save_s:.3f} s", f"{torch_save_s / lora_stall:.1f}x"))
+    in_save, overlapped, through_in_save, through_overlapped = training_loop_stalls(size_mib, work)
+    vs_torch_save("training loop: copy inside save() vs torch.save", in_save)
+    vs_torch_save("training loop: copy overlapped, waits at optimizer.step vs torch.save", overlapped)
+    rows.append(("training loop: save + next step, overlapped vs copy inside save()", f"{through_overlapped:.3f} s",
+                 f"{through_in_save:.3f} s", f"{through_overlapped / through_in_save:.2f}"))
     rows.append(("stall: torch DCP async_save", dcp_async_stall(state, work / "dcp") + " s", "", ""))
     rows.append(("peak extra RSS during async save / state size", f"{extra / nbytes:.2f}", "≤ 1.1 target", ""))
 
@@ -224,10 +294,10 @@ def bench_size(size_mib: int, work: Path) -> list[tuple[str, str, str, str]]:
         for t in changed:
             t.mul_(1.01)
     start = time.perf_counter()
-    delta = local.save(state, 7, tier=Tier.EMERGENCY)
+    delta = local.save(state, DELTA_STEP, tier=Tier.EMERGENCY)
     delta_manifest = delta.wait()
     delta_s = time.perf_counter() - start
-    full_bytes = durable[0].size_bytes
+    full_bytes = last_durable.size_bytes
     rows.append(("emergency delta (1 % changed): bytes vs full", f"{delta_manifest.size_bytes / 2**20:.1f} MiB",
                  f"{full_bytes / 2**20:.1f} MiB", f"{delta_manifest.size_bytes / full_bytes:.3f}"))
     rows.append(("emergency delta (1 % changed): time vs full durable", f"{delta_s:.3f} s", f"{durable_s:.3f} s",
@@ -238,9 +308,9 @@ def bench_size(size_mib: int, work: Path) -> list[tuple[str, str, str, str]]:
     # (as after a restart and a local snapshot): every chunk is copied into them and hashed, which is
     # what every emergency delta did before deltas compared with the kept copy.
     restarted = Checkpointer(str(work / "d"), local_url=str(work / "local"), keep_local=1, keep_chains=1)
-    restarted.save(state, 8, tier=Tier.LOCAL).wait()
+    restarted.save(state, RESTARTED_LOCAL_STEP, tier=Tier.LOCAL).wait()
     start = time.perf_counter()
-    hashed = restarted.save(state, 9, tier=Tier.EMERGENCY)
+    hashed = restarted.save(state, RESTARTED_DELTA_STEP, tier=Tier.EMERGENCY)
     hashed.wait()
     hashed_s = time.perf_counter() - start
     restarted.close()

@@ -65,6 +65,7 @@ def test_gc_keeps_the_newest_k_chains(tmp_path: Path) -> None:
     for step in range(1, 4):
         ckpt.save(state(step), step * 10).wait()
         ckpt.save(state(step + 100), step * 10 + 1, tier="emergency").wait()
+    ckpt.wait()  # its own clean-up, which runs after each save returns, is over
     (tmp_path / "step-000000000005-durable-abcdef").mkdir()  # an abandoned, uncommitted save
     plan = collect(Store(str(tmp_path)), 2)
     left = [i for i in list_checkpoints(str(tmp_path))]
@@ -78,6 +79,7 @@ def test_automatic_gc_after_each_save(tmp_path: Path) -> None:
     ckpt = Checkpointer(str(tmp_path), keep_chains=2)
     for step in range(5):
         ckpt.save(state(step, 16), step).wait()
+    ckpt.wait()  # the clean-up runs after each save has returned
     assert [i.step for i in list_checkpoints(str(tmp_path))] == [3, 4]
 
 
@@ -146,3 +148,18 @@ def test_an_emergency_save_cancels_an_inflight_durable_one(tmp_path: Path, monke
         durable.wait()
     assert emergency.wait().parent is not None
     assert [i.step for i in list_checkpoints(str(tmp_path))] == [1, 3]
+
+
+def test_a_script_that_ends_without_close_still_commits_its_last_save(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    script = (
+        "import numpy as np\n"
+        "from spothop.checkpoint import Checkpointer\n"
+        f"Checkpointer({str(tmp_path)!r}).save({{'w': np.random.default_rng(0).random(4_000_000)}}, 7)\n"
+    )  # returns as soon as the state is copied; the interpreter exits while the save is written
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "failed" not in done.stderr
+    assert [i.step for i in list_checkpoints(str(tmp_path))] == [7]

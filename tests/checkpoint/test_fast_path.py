@@ -172,3 +172,33 @@ def test_without_buffer_reuse_nothing_stays_resident(tmp_path: Path) -> None:
     ckpt = Checkpointer(str(tmp_path), reuse_host_buffers=False)
     ckpt.save({"w": torch.randn(100)}, 1).wait()
     assert ckpt._buffers is None
+
+
+def test_prepare_allocates_the_buffers_the_first_save_fills(tmp_path: Path) -> None:
+    """The buffers come into being before the first save, the save copies into those very buffers, and
+    their zeros never reach a checkpoint: not the full save, nor a delta compared against it."""
+    weight, bias, counts = torch.randn(3000, 7), torch.randn(7).to(torch.bfloat16), np.arange(9)
+    state = {"w": weight, "b": bias, "n": counts, "lr": 0.1}
+    ckpt = Checkpointer(str(tmp_path), local_url=str(tmp_path / "local"), keep_chains=5, chunk_bytes=4096)
+    assert ckpt.prepare(state).result() == weight.numel() * 4 + bias.numel() * 2 + counts.nbytes
+    assert ckpt._buffers is not None
+    prepared = {key: ckpt._buffers.get(key) for key in ("/w", "/b", "/n")}
+    assert all(held is not None and held.saved_as is None for held in prepared.values())
+    assert ckpt.prepare(state).result() == 0  # everything already fits
+    first = ckpt.save(state, 1)
+    first.wait()
+    assert all(ckpt._buffers.get(key).host is held.host for key, held in prepared.items())  # type: ignore[union-attr]
+    with torch.no_grad():
+        weight[5].add_(1)
+    delta = ckpt.save(state, 2, tier=Tier.EMERGENCY)
+    assert delta.stats.chunks_matched > 0  # compared with the prepared-then-filled buffers
+    restored = Checkpointer(str(tmp_path), local_url=str(tmp_path / "none")).restore(apply_rng=False)
+    assert restored is not None and restored.step == 2
+    assert torch.equal(restored.state["w"], weight) and torch.equal(restored.state["b"], bias)
+    assert list(restored.state["n"]) == list(counts)
+
+
+def test_prepare_does_nothing_without_kept_buffers(tmp_path: Path) -> None:
+    ckpt = Checkpointer(str(tmp_path), reuse_host_buffers=False)
+    assert ckpt.prepare({"w": torch.randn(100)}).result() == 0
+    assert ckpt.save({"w": torch.randn(100)}, 1).wait().step == 1

@@ -35,10 +35,16 @@ def test_callback_saves_on_schedule_and_restores_into_a_fresh_model(tmp_path: Pa
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     torch.manual_seed(0)
     url = str(tmp_path / "ckpt")
-    callback = SpothopCallback(Checkpointer(url, keep_chains=10), every_n_steps=2)
+    checkpointer = Checkpointer(url, keep_chains=10)
+    prepared: list[int] = []
+    real_prepare = checkpointer.prepare
+    checkpointer.prepare = lambda state: prepared.append(len(state["optimizer"]["state"])) or real_prepare(state)  # type: ignore[method-assign]
+    callback = SpothopCallback(checkpointer, every_n_steps=2)
     run = trainer(tiny_model(), tmp_path / "out", callback, steps=4)
     run.train()
     assert [i.step for i in list_checkpoints(url)] == [2, 4]
+    # Host buffers were allocated once, after the first step, with the optimizer's moments in the state.
+    assert len(prepared) == 1 and prepared[0] > 0
     fresh = tiny_model()
     step = SpothopCallback(Checkpointer(url)).restore(fresh)
     assert step == 4

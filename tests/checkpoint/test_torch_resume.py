@@ -6,6 +6,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -22,10 +24,11 @@ SCRIPT = Path(train_script.__file__)
 ROOT = SCRIPT.parents[2]
 
 
-def test_resume_is_bit_identical_to_an_uninterrupted_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize("overlap", [False, True], ids=["copy-in-save", "overlapped-copy"])
+def test_resume_is_bit_identical_to_an_uninterrupted_run(tmp_path: Path, overlap: bool) -> None:
     reference, _ = train_script.train(None, TOTAL)
     url = str(tmp_path / "ckpt")
-    train_script.train(url, 11)  # stops after step 11; newest checkpoint is step 9
+    train_script.train(url, 11, overlap=overlap)  # stops after step 11; newest checkpoint is step 9
     resumed, resumed_from = train_script.train(url, TOTAL)  # fresh model, optimizer, loader
     assert resumed_from == 9
     assert resumed.tobytes() == reference.tobytes()
@@ -150,3 +153,42 @@ def test_fused_optimizer_updates_reach_the_emergency_delta(tmp_path: Path) -> No
     assert restored is not None and restored.step == 2
     for name, value in model.state_dict().items():
         assert torch.equal(restored.state["model"][name], value), name
+
+
+def test_an_overlapped_save_holds_the_optimizer_step_until_its_copy_is_done(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The copy is slowed down so that, without the pre-step hook, the step would land in the checkpoint;
+    a forward pass in between writes batch-norm statistics, which must be saved as they were."""
+    from spothop.checkpoint import bulk
+    from spothop.checkpoint.pytorch import TorchState
+
+    real_copy = bulk.copy
+    started = threading.Event()
+
+    def slow_copy(pairs: object) -> None:
+        started.set()
+        time.sleep(0.3)
+        real_copy(pairs)  # type: ignore[arg-type]
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 6), torch.nn.BatchNorm1d(6))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    state = TorchState(model, optimizer)
+    ckpt = Checkpointer(str(tmp_path))
+    model(torch.randn(4, 6)).sum().backward()
+    optimizer.step()
+    expected = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    monkeypatch.setattr(bulk, "copy", slow_copy)
+    handle = state.save(ckpt, 1, overlap=True)
+    assert started.wait(5) and not handle.copied()  # save returned with the copy still running
+    optimizer.zero_grad()
+    model(torch.randn(4, 6)).sum().backward()  # reads parameters, writes batch-norm buffers
+    optimizer.step()  # waits for the copy
+    assert handle.copied() and handle.waited_s > 0.05
+    handle.wait()
+    restored = Checkpointer(str(tmp_path)).restore(apply_rng=False)
+    assert restored is not None
+    saved = restored.state["model"]
+    assert all(torch.equal(saved[k], v) for k, v in expected.items())
+    assert not torch.equal(saved["0.weight"], model[0].weight.detach())  # the step did change it later
+    assert not torch.equal(saved["1.running_mean"], model[1].running_mean)

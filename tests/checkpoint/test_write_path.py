@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from fsspec.implementations.local import LocalFileSystem
 
-from spothop.checkpoint import Checkpointer, NoValidCheckpoint, Tier
+from spothop.checkpoint import Checkpointer, CheckpointWriteError, NoValidCheckpoint, Tier
 from spothop.checkpoint import store as store_mod
 from spothop.checkpoint.manifest import FILE_DIGEST_DOMAIN, LeafEntry, Manifest, sha256_digest
 
@@ -136,48 +136,111 @@ def big_state() -> dict[str, object]:
         "empty": np.zeros(0, dtype=np.float32), "ints": rng.integers(0, 5, 4001, dtype=np.int64)}
 
 
-def test_positional_pack_is_byte_identical_to_the_ordered_writer_whatever_the_thread_timing(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def save_tiers(ckpt: Checkpointer, tier: Tier) -> Manifest:
+    """One save of ``tier``: for an emergency delta, after a durable base and a change to a few leaves."""
+    leaves = big_state()
+    if tier is not Tier.EMERGENCY:
+        return ckpt.save(leaves, 1, tier=tier).wait()
+    ckpt.save(leaves, 1, tier=Tier.DURABLE).wait()
+    for key in ("t2", "t7", "ints"):
+        leaves[key] = leaves[key] + 1  # type: ignore[operator]
+    return ckpt.save(leaves, 2, tier=Tier.EMERGENCY).wait()
+
+
+@pytest.mark.parametrize("tier", [Tier.LOCAL, Tier.DURABLE, Tier.EMERGENCY])
+def test_placed_pack_is_byte_identical_to_the_ordered_writer_whatever_the_thread_timing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tier: Tier) -> None:
+    """Raw chunks (local), compressed ones of unknown size (durable: the integer leaf compresses) and
+    deltas (chunks equal to the parent store nothing) all land where the ordered writer puts them."""
     from spothop.checkpoint import pack as pack_mod
 
     order: list[int] = []
-    real_place = pack_mod._hash_and_place
+    real_place = pack_mod._encode_and_place
     jitter = iter(np.random.default_rng(3).uniform(0, 0.004, 10_000))
 
-    def slow_place(target: store_mod.PositionalFile, slot: pack_mod._Slot) -> bytes:
+    def slow_place(*args: object) -> tuple[object, int]:
         time.sleep(float(next(jitter)))  # finish in a scrambled order
-        digest = real_place(target, slot)
-        order.append(slot.offset)
-        return digest
+        done, start = real_place(*args)  # type: ignore[arg-type]
+        order.append(start)
+        return done, start
 
-    monkeypatch.setattr(pack_mod, "_hash_and_place", slow_place)
+    monkeypatch.setattr(pack_mod, "_encode_and_place", slow_place)
     monkeypatch.setattr(store_mod, "WRITEBACK_WINDOW_BYTES", WINDOW)
-    leaves = big_state()
     with Checkpointer(str(tmp_path / "d"), local_url=str(tmp_path / "a"), chunk_bytes=CHUNK, workers=4) as ckpt:
-        positional = ckpt.save(leaves, 1, tier=Tier.LOCAL).wait()
+        placed = save_tiers(ckpt, tier)
     assert order != sorted(order), "the chunks were written in file order: the test proves nothing"
-    # The same save through the ordered stream writer (a store that is not a plain local folder).
-    monkeypatch.setattr(pack_mod, "_hash_and_place", real_place)
+    # The same saves through the ordered stream writer (stores that are not plain local folders).
+    monkeypatch.setattr(pack_mod, "_encode_and_place", real_place)
     with Checkpointer(str(tmp_path / "d2"), local_url=str(tmp_path / "b"), chunk_bytes=CHUNK, workers=4) as ckpt:
-        ckpt.local.is_local = False
-        ckpt.local.fs = LocalFileSystem(auto_mkdir=True)
-        ordered = ckpt.save(leaves, 1, tier=Tier.LOCAL).wait()
-    (pos_file,), (ord_file,) = positional.files, ordered.files
-    data = (tmp_path / "a" / pos_file.path).read_bytes()
-    assert data == (tmp_path / "b" / ord_file.path).read_bytes()
-    assert data == b"".join(v.tobytes() for v in leaves.values() if isinstance(v, np.ndarray))
-    assert (pos_file.sha256, pos_file.size_bytes, pos_file.segments) == (
-        ord_file.sha256, ord_file.size_bytes, ord_file.segments)
-    assert positional.leaves == {k: replace_file(v, pos_file.path) for k, v in ordered.leaves.items()}
+        for store in (ckpt.local, ckpt.durable):
+            store.is_local = False
+            store.fs = LocalFileSystem(auto_mkdir=True)
+        ordered = save_tiers(ckpt, tier)
+    root_a, root_b = (tmp_path / "a", tmp_path / "b") if tier is Tier.LOCAL else (tmp_path / "d", tmp_path / "d2")
+    (placed_file,), (ordered_file,) = placed.files, ordered.files
+    data = (root_a / placed_file.path).read_bytes()
+    assert data == (root_b / ordered_file.path).read_bytes()
+    assert (placed_file.sha256, placed_file.size_bytes, placed_file.segments) == (
+        ordered_file.sha256, ordered_file.size_bytes, ordered_file.segments)
+    if tier is Tier.LOCAL:
+        assert data == b"".join(v.tobytes() for v in big_state().values() if isinstance(v, np.ndarray))
+    if tier is Tier.DURABLE:
+        assert any(c.codec.value != "raw" for c in placed.leaves["/ints"].chunks), "nothing was compressed"
+    if tier is Tier.EMERGENCY:
+        assert placed.parent is not None and placed_file.size_bytes < 4 * 4001 * 8
+    renamed = {k: replace_file(v, ordered_file.path, placed_file.path) for k, v in ordered.leaves.items()}
+    assert placed.leaves == {k: replace_parent(v, ordered.parent, placed.parent) for k, v in renamed.items()}
     restored = Checkpointer(str(tmp_path / "d"), local_url=str(tmp_path / "a")).restore(apply_rng=False)
-    assert restored is not None
-    for key, value in leaves.items():
+    assert restored is not None and restored.manifest.checkpoint_id == placed.checkpoint_id
+    expected = big_state()
+    if tier is Tier.EMERGENCY:
+        expected = {k: v + 1 if k in ("t2", "t7", "ints") else v for k, v in expected.items()}  # type: ignore[operator]
+    for key, value in expected.items():
         assert np.array_equal(restored.state[key], value)
 
 
-def replace_file(entry: LeafEntry, path: str) -> LeafEntry:
-    return LeafEntry(entry.kind, entry.dtype, entry.shape, tuple(dataclasses.replace(c, file=path)
-                                                                 for c in entry.chunks))
+def test_a_failing_worker_ends_the_save_without_leaving_anyone_waiting(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chunk that fails to encode must not strand the workers waiting for sizes (a hang), and the
+    save fails with that chunk's error (not with the cancellation of a worker that was waiting for a
+    slow chunk before it) and no manifest."""
+    from spothop.checkpoint import pack as pack_mod
+
+    real = pack_mod.encode_chunk
+    calls = itertools.count()
+    lock = threading.Lock()
+
+    def failing(*args: object, **kwargs: object) -> object:
+        with lock:
+            call = next(calls)
+        if call == 4:
+            time.sleep(0.2)  # slow: the next chunk finishes first and waits for this one's size
+        if call == 6:
+            time.sleep(0.05)  # fails while the chunk before it waits
+            raise OSError(5, "simulated I/O error")
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pack_mod, "encode_chunk", failing)
+    ckpt = Checkpointer(str(tmp_path / "d"), local_url=str(tmp_path / "a"), chunk_bytes=CHUNK, workers=4)
+    handle = ckpt.save(big_state(), 1, tier=Tier.DURABLE)
+    with pytest.raises(CheckpointWriteError, match="simulated I/O error"):
+        handle.wait(timeout=20)
+    assert not list((tmp_path / "d").glob("*/manifest.json"))
+    ckpt.close()
+
+
+def replace_file(entry: LeafEntry, old: str, new: str) -> LeafEntry:
+    return LeafEntry(entry.kind, entry.dtype, entry.shape, tuple(
+        dataclasses.replace(c, file=new) if c.file == old else c for c in entry.chunks))
+
+
+def replace_parent(entry: LeafEntry, old: str | None, new: str | None) -> LeafEntry:
+    """Chunks a delta takes from its parent name the parent's file, whose folder is the parent's id."""
+    if old is None or new is None:
+        return entry
+    return LeafEntry(entry.kind, entry.dtype, entry.shape, tuple(
+        dataclasses.replace(c, file=c.file.replace(old, new, 1)) if c.file.startswith(old + "/") else c
+        for c in entry.chunks))
 
 
 def test_a_local_full_save_uses_positional_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -220,8 +283,9 @@ def test_positional_writeback_kicks_tile_the_contiguous_prefix() -> None:
     assert all(n >= WINDOW for _, n in kicks) and kicks[-1][0] + kicks[-1][1] <= sum(sizes)
 
 
-def test_superseded_local_snapshots_are_deleted_after_the_save_returns(tmp_path: Path,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("tier", [Tier.LOCAL, Tier.DURABLE])
+def test_superseded_checkpoints_are_deleted_after_the_save_returns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   tier: Tier) -> None:
     from spothop.checkpoint import checkpointer as ckpt_mod
 
     release = threading.Event()
@@ -231,14 +295,16 @@ def test_superseded_local_snapshots_are_deleted_after_the_save_returns(tmp_path:
         assert release.wait(10)
         return real(store, keep, **kwargs)  # type: ignore[arg-type]
 
-    ckpt = Checkpointer(str(tmp_path / "d"), local_url=str(tmp_path / "local"), keep_local=1, chunk_bytes=CHUNK)
-    ckpt.save(state(), 1, tier=Tier.LOCAL).wait()
+    folder = tmp_path / ("local" if tier is Tier.LOCAL else "d")
+    ckpt = Checkpointer(str(tmp_path / "d"), local_url=str(tmp_path / "local"), keep_local=1, keep_chains=1,
+                        chunk_bytes=CHUNK)
+    ckpt.save(state(), 1, tier=tier).wait()
     ckpt.wait()
     monkeypatch.setattr(ckpt_mod.gc_mod, "collect", blocked)
-    second = ckpt.save(state(), 2, tier=Tier.LOCAL)
+    second = ckpt.save(state(), 2, tier=tier)
     second.wait(timeout=5)  # returns although the clean-up is blocked: it is off the save's path
-    assert len(list((tmp_path / "local").glob("step-*"))) == 2
+    assert len(list(folder.glob("step-*"))) == 2
     release.set()
     ckpt.wait()
-    assert [p.name for p in (tmp_path / "local").glob("step-*")] == [second.checkpoint_id]
+    assert [p.name for p in folder.glob("step-*")] == [second.checkpoint_id]
     ckpt.close()

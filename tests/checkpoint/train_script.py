@@ -31,7 +31,8 @@ def build() -> tuple[nn.Module, torch.optim.Optimizer, torch.optim.lr_scheduler.
     data = torch.Generator().manual_seed(1)
     xs = torch.randn(SAMPLES, 8, generator=data)
     ys = torch.randn(SAMPLES, 1, generator=data)
-    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Dropout(0.2), nn.Linear(16, 1))
+    # Batch norm: buffers that every forward pass writes (the overlapped save must copy them at once).
+    model = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Dropout(0.2), nn.Linear(16, 1))
     optimizer = torch.optim.AdamW(model.parameters(), lr=0.01)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=5, gamma=0.5)
     sampler = ResumableSampler(SAMPLES, seed=7)
@@ -41,8 +42,9 @@ def build() -> tuple[nn.Module, torch.optim.Optimizer, torch.optim.lr_scheduler.
     return model, optimizer, scheduler, loader, sampler
 
 
-def train(url: str | None, total: int, pause_at: int | None = None) -> tuple[np.ndarray, int]:
-    """Final parameters, and the step resumed from (0: a fresh start)."""
+def train(url: str | None, total: int, pause_at: int | None = None, overlap: bool = False) -> tuple[np.ndarray, int]:
+    """Final parameters and buffers, and the step resumed from (0: a fresh start). With ``overlap`` the
+    saves copy the state while the next forward and backward passes run."""
     model, optimizer, scheduler, loader, sampler = build()
     state = TorchState(model, optimizer, scheduler, sampler=sampler)
     ckpt = Checkpointer(url, keep_chains=10) if url else None
@@ -62,14 +64,15 @@ def train(url: str | None, total: int, pause_at: int | None = None) -> tuple[np.
         scheduler.step()
         step += 1
         if ckpt and step % SAVE_EVERY == 0:
-            state.save(ckpt, step)
+            state.save(ckpt, step, overlap=overlap)
         if pause_at is not None:
             print(f"step {step}", flush=True)
             if step == pause_at:
                 sys.stdin.readline()  # the parent kills us here, possibly mid-save
     if ckpt:
         ckpt.close()
-    return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy().copy(), resumed_from
+    values = [t.detach().reshape(-1).double() for t in model.state_dict().values()]
+    return torch.cat(values).numpy().copy(), resumed_from
 
 
 if __name__ == "__main__":

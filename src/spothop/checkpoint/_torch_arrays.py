@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from spothop.checkpoint import bulk
+
 # Device memory used at once to upload the retained host copy for an on-device comparison: bounds the
 # extra device memory (plus as many bytes of booleans) whatever the tensor's size.
 DEVICE_STAGING_BYTES = 256 * 1024 * 1024
@@ -67,16 +69,33 @@ def fits(host: torch.Tensor | None, tensor: torch.Tensor) -> bool:
     return host is not None and host.dtype == tensor.dtype and host.shape == tensor.shape
 
 
+def empty_host(tensor: torch.Tensor) -> torch.Tensor:
+    """A contiguous host buffer for a copy of ``tensor`` (pinned for a device tensor), every page
+    touched now rather than during the copy."""
+    host = torch.empty(tensor.shape, dtype=tensor.dtype, device="cpu", pin_memory=tensor.device.type != "cpu")
+    as_bytes(host).fill(0)
+    return host
+
+
 def host_copies(tensors: list[torch.Tensor], into: list[torch.Tensor | None]) -> list[torch.Tensor]:
     """Contiguous CPU copies, written into ``into[i]`` where given (reused buffers: no allocation,
-    no page faults), else freshly allocated; device tensors go through pinned memory with one
-    sync at the end."""
+    no page faults), else freshly allocated. CPU tensors whose bytes are their values in order are
+    copied in one batch on every core (:func:`bulk.copy`); device tensors go through pinned memory
+    with one sync at the end."""
     out: list[torch.Tensor] = []
+    batch: list[tuple[Any, Any]] = []
     on_device = False
     for tensor, dest in zip(tensors, into, strict=True):
         source = tensor.detach()
         device = source.device.type != "cpu"
         on_device |= device
+        live = None if device else plain_bytes(source)
+        if live is not None:
+            if dest is None:
+                dest = torch.empty(source.shape, dtype=source.dtype)
+            batch.append((as_bytes(dest), live))
+            out.append(dest)
+            continue
         if dest is None and not device:
             out.append(source.clone(memory_format=torch.contiguous_format))
             continue
@@ -84,6 +103,7 @@ def host_copies(tensors: list[torch.Tensor], into: list[torch.Tensor | None]) ->
             dest = torch.empty(source.shape, dtype=source.dtype, device="cpu", pin_memory=True)
         dest.copy_(source, non_blocking=device)
         out.append(dest)
+    bulk.copy(batch)
     if on_device and torch.cuda.is_available():
         torch.cuda.synchronize()
     return out

@@ -11,6 +11,10 @@ Contracts
       saves (``reuse_host_buffers``), and with ``skip_unchanged`` a tensor whose
       version counter has not moved since the last save is not copied again
       (opt-in: fused optimizers and ``.data`` writes do not bump the counter).
+      With ``overlap=True`` the copy itself runs on a background thread while
+      the caller goes on reading the state (forward and backward passes), and
+      :meth:`SaveHandle.wait_copied` (an optimizer pre-step hook in
+      :class:`TorchState`) holds back the first write to it.
       An emergency delta compares the live state with the host copy kept from
       its base (when that copy still holds the base's bytes) chunk by chunk, and
       copies and hashes only the chunks that differ; otherwise it hashes all.
@@ -35,12 +39,14 @@ import os
 import secrets
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from spothop.checkpoint import gc as gc_mod
+from spothop.checkpoint import tree as tree_mod
 from spothop.checkpoint.errors import CheckpointConfigError, CheckpointWriteError
 from spothop.checkpoint.interval import FixedInterval, IntervalPolicy, SaveCostMeter
 from spothop.checkpoint.manifest import Manifest, Tier, WorldLayout
@@ -53,12 +59,34 @@ from spothop.checkpoint.pack import (
 from spothop.checkpoint.reader import manifest_path
 from spothop.checkpoint.restore import Restored, Validator, restore_newest
 from spothop.checkpoint.rng import capture_rng
-from spothop.checkpoint.snapshot import DeltaBase, HostBuffers, Snapshot, take_snapshot
+from spothop.checkpoint.snapshot import (
+    DeltaBase,
+    HostBuffers,
+    Snapshot,
+    allocate,
+    take_snapshot,
+    unprepared,
+)
 from spothop.checkpoint.store import Store
 from spothop.errors import SpothopError
 from spothop.paths import spothop_home
 
 log = logging.getLogger("spothop.checkpoint")
+
+# Checkpointers that may have a save in flight. A script that ends without ``close()`` would lose
+# its last save: at exit ``concurrent.futures`` stops accepting work, and the save's hashing pool
+# could not start. ``threading`` runs its exit hooks newest first, so this one (registered after
+# ``concurrent.futures`` was imported) lets every save finish before that happens.
+_open_checkpointers: weakref.WeakSet[Checkpointer] = weakref.WeakSet()
+
+
+def _finish_saves_at_exit() -> None:
+    for checkpointer in list(_open_checkpointers):
+        with contextlib.suppress(Exception):  # a failed save has logged its reason
+            checkpointer.wait()
+
+
+getattr(threading, "_register_atexit", lambda hook: None)(_finish_saves_at_exit)
 
 DEFAULT_KEEP_CHAINS = 3
 DEFAULT_KEEP_LOCAL = 2
@@ -84,15 +112,40 @@ class SaveStats:
 
 
 class SaveHandle:
-    """A save in progress. ``wait()`` returns its manifest or raises why it failed."""
+    """A save in progress. ``wait()`` returns its manifest or raises why it failed.
+
+    ``blocking_s`` is the time :meth:`Checkpointer.save` held the caller. For an overlapped save
+    (``overlap=True``) the copy runs afterwards, and the caller must :meth:`wait_copied` before it
+    changes the state; the time that waited is added up in ``waited_s``. The training loop's stall
+    is ``blocking_s + waited_s``.
+    """
 
     def __init__(self, checkpoint_id: str, step: int, tier: Tier, blocking_s: float,
-                 future: Future[tuple[Manifest, SaveStats]], cancel: threading.Event) -> None:
+                 future: Future[tuple[Manifest, SaveStats]], cancel: threading.Event,
+                 copied: Future[Snapshot] | None = None) -> None:
         self.checkpoint_id, self.step, self.tier, self.blocking_s = checkpoint_id, step, tier, blocking_s
-        self._future, self._cancel = future, cancel
+        self.waited_s = 0.0
+        self._future, self._cancel, self._copied = future, cancel, copied
 
     def done(self) -> bool:
         return self._future.done()
+
+    def copied(self) -> bool:
+        """Whether the state has been copied, so the live tensors may change (always, unless overlapped)."""
+        return self._copied is None or self._copied.done()
+
+    def wait_copied(self, timeout: float | None = None) -> float:
+        """Block until the state has been copied; returns the seconds waited (also added to ``waited_s``).
+
+        A failed copy does not raise here: :meth:`wait` reports it."""
+        if self._copied is None or self._copied.done():
+            return 0.0
+        start = time.perf_counter()
+        with contextlib.suppress(Exception):
+            self._copied.exception(timeout)
+        waited = time.perf_counter() - start
+        self.waited_s += waited
+        return waited
 
     def wait(self, timeout: float | None = None) -> Manifest:
         """The committed manifest; raises :class:`CheckpointWriteError` if the save failed or was cancelled."""
@@ -146,8 +199,12 @@ class Checkpointer:
         self._last_save_at = clock()
         self._base: DeltaBase | None = None
         self._executor = ThreadPoolExecutor(1, "spothop-ckpt-save")
+        # Overlapped copies run here, not behind a clean-up queued on the save thread.
+        self._copier = ThreadPoolExecutor(1, "spothop-ckpt-copy")
         self._inflight: SaveHandle | None = None
         self._collecting: Future[None] | None = None  # the clean-up after the last commit (same thread)
+        self._preparing: Future[int] | None = None  # host buffers being allocated ahead of a save
+        _open_checkpointers.add(self)
 
     def _per_rank(self, url: str) -> str:
         return url if self.world.world_size == 1 else f"{url.rstrip('/')}/rank-{self.world.rank:05d}"
@@ -165,31 +222,69 @@ class Checkpointer:
 
     # -- save -----------------------------------------------------------------------------
 
+    def prepare(self, state: Any) -> Future[int]:
+        """Allocate, in the background, the host buffers a save of ``state`` will copy into.
+
+        Otherwise the first save allocates them inside the training loop's stall, where the page
+        faults (and, for device tensors, pinning) cost several times the copy itself. Call it once
+        the state has its final shapes: after the first optimizer step, which creates Adam's
+        moments. Only shapes and dtypes are read, so training may go on meanwhile; a save waits
+        for a prepare still running. The future gives the bytes allocated (0 when host buffers
+        are not kept: ``reuse_host_buffers=False``).
+        """
+        if self._buffers is None:
+            nothing: Future[int] = Future()
+            nothing.set_result(0)
+            return nothing
+        self._await_prepared()
+        self._preparing = self._executor.submit(allocate, unprepared(state, self._buffers), self._buffers)
+        return self._preparing
+
+    def _await_prepared(self) -> None:
+        preparing, self._preparing = self._preparing, None
+        if preparing is not None and preparing.exception() is not None:  # an optimisation failed: saves still work
+            log.warning("preparing host buffers failed: %s", preparing.exception())
+
     def save(self, state: Any, step: int, *, tier: Tier | str = Tier.DURABLE,
              data_position: Mapping[str, Any] | None = None,
-             user_metadata: Mapping[str, Any] | None = None) -> SaveHandle:
+             user_metadata: Mapping[str, Any] | None = None, overlap: bool = False) -> SaveHandle:
         """Copy ``state`` to host memory and write it in the background; returns at once after the copy.
 
         ``state`` is a tree of dicts/lists/tuples with NumPy arrays, torch
         tensors and plain values. ``data_position`` (where the data loader
-        is) and ``user_metadata`` must be JSON-serialisable; RNG states are
-        captured here. Raises :class:`CheckpointConfigError` for a value
-        that cannot be stored, before anything is written.
+        is) and ``user_metadata`` must be JSON-serialisable; RNG states and
+        the plain values are captured here. Raises :class:`CheckpointConfigError`
+        for a value that cannot be stored, before anything is written.
+
+        With ``overlap`` the copy of the arrays runs on a background thread
+        too, and ``save`` returns before it: the caller may go on with work
+        that only *reads* the arrays (the next forward and backward pass) and
+        must call :meth:`SaveHandle.wait_copied` before anything writes them
+        (the optimizer step). :meth:`TorchState.save` does that with an
+        optimizer hook; :meth:`Checkpointer.save` cannot see who writes what.
         """
+        start = time.perf_counter()
         tier = Tier(tier)
         self._make_room(tier)
+        self._await_prepared()  # the buffers belong to one thread at a time
+        flat = tree_mod.flatten(state)
         base = self._delta_base() if tier is Tier.EMERGENCY else None
         # Named before the copy: the host buffers record which save's bytes they hold, so that a later
         # emergency delta against this checkpoint can compare with them instead of hashing everything.
         checkpoint_id = gc_mod.checkpoint_id(step, tier.value, secrets.token_hex(3))
-        snapshot = take_snapshot(state, base, self.track_versions, self._buffers, self.skip_unchanged,
+
+        def copy() -> Snapshot:
+            return take_snapshot(flat, base, self.track_versions, self._buffers, self.skip_unchanged,
                                  save_id=checkpoint_id, chunk_bytes=self.chunk_bytes)
-        job = _Job(checkpoint_id, step, tier, snapshot, base, capture_rng(), dict(data_position or {}),
-                   dict(user_metadata or {}), time.time(), time.perf_counter() - snapshot.blocking_s)
+
+        copying: Future[Snapshot] = self._copier.submit(copy) if overlap else _resolved(copy())
+        job = _Job(checkpoint_id, step, tier, copying, base, capture_rng(), dict(data_position or {}),
+                   dict(user_metadata or {}), time.time(), start)
         cancel = threading.Event()
         future = self._executor.submit(self._write, job, cancel)
         future.add_done_callback(lambda f: _log_failure(checkpoint_id, f))
-        self._inflight = SaveHandle(checkpoint_id, step, tier, snapshot.blocking_s, future, cancel)
+        self._inflight = SaveHandle(checkpoint_id, step, tier, time.perf_counter() - start, future, cancel,
+                                    copying if overlap else None)
         self._last_save_at = self._clock()
         return self._inflight
 
@@ -225,11 +320,12 @@ class Checkpointer:
     def _write(self, job: _Job, cancel: threading.Event) -> tuple[Manifest, SaveStats]:
         store = self.local if job.tier is Tier.LOCAL else self.durable
         try:
-            result = write_pack(store, f"{job.checkpoint_id}/{PACK_NAME}", job.snapshot.leaves,
+            snapshot = job.copying.result()  # an overlapped copy may still be running; it cannot be cancelled
+            result = write_pack(store, f"{job.checkpoint_id}/{PACK_NAME}", snapshot.leaves,
                                 parent=job.base.manifest.leaves if job.base else None,
                                 level=self.zstd_levels.get(job.tier), chunk_bytes=self.chunk_bytes,
                                 workers=self.workers, cancel=cancel, compress_below=self.compress_below)
-            manifest = job.manifest(result.leaves, (result.file,), self.world)
+            manifest = job.manifest(snapshot, result.leaves, (result.file,), self.world)
             store.write_atomic(manifest_path(job.checkpoint_id), manifest.to_json())  # the commit
         except BaseException as exc:
             with contextlib.suppress(Exception):
@@ -240,21 +336,18 @@ class Checkpointer:
         total_s = time.perf_counter() - job.started
         self.cost.record(total_s)
         if job.tier is Tier.DURABLE:
-            self._base = DeltaBase(manifest, job.snapshot.version_keys)
-        if store is self.local:
-            # Deleting superseded local snapshots (a whole file: ~0.15 s per GiB here) is no part of
-            # this save: it runs next on the same thread, after ``SaveHandle.wait()`` has returned and
-            # before the next save's write starts. ``Checkpointer.wait()``, ``restore()``, ``gc()`` and
-            # ``close()`` wait for it. The durable store is still cleaned before the handle resolves.
-            try:
-                self._collecting = self._executor.submit(self._collect, store, job.checkpoint_id)
-            except RuntimeError:  # the executor is shutting down: clean up here
-                self._collect(store, job.checkpoint_id)
-        else:
+            self._base = DeltaBase(manifest, snapshot.version_keys)
+        # Deleting superseded checkpoints (whole files: ~0.15 s per GiB on a local disk, a round trip per
+        # object on S3) is no part of this save: it runs next on the same thread, after
+        # ``SaveHandle.wait()`` has returned and before the next save's write starts.
+        # ``Checkpointer.wait()``, ``restore()``, ``gc()`` and ``close()`` wait for it.
+        try:
+            self._collecting = self._executor.submit(self._collect, store, job.checkpoint_id)
+        except RuntimeError:  # the executor is shutting down: clean up here
             self._collect(store, job.checkpoint_id)
-        return manifest, SaveStats(job.snapshot.blocking_s, total_s, result.file.size_bytes,
-                                   job.snapshot.copied_bytes, result.chunks_written, result.chunks_reused,
-                                   job.snapshot.matched_chunks)
+        return manifest, SaveStats(snapshot.blocking_s, total_s, result.file.size_bytes,
+                                   snapshot.copied_bytes, result.chunks_written, result.chunks_reused,
+                                   snapshot.matched_chunks)
 
     def _collect(self, store: Store, protect: str) -> None:
         keep = self.keep_local if store is self.local else self.keep_chains
@@ -286,9 +379,11 @@ class Checkpointer:
 
     def close(self) -> None:
         """Wait for the save in flight, then stop the background thread."""
+        _open_checkpointers.discard(self)
         with contextlib.suppress(SpothopError, SaveCancelled):
             self.wait()
         self._executor.shutdown(wait=True)
+        self._copier.shutdown(wait=True)
         if self._buffers is not None:
             self._buffers.clear()
 
@@ -304,7 +399,7 @@ class _Job:
     checkpoint_id: str
     step: int
     tier: Tier
-    snapshot: Snapshot
+    copying: Future[Snapshot]  # resolved at once unless the save overlaps its copy
     base: DeltaBase | None
     rng: dict[str, Any]
     data_position: dict[str, Any]
@@ -312,10 +407,17 @@ class _Job:
     wall_time: float
     started: float
 
-    def manifest(self, leaves: Mapping[str, Any], files: tuple[Any, ...], world: WorldLayout) -> Manifest:
+    def manifest(self, snapshot: Snapshot, leaves: Mapping[str, Any], files: tuple[Any, ...],
+                 world: WorldLayout) -> Manifest:
         return Manifest(self.checkpoint_id, self.step, self.wall_time, self.tier,
                         self.base.manifest.checkpoint_id if self.base else None, files, leaves,
-                        self.snapshot.tree, self.rng, self.data_position, world, self.user_metadata)
+                        snapshot.tree, self.rng, self.data_position, world, self.user_metadata)
+
+
+def _resolved(snapshot: Snapshot) -> Future[Snapshot]:
+    done: Future[Snapshot] = Future()
+    done.set_result(snapshot)
+    return done
 
 
 def _log_failure(checkpoint_id: str, future: Future[Any]) -> None:

@@ -2,7 +2,8 @@
 
 Importing this module imports transformers. The callback saves the model,
 optimizer and scheduler when the checkpointer's interval says so (or every
-``every_n_steps``), saves an emergency delta and stops training when
+``every_n_steps``), allocates the host buffers for those saves in the
+background after the first step, saves an emergency delta and stops training when
 ``stop_requested()`` turns true (the agent's preemption signal), and waits for
 the last upload at the end of training. :meth:`SpothopCallback.restore` loads
 the newest good checkpoint into a model (and optimizer/scheduler) before
@@ -29,6 +30,7 @@ class SpothopCallback(TrainerCallback):
         self.checkpointer = checkpointer
         self.every_n_steps = every_n_steps
         self.stop_requested = stop_requested
+        self._prepared = False
 
     def _due(self, step: int) -> bool:
         if self.every_n_steps is not None:
@@ -44,6 +46,9 @@ class SpothopCallback(TrainerCallback):
             control.should_training_stop = True
         elif self._due(state.global_step):
             parts.save(self.checkpointer, state.global_step, user_metadata=metadata)
+        elif not self._prepared:
+            parts.prepare(self.checkpointer)  # after the first step the optimizer state exists
+        self._prepared = True
         return control
 
     def on_train_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,

@@ -19,14 +19,16 @@ compressed only when a small sample of it shrinks below ``compress_below`` of
 its size, so float weights (~0.92 with zstd, at ~0.5 GB/s per core) are
 stored raw while zeros, masks and integer buffers are still compressed.
 
-A full raw save to a local disk (the local tier) takes a shorter path: with no
-codec and no parent every chunk is stored raw, so its offset in the file is known
-before anything is hashed, and each hashing thread writes the chunk it has just
-hashed with ``os.pwrite`` at that offset. One ordered writer thread waiting for
-hashes in file order made the write phase cost about hash + write (2.8 s for
-2 GiB here); written by the hashing threads it costs about max(hash, write)
-(1.0 s). The bytes, segments and digests are the same as the ordered writer's
-whatever order the threads finish in.
+On a local disk the workers also write: each one writes the chunk it has
+just encoded with ``os.pwrite`` at its place in the file. A chunk's place is
+the sum of the stored sizes before it, known at once for raw chunks and as
+soon as the chunks before it are encoded otherwise (:class:`_Offsets`), so a
+worker waits for its predecessors' *sizes*, never for their writes. One
+ordered writer thread waiting for each chunk in file order made a save cost
+about encode + write (2.8 s for a 2 GiB write phase here); written by the
+workers it costs about max(encode, write) (1.0 s). Object stores take a
+stream, written in order by one thread. The bytes, segments and digests are
+the same either way, whatever order the workers finish in.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import threading
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -146,150 +149,194 @@ def _parent_shas(leaf: HostLeaf, parent: Mapping[str, LeafEntry] | None) -> list
 def write_pack(store: Store, relative: str, leaves: Sequence[HostLeaf], *, parent: Mapping[str, LeafEntry] | None,
                level: int | None, chunk_bytes: int, workers: int, cancel: threading.Event,
                compress_below: float = DEFAULT_COMPRESS_BELOW) -> PackResult:
-    """Write ``leaves`` into one pack file at ``relative``; chunks equal to ``parent``'s are referenced."""
-    # A full raw save to a local disk: every chunk's offset is known before hashing, so the hashing
-    # threads write their own chunks (``os.pwrite``, POSIX); otherwise one thread appends in order.
-    if (store.is_local and level is None and parent is None and hasattr(os, "pwrite")
-            and all(leaf.known is None for leaf in leaves)):
-        return _write_positional(store, relative, leaves, chunk_bytes, workers, cancel)
+    """Write ``leaves`` into one pack file at ``relative``; chunks equal to ``parent``'s are referenced.
+
+    On a local disk (POSIX) each worker writes the chunk it has encoded at its place in the file
+    (``os.pwrite``); elsewhere (object stores take streams) one thread appends in order. The file's
+    bytes are the same either way.
+    """
+    placed = store.is_local and hasattr(os, "pwrite")
+    with _open_target(store, relative, placed) as target, ThreadPoolExecutor(workers, "spothop-ckpt") as pool:
+        writer = _Writer(target, relative, compress_below, level)
+        try:
+            refs = writer.write(pool, leaves, parent, chunk_bytes, workers * INFLIGHT_PER_WORKER, cancel)
+        finally:
+            writer.abandon()  # after a failure: no worker may wait for an offset that never comes
     out: dict[str, LeafEntry] = {}
     written = reused = 0
-    with store.open_write(relative) as handle, ThreadPoolExecutor(workers, "spothop-ckpt") as pool:
-        writer = _Writer(handle, relative, compress_below)
-        for leaf in leaves:
-            if leaf.data is None:
-                assert leaf.reuse is not None
-                out[leaf.key] = leaf.reuse
-                reused += len(leaf.reuse.chunks)
-                continue
-            refs = writer.write_leaf(pool, leaf, chunk_bytes, _parent_shas(leaf, parent),
-                                     parent.get(leaf.key) if parent else None, level,
-                                     workers * INFLIGHT_PER_WORKER, cancel)
-            out[leaf.key] = LeafEntry(leaf.kind, leaf.dtype, leaf.shape, tuple(refs))
-            written += sum(1 for r in refs if r.file == relative)
-            reused += sum(1 for r in refs if r.file != relative)
+    for leaf in leaves:
+        if leaf.data is None:
+            assert leaf.reuse is not None
+            out[leaf.key] = leaf.reuse
+            reused += len(leaf.reuse.chunks)
+            continue
+        out[leaf.key] = LeafEntry(leaf.kind, leaf.dtype, leaf.shape, tuple(refs[leaf.key]))
+        written += sum(1 for r in refs[leaf.key] if r.file == relative)
+        reused += sum(1 for r in refs[leaf.key] if r.file != relative)
     entry = FileEntry(relative, file_root(writer.digests), writer.offset, tuple(writer.segments))
     return PackResult(out, entry, written, reused)
 
 
-class _Writer:
-    """Appends encoded chunks in order and records where each one landed."""
+@contextmanager
+def _open_target(store: Store, relative: str, placed: bool) -> Iterator[WriteStream | PositionalFile]:
+    if placed:
+        with store.open_positional(relative) as positional:
+            yield positional
+    else:
+        with store.open_write(relative) as stream:
+            yield stream
 
-    def __init__(self, handle: WriteStream, relative: str, compress_below: float) -> None:
-        self.handle, self.relative, self.offset, self.compress_below = handle, relative, 0, compress_below
+
+class _Offsets:
+    """Where each chunk of a pack starts, known as soon as the stored sizes of all chunks before it are.
+
+    Chunk ``i`` starts at the sum of the stored sizes of chunks ``0..i-1`` (0 for a chunk equal to
+    the parent's, which is not stored). A raw chunk's size is known when it is queued; a compressed
+    or parent-compared one's only once a worker has encoded it. :meth:`start` waits for the sizes
+    before it: workers take chunks in queue order, so every chunk before a waiting one is already
+    being encoded (or settled) and the wait ends; :meth:`abandon` ends it after a failure.
+    """
+
+    def __init__(self) -> None:
+        self._starts = [0]  # the start of chunk i, for every i < len(self._starts)
+        self._sizes: dict[int, int] = {}  # settled sizes not yet folded into the starts
+        self._changed = threading.Condition()
+        self._abandoned = False
+        self.cause: BaseException | None = None  # the failure that abandoned the pack, if a worker's
+
+    def settle(self, index: int, size: int) -> None:
+        with self._changed:
+            self._sizes[index] = size
+            while len(self._starts) - 1 in self._sizes:
+                self._starts.append(self._starts[-1] + self._sizes.pop(len(self._starts) - 1))
+            self._changed.notify_all()
+
+    def start(self, index: int) -> int:
+        with self._changed:
+            self._changed.wait_for(lambda: index < len(self._starts) or self._abandoned)
+            if index >= len(self._starts):
+                raise SaveCancelled
+            return self._starts[index]
+
+    def abandon(self, cause: BaseException | None = None) -> None:
+        with self._changed:
+            self._abandoned = True
+            self.cause = self.cause or cause
+            self._changed.notify_all()
+
+
+def _encode_and_place(target: PositionalFile, offsets: _Offsets, index: int, view: memoryview,
+                      parent_sha: str | None, level: int | None, compress_below: float,
+                      size_known: bool) -> tuple[Encoded, int]:
+    """Encode chunk ``index`` and write it where it belongs, without waiting for the chunks before it
+    to be written (only for their sizes). Returns the encoding and where it landed."""
+    try:
+        done = encode_chunk(view, parent_sha, level, compress_below)
+    except BaseException as exc:
+        offsets.abandon(exc)
+        raise
+    size = 0 if done.payload is None else len(done.payload)
+    if not size_known:
+        offsets.settle(index, size)
+    start = offsets.start(index)
+    if size:
+        target.pwrite(done.payload, start)
+    return done, start
+
+
+class _Writer:
+    """Encodes chunks on a pool and lays them out in file order, recording where each one landed.
+
+    With a :class:`PositionalFile` the workers write their own chunks at offsets settled by
+    :class:`_Offsets`; with a stream this thread appends each payload in order. Either way the
+    segments, digests and bytes come out in chunk order, so both files are byte-identical.
+    """
+
+    def __init__(self, target: WriteStream | PositionalFile, relative: str, compress_below: float,
+                 level: int | None) -> None:
+        self.relative, self.compress_below, self.level = relative, compress_below, level
+        self.offset = 0
         self.segments: list[int] = []  # stored lengths of the non-empty payloads, in file order
         self.digests: list[bytes] = []
+        self._placed = target if isinstance(target, PositionalFile) else None
+        self._stream = None if isinstance(target, PositionalFile) else target
+        self._offsets = _Offsets() if self._placed is not None else None
+        self._index = 0  # chunks queued so far, over all leaves
 
-    def write_leaf(self, pool: ThreadPoolExecutor, leaf: HostLeaf, chunk_bytes: int,
-                   parent_shas: list[str | None], parent_entry: LeafEntry | None, level: int | None,
-                   max_inflight: int, cancel: threading.Event) -> list[ChunkRef]:
-        refs: list[ChunkRef] = []
-        pending: deque[tuple[int, int, Future[Encoded] | ChunkRef]] = deque()
-        for index, view in enumerate(_chunks(leaf, chunk_bytes)):
-            if cancel.is_set():
-                raise SaveCancelled
-            known = leaf.known[index] if leaf.known is not None else None
-            if known is not None:  # equal to the parent's chunk: its ref is the answer, kept in order
-                pending.append((index, len(view), known))
-            else:
+    def abandon(self) -> None:
+        if self._offsets is not None:
+            self._offsets.abandon()
+
+    def write(self, pool: ThreadPoolExecutor, leaves: Sequence[HostLeaf], parent: Mapping[str, LeafEntry] | None,
+              chunk_bytes: int, max_inflight: int, cancel: threading.Event) -> dict[str, list[ChunkRef]]:
+        """Every chunk of every leaf with data, in file order; returns each leaf's chunk refs.
+
+        At most ``max_inflight`` chunks are queued at once, across leaf boundaries: a state of many
+        one-chunk tensors keeps every worker busy too."""
+        refs: dict[str, list[ChunkRef]] = {}
+        pending: deque[tuple[list[ChunkRef], LeafEntry | None, int, int, Future[tuple[Encoded, int]] | ChunkRef]]
+        pending = deque()
+        for leaf in leaves:
+            if leaf.data is None:
+                continue
+            out = refs[leaf.key] = []
+            parent_entry = parent.get(leaf.key) if parent else None
+            parent_shas = _parent_shas(leaf, parent)
+            for index, view in enumerate(_chunks(leaf, chunk_bytes)):
+                if cancel.is_set():
+                    raise SaveCancelled
+                known = leaf.known[index] if leaf.known is not None else None
                 parent_sha = parent_shas[index] if index < len(parent_shas) else None
-                pending.append((index, len(view), pool.submit(encode_chunk, memoryview(view.data), parent_sha,
-                                                              level, self.compress_below)))
-            # Ready refs leave at once; futures wait only when too many are queued (bounds memory).
-            while pending and (len(pending) >= max_inflight or isinstance(pending[0][2], ChunkRef)):
-                refs.append(self._finish(*pending.popleft(), parent_entry))
+                pending.append((out, parent_entry, index, len(view), self._submit(pool, view, known, parent_sha)))
+                # Ready refs leave at once; futures wait only when too many are queued (bounds memory).
+                while pending and (len(pending) >= max_inflight or isinstance(pending[0][4], ChunkRef)):
+                    self._finish(*pending.popleft())
         while pending:
-            refs.append(self._finish(*pending.popleft(), parent_entry))
+            self._finish(*pending.popleft())
         return refs
 
-    def _finish(self, index: int, raw: int, future: Future[Encoded] | ChunkRef,
-                parent_entry: LeafEntry | None) -> ChunkRef:
+    def _submit(self, pool: ThreadPoolExecutor, view: Bytes, known: ChunkRef | None,
+                parent_sha: str | None) -> Future[tuple[Encoded, int]] | ChunkRef:
+        index, self._index = self._index, self._index + 1
+        data = memoryview(view.data)
+        if self._offsets is None or self._placed is None:
+            if known is not None:
+                return known
+            return pool.submit(lambda: (encode_chunk(data, parent_sha, self.level, self.compress_below), -1))
+        # Sizes known now are settled now: a chunk equal to the parent's stores nothing, a raw one all.
+        size_known = known is not None or (self.level is None and parent_sha is None)
+        if size_known:
+            self._offsets.settle(index, 0 if known is not None else len(data))
+        if known is not None:
+            return known
+        return pool.submit(_encode_and_place, self._placed, self._offsets, index, data, parent_sha, self.level,
+                           self.compress_below, size_known)
+
+    def _finish(self, out: list[ChunkRef], parent_entry: LeafEntry | None, index: int, raw: int,
+                future: Future[tuple[Encoded, int]] | ChunkRef) -> None:
+        out.append(self._place(parent_entry, index, raw, future))
+
+    def _place(self, parent_entry: LeafEntry | None, index: int, raw: int,
+               future: Future[tuple[Encoded, int]] | ChunkRef) -> ChunkRef:
         if isinstance(future, ChunkRef):
             return future
-        done = future.result()
+        try:
+            done, start = future.result()
+        except SaveCancelled:
+            # A worker that was waiting for the sizes before it gave up: report why, not that.
+            if self._offsets is not None and self._offsets.cause is not None:
+                raise self._offsets.cause from None
+            raise
         if done.payload is None:
             assert parent_entry is not None
             return parent_entry.chunks[index]
         size = len(done.payload)
+        assert self._placed is None or start == self.offset, f"chunk placed at {start}, not {self.offset}"
         ref = ChunkRef(self.relative, self.offset, size, raw, done.sha256, done.codec)
         if size:  # an empty leaf's chunk occupies no bytes and is no segment
-            self.handle.write(done.payload)
+            if self._stream is not None:
+                self._stream.write(done.payload)
             self.segments.append(size)
             self.digests.append(done.stored_digest)
             self.offset += size
         return ref
-
-
-@dataclass(frozen=True)
-class _Slot:
-    """A raw chunk's place in a pack file, fixed before anything is hashed."""
-
-    leaf: int  # index into the leaves
-    view: Bytes
-    offset: int
-
-
-def _layout(leaves: Sequence[HostLeaf], chunk_bytes: int) -> tuple[list[_Slot], list[int], int]:
-    """Every chunk to write with its offset, the stored segment sizes, and the file's size."""
-    slots: list[_Slot] = []
-    segments: list[int] = []
-    offset = 0
-    for index, leaf in enumerate(leaves):
-        if leaf.data is None:
-            continue
-        for view in _chunks(leaf, chunk_bytes):
-            slots.append(_Slot(index, view, offset))
-            if len(view):  # an empty leaf's chunk occupies no bytes and is no segment
-                segments.append(len(view))
-                offset += len(view)
-    return slots, segments, offset
-
-
-def _hash_and_place(target: PositionalFile, slot: _Slot) -> bytes:
-    view = memoryview(slot.view.data)
-    digest = sha256_digest(view)
-    if len(view):
-        target.pwrite(view, slot.offset)
-    return digest
-
-
-def _write_positional(store: Store, relative: str, leaves: Sequence[HostLeaf], chunk_bytes: int, workers: int,
-                      cancel: threading.Event) -> PackResult:
-    """A full raw pack on a local disk: each thread hashes a chunk and writes it at its own offset.
-
-    Every chunk is stored raw (no codec, no parent), so its offset is the sum of the sizes before
-    it and is known before anything is hashed. Each worker then writes the chunk it has just
-    hashed with ``pwrite`` while the others hash the next ones: no writer thread waits for hashes
-    in file order, and the file is byte-identical to the ordered writer's whatever order the
-    threads finish in (the digests are collected by position, so the root is the same too).
-    """
-    slots, segments, offset = _layout(leaves, chunk_bytes)
-    out: dict[str, LeafEntry] = {leaf.key: leaf.reuse for leaf in leaves if leaf.data is None and leaf.reuse}
-    digests: list[bytes] = []
-    max_inflight = workers * INFLIGHT_PER_WORKER
-    with store.open_positional(relative, offset) as target, ThreadPoolExecutor(workers, "spothop-ckpt") as pool:
-        pending: deque[Future[bytes]] = deque()
-        try:
-            for slot in slots:
-                if cancel.is_set():
-                    raise SaveCancelled
-                pending.append(pool.submit(_hash_and_place, target, slot))
-                if len(pending) >= max_inflight:
-                    digests.append(pending.popleft().result())
-            while pending:
-                digests.append(pending.popleft().result())
-        finally:
-            for future in pending:
-                future.cancel()
-    refs: dict[int, list[ChunkRef]] = {}
-    for slot, digest in zip(slots, digests, strict=True):
-        size = len(slot.view)
-        refs.setdefault(slot.leaf, []).append(ChunkRef(relative, slot.offset, size, size, digest.hex(), Codec.RAW))
-    for index, leaf in enumerate(leaves):
-        if leaf.data is not None:
-            out[leaf.key] = LeafEntry(leaf.kind, leaf.dtype, leaf.shape, tuple(refs[index]))
-    ordered = {leaf.key: out[leaf.key] for leaf in leaves}
-    stored = [d for slot, d in zip(slots, digests, strict=True) if len(slot.view)]
-    entry = FileEntry(relative, file_root(stored), offset, tuple(segments))
-    reused = sum(len(leaf.reuse.chunks) for leaf in leaves if leaf.data is None and leaf.reuse is not None)
-    return PackResult(ordered, entry, len(slots), reused)

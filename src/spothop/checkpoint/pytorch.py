@@ -13,6 +13,7 @@ sampler's exact place in the epoch.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sized
+from concurrent.futures import Future
 from typing import Any
 
 import torch
@@ -81,6 +82,8 @@ class TorchState:
                  scheduler: Any = None, scaler: Any = None, sampler: ResumableSampler | None = None) -> None:
         self.model, self.optimizer, self.scheduler, self.scaler, self.sampler = (
             model, optimizer, scheduler, scaler, sampler)
+        self._copying: SaveHandle | None = None  # an overlapped save whose copy the next step must wait for
+        self._step_hook: Any = None
 
     def state_dict(self) -> dict[str, Any]:
         state: dict[str, Any] = {"model": self.model.state_dict()}
@@ -97,14 +100,51 @@ class TorchState:
             if part is not None and name in state:
                 part.load_state_dict(state[name])
 
+    def prepare(self, checkpointer: Checkpointer) -> Future[int]:
+        """Allocate the checkpointer's host buffers for this state in the background (see
+        :meth:`Checkpointer.prepare`), so the first save stalls only for its copy. Call it after
+        the first optimizer step: the optimizer's moments do not exist before."""
+        return checkpointer.prepare(self.state_dict())
+
     def save(self, checkpointer: Checkpointer, step: int, *, tier: Tier | str = Tier.DURABLE,
-             validation_value: float | None = None, user_metadata: Mapping[str, Any] | None = None) -> SaveHandle:
-        """Save everything; ``validation_value`` (e.g. the loss on a fixed batch) is recorded for the hook."""
+             validation_value: float | None = None, user_metadata: Mapping[str, Any] | None = None,
+             overlap: bool = False) -> SaveHandle:
+        """Save everything; ``validation_value`` (e.g. the loss on a fixed batch) is recorded for the hook.
+
+        With ``overlap`` the copy of parameters and optimizer state runs while the next forward
+        and backward passes do (they only read them), and the optimizer's next ``step()`` waits
+        for it (a pre-step hook), so the loop stalls only for what the copy has not finished by
+        then (``handle.blocking_s + handle.waited_s``). Model buffers, which a forward pass may
+        write (batch-norm statistics), are copied at once. Do not write parameters yourself
+        (an EMA, ``param.data = ...``) between such a save and the next optimizer step.
+        """
         metadata = dict(user_metadata or {})
         if validation_value is not None:
             metadata[VALIDATION_KEY] = float(validation_value)
         position = self.sampler.state_dict() if self.sampler is not None else {}
-        return checkpointer.save(self.state_dict(), step, tier=tier, data_position=position, user_metadata=metadata)
+        state = self.state_dict()
+        overlap = overlap and self.optimizer is not None  # without an optimizer nothing says when to wait
+        if overlap:
+            self._hook_optimizer_step()
+            buffers = {name for name, _ in self.model.named_buffers()}
+            state["model"] = {key: value.detach().clone() if key in buffers else value
+                              for key, value in state["model"].items()}
+        handle = checkpointer.save(state, step, tier=tier, data_position=position, user_metadata=metadata,
+                                   overlap=overlap)
+        if overlap:
+            self._copying = handle
+        return handle
+
+    def _hook_optimizer_step(self) -> None:
+        if self._step_hook is not None or self.optimizer is None:
+            return
+
+        def before_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+            copying, self._copying = self._copying, None
+            if copying is not None:
+                copying.wait_copied()
+
+        self._step_hook = self.optimizer.register_step_pre_hook(before_step)
 
     def restore(self, checkpointer: Checkpointer, validate: Callable[[], float] | None = None,
                 rtol: float = DEFAULT_VALIDATION_RTOL) -> int | None:

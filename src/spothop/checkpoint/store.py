@@ -88,7 +88,7 @@ class _EarlyWriteback:
 
 
 class PositionalFile:
-    """A local file of a size known in advance, written at given offsets from several threads at once.
+    """A local file written at given offsets from several threads at once.
 
     Each :meth:`pwrite` lands at its own offset (``os.pwrite``: no shared file position, the GIL
     released), so the bytes do not depend on the order the writes finish in. Writeback is started
@@ -165,8 +165,9 @@ class Store:
             raise self._write_error(relative, exc) from exc
 
     @contextmanager
-    def open_positional(self, relative: str, size: int) -> Iterator[PositionalFile]:
-        """A local file of ``size`` bytes to fill with :meth:`PositionalFile.pwrite`; fsynced at close.
+    def open_positional(self, relative: str, size: int | None = None) -> Iterator[PositionalFile]:
+        """A new local file to fill with :meth:`PositionalFile.pwrite` (``size`` bytes when known in
+        advance); fsynced at close.
 
         Local stores only (object stores take streams: use :meth:`open_write`)."""
         if not self.is_local:
@@ -176,7 +177,8 @@ class Store:
             target.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
             try:
-                os.ftruncate(fd, size)  # the file's length is known: a short write cannot go unnoticed
+                if size is not None:
+                    os.ftruncate(fd, size)  # the file's length is known: a short write cannot go unnoticed
                 yield PositionalFile(fd, _sync_file_range)
                 os.fsync(fd)
             finally:
