@@ -108,6 +108,59 @@ def test_emergency_delta_of_a_lora_like_model_writes_only_the_adapter(tmp_path: 
     assert torch.equal(restored.state["base"]["weight"], base.weight)
 
 
+class LoraLike(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.base = torch.nn.Linear(256, 256)
+        self.adapter = torch.nn.Linear(256, 4, bias=False)
+        self.base.requires_grad_(False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.base(x)[:, :4] + self.adapter(x)
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_torch_state_trusts_only_frozen_weights_version_counters(tmp_path: Path, fused: bool) -> None:
+    """By default (no track_versions) a LoRA save and delta skip the frozen base, found by version counter,
+    while the trained adapter, written by a possibly fused optimizer, is compared, so never missed; an
+    in-place write to a frozen weight is still seen."""
+    torch.manual_seed(0)
+    model = LoraLike()
+    optimizer = torch.optim.AdamW([model.adapter.weight], lr=0.1, fused=fused)
+    parts = TorchState(model, optimizer)
+    ckpt = Checkpointer(str(tmp_path / "ckpt"), local_url=str(tmp_path / "local"), chunk_bytes=4096)
+
+    def train() -> None:
+        optimizer.zero_grad()
+        model(torch.randn(8, 256)).square().mean().backward()
+        optimizer.step()
+
+    train()
+    parts.save(ckpt, 1).wait()
+    train()
+    adapter_and_moments = 3 * model.adapter.weight.numel() * 4  # weight, exp_avg, exp_avg_sq
+    second = parts.save(ckpt, 2, tier=Tier.LOCAL)
+    assert second.stats.bytes_copied <= adapter_and_moments + 64  # the frozen base was not copied again
+    train()
+    delta = parts.save(ckpt, 3, tier=Tier.EMERGENCY)
+    delta.wait()
+    assert delta.stats.bytes_copied <= adapter_and_moments + 64
+    base_bytes = sum(p.numel() * 4 for p in model.base.parameters())
+    assert delta.stats.bytes_written < base_bytes // 10
+    restored = Checkpointer(str(tmp_path / "ckpt"), local_url=str(tmp_path / "none")).restore(apply_rng=False)
+    assert restored is not None and restored.step == 3
+    live = model.state_dict()
+    assert all(torch.equal(restored.state["model"][k], v) for k, v in live.items())
+    with torch.no_grad():
+        model.base.bias.add_(1.0)  # an in-place write bumps the frozen weight's counter
+    train()
+    parts.save(ckpt, 4, tier=Tier.EMERGENCY).wait()
+    restored = Checkpointer(str(tmp_path / "ckpt"), local_url=str(tmp_path / "none")).restore(apply_rng=False)
+    assert restored is not None and restored.step == 4
+    assert torch.equal(restored.state["model"]["base.bias"], model.base.bias)
+    assert torch.equal(restored.state["model"]["adapter.weight"], model.adapter.weight)
+
+
 def test_version_tracking_off_still_finds_changes_by_hash(tmp_path: Path) -> None:
     t = torch.zeros(1000)
     ckpt = Checkpointer(str(tmp_path / "c"), chunk_bytes=400, track_versions=False)

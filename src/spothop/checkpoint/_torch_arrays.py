@@ -64,6 +64,13 @@ def source_of(tensor: torch.Tensor) -> Source:
     return Source(weakref.ref(tensor.untyped_storage()), version_key(tensor))
 
 
+def sharing_storage(arrays: dict[str, Any], tensors: Any) -> frozenset[str]:
+    """The keys of ``arrays`` whose tensors share storage with one of ``tensors`` (a parameter and the
+    tensor ``state_dict()`` returns for it do)."""
+    storages = {id(t.untyped_storage()) for t in tensors}
+    return frozenset(k for k, v in arrays.items() if isinstance(v, torch.Tensor) and id(v.untyped_storage()) in storages)
+
+
 def fits(host: torch.Tensor | None, tensor: torch.Tensor) -> bool:
     """Whether ``host`` can be reused as the host copy of ``tensor`` (same dtype and shape)."""
     return host is not None and host.dtype == tensor.dtype and host.shape == tensor.shape

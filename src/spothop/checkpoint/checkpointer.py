@@ -40,7 +40,7 @@ import secrets
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -247,7 +247,8 @@ class Checkpointer:
 
     def save(self, state: Any, step: int, *, tier: Tier | str = Tier.DURABLE,
              data_position: Mapping[str, Any] | None = None,
-             user_metadata: Mapping[str, Any] | None = None, overlap: bool = False) -> SaveHandle:
+             user_metadata: Mapping[str, Any] | None = None, overlap: bool = False,
+             frozen: Iterable[Any] = ()) -> SaveHandle:
         """Copy ``state`` to host memory and write it in the background; returns at once after the copy.
 
         ``state`` is a tree of dicts/lists/tuples with NumPy arrays, torch
@@ -262,12 +263,28 @@ class Checkpointer:
         must call :meth:`SaveHandle.wait_copied` before anything writes them
         (the optimizer step). :meth:`TorchState.save` does that with an
         optimizer hook; :meth:`Checkpointer.save` cannot see who writes what.
+
+        ``frozen`` lists tensors every write to which bumps their version
+        counter (frozen weights: ``requires_grad=False``, in no optimizer,
+        never written through ``.data``): leaves sharing their storage are
+        trusted as unchanged while their counter stands still, so neither
+        copied nor compared, whatever ``track_versions`` and ``skip_unchanged``
+        say. That makes a LoRA save or delta cost the adapter's size.
+        :meth:`TorchState.save` passes the model's frozen parameters.
         """
         start = time.perf_counter()
         tier = Tier(tier)
         self._make_room(tier)
         self._await_prepared()  # the buffers belong to one thread at a time
         flat = tree_mod.flatten(state)
+        trusted = frozenset[str]()
+        frozen = list(frozen)
+        if frozen:
+            from spothop.checkpoint import (
+                _torch_arrays as ta,  # tensors in ``frozen``: torch is imported
+            )
+
+            trusted = ta.sharing_storage(flat.arrays, frozen)
         base = self._delta_base() if tier is Tier.EMERGENCY else None
         # Named before the copy: the host buffers record which save's bytes they hold, so that a later
         # emergency delta against this checkpoint can compare with them instead of hashing everything.
@@ -275,7 +292,7 @@ class Checkpointer:
 
         def copy() -> Snapshot:
             return take_snapshot(flat, base, self.track_versions, self._buffers, self.skip_unchanged,
-                                 save_id=checkpoint_id, chunk_bytes=self.chunk_bytes)
+                                 save_id=checkpoint_id, chunk_bytes=self.chunk_bytes, frozen=trusted)
 
         copying: Future[Snapshot] = self._copier.submit(copy) if overlap else _resolved(copy())
         job = _Job(checkpoint_id, step, tier, copying, base, capture_rng(), dict(data_position or {}),

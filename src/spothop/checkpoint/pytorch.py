@@ -117,6 +117,11 @@ class TorchState:
         then (``handle.blocking_s + handle.waited_s``). Model buffers, which a forward pass may
         write (batch-norm statistics), are copied at once. Do not write parameters yourself
         (an EMA, ``param.data = ...``) between such a save and the next optimizer step.
+
+        Frozen parameters (``requires_grad=False``) that have not changed since the last save
+        are neither copied nor compared (their version counters are trusted), so a LoRA save
+        or emergency delta costs about the adapter's size. Do not write frozen weights through
+        ``.data``: that bypasses the counter.
         """
         metadata = dict(user_metadata or {})
         if validation_value is not None:
@@ -129,8 +134,12 @@ class TorchState:
             buffers = {name for name, _ in self.model.named_buffers()}
             state["model"] = {key: value.detach().clone() if key in buffers else value
                               for key, value in state["model"].items()}
+        # Frozen weights (LoRA's base model) change only through in-place writes, which bump their version
+        # counters: unchanged ones are neither copied nor compared. Trainable ones are always checked, since
+        # fused optimizers write them without bumping the counter.
+        frozen = [p for p in self.model.parameters() if not p.requires_grad]
         handle = checkpointer.save(state, step, tier=tier, data_position=position, user_metadata=metadata,
-                                   overlap=overlap)
+                                   overlap=overlap, frozen=frozen)
         if overlap:
             self._copying = handle
         return handle

@@ -143,14 +143,17 @@ class _Counts:
 
 def take_snapshot(flat: tree.Flattened, base: DeltaBase | None, track_versions: bool,
                   buffers: HostBuffers | None = None, skip_unchanged: bool = False, *,
-                  save_id: str | None = None, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> Snapshot:
+                  save_id: str | None = None, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+                  frozen: frozenset[str] = frozenset()) -> Snapshot:
     """Copy a flattened state's arrays to host memory; with ``base`` (a delta), skip what is provably unchanged.
 
     With ``buffers``, host copies are reused between saves (see the module doc);
     without, every array is copied into fresh memory. ``save_id`` names this
     save: a full save (no ``base``) records it in the buffers it fills, so that
     a later delta against it can compare with them. ``chunk_bytes`` must be the
-    chunk size the pack writer will use.
+    chunk size the pack writer will use. ``frozen`` names leaves whose version
+    counters are trusted whatever ``track_versions`` and ``skip_unchanged`` say
+    (frozen weights): unchanged, they are neither copied nor compared.
     """
     started = time.perf_counter()
     held = buffers if buffers is not None else HostBuffers()
@@ -165,7 +168,8 @@ def take_snapshot(flat: tree.Flattened, base: DeltaBase | None, track_versions: 
     pending: list[_Pending] = []  # leaves to compare with their kept copies, all in one batch
     if torch_keys:
         _torch_leaves(flat.arrays, torch_keys, base, track_versions, keys, held, leaves,
-                      skip_unchanged and buffers is not None, compare, saved_as, chunk_bytes, counts, pending)
+                      skip_unchanged and buffers is not None, compare, saved_as, chunk_bytes, counts, pending,
+                      frozen if buffers is not None else frozenset())
     for key, value in flat.arrays.items():
         if not isinstance(value, np.ndarray):
             continue
@@ -194,7 +198,8 @@ def take_snapshot(flat: tree.Flattened, base: DeltaBase | None, track_versions: 
 def _torch_leaves(arrays: Mapping[str, Any], torch_keys: list[str], base: DeltaBase | None,
                   track_versions: bool, keys: dict[str, Any], held: HostBuffers,
                   out: dict[str, HostLeaf], skip_unchanged: bool, compare: DeltaBase | None,
-                  saved_as: str | None, chunk_bytes: int, counts: _Counts, pending: list[_Pending]) -> None:
+                  saved_as: str | None, chunk_bytes: int, counts: _Counts, pending: list[_Pending],
+                  frozen: frozenset[str]) -> None:
     """Fill ``out`` with the torch leaves, counting the bytes actually copied and the chunks matched;
     leaves to compare with their kept copies on the host go to ``pending`` instead."""
     from spothop.checkpoint import _torch_arrays as ta
@@ -204,7 +209,7 @@ def _torch_leaves(arrays: Mapping[str, Any], torch_keys: list[str], base: DeltaB
     for key in torch_keys:
         tensor = arrays[key]
         keys[key] = ta.source_of(tensor)
-        reuse = _unchanged(base, key, tensor) if track_versions else None
+        reuse = _unchanged(base, key, tensor) if track_versions or key in frozen else None
         old = held.get(key)
         if reuse is not None:
             out[key] = HostLeaf(key, "torch", ta.dtype_name(tensor), tuple(tensor.shape), None, reuse=reuse)
@@ -217,7 +222,8 @@ def _torch_leaves(arrays: Mapping[str, Any], torch_keys: list[str], base: DeltaB
                 pending.append(matched)
             else:
                 out[key] = matched
-        elif skip_unchanged and old is not None and old.source is not None and old.source.matches(tensor):
+        elif ((skip_unchanged or key in frozen) and old is not None and old.source is not None
+              and old.source.matches(tensor)):
             # Unchanged since the previous save: its host copy is still exact. A full save now stores
             # exactly these bytes, so the buffer holds that save; a delta leaves its record alone.
             if saved_as is not None:
