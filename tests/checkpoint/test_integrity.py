@@ -128,15 +128,20 @@ def tiny_disk(tmp_path: Path):  # type: ignore[no-untyped-def]
     subprocess.run(["umount", str(mount)], check=False)
 
 
-def test_a_full_disk_fails_the_save_and_leaves_earlier_checkpoints_intact(tiny_disk: Path) -> None:
-    ckpt = Checkpointer(str(tiny_disk), keep_chains=5)
-    first = ckpt.save({"w": np.zeros(1000, dtype=np.float32)}, 1).wait()
-    before = list_checkpoints(str(tiny_disk))
-    with pytest.raises(CheckpointWriteError, match="disk is full"):
-        ckpt.save({"w": np.random.default_rng(0).random(200_000)}, 2).wait()
-    after = list_checkpoints(str(tiny_disk))
+@pytest.mark.parametrize("tier", [Tier.DURABLE, Tier.EMERGENCY, Tier.LOCAL])
+def test_a_full_disk_fails_the_save_and_leaves_earlier_checkpoints_intact(tiny_disk: Path, tier: Tier) -> None:
+    durable, local = tiny_disk / "durable", tiny_disk / "local"
+    ckpt = Checkpointer(str(durable), local_url=str(local), keep_chains=5, keep_local=5, chunk_bytes=16 * 1024)
+    small = {"w": np.zeros(20_000, dtype=np.float32)}  # 80 kB raw (local), far less compressed
+    first = ckpt.save(small, 1, tier=Tier.LOCAL if tier is Tier.LOCAL else Tier.DURABLE).wait()
+    folder = local if tier is Tier.LOCAL else durable
+    before = list_checkpoints(str(folder))
+    with pytest.raises(CheckpointWriteError, match="disk is full"):  # many chunks: workers fail mid-file
+        ckpt.save({"w": np.random.default_rng(0).random(100_000).astype(np.float32)}, 2, tier=tier).wait()
+    after = list_checkpoints(str(folder))
     assert [i.checkpoint_id for i in after] == [i.checkpoint_id for i in before] == [first.checkpoint_id]
-    restored = Checkpointer(str(tiny_disk)).restore()
+    assert not [p for p in folder.iterdir() if p.name.startswith("step-000000000002")]  # nothing half-written left
+    restored = Checkpointer(str(durable), local_url=str(local)).restore()
     assert restored is not None and restored.step == 1
 
 
