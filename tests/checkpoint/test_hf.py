@@ -112,3 +112,34 @@ def test_callback_through_transformers_callback_handler(tmp_path: Path) -> None:
     trained = dict(model.named_parameters())
     assert all(torch.equal(p, trained[name]) for name, p in fresh.named_parameters())
     assert torch.equal(fresh_opt.state_dict()["state"][0]["exp_avg"], optimizer.state_dict()["state"][0]["exp_avg"])
+
+
+def test_overlapped_saves_hold_the_trainers_next_step_until_copied(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through a real Trainer (accelerate wraps the optimizer): with the copy slowed down, the step-2
+    checkpoint of an overlapped run must equal the step-2 checkpoint of a run that copies in save(),
+    although step 3 ran while the copy was still going."""
+    import time
+
+    from spothop.checkpoint import bulk
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    real_copy = bulk.copy
+
+    def slow_copy(pairs: object) -> None:
+        time.sleep(0.3)
+        real_copy(pairs)  # type: ignore[arg-type]
+
+    restored = {}
+    for overlap in (False, True):
+        if overlap:
+            monkeypatch.setattr(bulk, "copy", slow_copy)
+        torch.manual_seed(0)
+        url = str(tmp_path / f"ckpt-{overlap}")
+        callback = SpothopCallback(Checkpointer(url), every_n_steps=2, overlap=overlap)
+        trainer(tiny_model(), tmp_path / f"out-{overlap}", callback, steps=3).train()
+        found = Checkpointer(url).restore(apply_rng=False)
+        assert found is not None and found.step == 2
+        restored[overlap] = found.state["model"]
+    assert restored[True].keys() == restored[False].keys()
+    assert all(torch.equal(restored[True][k], restored[False][k]) for k in restored[False])

@@ -153,7 +153,7 @@ class TorchState:
             if copying is not None:
                 copying.wait_copied()
 
-        self._step_hook = self.optimizer.register_step_pre_hook(before_step)
+        self._step_hook = _innermost(self.optimizer).register_step_pre_hook(before_step)
 
     def restore(self, checkpointer: Checkpointer, validate: Callable[[], float] | None = None,
                 rtol: float = DEFAULT_VALIDATION_RTOL) -> int | None:
@@ -178,6 +178,17 @@ class TorchState:
         if self.sampler is not None and restored.manifest.data_position:
             self.sampler.load_state_dict(restored.manifest.data_position)
         return restored.step
+
+
+def _innermost(optimizer: Any) -> torch.optim.Optimizer:
+    """The torch optimizer inside wrappers such as accelerate's ``AcceleratedOptimizer``, whose own
+    ``step`` calls the inner one's: only the inner one runs step hooks."""
+    inner = optimizer
+    while isinstance(getattr(inner, "optimizer", None), torch.optim.Optimizer):
+        inner = inner.optimizer
+    if not isinstance(inner, torch.optim.Optimizer):
+        raise CheckpointConfigError(f"overlap needs a torch.optim.Optimizer to hook; got {type(optimizer).__name__}")
+    return inner
 
 
 def deterministic(seed: int) -> None:
