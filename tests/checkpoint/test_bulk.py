@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import time
+
 import numpy as np
 import pytest
 
@@ -69,3 +73,28 @@ def test_bad_buffers_are_refused() -> None:
         bulk.equal([(np.zeros(4, np.float32), np.zeros(4, np.float32))])
     with pytest.raises(ValueError, match="contiguous"):
         bulk.copy([(np.zeros(8, np.uint8)[::2], np.zeros(4, np.uint8))])
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_gets_its_own_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parent's pool threads do not exist in a child; work handed to that pool would never run."""
+    monkeypatch.setattr(bulk, "workers", lambda: 2)
+    size = 2 * bulk.PIECE_BYTES + 8  # several pieces: two runs, so the pool is used
+    source = (np.arange(size) % 251).astype(np.uint8)
+    bulk.copy([(np.empty_like(source), source)])  # the parent's pool now exists
+    time.sleep(0.2)  # and its threads are idle: a child would count on them and start none
+    pid = os.fork()
+    if pid == 0:  # the child: copy through the pool, exit 0 if it worked
+        target = np.empty_like(source)
+        bulk.copy([(target, source)])
+        os._exit(0 if np.array_equal(target, source) else 1)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    pytest.fail("the forked child hung on the parent's thread pool")
