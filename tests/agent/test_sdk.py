@@ -64,5 +64,6 @@ def test_on_stop_runs_the_callback_and_tells_the_agent_not_to_signal(agent_dir: 
 
 def test_the_sdk_and_the_agent_agree_on_names() -> None:
     assert sdk.AGENT_DIR_ENV == model.AGENT_DIR_ENV and sdk.WORKER_ID_ENV == model.WORKER_ID_ENV
+    assert sdk.CHECKPOINT_URL_ENV == model.CHECKPOINT_URL_ENV
     for name in ("STOP_FILE", "CHECKPOINT_FILE", "SAVED_FILE", "HEARTBEAT_FILE", "CALLBACK_FILE"):
         assert getattr(sdk, name) == getattr(control, name)

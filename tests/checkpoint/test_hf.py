@@ -13,6 +13,7 @@ transformers = pytest.importorskip("transformers")
 
 from spothop.checkpoint import Checkpointer, list_checkpoints  # noqa: E402
 from spothop.checkpoint.hf import SpothopCallback  # noqa: E402
+from spothop.checkpoint.preemption import Preempted  # noqa: E402
 
 
 def tiny_model() -> transformers.GPT2LMHeadModel:
@@ -69,10 +70,13 @@ def test_stop_request_saves_an_emergency_delta_and_stops(tmp_path: Path, monkeyp
         return original(*args, **kwargs)
 
     callback.on_step_end = step_end  # type: ignore[method-assign]
-    run.train()
+    with pytest.raises(Preempted) as stopped:  # out of trainer.train(): the process would exit 75
+        run.train()
+    assert stopped.value.code == 75 and stopped.value.step == 3
     assert run.state.global_step == 3
     infos = list_checkpoints(url)
     assert [(i.step, i.tier) for i in infos] == [(2, "durable"), (3, "emergency")]
+    assert stopped.value.checkpoint_id == infos[1].checkpoint_id
     assert infos[1].parent == infos[0].checkpoint_id
 
 
@@ -100,7 +104,8 @@ def test_callback_through_transformers_callback_handler(tmp_path: Path) -> None:
         state.global_step += 1
         stop["now"] = state.global_step == 5  # the agent signals a preemption after step 5
         control = handler.on_step_end(args, state, control)
-    handler.on_train_end(args, state, control)
+    with pytest.raises(Preempted):
+        handler.on_train_end(args, state, control)
     infos = list_checkpoints(url)
     # step 4's durable save may still be uploading at the stop; the emergency save cancels it
     assert [(i.step, i.tier) for i in infos] in ([(2, "durable"), (4, "durable"), (5, "emergency")],

@@ -54,6 +54,49 @@ def test_resume_after_sigkill_matches_bit_for_bit(tmp_path: Path) -> None:
     assert (tmp_path / "resumed").read_bytes() == reference.tobytes()
 
 
+def test_a_worker_under_the_agent_saves_on_notices_exits_75_and_resumes_exactly(tmp_path: Path) -> None:
+    """A real training process talks to the agent's control folder: an advance notice after step 4 makes
+    step 5 save durably; a final notice after step 7 makes step 8 save an emergency delta, tell the agent
+    and exit 75 (no SIGTERM needed: it registered a stop callback). The resumed run ends bit-identical."""
+    from spothop.agent.control import ControlDir
+    from spothop.agent.model import EXIT_PREEMPTED
+    from spothop.checkpoint import list_checkpoints
+    from spothop.checkpoint.preemption import EXIT_PREEMPTED as CHECKPOINT_EXIT
+
+    assert CHECKPOINT_EXIT == EXIT_PREEMPTED
+    control = ControlDir(tmp_path / "agent")
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'src'}", "SPOTHOP_AGENT_DIR": str(control.path)}
+    url = str(tmp_path / "ckpt")
+    child = subprocess.Popen([sys.executable, str(SCRIPT), url, str(TOTAL), str(tmp_path / "never"),
+                              "--pause-at", "4,7", "--agent"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    assert child.stdout is not None and child.stdin is not None
+    for line in child.stdout:
+        if line.strip() == "step 4":
+            assert control.callback_mode()  # the worker asked for stop requests instead of SIGTERM
+            control.request_checkpoint("rebalance recommendation")
+        elif line.strip() == "step 7":
+            # Let step 5's durable save commit: an emergency save cancels one still in flight (by design).
+            deadline = time.monotonic() + 30
+            while not [i for i in list_checkpoints(url) if i.status == "committed"] and time.monotonic() < deadline:
+                time.sleep(0.02)
+            control.request_stop(time.time() + 30, "spot interruption", {"kind": "test"})
+        else:
+            continue
+        child.stdin.write("\n")
+        child.stdin.flush()
+    assert child.wait(timeout=60) == EXIT_PREEMPTED
+    assert not (tmp_path / "never").exists()
+    infos = list_checkpoints(url)
+    assert [(i.step, i.tier) for i in infos] == [(5, "durable"), (8, "emergency")]
+    said = control.saved()
+    assert said is not None and said["step"] == 8 and said["checkpoint_id"] == infos[1].checkpoint_id
+    resumed, resumed_from = train_script.train(url, TOTAL)
+    assert resumed_from == 8
+    reference, _ = train_script.train(None, TOTAL)
+    assert resumed.tobytes() == reference.tobytes()
+
+
 def test_sampler_resumes_mid_epoch_at_the_exact_sample() -> None:
     whole = ResumableSampler(10, seed=3)
     full = list(whole) + list(whole)

@@ -1,10 +1,12 @@
 """A small, real training run used by the resume tests, in-process and as a child process.
 
-``python train_script.py URL TOTAL_STEPS OUT [--pause-at N]`` trains a small
-MLP with dropout, AdamW, a step LR schedule and a shuffling resumable sampler,
-resuming from URL if a checkpoint is there, saving every SAVE_EVERY steps, and
-writes the final parameters to OUT. With ``--pause-at N`` it prints each
-step and blocks on stdin after step N, so a parent can SIGKILL it mid-run.
+``python train_script.py URL TOTAL_STEPS OUT [--pause-at N[,M…]] [--agent]`` trains a
+small MLP with batch norm, dropout, AdamW, a step LR schedule and a shuffling resumable
+sampler, resuming from URL if a checkpoint is there, saving every SAVE_EVERY steps, and
+writes the final parameters to OUT. With ``--pause-at`` it prints each step and
+blocks on stdin after each listed step, so a parent can SIGKILL it mid-run or act
+between steps. With ``--agent`` it saves through ``TorchState.checkpoint_step``
+instead (as a worker under the spothop agent: advance notices, final notices, exit 75).
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ def build() -> tuple[nn.Module, torch.optim.Optimizer, torch.optim.lr_scheduler.
     return model, optimizer, scheduler, loader, sampler
 
 
-def train(url: str | None, total: int, pause_at: int | None = None, overlap: bool = False) -> tuple[np.ndarray, int]:
+def train(url: str | None, total: int, pause_at: frozenset[int] = frozenset(), overlap: bool = False,
+          agent: bool = False) -> tuple[np.ndarray, int]:
     """Final parameters and buffers, and the step resumed from (0: a fresh start). With ``overlap`` the
     saves copy the state while the next forward and backward passes run."""
     model, optimizer, scheduler, loader, sampler = build()
@@ -63,12 +66,14 @@ def train(url: str | None, total: int, pause_at: int | None = None, overlap: boo
         optimizer.step()
         scheduler.step()
         step += 1
-        if ckpt and step % SAVE_EVERY == 0:
+        if ckpt and agent:
+            state.checkpoint_step(ckpt, step, overlap=overlap)  # raises Preempted (exit 75) on a stop
+        elif ckpt and step % SAVE_EVERY == 0:
             state.save(ckpt, step, overlap=overlap)
-        if pause_at is not None:
+        if pause_at:
             print(f"step {step}", flush=True)
-            if step == pause_at:
-                sys.stdin.readline()  # the parent kills us here, possibly mid-save
+            if step in pause_at:
+                sys.stdin.readline()  # the parent kills us here (possibly mid-save), or acts and lets us go on
     if ckpt:
         ckpt.close()
     values = [t.detach().reshape(-1).double() for t in model.state_dict().values()]
@@ -77,7 +82,7 @@ def train(url: str | None, total: int, pause_at: int | None = None, overlap: boo
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    pause = int(args[args.index("--pause-at") + 1]) if "--pause-at" in args else None
-    final, resumed_from = train(args[0], int(args[1]), pause)
+    pause = frozenset(int(n) for n in args[args.index("--pause-at") + 1].split(",")) if "--pause-at" in args else frozenset()
+    final, resumed_from = train(args[0], int(args[1]), pause, agent="--agent" in args)
     print(f"resumed from {resumed_from}", flush=True)
     Path(args[2]).write_bytes(final.tobytes())

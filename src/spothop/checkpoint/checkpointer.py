@@ -70,6 +70,7 @@ from spothop.checkpoint.snapshot import (
 from spothop.checkpoint.store import Store
 from spothop.errors import SpothopError
 from spothop.paths import spothop_home
+from spothop.worker import sdk
 
 log = logging.getLogger("spothop.checkpoint")
 
@@ -161,7 +162,12 @@ class SaveHandle:
 
 
 class Checkpointer:
-    """Saves and restores training state in three tiers. One per rank; not shared between threads."""
+    """Saves and restores training state in three tiers. One per rank; not shared between threads.
+
+    ``url`` (the durable store) defaults to ``$SPOTHOP_CHECKPOINT_URL``, which the agent sets for
+    its worker, then to a folder under ``$SPOTHOP_HOME``; ``local_url`` to a folder under
+    ``$SPOTHOP_HOME`` named after the durable URL.
+    """
 
     def __init__(self, url: str | None = None, *, local_url: str | None = None,
                  storage_options: Mapping[str, Any] | None = None, keep_chains: int = DEFAULT_KEEP_CHAINS,
@@ -176,7 +182,8 @@ class Checkpointer:
         if chunk_bytes < 1:
             raise CheckpointConfigError(f"chunk_bytes must be positive; got {chunk_bytes}")
         self.world = world or WorldLayout()
-        durable = url or str(spothop_home() / "checkpoints" / "default")
+        # Under the agent the job's checkpoint URL comes from the environment it sets.
+        durable = url or sdk.checkpoint_url() or str(spothop_home() / "checkpoints" / "default")
         local = local_url or str(spothop_home() / "snapshots" / hashlib.sha256(durable.encode()).hexdigest()[:12])
         self.durable = Store(self._per_rank(durable), storage_options)
         self.local = Store(self._per_rank(local))

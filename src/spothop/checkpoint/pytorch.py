@@ -106,6 +106,29 @@ class TorchState:
         the first optimizer step: the optimizer's moments do not exist before."""
         return checkpointer.prepare(self.state_dict())
 
+    def checkpoint_step(self, checkpointer: Checkpointer, step: int, *, overlap: bool = False,
+                        user_metadata: Mapping[str, Any] | None = None) -> SaveHandle | None:
+        """Call once per training step, after the optimizer step, with the steps done so far.
+
+        Saves durably when the checkpointer's interval has passed or the agent asks (an advance
+        notice), and returns the save's handle (None when nothing was due). On a final notice it
+        saves an emergency delta, waits for it within the agent's deadline, tells the agent, and
+        raises :class:`~spothop.checkpoint.preemption.Preempted` (a ``SystemExit`` with code 75:
+        preempted, resumable). Outside an agent only the interval applies. See
+        :mod:`spothop.checkpoint.preemption`.
+        """
+        from spothop.checkpoint import preemption
+
+        preemption.listen()
+        reason = preemption.due(checkpointer)
+        if reason is None:
+            return None
+        metadata = {**(user_metadata or {}), "reason": reason.value}
+        if reason is preemption.Reason.STOP:
+            raise preemption.emergency_save(checkpointer, step, lambda: self.save(
+                checkpointer, step, tier=Tier.EMERGENCY, user_metadata=metadata))
+        return self.save(checkpointer, step, user_metadata=metadata, overlap=overlap)
+
     def save(self, checkpointer: Checkpointer, step: int, *, tier: Tier | str = Tier.DURABLE,
              validation_value: float | None = None, user_metadata: Mapping[str, Any] | None = None,
              overlap: bool = False) -> SaveHandle:

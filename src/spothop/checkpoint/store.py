@@ -220,6 +220,10 @@ class Store:
             entries = self.fs.ls(self.root, detail=True)
         except FileNotFoundError:
             return []
+        except NotADirectoryError:
+            raise self._not_a_folder() from None
+        if len(entries) == 1 and entries[0]["type"] == "file" and entries[0]["name"].rstrip("/") == self.root:
+            raise self._not_a_folder()  # listing a file lists the file itself
         return sorted(e["name"].rstrip("/").rsplit("/", 1)[-1] for e in entries if e["type"] == "directory")
 
     def remove(self, relative: str) -> None:
@@ -233,6 +237,10 @@ class Store:
         probe = ".spothop-write-test"
         self.write_atomic(probe, "ok")
         self.remove(probe)
+
+    def _not_a_folder(self) -> CheckpointConfigError:
+        return CheckpointConfigError(f"checkpoint location {self.url} is a file, not a folder: give a folder "
+                                     "(it is created if missing) or an object-store URL such as s3://bucket/run")
 
     def _write_error(self, relative: str, exc: OSError) -> CheckpointWriteError:
         why = _WHY.get(exc.errno or 0, str(exc))

@@ -46,6 +46,7 @@ from typing import Any
 # repeated here so this module needs nothing but the standard library.
 AGENT_DIR_ENV = "SPOTHOP_AGENT_DIR"
 WORKER_ID_ENV = "SPOTHOP_WORKER_ID"
+CHECKPOINT_URL_ENV = "SPOTHOP_CHECKPOINT_URL"
 STOP_FILE = "stop.json"
 CHECKPOINT_FILE = "checkpoint.json"
 SAVED_FILE = "saved.json"
@@ -93,6 +94,11 @@ def under_agent() -> bool:
 def worker_id() -> str | None:
     """The id to claim shard leases under (``SPOTHOP_WORKER_ID``); None when not under an agent."""
     return os.environ.get(WORKER_ID_ENV)
+
+
+def checkpoint_url() -> str | None:
+    """Where the job's checkpoints go (``SPOTHOP_CHECKPOINT_URL``, set by the agent); None if unset."""
+    return os.environ.get(CHECKPOINT_URL_ENV) or None
 
 
 def stop_requested() -> bool:
