@@ -65,8 +65,9 @@ def test_a_worker_under_the_agent_saves_on_notices_exits_75_and_resumes_exactly(
 
     assert CHECKPOINT_EXIT == EXIT_PREEMPTED
     control = ControlDir(tmp_path / "agent")
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'src'}", "SPOTHOP_AGENT_DIR": str(control.path)}
     url = str(tmp_path / "ckpt")
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'src'}", "SPOTHOP_AGENT_DIR": str(control.path),
+           "SPOTHOP_CHECKPOINT_URL": url}  # what the agent sets; the script's --agent mode reads it
     child = subprocess.Popen([sys.executable, str(SCRIPT), url, str(TOTAL), str(tmp_path / "never"),
                               "--pause-at", "4,7", "--agent"],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)

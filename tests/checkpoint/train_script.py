@@ -1,17 +1,20 @@
 """A small, real training run used by the resume tests, in-process and as a child process.
 
-``python train_script.py URL TOTAL_STEPS OUT [--pause-at N[,M…]] [--agent]`` trains a
+``python train_script.py URL TOTAL_STEPS OUT [--pause-at N[,M…]] [--agent] [--step-sleep S]`` trains a
 small MLP with batch norm, dropout, AdamW, a step LR schedule and a shuffling resumable
 sampler, resuming from URL if a checkpoint is there, saving every SAVE_EVERY steps, and
 writes the final parameters to OUT. With ``--pause-at`` it prints each step and
 blocks on stdin after each listed step, so a parent can SIGKILL it mid-run or act
 between steps. With ``--agent`` it saves through ``TorchState.checkpoint_step``
-instead (as a worker under the spothop agent: advance notices, final notices, exit 75).
+instead, to ``$SPOTHOP_CHECKPOINT_URL`` (as a worker under the spothop agent: advance
+notices, final notices, exit 75).
+``--step-sleep`` makes each step take at least S seconds longer (a run long enough to be preempted).
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -45,12 +48,13 @@ def build() -> tuple[nn.Module, torch.optim.Optimizer, torch.optim.lr_scheduler.
 
 
 def train(url: str | None, total: int, pause_at: frozenset[int] = frozenset(), overlap: bool = False,
-          agent: bool = False) -> tuple[np.ndarray, int]:
+          agent: bool = False, step_sleep_s: float = 0.0) -> tuple[np.ndarray, int]:
     """Final parameters and buffers, and the step resumed from (0: a fresh start). With ``overlap`` the
     saves copy the state while the next forward and backward passes run."""
     model, optimizer, scheduler, loader, sampler = build()
     state = TorchState(model, optimizer, scheduler, sampler=sampler)
-    ckpt = Checkpointer(url, keep_chains=10) if url else None
+    # Under the agent the checkpoint URL comes from the environment it sets ($SPOTHOP_CHECKPOINT_URL).
+    ckpt = Checkpointer(None if agent else url, keep_chains=10) if url else None
     step = (state.restore(ckpt) or 0) if ckpt else 0
     resumed_from = step
     batches = iter(loader)
@@ -66,6 +70,7 @@ def train(url: str | None, total: int, pause_at: frozenset[int] = frozenset(), o
         optimizer.step()
         scheduler.step()
         step += 1
+        time.sleep(step_sleep_s)
         if ckpt and agent:
             state.checkpoint_step(ckpt, step, overlap=overlap)  # raises Preempted (exit 75) on a stop
         elif ckpt and step % SAVE_EVERY == 0:
@@ -83,6 +88,7 @@ def train(url: str | None, total: int, pause_at: frozenset[int] = frozenset(), o
 if __name__ == "__main__":
     args = sys.argv[1:]
     pause = frozenset(int(n) for n in args[args.index("--pause-at") + 1].split(",")) if "--pause-at" in args else frozenset()
-    final, resumed_from = train(args[0], int(args[1]), pause, agent="--agent" in args)
+    sleep = float(args[args.index("--step-sleep") + 1]) if "--step-sleep" in args else 0.0
+    final, resumed_from = train(args[0], int(args[1]), pause, agent="--agent" in args, step_sleep_s=sleep)
     print(f"resumed from {resumed_from}", flush=True)
     Path(args[2]).write_bytes(final.tobytes())
