@@ -60,3 +60,24 @@ def test_should_save_uses_the_measured_save_cost(tmp_path: Path) -> None:
     assert ckpt.cost.estimate_s is not None
     assert ckpt.next_interval_s() == pytest.approx(daly_interval_s(ckpt.cost.estimate_s, 3600.0))
     assert ckpt.next_interval_s() < policy.interval_s(None)  # a fast save: checkpoint more often
+
+
+def test_a_stall_basis_plans_from_the_loops_wait_but_never_closer_than_a_whole_save() -> None:
+    policy = YoungDalyInterval(3600.0, higher_order=False, min_interval_s=1, max_interval_s=1e9, cost_basis="stall")
+    assert policy.interval_s(50.0, 2.0) == pytest.approx(young_interval_s(2.0, 3600.0))  # 120 s, not 600 s
+    assert policy.interval_s(500.0, 0.01) == 500.0  # one save in flight at most: not before it is done
+    assert policy.interval_s(50.0, None) == pytest.approx(600.0)  # no stall measured yet: the whole save
+    with pytest.raises(CheckpointConfigError, match="cost_basis"):
+        YoungDalyInterval(3600.0, cost_basis="wall")
+
+
+def test_the_checkpointer_measures_each_saves_stall(tmp_path: Path) -> None:
+    policy = YoungDalyInterval(3600.0, min_interval_s=0, max_interval_s=1e9, cost_basis="stall")
+    ckpt = Checkpointer(str(tmp_path), interval=policy)
+    handle = ckpt.save({"x": np.zeros(1000)}, 1)
+    handle.wait()
+    ckpt.wait()
+    assert ckpt.cost.stall_s == pytest.approx(handle.blocking_s)
+    assert ckpt.cost.estimate_s is not None and ckpt.cost.stall_s <= ckpt.cost.estimate_s
+    expected = max(daly_interval_s(ckpt.cost.stall_s, 3600.0), ckpt.cost.estimate_s)
+    assert ckpt.next_interval_s() == pytest.approx(expected)

@@ -220,7 +220,7 @@ class Checkpointer:
 
     def next_interval_s(self) -> float:
         """Seconds between saves under the interval policy and the save cost measured so far."""
-        return self.interval.interval_s(self.cost.estimate_s)
+        return self.interval.interval_s(self.cost.estimate_s, self.cost.stall_s)
 
     def should_save(self, now: float | None = None) -> bool:
         """True once the interval has passed since the last save started."""
@@ -307,8 +307,12 @@ class Checkpointer:
         cancel = threading.Event()
         future = self._executor.submit(self._write, job, cancel)
         future.add_done_callback(lambda f: _log_failure(checkpoint_id, f))
-        self._inflight = SaveHandle(checkpoint_id, step, tier, time.perf_counter() - start, future, cancel,
-                                    copying if overlap else None)
+        handle = SaveHandle(checkpoint_id, step, tier, time.perf_counter() - start, future, cancel,
+                            copying if overlap else None)
+        # The stall is known once the copy is (an overlapped save's wait happens at the next step,
+        # usually before its write is done): record it when the save ends.
+        future.add_done_callback(lambda f: self.cost.record_stall(handle.blocking_s + handle.waited_s))
+        self._inflight = handle
         self._last_save_at = self._clock()
         return self._inflight
 

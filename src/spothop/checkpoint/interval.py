@@ -26,9 +26,10 @@ COST_SMOOTHING = 0.3  # weight of the newest save in the running cost estimate
 
 
 class IntervalPolicy(Protocol):
-    """Decides the seconds between checkpoints given the current save cost estimate."""
+    """Decides the seconds between checkpoints given the current save cost estimates: the whole
+    save (copy, encode, write, commit) and the stall it caused the training loop."""
 
-    def interval_s(self, save_cost_s: float | None) -> float: ...
+    def interval_s(self, save_cost_s: float | None, stall_s: float | None = None) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ class FixedInterval:
         if not self.seconds > 0:
             raise CheckpointConfigError(f"checkpoint interval must be positive seconds; got {self.seconds}")
 
-    def interval_s(self, save_cost_s: float | None) -> float:
+    def interval_s(self, save_cost_s: float | None, stall_s: float | None = None) -> float:
         return self.seconds
 
 
@@ -64,6 +65,16 @@ class YoungDalyInterval:
 
     ``mtbf_s`` is seconds or a callable returning seconds (asked each time).
     Until a save has been measured, ``initial_save_cost_s`` stands in for C.
+
+    ``cost_basis`` says what C is. ``"total"`` (the default) is the whole save,
+    copy to commit: conservative for asynchronous saves, whose encoding and
+    upload run beside training but still take CPU, disk and network from it.
+    ``"stall"`` is only the time the training loop waited (the copy, or with
+    ``overlap`` whatever of it the next step did not hide), which is the
+    overhead Young and Daly meant when the background work does not slow
+    training (a GPU job whose host has cores and bandwidth to spare). Saves are
+    then never planned closer together than one whole save takes, since one
+    save is in flight at most.
     """
 
     mtbf_s: float | Callable[[], float]
@@ -71,23 +82,36 @@ class YoungDalyInterval:
     initial_save_cost_s: float = 30.0
     min_interval_s: float = DEFAULT_MIN_INTERVAL_S
     max_interval_s: float = DEFAULT_MAX_INTERVAL_S
+    cost_basis: str = "total"
 
-    def interval_s(self, save_cost_s: float | None) -> float:
+    def __post_init__(self) -> None:
+        if self.cost_basis not in ("total", "stall"):
+            raise CheckpointConfigError(f"cost_basis must be 'total' or 'stall'; got {self.cost_basis!r}")
+
+    def interval_s(self, save_cost_s: float | None, stall_s: float | None = None) -> float:
         mtbf = float(self.mtbf_s()) if callable(self.mtbf_s) else float(self.mtbf_s)
         if not mtbf > 0:
             raise CheckpointConfigError(f"mean time between preemptions must be positive seconds; got {mtbf}")
-        cost = self.initial_save_cost_s if save_cost_s is None else save_cost_s
+        total = self.initial_save_cost_s if save_cost_s is None else save_cost_s
+        cost, floor = (stall_s, total) if self.cost_basis == "stall" and stall_s is not None else (total, 0.0)
         best = daly_interval_s(cost, mtbf) if self.higher_order else young_interval_s(cost, mtbf)
-        return min(max(best, self.min_interval_s), self.max_interval_s)
+        return min(max(best, floor, self.min_interval_s), self.max_interval_s)
 
 
 class SaveCostMeter:
-    """A smoothed estimate of what one save costs, from the saves measured so far."""
+    """Smoothed estimates of what one save costs (``estimate_s``, the whole save) and of the stall
+    it causes the training loop (``stall_s``), from the saves measured so far."""
 
     def __init__(self, smoothing: float = COST_SMOOTHING) -> None:
         self.smoothing = smoothing
         self.estimate_s: float | None = None
+        self.stall_s: float | None = None
 
     def record(self, seconds: float) -> None:
-        previous = self.estimate_s
-        self.estimate_s = seconds if previous is None else previous + self.smoothing * (seconds - previous)
+        self.estimate_s = self._smooth(self.estimate_s, seconds)
+
+    def record_stall(self, seconds: float) -> None:
+        self.stall_s = self._smooth(self.stall_s, seconds)
+
+    def _smooth(self, previous: float | None, seconds: float) -> float:
+        return seconds if previous is None else previous + self.smoothing * (seconds - previous)
