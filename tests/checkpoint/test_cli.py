@@ -51,3 +51,21 @@ def test_gc_keep(cli: Callable[..., Any], tmp_path: Path) -> None:
     assert [r["checkpoint_id"] for r in cli("ckpt", "ls", str(tmp_path), "--json").json()] == ids[1:]
     bad = cli("ckpt", "gc", str(tmp_path), "--keep", "0")
     assert bad.code == 2 and "--keep" in bad.err
+
+
+def test_show_describes_the_newest_or_a_named_checkpoint(cli: Callable[..., Any], tmp_path: Path) -> None:
+    ids = make(tmp_path)
+    newest = cli("ckpt", "show", str(tmp_path), "--json")
+    assert newest.code == 0
+    detail = newest.json()
+    assert detail["checkpoint_id"] == ids[2] and detail["tier"] == "emergency" and detail["chain"] == [ids[1]]
+    [leaf] = detail["leaves"]
+    assert leaf["path"] == "/w" and leaf["shape"] == [100] and leaf["raw_bytes"] == 800
+    assert leaf["chunks"] == 4 and leaf["chunks_from_parents"] == 3  # one 256-byte chunk changed
+    assert {"python", "numpy"} <= set(detail["rng"])
+    named = cli("ckpt", "show", str(tmp_path), "--id", ids[0])
+    assert named.code == 0 and ids[0] in named.out and "a full checkpoint" in named.out and "/w" in named.out
+    missing = cli("ckpt", "show", str(tmp_path), "--id", "step-000000000009-durable-000000")
+    assert missing.code == 2 and "no committed checkpoint" in missing.err
+    empty = cli("ckpt", "show", str(tmp_path / "nothing"))
+    assert empty.code == 2 and "no committed checkpoint here" in empty.err

@@ -18,8 +18,11 @@ package works without it.
 """
 
 from spothop.checkpoint.admin import (
+    CheckpointDetail,
     CheckpointInfo,
+    LeafInfo,
     VerifyResult,
+    describe_checkpoint,
     list_checkpoints,
     verify_checkpoints,
 )
@@ -51,6 +54,7 @@ __all__ = [
     "FORMAT_VERSION",
     "CheckpointConfigError",
     "CheckpointCorrupt",
+    "CheckpointDetail",
     "CheckpointError",
     "CheckpointInfo",
     "CheckpointWriteError",
@@ -60,6 +64,7 @@ __all__ = [
     "FormatVersionError",
     "GcPlan",
     "IntervalPolicy",
+    "LeafInfo",
     "Manifest",
     "NoValidCheckpoint",
     "ParentMissing",
@@ -76,6 +81,7 @@ __all__ = [
     "capture_rng",
     "collect",
     "daly_interval_s",
+    "describe_checkpoint",
     "list_checkpoints",
     "restore_rng",
     "verify_checkpoints",

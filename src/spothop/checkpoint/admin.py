@@ -1,4 +1,4 @@
-"""What the ``spothop ckpt`` commands see: listing and verifying a checkpoint location."""
+"""What the ``spothop ckpt`` commands see: listing, describing and verifying a checkpoint location."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from spothop.checkpoint.errors import CheckpointError
+from spothop.checkpoint.errors import CheckpointCorrupt, CheckpointError
 from spothop.checkpoint.gc import step_of
-from spothop.checkpoint.reader import committed, verify
+from spothop.checkpoint.manifest import Manifest
+from spothop.checkpoint.reader import ancestors, committed, verify
 from spothop.checkpoint.store import Store
 
 
@@ -24,6 +25,70 @@ class CheckpointInfo:
     wall_time_unix_s: float | None = None
     size_bytes: int | None = None
     reason: str | None = None
+
+
+@dataclass(frozen=True)
+class LeafInfo:
+    """One array of a checkpoint's state: its place in the tree, type, and where its bytes are."""
+
+    path: str
+    kind: str
+    dtype: str
+    shape: tuple[int, ...]
+    raw_bytes: int
+    chunks: int
+    chunks_from_parents: int  # stored by an ancestor (a delta's unchanged chunks)
+
+
+@dataclass(frozen=True)
+class CheckpointDetail:
+    """Everything a manifest says about one checkpoint, for people and scripts."""
+
+    checkpoint_id: str
+    step: int
+    tier: str
+    wall_time_unix_s: float
+    format_version: int
+    chain: list[str]  # its ancestors, nearest first (empty for a full checkpoint)
+    size_bytes: int  # what it wrote itself
+    state_bytes: int  # what it restores to
+    world: dict[str, int]
+    data_position: dict[str, Any]
+    user_metadata: dict[str, Any]
+    rng: list[str]  # the generators whose states it holds
+    leaves: list[LeafInfo]
+
+
+def describe_checkpoint(url: str, checkpoint_id: str | None = None,
+                        storage_options: Mapping[str, Any] | None = None) -> CheckpointDetail:
+    """The manifest of ``checkpoint_id`` (default: the newest committed checkpoint), in plain fields.
+
+    Raises :class:`CheckpointCorrupt` when there is no such committed checkpoint. Reads manifests
+    only: use :func:`verify_checkpoints` to check the data."""
+    store = Store(url, storage_options)
+    found, damaged = committed(store)
+    chosen = [m for m in found if checkpoint_id in (None, m.checkpoint_id)]
+    if not chosen:
+        why = dict(damaged).get(checkpoint_id or "")
+        raise CheckpointCorrupt(checkpoint_id or url, why or f"no committed checkpoint {'here' if checkpoint_id is None else 'by that id'} under {url}")
+    manifest = chosen[-1]
+    try:
+        chain = [m.checkpoint_id for m in ancestors(store, manifest)]
+    except CheckpointError as exc:
+        chain = [f"(broken: {getattr(exc, 'reason', exc)})"]
+    return _detail(manifest, chain)
+
+
+def _detail(manifest: Manifest, chain: list[str]) -> CheckpointDetail:
+    own = {f.path for f in manifest.files}
+    leaves = [LeafInfo(path, leaf.kind, leaf.dtype, tuple(leaf.shape), leaf.raw_bytes, len(leaf.chunks),
+                       sum(1 for c in leaf.chunks if c.file not in own)) for path, leaf in manifest.leaves.items()]
+    world = manifest.world
+    return CheckpointDetail(
+        manifest.checkpoint_id, manifest.step, manifest.tier.value, manifest.wall_time_unix_s,
+        manifest.format_version, chain, manifest.size_bytes, sum(leaf.raw_bytes for leaf in leaves),
+        {"world_size": world.world_size, "rank": world.rank, "local_world_size": world.local_world_size},
+        dict(manifest.data_position), dict(manifest.user_metadata), sorted(manifest.rng), leaves)
 
 
 @dataclass(frozen=True)

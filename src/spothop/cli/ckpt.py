@@ -1,19 +1,27 @@
-"""``spothop ckpt``: list, verify and garbage-collect checkpoints at a URL (folder or s3://…)."""
+"""``spothop ckpt``: list, show, verify and garbage-collect checkpoints at a URL (folder or s3://…)."""
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from typing import Annotated
+import json
+from typing import Annotated, Any
 
 import typer
 
-from spothop.checkpoint import CheckpointCorrupt, collect, list_checkpoints, verify_checkpoints
+from spothop.checkpoint import (
+    CheckpointCorrupt,
+    collect,
+    describe_checkpoint,
+    list_checkpoints,
+    verify_checkpoints,
+)
 from spothop.checkpoint.store import Store
 from spothop.cli.output import console, print_json, table
 
 URL_HELP = "checkpoint location: a folder or an fsspec URL such as s3://bucket/run"
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON instead of a table")]
+SHOWN_LEAVES = 30
 
 
 def _when(unix_s: float | None) -> str | None:
@@ -36,6 +44,35 @@ def ls_command(url: Annotated[str, typer.Argument(help=URL_HELP)], as_json: Json
              i.reason] for i in infos]
     console.print(table(f"checkpoints in {url}", ["id", "status", "step", "tier", "parent", "written (UTC)",
                                                   "MiB", "note"], rows, right=["step", "MiB"]))
+
+
+def show_command(url: Annotated[str, typer.Argument(help=URL_HELP)],
+                 checkpoint_id: Annotated[str | None, typer.Option("--id", help="this checkpoint (default: the newest)")] = None,
+                 all_leaves: Annotated[bool, typer.Option("--all-leaves", help=f"list every array, not the {SHOWN_LEAVES} largest")] = False,
+                 as_json: JsonOpt = False) -> None:
+    """Show one checkpoint's manifest: step, tier, delta chain, data position, RNG, metadata and arrays."""
+    detail = describe_checkpoint(url, checkpoint_id)
+    if as_json:
+        print_json(dataclasses.asdict(detail))
+        return
+    facts: list[list[Any]] = [
+        ["id", detail.checkpoint_id], ["step", detail.step], ["tier", detail.tier],
+        ["written (UTC)", _when(detail.wall_time_unix_s)],
+        ["delta chain", " → ".join(detail.chain) if detail.chain else "— (a full checkpoint)"],
+        ["stored by it", f"{_mib(detail.size_bytes)} MiB"], ["state", f"{_mib(detail.state_bytes)} MiB in {len(detail.leaves)} arrays"],
+        ["world", ", ".join(f"{k}={v}" for k, v in detail.world.items())],
+        ["data position", json.dumps(detail.data_position) if detail.data_position else None],
+        ["RNG states", ", ".join(detail.rng) or None], ["format", detail.format_version],
+        *[[f"metadata: {k}", json.dumps(v)] for k, v in detail.user_metadata.items()],
+    ]
+    console.print(table(f"checkpoint in {url}", ["", "value"], facts))
+    leaves = sorted(detail.leaves, key=lambda leaf: -leaf.raw_bytes)
+    shown = leaves if all_leaves else leaves[:SHOWN_LEAVES]
+    rows = [[leaf.path, leaf.kind, leaf.dtype, "×".join(map(str, leaf.shape)) or "scalar", _mib(leaf.raw_bytes),
+             leaf.chunks, leaf.chunks_from_parents] for leaf in shown]
+    title = "arrays" if len(shown) == len(leaves) else f"the {len(shown)} largest of {len(leaves)} arrays (--all-leaves for every one)"
+    console.print(table(title, ["path", "kind", "dtype", "shape", "MiB", "chunks", "from parents"], rows,
+                        right=["MiB", "chunks", "from parents"]))
 
 
 def verify_command(url: Annotated[str, typer.Argument(help=URL_HELP)],
@@ -72,6 +109,7 @@ def gc_command(url: Annotated[str, typer.Argument(help=URL_HELP)],
 def register(app: typer.Typer) -> None:
     group = typer.Typer(name="ckpt", help="Inspect, verify and clean up checkpoints.", no_args_is_help=True)
     group.command("ls")(ls_command)
+    group.command("show")(show_command)
     group.command("verify")(verify_command)
     group.command("gc")(gc_command)
     app.add_typer(group)
