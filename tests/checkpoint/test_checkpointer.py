@@ -163,3 +163,40 @@ def test_a_script_that_ends_without_close_still_commits_its_last_save(tmp_path: 
     assert done.returncode == 0, done.stderr
     assert "failed" not in done.stderr
     assert [i.step for i in list_checkpoints(str(tmp_path))] == [7]
+
+
+def test_ranks_restore_only_a_step_every_rank_committed(tmp_path: Path) -> None:
+    """Rank 1's step-2 save never committed (the instance went): both ranks go back to step 1, also
+    rank 0, whose own step 2 and a later local snapshot are fine."""
+    from spothop.checkpoint import WorldLayout
+
+    def ranks() -> list[Checkpointer]:  # one rank per machine: each local disk its own folder
+        return [Checkpointer(str(tmp_path / "ckpt"), local_url=str(tmp_path / f"machine-{r}"),
+                             world=WorldLayout(world_size=2, rank=r, local_world_size=1)) for r in (0, 1)]
+
+    rank0, rank1 = ranks()
+    for ckpt, rank in ((rank0, 0), (rank1, 1)):
+        ckpt.save({"w": np.full(8, 10 + rank)}, 1).wait()
+    rank0.save({"w": np.full(8, 20)}, 2).wait()
+    rank0.save({"w": np.full(8, 30)}, 3, tier=Tier.LOCAL).wait()
+    for ckpt in (rank0, rank1):
+        ckpt.close()
+    restored = [ckpt.restore(apply_rng=False) for ckpt in ranks()]
+    assert [r.step for r in restored if r is not None] == [1, 1]
+    assert [int(r.state["w"][0]) for r in restored if r is not None] == [10, 11]
+
+
+def test_ranks_on_one_machine_agree_on_local_snapshots_too(tmp_path: Path) -> None:
+    from spothop.checkpoint import WorldLayout
+
+    def ranks() -> list[Checkpointer]:
+        return [Checkpointer(str(tmp_path / "ckpt"), local_url=str(tmp_path / "local"),
+                             world=WorldLayout(world_size=2, rank=r, local_world_size=2)) for r in (0, 1)]
+
+    rank0, rank1 = ranks()
+    for step in (1, 2):
+        rank0.save({"w": np.full(4, step)}, step, tier=Tier.LOCAL).wait()
+    rank1.save({"w": np.full(4, -1)}, 1, tier=Tier.LOCAL).wait()  # rank 1 went before its step-2 snapshot
+    for ckpt in (rank0, rank1):
+        ckpt.close()
+    assert [r.step for r in (c.restore(apply_rng=False) for c in ranks()) if r is not None] == [1, 1]

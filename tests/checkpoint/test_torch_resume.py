@@ -289,3 +289,11 @@ def test_an_overlapped_save_holds_the_optimizer_step_until_its_copy_is_done(tmp_
     assert all(torch.equal(saved[k], v) for k, v in expected.items())
     assert not torch.equal(saved["0.weight"], model[0].weight.detach())  # the step did change it later
     assert not torch.equal(saved["1.running_mean"], model[1].running_mean)
+
+
+def test_frozen_takes_tensors_only(tmp_path: Path) -> None:
+    from spothop.checkpoint import CheckpointConfigError
+
+    with pytest.raises(CheckpointConfigError, match="frozen= takes torch tensors"):
+        Checkpointer(str(tmp_path / "ckpt")).save({"w": torch.zeros(3)}, 1, frozen=[np.zeros(3)])
+    assert not (tmp_path / "ckpt").exists()  # refused before anything was written

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from spothop.checkpoint import bulk
+from spothop.checkpoint.errors import CheckpointConfigError
 
 # Device memory used at once to upload the retained host copy for an on-device comparison: bounds the
 # extra device memory (plus as many bytes of booleans) whatever the tensor's size.
@@ -67,6 +68,9 @@ def source_of(tensor: torch.Tensor) -> Source:
 def sharing_storage(arrays: dict[str, Any], tensors: Any) -> frozenset[str]:
     """The keys of ``arrays`` whose tensors share storage with one of ``tensors`` (a parameter and the
     tensor ``state_dict()`` returns for it do)."""
+    wrong = [type(t).__name__ for t in tensors if not isinstance(t, torch.Tensor)]
+    if wrong:
+        raise CheckpointConfigError(f"frozen= takes torch tensors (the frozen parameters); got {wrong[0]}")
     storages = {id(t.untyped_storage()) for t in tensors}
     return frozenset(k for k, v in arrays.items() if isinstance(v, torch.Tensor) and id(v.untyped_storage()) in storages)
 

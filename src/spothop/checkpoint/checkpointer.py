@@ -37,6 +37,7 @@ import hashlib
 import logging
 import os
 import secrets
+import sys
 import threading
 import time
 import weakref
@@ -186,6 +187,7 @@ class Checkpointer:
         durable = url or sdk.checkpoint_url() or str(spothop_home() / "checkpoints" / "default")
         local = local_url or str(spothop_home() / "snapshots" / hashlib.sha256(durable.encode()).hexdigest()[:12])
         self.durable = Store(self._per_rank(durable), storage_options)
+        self._durable_url, self._local_url, self._storage_options = durable, local, storage_options
         self.local = Store(self._per_rank(local))
         self.keep_chains, self.keep_local = keep_chains, keep_local
         self.zstd_levels = {**DEFAULT_ZSTD_LEVELS, **(zstd_levels or {})}
@@ -287,9 +289,9 @@ class Checkpointer:
         trusted = frozenset[str]()
         frozen = list(frozen)
         if frozen:
-            from spothop.checkpoint import (
-                _torch_arrays as ta,  # tensors in ``frozen``: torch is imported
-            )
+            if "torch" not in sys.modules:
+                raise CheckpointConfigError("frozen= takes torch tensors (the frozen parameters); torch is not in use")
+            from spothop.checkpoint import _torch_arrays as ta
 
             trusted = ta.sharing_storage(flat.arrays, frozen)
         base = self._delta_base() if tier is Tier.EMERGENCY else None
@@ -392,13 +394,35 @@ class Checkpointer:
         Raises :class:`NoValidCheckpoint` when checkpoints exist but none
         verifies or passes ``validate``. With ``apply_rng`` the global RNG
         states are put back after validation, just before returning.
+
+        With several ranks, only steps that every rank has committed are
+        candidates (each rank reads the others' manifests in the durable store,
+        and their local snapshots when they share this machine), so a save
+        that one rank finished and another did not, when the instance went,
+        never splits the ranks across two steps.
         """
         self._make_room(Tier.DURABLE)
         self._settle()
-        restored = restore_newest([self.local, self.durable], self.world, validate, apply_rng)
+        steps = self._steps_every_rank_committed() if self.world.world_size > 1 else None
+        restored = restore_newest([self.local, self.durable], self.world, validate, apply_rng, steps)
         if restored is not None and restored.url == self.durable.url:
             self._base = DeltaBase(restored.manifest)
         return restored
+
+    def _steps_every_rank_committed(self) -> frozenset[int]:
+        """Steps each rank has committed where this process can see it: in the durable store, or in
+        a local snapshot folder on this machine (ranks of other machines keep theirs out of sight)."""
+        from spothop.checkpoint.reader import committed
+
+        steps: frozenset[int] | None = None
+        for rank in range(self.world.world_size):
+            folder = f"rank-{rank:05d}"
+            peers = (Store(f"{self._durable_url.rstrip('/')}/{folder}", self._storage_options),
+                     Store(f"{self._local_url.rstrip('/')}/{folder}"))
+            found = frozenset(m.step for peer in peers for m in committed(peer)[0]
+                              if m.world.world_size == self.world.world_size)
+            steps = found if steps is None else steps & found
+        return steps or frozenset()
 
     def gc(self, *, dry_run: bool = False) -> gc_mod.GcPlan:
         """Keep the newest ``keep_chains`` chains in the durable store (runs after every save too)."""

@@ -4,8 +4,9 @@ Candidates from every store are tried newest first (by step, then wall
 time; at equal step a local snapshot beats a durable copy because it is
 faster to read). A candidate is skipped, with a logged reason, when a file
 fails its checksum or size, a delta's parent is gone, its manifest is from a
-newer format, it was written under another world size, or the validation
-hook rejects it. Skipping never deletes or changes anything.
+newer format, it was written under another world size, (with several
+ranks) not every rank committed its step, or the validation hook rejects
+it. Skipping never deletes or changes anything.
 """
 
 from __future__ import annotations
@@ -64,7 +65,9 @@ def _array(entry: LeafEntry, buffer: bytearray) -> Any:
 
 
 def restore_newest(stores: Sequence[Store], world: WorldLayout, validate: Validator | None,
-                   apply_rng: bool) -> Restored | None:
+                   apply_rng: bool, steps: frozenset[int] | None = None) -> Restored | None:
+    """The newest candidate that loads, verifies and validates; ``steps`` (when given) limits the
+    candidates to those steps (the ones every rank has committed)."""
     candidates: list[tuple[Manifest, Store]] = []
     reasons: list[tuple[str, str]] = []
     for store in stores:
@@ -75,7 +78,7 @@ def restore_newest(stores: Sequence[Store], world: WorldLayout, validate: Valida
         return None
     candidates.sort(key=lambda c: (c[0].step, c[0].wall_time_unix_s, c[0].tier is Tier.LOCAL), reverse=True)
     for manifest, store in candidates:
-        why = _try(manifest, store, world, validate)
+        why = _try(manifest, store, world, validate, steps)
         if isinstance(why, Restored):
             if apply_rng:
                 restore_rng(dict(manifest.rng))
@@ -86,9 +89,12 @@ def restore_newest(stores: Sequence[Store], world: WorldLayout, validate: Valida
     raise NoValidCheckpoint(", ".join(s.url for s in stores), reasons)
 
 
-def _try(manifest: Manifest, store: Store, world: WorldLayout, validate: Validator | None) -> Restored | str:
+def _try(manifest: Manifest, store: Store, world: WorldLayout, validate: Validator | None,
+         steps: frozenset[int] | None) -> Restored | str:
     if manifest.world.world_size != world.world_size:
         return f"written by {manifest.world.world_size} ranks, this run has {world.world_size}"
+    if steps is not None and manifest.step not in steps:
+        return f"step {manifest.step} was not committed by every one of the {world.world_size} ranks"
     try:
         restored = load(store, manifest)
     except CheckpointError as exc:
