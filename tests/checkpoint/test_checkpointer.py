@@ -200,3 +200,63 @@ def test_ranks_on_one_machine_agree_on_local_snapshots_too(tmp_path: Path) -> No
     for ckpt in (rank0, rank1):
         ckpt.close()
     assert [r.step for r in (c.restore(apply_rng=False) for c in ranks()) if r is not None] == [1, 1]
+
+
+class ThreadCollective:
+    """``all_reduce(MIN)`` between threads: what torch.distributed gives ranks, for in-process tests."""
+
+    def __init__(self, ranks: int) -> None:
+        self.values: list[int] = [0] * ranks
+        self.barrier = threading.Barrier(ranks)
+
+    def for_rank(self, rank: int) -> Any:
+        def minimum(value: int) -> int:
+            self.values[rank] = value
+            self.barrier.wait()
+            result = min(self.values)
+            self.barrier.wait()  # nobody overwrites a value before everyone has read the minimum
+            return result
+        return minimum
+
+
+def restore_all(ckpts: list[Checkpointer]) -> list[Any]:
+    collective = ThreadCollective(len(ckpts))
+    results: list[Any] = [None] * len(ckpts)
+
+    def run(rank: int) -> None:
+        try:
+            results[rank] = ckpts[rank].restore(apply_rng=False, agree=collective.for_rank(rank))
+        except Exception as exc:
+            results[rank] = exc
+
+    threads = [threading.Thread(target=run, args=(rank,)) for rank in range(len(ckpts))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not any(thread.is_alive() for thread in threads), "the ranks did not run the same collectives"
+    return results
+
+
+def two_ranks(tmp_path: Path) -> list[Checkpointer]:
+    from spothop.checkpoint import WorldLayout
+
+    return [Checkpointer(str(tmp_path / "ckpt"), local_url=str(tmp_path / f"machine-{r}"),
+                         world=WorldLayout(world_size=2, rank=r)) for r in (0, 1)]
+
+
+def test_agreed_restore_with_no_checkpoint_anywhere_starts_every_rank_afresh(tmp_path: Path) -> None:
+    assert restore_all(two_ranks(tmp_path)) == [None, None]
+
+
+def test_agreed_restore_fails_on_every_rank_when_one_rank_can_load_nothing(tmp_path: Path) -> None:
+    from spothop.checkpoint import NoValidCheckpoint
+
+    ranks = two_ranks(tmp_path)
+    for rank, ckpt in enumerate(ranks):
+        ckpt.save({"w": np.full(8, rank)}, 1).wait()
+        ckpt.close()
+    [pack] = (tmp_path / "ckpt" / "rank-00001").glob("step-*/data-00000.pack")
+    pack.write_bytes(b"damaged")
+    results = restore_all(two_ranks(tmp_path))
+    assert all(isinstance(r, NoValidCheckpoint) for r in results), results

@@ -297,3 +297,27 @@ def test_frozen_takes_tensors_only(tmp_path: Path) -> None:
     with pytest.raises(CheckpointConfigError, match="frozen= takes torch tensors"):
         Checkpointer(str(tmp_path / "ckpt")).save({"w": torch.zeros(3)}, 1, frozen=[np.zeros(3)])
     assert not (tmp_path / "ckpt").exists()  # refused before anything was written
+
+
+def run_ranks(tmp_path: Path, url: str, mode: str, tag: str) -> list[str]:
+    """Both ranks of ``dist_script.py`` as real processes joined by torch.distributed (gloo)."""
+    script = Path(__file__).with_name("dist_script.py")
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'src'}"}
+    init = tmp_path / f"init-{tag}"
+    ranks = [subprocess.Popen([sys.executable, str(script), str(rank), str(init), url, mode], env=env, cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
+    outs = [r.communicate(timeout=120) for r in ranks]
+    assert [r.returncode for r in ranks] == [0, 0], [err[-2000:] for _, err in outs]
+    return [out.strip() for out, _ in outs]
+
+
+def test_ranks_agree_when_a_checkpoint_verifies_on_one_rank_only(tmp_path: Path) -> None:
+    """Rank 1's step-2 file is damaged; rank 0's is fine. Both ranks committed step 2, so only talking
+    (all_reduce) can tell: both must restore step 1, each its own rank's values."""
+    url = str(tmp_path / "ckpt")
+    run_ranks(tmp_path, url, "save", "save")
+    [pack] = (tmp_path / "ckpt" / "rank-00001").glob("step-000000000002-*/data-00000.pack")
+    damaged = bytearray(pack.read_bytes())
+    damaged[len(damaged) // 2] ^= 0x01
+    pack.write_bytes(bytes(damaged))
+    assert run_ranks(tmp_path, url, "restore", "restore") == ["restored 1 10", "restored 1 11"]

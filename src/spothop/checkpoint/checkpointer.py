@@ -48,7 +48,7 @@ from typing import Any
 
 from spothop.checkpoint import gc as gc_mod
 from spothop.checkpoint import tree as tree_mod
-from spothop.checkpoint.errors import CheckpointConfigError, CheckpointWriteError
+from spothop.checkpoint.errors import CheckpointConfigError, CheckpointWriteError, NoValidCheckpoint
 from spothop.checkpoint.interval import FixedInterval, IntervalPolicy, SaveCostMeter
 from spothop.checkpoint.manifest import Manifest, Tier, WorldLayout
 from spothop.checkpoint.pack import (
@@ -59,7 +59,7 @@ from spothop.checkpoint.pack import (
 )
 from spothop.checkpoint.reader import manifest_path
 from spothop.checkpoint.restore import Restored, Validator, restore_newest
-from spothop.checkpoint.rng import capture_rng
+from spothop.checkpoint.rng import capture_rng, restore_rng
 from spothop.checkpoint.snapshot import (
     DeltaBase,
     HostBuffers,
@@ -388,7 +388,8 @@ class Checkpointer:
 
     # -- restore --------------------------------------------------------------------------
 
-    def restore(self, validate: Validator | None = None, *, apply_rng: bool = True) -> Restored | None:
+    def restore(self, validate: Validator | None = None, *, apply_rng: bool = True,
+                agree: Callable[[int], int] | None = None) -> Restored | None:
         """Load the newest checkpoint that verifies (local or durable); None if none was ever committed.
 
         Raises :class:`NoValidCheckpoint` when checkpoints exist but none
@@ -399,12 +400,23 @@ class Checkpointer:
         candidates (each rank reads the others' manifests in the durable store,
         and their local snapshots when they share this machine), so a save
         that one rank finished and another did not, when the instance went,
-        never splits the ranks across two steps.
+        never splits the ranks across two steps. ``agree`` goes further: a
+        collective that returns the minimum of what every rank passes (an
+        ``all_reduce`` with MIN; :meth:`TorchState.restore` brings one when
+        ``torch.distributed`` is initialised). With it the ranks also agree
+        when a checkpoint verifies on one rank and not on another: all go back
+        to the newest step that every rank can load, or all raise.
         """
         self._make_room(Tier.DURABLE)
         self._settle()
         steps = self._steps_every_rank_committed() if self.world.world_size > 1 else None
-        restored = restore_newest([self.local, self.durable], self.world, validate, apply_rng, steps)
+        stores = [self.local, self.durable]
+        if agree is None:
+            restored = restore_newest(stores, self.world, validate, apply_rng, steps)
+        else:
+            restored = _restore_agreed(stores, self.world, validate, steps, agree)
+            if restored is not None and apply_rng:
+                restore_rng(dict(restored.manifest.rng))
         if restored is not None and restored.url == self.durable.url:
             self._base = DeltaBase(restored.manifest)
         return restored
@@ -464,6 +476,33 @@ class _Job:
         return Manifest(self.checkpoint_id, self.step, self.wall_time, self.tier,
                         self.base.manifest.checkpoint_id if self.base else None, files, leaves,
                         snapshot.tree, self.rng, self.data_position, world, self.user_metadata)
+
+
+_NOTHING, _NOTHING_VALID = -1, -2  # what a rank proposes when it has no checkpoint / none that loads
+
+
+def _restore_agreed(stores: list[Store], world: WorldLayout, validate: Validator | None,
+                    steps: frozenset[int] | None, agree: Callable[[int], int]) -> Restored | None:
+    """Every rank proposes the newest step it can load; all go to the smallest proposal, and again
+    while some rank cannot load that one. Each round is two collectives on every rank, so all ranks
+    run the same number of rounds; the step only goes down, so the rounds end."""
+    ceiling: int | None = None
+    while True:
+        failure: NoValidCheckpoint | None = None
+        try:
+            restored = restore_newest(stores, world, validate, False, steps, ceiling)
+        except NoValidCheckpoint as exc:
+            restored, failure = None, exc
+        mine = restored.step if restored is not None else _NOTHING_VALID if failure is not None else _NOTHING
+        agreed = agree(mine)
+        if agreed < 0:  # some rank has nothing it can load: every rank takes this branch alike
+            if agreed == _NOTHING and -agree(-mine) == _NOTHING:
+                return None  # no rank has any checkpoint: all start afresh
+            raise failure or NoValidCheckpoint(", ".join(s.url for s in stores),
+                                               [("rank", "another rank has no checkpoint it can load")])
+        if agree(1 if mine == agreed else 0) == 1:
+            return restored
+        ceiling = agreed
 
 
 def _resolved(snapshot: Snapshot) -> Future[Snapshot]:

@@ -195,12 +195,29 @@ class TorchState:
                 value = float(validate())
             return abs(value - float(recorded)) <= rtol * max(abs(float(recorded)), 1e-12)
 
-        restored = checkpointer.restore(accept)
+        restored = checkpointer.restore(accept, agree=_min_over_ranks(checkpointer))
         if restored is None:
             return None
         if self.sampler is not None and restored.manifest.data_position:
             self.sampler.load_state_dict(restored.manifest.data_position)
         return restored.step
+
+
+def _min_over_ranks(checkpointer: Checkpointer) -> Callable[[int], int] | None:
+    """The minimum of a value over the ranks (``all_reduce`` MIN), when this is a multi-rank run with
+    ``torch.distributed`` initialised; None otherwise."""
+    import torch.distributed as dist
+
+    if checkpointer.world.world_size < 2 or not dist.is_available() or not dist.is_initialized():
+        return None
+    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+
+    def minimum(value: int) -> int:
+        tensor = torch.tensor([value], dtype=torch.int64, device=device)
+        dist.all_reduce(tensor, op=dist.ReduceOp.MIN)
+        return int(tensor.item())
+
+    return minimum
 
 
 def _innermost(optimizer: Any) -> torch.optim.Optimizer:

@@ -65,9 +65,10 @@ def _array(entry: LeafEntry, buffer: bytearray) -> Any:
 
 
 def restore_newest(stores: Sequence[Store], world: WorldLayout, validate: Validator | None,
-                   apply_rng: bool, steps: frozenset[int] | None = None) -> Restored | None:
+                   apply_rng: bool, steps: frozenset[int] | None = None,
+                   max_step: int | None = None) -> Restored | None:
     """The newest candidate that loads, verifies and validates; ``steps`` (when given) limits the
-    candidates to those steps (the ones every rank has committed)."""
+    candidates to those steps (the ones every rank has committed), ``max_step`` to steps at most it."""
     candidates: list[tuple[Manifest, Store]] = []
     reasons: list[tuple[str, str]] = []
     for store in stores:
@@ -78,7 +79,7 @@ def restore_newest(stores: Sequence[Store], world: WorldLayout, validate: Valida
         return None
     candidates.sort(key=lambda c: (c[0].step, c[0].wall_time_unix_s, c[0].tier is Tier.LOCAL), reverse=True)
     for manifest, store in candidates:
-        why = _try(manifest, store, world, validate, steps)
+        why = _try(manifest, store, world, validate, steps, max_step)
         if isinstance(why, Restored):
             if apply_rng:
                 restore_rng(dict(manifest.rng))
@@ -90,11 +91,13 @@ def restore_newest(stores: Sequence[Store], world: WorldLayout, validate: Valida
 
 
 def _try(manifest: Manifest, store: Store, world: WorldLayout, validate: Validator | None,
-         steps: frozenset[int] | None) -> Restored | str:
+         steps: frozenset[int] | None, max_step: int | None) -> Restored | str:
     if manifest.world.world_size != world.world_size:
         return f"written by {manifest.world.world_size} ranks, this run has {world.world_size}"
     if steps is not None and manifest.step not in steps:
         return f"step {manifest.step} was not committed by every one of the {world.world_size} ranks"
+    if max_step is not None and manifest.step > max_step:
+        return f"another rank can only go back to step {max_step}"
     try:
         restored = load(store, manifest)
     except CheckpointError as exc:
