@@ -12,9 +12,11 @@ The public surface::
     ...
     ckpt.save(state, step, tier=Tier.EMERGENCY).wait() # on a preemption notice
 
-PyTorch helpers are in :mod:`spothop.checkpoint.pytorch` and the Hugging Face
-callback in :mod:`spothop.checkpoint.hf`; both import torch lazily, so this
-package works without it.
+PyTorch helpers are in :mod:`spothop.checkpoint.pytorch` (``TorchState``: save
+with ``overlap``, ``prepare``, ``checkpoint_step`` under the agent, restore that
+ranks agree on) and the Hugging Face callback in :mod:`spothop.checkpoint.hf`;
+this package itself imports without torch. :class:`Preempted` is what a step
+raises after its emergency checkpoint on the agent's final notice (exit 75).
 """
 
 from spothop.checkpoint.admin import (
@@ -46,11 +48,13 @@ from spothop.checkpoint.interval import (
     young_interval_s,
 )
 from spothop.checkpoint.manifest import FORMAT_VERSION, FileEntry, Manifest, Tier, WorldLayout
+from spothop.checkpoint.preemption import EXIT_PREEMPTED, Preempted
 from spothop.checkpoint.restore import Restored, Validator
 from spothop.checkpoint.rng import capture_rng, restore_rng
 from spothop.checkpoint.store import Store
 
 __all__ = [
+    "EXIT_PREEMPTED",
     "FORMAT_VERSION",
     "CheckpointConfigError",
     "CheckpointCorrupt",
@@ -68,6 +72,7 @@ __all__ = [
     "Manifest",
     "NoValidCheckpoint",
     "ParentMissing",
+    "Preempted",
     "Restored",
     "SaveHandle",
     "SaveStats",
