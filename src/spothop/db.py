@@ -12,10 +12,13 @@ A plain ``postgresql://`` URL is read as psycopg 3.
 from __future__ import annotations
 
 import os
+import threading
+import weakref
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, MetaData, create_engine, event
 
 from spothop.errors import ConfigError
 from spothop.paths import spothop_home
@@ -79,3 +82,23 @@ def _configure_sqlite(engine: Engine) -> None:
 def shared_engine(url: str) -> Engine:
     """One engine per URL per process (engines pool connections; make few)."""
     return make_engine(url)
+
+
+# The tables this process has created, per engine: by metadata and schema. Keyed by the engine object,
+# weakly: a dropped engine's id() is soon reused by a new one (for another database), which must not
+# pass for it. (Keyed by id() once, a new SQLite file now and then had no tables: "no such table".)
+_created: weakref.WeakKeyDictionary[Engine, set[tuple[int, str | None]]] = weakref.WeakKeyDictionary()
+_created_lock = threading.Lock()
+
+
+def create_tables_once(engine: Engine, metadata: MetaData, create: Callable[[], None],
+                       schema: str | None = None) -> None:
+    """Run ``create`` (which creates ``metadata``'s tables in ``schema``) unless this process already
+    has for this engine. Holds a lock meanwhile, so threads sharing an engine create them once."""
+    key = (id(metadata), schema)
+    with _created_lock:
+        done = _created.setdefault(engine, set())
+        if key in done:
+            return
+        create()
+        done.add(key)

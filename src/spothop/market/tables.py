@@ -16,8 +16,6 @@ Three tables, one :data:`metadata`:
 
 from __future__ import annotations
 
-import weakref
-
 from sqlalchemy import (
     BigInteger,
     Column,
@@ -30,6 +28,8 @@ from sqlalchemy import (
     Table,
     UniqueConstraint,
 )
+
+from spothop.db import create_tables_once
 
 metadata = MetaData()
 
@@ -87,13 +87,6 @@ exposure = Table(
     Column("end_unix_s", Float, nullable=False),
 )
 
-# Engines whose tables exist; weak so that a dropped engine's id is never mistaken for a new one's.
-_created: weakref.WeakSet[Engine] = weakref.WeakSet()
-
-
 def ensure_tables(engine: Engine) -> None:
     """Create the market tables if missing (once per engine per process)."""
-    if engine in _created:
-        return
-    metadata.create_all(engine, checkfirst=True)
-    _created.add(engine)
+    create_tables_once(engine, metadata, lambda: metadata.create_all(engine, checkfirst=True))

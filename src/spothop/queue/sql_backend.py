@@ -13,7 +13,6 @@ caller, decides whether a lease is still valid.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -38,7 +37,7 @@ from sqlalchemy import (
 )
 from sqlalchemy import exc as sa_exc
 
-from spothop.db import make_engine
+from spothop.db import create_tables_once, make_engine
 from spothop.queue.base import Clock, ShardQueue, lease_ms
 from spothop.queue.errors import (
     AlreadyCompletedError,
@@ -101,10 +100,6 @@ TRANSIENT_SQL_ERRORS: tuple[type[BaseException], ...] = (sa_exc.OperationalError
 ENQUEUE_CHUNK = 500
 MAX_ERROR_CHARS = 2000
 
-_created: set[tuple[int, str | None]] = set()
-_created_lock = threading.Lock()
-
-
 class SqlQueue(ShardQueue):
     """A job's queue in a SQL database (``sqlite:///…`` or ``postgresql://…``).
 
@@ -124,16 +119,14 @@ class SqlQueue(ShardQueue):
     # --- plumbing -----------------------------------------------------------------
 
     def _create_tables(self, schema: str | None) -> None:
-        key = (id(self._base_engine), schema)
-        with _created_lock:
-            if key in _created:
-                return
+        def create() -> None:
             try:
                 self._run(lambda conn: metadata.create_all(conn), "create tables")
             except (sa_exc.ProgrammingError, sa_exc.IntegrityError):
                 # Another process created them at the same moment: check again.
                 self._run(lambda conn: metadata.create_all(conn), "create tables")
-            _created.add(key)
+
+        create_tables_once(self._base_engine, metadata, create, schema)
 
     def _run(self, body: Callable[[Connection], T], what: str) -> T:
         def once() -> T:
