@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -321,3 +322,24 @@ def test_ranks_agree_when_a_checkpoint_verifies_on_one_rank_only(tmp_path: Path)
     damaged[len(damaged) // 2] ^= 0x01
     pack.write_bytes(bytes(damaged))
     assert run_ranks(tmp_path, url, "restore", "restore") == ["restored 1 10", "restored 1 11"]
+
+
+def test_checkpoint_step_prepares_the_buffers_on_its_first_quiet_step(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from spothop.checkpoint import FixedInterval
+
+    monkeypatch.delenv("SPOTHOP_AGENT_DIR", raising=False)
+    model = torch.nn.Linear(64, 64)
+    optimizer = torch.optim.AdamW(model.parameters())
+    parts = TorchState(model, optimizer)
+    ckpt = Checkpointer(str(tmp_path), interval=FixedInterval(3600))
+    futures: list[Any] = []
+    real_prepare = ckpt.prepare
+    ckpt.prepare = lambda state: futures.append(real_prepare(state)) or futures[-1]  # type: ignore[method-assign]
+    model(torch.randn(2, 64)).sum().backward()
+    optimizer.step()
+    assert parts.checkpoint_step(ckpt, 1) is None  # nothing due: buffers allocated in the background
+    expected = sum(t.numel() * t.element_size() for t in [*model.parameters(), *[
+        v for s in optimizer.state.values() for v in s.values() if isinstance(v, torch.Tensor)]])
+    assert len(futures) == 1 and futures[0].result() == expected  # the optimizer's moments included
+    assert parts.checkpoint_step(ckpt, 2) is None and len(futures) == 1  # once only

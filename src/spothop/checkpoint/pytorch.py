@@ -83,6 +83,7 @@ class TorchState:
         self.model, self.optimizer, self.scheduler, self.scaler, self.sampler = (
             model, optimizer, scheduler, scaler, sampler)
         self._copying: SaveHandle | None = None  # an overlapped save whose copy the next step must wait for
+        self._prepared = False  # checkpoint_step has had the host buffers allocated
         self._step_hook: Any = None
 
     def state_dict(self) -> dict[str, Any]:
@@ -111,7 +112,8 @@ class TorchState:
         """Call once per training step, after the optimizer step, with the steps done so far.
 
         Saves durably when the checkpointer's interval has passed or the agent asks (an advance
-        notice), and returns the save's handle (None when nothing was due). On a final notice it
+        notice), and returns the save's handle (None when nothing was due). The first call with
+        nothing due allocates the host buffers in the background (:meth:`prepare`). On a final notice it
         saves an emergency delta, waits for it within the agent's deadline, tells the agent, and
         raises :class:`~spothop.checkpoint.preemption.Preempted` (a ``SystemExit`` with code 75:
         preempted, resumable). Outside an agent only the interval applies. See
@@ -122,6 +124,9 @@ class TorchState:
         preemption.listen()
         reason = preemption.due(checkpointer)
         if reason is None:
+            if not self._prepared:  # the first step is done: the optimizer state exists, shapes are final
+                self.prepare(checkpointer)
+                self._prepared = True
             return None
         metadata = {**(user_metadata or {}), "reason": reason.value}
         if reason is preemption.Reason.STOP:
