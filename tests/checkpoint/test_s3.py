@@ -12,7 +12,13 @@ moto_server = pytest.importorskip("moto.server")
 pytest.importorskip("s3fs")
 boto3 = pytest.importorskip("boto3")
 
-from spothop.checkpoint import Checkpointer, Tier, list_checkpoints, verify_checkpoints  # noqa: E402
+from spothop.checkpoint import (  # noqa: E402
+    Checkpointer,
+    Tier,
+    describe_checkpoint,
+    list_checkpoints,
+    verify_checkpoints,
+)
 
 
 @pytest.fixture
@@ -47,3 +53,6 @@ def test_save_delta_restore_and_verify_on_s3(s3_url: str) -> None:
     assert restored is not None and restored.step == 2 and np.array_equal(restored.state["w"], weights)
     assert [i.step for i in list_checkpoints(s3_url)] == [1, 2]
     assert all(r.ok for r in verify_checkpoints(s3_url))
+    detail = describe_checkpoint(s3_url)
+    assert detail.checkpoint_id == delta.checkpoint_id and detail.chain == [full.checkpoint_id]
+    assert detail.leaves[0].chunks_from_parents == detail.leaves[0].chunks - 1  # only the first chunk changed
