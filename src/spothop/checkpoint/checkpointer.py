@@ -102,10 +102,12 @@ PACK_NAME = "data-00000.pack"
 
 @dataclass(frozen=True)
 class SaveStats:
-    """What one save cost: the stall it caused and what it wrote."""
+    """What one save cost and what it wrote."""
 
+    # The copy to host memory: the loop's stall when the copy runs inside ``save()``; an overlapped
+    # copy runs beside the next step, and its stall is the handle's ``blocking_s + waited_s``.
     blocking_s: float
-    total_s: float
+    total_s: float  # from the ``save()`` call to the commit
     bytes_written: int
     bytes_copied: int
     chunks_written: int
