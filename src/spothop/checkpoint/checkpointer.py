@@ -48,7 +48,7 @@ from typing import Any
 
 from spothop.checkpoint import gc as gc_mod
 from spothop.checkpoint import tree as tree_mod
-from spothop.checkpoint.errors import CheckpointConfigError, CheckpointWriteError, NoValidCheckpoint
+from spothop.checkpoint.errors import CheckpointConfigError, CheckpointWriteError
 from spothop.checkpoint.interval import FixedInterval, IntervalPolicy, SaveCostMeter
 from spothop.checkpoint.manifest import Manifest, Tier, WorldLayout
 from spothop.checkpoint.pack import (
@@ -58,7 +58,13 @@ from spothop.checkpoint.pack import (
     write_pack,
 )
 from spothop.checkpoint.reader import manifest_path
-from spothop.checkpoint.restore import Restored, Validator, restore_newest
+from spothop.checkpoint.restore import (
+    Restored,
+    Validator,
+    restore_agreed,
+    restore_newest,
+    steps_every_rank_committed,
+)
 from spothop.checkpoint.rng import capture_rng, restore_rng
 from spothop.checkpoint.snapshot import (
     DeltaBase,
@@ -411,32 +417,18 @@ class Checkpointer:
         """
         self._make_room(Tier.DURABLE)
         self._settle()
-        steps = self._steps_every_rank_committed() if self.world.world_size > 1 else None
+        steps = (steps_every_rank_committed(self._durable_url, self._local_url, self.world, self._storage_options)
+                 if self.world.world_size > 1 else None)
         stores = [self.local, self.durable]
         if agree is None:
             restored = restore_newest(stores, self.world, validate, apply_rng, steps)
         else:
-            restored = _restore_agreed(stores, self.world, validate, steps, agree)
+            restored = restore_agreed(stores, self.world, validate, steps, agree)
             if restored is not None and apply_rng:
                 restore_rng(dict(restored.manifest.rng))
         if restored is not None and restored.url == self.durable.url:
             self._base = DeltaBase(restored.manifest)
         return restored
-
-    def _steps_every_rank_committed(self) -> frozenset[int]:
-        """Steps each rank has committed where this process can see it: in the durable store, or in
-        a local snapshot folder on this machine (ranks of other machines keep theirs out of sight)."""
-        from spothop.checkpoint.reader import committed
-
-        steps: frozenset[int] | None = None
-        for rank in range(self.world.world_size):
-            folder = f"rank-{rank:05d}"
-            peers = (Store(f"{self._durable_url.rstrip('/')}/{folder}", self._storage_options),
-                     Store(f"{self._local_url.rstrip('/')}/{folder}"))
-            found = frozenset(m.step for peer in peers for m in committed(peer)[0]
-                              if m.world.world_size == self.world.world_size)
-            steps = found if steps is None else steps & found
-        return steps or frozenset()
 
     def gc(self, *, dry_run: bool = False) -> gc_mod.GcPlan:
         """Keep the newest ``keep_chains`` chains in the durable store (runs after every save too)."""
@@ -478,33 +470,6 @@ class _Job:
         return Manifest(self.checkpoint_id, self.step, self.wall_time, self.tier,
                         self.base.manifest.checkpoint_id if self.base else None, files, leaves,
                         snapshot.tree, self.rng, self.data_position, world, self.user_metadata)
-
-
-_NOTHING, _NOTHING_VALID = -1, -2  # what a rank proposes when it has no checkpoint / none that loads
-
-
-def _restore_agreed(stores: list[Store], world: WorldLayout, validate: Validator | None,
-                    steps: frozenset[int] | None, agree: Callable[[int], int]) -> Restored | None:
-    """Every rank proposes the newest step it can load; all go to the smallest proposal, and again
-    while some rank cannot load that one. Each round is two collectives on every rank, so all ranks
-    run the same number of rounds; the step only goes down, so the rounds end."""
-    ceiling: int | None = None
-    while True:
-        failure: NoValidCheckpoint | None = None
-        try:
-            restored = restore_newest(stores, world, validate, False, steps, ceiling)
-        except NoValidCheckpoint as exc:
-            restored, failure = None, exc
-        mine = restored.step if restored is not None else _NOTHING_VALID if failure is not None else _NOTHING
-        agreed = agree(mine)
-        if agreed < 0:  # some rank has nothing it can load: every rank takes this branch alike
-            if agreed == _NOTHING and -agree(-mine) == _NOTHING:
-                return None  # no rank has any checkpoint: all start afresh
-            raise failure or NoValidCheckpoint(", ".join(s.url for s in stores),
-                                               [("rank", "another rank has no checkpoint it can load")])
-        if agree(1 if mine == agreed else 0) == 1:
-            return restored
-        ceiling = agreed
 
 
 def _resolved(snapshot: Snapshot) -> Future[Snapshot]:

@@ -7,12 +7,16 @@ fails its checksum or size, a delta's parent is gone, its manifest is from a
 newer format, it was written under another world size, (with several
 ranks) not every rank committed its step, or the validation hook rejects
 it. Skipping never deletes or changes anything.
+
+Several ranks restore the same step: only steps every rank has committed are
+candidates (:func:`steps_every_rank_committed`), and with a collective minimum
+:func:`restore_agreed` settles the step every rank can actually load.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,3 +113,46 @@ def _try(manifest: Manifest, store: Store, world: WorldLayout, validate: Validat
     except ValidationFailed as exc:
         return f"validation failed: {exc}"
     return restored if accepted else "validation hook rejected it"
+
+
+def steps_every_rank_committed(durable_url: str, local_url: str, world: WorldLayout,
+                               storage_options: Mapping[str, Any] | None = None) -> frozenset[int]:
+    """Steps each rank has committed where this process can see it: in the durable store
+    (``DURABLE_URL/rank-NNNNN``), or in a local snapshot folder on this machine (ranks of other
+    machines keep theirs out of sight). Only these steps are candidates for a multi-rank restore."""
+    steps: frozenset[int] | None = None
+    for rank in range(world.world_size):
+        folder = f"rank-{rank:05d}"
+        peers = (Store(f"{durable_url.rstrip('/')}/{folder}", storage_options),
+                 Store(f"{local_url.rstrip('/')}/{folder}"))
+        found = frozenset(m.step for peer in peers for m in committed(peer)[0]
+                          if m.world.world_size == world.world_size)
+        steps = found if steps is None else steps & found
+    return steps or frozenset()
+
+
+_NOTHING, _NOTHING_VALID = -1, -2  # what a rank proposes when it has no checkpoint / none that loads
+
+
+def restore_agreed(stores: list[Store], world: WorldLayout, validate: Validator | None,
+                   steps: frozenset[int] | None, agree: Callable[[int], int]) -> Restored | None:
+    """Every rank proposes the newest step it can load; all go to the smallest proposal, and again
+    while some rank cannot load that one. Each round is two collectives on every rank, so all ranks
+    run the same number of rounds; the step only goes down, so the rounds end."""
+    ceiling: int | None = None
+    while True:
+        failure: NoValidCheckpoint | None = None
+        try:
+            restored = restore_newest(stores, world, validate, False, steps, ceiling)
+        except NoValidCheckpoint as exc:
+            restored, failure = None, exc
+        mine = restored.step if restored is not None else _NOTHING_VALID if failure is not None else _NOTHING
+        agreed = agree(mine)
+        if agreed < 0:  # some rank has nothing it can load: every rank takes this branch alike
+            if agreed == _NOTHING and -agree(-mine) == _NOTHING:
+                return None  # no rank has any checkpoint: all start afresh
+            raise failure or NoValidCheckpoint(", ".join(s.url for s in stores),
+                                               [("rank", "another rank has no checkpoint it can load")])
+        if agree(1 if mine == agreed else 0) == 1:
+            return restored
+        ceiling = agreed
