@@ -106,7 +106,7 @@ class GatedWrites:
             self.release.wait(timeout=30)
             return real(*args, **kwargs)
 
-        monkeypatch.setattr("spothop.checkpoint.checkpointer.write_pack", gated)
+        monkeypatch.setattr(pack_mod, "write_pack", gated)
 
 
 def test_one_save_in_flight_the_next_waits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

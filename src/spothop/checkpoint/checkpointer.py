@@ -54,8 +54,9 @@ from spothop.checkpoint.manifest import Manifest, Tier, WorldLayout
 from spothop.checkpoint.pack import (
     DEFAULT_CHUNK_BYTES,
     DEFAULT_COMPRESS_BELOW,
+    DEFAULT_UPLOAD_STREAMS,
     SaveCancelled,
-    write_pack,
+    write_packs,
 )
 from spothop.checkpoint.reader import manifest_path
 from spothop.checkpoint.restore import (
@@ -103,7 +104,6 @@ DEFAULT_KEEP_LOCAL = 2
 # Either way a chunk is compressed only if a sample of it shrinks enough (``compress_below``).
 DEFAULT_ZSTD_LEVELS: Mapping[Tier, int | None] = {Tier.LOCAL: None, Tier.DURABLE: 3, Tier.EMERGENCY: 1}
 MAX_HASH_WORKERS = 8  # hashing and compression threads; more rarely helps a single upload stream
-PACK_NAME = "data-00000.pack"
 
 
 @dataclass(frozen=True)
@@ -184,12 +184,15 @@ class Checkpointer:
                  chunk_bytes: int = DEFAULT_CHUNK_BYTES, workers: int | None = None,
                  interval: IntervalPolicy | None = None, world: WorldLayout | None = None,
                  track_versions: bool = False, reuse_host_buffers: bool = True, skip_unchanged: bool = False,
-                 compress_below: float = DEFAULT_COMPRESS_BELOW,
+                 compress_below: float = DEFAULT_COMPRESS_BELOW, upload_streams: int = DEFAULT_UPLOAD_STREAMS,
                  clock: Callable[[], float] = time.monotonic) -> None:
         if keep_chains < 1 or keep_local < 1:
             raise CheckpointConfigError("keep_chains and keep_local must be at least 1")
         if chunk_bytes < 1:
             raise CheckpointConfigError(f"chunk_bytes must be positive; got {chunk_bytes}")
+        if upload_streams < 1:
+            raise CheckpointConfigError(f"upload_streams must be at least 1; got {upload_streams}")
+        self.upload_streams = upload_streams
         self.world = world or WorldLayout()
         # Under the agent the job's checkpoint URL comes from the environment it sets.
         durable = url or sdk.checkpoint_url() or str(spothop_home() / "checkpoints" / "default")
@@ -359,11 +362,13 @@ class Checkpointer:
         store = self.local if job.tier is Tier.LOCAL else self.durable
         try:
             snapshot = job.copying.result()  # an overlapped copy may still be running; it cannot be cancelled
-            result = write_pack(store, f"{job.checkpoint_id}/{PACK_NAME}", snapshot.leaves,
-                                parent=job.base.manifest.leaves if job.base else None,
-                                level=self.zstd_levels.get(job.tier), chunk_bytes=self.chunk_bytes,
-                                workers=self.workers, cancel=cancel, compress_below=self.compress_below)
-            manifest = job.manifest(snapshot, result.leaves, (result.file,), self.world)
+            # A local disk is written in place by every worker already; an object store gets streams.
+            result = write_packs(store, job.checkpoint_id, snapshot.leaves,
+                                 streams=1 if store.is_local else self.upload_streams,
+                                 parent=job.base.manifest.leaves if job.base else None,
+                                 level=self.zstd_levels.get(job.tier), chunk_bytes=self.chunk_bytes,
+                                 workers=self.workers, cancel=cancel, compress_below=self.compress_below)
+            manifest = job.manifest(snapshot, result.leaves, result.files, self.world)
             store.write_atomic(manifest_path(job.checkpoint_id), manifest.to_json())  # the commit
         except BaseException as exc:
             with contextlib.suppress(Exception):
@@ -383,7 +388,7 @@ class Checkpointer:
             self._collecting = self._executor.submit(self._collect, store, job.checkpoint_id)
         except RuntimeError:  # the executor is shutting down: clean up here
             self._collect(store, job.checkpoint_id)
-        return manifest, SaveStats(snapshot.blocking_s, total_s, result.file.size_bytes,
+        return manifest, SaveStats(snapshot.blocking_s, total_s, sum(f.size_bytes for f in result.files),
                                    snapshot.copied_bytes, result.chunks_written, result.chunks_reused,
                                    snapshot.matched_chunks)
 

@@ -33,11 +33,12 @@ the same either way, whatever order the workers finish in.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -56,6 +57,11 @@ from spothop.checkpoint.manifest import (
 from spothop.checkpoint.store import PositionalFile, Store, WriteStream
 
 DEFAULT_CHUNK_BYTES = 4 * 1024 * 1024  # big enough to amortise per-chunk overhead, small for deltas
+# An object store takes one stream per pack file, and one stream (one TCP connection, parts sent one
+# after another) runs far below what the link can carry; a save is cut into this many files at most,
+# uploaded at once, each of at least MIN_STREAM_BYTES (smaller ones are not worth a request).
+DEFAULT_UPLOAD_STREAMS = 4
+MIN_STREAM_BYTES = 64 * 1024 * 1024
 INFLIGHT_PER_WORKER = 2  # chunks queued per worker: keeps all busy, bounds memory
 SAMPLE_BYTES = 64 * 1024  # compressed first to decide a chunk's codec: ~1.5 % of a 4 MiB chunk's cost
 # Compress a chunk only if its sample shrinks to this fraction or less. Float weights land at
@@ -91,6 +97,74 @@ class PackResult:
     file: FileEntry
     chunks_written: int
     chunks_reused: int
+
+
+@dataclass(frozen=True)
+class PackSet:
+    """The pack files of one checkpoint (one per upload stream) and the leaves they hold, in order."""
+
+    leaves: dict[str, LeafEntry]
+    files: tuple[FileEntry, ...]
+    chunks_written: int
+    chunks_reused: int
+
+
+def pack_name(index: int) -> str:
+    return f"data-{index:05d}.pack"
+
+
+def write_packs(store: Store, folder: str, leaves: Sequence[HostLeaf], *, streams: int,
+                parent: Mapping[str, LeafEntry] | None, level: int | None, chunk_bytes: int, workers: int,
+                cancel: threading.Event, compress_below: float = DEFAULT_COMPRESS_BELOW) -> PackSet:
+    """Write ``leaves`` into up to ``streams`` pack files under ``folder``, uploaded at once.
+
+    The leaves are cut into runs of about equal bytes, in order, each run its own pack file
+    (:func:`write_pack`) with its share of the encoding workers. A run has at least
+    ``MIN_STREAM_BYTES``, so small saves stay one file. A failed run fails the save with its error
+    once the others have ended; the caller removes the folder.
+    """
+    groups = _runs(leaves, streams)
+    write = functools.partial(write_pack, store, parent=parent, level=level, chunk_bytes=chunk_bytes, cancel=cancel,
+                              compress_below=compress_below)
+    if len(groups) == 1:
+        one = write(f"{folder}/{pack_name(0)}", leaves, workers=workers)
+        return PackSet(one.leaves, (one.file,), one.chunks_written, one.chunks_reused)
+    share = max(1, workers // len(groups))
+    with ThreadPoolExecutor(len(groups), "spothop-ckpt-upload") as uploads:
+        futures = [uploads.submit(write, f"{folder}/{pack_name(i)}", group, workers=share)
+                   for i, group in enumerate(groups)]
+        wait(futures)
+    errors = [exc for exc in (f.exception() for f in futures) if exc is not None]
+    if errors:
+        raise next((exc for exc in errors if not isinstance(exc, SaveCancelled)), errors[0])
+    results = [f.result() for f in futures]
+    merged = {key: entry for result in results for key, entry in result.leaves.items()}
+    return PackSet({leaf.key: merged[leaf.key] for leaf in leaves}, tuple(r.file for r in results),
+                   sum(r.chunks_written for r in results), sum(r.chunks_reused for r in results))
+
+
+def _runs(leaves: Sequence[HostLeaf], streams: int) -> list[list[HostLeaf]]:
+    """The leaves in order, cut into at most ``streams`` runs of about equal bytes to write (each at
+    least ``MIN_STREAM_BYTES``); a leaf is never split. Chunks already known to equal the parent's
+    weigh nothing: a delta of one changed tensor is one stream."""
+    weights = [_bytes_to_write(leaf) for leaf in leaves]
+    total = sum(weights)
+    count = max(1, min(streams, total // MIN_STREAM_BYTES))
+    if count == 1:
+        return [list(leaves)]
+    runs: list[list[HostLeaf]] = [[] for _ in range(count)]
+    done = 0
+    for leaf, weight in zip(leaves, weights, strict=True):
+        runs[min(count - 1, done * count // total)].append(leaf)  # by where the leaf starts
+        done += weight
+    return [run for run in runs if run]
+
+
+def _bytes_to_write(leaf: HostLeaf) -> int:
+    if leaf.data is None:
+        return 0
+    known = sum(ref.raw_bytes for ref in leaf.known or () if ref is not None)
+    return len(leaf.data) - known
 
 
 _local = threading.local()
