@@ -25,6 +25,11 @@ SCRIPT = Path(train_script.__file__)
 ROOT = SCRIPT.parents[2]
 
 
+def child_env(**extra: str) -> dict[str, str]:
+    """The environment of a child Python that imports this checkout's spothop and tests."""
+    return {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'src'}", **extra}
+
+
 @pytest.mark.parametrize("overlap", [False, True], ids=["copy-in-save", "overlapped-copy"])
 def test_resume_is_bit_identical_to_an_uninterrupted_run(tmp_path: Path, overlap: bool) -> None:
     reference, _ = train_script.train(None, TOTAL)
@@ -36,7 +41,7 @@ def test_resume_is_bit_identical_to_an_uninterrupted_run(tmp_path: Path, overlap
 
 
 def test_resume_after_sigkill_matches_bit_for_bit(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'src'}"}
+    env = child_env()
     url = str(tmp_path / "ckpt")
     child = subprocess.Popen([sys.executable, str(SCRIPT), url, str(TOTAL), str(tmp_path / "never"), "--pause-at", "10"],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
@@ -67,8 +72,8 @@ def test_a_worker_under_the_agent_saves_on_notices_exits_75_and_resumes_exactly(
     assert CHECKPOINT_EXIT == EXIT_PREEMPTED
     control = ControlDir(tmp_path / "agent")
     url = str(tmp_path / "ckpt")
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'src'}", "SPOTHOP_AGENT_DIR": str(control.path),
-           "SPOTHOP_CHECKPOINT_URL": url}  # what the agent sets; the script's --agent mode reads it
+    # What the agent sets; the script's --agent mode reads the checkpoint URL from it.
+    env = child_env(SPOTHOP_AGENT_DIR=str(control.path), SPOTHOP_CHECKPOINT_URL=url)
     child = subprocess.Popen([sys.executable, str(SCRIPT), url, str(TOTAL), str(tmp_path / "never"),
                               "--pause-at", "4,7", "--agent"],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
@@ -303,7 +308,7 @@ def test_frozen_takes_tensors_only(tmp_path: Path) -> None:
 def run_ranks(tmp_path: Path, url: str, mode: str, tag: str) -> list[str]:
     """Both ranks of ``dist_script.py`` as real processes joined by torch.distributed (gloo)."""
     script = Path(__file__).with_name("dist_script.py")
-    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'src'}"}
+    env = child_env()
     init = tmp_path / f"init-{tag}"
     ranks = [subprocess.Popen([sys.executable, str(script), str(rank), str(init), url, mode], env=env, cwd=ROOT,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in (0, 1)]

@@ -91,19 +91,18 @@ class HostBuffers:
 
 def unprepared(state: Any, buffers: HostBuffers) -> list[tuple[str, Any]]:
     """The array leaves of ``state`` (by leaf path) that have no kept buffer fitting them yet."""
-    missing: list[tuple[str, Any]] = []
-    for key, value in tree.flatten(state).arrays.items():
-        old = buffers.get(key)
-        if isinstance(value, np.ndarray):
-            fits = (old is not None and isinstance(old.host, np.ndarray) and old.host.dtype == value.dtype
-                    and old.host.shape == value.shape)
-        else:
-            from spothop.checkpoint import _torch_arrays as ta
+    return [(key, value) for key, value in tree.flatten(state).arrays.items() if not _fits(buffers.get(key), value)]
 
-            fits = old is not None and ta.fits(old.host, value)
-        if not fits:
-            missing.append((key, value))
-    return missing
+
+def _fits(old: _Held | None, value: Any) -> bool:
+    """Whether the kept buffer ``old`` can take a copy of ``value``: same kind of array, dtype and shape."""
+    if old is None:
+        return False
+    if isinstance(value, np.ndarray):
+        return isinstance(old.host, np.ndarray) and old.host.dtype == value.dtype and old.host.shape == value.shape
+    from spothop.checkpoint import _torch_arrays as ta
+
+    return bool(ta.fits(old.host, value))
 
 
 def allocate(leaves: list[tuple[str, Any]], buffers: HostBuffers) -> int:
@@ -178,7 +177,7 @@ def take_snapshot(flat: tree.Flattened, base: DeltaBase | None, track_versions: 
         if matched is not None:
             pending.append(matched)
             continue
-        if old is not None and old.host.dtype == value.dtype and old.host.shape == value.shape:
+        if old is not None and _fits(old, value):
             copy = old.host
             np.copyto(copy, value)
         else:
@@ -306,7 +305,7 @@ def _compare_torch(key: str, tensor: Any, old: _Held | None, compare: DeltaBase 
 
 def _compare_numpy(key: str, value: np.ndarray[Any, Any], old: _Held | None, compare: DeltaBase | None,
                    chunk_bytes: int) -> _Pending | None:
-    if old is None or old.host.dtype != value.dtype or old.host.shape != value.shape or not value.flags.c_contiguous:
+    if old is None or not _fits(old, value) or not value.flags.c_contiguous:
         return None
     shape = tuple(value.shape)
     chunks = _base_chunks(compare, key, old, "numpy", value.dtype.str, shape, value.nbytes, chunk_bytes)
