@@ -2,7 +2,21 @@
 
 Every error spothop raises on purpose is a :class:`SpothopError`. The command
 line prints its message (which names what was wrong and how to fix it) and
-exits with status 2, never a traceback.
+exits with the error's ``exit_code``, never a traceback. The codes are the same
+for every command (``docs/cli.md``):
+
+====  ==========================  ================================================
+code  name                        meaning
+====  ==========================  ================================================
+0     ``EXIT_OK``                 the command did what was asked
+1     ``EXIT_FAILED``             it ran, and the answer is no (a checksum failed, a cloud refused)
+2     ``EXIT_BAD_INPUT``          the input is wrong: a flag, a file, a spec, a value out of range
+3     ``EXIT_NOT_FOUND``          what was named does not exist (a path, a job, a checkpoint)
+4     ``EXIT_UNAVAILABLE``        a service it needs did not answer (database, queue, cloud API)
+5     ``EXIT_PARTIAL``            some of the work failed (shards dead, rows refused)
+75    ``EXIT_PREEMPTED``          the agent: preempted, resumable
+130   ``EXIT_INTERRUPTED``        Ctrl-C
+====  ==========================  ================================================
 
 ::
 
@@ -16,8 +30,10 @@ exits with status 2, never a traceback.
     │   ├── MalformedShardError     a shard id or payload that cannot be stored or read back
     │   ├── BatchSpecError          a batch job spec that does not validate (names the field)
     │   ├── AgentConfigError        a bad agent option: unknown protocol, bad hook spec
+    │   ├── ValueOutOfRange         a number that is not finite or not in its field's range
     │   └── CatalogError            a catalog file that cannot be read at all
     │       └── CatalogRowError     one malformed row: file, line, field, reason
+    ├── NotFoundError               what was named does not exist (a path, a job, a checkpoint)
     ├── TopologyParseError          nvidia-smi output that cannot be understood
     ├── QueueError                  the shard queue refused an operation
     │   ├── UnknownLeaseError       a lease for a shard the job does not have
@@ -46,13 +62,41 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+EXIT_NOT_FOUND = 3
+EXIT_UNAVAILABLE = 4
+EXIT_PARTIAL = 5
+EXIT_PREEMPTED = 75  # EX_TEMPFAIL: the agent was preempted; the work is resumable
+EXIT_INTERRUPTED = 130
+
 
 class SpothopError(Exception):
     """Root of every error spothop raises on purpose."""
 
+    exit_code: int = EXIT_FAILED
+
 
 class ConfigError(SpothopError):
     """The user's input (a flag, a file, a job spec) is wrong; the message says how."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class ValueOutOfRange(ConfigError):
+    """A number that is not finite or outside its field's range; names the field, the value and the range."""
+
+    def __init__(self, field: str, value: object, requirement: str) -> None:
+        self.field = field
+        self.value = value
+        super().__init__(f"{field} {requirement}, got {value!r}")
+
+
+class NotFoundError(SpothopError):
+    """What was named (a path, a job, a checkpoint, an instance) does not exist."""
+
+    exit_code = EXIT_NOT_FOUND
 
 
 class UnknownGpuError(ConfigError):

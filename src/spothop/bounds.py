@@ -1,0 +1,95 @@
+"""One validation vocabulary for numbers that come from outside: finite, bounded, with units.
+
+Every edge that takes a number from a user or a file — command-line options,
+world and job files, catalog and price importers — checks it against a named
+:class:`Bound`, so a bad value is refused with the field, the value and the
+range, in the same words everywhere::
+
+    LEAD_TIME_S.check(value, "notice_lead_time_s")
+    # ValueOutOfRange: notice_lead_time_s must be between 0 and 86400 s, got nan
+
+Pydantic models use the same bounds through :meth:`Bound.annotated`; typer
+options through :meth:`Bound.option_callback`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from pydantic import AfterValidator
+
+from spothop.errors import ValueOutOfRange
+
+SECONDS_PER_DAY = 86_400
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A closed (or half-open, with ``low_open``) range of finite numbers, with its unit."""
+
+    low: float
+    high: float
+    unit: str = ""
+    low_open: bool = False  # True: ``low`` itself is refused (a speed, an interval must be > 0)
+    integer: bool = False
+
+    def describe(self) -> str:
+        unit = f" {self.unit}" if self.unit else ""
+        low = _fmt(self.low)
+        if self.low_open:
+            return f"greater than {low} and at most {_fmt(self.high)}{unit}"
+        return f"between {low} and {_fmt(self.high)}{unit}"
+
+    def check(self, value: Any, field: str) -> Any:
+        """``value`` if it is a finite number in range (an int where ``integer``); else
+        :class:`ValueOutOfRange` naming ``field``, the value and the range."""
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueOutOfRange(field, value, f"must be a number {self.describe()}")
+        if self.integer and not (isinstance(value, int) or float(value).is_integer()):
+            raise ValueOutOfRange(field, value, f"must be a whole number {self.describe()}")
+        number = float(value)
+        if not math.isfinite(number) or number < self.low or number > self.high or (
+                self.low_open and number <= self.low):
+            raise ValueOutOfRange(field, value, f"must be {self.describe()}")
+        return int(number) if self.integer else value
+
+    def annotated(self, field: str) -> Any:
+        """A pydantic validator for this bound (``Annotated[float, BOUND.annotated("x")]``)."""
+        return AfterValidator(lambda value: self.check(value, field))
+
+    def option_callback(self, field: str) -> Callable[[Any], Any]:
+        """A typer/click option callback: ``None`` passes (an unset option), anything else is checked."""
+        def callback(value: Any) -> Any:
+            return None if value is None else self.check(value, field)
+        return callback
+
+
+def _fmt(number: float) -> str:
+    return f"{int(number)}" if float(number).is_integer() and abs(number) < 1e15 else f"{number:g}"
+
+
+# Named bounds: the ranges a demanding user would call "plausible", with their reasons.
+LEAD_TIME_S = Bound(0, SECONDS_PER_DAY, "s")  # no cloud gives more than a day's notice
+POLL_INTERVAL_S = Bound(0, 60, "s", low_open=True)  # slower than a minute would miss a 30 s notice
+DURATION_S = Bound(0, 365 * SECONDS_PER_DAY, "s")  # timeouts, delays, outages: at most a year
+PRICE_USD_PER_HOUR = Bound(0, 10_000, "USD per hour")  # the dearest instance lists at ~USD 100/h
+GPU_COUNT = Bound(0, 64, "GPUs", integer=True)  # the catalog's largest instance has 16; room to grow
+SPEED = Bound(0, 100_000, "simulated seconds per wall second", low_open=True)
+PERCENT = Bound(0, 100, "%")
+YEAR_FIRST, YEAR_LAST = 2006, 2100  # EC2 opened in 2006; nothing spothop reads is dated later than 2100
+UNIX_S = Bound(datetime(YEAR_FIRST, 1, 1, tzinfo=UTC).timestamp(),
+               datetime(YEAR_LAST, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp(), "unix seconds")
+
+
+def check_datetime(value: datetime, field: str) -> datetime:
+    """A date between 2006 and 2100 (naive dates are read as UTC), else :class:`ValueOutOfRange`."""
+    if not YEAR_FIRST <= value.year <= YEAR_LAST:
+        raise ValueOutOfRange(field, value.isoformat(), f"must be a date between {YEAR_FIRST} and {YEAR_LAST}")
+    return value
+
+
+LeadTimeS = Annotated[float, LEAD_TIME_S.annotated("lead time")]
