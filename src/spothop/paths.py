@@ -8,14 +8,63 @@ variable.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from pathlib import Path
 
+from spothop.errors import ConfigError
+
+PLAIN_NAME_MAX_CHARS = 128  # well under every file system's 255-byte name limit, even in UTF-8
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
+
 
 def spothop_home() -> Path:
-    """The folder spothop writes to: ``$SPOTHOP_HOME``, else ``~/.spothop``."""
+    """The folder spothop writes to: ``$SPOTHOP_HOME``, else ``~/.spothop``.
+
+    It need not exist yet (writers create it); a ``$SPOTHOP_HOME`` that exists
+    and is not a folder is a :class:`ConfigError`, since nothing could be kept in it.
+    """
     configured = os.environ.get("SPOTHOP_HOME")
-    return Path(configured).expanduser() if configured else Path.home() / ".spothop"
+    home = Path(configured).expanduser() if configured else Path.home() / ".spothop"
+    if home.exists() and not home.is_dir():
+        variable = "SPOTHOP_HOME" if configured else "the default spothop home"
+        raise ConfigError(
+            f"{variable} {str(home)!r} is a file, not a folder; "
+            "point SPOTHOP_HOME at a folder (it is created if missing)"
+        )
+    return home
+
+
+def plain_name(value: str, what: str) -> str:
+    """``value`` if it can be one file name: letters, digits, ``.``, ``_`` and ``-``,
+    not starting with ``.`` or ``-``, at most :data:`PLAIN_NAME_MAX_CHARS` characters.
+
+    Names taken from users that become paths (a provider, an instance id) go
+    through here, so that ``../x``, ``a/b``, an absolute path, ``.`` or a name
+    with a NUL or a newline is refused with a :class:`ConfigError` naming
+    ``what`` rather than writing somewhere else.
+    """
+    if not isinstance(value, str) or not _PLAIN_NAME.fullmatch(value) or len(value) > PLAIN_NAME_MAX_CHARS:
+        raise ConfigError(
+            f"{what} {value!r} is not a plain name: use letters, digits, '.', '_' and '-' "
+            f"(not first), at most {PLAIN_NAME_MAX_CHARS} characters, no '/'"
+        )
+    return value
+
+
+def path_under(root: Path, *names: str) -> Path:
+    """``root / names[0] / names[1] ...``, each name a :func:`plain_name`, checked to stay under ``root``.
+
+    The check is made on resolved paths too, so a symbolic link inside ``root``
+    that points outside it is refused (:class:`ConfigError`) like a ``..``.
+    """
+    path = root
+    for name in names:
+        path = path / plain_name(name, "name")
+    resolved_root = root.resolve()
+    if not path.resolve().is_relative_to(resolved_root):
+        raise ConfigError(f"{str(path)!r} leads outside {str(root)!r}; use a plain name that stays under it")
+    return path
 
 
 def user_catalog_dir() -> Path:
