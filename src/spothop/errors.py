@@ -2,18 +2,21 @@
 
 Every error spothop raises on purpose is a :class:`SpothopError`. The command
 line prints its message (which names what was wrong and how to fix it) and
-exits with the error's ``exit_code``, never a traceback. The codes are the same
-for every command (``docs/cli.md``):
+exits with the error's ``exit_code``, never a traceback. Each class below sets
+its code (``exit_code``, drawn at the right of the tree); a subclass inherits
+its parent's unless it says otherwise. The codes are the same for every
+command (``docs/cli.md``):
 
 ====  ==========================  ================================================
 code  name                        meaning
 ====  ==========================  ================================================
 0     ``EXIT_OK``                 the command did what was asked
-1     ``EXIT_FAILED``             it ran, and the answer is no (a checksum failed, a cloud refused)
-2     ``EXIT_BAD_INPUT``          the input is wrong: a flag, a file, a spec, a value out of range
-3     ``EXIT_NOT_FOUND``          what was named does not exist (a path, a job, a checkpoint)
-4     ``EXIT_UNAVAILABLE``        a service it needs did not answer (database, queue, cloud API)
-5     ``EXIT_PARTIAL``            some of the work failed (shards dead, rows refused)
+1     ``EXIT_FAILED``             it ran, and the answer is no (a checksum failed, a cloud refused, every shard failed)
+2     ``EXIT_BAD_INPUT``          the input is wrong: a flag, a file, a spec, a value out of range, credentials
+3     ``EXIT_NOT_FOUND``          what was named does not exist (a path, a job, an instance, a checkpoint)
+4     ``EXIT_UNAVAILABLE``        a service or capacity it needs is not there now (database, queue, metadata
+                                  endpoint, cloud API throttling, no spot capacity); the same call may succeed later
+5     ``EXIT_PARTIAL``            some of the work failed (shards failed, rows refused); the rest was done
 75    ``EXIT_PREEMPTED``          the agent: preempted, resumable
 130   ``EXIT_INTERRUPTED``        Ctrl-C
 ====  ==========================  ================================================
@@ -21,41 +24,42 @@ code  name                        meaning
 ::
 
     SpothopError
-    ├── ConfigError                 bad input from the user: a flag, a file, a spec
+    ├── ConfigError                 bad input from the user: a flag, a file, a spec                exit 2
     │   ├── UnknownGpuError         a GPU name no alias matches (carries suggestions)
     │   ├── CurrencyError           a currency with no rate, or a malformed rate table
     │   ├── TraceError              a market trace that is missing or of the wrong shape
     │   ├── CheckpointConfigError   a bad checkpointer setting, URL, or a state value that cannot be stored
-    │   ├── UnknownJobError         no queue (job) of that name was ever created
+    │   ├── UnknownJobError         no queue (job) of that name was ever created (exit 3, also a NotFoundError)
     │   ├── MalformedShardError     a shard id or payload that cannot be stored or read back
     │   ├── BatchSpecError          a batch job spec that does not validate (names the field)
     │   ├── AgentConfigError        a bad agent option: unknown protocol, bad hook spec
     │   ├── ValueOutOfRange         a number that is not finite or not in its field's range
     │   └── CatalogError            a catalog file that cannot be read at all
     │       └── CatalogRowError     one malformed row: file, line, field, reason
-    ├── NotFoundError               what was named does not exist (a path, a job, a checkpoint)
-    ├── TopologyParseError          nvidia-smi output that cannot be understood
-    ├── QueueError                  the shard queue refused an operation
+    ├── NotFoundError               what was named does not exist (a path, a job, a checkpoint)     exit 3
+    ├── TopologyParseError          nvidia-smi output that cannot be understood                     exit 2
+    ├── QueueError                  the shard queue refused an operation                           exit 1
     │   ├── UnknownLeaseError       a lease for a shard the job does not have
     │   ├── LeaseLost               the lease expired or another worker holds the shard now
     │   ├── AlreadyCompletedError   a second complete of one lease with a different output
-    │   └── QueueUnavailableError   the backend stayed unreachable through every retry
-    ├── AgentError                  the on-instance agent failed at something on purpose
-    │   └── NoticeEndpointError     the metadata endpoint was unreachable or gave a bad answer
-    ├── CheckpointError             a checkpoint could not be written, read or trusted
+    │   └── QueueUnavailableError   the backend stayed unreachable through every retry             exit 4
+    ├── AgentError                  the on-instance agent failed at something on purpose           exit 1
+    │   └── NoticeEndpointError     the metadata endpoint was unreachable or gave a bad answer     exit 4
+    ├── CheckpointError             a checkpoint could not be written, read or trusted             exit 1
     │   ├── CheckpointWriteError    location unwritable or full, or an upload failed; earlier ones untouched
     │   ├── CheckpointCorrupt       checksum or size mismatch, truncated file, damaged manifest
     │   │   └── ParentMissing       a delta whose parent is gone or does not verify
     │   ├── FormatVersionError      a manifest from a newer format version
     │   ├── NoValidCheckpoint       checkpoints exist but none restores; carries each reason
     │   └── ValidationFailed        the validation hook rejected a restored checkpoint
-    └── ProviderError               a cloud refused or failed; keeps its own code and message
-        ├── CapacityUnavailable     no spot (or on-demand) capacity of that type there now
-        ├── QuotaExceeded           the account's limit for that type or region is reached
-        ├── AuthFailed              credentials missing, expired or without permission
-        ├── RateLimited             too many API calls; ``retry_after_s`` when the cloud says
-        ├── PriceTooLow             the spot bid (max price) is below the market price
-        └── InstanceNotFound        no instance with that id (terminate treats this as done)
+    └── ProviderError               a cloud refused or failed; keeps its own code and message     exit 1
+        ├── CapacityUnavailable     no spot (or on-demand) capacity of that type there now         exit 4
+        ├── QuotaExceeded           the account's limit for that type or region is reached         exit 1
+        ├── AuthFailed              credentials missing, expired or without permission             exit 2
+        ├── RateLimited             too many API calls; ``retry_after_s`` when the cloud says      exit 4
+        ├── PriceTooLow             the spot bid (max price) is below the market price             exit 1
+        ├── InvalidRequest          the cloud calls the request malformed (a type not sold there)  exit 2
+        └── InstanceNotFound        no instance with that id (terminate treats this as done)       exit 3
 """
 
 from __future__ import annotations
@@ -120,19 +124,23 @@ class CatalogError(ConfigError):
 
 
 class CatalogRowError(CatalogError):
-    """One catalog row is malformed. The other rows of the file still load."""
+    """One catalog row is malformed, or (``out_of_scope``) well formed but not a GPU
+    offering spothop keeps, such as a CPU-only type. The other rows of the file still load."""
 
-    def __init__(self, path: str, line: int, field: str | None, reason: str) -> None:
+    def __init__(self, path: str, line: int, field: str | None, reason: str, *, out_of_scope: bool = False) -> None:
         self.path = path
         self.line = line
         self.field = field
         self.reason = reason
+        self.out_of_scope = out_of_scope
         where = f"{path}:{line}" + (f" field {field!r}" if field else "")
         super().__init__(f"{where}: {reason}")
 
 
 class TopologyParseError(SpothopError):
     """``nvidia-smi`` output that does not parse; the message names the line."""
+
+    exit_code = EXIT_BAD_INPUT
 
 
 class ProviderError(SpothopError):
@@ -154,6 +162,8 @@ class ProviderError(SpothopError):
 class CapacityUnavailable(ProviderError):
     """No capacity of the requested type in that place right now; try another zone or type."""
 
+    exit_code = EXIT_UNAVAILABLE  # the same launch may succeed later or elsewhere
+
 
 class QuotaExceeded(ProviderError):
     """The account's quota for that type or region is used up; ask the cloud for more."""
@@ -162,9 +172,13 @@ class QuotaExceeded(ProviderError):
 class AuthFailed(ProviderError):
     """Credentials are missing, expired, or lack a permission."""
 
+    exit_code = EXIT_BAD_INPUT  # the user fixes their configuration; retrying as is cannot help
+
 
 class RateLimited(ProviderError):
     """The cloud throttled the call; retry after ``retry_after_s`` when it says."""
+
+    exit_code = EXIT_UNAVAILABLE
 
     def __init__(
         self, provider: str, code: str, cloud_message: str, retry_after_s: float | None = None
@@ -177,5 +191,24 @@ class PriceTooLow(ProviderError):
     """The maximum spot price asked for is below the current market price."""
 
 
-class InstanceNotFound(ProviderError):
+class InvalidRequest(ProviderError):
+    """The cloud refused the request itself (``InvalidParameterValue``): a type it does not sell there,
+    a parameter out of its range. The same request fails again; the user changes it."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class InstanceNotFound(ProviderError, NotFoundError):
     """No instance with that id. ``terminate`` treats it as already done."""
+
+    exit_code = EXIT_NOT_FOUND
+
+
+
+def exit_for_counts(done: int, failed: int) -> int:
+    """The exit status of a command that did ``done`` items and could not do ``failed``:
+    :data:`EXIT_OK` when nothing failed, :data:`EXIT_FAILED` when nothing was done
+    either, else :data:`EXIT_PARTIAL`."""
+    if failed <= 0:
+        return EXIT_OK
+    return EXIT_PARTIAL if done > 0 else EXIT_FAILED

@@ -34,7 +34,7 @@ def test_bad_requests_are_clear_errors(cli):
     result = cli("cloud", "launch", "ibm-sim", "g5.xlarge", "us-east-1a")
     assert result.code == 2 and "no cloud named 'ibm-sim'" in result.err
     result = cli("cloud", "preempt", "i-0nothing")
-    assert result.code == 2 and "no instance 'i-0nothing'" in result.err
+    assert result.code == 3 and "no instance 'i-0nothing'" in result.err
     assert cli("cloud", "terminate", "i-0nothing").code == 0  # a no-op, as clouds do
 
 

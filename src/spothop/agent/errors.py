@@ -6,12 +6,12 @@
     ├── ConfigError
     │   └── AgentConfigError        a bad agent option: unknown protocol, bad hook spec
     └── AgentError                  the on-instance agent failed at something on purpose
-        └── NoticeEndpointError     the metadata endpoint was unreachable or gave a bad answer
+        └── NoticeEndpointError     the metadata endpoint was unreachable or gave a bad answer (exit 4)
 """
 
 from __future__ import annotations
 
-from spothop.errors import ConfigError, SpothopError
+from spothop.errors import EXIT_UNAVAILABLE, ConfigError, SpothopError
 
 
 class AgentConfigError(ConfigError):
@@ -28,3 +28,5 @@ class NoticeEndpointError(AgentError):
     Watchers raise it; the watch loop counts it, backs off, and applies the
     worst-case rule (see :mod:`spothop.agent.watch`). It never escapes the loop.
     """
+
+    exit_code = EXIT_UNAVAILABLE

@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.text import Text
 
-from spothop.cli.output import console, err_console, print_json, table
-from spothop.errors import CatalogError, ConfigError
+from spothop.cli.output import console, err_console, note, print_json, table
+from spothop.errors import CatalogError, ConfigError, exit_for_counts
 from spothop.paths import user_catalog_dir
 from spothop.resources.catalog import (
     builtin_offerings,
@@ -51,9 +52,15 @@ def import_(
     saved = {} if dry_run else _save(reports)
     if as_json:
         print_json([_report_json(r, saved.get(r.provider)) for r in reports])
-        return
-    for report in reports:
-        _print_report(report, saved.get(report.provider))
+    else:
+        for report in reports:
+            _print_report(report, saved.get(report.provider))
+    # Refused rows are a partial import (exit 5), all refused a failed one (exit 1): docs/cli.md.
+    # Rows out of scope (CPU-only types) are no failure: every SkyPilot catalog has them.
+    code = exit_for_counts(sum(len(r.offerings) for r in reports),
+                           sum(not e.out_of_scope for r in reports for e in r.refused))
+    if code:
+        raise typer.Exit(code)
 
 
 def _parse_date(value: str | None) -> dt.date | None:
@@ -85,25 +92,26 @@ def _report_json(report: ImportReport, saved: Path | None) -> dict[str, object]:
         "provider": report.provider,
         "rows": report.rows,
         "imported": len(report.offerings),
-        "refused": [{"line": e.line, "field": e.field, "reason": e.reason} for e in report.refused],
+        "refused": [{"line": e.line, "field": e.field, "reason": e.reason, "out_of_scope": e.out_of_scope}
+                    for e in report.refused],
         "saved_to": str(saved) if saved else None,
     }
 
 
 def _print_report(report: ImportReport, saved: Path | None) -> None:
-    console.print(
-        f"[bold]{report.path}[/bold] ({report.provider}): {report.rows} rows, "
-        f"{len(report.offerings)} imported, {len(report.refused)} refused"
-        + (f" → saved to {saved}" if saved else "")
-    )
+    console.print(Text.assemble(
+        (str(report.path), "bold"),
+        f" ({report.provider}): {report.rows} rows, {len(report.offerings)} imported, {len(report.refused)} refused"
+        + (f" → saved to {saved}" if saved else ""),
+    ))
     reasons = Counter(_reason_kind(e.reason) for e in report.refused)
     if reasons:
         rows = [[count, reason] for reason, count in reasons.most_common()]
         console.print(table("refused rows, by reason", ["rows", "reason"], rows, right=["rows"]))
         for error in report.refused[:5]:
-            err_console.print(f"  [dim]{error}[/dim]", highlight=False)
+            note(f"  {error}", stderr=True)
         if len(report.refused) > 5:
-            err_console.print(f"  [dim]… {len(report.refused) - 5} more (use --json for all)[/dim]")
+            note(f"  … {len(report.refused) - 5} more (use --json for all)", stderr=True)
 
 
 def _reason_kind(reason: str) -> str:
@@ -129,7 +137,7 @@ def diff(
     for change in changes:
         console.print(change.describe(), highlight=False)
     summary = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in sorted(kinds.items())) or "no changes"
-    console.print(f"[bold]{summary}[/bold]")
+    console.print(Text(summary, style="bold"))
 
 
 def _load_side(spec: str) -> list[Offering]:
@@ -140,7 +148,7 @@ def _load_side(spec: str) -> list[Offering]:
         raise CatalogError(f"catalog {spec!r} does not exist (give a CSV file, a folder, or 'builtin')")
     result = read_catalog_path(path)
     for error in result.errors:
-        err_console.print(f"[yellow]skipped[/yellow] {error}", highlight=False)
+        err_console.print(Text.assemble(("skipped", "yellow"), f" {error}"))
     return result.offerings
 
 

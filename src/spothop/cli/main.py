@@ -11,8 +11,9 @@ from spothop.cli import agent as agent_cli
 from spothop.cli import catalog, ckpt, cloud, offers, probe, topo
 from spothop.cli import market as market_cli
 from spothop.cli import queue as queue_cli
-from spothop.cli.output import err_console
-from spothop.errors import SpothopError
+from spothop.cli.failures import describe_outside_error
+from spothop.cli.output import err_console, error_line
+from spothop.errors import EXIT_INTERRUPTED, EXIT_OK, SpothopError
 
 app = typer.Typer(
     name="spothop",
@@ -48,30 +49,40 @@ def _root(
     """Run GPU batch work on the cheapest reliable spot capacity across clouds."""
 
 
-EXIT_USER_ERROR = 2
-
-
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: a :class:`SpothopError` becomes one clear line on stderr, exit status 2."""
+    """Entry point. Returns the exit status (``docs/cli.md``): a command's own, or its error's.
+
+    A :class:`SpothopError` becomes one clear line on stderr and its ``exit_code``;
+    an unreachable database or Redis escaping a command becomes one line and
+    ``EXIT_UNAVAILABLE``; an OS error on a path becomes one line naming the path;
+    a usage error (a bad flag, a missing argument) stays 2. Never a traceback for
+    any of these.
+    """
     try:
         # Without standalone mode, an Exit(n) comes back as the return value.
         returned = app(args=argv, standalone_mode=False)
     except SpothopError as exc:
-        err_console.print(f"[bold red]error:[/bold red] {exc}", highlight=False)
-        return EXIT_USER_ERROR
+        error_line(str(exc))
+        return exc.exit_code
     except typer.Exit as exc:
         return exc.exit_code
     except (typer.Abort, KeyboardInterrupt):
         err_console.print("aborted")
-        return 130
+        return EXIT_INTERRUPTED
     except typer.TyperException as exc:  # usage errors: a bad flag, a missing argument
         show = getattr(exc, "show", None)
         if callable(show):
             show()
         else:
-            err_console.print(exc.format_message(), highlight=False)
+            err_console.print(exc.format_message())
         return exc.exit_code
-    return returned if isinstance(returned, int) else 0
+    except Exception as exc:
+        outside = describe_outside_error(exc)
+        if outside is None:
+            raise  # a bug in spothop: the traceback is what its maintainers need
+        error_line(outside.message)
+        return outside.exit_code
+    return returned if isinstance(returned, int) else EXIT_OK
 
 
 if __name__ == "__main__":

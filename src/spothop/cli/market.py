@@ -12,8 +12,8 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 
-from spothop.cli.output import console, err_console, print_json, table
-from spothop.errors import ConfigError
+from spothop.cli.output import console, err_console, note, print_json, table
+from spothop.errors import ConfigError, exit_for_counts
 from spothop.market.forecast import forecast_price
 from spothop.market.interruptions import reliability_from_store
 from spothop.market.price_store import ImportReport, PriceStore, StoredPrice
@@ -72,9 +72,11 @@ def import_prices(
     reports = [store.import_file(path, fmt) for path in files]
     # Points stored before `spothop catalog import` taught spothop their type get their GPU now.
     filled = store.fill_gpu_counts()
+    # Rejected lines are a partial import (exit 5), all rejected a failed one (exit 1): docs/cli.md.
+    code = exit_for_counts(sum(r.read - len(r.rejected) for r in reports), sum(len(r.rejected) for r in reports))
     if as_json:
         print_json([_report_json(r) for r in reports])
-        return
+        raise typer.Exit(code)
     rows = [[Path(r.path).name, r.format, r.read, r.added, len(r.duplicates), len(r.rejected), len(r.out_of_order)]
             for r in reports]
     console.print(table("price import", ["file", "format", "read", "added", "duplicates", "rejected", "out of order"],
@@ -91,6 +93,8 @@ def import_prices(
     if missing:
         err_console.print(f"per-GPU prices unavailable (not in the catalog, prices kept per instance): {', '.join(missing)}"
                           f"; {CATALOG_FIX}", highlight=False)
+    if code:
+        raise typer.Exit(code)
 
 
 def _report_json(report: ImportReport) -> dict[str, Any]:
@@ -225,8 +229,8 @@ def reliability(
              f"{r.prior.source} {r.prior.rate_per_h:.3f}/h"] for r in ranked]
     title = f"{len(ranked)} markets, most reliable first (window {window}{', from traces' if traces else ''})"
     console.print(table(title, columns, rows, right=columns[4:12]))
-    console.print("[dim]score = availability × exp(−λ × 1 h); λ shrunk towards the provider+GPU prior "
-                  "(Gamma–Poisson); see docs/market.md.[/dim]")
+    note("score = availability × exp(−λ × 1 h); λ shrunk towards the provider+GPU prior "
+         "(Gamma–Poisson); see docs/market.md.")
 
 
 def _hours(seconds: float | None) -> str | None:

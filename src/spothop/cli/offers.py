@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from spothop.cli.output import console, money, print_json, table
+from spothop.cli.output import console, money, note, print_json, table
 from spothop.resources.catalog import OfferQuery, SortKey, check_names, load_catalog
 from spothop.resources.gpus import gpu_catalog, match_gpus
 from spothop.resources.offering import DEFAULT_EFFICIENCY, Offering
@@ -47,7 +47,7 @@ def offers(
     noun = "offering" if len(found) == 1 else "offerings"
     console.print(table(f"{len(found)} {market} {noun}, by {'USD per GPU-hour' if sort == SortKey.GPU_HOUR else 'USD per effective TFLOPS-hour'}",
                         columns, rows, right=columns[3:5] + columns[6:]))
-    console.print(f"[dim]Effective TFLOPS: probe-measured where marked *, else nominal dense BF16 × {DEFAULT_EFFICIENCY:.2f}.[/dim]")
+    note(f"Effective TFLOPS: probe-measured where marked *, else nominal dense BF16 × {DEFAULT_EFFICIENCY:.2f}.")
 
 
 def _row(o: Offering, spot: bool) -> list[Any]:

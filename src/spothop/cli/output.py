@@ -1,4 +1,12 @@
-"""Shared output helpers: readable tables for people, JSON for machines."""
+"""Shared output helpers: readable tables for people, JSON for machines.
+
+Text is text. Both consoles have rich's markup, emoji codes and highlighting
+off, so a message or a table title that includes a user's file name, job name
+or cloud message prints exactly as given: ``[/x]`` cannot raise a markup
+error and ``[red]`` cannot vanish from a path. Style is asked for explicitly,
+with ``style=`` or a :class:`rich.text.Text` (``Text.assemble((name, "bold"), ...)``),
+never with markup tags in a string.
+"""
 
 from __future__ import annotations
 
@@ -17,8 +25,18 @@ from rich.text import Text
 _PIPE_WIDTH = 200
 _width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else _PIPE_WIDTH
 
-console = Console(width=_width)
-err_console = Console(stderr=True, width=_width)
+console = Console(width=_width, markup=False, emoji=False, highlight=False)
+err_console = Console(stderr=True, width=_width, markup=False, emoji=False, highlight=False)
+
+
+def error_line(message: str) -> None:
+    """``error: MESSAGE`` on stderr, the message verbatim (one line per error, the CLI's last word)."""
+    err_console.print(Text.assemble(("error:", "bold red"), " ", message))
+
+
+def note(message: str, style: str = "dim", *, stderr: bool = False) -> None:
+    """A secondary line (a hint, a footnote) in ``style``, the message verbatim."""
+    (err_console if stderr else console).print(Text(message, style=style))
 
 
 def print_json(data: Any) -> None:

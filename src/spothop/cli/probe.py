@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from spothop.cli.output import console, err_console, print_json, table
+from spothop.cli.output import console, err_console, note, print_json, table
 from spothop.errors import ConfigError
 from spothop.resources.measured import measured_path, measured_tflops, record_probe
 from spothop.resources.probe import (
@@ -52,7 +52,7 @@ def probe_command(
             f"{(chosen or best_backend()).value}; run it on the instance itself, or drop --record to just measure"
         )
     result = probe(budget_s=budget_s, backend=chosen,
-                   progress=lambda msg: err_console.print(f"[dim]probe: {msg}[/dim]", highlight=False))
+                   progress=lambda msg: note(f"probe: {msg}", stderr=True))
     if target:
         record_probe(*target, result)
         err_console.print(f"recorded for {target[0]}/{target[1]} in {measured_path()}", highlight=False)

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from spothop.cli.output import console, print_json, table
-from spothop.errors import ConfigError
+from spothop.cli.output import console, note, print_json, table
+from spothop.errors import ConfigError, exit_for_counts
 from spothop.queue import ShardQueue, open_queue
 
 if TYPE_CHECKING:
@@ -64,7 +64,8 @@ def work_spec(
     """Work on a submitted batch job's shards with its function or command until none is left.
 
     SIGTERM (a preemption notice) releases the shard in hand and exits 0; run
-    as many of these as you like, on any machines that reach the queue.
+    as many of these as you like, on any machines that reach the queue. Exits 5
+    when some of the job's shards are dead (failed every attempt), 1 when all are.
     """
     from spothop.batch import run_worker
 
@@ -75,11 +76,22 @@ def work_spec(
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     report = run_worker(spec, worker=worker)
+    with _open(spec.queue, spec.name) as queue:
+        counts = queue.stats()
+    # The job's outcome, not this worker's attempts: a shard that failed once and was
+    # retried to success is not a failure; a dead one is (docs/cli.md).
+    code = exit_for_counts(counts.done, counts.dead)
     if as_json:
-        print_json({"job": spec.name, **asdict(report)})
-        return
-    console.print(f"{spec.name}: {report.committed} committed, {report.failed} failed, {report.released} released, "
-                  f"{report.lost} lost lease(s){' (stopped)' if report.stopped else ''}")
+        print_json({"job": spec.name, **asdict(report), "done": counts.done, "dead": counts.dead, "exit_code": code})
+    else:
+        console.print(f"{spec.name}: {report.committed} committed, {report.failed} failed, {report.released} released, "
+                      f"{report.lost} lost lease(s){' (stopped)' if report.stopped else ''}")
+        if counts.dead:
+            note(f"{counts.dead} of {counts.total} shard(s) dead after their attempts, {counts.done} done: "
+                 f"`spothop queue dead {spec.name}` shows why, `--retry` queues them again", style="yellow",
+                 stderr=True)
+    if code:
+        raise typer.Exit(code)
 
 
 def _load(spec_path: Path, url: str | None) -> BatchSpec:

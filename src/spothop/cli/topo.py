@@ -31,7 +31,7 @@ def parse(
                                 f"{topology.gpu_count} GPU(s){_versions(topology)}"))
     console.print(_gpu_table(topology))
     if topology.links is None:
-        console.print("[dim]This format carries no GPU-to-GPU paths; `nvidia-smi topo -m` has them.[/dim]")
+        console.print(Text("This format carries no GPU-to-GPU paths; `nvidia-smi topo -m` has them.", style="dim"))
     else:
         console.print(_link_table(topology))
         if topology.nics:
@@ -39,10 +39,10 @@ def parse(
         console.print(_cost_table(topology))
     if chosen is not None:
         total = set_cost(cost_matrix(topology), [_position(topology, i) for i in chosen])
-        console.print(f"chosen {len(chosen)} GPU(s): [bold]{', '.join(f'GPU{i}' for i in chosen)}[/bold] "
-                      f"(total pairwise cost {total:.2f})")
+        console.print(Text.assemble(f"chosen {len(chosen)} GPU(s): ", (", ".join(f"GPU{i}" for i in chosen), "bold"),
+                                    f" (total pairwise cost {total:.2f})"))
         if topology.links is None:
-            console.print("[dim]No paths in this output, so every pair costs the same: the lowest indices win.[/dim]")
+            console.print(Text("No paths in this output, so every pair costs the same: the lowest indices win.", style="dim"))
     for note in topology.notes:
         console.print(Text.assemble(("note: ", "yellow"), note))
 

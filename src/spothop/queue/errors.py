@@ -4,27 +4,35 @@
 
     SpothopError
     ├── ConfigError
-    │   ├── UnknownJobError         no queue (job) of that name was ever created
+    │   ├── UnknownJobError         no queue (job) of that name was ever created (exit 3)
     │   ├── MalformedShardError     a shard id or payload that cannot be stored or read back
     │   └── BatchSpecError          a batch job spec that does not validate (names the field)
     └── QueueError                  the shard queue refused an operation
         ├── UnknownLeaseError       a lease for a shard the job does not have
         ├── LeaseLost               the lease expired or another worker holds the shard now
         ├── AlreadyCompletedError   a second complete of one lease with a different output
-        └── QueueUnavailableError   the backend stayed unreachable through every retry
+        └── QueueUnavailableError   the backend stayed unreachable through every retry (exit 4)
 """
 
 from __future__ import annotations
 
-from spothop.errors import ConfigError, SpothopError
+from spothop.errors import (
+    EXIT_NOT_FOUND,
+    EXIT_UNAVAILABLE,
+    ConfigError,
+    NotFoundError,
+    SpothopError,
+)
 
 
 class QueueError(SpothopError):
     """The shard queue refused an operation; the message says which shard and why."""
 
 
-class UnknownJobError(ConfigError):
+class UnknownJobError(ConfigError, NotFoundError):
     """No queue of that name exists (nothing was ever enqueued under it)."""
+
+    exit_code = EXIT_NOT_FOUND
 
     def __init__(self, job: str) -> None:
         self.job = job
@@ -76,3 +84,5 @@ class AlreadyCompletedError(QueueError):
 
 class QueueUnavailableError(QueueError):
     """The backend (PostgreSQL, Redis, SQLite file) stayed unreachable through every retry."""
+
+    exit_code = EXIT_UNAVAILABLE

@@ -147,14 +147,15 @@ class _Context:
     price_date: dt.date
     rates: RateTable
 
-    def refuse(self, row: _Row, column: str | None, reason: str) -> CatalogRowError:
-        return CatalogRowError(self.origin, row.line, column, reason)
+    def refuse(self, row: _Row, column: str | None, reason: str, *, out_of_scope: bool = False) -> CatalogRowError:
+        return CatalogRowError(self.origin, row.line, column, reason, out_of_scope=out_of_scope)
 
     def offering(self, row: _Row, hosts: dict[tuple[str, float], _Row]) -> Offering:
         accelerator = row.get("AcceleratorName")
         instance_type = row.get("InstanceType")
         if not accelerator:
-            raise self.refuse(row, "AcceleratorName", f"CPU-only instance type {instance_type!r}: spothop catalogs GPU offerings")
+            raise self.refuse(row, "AcceleratorName", f"CPU-only instance type {instance_type!r}: spothop catalogs GPU offerings",
+                              out_of_scope=True)
         count = self.number(row, "AcceleratorCount")
         if count < 1 or not count.is_integer():
             raise self.refuse(row, "AcceleratorCount", f"GPU count must be a whole number ≥ 1, got {row.get('AcceleratorCount')!r}")
@@ -168,6 +169,7 @@ class _Context:
                     f"GCP accelerator row for {accelerator}: GCP attaches it only to its own machine types "
                     "(A2, A3, G2, ...), whose rows carry it; only "
                     f"{', '.join(sorted(GCP_N1_ATTACHABLE_FAMILIES))} attach to an n1 host",
+                    out_of_scope=True,
                 )
             host = _gcp_host_for(hosts, row.get("AvailabilityZone"), int(count))
             if host is None:

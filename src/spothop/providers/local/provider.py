@@ -37,6 +37,7 @@ from spothop.errors import (
     CapacityUnavailable,
     ConfigError,
     InstanceNotFound,
+    InvalidRequest,
     PriceTooLow,
     ProviderError,
 )
@@ -148,7 +149,7 @@ class LocalProvider(Provider):
             price = self._market.price_usd_per_hour(key, now)
         else:
             if offering.on_demand_price_usd_per_hour is None:
-                raise ProviderError(self.name, "InvalidParameter", f"{offering.instance_type} has no on-demand market")
+                raise InvalidRequest(self.name, "InvalidParameter", f"{offering.instance_type} has no on-demand market")
             price = offering.on_demand_price_usd_per_hour
         instance_id = _instance_id(self.spec.protocol)
         directory = self.store.instances_dir / instance_id
@@ -178,7 +179,7 @@ class LocalProvider(Provider):
         offering = self.world.offering(self.name, location, request.instance_type)
         if offering is None or (request.zone is None and offering.region != request.region):
             sold = sorted({f"{o.instance_type} in {o.location}" for o in self.world.offerings[self.name]})
-            raise ProviderError(
+            raise InvalidRequest(
                 self.name, "InvalidParameterValue",
                 f"{request.instance_type} is not offered in {location}",
                 hint=f"{self.name} sells: {'; '.join(sold)}",

@@ -1,4 +1,4 @@
-"""Review findings for issues A and K at the command line: one clear line, never a traceback."""
+"""Bad flags at the command line: one clear line, exit 2, never a traceback."""
 
 from __future__ import annotations
 
