@@ -39,7 +39,7 @@ code  name                        meaning
     ├── NotFoundError               what was named does not exist (a path, a job, a checkpoint)     exit 3
     ├── TopologyParseError          nvidia-smi output that cannot be understood                     exit 2
     ├── QueueError                  the shard queue refused an operation                           exit 1
-    │   ├── UnknownLeaseError       a lease for a shard the job does not have
+    │   ├── UnknownLeaseError       a lease for a shard the job does not have                     exit 3
     │   ├── LeaseLost               the lease expired or another worker holds the shard now
     │   ├── AlreadyCompletedError   a second complete of one lease with a different output
     │   └── QueueUnavailableError   the backend stayed unreachable through every retry             exit 4

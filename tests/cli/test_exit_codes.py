@@ -24,7 +24,13 @@ from spothop.errors import (
     exit_for_counts,
 )
 from spothop.market.errors import TraceError
-from spothop.queue.errors import BatchSpecError, LeaseLost, QueueUnavailableError, UnknownJobError
+from spothop.queue.errors import (
+    BatchSpecError,
+    LeaseLost,
+    QueueUnavailableError,
+    UnknownJobError,
+    UnknownLeaseError,
+)
 
 DOCUMENTED = {0, 1, 2, 3, 4, 5, 75, 130}
 
@@ -41,6 +47,7 @@ DOCUMENTED = {0, 1, 2, 3, 4, 5, 75, 130}
     (errors.InvalidRequest("aws", "InvalidParameterValue", "no such type"), EXIT_BAD_INPUT),
     (errors.NotFoundError("x"), EXIT_NOT_FOUND),
     (UnknownJobError("j"), EXIT_NOT_FOUND),
+    (UnknownLeaseError("j", "s"), EXIT_NOT_FOUND),
     (errors.InstanceNotFound("aws", "InvalidInstanceID.NotFound", "i-0"), EXIT_NOT_FOUND),
     (QueueUnavailableError("x"), EXIT_UNAVAILABLE),
     (NoticeEndpointError("x"), EXIT_UNAVAILABLE),

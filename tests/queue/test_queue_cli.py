@@ -55,8 +55,8 @@ def test_dead_list_and_retry(url: str, capsys: pytest.CaptureFixture[str]) -> No
 
 def test_unknown_job_and_shard_are_errors(url: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "queue", "stats", "nope", "--url", url)
-    assert code == 2 and "unknown job 'nope'" in err
+    assert code == 3 and "unknown job 'nope'" in err  # not found
     code, _, err = run(capsys, "queue", "dead", "job-1", "zz", "--retry", "--url", url)
-    assert code == 2 and "no shard 'zz'" in err
+    assert code == 3 and "no shard 'zz'" in err
     code, _, err = run(capsys, "queue", "stats", "job-1", "--url", "mysql://x")
     assert code == 2 and "unsupported queue URL" in err

@@ -8,7 +8,7 @@
     │   ├── MalformedShardError     a shard id or payload that cannot be stored or read back
     │   └── BatchSpecError          a batch job spec that does not validate (names the field)
     └── QueueError                  the shard queue refused an operation
-        ├── UnknownLeaseError       a lease for a shard the job does not have
+        ├── UnknownLeaseError       a lease for a shard the job does not have (exit 3)
         ├── LeaseLost               the lease expired or another worker holds the shard now
         ├── AlreadyCompletedError   a second complete of one lease with a different output
         └── QueueUnavailableError   the backend stayed unreachable through every retry (exit 4)
@@ -47,8 +47,10 @@ class BatchSpecError(ConfigError):
     """A batch job spec that does not validate; every line names the field and what was expected."""
 
 
-class UnknownLeaseError(QueueError):
-    """A lease names a shard that its job does not have."""
+class UnknownLeaseError(QueueError, NotFoundError):
+    """A lease (or a ``dead --retry``) names a shard that its job does not have."""
+
+    exit_code = EXIT_NOT_FOUND
 
     def __init__(self, job: str, shard_id: str) -> None:
         self.job = job
