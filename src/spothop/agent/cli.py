@@ -39,8 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="notice protocol (default: $SPOTHOP_METADATA_PROTOCOL, else sigterm)")
     run.add_argument("--metadata-url", default=env(model.METADATA_URL_ENV),
                      help="metadata endpoint base URL (default: $SPOTHOP_METADATA_URL)")
-    run.add_argument("--poll-interval", type=float, default=defaults.DEFAULT_POLL_INTERVAL_S, metavar="S",
-                     help="seconds between notice polls (default %(default)s)")
+    run.add_argument("--poll-interval", type=float, default=None, metavar="S",
+                     help="seconds between notice polls (default: the protocol's, e.g. 0.2 on aws, 0.25 on azure)")
     run.add_argument("--safety-margin", type=float, default=defaults.DEFAULT_SAFETY_MARGIN_S, metavar="S",
                      help="seconds kept back from the worker's save for upload, release and record")
     run.add_argument("--restart-limit", type=int, default=defaults.DEFAULT_RESTART_LIMIT, metavar="N",
@@ -84,7 +84,7 @@ def config_from(args: argparse.Namespace) -> AgentConfig:
         command = command[1:]
     if not command:
         raise AgentConfigError("no worker command: spothop agent run [OPTIONS] -- CMD ARGS...")
-    if args.poll_interval <= 0 or args.safety_margin < 0 or args.restart_limit < 0:
+    if (args.poll_interval is not None and args.poll_interval <= 0) or args.safety_margin < 0 or args.restart_limit < 0:
         raise AgentConfigError("--poll-interval must be > 0; --safety-margin and --restart-limit must be ≥ 0")
     from spothop.paths import spothop_home
 

@@ -69,12 +69,12 @@ def final_notice(protocol: str, cause: str, *, seen_at: float, deadline: float |
                  event_id: str | None = None) -> Notice:
     """A final notice with its lead time computed by the rules of :class:`Notice`.
 
-    ``deadline`` None (the time could not be read) is the worst case: the
-    deadline is ``seen_at`` and the lead 0.
+    ``deadline`` None (the time could not be read) or before ``seen_at`` (the
+    time has passed) is the worst case: the deadline is ``seen_at``, the lead 0.
     """
-    if deadline is None:
-        deadline = seen_at
-    lead = max(0.0, deadline - seen_at)
+    if deadline is None or deadline < seen_at:
+        deadline = seen_at  # unreadable or already past: the instance may be taken now
+    lead = deadline - seen_at
     if documented_lead_s is not None and lead > documented_lead_s:
         lead = documented_lead_s
         deadline = seen_at + lead
@@ -83,10 +83,20 @@ def final_notice(protocol: str, cause: str, *, seen_at: float, deadline: float |
 
 
 def advance_notice(protocol: str, cause: str, *, seen_at: float, raw: str = "",
-                   notice_time: float | None = None) -> Notice:
-    """An advance notice: no deadline, no lead time; the worker is asked to checkpoint."""
+                   notice_time: float | None = None, deadline: float | None = None,
+                   event_id: str | None = None) -> Notice:
+    """An advance notice; the worker is asked to checkpoint.
+
+    Most have no deadline and no lead time. One that says when the event will
+    start (AWS scheduled maintenance's ``NotBefore``) keeps it as ``deadline``,
+    with ``lead_time_s`` from ``seen_at``; a time already past is ``seen_at``.
+    """
+    lead: float | None = None
+    if deadline is not None:
+        deadline = max(deadline, seen_at)
+        lead = deadline - seen_at
     return Notice(NoticeKind.ADVANCE, protocol, cause, notice_time if notice_time is not None else seen_at,
-                  None, None, raw)
+                  deadline, lead, raw, event_id)
 
 
 @dataclass(frozen=True)
@@ -97,6 +107,9 @@ class Identity:
     instance_type: str = ""
     region: str = ""
     zone: str = ""
+    # Degraded modes the endpoint is read in that still see every notice, one sentence each
+    # (e.g. AWS IMDSv1 after the token PUT was refused); empty when it is read as designed.
+    fallbacks: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

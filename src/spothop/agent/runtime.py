@@ -14,6 +14,7 @@ are picked up within :data:`MAIN_TICK_S`.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import logging
 import os
 import signal
@@ -63,7 +64,7 @@ class Agent:
                                      restart_backoff_s=config.restart_backoff_s, log_sink=log_sink)
         self.notices: collections.deque[Notice] = collections.deque()
         self.wake = threading.Event()
-        self.watch = WatcherThread(WatchLoop(self.watcher, self._emit, poll_interval_s=config.poll_interval_s,
+        self.watch = WatcherThread(WatchLoop(self.watcher, self._emit, poll_interval_s=self.watcher.poll_interval_s,
                                              endpoint_lost_polls=config.endpoint_lost_polls))
         self.check = SelfCheck(notice_blind=True, reasons=("not checked yet",))
         self._restart_at: float | None = None
@@ -108,7 +109,7 @@ class Agent:
         if probe is not None:
             reasons.append(f"signal path to the worker: {probe}")
         if not identity.instance_id:
-            identity = Identity(self.config.instance_id, identity.instance_type, identity.region, identity.zone)
+            identity = dataclasses.replace(identity, instance_id=self.config.instance_id)
         return SelfCheck(notice_blind=bool(reasons), reasons=tuple(reasons), identity=identity)
 
     def _probe_first_boot(self) -> None:

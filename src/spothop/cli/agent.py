@@ -29,7 +29,7 @@ def run_command(
     command: Annotated[list[str] | None, typer.Argument(help="the worker command and its arguments (after --)", metavar="-- CMD...")] = None,
     protocol: Annotated[str | None, typer.Option("--protocol", help=f"{_PROTOCOLS} (default: $SPOTHOP_METADATA_PROTOCOL, else sigterm)")] = None,
     metadata_url: Annotated[str | None, typer.Option("--metadata-url", help="metadata endpoint base URL (default: $SPOTHOP_METADATA_URL)")] = None,
-    poll_interval: Annotated[float | None, typer.Option("--poll-interval", help="seconds between notice polls (default 1)")] = None,
+    poll_interval: Annotated[float | None, typer.Option("--poll-interval", help="seconds between notice polls (default: the protocol's, e.g. 0.2 on aws, 0.25 on azure)")] = None,
     safety_margin: Annotated[float | None, typer.Option("--safety-margin", help="seconds kept back from the worker's save for upload, release and record (default 5)")] = None,
     restart_limit: Annotated[int | None, typer.Option("--restart-limit", help="restarts after a crash (default 3)")] = None,
     restart_backoff: Annotated[float | None, typer.Option("--restart-backoff", help="seconds before the first restart, doubling after (default 1)")] = None,

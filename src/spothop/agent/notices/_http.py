@@ -1,9 +1,10 @@
 """The one HTTP call every watcher makes: stdlib ``urllib``, always with a timeout.
 
 A network failure (refused, reset, timed out) raises
-:class:`~spothop.agent.errors.NoticeEndpointError`; any HTTP status, 4xx and
-5xx included, comes back as a :class:`Reply` for the watcher to judge, since
-a 404 is often the answer "no notice".
+:class:`~spothop.agent.errors.NoticeEndpointError` — :class:`EndpointTimeout`,
+a subclass, when the endpoint took the request but never answered in time;
+any HTTP status, 4xx and 5xx included, comes back as a :class:`Reply` for the
+watcher to judge, since a 404 is often the answer "no notice".
 """
 
 from __future__ import annotations
@@ -16,6 +17,14 @@ from dataclasses import dataclass, field
 from spothop.agent.errors import NoticeEndpointError
 
 MAX_REPLY_BYTES = 64 * 1024  # a metadata answer is a few hundred bytes; more is garbage
+
+
+class EndpointTimeout(NoticeEndpointError):
+    """No answer within the timeout: the request may never have reached the endpoint, or its answer was dropped.
+
+    AWS's token PUT behind a hop limit of 1 looks like this: the answer is
+    dropped on its way into a container, so the client waits it out.
+    """
 
 
 @dataclass(frozen=True)
@@ -54,4 +63,7 @@ def fetch(method: str, url: str, timeout_s: float, headers: Mapping[str, str] | 
             raw = b""
         return Reply(exc.code, raw.decode("utf-8", "replace"), {k.lower(): v for k, v in exc.headers.items()})
     except (urllib.error.URLError, OSError, ValueError) as exc:
+        # urllib wraps a timeout while sending in URLError; one while waiting for the answer comes bare.
+        if isinstance(exc, TimeoutError) or isinstance(getattr(exc, "reason", None), TimeoutError):
+            raise EndpointTimeout(f"{method} {url}: timed out, no answer within {timeout_s:g} s") from exc
         raise NoticeEndpointError(f"{method} {url}: {exc}") from exc

@@ -40,7 +40,8 @@ def parse_china_standard(text: str) -> float | None:
 
 
 def parse_rfc1123(text: str) -> float | None:
-    """``Mon, 19 Sep 2016 18:29:47 GMT`` (Azure's NotBefore) → unix seconds."""
+    """``Mon, 19 Sep 2016 18:29:47 GMT`` (Azure's NotBefore) or ``21 Jan 2019 09:00:43 GMT`` (AWS
+    scheduled events' NotBefore, no weekday) → unix seconds."""
     try:
         parsed = email.utils.parsedate_to_datetime(text.strip())
     except (TypeError, ValueError, IndexError):

@@ -16,8 +16,14 @@ Contracts every watcher keeps (``tests/agent`` checks them per protocol):
 - :meth:`Watcher.self_check` reads the instance's identity and raises
   NoticeEndpointError, with a reason, when the endpoint does not answer in its
   protocol.
+  The identity's ``fallbacks`` (also :attr:`Watcher.fallbacks`) say, one
+  sentence each, where the endpoint is read in a degraded mode that still
+  sees every notice (AWS IMDSv1 when the token PUT is refused).
 - :meth:`Watcher.acknowledge` tells the cloud the instance is ready to go
   (Azure's StartRequests); a no-op where the cloud has no such call; it never raises.
+- ``default_poll_interval_s`` is the protocol's own poll interval, declared
+  in its module with the cloud's rate limit it respects; ``poll_interval_s``
+  None takes it.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from spothop.agent.model import Identity, Notice, final_notice
 from spothop.agent.notices._http import Reply, fetch
 
 HTTP_TIMEOUT_S = 2.0  # a link-local endpoint answers in milliseconds; 2 s means it is not answering
+POLL_INTERVAL_S = 1.0  # for a protocol that declares none: once a second, what Azure's guidance asks
 Clock = Callable[[], float]
 
 
@@ -41,11 +48,13 @@ class Watcher(ABC):
     protocol: ClassVar[str]
     documented_lead_s: ClassVar[float | None] = None  # the cloud's final-notice lead, for skew capping
     long_poll: ClassVar[bool] = False  # poll() itself waits for a change: no sleep between polls
+    default_poll_interval_s: ClassVar[float] = POLL_INTERVAL_S  # each protocol declares its own, with its source
 
-    def __init__(self, base_url: str | None, *, poll_interval_s: float = 1.0, timeout_s: float = HTTP_TIMEOUT_S,
-                 assumed_lead_s: float | None = None, clock: Clock = time.time) -> None:
+    def __init__(self, base_url: str | None, *, poll_interval_s: float | None = None,
+                 timeout_s: float = HTTP_TIMEOUT_S, assumed_lead_s: float | None = None,
+                 clock: Clock = time.time) -> None:
         self.base_url = (base_url or "").rstrip("/")
-        self.poll_interval_s = poll_interval_s
+        self.poll_interval_s = poll_interval_s if poll_interval_s is not None else self.default_poll_interval_s
         self.timeout_s = timeout_s
         self.assumed_lead_s = assumed_lead_s if assumed_lead_s is not None else self.documented_lead_s
         self.clock = clock
@@ -57,6 +66,11 @@ class Watcher(ABC):
     @abstractmethod
     def self_check(self) -> Identity:
         """Who this instance is, read from the endpoint; NoticeEndpointError with the reason if it does not answer."""
+
+    @property
+    def fallbacks(self) -> tuple[str, ...]:
+        """Degraded modes the endpoint is read in, one sentence each (empty: read as designed)."""
+        return ()
 
     def acknowledge(self, notice: Notice) -> None:
         """Tell the cloud the instance is ready to be taken. Default: the cloud has no such call."""
@@ -113,4 +127,5 @@ class PathWatcher(Watcher):
             values[name] = reply.body.strip()
         if not values.get("instance_id"):
             raise NoticeEndpointError(f"{self.protocol} metadata answered with an empty instance id")
-        return Identity(**values)
+        return Identity(values["instance_id"], values.get("instance_type", ""), values.get("region", ""),
+                        values.get("zone", ""), fallbacks=self.fallbacks)

@@ -31,6 +31,9 @@ from spothop.agent.notices.base import Watcher
 
 GCP_PREEMPT_NOTICE_S = 30.0  # GCP docs: preemption notice about 30 s before the stop
 GCP_MAINTENANCE_NOTICE_S = 60.0  # GCP docs: a 60-second notice before a host maintenance event
+# The hanging GET's timeout_sec (GCP counts whole seconds); a change of `preempted` answers it at once,
+# so the spot notice is seen within milliseconds whatever this is. maintenance-event is read once a poll.
+GCP_POLL_INTERVAL_S = 1.0
 ROOT = "/computeMetadata/v1"
 FLAVOR = {"Metadata-Flavor": "Google"}
 PREEMPTED_PATH = ROOT + "/instance/preempted"
@@ -44,6 +47,7 @@ class GcpWatcher(Watcher):
     protocol: ClassVar[str] = "gcp"
     documented_lead_s: ClassVar[float | None] = GCP_PREEMPT_NOTICE_S
     long_poll: ClassVar[bool] = True
+    default_poll_interval_s: ClassVar[float] = GCP_POLL_INTERVAL_S
 
     def __init__(self, base_url: str | None, **kwargs: Any) -> None:
         super().__init__(base_url, **kwargs)
@@ -94,4 +98,5 @@ class GcpWatcher(Watcher):
                 raise NoticeEndpointError("the endpoint does not answer with Metadata-Flavor: Google")
             values[name] = reply.body.strip().rsplit("/", 1)[-1]  # projects/<p>/zones/<zone> → <zone>
         zone = values["zone"]
-        return Identity(region=zone.rsplit("-", 1)[0] if "-" in zone else "", **values)
+        return Identity(instance_id=values["instance_id"], instance_type=values["instance_type"], zone=zone,
+                        region=zone.rsplit("-", 1)[0] if "-" in zone else "")

@@ -6,8 +6,14 @@ import json
 
 import pytest
 
-from spothop.providers.local.metadata import MetadataServer
-from spothop.providers.local.metadata.aws import AWS_TOKEN_TTL_MAX_S
+from spothop.errors import ConfigError
+from spothop.providers.local.metadata import (
+    InstanceMetadata,
+    MetadataServer,
+    NoticeState,
+    ScheduledEvent,
+)
+from spothop.providers.local.metadata.aws import AWS_TOKEN_TTL_MAX_S, aws_event_time
 from tests.providers.local.metadata.conftest import (
     T0,
     ManualClock,
@@ -104,6 +110,7 @@ def test_directory_listings(serve: Serve, notices: ObservedNotices) -> None:
         "instance-id",
         "instance-life-cycle",
         "instance-type",
+        "events/",
         "placement/",
     }
     assert get(server, "/latest/meta-data", tok) == (200, body)
@@ -160,3 +167,61 @@ def test_unknown_paths_and_methods(serve: Serve) -> None:
     assert get(server, "/latest/meta-data/no-such-item", tok)[0] == 404
     assert get(server, "/2009-04-04/meta-data/instance-id", tok)[0] == 404
     assert call(server.url, "/latest/meta-data/instance-id", "POST", {TOKEN: tok}).status == 405
+
+
+SCHEDULED = "/latest/meta-data/events/maintenance/scheduled"
+
+
+def test_scheduled_events_are_an_empty_list_until_the_cloud_schedules_one(
+    serve: Serve, notices: ObservedNotices
+) -> None:
+    server = serve("aws")
+    assert get(server, SCHEDULED) == (200, "[]")
+    notices.set_scheduled_events([
+        ScheduledEvent("instance-event-0d59937288b749b32", "instance-stop", T0 + 600, T0 + 4200,
+                       description="The instance is running on degraded hardware"),
+        ScheduledEvent("instance-event-01", "system-reboot", T0 - 7200, T0 - 3600, state="completed"),
+    ])
+    status, body = get(server, SCHEDULED)
+    assert status == 200
+    assert json.loads(body) == [
+        {"NotBefore": "1 Jan 2026 00:10:00 GMT", "Code": "instance-stop",
+         "Description": "The instance is running on degraded hardware",
+         "EventId": "instance-event-0d59937288b749b32", "NotAfter": "1 Jan 2026 01:10:00 GMT", "State": "active"},
+        {"NotBefore": "31 Dec 2025 22:00:00 GMT", "Code": "system-reboot", "Description": "",
+         "EventId": "instance-event-01", "NotAfter": "31 Dec 2025 23:00:00 GMT", "State": "completed"},
+    ]
+    ondemand = serve("aws", spot=False)  # maintenance is not a spot matter: on-demand instances see it too
+    assert json.loads(get(ondemand, SCHEDULED)[1])[0]["Code"] == "instance-stop"
+
+
+def test_event_times_are_printed_as_ec2_prints_them() -> None:
+    assert aws_event_time(1548061243) == "21 Jan 2019 09:00:43 GMT"  # the EC2 documentation's example
+    assert aws_event_time(T0 + 86400 * 4 + 0.9) == "5 Jan 2026 00:00:00 GMT"  # whole seconds, no zero padding
+
+
+def test_refused_tokens_are_403_and_plain_gets_are_served(serve: Serve) -> None:
+    server = serve("aws", options={"tokens": "refused"})
+    assert call(server.url, "/latest/api/token", "PUT", {TTL: "60"}).status == 403
+    assert call(server.url, "/latest/meta-data/instance-id").body == "i-0123456789abcdef0"
+    assert call(server.url, "/latest/meta-data/instance-id", headers={TOKEN: "made-up"}).status == 401
+
+
+def test_optional_tokens_serve_gets_with_and_without_one(serve: Serve) -> None:
+    server = serve("aws", options={"tokens": "optional"})
+    assert get(server, "/latest/meta-data/instance-id") == (200, "i-0123456789abcdef0")  # with a token
+    assert call(server.url, "/latest/meta-data/instance-id").status == 200  # without
+
+
+def test_a_hanging_token_put_is_never_answered_and_does_not_hold_up_stop(serve: Serve) -> None:
+    server = serve("aws", options={"tokens": "hang"})
+    with pytest.raises(TimeoutError):
+        call(server.url, "/latest/api/token", "PUT", {TTL: "60"}, timeout=0.3)
+    assert call(server.url, "/latest/meta-data/instance-id").body == "i-0123456789abcdef0"
+    server.stop()  # returns although the hung PUT's handler is still waiting
+
+
+def test_an_unknown_token_mode_is_refused_naming_the_known_ones() -> None:
+    metadata = InstanceMetadata("i-1", "g5.xlarge", "us-east-1", "us-east-1a", "aws-sim", T0)
+    with pytest.raises(ConfigError, match=r"tokens='sometimes'.*hang, optional, refused, required"):
+        MetadataServer("aws", metadata, NoticeState(), options={"tokens": "sometimes"})

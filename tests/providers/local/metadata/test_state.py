@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from spothop.providers.local.metadata import NoticeState
+from spothop.providers.local.metadata import NoticeState, ScheduledEvent
 from spothop.providers.local.metadata.state import (
     MAINTENANCE_MIGRATE,
     MAINTENANCE_NONE,
@@ -115,3 +115,28 @@ def test_wait_for_change_times_out_and_returns_at_once_if_already_changed() -> N
     assert time.monotonic() - begun >= 0.04
     state.set_maintenance(MAINTENANCE_TERMINATE)
     assert state.wait_for_change(0, 5.0) == 1  # no wait: the version already moved
+
+
+def test_scheduled_events_are_replaced_as_a_whole_and_only_a_change_bumps_the_version() -> None:
+    state = NoticeState(clock=lambda: 1000.0)
+    event = ScheduledEvent("instance-event-1", "instance-stop", 1600.0, 5200.0)
+    state.set_scheduled_events([event])
+    version = state.version
+    assert state.snapshot().scheduled_events == (event,) and version == 1
+    state.set_scheduled_events([event])
+    assert state.version == version
+    canceled = ScheduledEvent("instance-event-1", "instance-stop", 1600.0, 5200.0, state="canceled")
+    state.set_scheduled_events([canceled])
+    assert state.version == version + 1 and state.scheduled_events == (canceled,)
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"code": ""}, "needs a code"),
+    ({"state": "pending"}, "not one of"),
+    ({"not_after": 1000.0}, "before not_before"),
+])
+def test_a_malformed_scheduled_event_is_refused(fields: dict[str, object], message: str) -> None:
+    values: dict[str, object] = {"event_id": "instance-event-1", "code": "instance-stop",
+                                 "not_before": 1600.0, "not_after": 5200.0, **fields}
+    with pytest.raises(ValueError, match=message):
+        ScheduledEvent(**values)  # type: ignore[arg-type]

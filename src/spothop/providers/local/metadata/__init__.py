@@ -39,6 +39,7 @@ from spothop.providers.local.metadata.state import (
     InstanceMetadata,
     NoticeSnapshot,
     NoticeState,
+    ScheduledEvent,
 )
 from spothop.providers.local.metadata.tencent import TencentMetadataHandler
 from spothop.providers.local.metadata.volcengine import VolcengineMetadataHandler
@@ -54,6 +55,7 @@ __all__ = [
     "MetadataServer",
     "NoticeSnapshot",
     "NoticeState",
+    "ScheduledEvent",
 ]
 
 METADATA_URL_ENV = "SPOTHOP_METADATA_URL"  # the endpoint's base URL, e.g. http://127.0.0.1:41234
@@ -110,6 +112,11 @@ class MetadataServer:
             raise ConfigError(
                 f"metadata protocol {protocol!r} takes no option {', '.join(map(repr, unknown))} (accepted: {accepted})"
             )
+        for name, allowed in handler.OPTION_VALUES.items():
+            if name in options and options[name] not in allowed:
+                raise ConfigError(
+                    f"metadata option {name}={options[name]!r} for {protocol!r} is not one of {', '.join(sorted(allowed))}"
+                )
         self.protocol = protocol
         self.metadata = metadata
         self.notices = notices

@@ -71,6 +71,9 @@ class Response:
         return cls(status, json.dumps(payload, separators=(",", ":")), JSON, dict(headers or {}))
 
 
+NO_ANSWER = Response(0)  # route() returns it to close the connection without answering
+
+
 def listing(keys: list[str]) -> str:
     """A metadata directory listing: one key a line, sub-directories with a trailing slash."""
     return "\n".join(keys)
@@ -174,9 +177,15 @@ class MetadataHandler(BaseHTTPRequestHandler, abc.ABC):
 
     ``OPTIONS`` names the keyword options a protocol accepts (checked by
     ``MetadataServer``); their values are in ``self.server.options``.
+    ``OPTION_VALUES`` closes the values of those that take one of a few.
+    ``MAINTENANCE_CODES`` are the scheduled-event codes the protocol serves
+    (:class:`~spothop.providers.local.metadata.state.ScheduledEvent`); empty
+    where it serves none.
     """
 
     OPTIONS: ClassVar[frozenset[str]] = frozenset()
+    OPTION_VALUES: ClassVar[Mapping[str, frozenset[str]]] = {}
+    MAINTENANCE_CODES: ClassVar[frozenset[str]] = frozenset()
     server_version = "spothop-metadata/1"
     sys_version = ""
 
@@ -221,6 +230,9 @@ class MetadataHandler(BaseHTTPRequestHandler, abc.ABC):
         except Exception:  # a bug in a handler is a 500 and a log record, never a dead thread
             _log.exception("metadata handler failed on %s %s", method, self.path)
             response = Response.text("internal error\n", 500)
+        if response is NO_ANSWER:  # an answer lost on the way, as a dropped packet is
+            self.close_connection = True
+            return
         # A client that hung up (a long-poll given up on) needs no answer.
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             self._send(response, include_body=method != "HEAD")

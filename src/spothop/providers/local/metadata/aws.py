@@ -27,6 +27,22 @@ Documented behaviour followed here:
   ``on-demand``), ``placement/availability-zone``, ``placement/region``; a
   directory path lists its keys one a line, sub-directories ending in ``/``.
 
+- https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/monitoring-instances-status-check_sched.html
+  ``/latest/meta-data/events/maintenance/scheduled`` lists the instance's
+  scheduled events as JSON: ``[{"NotBefore": "21 Jan 2019 09:00:43 GMT",
+  "Code": "system-reboot", "Description": "scheduled reboot", "EventId":
+  "instance-event-0d59937288b749b32", "NotAfter": "21 Jan 2019 09:17:23 GMT",
+  "State": "active"}]``; codes :data:`AWS_MAINTENANCE_CODES`. Served as
+  ``[]`` when there is none, on spot and on-demand instances alike.
+
+Token behaviour (option ``tokens``), for the agent's IMDSv1 fallback:
+``required`` (the default, ``HttpTokens=required``: a GET without a token is
+401), ``optional`` (``HttpTokens=optional``: GETs with or without a token),
+``refused`` (the token PUT is 403, as a proxy or firewall that refuses PUTs
+answers; GETs without a token are served), ``hang`` (the token PUT is never
+answered, as behind ``HttpPutResponseHopLimit`` 1 from a container; GETs
+without a token are served). A token that is sent must be valid in every mode.
+
 Local choices: the spot action is always ``terminate`` (the local cloud
 reclaims; it neither stops nor hibernates); tokens are random per server and
 their TTL is measured on the notice state's clock, so a fast simulated clock
@@ -36,8 +52,13 @@ expires them fast too.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from types import MappingProxyType
+from typing import ClassVar
 
 from spothop.providers.local.metadata._http import (
+    NO_ANSWER,
     MetadataHandler,
     Request,
     Response,
@@ -45,7 +66,7 @@ from spothop.providers.local.metadata._http import (
     issue_token,
     serve_leaves,
 )
-from spothop.providers.local.metadata.state import NoticeSnapshot
+from spothop.providers.local.metadata.state import NoticeSnapshot, ScheduledEvent
 
 AWS_TOKEN_TTL_MIN_S = 1  # IMDSv2 docs: "a minimum of one second"
 AWS_TOKEN_TTL_MAX_S = 21600  # IMDSv2 docs: "a maximum of six hours (21,600 seconds)"
@@ -54,20 +75,57 @@ AWS_TOKEN_TTL_HEADER = "X-aws-ec2-metadata-token-ttl-seconds"
 AWS_TOKEN_HEADER = "X-aws-ec2-metadata-token"
 AWS_SPOT_ACTION = "terminate"  # the local cloud only reclaims; EC2 may also stop or hibernate
 ROOT = "/latest"
+# EC2 API InstanceStatusEvent: the codes of scheduled events.
+AWS_MAINTENANCE_CODES = frozenset(
+    {"instance-stop", "instance-retirement", "instance-reboot", "system-reboot", "system-maintenance"}
+)
+TOKEN_MODES = frozenset({"required", "optional", "refused", "hang"})
+TOKEN_HANG_MAX_S = 600.0  # a hung token PUT is let go at the latest then (or when the server stops)
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
+def aws_event_time(ts: float) -> str:
+    """``21 Jan 2019 09:00:43 GMT``: a scheduled event's NotBefore/NotAfter (English months, whatever the locale)."""
+    t = datetime.fromtimestamp(int(ts), UTC)
+    return f"{t.day} {_MONTHS[t.month - 1]} {t.year} {t:%H:%M:%S} GMT"
+
+
+def scheduled_event_json(event: ScheduledEvent) -> dict[str, str]:
+    """One entry of ``events/maintenance/scheduled``, keys as EC2 spells them."""
+    return {
+        "NotBefore": aws_event_time(event.not_before),
+        "Code": event.code,
+        "Description": event.description,
+        "EventId": event.event_id,
+        "NotAfter": aws_event_time(event.not_after),
+        "State": event.state,
+    }
 
 
 class AwsImdsHandler(MetadataHandler):
-    """IMDSv2 with ``HttpTokens=required``."""
+    """IMDSv2 with ``HttpTokens=required`` by default; option ``tokens`` as the module says."""
+
+    OPTIONS = frozenset({"tokens"})
+    OPTION_VALUES: ClassVar[Mapping[str, frozenset[str]]] = MappingProxyType({"tokens": TOKEN_MODES})
+    MAINTENANCE_CODES = AWS_MAINTENANCE_CODES
 
     def route(self, request: Request) -> Response:
+        mode = self.meta_server.options.get("tokens", "required")
         if request.path.rstrip("/") == AWS_TOKEN_PATH:
             if request.method != "PUT":
                 return Response.text("Method Not Allowed\n", 405)
+            if mode == "refused":
+                return Response.text("Forbidden\n", 403)
+            if mode == "hang":
+                self.meta_server.stopping.wait(TOKEN_HANG_MAX_S)
+                return NO_ANSWER
             return self._issue_token(request)
         if request.method not in ("GET", "HEAD"):
             return Response.text("Method Not Allowed\n", 405)
         token = request.header(AWS_TOKEN_HEADER)
-        if not token or not self.meta_server.tokens.valid(token):
+        if token is not None and not self.meta_server.tokens.valid(token):
+            return Response.text("Unauthorized\n", 401)
+        if token is None and mode == "required":
             return Response.text("Unauthorized\n", 401)
         return serve_leaves(self._leaves(self.notices.snapshot()), ROOT, request.path)
 
@@ -82,6 +140,9 @@ class AwsImdsHandler(MetadataHandler):
             "meta-data/instance-life-cycle": "spot" if md.spot else "on-demand",
             "meta-data/placement/availability-zone": md.zone,
             "meta-data/placement/region": md.region,
+            "meta-data/events/maintenance/scheduled": json.dumps(
+                [scheduled_event_json(e) for e in notices.scheduled_events], separators=(",", ":")
+            ),
         }
         if not md.spot:
             return leaves

@@ -19,6 +19,10 @@ Contracts:
   because it holds a real HTTP request open.
 - Azure's ``DocumentIncarnation`` changes only when the scheduled-events
   document changes (a preemption is scheduled, an event is acknowledged).
+- Scheduled maintenance events (:class:`ScheduledEvent`, AWS's
+  ``events/maintenance/scheduled``) are set as a whole list by the host
+  (:meth:`NoticeState.set_scheduled_events`), mirrored from the cloud's
+  records, so the endpoint shows exactly what the cloud has scheduled.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 Clock = Callable[[], float]
@@ -56,6 +60,35 @@ class InstanceMetadata:
     project_id: str = "spothop-local"
 
 
+SCHEDULED_EVENT_STATES = frozenset({"active", "completed", "canceled"})  # EC2 scheduled-event states
+
+
+@dataclass(frozen=True)
+class ScheduledEvent:
+    """One scheduled maintenance event: ``code`` (as the protocol spells it, e.g. ``instance-stop``)
+    may start from ``not_before`` and ends by ``not_after`` (unix seconds on the cloud's clock).
+
+    ``state`` is one of :data:`SCHEDULED_EVENT_STATES`; a completed or
+    canceled event stays listed as history. ``ValueError`` for an empty code,
+    an unknown state or a window that ends before it starts.
+    """
+
+    event_id: str
+    code: str
+    not_before: float
+    not_after: float
+    state: str = "active"
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.code:
+            raise ValueError("a scheduled event needs a code")
+        if self.state not in SCHEDULED_EVENT_STATES:
+            raise ValueError(f"scheduled event state {self.state!r} is not one of {sorted(SCHEDULED_EVENT_STATES)}")
+        if self.not_after < self.not_before:
+            raise ValueError(f"scheduled event {self.event_id}: not_after {self.not_after} is before not_before {self.not_before}")
+
+
 @dataclass(frozen=True)
 class NoticeSnapshot:
     """One consistent reading of a :class:`NoticeState` (all fields from the same moment)."""
@@ -70,6 +103,7 @@ class NoticeSnapshot:
     event_id: str | None
     acknowledged: bool
     acknowledged_at: float | None
+    scheduled_events: tuple[ScheduledEvent, ...] = ()
 
     @property
     def preempted(self) -> bool:
@@ -99,6 +133,7 @@ class NoticeState:
         self._document_incarnation = 0
         self._event_id: str | None = None
         self._acknowledged_at: float | None = None
+        self._scheduled_events: tuple[ScheduledEvent, ...] = ()
 
     # -- reading -------------------------------------------------------------
 
@@ -120,6 +155,7 @@ class NoticeState:
                 event_id=self._event_id,
                 acknowledged=self._acknowledged_at is not None,
                 acknowledged_at=self._acknowledged_at,
+                scheduled_events=self._scheduled_events,
             )
 
     @property
@@ -168,6 +204,11 @@ class NoticeState:
         with self._changed:
             return self._acknowledged_at
 
+    @property
+    def scheduled_events(self) -> tuple[ScheduledEvent, ...]:
+        with self._changed:
+            return self._scheduled_events
+
     # -- writing -------------------------------------------------------------
 
     def recommend_rebalance(self, at: float | None = None) -> None:
@@ -214,6 +255,14 @@ class NoticeState:
         with self._changed:
             if value != self._maintenance_event:
                 self._maintenance_event = value
+                self._bump()
+
+    def set_scheduled_events(self, events: Iterable[ScheduledEvent]) -> None:
+        """Replace the scheduled maintenance events (in the order given); a change bumps the version."""
+        new = tuple(events)
+        with self._changed:
+            if new != self._scheduled_events:
+                self._scheduled_events = new
                 self._bump()
 
     def acknowledge(self, event_id: str) -> bool:
