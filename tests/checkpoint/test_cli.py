@@ -7,8 +7,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
-from spothop.checkpoint import Checkpointer
+from spothop.checkpoint import (
+    Checkpointer,
+    describe_checkpoint,
+    list_checkpoints,
+    verify_checkpoints,
+)
+from spothop.errors import NotFoundError
 
 
 def make(root: Path) -> list[str]:
@@ -66,6 +73,20 @@ def test_show_describes_the_newest_or_a_named_checkpoint(cli: Callable[..., Any]
     named = cli("ckpt", "show", str(tmp_path), "--id", ids[0])
     assert named.code == 0 and ids[0] in named.out and "a full checkpoint" in named.out and "/w" in named.out
     missing = cli("ckpt", "show", str(tmp_path), "--id", "step-000000000009-durable-000000")
-    assert missing.code == 2 and "no committed checkpoint" in missing.err
-    empty = cli("ckpt", "show", str(tmp_path / "nothing"))
-    assert empty.code == 2 and "no committed checkpoint here" in empty.err
+    assert missing.code != 0 and "no committed checkpoint 'step-000000000009-durable-000000'" in missing.err
+    (tmp_path / "empty").mkdir()
+    empty = cli("ckpt", "show", str(tmp_path / "empty"))
+    assert empty.code != 0 and "no committed checkpoint here" in empty.err
+
+
+@pytest.mark.parametrize("command", ["ls", "show", "verify", "gc"])
+def test_a_location_that_does_not_exist_is_not_found(cli: Callable[..., Any], tmp_path: Path, command: str) -> None:
+    extra = ["--keep", "1"] if command == "gc" else []
+    result = cli("ckpt", command, str(tmp_path / "no-such-run"), *extra)
+    assert result.code != 0 and "does not exist" in result.err and "Traceback" not in result.err
+
+
+@pytest.mark.parametrize("reader", [list_checkpoints, verify_checkpoints, describe_checkpoint])
+def test_inspecting_a_missing_location_raises_not_found(tmp_path: Path, reader: Callable[[str], Any]) -> None:
+    with pytest.raises(NotFoundError, match="does not exist"):
+        reader(str(tmp_path / "no-such-run"))

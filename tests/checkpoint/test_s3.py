@@ -98,3 +98,11 @@ def test_a_failing_stream_fails_the_save_and_leaves_no_checkpoint(s3_url: str,
     with pytest.raises(CheckpointWriteError, match="No space left"):
         ckpt.save({f"l{i}": np.ones(3000) * i for i in range(12)}, 1).wait()
     assert list_checkpoints(s3_url) == []
+
+
+def test_an_empty_prefix_lists_nothing_and_a_missing_bucket_is_not_found(s3_url: str) -> None:
+    from spothop.errors import NotFoundError
+
+    assert list_checkpoints(s3_url) == []  # a prefix exists only while objects are under it
+    with pytest.raises(NotFoundError, match="bucket that does not exist"):
+        list_checkpoints(f"s3://no-such-bucket-{uuid.uuid4().hex[:8]}/run")

@@ -25,6 +25,7 @@ from spothop.checkpoint.admin import (
     LeafInfo,
     VerifyResult,
     describe_checkpoint,
+    existing_store,
     list_checkpoints,
     verify_checkpoints,
 )
@@ -87,6 +88,7 @@ __all__ = [
     "collect",
     "daly_interval_s",
     "describe_checkpoint",
+    "existing_store",
     "list_checkpoints",
     "restore_rng",
     "verify_checkpoints",

@@ -11,6 +11,27 @@ from spothop.checkpoint.gc import step_of
 from spothop.checkpoint.manifest import Manifest
 from spothop.checkpoint.reader import ancestors, committed, verify
 from spothop.checkpoint.store import Store
+from spothop.errors import NotFoundError
+
+
+def existing_store(url: str, storage_options: Mapping[str, Any] | None = None) -> Store:
+    """The checkpoint location at ``url``; :class:`NotFoundError` if nothing is there.
+
+    For the commands that inspect a location: a mistyped path must not look like an empty,
+    healthy one. A local folder must exist; on an object store, where a prefix exists only while
+    objects are under it, the bucket must. (A checkpointer, which creates its location, opens
+    :class:`Store` directly.)"""
+    store = Store(url, storage_options)
+    where = store.root if store.is_local else store.root.split("/", 1)[0]
+    try:
+        present = bool(store.fs.exists(store.root)) or (not store.is_local and bool(store.fs.exists(where)))
+    except OSError as exc:
+        raise NotFoundError(f"checkpoint location {url} cannot be reached ({exc})") from None
+    if not present:
+        what = "does not exist" if store.is_local else f"is in a bucket that does not exist ({where})"
+        raise NotFoundError(f"checkpoint location {url} {what}; give the folder or URL the job "
+                            "checkpoints to (SPOTHOP_CHECKPOINT_URL)")
+    return store
 
 
 @dataclass(frozen=True)
@@ -63,14 +84,18 @@ def describe_checkpoint(url: str, checkpoint_id: str | None = None,
                         storage_options: Mapping[str, Any] | None = None) -> CheckpointDetail:
     """The manifest of ``checkpoint_id`` (default: the newest committed checkpoint), in plain fields.
 
-    Raises :class:`CheckpointCorrupt` when there is no such committed checkpoint. Reads manifests
-    only: use :func:`verify_checkpoints` to check the data."""
-    store = Store(url, storage_options)
+    Raises :class:`NotFoundError` when there is no such checkpoint, :class:`CheckpointCorrupt`
+    when its manifest is damaged. Reads manifests only: use :func:`verify_checkpoints` to check
+    the data."""
+    store = existing_store(url, storage_options)
     found, damaged = committed(store)
     chosen = [m for m in found if checkpoint_id in (None, m.checkpoint_id)]
     if not chosen:
         why = dict(damaged).get(checkpoint_id or "")
-        raise CheckpointCorrupt(checkpoint_id or url, why or f"no committed checkpoint {'here' if checkpoint_id is None else 'by that id'} under {url}")
+        if why:
+            raise CheckpointCorrupt(checkpoint_id or url, why)
+        raise NotFoundError(f"no committed checkpoint {'here' if checkpoint_id is None else repr(checkpoint_id)} "
+                            f"under {url} (`spothop ckpt ls {url}` lists them)")
     manifest = chosen[-1]
     try:
         chain = [m.checkpoint_id for m in ancestors(store, manifest)]
@@ -102,7 +127,7 @@ class VerifyResult:
 
 def list_checkpoints(url: str, storage_options: Mapping[str, Any] | None = None) -> list[CheckpointInfo]:
     """Every folder under ``url``, oldest step first, with whether it is a checkpoint."""
-    store = Store(url, storage_options)
+    store = existing_store(url, storage_options)
     found, damaged = committed(store)
     infos = [CheckpointInfo(m.checkpoint_id, "committed", m.step, m.tier.value, m.parent,
                             m.wall_time_unix_s, m.size_bytes) for m in found]
@@ -116,7 +141,7 @@ def list_checkpoints(url: str, storage_options: Mapping[str, Any] | None = None)
 def verify_checkpoints(url: str, checkpoint_id: str | None = None,
                        storage_options: Mapping[str, Any] | None = None) -> list[VerifyResult]:
     """Check every byte of each committed checkpoint (or just ``checkpoint_id``) and its chain."""
-    store = Store(url, storage_options)
+    store = existing_store(url, storage_options)
     found, damaged = committed(store)
     results = [VerifyResult(name, step_of(name) or 0, "?", False, why) for name, why in damaged
                if checkpoint_id in (None, name)]

@@ -18,8 +18,9 @@ import hashlib
 import logging
 import os
 from collections import defaultdict, deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import IO, Any
 
 import zstandard
@@ -63,6 +64,8 @@ def load_manifest(store: Store, checkpoint_id: str) -> Manifest:
         text = store.read(manifest_path(checkpoint_id))
     except FileNotFoundError:
         raise CheckpointCorrupt(checkpoint_id, "no manifest (the save never committed)") from None
+    except OSError as exc:  # a folder where the manifest should be, or one that cannot be read
+        raise CheckpointCorrupt(checkpoint_id, f"manifest cannot be read ({_why(exc)})") from None
     manifest = manifest_from_json(text, checkpoint_id)
     if manifest.checkpoint_id != checkpoint_id:
         raise CheckpointCorrupt(checkpoint_id, f"manifest names another checkpoint ({manifest.checkpoint_id})")
@@ -144,6 +147,40 @@ def verify(store: Store, manifest: Manifest) -> None:
             _stream_file(store, entry, {}, manifest.checkpoint_id, pool)
 
 
+def check_files(store: Store, manifest: Manifest) -> None:
+    """The quick check: every manifest of the chain loads and every file it needs is there at its size.
+
+    One metadata call per file, no data read: it finds a missing or truncated file or a deleted
+    parent manifest, not a flipped bit (:func:`verify` does). Raises :class:`CheckpointCorrupt`."""
+    chain = ancestors(store, manifest)
+    for entry in _needed_files(manifest, chain).values():
+        with _file_errors(manifest.checkpoint_id, entry.path):
+            info = store.fs.info(store.path(entry.path))
+        if info.get("type") != "file":
+            kind = "folder" if info.get("type") == "directory" else str(info.get("type"))
+            raise CheckpointCorrupt(manifest.checkpoint_id, f"{entry.path} is a {kind}, not a file")
+        if info.get("size") != entry.size_bytes:
+            raise CheckpointCorrupt(manifest.checkpoint_id, f"file {entry.path} has {info.get('size')} bytes, "
+                                                            f"manifest says {entry.size_bytes}")
+
+
+@contextmanager
+def _file_errors(checkpoint_id: str, path: str) -> Iterator[None]:
+    """A pack file that is missing, a folder, or unreadable makes its checkpoint corrupt, not a crash."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise CheckpointCorrupt(checkpoint_id, f"file {path} is missing") from None
+    except OSError as exc:
+        raise CheckpointCorrupt(checkpoint_id, f"file {path} cannot be read ({_why(exc)})") from None
+
+
+def _why(exc: OSError) -> str:
+    if isinstance(exc, IsADirectoryError):
+        return "it is a folder, not a file"
+    return exc.strerror or str(exc) or type(exc).__name__
+
+
 def _exists(store: Store, path: str) -> bool:
     try:
         return store.exists(path)
@@ -153,10 +190,11 @@ def _exists(store: Store, path: str) -> bool:
 
 def _stream_file(store: Store, entry: FileEntry, chunks: Targets, checkpoint_id: str,
                  pool: ThreadPoolExecutor) -> None:
-    if entry.segments is None:
-        _stream_whole_file(store, entry, chunks, checkpoint_id)
-    else:
-        _stream_segments(store, entry, entry.segments, chunks, checkpoint_id, pool)
+    with _file_errors(checkpoint_id, entry.path):
+        if entry.segments is None:
+            _stream_whole_file(store, entry, chunks, checkpoint_id)
+        else:
+            _stream_segments(store, entry, entry.segments, chunks, checkpoint_id, pool)
 
 
 def _stream_segments(store: Store, entry: FileEntry, segments: tuple[int, ...], chunks: Targets,
@@ -188,8 +226,6 @@ def _stream_segments(store: Store, entry: FileEntry, segments: tuple[int, ...], 
                                                        f"{entry.size_bytes} its manifest says")
             while pending:
                 digests.append(pending.popleft().result())
-    except FileNotFoundError:
-        raise CheckpointCorrupt(checkpoint_id, f"file {entry.path} is missing") from None
     finally:
         for future in pending:  # after a failure: let in-flight work end before its buffers go
             future.cancel()
@@ -243,17 +279,14 @@ def _decompress_into(stored: Any, ref: ChunkRef, targets: list[tuple[ChunkRef, m
 def _stream_whole_file(store: Store, entry: FileEntry, chunks: Targets, checkpoint_id: str) -> None:
     """Format 1: one sha256 over the whole file, read and decoded on this thread."""
     hasher = hashlib.sha256()
-    try:
-        with store.open_read(entry.path) as handle:
-            position = 0
-            for offset, stored in sorted(chunks):
-                position += _hash_span(handle, hasher, offset - position)
-                if position != offset:
-                    break  # truncated: the size check below reports it
-                position += _read_chunk(handle, hasher, chunks[offset, stored], checkpoint_id)
-            position += _hash_span(handle, hasher, None)
-    except FileNotFoundError:
-        raise CheckpointCorrupt(checkpoint_id, f"file {entry.path} is missing") from None
+    with store.open_read(entry.path) as handle:
+        position = 0
+        for offset, stored in sorted(chunks):
+            position += _hash_span(handle, hasher, offset - position)
+            if position != offset:
+                break  # truncated: the size check below reports it
+            position += _read_chunk(handle, hasher, chunks[offset, stored], checkpoint_id)
+        position += _hash_span(handle, hasher, None)
     if position != entry.size_bytes:
         raise CheckpointCorrupt(checkpoint_id, f"file {entry.path} has {position} bytes, manifest says {entry.size_bytes}")
     if hasher.hexdigest() != entry.sha256:

@@ -13,11 +13,12 @@ from spothop.checkpoint import (
     CheckpointCorrupt,
     collect,
     describe_checkpoint,
+    existing_store,
     list_checkpoints,
     verify_checkpoints,
 )
-from spothop.checkpoint.store import Store
 from spothop.cli.output import console, print_json, table
+from spothop.errors import NotFoundError
 
 URL_HELP = "checkpoint location: a folder or an fsspec URL such as s3://bucket/run"
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON instead of a table")]
@@ -78,7 +79,7 @@ def show_command(url: Annotated[str, typer.Argument(help=URL_HELP)],
 def verify_command(url: Annotated[str, typer.Argument(help=URL_HELP)],
                    checkpoint_id: Annotated[str | None, typer.Option("--id", help="verify only this checkpoint")] = None,
                    as_json: JsonOpt = False) -> None:
-    """Check every byte of every committed checkpoint and its delta chain; exit 2 if any fails."""
+    """Check every byte of every committed checkpoint and its delta chain; exit 1 if any fails, 3 if the location is missing."""
     results = verify_checkpoints(url, checkpoint_id)
     if as_json:
         print_json([dataclasses.asdict(r) for r in results])
@@ -87,23 +88,32 @@ def verify_command(url: Annotated[str, typer.Argument(help=URL_HELP)],
         console.print(table(f"verify {url}", ["id", "step", "tier", "result", "reason"], rows, right=["step"]))
     bad = [r for r in results if not r.ok]
     if checkpoint_id is not None and not results:
-        raise CheckpointCorrupt(checkpoint_id, f"no such checkpoint under {url}")
+        raise NotFoundError(f"no checkpoint {checkpoint_id!r} under {url} (`spothop ckpt ls {url}` lists them)")
     if bad:
         raise CheckpointCorrupt(bad[0].checkpoint_id, f"{bad[0].reason} ({len(bad)} of {len(results)} failed)")
 
 
 def gc_command(url: Annotated[str, typer.Argument(help=URL_HELP)],
-               keep: Annotated[int, typer.Option("--keep", help="delta chains to keep, newest first")],
-               dry_run: Annotated[bool, typer.Option("--dry-run", help="show what would go, delete nothing")] = False,
+               keep: Annotated[int, typer.Option("--keep", help="restorable delta chains to keep, newest first")],
+               dry_run: Annotated[bool, typer.Option("--dry-run", help="show the plan a real run would carry out, delete nothing")] = False,
+               quick: Annotated[bool, typer.Option("--quick", help="check that files are there at their sizes instead of reading every byte")] = False,
                as_json: JsonOpt = False) -> None:
-    """Delete all but the newest N chains (a full checkpoint and its deltas)."""
-    plan = collect(Store(url), keep, dry_run=dry_run)
+    """Delete all but the newest N chains that restore (a full checkpoint and its deltas).
+
+    Chains are checked newest first; a damaged one does not count and is left in place, and the
+    newest checkpoint that restores is never deleted (docs/checkpoint.md)."""
+    plan = collect(existing_store(url), keep, dry_run=dry_run, verify_bytes=not quick)
     if as_json:
         print_json({**dataclasses.asdict(plan), "dry_run": dry_run})
         return
     verb = "would delete" if dry_run else "deleted"
-    rows = [[cid, "kept"] for cid in plan.kept] + [[cid, verb] for cid in plan.deleted + plan.partial_deleted]
-    console.print(table(f"gc {url} --keep {keep}", ["id", "action"], rows))
+    why = dict(plan.damaged)
+    rows = [[cid, "kept", "newest restorable" if cid == plan.newest_restorable else None] for cid in plan.kept
+            if cid not in why]
+    rows += [[cid, "kept (damaged)", reason] for cid, reason in plan.damaged if cid in plan.kept]
+    rows += [[cid, verb, why.get(cid)] for cid in plan.deleted]
+    rows += [[cid, verb, why.get(cid, "uncommitted")] for cid in plan.partial_deleted]
+    console.print(table(f"gc {url} --keep {keep}", ["id", "action", "note"], rows))
 
 
 def register(app: typer.Typer) -> None:
