@@ -15,7 +15,7 @@ from spothop.checkpoint import (
     list_checkpoints,
     verify_checkpoints,
 )
-from spothop.errors import NotFoundError
+from spothop.errors import EXIT_FAILED, EXIT_NOT_FOUND, NotFoundError
 
 
 def make(root: Path) -> list[str]:
@@ -38,12 +38,12 @@ def test_ls_json_and_table(cli: Callable[..., Any], tmp_path: Path) -> None:
     assert table.code == 0 and ids[0] in table.out and "emergency" in table.out
 
 
-def test_verify_passes_then_fails_with_exit_2(cli: Callable[..., Any], tmp_path: Path) -> None:
+def test_verify_passes_then_fails_with_exit_1(cli: Callable[..., Any], tmp_path: Path) -> None:
     ids = make(tmp_path)
     assert cli("ckpt", "verify", str(tmp_path)).code == 0
     (tmp_path / ids[1] / "data-00000.pack").write_bytes(b"x")
     result = cli("ckpt", "verify", str(tmp_path), "--json")
-    assert result.code == 2
+    assert result.code == EXIT_FAILED
     failed = {r["checkpoint_id"] for r in result.json() if not r["ok"]}
     assert failed == {ids[1], ids[2]}  # the delta fails too: its parent is broken
     assert "error:" in result.err and ids[1] in result.err
@@ -73,20 +73,26 @@ def test_show_describes_the_newest_or_a_named_checkpoint(cli: Callable[..., Any]
     named = cli("ckpt", "show", str(tmp_path), "--id", ids[0])
     assert named.code == 0 and ids[0] in named.out and "a full checkpoint" in named.out and "/w" in named.out
     missing = cli("ckpt", "show", str(tmp_path), "--id", "step-000000000009-durable-000000")
-    assert missing.code != 0 and "no committed checkpoint 'step-000000000009-durable-000000'" in missing.err
+    assert missing.code == EXIT_NOT_FOUND and "no committed checkpoint 'step-000000000009-durable-000000'" in missing.err
     (tmp_path / "empty").mkdir()
     empty = cli("ckpt", "show", str(tmp_path / "empty"))
-    assert empty.code != 0 and "no committed checkpoint here" in empty.err
+    assert empty.code == EXIT_NOT_FOUND and "no committed checkpoint here" in empty.err
 
 
 @pytest.mark.parametrize("command", ["ls", "show", "verify", "gc"])
 def test_a_location_that_does_not_exist_is_not_found(cli: Callable[..., Any], tmp_path: Path, command: str) -> None:
     extra = ["--keep", "1"] if command == "gc" else []
     result = cli("ckpt", command, str(tmp_path / "no-such-run"), *extra)
-    assert result.code != 0 and "does not exist" in result.err and "Traceback" not in result.err
+    assert result.code == EXIT_NOT_FOUND and "does not exist" in result.err and "Traceback" not in result.err
 
 
 @pytest.mark.parametrize("reader", [list_checkpoints, verify_checkpoints, describe_checkpoint])
 def test_inspecting_a_missing_location_raises_not_found(tmp_path: Path, reader: Callable[[str], Any]) -> None:
     with pytest.raises(NotFoundError, match="does not exist"):
         reader(str(tmp_path / "no-such-run"))
+
+
+def test_verify_of_an_id_that_is_not_there_is_not_found(cli: Callable[..., Any], tmp_path: Path) -> None:
+    make(tmp_path)
+    result = cli("ckpt", "verify", str(tmp_path), "--id", "step-000000000009-durable-000000")
+    assert result.code == EXIT_NOT_FOUND and "no checkpoint 'step-000000000009-durable-000000'" in result.err
