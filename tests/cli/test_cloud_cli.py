@@ -38,10 +38,14 @@ def test_bad_requests_are_clear_errors(cli):
     assert cli("cloud", "terminate", "i-0nothing").code == 0  # a no-op, as clouds do
 
 
-def test_preempt_with_advance_gives_the_rebalance_first(cli):
+def _idle_aws_instance(cli):
     launched = cli("cloud", "launch", "aws-sim", "g5.xlarge", "us-east-1a", "--command", "sleep 300", "--json")
     assert launched.code == 0, launched.err
-    instance_id = launched.json()[0]["instance_id"]
+    return launched.json()[0]["instance_id"]
+
+
+def test_preempt_with_advance_gives_the_rebalance_first(cli):
+    instance_id = _idle_aws_instance(cli)
     noticed = cli("cloud", "preempt", instance_id, "--advance", "900", "--lead-time", "600", "--json")
     assert noticed.code == 0, noticed.err
     assert noticed.json()[0]["state"] in ("pending", "running")  # the final notice is 900 s away
@@ -52,3 +56,20 @@ def test_preempt_with_advance_gives_the_rebalance_first(cli):
     refused = cli("cloud", "preempt", gcp_id, "--advance", "60")
     assert refused.code == 2 and "gives no advance notice" in refused.err
     assert cli("cloud", "terminate", gcp_id).code == 0
+
+
+def test_maintenance_schedules_lists_and_cancels_an_event(cli):
+    instance_id = _idle_aws_instance(cli)
+    scheduled = cli("cloud", "maintenance", instance_id, "--code", "instance-stop", "--in", "600", "--json")
+    assert scheduled.code == 0, scheduled.err
+    [event] = scheduled.json()
+    assert event["code"] == "instance-stop" and event["state"] == "active"
+    assert event["not_after"] - event["not_before"] == 3600
+    listed = cli("cloud", "maintenance", instance_id)
+    assert event["event_id"] in listed.out and "instance-stop" in listed.out
+    canceled = cli("cloud", "maintenance", instance_id, "--cancel", "all", "--json")
+    assert [e["state"] for e in canceled.json()] == ["canceled"]
+    bad = cli("cloud", "maintenance", instance_id, "--code", "meteor-strike")
+    assert bad.code == 2 and "use one of instance-reboot" in bad.err
+    assert cli("cloud", "terminate", instance_id).code == 0
+    wait_for(lambda: cli("cloud", "ls", "--all", "--json").json()[0]["state"] == "terminated")

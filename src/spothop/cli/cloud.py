@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import shlex
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from spothop.cli.output import console, money, print_json, table
+from spothop.errors import ConfigError
 from spothop.providers.base import Instance, LaunchRequest
+from spothop.providers.local.maintenance import DEFAULT_WINDOW_S
+from spothop.providers.local.metadata import PROTOCOLS
 from spothop.providers.local.provider import LocalProvider
 from spothop.providers.local.store import CloudStore
 from spothop.providers.local.world import World, load_world
@@ -18,6 +22,8 @@ cloud_app = typer.Typer(help="The embedded local cloud: simulated clouds whose i
 
 WorldOption = Annotated[Path | None, typer.Option("--world", envvar="SPOTHOP_WORLD", help="world file (default: the built-in world)")]
 JsonOption = Annotated[bool, typer.Option("--json", help="print JSON")]
+_MAINTENANCE_CODES = "; ".join(f"{name}: {', '.join(sorted(h.MAINTENANCE_CODES))}"
+                               for name, h in PROTOCOLS.items() if h.MAINTENANCE_CODES)
 
 
 def _providers(world: World, world_path: Path | None) -> dict[str, LocalProvider]:
@@ -107,13 +113,60 @@ def preempt(
     as_json: JsonOption = False,
 ) -> None:
     """Inject an interruption: the notice now (or after --advance), SIGKILL of the instance's processes after the lead time."""
+    provider = _provider_of(instance_id, world_path)
+    _show([provider.preempt(instance_id, lead_time, advance)], as_json)
+
+
+@cloud_app.command("maintenance")
+def maintenance_command(
+    instance_id: Annotated[str, typer.Argument(help="instance id")],
+    code: Annotated[str | None, typer.Option("--code", help=f"event to schedule, as the cloud's protocol spells it ({_MAINTENANCE_CODES})")] = None,
+    in_s: Annotated[float, typer.Option("--in", help="seconds from now (the cloud's clock) to the event's NotBefore")] = 0.0,
+    window: Annotated[float, typer.Option("--window", help="seconds from NotBefore to NotAfter")] = DEFAULT_WINDOW_S,
+    description: Annotated[str, typer.Option("--description", help="the event's description (default: the cloud's wording)")] = "",
+    cancel: Annotated[str | None, typer.Option("--cancel", help="cancel this active event id ('all': every active one)")] = None,
+    world_path: WorldOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Schedule (--code), cancel (--cancel) or list an instance's maintenance events.
+
+    The instance's metadata endpoint shows the event at once (for example on
+    events/maintenance/scheduled), so its agent gets an advance notice; at
+    NotBefore a stop or a retirement shuts the instance down.
+    """
+    if code is not None and cancel is not None:
+        raise ConfigError("give --code (schedule) or --cancel, not both")
+    provider = _provider_of(instance_id, world_path)
+    if code is not None:
+        provider.schedule_maintenance(instance_id, code, in_s, window, description)
+        events = provider.maintenance_events(instance_id)
+    elif cancel is not None:
+        events = provider.cancel_maintenance(instance_id, None if cancel == "all" else cancel)
+    else:
+        events = provider.maintenance_events(instance_id)
+    if as_json:
+        print_json([asdict(e) for e in events])
+        return
+    if not events:
+        console.print(f"No scheduled events on {instance_id}.")
+        return
+    now = provider.clock.now()
+    console.print(table(
+        f"{instance_id}: scheduled events",
+        ["event id", "code", "state", "starts in", "window", "description"],
+        [[e.event_id, e.code, e.state, f"{e.not_before - now:,.0f} s", f"{e.not_after - e.not_before:,.0f} s", e.description]
+         for e in events],
+        right=["starts in", "window"],
+    ))
+
+
+def _provider_of(instance_id: str, world_path: Path | None) -> LocalProvider:
+    """The provider of the world's cloud that launched ``instance_id`` (the first one for an unknown id)."""
     world = load_world(world_path)
     providers = _providers(world, world_path)
     row = CloudStore().instance(instance_id)
     provider = providers.get(row["cloud"]) if row else None
-    if provider is None:
-        provider = next(iter(providers.values()))
-    _show([provider.preempt(instance_id, lead_time, advance)], as_json)
+    return provider if provider is not None else next(iter(providers.values()))
 
 
 def _show(found: list[Instance], as_json: bool) -> None:

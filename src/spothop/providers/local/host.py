@@ -13,6 +13,10 @@ the instance lives. It
      then, at the deadline, SIGKILL to the whole group — no grace beyond the
      cloud's own;
    - an injected preemption (``spothop cloud preempt``), handled the same way;
+   - a scheduled maintenance event (``spothop cloud maintenance``), shown on
+     the metadata endpoint from when it is scheduled; at its start, one that
+     stops or retires the instance ends it as a terminate request does
+     (:mod:`.maintenance`);
    - a terminate request: what a VM's shutdown does — no notice on the
      metadata endpoint (no cloud gives a spot notice for its user's own
      terminate), SIGTERM to every process of the instance, the cloud's
@@ -44,12 +48,14 @@ from typing import Any
 
 from spothop.market import MarketKey, SimClock, SpotMarket
 from spothop.providers.base import InstanceState
+from spothop.providers.local import maintenance
 from spothop.providers.local.metadata import (
     METADATA_PROTOCOL_ENV,
     METADATA_URL_ENV,
     InstanceMetadata,
     MetadataServer,
     NoticeState,
+    ScheduledEvent,
 )
 from spothop.providers.local.processes import (
     become_subreaper,
@@ -142,6 +148,11 @@ class Host:
             grace_s = self.world.cloud(self.spec["cloud"]).terminate_grace_s
             self._kill_worker(signal.SIGTERM, grace_s=grace_s / self.world.speed)
             return self._finish(InstanceState.TERMINATED, "terminated on request")
+        ending = self._maintenance(now)
+        if ending is not None:
+            grace_s = self.world.cloud(self.spec["cloud"]).terminate_grace_s
+            self._kill_worker(signal.SIGTERM, grace_s=grace_s / self.world.speed)
+            return self._finish(InstanceState.TERMINATED, f"scheduled event {ending.code} ({ending.event_id})")
         self._plan_notices(now)
         if self.plan.advance_at is not None and now >= self.plan.advance_at:
             self.notices.recommend_rebalance(self.plan.advance_at)
@@ -158,6 +169,17 @@ class Host:
         if self.worker is not None and self.worker.poll() is not None and self.plan.terminate_at is None:
             return self._finish(InstanceState.TERMINATED, f"bootstrap command exited with code {self.worker.returncode}", self.worker.returncode)
         return None
+
+    def _maintenance(self, now: float) -> ScheduledEvent | None:
+        """Mirror the scheduled events onto the endpoint; the one that ends the instance now, if any."""
+        events = maintenance.events_of(self.row)
+        if not events:
+            return None
+        current, ending = maintenance.advance(self.spec["protocol"], events, now)
+        if current != events:  # only when an event completes: a user's new event in between would be lost
+            self.store.update_instance(self.instance_id, scheduled_events=maintenance.encode(current))
+        self.notices.set_scheduled_events(current)
+        return ending
 
     def _plan_notices(self, now: float) -> None:
         if self.plan.terminate_at is not None:

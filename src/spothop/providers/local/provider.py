@@ -18,6 +18,8 @@ Contract notes beyond :class:`~spothop.providers.base.Provider`:
 - ``terminate`` of an unknown or ended instance returns silently.
 - :meth:`LocalProvider.preempt` injects an interruption notice with a chosen
   lead time, as the market would.
+- :meth:`LocalProvider.schedule_maintenance` schedules a maintenance event
+  (see :mod:`.maintenance`); :meth:`LocalProvider.cancel_maintenance` cancels it.
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ from spothop.providers.base import (
     Provider,
     SpotPrice,
 )
+from spothop.providers.local import maintenance
+from spothop.providers.local.metadata import ScheduledEvent
 from spothop.providers.local.processes import kill_group, kill_process, pid_alive
 from spothop.providers.local.runtime import cloud_clock, spot_market
 from spothop.providers.local.store import MICROS_PER_USD, CloudStore
@@ -257,6 +261,43 @@ class LocalProvider(Provider):
                 raise ConfigError(f"--advance must be > 0 seconds, got {advance_s}")
         self.store.update_instance(instance_id, preempt_lead_s=lead, preempt_advance_s=advance_s)
         return self.describe(instance_id)
+
+    def schedule_maintenance(self, instance_id: str, code: str, in_s: float,
+                             window_s: float = maintenance.DEFAULT_WINDOW_S, description: str = "") -> ScheduledEvent:
+        """Schedule a maintenance event ``code`` from ``in_s`` seconds from now (the cloud's clock) for ``window_s``.
+
+        Its metadata endpoint shows it within a host tick. ConfigError for a
+        code the cloud's protocol does not serve, a negative time, or an
+        instance that has ended; InstanceNotFound for an unknown id.
+        """
+        row = self._live_row(instance_id, "get a scheduled event")
+        if in_s < 0:
+            raise ConfigError(f"--in must be ≥ 0 seconds, got {in_s}")
+        event = maintenance.new_event(self.spec.protocol, code, self.clock.now() + in_s, window_s, description)
+        self.store.update_instance(instance_id, scheduled_events=maintenance.encode([*maintenance.events_of(row), event]))
+        return event
+
+    def cancel_maintenance(self, instance_id: str, event_id: str | None = None) -> list[ScheduledEvent]:
+        """Cancel the instance's active event ``event_id`` (None: all of them); return its events."""
+        row = self._live_row(instance_id, "have its scheduled events canceled")
+        events = maintenance.cancel(maintenance.events_of(row), event_id)
+        self.store.update_instance(instance_id, scheduled_events=maintenance.encode(events))
+        return events
+
+    def maintenance_events(self, instance_id: str) -> list[ScheduledEvent]:
+        """Every scheduled event of the instance, past ones included; InstanceNotFound for an unknown id."""
+        row = self.store.instance(instance_id)
+        if row is None or row["cloud"] != self.name:
+            raise InstanceNotFound(self.name, "InvalidInstanceID.NotFound", f"no instance {instance_id!r}")
+        return maintenance.events_of(row)
+
+    def _live_row(self, instance_id: str, what: str) -> dict[str, Any]:
+        row = self.store.instance(instance_id)
+        if row is None or row["cloud"] != self.name:
+            raise InstanceNotFound(self.name, "InvalidInstanceID.NotFound", f"no instance {instance_id!r}")
+        if not InstanceState(row["state"]).is_alive:
+            raise ConfigError(f"instance {instance_id} is {row['state']}; only a live instance can {what}")
+        return row
 
     def _reap(self, row: dict[str, Any]) -> dict[str, Any]:
         """A live instance whose host died is failed: the machine under it is gone."""

@@ -75,6 +75,7 @@ instances = Table(
     Column("preempt_lead_s", Float),  # a request: give a notice with this lead time now
     Column("preempt_advance_s", Float),  # with it: an advance notice now, the final notice this much later
     Column("terminate_requested", Boolean, nullable=False, default=False),
+    Column("scheduled_events", Text),  # JSON list of maintenance events (see .maintenance); NULL: none
 )
 
 billing = Table(

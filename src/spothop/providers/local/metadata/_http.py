@@ -180,12 +180,25 @@ class MetadataHandler(BaseHTTPRequestHandler, abc.ABC):
     ``OPTION_VALUES`` closes the values of those that take one of a few.
     ``MAINTENANCE_CODES`` are the scheduled-event codes the protocol serves
     (:class:`~spothop.providers.local.metadata.state.ScheduledEvent`); empty
-    where it serves none.
+    where it serves none. ``MAINTENANCE_ENDS`` are those after which the
+    instance is gone (a stop, a retirement); see
+    :mod:`spothop.providers.local.maintenance`.
     """
 
     OPTIONS: ClassVar[frozenset[str]] = frozenset()
     OPTION_VALUES: ClassVar[Mapping[str, frozenset[str]]] = {}
     MAINTENANCE_CODES: ClassVar[frozenset[str]] = frozenset()
+    MAINTENANCE_ENDS: ClassVar[frozenset[str]] = frozenset()
+
+    @classmethod
+    def new_event_id(cls) -> str:
+        """A new scheduled event's id, in the protocol's shape."""
+        return secrets.token_hex(8)
+
+    @classmethod
+    def maintenance_description(cls, code: str) -> str:
+        """The description a scheduled event with ``code`` carries unless the user gives one."""
+        return code
     server_version = "spothop-metadata/1"
     sys_version = ""
 

@@ -52,6 +52,7 @@ expires them fast too.
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from types import MappingProxyType
@@ -79,6 +80,15 @@ ROOT = "/latest"
 AWS_MAINTENANCE_CODES = frozenset(
     {"instance-stop", "instance-retirement", "instance-reboot", "system-reboot", "system-maintenance"}
 )
+AWS_MAINTENANCE_ENDS = frozenset({"instance-stop", "instance-retirement"})  # the instance is stopped or gone after
+# Local descriptions (EC2 writes its own words); "[Completed]"/"[Canceled]" are not prefixed here: State says it.
+AWS_MAINTENANCE_DESCRIPTIONS = {
+    "instance-stop": "The instance is scheduled to be stopped",
+    "instance-retirement": "The instance is running on degraded hardware and is scheduled for retirement",
+    "instance-reboot": "scheduled reboot",
+    "system-reboot": "scheduled reboot",
+    "system-maintenance": "scheduled system maintenance",
+}
 TOKEN_MODES = frozenset({"required", "optional", "refused", "hang"})
 TOKEN_HANG_MAX_S = 600.0  # a hung token PUT is let go at the latest then (or when the server stops)
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
@@ -108,6 +118,15 @@ class AwsImdsHandler(MetadataHandler):
     OPTIONS = frozenset({"tokens"})
     OPTION_VALUES: ClassVar[Mapping[str, frozenset[str]]] = MappingProxyType({"tokens": TOKEN_MODES})
     MAINTENANCE_CODES = AWS_MAINTENANCE_CODES
+    MAINTENANCE_ENDS = AWS_MAINTENANCE_ENDS
+
+    @classmethod
+    def new_event_id(cls) -> str:
+        return "instance-event-" + secrets.token_hex(9)[:17]  # EC2's shape: instance-event-0d59937288b749b32
+
+    @classmethod
+    def maintenance_description(cls, code: str) -> str:
+        return AWS_MAINTENANCE_DESCRIPTIONS.get(code, code)
 
     def route(self, request: Request) -> Response:
         mode = self.meta_server.options.get("tokens", "required")
