@@ -6,8 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from spothop.market import backtest_series, forecast_price, read_aws_price_history_csv, summarise
+from spothop.market import backtest_series, forecast_price, summarise
 from spothop.market.forecast import hourly_prices
+from spothop.market.sources.aws import AwsCsv
 from tests.conftest import shared_path
 
 START = datetime(2020, 1, 1, tzinfo=UTC)
@@ -47,7 +48,7 @@ def test_backtest_on_a_drift_beats_naive_and_on_a_flat_series_ties() -> None:
 
 
 def test_shared_aws_backtest_beats_naive_on_most_moving_series_at_6h() -> None:
-    points = read_aws_price_history_csv(shared_path("prices", "aws-spot-price-history-p2-p3-2019-2020.csv")).points
+    points = AwsCsv().read(shared_path("prices", "aws-spot-price-history-p2-p3-2019-2020.csv")).points
     series: dict[tuple[str, str], list[tuple[datetime, float]]] = {}
     for p in points:
         series.setdefault((p.zone, p.instance_type), []).append((p.timestamp, p.price_usd_per_hour))

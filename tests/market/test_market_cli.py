@@ -66,3 +66,20 @@ def test_bad_input_is_one_clear_error(capsys: pytest.CaptureFixture[str], tmp_pa
     assert code == 2 and "--since" in err
     code, out, _ = run(capsys, "market", "reliability")
     assert code == 1 and "--traces" in out
+
+
+def test_an_unknown_format_name_is_refused_listing_the_registered_ones(capsys: pytest.CaptureFixture[str]) -> None:
+    from spothop.market.sources import price_format_names
+
+    path = str(shared_path("prices", "azure-low-priority-2020", "us_east.csv"))
+    code, _, err = run(capsys, "market", "import", path, "--format", "parquet")
+    assert code == 2 and "unknown format 'parquet'" in err
+    assert all(name in err for name in price_format_names())
+
+
+def test_the_import_help_lists_every_registered_format(capsys: pytest.CaptureFixture[str]) -> None:
+    from spothop.market.sources import price_sources
+
+    code, out, _ = run(capsys, "market", "import", "--help")
+    flat = " ".join(out.replace("│", " ").split())
+    assert code == 0 and all(source.name in flat for source in price_sources())

@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from spothop.db import make_engine
-from spothop.market import MarketId, PriceSeriesKey, PriceStore, TraceError, detect_price_format
-from spothop.market.azure_prices import azure_region_from_file, azure_size_name
+from spothop.market import MarketId, PriceSeriesKey, PriceStore, TraceError, detect_price_source
 from tests.conftest import shared_path
 
 AWS_CSV = ("prices", "aws-spot-price-history-p2-p3-2019-2020.csv")
@@ -68,8 +67,7 @@ def test_azure_low_priority_tables_import_per_region(store: PriceStore) -> None:
     assert report.added == 29 * 4  # 29 days × the 4 sizes sold there (NC6, NC12, NC24, NC24r)
     keys = {p.series for p in store.points()}
     assert PriceSeriesKey(MarketId("azure", "northcentralus", "", "Standard_NC6"), True, "low-priority") in keys
-    assert azure_region_from_file(Path("us_south_central.csv")) == "southcentralus"
-    assert azure_size_name("NC24rs v3") == "Standard_NC24rs_v3"
+    assert report.rejected == [] and {p.series.market.zone for p in store.points()} == {""}
 
 
 def test_bad_rows_are_reported_with_their_line_and_the_rest_imported(store: PriceStore, tmp_path: Path) -> None:
@@ -93,12 +91,12 @@ def test_bad_rows_are_reported_with_their_line_and_the_rest_imported(store: Pric
 
 def test_unknown_format_raises_naming_the_formats(tmp_path: Path, store: PriceStore) -> None:
     path = write(tmp_path / "x.csv", "a,b,c\n1,2,3\n")
-    with pytest.raises(TraceError, match="aws-csv, aws-json, azure-csv"):
+    with pytest.raises(TraceError, match="known formats: aws-csv, aws-json, azure-csv"):
         store.import_file(path)
     with pytest.raises(TraceError, match="unknown format 'parquet'"):
         store.import_file(path, "parquet")
     aws = write(tmp_path / "y.txt", "Timestamp,AvailabilityZone,InstanceType,ProductDescription,SpotPrice\n")
-    assert detect_price_format(aws).value == "aws-csv"
+    assert detect_price_source(aws).name == "aws-csv"
 
 
 @dataclass(frozen=True)
@@ -131,3 +129,11 @@ def test_time_range_and_window_filters(store: PriceStore) -> None:
     assert (first.isoformat(), last.isoformat()) == ("2019-12-20T06:39:10+00:00", "2020-03-23T16:09:42+00:00")
     recent = store.points(since=last.replace(day=20))
     assert recent and all(p.timestamp >= last.replace(day=20) for p in recent)
+
+
+def test_a_live_read_with_no_region_is_rejected_not_stored(store: PriceStore) -> None:
+    reads = [LivePrice("aws", "", "us-east-1a", "p3.2xlarge", 0.95, 1_700_000_000.0),
+             LivePrice("aws", "us-east-1", "us-east-1a", "p3.2xlarge", 0.95, 1_700_000_000.0)]
+    result = store.record_prices(reads)
+    assert result.added == 1 and [p.record for p in result.rejected] == [1]
+    assert "a price belongs to a named market" in result.rejected[0].reason

@@ -19,7 +19,7 @@ from spothop.market import (
     evidence_from_traces,
 )
 from spothop.market.reliability import ADVISOR_BUCKET_RATE_PER_H, DEFAULT_PRIOR_RATE_PER_H, score_of
-from spothop.market.trace_markets import region_of_zone, trace_files, trace_market
+from spothop.market.trace_markets import trace_files, trace_market
 from tests.conftest import shared_path
 
 A = MarketId("aws", "us-east-1", "us-east-1a", "p3.2xlarge")
@@ -87,7 +87,8 @@ def test_trace_files_name_their_markets() -> None:
     folder = shared_path("traces", "cant-be-late")
     market, gpu = trace_market(folder / "preemption-1node-aws-2023-04-22" / "us-east-1c_v100_1.json")
     assert market == MarketId("aws", "us-east-1", "us-east-1c", "p3.2xlarge") and gpu.startswith("V100")
-    assert region_of_zone("us-central1-a") == "us-central1" and region_of_zone("eastus") == "eastus"
+    market, gpu = trace_market(shared_path("traces", "spothedge-gcp-a100", "us-central1-a_a100_40gb_8.json"))
+    assert market == MarketId("gcp", "us-central1", "us-central1-a", "a2-highgpu-8g")
 
 
 def test_shared_traces_rank_consistently_with_availability_and_preemptions() -> None:

@@ -11,8 +11,8 @@ from spothop.market import (
     SpotMarket,
     TraceError,
     TraceKind,
+    read_bamboo_counts,
     read_bamboo_events,
-    read_bamboo_gcloud,
     read_cant_be_late,
     read_trace,
 )
@@ -120,20 +120,20 @@ def test_bamboo_event_traces(name, capacity):
 
 
 @pytest.mark.parametrize("name", ["a100x1-east1b.txt", "v100x1-east1c.txt"])
-def test_bamboo_gcloud_logs(name):
-    log = read_bamboo_gcloud(shared_path("traces", "bamboo", "gcloud", name))
+def test_bamboo_count_logs(name):
+    log = read_bamboo_counts(shared_path("traces", "bamboo", "gcloud", name))
     stamps = [s.timestamp for s in log.samples]
     assert stamps == sorted(stamps) and len(set(stamps)) == len(stamps)
     assert log.trace.start_time == stamps[0] and stamps[0].year == 2021
     assert log.trace.capacity == max(s.running_count for s in log.samples)
 
 
-def test_gcloud_later_line_wins_for_a_repeated_time(tmp_path):
+def test_a_count_logs_later_line_wins_for_a_repeated_time(tmp_path):
     path = tmp_path / "g.txt"
     path.write_text(
         "2021-12-10, 13:07:45, 80\n2021-12-10, 13:08:45, 80\n2021-12-10, 13:08:45, 70\n"
     )
-    log = read_bamboo_gcloud(path, tick_s=60)
+    log = read_bamboo_counts(path, tick_s=60)
     assert [s.running_count for s in log.samples] == [80, 70]
     assert log.out_of_order_lines == 0
     assert list(log.trace.counts) == [80, 70]

@@ -34,7 +34,7 @@ def test_builtin_catalog_is_large_and_covers_six_providers():
 
 def test_builtin_keys_are_unique():
     offerings = builtin_offerings()
-    assert len({o.key for o in offerings}) == len(offerings)
+    assert len({o.market_id for o in offerings}) == len(offerings)
 
 
 def test_cny_prices_are_normalised_with_the_rate_table():

@@ -60,7 +60,7 @@ def test_applying_the_diff_turns_old_into_new(old):
     new = [o.model_copy(update={"spot_price_usd_per_hour": None}) if i % 3 == 0 else o for i, o in enumerate(old[5:])]
     new.append(old[0].model_copy(update={"region": "elsewhere-1"}))
     applied = apply_changes(Catalog(old), diff_catalogs(old, new))
-    assert sorted(o.key for o in applied) == sorted(o.key for o in new)
-    by_key = {o.key: o for o in new}
+    assert sorted(o.market_id for o in applied) == sorted(o.market_id for o in new)
+    by_key = {o.market_id: o for o in new}
     for o in applied:
-        assert o.spot_price_usd_per_hour == by_key[o.key].spot_price_usd_per_hour
+        assert o.spot_price_usd_per_hour == by_key[o.market_id].spot_price_usd_per_hour

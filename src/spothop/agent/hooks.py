@@ -71,13 +71,14 @@ class StoreInterruptions:
         self.url = url
 
     def record(self, report: InterruptionReport) -> None:
-        from spothop.market.interruptions import record_interruption
+        from spothop.market.interruptions import Interruption, record_interruption
+        from spothop.resources.market_id import MarketId
 
-        record_interruption(
-            report.cloud, report.region, report.zone or None, report.instance_type, report.cause,
-            report.lead_time_s, report.notice_time, cause=f"{report.protocol}:{report.cause}",
-            instance_id=report.instance_id, url=self.url,
-        )
+        market = MarketId(report.cloud, report.region, report.zone, report.instance_type)
+        record_interruption(Interruption(
+            market, report.cause, report.lead_time_s, report.notice_time,
+            cause=f"{report.protocol}:{report.cause}", instance_id=report.instance_id,
+        ), url=self.url)
 
 
 def load_hook(spec: str) -> Any:

@@ -18,6 +18,7 @@ from spothop.market.forecast import forecast_price
 from spothop.market.interruptions import reliability_from_store
 from spothop.market.price_store import ImportReport, PriceStore, StoredPrice
 from spothop.market.reliability import Reliability, ReliabilityBook
+from spothop.market.sources import formats_help, price_format_names
 from spothop.market.trace_markets import evidence_from_traces, trace_files
 
 market_app = typer.Typer(help="Spot price history, forecasts and market reliability.", no_args_is_help=True)
@@ -25,8 +26,14 @@ market_app = typer.Typer(help="Spot price history, forecasts and market reliabil
 _UNITS_S = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([mhdw])\s*$")
 PROBLEMS_SHOWN = 20  # the table shows the first few; --json lists every one
-CATALOG_FIX = ("to fix, import a catalog that lists these types (`spothop catalog import vms.csv --provider aws`; "
-               "it replaces that provider's built-in rows), then run `spothop market import` again")
+
+
+def catalog_fix(types: list[str]) -> str:
+    """How to give stored ``provider/type`` names their GPU: import a catalog for each provider."""
+    providers = sorted({name.partition("/")[0] for name in types})
+    imports = "; ".join(f"`spothop catalog import vms.csv --provider {p}`" for p in providers)
+    return (f"to fix, import a catalog that lists these types ({imports}; it replaces that provider's built-in "
+            "rows), then run `spothop market import` again")
 
 
 def parse_when(text: str, now: datetime | None = None) -> datetime:
@@ -63,11 +70,15 @@ def _gpu_names(gpu: str | None) -> list[str] | None:
 
 
 def import_prices(
-    files: Annotated[list[Path], typer.Argument(help="price files: AWS CSV or JSON, Azure low-priority CSV")],
-    fmt: Annotated[str | None, typer.Option("--format", help="aws-csv, aws-json or azure-csv (default: detected)")] = None,
+    files: Annotated[list[Path], typer.Argument(help=f"price files, any of: {formats_help()}")],
+    fmt: Annotated[str | None, typer.Option(
+        "--format", help=f"{', '.join(price_format_names())} (default: detected from the file)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
-    """Import price history into the store; re-importing a file adds nothing."""
+    """Import price history into the store; re-importing a file adds nothing.
+
+    The format is detected from each file's first bytes; --format forces one.
+    """
     store = PriceStore()
     reports = [store.import_file(path, fmt) for path in files]
     # Points stored before `spothop catalog import` taught spothop their type get their GPU now.
@@ -92,7 +103,7 @@ def import_prices(
     missing = sorted({t for r in reports for t in r.no_gpu_count})
     if missing:
         err_console.print(f"per-GPU prices unavailable (not in the catalog, prices kept per instance): {', '.join(missing)}"
-                          f"; {CATALOG_FIX}", highlight=False)
+                          f"; {catalog_fix(missing)}", highlight=False)
     if code:
         raise typer.Exit(code)
 
@@ -131,7 +142,7 @@ def prices(
             # A type the catalog lacks has no GPU in the store, so --gpu cannot find it (AWS p2.* carry K80s).
             console.print(f"{len(unmatched)} stored instance type(s) have no GPU because the catalog does not list "
                           f"them, so --gpu cannot match them: {', '.join(unmatched)}. See them with --provider "
-                          f"instead of --gpu; {CATALOG_FIX}.", highlight=False)
+                          f"instead of --gpu; {catalog_fix(unmatched)}.", highlight=False)
         raise typer.Exit(1)
     grouped: dict[Any, list[StoredPrice]] = {}
     for point in found:

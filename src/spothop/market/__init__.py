@@ -4,26 +4,25 @@ Public API (everything else is private)::
 
     Clock, WallClock, ManualClock, SimClock, SimClockSpec        time, real or simulated
     AvailabilityTrace, TraceKind                                 instances obtainable per tick
-    read_trace, read_cant_be_late, read_bamboo_events, read_bamboo_gcloud
+    read_trace, read_cant_be_late, read_bamboo_events, read_bamboo_counts
     PricePoint, PriceProblem, PriceImport, PriceSeries
-    read_aws_price_history_csv, read_aws_price_history_json
+    read_price_file, price_sources, detect_price_source          any registered format (market/sources/)
     SyntheticMarketParams, SyntheticMarket, generate_market, derive_seed
     MarketKey, MarketSource, SpotMarket
     TraceError                                                   (a ConfigError)
 
     Price history, forecasts, reliability (issue 5)::
 
-    MarketId, PriceSeriesKey, PriceStore, PriceFormat, ImportReport, AddResult, StoredPrice
-    read_azure_low_priority_csv, detect_price_format
+    MarketId (from spothop.resources), PriceSeriesKey, PriceStore, ImportReport, AddResult, StoredPrice
     PriceForecast, forecast_price, backtest_series, summarise, HORIZONS_H
-    InterruptionStore, record_interruption, reliability_from_store, mean_time_between_preemptions_s
+    Interruption, InterruptionStore, record_interruption, reliability_from_store,
+    mean_time_between_preemptions_s
     MarketEvidence, ProviderSignals, AdvisorBucket, Reliability, ReliabilityBook
     evidence_from_trace, evidence_from_traces, trace_market
     RiskMonitor, RisingRiskEvent, risk_windows, rising_risk_events
 """
 
 from spothop.market.availability import AvailabilityTrace, TraceKind
-from spothop.market.azure_prices import read_azure_low_priority_csv
 from spothop.market.clock import Clock, ManualClock, SimClock, SimClockSpec, WallClock
 from spothop.market.errors import TraceError
 from spothop.market.forecast import (
@@ -33,8 +32,9 @@ from spothop.market.forecast import (
     forecast_price,
     summarise,
 )
-from spothop.market.identity import MarketId, PriceSeriesKey
+from spothop.market.identity import PriceSeriesKey
 from spothop.market.interruptions import (
+    Interruption,
     InterruptionStore,
     mean_time_between_preemptions_s,
     record_interruption,
@@ -45,10 +45,8 @@ from spothop.market.price_history import (
     PricePoint,
     PriceProblem,
     PriceSeries,
-    read_aws_price_history_csv,
-    read_aws_price_history_json,
 )
-from spothop.market.price_import import PriceFormat, detect_price_format
+from spothop.market.price_import import PriceRecord, read_price_file
 from spothop.market.price_store import AddResult, ImportReport, PriceStore, StoredPrice
 from spothop.market.reliability import (
     AdvisorBucket,
@@ -60,6 +58,7 @@ from spothop.market.reliability import (
 )
 from spothop.market.risk import RisingRiskEvent, RiskMonitor, rising_risk_events, risk_windows
 from spothop.market.simulator import MarketKey, MarketSource, SpotMarket
+from spothop.market.sources import detect_price_source, price_sources
 from spothop.market.synthetic import (
     SyntheticMarket,
     SyntheticMarketParams,
@@ -73,11 +72,12 @@ from spothop.market.traces import (
     NodeEvent,
     NodeEventLog,
     detect_kind,
+    read_bamboo_counts,
     read_bamboo_events,
-    read_bamboo_gcloud,
     read_cant_be_late,
     read_trace,
 )
+from spothop.resources.market_id import MarketId
 
 __all__ = [
     "HORIZONS_H",
@@ -88,6 +88,7 @@ __all__ = [
     "CountLog",
     "CountSample",
     "ImportReport",
+    "Interruption",
     "InterruptionStore",
     "ManualClock",
     "MarketEvidence",
@@ -97,10 +98,10 @@ __all__ = [
     "NodeEvent",
     "NodeEventLog",
     "PriceForecast",
-    "PriceFormat",
     "PriceImport",
     "PricePoint",
     "PriceProblem",
+    "PriceRecord",
     "PriceSeries",
     "PriceSeriesKey",
     "PriceStore",
@@ -121,18 +122,17 @@ __all__ = [
     "backtest_series",
     "derive_seed",
     "detect_kind",
-    "detect_price_format",
+    "detect_price_source",
     "evidence_from_trace",
     "evidence_from_traces",
     "forecast_price",
     "generate_market",
     "mean_time_between_preemptions_s",
-    "read_aws_price_history_csv",
-    "read_aws_price_history_json",
-    "read_azure_low_priority_csv",
+    "price_sources",
+    "read_bamboo_counts",
     "read_bamboo_events",
-    "read_bamboo_gcloud",
     "read_cant_be_late",
+    "read_price_file",
     "read_trace",
     "record_interruption",
     "reliability_from_store",

@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from spothop.errors import ConfigError
 
 
@@ -19,3 +21,10 @@ class TraceError(ConfigError):
         self.reason = reason
         self.fix = fix
         super().__init__(f"{path}: {reason}" + (f"; {fix}" if fix else ""))
+
+
+def require_file(path: Path, fix: str = "check the path") -> None:
+    """Raise :class:`TraceError` unless ``path`` is a file (saying so when it is a folder)."""
+    if not path.is_file():
+        reason = "is a folder, not a file" if path.is_dir() else "no such file"
+        raise TraceError(str(path), reason, fix)

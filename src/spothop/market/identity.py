@@ -1,44 +1,17 @@
-"""Names of markets: where a spot instance of one type can be had, and one price series.
+"""One price series: a market (:class:`~spothop.resources.market_id.MarketId`), spot or on-demand, a product.
 
-Names are kept exactly as the cloud spells them. ``zone`` is ``""`` when the
-cloud prices or reports a whole region alike (Azure low-priority, most GCP
-prices); :func:`aws_region_of_zone` recovers a region from an AWS zone name.
+Names are kept exactly as the cloud spells them; a regional market's zone is
+``""`` (the convention is explained in :mod:`spothop.resources.market_id`).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
+
+from spothop.resources.market_id import MarketId
 
 SPOT = "spot"
 ON_DEMAND = "on-demand"
-
-# us-east-1a → us-east-1; us-west-2-lax-1a (a Local Zone) → us-west-2
-_AWS_ZONE = re.compile(r"^([a-z]{2}(?:-gov)?-[a-z]+-\d+)")
-
-
-def aws_region_of_zone(zone: str) -> str:
-    """The AWS region an availability-zone name belongs to (the name itself if it is none)."""
-    match = _AWS_ZONE.match(zone)
-    return match.group(1) if match else zone
-
-
-@dataclass(frozen=True, order=True)
-class MarketId:
-    """One place to rent one instance type: provider, region, zone (or ``""``), type."""
-
-    provider: str
-    region: str
-    zone: str
-    instance_type: str
-
-    @property
-    def location(self) -> str:
-        return self.zone or self.region
-
-    @property
-    def slug(self) -> str:
-        return f"{self.provider}/{self.location}/{self.instance_type}"
 
 
 @dataclass(frozen=True, order=True)

@@ -1,7 +1,8 @@
 """spothop's own preemption history: interruption records and instance runs, in the store.
 
-The agent calls :meth:`InterruptionStore.record_interruption` for every
-preemption it survives (cloud, place, type, the notice it had, the cause);
+The agent calls :meth:`InterruptionStore.record_interruption` with an
+:class:`Interruption` for every preemption it survives (the market, the
+notice it had, the cause);
 the controller calls :meth:`InterruptionStore.record_run` when an instance
 stops, so that preemptions can be divided by instance-hours. From both,
 :meth:`InterruptionStore.evidence` builds the reliability evidence of each
@@ -18,17 +19,24 @@ from dataclasses import dataclass
 
 from sqlalchemy import Engine, and_, select
 
+from spothop.bounds import LEAD_TIME_S, UNIX_S
 from spothop.db import default_database_url, shared_engine
-from spothop.market.identity import MarketId
 from spothop.market.reliability import SECONDS_PER_HOUR, WINDOW_S, MarketEvidence, ReliabilityBook
 from spothop.market.tables import ensure_tables, exposure, interruptions
+from spothop.resources.market_id import MarketId
 
 GpuOf = Callable[[MarketId], str]
 
 
 @dataclass(frozen=True)
 class Interruption:
-    """One preemption as spothop saw it. ``lead_time_s`` is None when there was no notice."""
+    """One preemption as spothop saw it.
+
+    ``notice_kind`` is the cloud's own name for the notice; ``lead_time_s`` is
+    None when there was no notice; ``time_unix_s`` is when it was taken (or
+    noticed). Raises :class:`~spothop.errors.ValueOutOfRange` for a lead time
+    outside 0 s … a day or a time outside 2006 … 2100.
+    """
 
     market: MarketId
     notice_kind: str
@@ -36,6 +44,11 @@ class Interruption:
     time_unix_s: float
     cause: str = ""
     instance_id: str = ""
+
+    def __post_init__(self) -> None:
+        if self.lead_time_s is not None:
+            LEAD_TIME_S.check(self.lead_time_s, "lead_time_s")
+        UNIX_S.check(self.time_unix_s, "time_unix_s")
 
 
 class InterruptionStore:
@@ -45,20 +58,18 @@ class InterruptionStore:
         self.engine = engine or shared_engine(url or default_database_url())
         ensure_tables(self.engine)
 
-    def record_interruption(self, cloud: str, region: str, zone: str | None, instance_type: str,
-                            notice_kind: str, lead_time_s: float | None, time: float, cause: str = "",
-                            instance_id: str = "") -> None:
-        """Record one preemption; ``time`` is unix seconds, ``notice_kind`` the cloud's notice name.
+    def record_interruption(self, interruption: Interruption) -> None:
+        """Record one preemption (validated when the :class:`Interruption` was made).
 
         Not idempotent on purpose: two instances may be taken in the same second.
         """
-        if lead_time_s is not None and lead_time_s < 0:
-            raise ValueError(f"lead_time_s must be >= 0 or None, got {lead_time_s}")
+        m = interruption.market
         with self.engine.begin() as conn:
             conn.execute(interruptions.insert().values(
-                cloud=cloud, region=region, zone=zone or "", instance_type=instance_type,
-                notice_kind=notice_kind, lead_time_s=lead_time_s, time_unix_s=time, cause=cause,
-                instance_id=instance_id))
+                provider=m.provider, region=m.region, zone=m.zone, instance_type=m.instance_type,
+                notice_kind=interruption.notice_kind, lead_time_s=interruption.lead_time_s,
+                time_unix_s=interruption.time_unix_s, cause=interruption.cause,
+                instance_id=interruption.instance_id))
 
     def record_run(self, market: MarketId, start_unix_s: float, end_unix_s: float, instance_id: str = "") -> None:
         """Record that one instance ran in ``market`` from ``start`` to ``end`` (unix seconds)."""
@@ -66,7 +77,7 @@ class InterruptionStore:
             raise ValueError(f"run ends ({end_unix_s}) before it starts ({start_unix_s})")
         with self.engine.begin() as conn:
             conn.execute(exposure.insert().values(
-                cloud=market.provider, region=market.region, zone=market.zone,
+                provider=market.provider, region=market.region, zone=market.zone,
                 instance_type=market.instance_type, instance_id=instance_id,
                 start_unix_s=start_unix_s, end_unix_s=end_unix_s))
 
@@ -75,7 +86,7 @@ class InterruptionStore:
         if since_unix_s is not None:
             query = query.where(interruptions.c.time_unix_s >= since_unix_s)
         with self.engine.connect() as conn:
-            return [Interruption(MarketId(r.cloud, r.region, r.zone, r.instance_type), r.notice_kind,
+            return [Interruption(MarketId(r.provider, r.region, r.zone, r.instance_type), r.notice_kind,
                                  r.lead_time_s, r.time_unix_s, r.cause, r.instance_id)
                     for r in conn.execute(query)]
 
@@ -91,7 +102,7 @@ class InterruptionStore:
             runs = conn.execute(select(exposure).where(
                 and_(exposure.c.end_unix_s >= since, exposure.c.start_unix_s <= now_unix_s)))
             for r in runs:
-                market = MarketId(r.cloud, r.region, r.zone, r.instance_type)
+                market = MarketId(r.provider, r.region, r.zone, r.instance_type)
                 seconds[market] += min(r.end_unix_s, now_unix_s) - max(r.start_unix_s, since)
         counts: dict[MarketId, int] = defaultdict(int)
         for event in self.interruptions(since):
@@ -105,12 +116,10 @@ class InterruptionStore:
         ]
 
 
-def record_interruption(cloud: str, region: str, zone: str | None, instance_type: str, notice_kind: str,
-                        lead_time_s: float | None, time: float, cause: str = "", instance_id: str = "",
-                        url: str | None = None) -> None:
-    """:meth:`InterruptionStore.record_interruption` on the default store (the agent's entry point)."""
-    InterruptionStore(url).record_interruption(cloud, region, zone, instance_type, notice_kind, lead_time_s,
-                                               time, cause, instance_id)
+def record_interruption(interruption: Interruption, url: str | None = None) -> None:
+    """:meth:`InterruptionStore.record_interruption` on the store at ``url`` (default: the default
+    store); the agent's entry point."""
+    InterruptionStore(url).record_interruption(interruption)
 
 
 def catalog_gpu_of() -> GpuOf:

@@ -1,40 +1,35 @@
-"""Spot price history importers (AWS ``describe-spot-price-history``) and price series.
+"""Price history as read from files, and price series as step functions of time.
 
-An importer never gives up on a file for one bad record: each bad line is
-reported as a :class:`PriceProblem` (where, why) and the rest are imported.
-Only a file that cannot be read at all (missing, no header, wrong shape)
-raises :class:`TraceError`.
+The readers of each file format live in :mod:`spothop.market.sources`; what
+they return is defined here. A reader never gives up on a file for one bad
+record: each bad record is reported as a :class:`PriceProblem` (where, why)
+and the rest are imported. Only a file that cannot be read at all (missing,
+no header, wrong shape) raises :class:`~spothop.market.errors.TraceError`.
 """
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 from bisect import bisect_right
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any, NamedTuple
+from datetime import datetime
+from typing import NamedTuple
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from spothop.market.availability import FloatArray
-from spothop.market.errors import TraceError
-
-AWS_CSV_COLUMNS = (
-    "Timestamp",
-    "AvailabilityZone",
-    "InstanceType",
-    "ProductDescription",
-    "SpotPrice",
-)
 
 
 class PricePoint(BaseModel):
-    """One spot price record: from ``timestamp`` (UTC) on, this market costs this much."""
+    """One spot price record: from ``timestamp`` (UTC) on, this market costs this much.
+
+    ``zone`` is the zone as the file spells it (``""`` for a regional price);
+    ``region`` is set when the file names the region itself, else the
+    source's key derives it from the zone. ``line`` (a text file's line) or
+    ``record`` (a JSON record's 1-based number) says where the point was read.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -43,6 +38,9 @@ class PricePoint(BaseModel):
     instance_type: str
     product: str
     price_usd_per_hour: float = Field(gt=0, allow_inf_nan=False)
+    region: str = ""
+    line: int | None = None
+    record: int | None = None
 
 
 class PriceProblem(BaseModel):
@@ -72,113 +70,20 @@ class PriceImport(NamedTuple):
     problems: list[PriceProblem]
 
 
-def _parse_time(text: str) -> datetime:
-    """An ISO-8601 time; a time without a zone is taken as UTC (AWS always writes Z)."""
-    stamp = datetime.fromisoformat(text.strip())
-    return stamp.replace(tzinfo=UTC) if stamp.tzinfo is None else stamp.astimezone(UTC)
-
-
-def _point(fields: Mapping[str, Any]) -> PricePoint:
-    """Build a point or raise ValueError with a short reason."""
-    missing = [k for k in AWS_CSV_COLUMNS if not str(fields.get(k) or "").strip()]
-    if missing:
-        raise ValueError(f"missing {', '.join(missing)}")
+def parse_price_usd_per_hour(cell: object, column: str = "") -> float:
+    """A price cell (``"0.9"``, ``"$1,024.50"``) as a finite number > 0, else ValueError with a short
+    reason (naming ``column`` when given)."""
+    text = str(cell if cell is not None else "").strip().replace("$", "").replace(",", "")
+    bad = f"bad number {cell!r}" + (f" for {column}" if column else "")
     try:
-        stamp = _parse_time(str(fields["Timestamp"]))
+        value = float(text)
     except ValueError:
-        raise ValueError(f"unparsable time {fields['Timestamp']!r}") from None
-    try:
-        price = float(fields["SpotPrice"])
-    except (TypeError, ValueError):
-        raise ValueError(f"bad number {fields['SpotPrice']!r} for SpotPrice") from None
-    if not math.isfinite(price):
-        raise ValueError(f"bad number {fields['SpotPrice']!r} for SpotPrice")
-    if price <= 0:
-        raise ValueError(f"price {price} <= 0")
-    return PricePoint(
-        timestamp=stamp,
-        zone=str(fields["AvailabilityZone"]).strip(),
-        instance_type=str(fields["InstanceType"]).strip(),
-        product=str(fields["ProductDescription"]).strip(),
-        price_usd_per_hour=price,
-    )
-
-
-def _collect(
-    path: Path, records: Iterable[tuple[int, Mapping[str, Any]]], by_line: bool
-) -> PriceImport:
-    points: list[PricePoint] = []
-    problems: list[PriceProblem] = []
-    seen: dict[tuple[datetime, str, str, str], int] = {}
-
-    def problem(where: int, reason: str) -> None:
-        problems.append(
-            PriceProblem(
-                path=str(path),
-                line=where if by_line else None,
-                record=None if by_line else where,
-                reason=reason,
-            )
-        )
-
-    for where, fields in records:
-        try:
-            point = _point(fields)
-        except ValueError as exc:
-            problem(where, str(exc))
-            continue
-        key = (point.timestamp, point.zone, point.instance_type, point.product)
-        if key in seen:
-            problem(where, f"duplicate of {'line' if by_line else 'record'} {seen[key]}")
-            continue
-        seen[key] = where
-        points.append(point)
-    return PriceImport(points, problems)
-
-
-def read_aws_price_history_csv(path: str | Path) -> PriceImport:
-    """Read a CSV with columns ``Timestamp,AvailabilityZone,InstanceType,ProductDescription,SpotPrice``.
-
-    Column order does not matter; extra columns are ignored. A record repeating
-    an earlier one's (time, zone, type, product) is reported as a duplicate.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise TraceError(str(path), "no such file", "check the path")
-    with path.open(newline="", encoding="utf-8-sig") as handle:
-        reader = csv.DictReader(handle)
-        header = reader.fieldnames or []
-        absent = [c for c in AWS_CSV_COLUMNS if c not in header]
-        if absent:
-            raise TraceError(
-                str(path),
-                f"header lacks {', '.join(absent)}",
-                f"the header must name {','.join(AWS_CSV_COLUMNS)}",
-            )
-        rows = [(reader.line_num, row) for row in reader]
-    return _collect(path, rows, by_line=True)
-
-
-def read_aws_price_history_json(path: str | Path) -> PriceImport:
-    """Read the AWS CLI's ``describe-spot-price-history`` output as-is (``{"SpotPriceHistory": [...]}``)."""
-    path = Path(path)
-    if not path.is_file():
-        raise TraceError(str(path), "no such file", "check the path")
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise TraceError(
-            str(path), f"not valid JSON ({exc})", "pass the CLI's JSON output"
-        ) from exc
-    history = doc.get("SpotPriceHistory") if isinstance(doc, dict) else None
-    if not isinstance(history, list):
-        raise TraceError(
-            str(path),
-            "key 'SpotPriceHistory' missing or not a list",
-            "pass `aws ec2 describe-spot-price-history` JSON output",
-        )
-    records = [(i, r if isinstance(r, dict) else {}) for i, r in enumerate(history, start=1)]
-    return _collect(path, records, by_line=False)
+        raise ValueError(bad) from None
+    if not math.isfinite(value):
+        raise ValueError(bad)
+    if value <= 0:
+        raise ValueError(f"price {value} <= 0")
+    return value
 
 
 @dataclass(frozen=True, eq=False)

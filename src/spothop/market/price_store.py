@@ -32,10 +32,11 @@ from typing import Any, Protocol
 from sqlalchemy import Connection, Engine, and_, func, select, update
 
 from spothop.db import default_database_url, shared_engine
-from spothop.market.identity import MarketId, PriceSeriesKey
+from spothop.market.identity import PriceSeriesKey
 from spothop.market.price_history import PriceProblem
-from spothop.market.price_import import PriceFormat, PriceRecord, read_price_file, resolve_format
+from spothop.market.price_import import PriceRecord, read_price_file, resolve_format
 from spothop.market.tables import ensure_tables, prices
+from spothop.resources.market_id import MarketId
 
 SECONDS_PER_HOUR = 3600.0
 _INSERT_CHUNK = 2000  # rows per executemany: bounded memory, few round trips
@@ -194,13 +195,13 @@ class PriceStore:
 
     # -- writing --------------------------------------------------------------
 
-    def import_file(self, path: str | Path, fmt: PriceFormat | str | None = None) -> ImportReport:
-        """Read a price file (format detected unless ``fmt``) and store its new points."""
+    def import_file(self, path: str | Path, fmt: str | None = None) -> ImportReport:
+        """Read a price file (format detected unless ``fmt`` names one) and store its new points."""
         path = Path(path)
-        chosen = resolve_format(path, fmt)
+        chosen = resolve_format(path, fmt).name
         records, problems = read_price_file(path, chosen)
         result = self.add(records)
-        report = ImportReport(path=str(path), format=chosen.value, read=len(records) + len(problems))
+        report = ImportReport(path=str(path), format=chosen, read=len(records) + len(problems))
         report.added, report.no_gpu_count = result.added, result.no_gpu_count
         report.duplicates = [p for p in problems if p.reason.startswith("duplicate")] + result.duplicates
         report.rejected = [p for p in problems if not p.reason.startswith("duplicate")] + result.rejected
@@ -211,8 +212,8 @@ class PriceStore:
                       source: str = "live") -> AddResult:
         """Store an adapter's live price reads (``Provider.spot_prices()``); same contract as imports.
 
-        A point with a non-finite or non-positive price is rejected with its
-        1-based position in ``points``.
+        A point with a non-finite or non-positive price, or with no region or
+        instance type, is rejected with its 1-based position in ``points``.
         """
         records: list[PriceRecord] = []
         rejected: list[PriceProblem] = []
@@ -221,7 +222,12 @@ class PriceStore:
             if not (math.isfinite(price) and price > 0):
                 rejected.append(PriceProblem(path=source, record=index, reason=f"price {price} <= 0 or not finite"))
                 continue
-            market = MarketId(point.provider, point.region, point.zone or "", point.instance_type)
+            if not (point.provider and point.region and point.instance_type):
+                rejected.append(PriceProblem(path=source, record=index, reason=(
+                    f"no provider, region or instance type in {point.provider!r}/{point.region!r}/"
+                    f"{point.instance_type!r}: a price belongs to a named market")))
+                continue
+            market = MarketId.of(point.provider, point.region, point.zone, point.instance_type)
             records.append(PriceRecord(PriceSeriesKey(market, spot, product),
                                        datetime.fromtimestamp(point.timestamp, tz=UTC), price, source, record=index))
         result = self.add(records)

@@ -49,7 +49,7 @@ from enum import StrEnum
 import numpy as np
 
 from spothop.market.availability import AvailabilityTrace
-from spothop.market.identity import MarketId
+from spothop.resources.market_id import MarketId
 
 SECONDS_PER_HOUR = 3600.0
 WINDOW_S = 7 * 86400.0  # issue 5: preemptions per instance-hour over a sliding 7-day window

@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from spothop.market.availability import AvailabilityTrace
-from spothop.market.identity import MarketId
 from spothop.market.reliability import WINDOW_S, MarketEvidence, Prior, assess, evidence_from_trace
+from spothop.resources.market_id import MarketId
 
 RISES_TO_ALERT = 3  # issue 5: risk rose in three consecutive windows
 MIN_RISE = 0.005  # a rise smaller than half a point of risk is noise, not a trend

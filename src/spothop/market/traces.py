@@ -29,7 +29,7 @@ from typing import Any, Literal
 import numpy as np
 
 from spothop.market.availability import AvailabilityTrace, TraceKind
-from spothop.market.errors import TraceError
+from spothop.market.errors import TraceError, require_file
 
 DEFAULT_EVENT_TICK_S = 60.0  # Bamboo's fleet events fall on whole minutes
 _NODES_IN_FOLDER = re.compile(r"(?:^|[-_])(\d+)-?node(?:$|[-_])")
@@ -37,9 +37,7 @@ _SPOTHEDGE_CAPACITY = 4  # spothedge-gcp-a100 records 0..4 obtainable (data READ
 
 
 def _require_file(path: Path) -> None:
-    if not path.is_file():
-        reason = "is a folder, not a file" if path.is_dir() else "no such file"
-        raise TraceError(str(path), reason, "check the path (traces live under shared/data/traces)")
+    require_file(path, "check the path (traces live under shared/data/traces)")
 
 
 def _load_json(path: Path) -> Any:
@@ -315,7 +313,7 @@ def _parse_count(path: Path, line: int, text: str) -> CountSample:
     return CountSample(stamp, count)
 
 
-def read_bamboo_gcloud(path: str | Path, tick_s: float = DEFAULT_EVENT_TICK_S) -> CountLog:
+def read_bamboo_counts(path: str | Path, tick_s: float = DEFAULT_EVENT_TICK_S) -> CountLog:
     """Read a Bamboo ``YYYY-MM-DD, HH:MM:SS, running_count`` log (times taken as UTC).
 
     The trace starts at the first sample; each tick holds the lowest count in
@@ -326,7 +324,7 @@ def read_bamboo_gcloud(path: str | Path, tick_s: float = DEFAULT_EVENT_TICK_S) -
     lines = path.read_text(encoding="utf-8").splitlines()
     raw = [_parse_count(path, n, text) for n, text in enumerate(lines, start=1) if text.strip()]
     if not raw:
-        raise TraceError(str(path), "no samples", "pass a non-empty gcloud log")
+        raise TraceError(str(path), "no samples", "pass a non-empty running-count log")
     disorder = sum(1 for a, b in itertools.pairwise(raw) if b.timestamp < a.timestamp)
     latest: dict[datetime, CountSample] = {s.timestamp: s for s in raw}  # later line wins
     samples = sorted(latest.values(), key=lambda s: s.timestamp)
@@ -367,15 +365,15 @@ def read_trace(path: str | Path, kind: TraceKind | None = None) -> AvailabilityT
             raise TraceError(
                 str(path),
                 "this is a price history, not an availability trace",
-                "read it with read_aws_price_history_json",
+                "import it with `spothop market import`",
             )
         return read_cant_be_late(path, kind=kind)
     if _EVENT_LINE.match(first):
         return read_bamboo_events(path).trace
     if _COUNT_LINE.match(first):
-        return read_bamboo_gcloud(path).trace
+        return read_bamboo_counts(path).trace
     raise TraceError(
         str(path),
         f"unknown trace format (first line {first[:60]!r})",
-        "supported: Can't Be Late JSON, Bamboo 'ms,add|remove,node' CSV, gcloud 'date, time, count' logs",
+        "supported: Can't Be Late JSON, Bamboo 'ms,add|remove,node' CSV, Bamboo 'date, time, count' logs",
     )

@@ -9,6 +9,7 @@ from spothop.resources.catalog import (
 )
 from spothop.resources.currency import RateTable, load_rates
 from spothop.resources.gpus import GpuModel, gpu_catalog, match_gpus, resolve_gpu
+from spothop.resources.market_id import MarketId
 from spothop.resources.offering import DEFAULT_EFFICIENCY, Interconnect, Offering
 
 __all__ = [
@@ -17,6 +18,7 @@ __all__ = [
     "GpuModel",
     "Interconnect",
     "LoadResult",
+    "MarketId",
     "OfferQuery",
     "Offering",
     "RateTable",

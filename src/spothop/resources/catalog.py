@@ -34,6 +34,7 @@ from spothop.errors import CatalogError, CatalogRowError, ConfigError, SpothopEr
 from spothop.paths import atomic_write_text, user_catalog_dir
 from spothop.resources.currency import RateTable, load_rates, rate_override_paths
 from spothop.resources.gpus import match_gpus, resolve_gpu
+from spothop.resources.market_id import MarketId
 from spothop.resources.offering import Interconnect, Offering
 
 COLUMNS = (
@@ -273,12 +274,12 @@ class Catalog:
     """Offerings keyed by (provider, region, zone, instance type); later sources win."""
 
     def __init__(self, offerings: Iterable[Offering] = ()) -> None:
-        self._by_key: dict[tuple[str, str, str, str], Offering] = {}
+        self._by_key: dict[MarketId, Offering] = {}
         self.add(offerings)
 
     def add(self, offerings: Iterable[Offering]) -> None:
         for offering in offerings:
-            self._by_key[offering.key] = offering
+            self._by_key[offering.market_id] = offering
 
     def __len__(self) -> int:
         return len(self._by_key)
@@ -295,7 +296,7 @@ class Catalog:
         return sorted({o.provider for o in self._by_key.values()})
 
     def get(self, provider: str, region: str, zone: str | None, instance_type: str) -> Offering | None:
-        return self._by_key.get((provider, region, zone or "", instance_type))
+        return self._by_key.get(MarketId.of(provider, region, zone, instance_type))
 
     def with_measurements(self, lookup: Callable[[str, str], float | None]) -> Catalog:
         """A copy whose offerings carry the probe's measured TFLOPS where there is one."""

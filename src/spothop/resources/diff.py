@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from spothop.resources.catalog import Catalog
+from spothop.resources.market_id import MarketId
 from spothop.resources.offering import Offering
 
 # The fields that describe the hardware; a change in any is a SpecChanged event.
@@ -35,8 +36,8 @@ class OfferingAdded:
     kind: str = "added"
 
     @property
-    def key(self) -> tuple[str, str, str, str]:
-        return self.offering.key
+    def market_id(self) -> MarketId:
+        return self.offering.market_id
 
     def describe(self) -> str:
         return f"+ {_name(self.offering)}: new offering, {self.offering.gpu_count}× {self.offering.gpu}"
@@ -48,8 +49,8 @@ class OfferingRemoved:
     kind: str = "removed"
 
     @property
-    def key(self) -> tuple[str, str, str, str]:
-        return self.offering.key
+    def market_id(self) -> MarketId:
+        return self.offering.market_id
 
     def describe(self) -> str:
         return f"- {_name(self.offering)}: no longer offered"
@@ -69,8 +70,8 @@ class PriceChanged:
     new_original: float | None = None
 
     @property
-    def key(self) -> tuple[str, str, str, str]:
-        return self.offering.key
+    def market_id(self) -> MarketId:
+        return self.offering.market_id
 
     @property
     def change_pct(self) -> float | None:
@@ -103,8 +104,8 @@ class SpecChanged:
     kind: str = "spec_changed"
 
     @property
-    def key(self) -> tuple[str, str, str, str]:
-        return self.offering.key
+    def market_id(self) -> MarketId:
+        return self.offering.market_id
 
     def describe(self) -> str:
         return f"! {_name(self.offering)}: {self.field} {self.old} → {self.new}"
@@ -126,8 +127,8 @@ def diff_catalogs(
     price) are ignored; spot prices wobble hourly and most callers care about
     real moves. A market opening or closing always counts.
     """
-    before = {o.key: o for o in old}
-    after = {o.key: o for o in new}
+    before = {o.market_id: o for o in old}
+    after = {o.market_id: o for o in new}
     changes: list[CatalogChange] = []
     for key in sorted(before.keys() | after.keys()):
         a, b = before.get(key), after.get(key)
@@ -179,12 +180,12 @@ def apply_changes(catalog: Catalog, changes: Iterable[CatalogChange]) -> Catalog
     Applying ``diff_catalogs(old, new)`` to ``old`` gives ``new`` (except for
     price moves the diff chose to ignore).
     """
-    by_key = {o.key: o for o in catalog}
+    by_key = {o.market_id: o for o in catalog}
     for change in changes:
         if isinstance(change, OfferingRemoved):
-            by_key.pop(change.key, None)
+            by_key.pop(change.market_id, None)
         else:
-            by_key[change.key] = _merge(by_key.get(change.key), change)
+            by_key[change.market_id] = _merge(by_key.get(change.market_id), change)
     return Catalog(by_key.values())
 
 

@@ -18,6 +18,7 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
 from spothop.resources.gpus import GpuModel, resolve_gpu
+from spothop.resources.market_id import MarketId
 
 # Dense BF16 matmul reaches 70-80 % of the datasheet peak on large square
 # problems (A100 ~250 of 312, H100 SXM ~700 of 989 TFLOPS, as published by
@@ -92,9 +93,9 @@ class Offering(BaseModel):
     # -- identity ---------------------------------------------------------
 
     @property
-    def key(self) -> tuple[str, str, str, str]:
-        """What identifies an offering across catalog versions."""
-        return (self.provider, self.region, self.zone or "", self.instance_type)
+    def market_id(self) -> MarketId:
+        """What identifies an offering across catalog versions (a regional offering's zone is ``""``)."""
+        return MarketId.of(self.provider, self.region, self.zone, self.instance_type)
 
     @property
     def location(self) -> str:

@@ -39,6 +39,7 @@ from pydantic import ValidationError
 from spothop.errors import CatalogError, CatalogRowError, SpothopError
 from spothop.resources.currency import RateTable, load_rates
 from spothop.resources.gpus import GpuModel, gpu_catalog, resolve_gpu
+from spothop.resources.market_id import MarketId
 from spothop.resources.offering import Interconnect, Offering
 
 REQUIRED_COLUMNS = ("InstanceType", "AcceleratorName", "AcceleratorCount", "vCPUs", "MemoryGiB", "Price", "Region")
@@ -113,14 +114,14 @@ def import_skypilot_text(
     rows = [_Row(line=index + 2, data=row) for index, row in enumerate(reader)]
     report.rows = len(rows)
     hosts = _gcp_hosts(rows)
-    seen: dict[tuple[str, str, str, str], int] = {}
+    seen: dict[MarketId, int] = {}
     for row in rows:
         try:
             offering = context.offering(row, hosts)
         except CatalogRowError as exc:
             report.refused.append(exc)
             continue
-        first = seen.setdefault(offering.key, row.line)
+        first = seen.setdefault(offering.market_id, row.line)
         if first != row.line:
             report.refused.append(CatalogRowError(origin, row.line, None, f"duplicate of line {first} (same region, zone and instance type)"))
             continue

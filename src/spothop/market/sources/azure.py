@@ -10,21 +10,30 @@ empty cell means the region did not sell that size then (not an error). Sizes
 are written as Azure's portal shows them ("NC6s v3"); they are stored as the
 API spells them (``Standard_NC6s_v3``), the name every other spothop part
 uses. Azure prices a whole region alike, so each :class:`PricePoint` carries
-the **region** in its ``zone`` field and ``product`` is ``"low-priority"``.
-A date's price holds from 00:00 UTC.
+the region (from the file name, :func:`azure_region_from_file`) and no zone,
+and ``product`` is ``"low-priority"``. A date's price holds from 00:00 UTC.
 """
 
 from __future__ import annotations
 
 import csv
-import math
 import re
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import ClassVar, Literal
 
-from spothop.market.errors import TraceError
-from spothop.market.price_history import PriceImport, PricePoint, PriceProblem
+from spothop.market.errors import TraceError, require_file
+from spothop.market.identity import PriceSeriesKey
+from spothop.market.price_history import (
+    PriceImport,
+    PricePoint,
+    PriceProblem,
+    parse_price_usd_per_hour,
+)
+from spothop.market.sources.base import FileHead, PriceSource
+from spothop.resources.market_id import REGIONAL, MarketId
 
+PROVIDER = "azure"
 AZURE_LOW_PRIORITY_PRODUCT = "low-priority"
 _DATE_COLUMN = "Date"
 # Azure region names put the geography last ("eastus", "northcentralus"); the
@@ -48,19 +57,6 @@ def azure_region_from_file(path: Path) -> str:
     return "".join(parts)
 
 
-def _price(cell: str) -> float:
-    text = cell.strip().replace("$", "").replace(",", "")
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"bad number {cell!r}") from None
-    if not math.isfinite(value):
-        raise ValueError(f"bad number {cell!r}")
-    if value <= 0:
-        raise ValueError(f"price {value} <= 0")
-    return value
-
-
 def parse_azure_date(cell: str) -> datetime:
     for pattern in ("%m/%d/%Y", "%Y-%m-%d"):
         try:
@@ -78,8 +74,7 @@ def read_azure_low_priority_csv(path: str | Path, region: str | None = None) -> 
     reported with their line and column; the rest of the file is imported.
     """
     path = Path(path)
-    if not path.is_file():
-        raise TraceError(str(path), "no such file", "check the path")
+    require_file(path)
     region = region or azure_region_from_file(path)
     with path.open(newline="", encoding="utf-8-sig") as handle:
         reader = csv.DictReader(handle)
@@ -106,10 +101,33 @@ def read_azure_low_priority_csv(path: str | Path, region: str | None = None) -> 
             if column == _DATE_COLUMN or not cell.strip():
                 continue  # an empty cell: the size was not sold there that day
             try:
-                price = _price(cell)
+                price = parse_price_usd_per_hour(cell)
             except ValueError as exc:
                 problems.append(PriceProblem(path=str(path), line=line, reason=f"column {column!r}: {exc}"))
                 continue
-            points.append(PricePoint(timestamp=day, zone=region, instance_type=azure_size_name(column),
-                                     product=AZURE_LOW_PRIORITY_PRODUCT, price_usd_per_hour=price))
+            points.append(PricePoint(timestamp=day, region=region, zone=REGIONAL, instance_type=azure_size_name(column),
+                                     product=AZURE_LOW_PRIORITY_PRODUCT, price_usd_per_hour=price, line=line))
     return PriceImport(points, problems)
+
+
+class AzureLowPriorityCsv(PriceSource):
+    """The daily low-priority table above; regional prices, the region from the file name."""
+
+    name: ClassVar[str] = "azure-csv"
+    description: ClassVar[str] = "Azure low-priority daily table (Date,NC6,NC6s v3,...), region from the file name"
+    provider: ClassVar[str] = PROVIDER
+    positions: ClassVar[Literal["line", "record"]] = "line"
+
+    def detect(self, head: FileHead) -> bool:
+        columns = head.csv_columns
+        return len(columns) > 1 and columns[0] == _DATE_COLUMN
+
+    def read(self, path: Path) -> PriceImport:
+        return read_azure_low_priority_csv(path)
+
+    def key(self, point: PricePoint) -> PriceSeriesKey:
+        return PriceSeriesKey(MarketId(PROVIDER, point.region, REGIONAL, point.instance_type), spot=True,
+                              product=point.product)
+
+
+SOURCES = (AzureLowPriorityCsv(),)
