@@ -17,14 +17,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Annotated, Any
+from datetime import UTC, date, datetime
+from typing import Annotated, Any, TypeVar
 
 from pydantic import AfterValidator
 
 from spothop.errors import ValueOutOfRange
 
 SECONDS_PER_DAY = 86_400
+_When = TypeVar("_When", bound=date)
 
 
 @dataclass(frozen=True)
@@ -80,13 +81,24 @@ PRICE_USD_PER_HOUR = Bound(0, 10_000, "USD per hour")  # the dearest instance li
 GPU_COUNT = Bound(0, 64, "GPUs", integer=True)  # the catalog's largest instance has 16; room to grow
 SPEED = Bound(0, 100_000, "simulated seconds per wall second", low_open=True)
 PERCENT = Bound(0, 100, "%")
+# The resource model (catalog rows, currency rates, `spothop offers`):
+INSTANCE_GPU_COUNT = Bound(1, 64, "GPUs", integer=True)  # as GPU_COUNT, and an offering has at least one
+USD_PER_GPU_HOUR = Bound(0, 200, "USD per GPU-hour", low_open=True)  # no cloud charges more; above is a monthly price
+PRICE_ORIGINAL_PER_HOUR = Bound(0, 10_000_000, "per hour in its currency", low_open=True)  # USD 10k/h in JPY or KRW
+VCPUS = Bound(0, 4096, "vCPUs", low_open=True)  # the largest instances (AWS u7in, 896 vCPUs) with room to grow
+MEMORY_GIB = Bound(0, 65_536, "GiB", low_open=True)  # 64 TiB: AWS's largest (u7in-32tb) is 32 TiB
+GPU_MEMORY_GIB = Bound(0, 4_096, "GiB")  # per GPU: the largest (MI355X) has 288 GB
+DISK_GIB = Bound(0, 1_048_576, "GiB")  # 1 PiB of local disk
+NETWORK_GBPS = Bound(0, 100_000, "Gbps", low_open=True)  # p5's EFA is 3,200 Gbps
+TFLOPS = Bound(0, 100_000, "TFLOPS")  # per GPU: B200 dense FP8 is ~4,500
+USD_PER_CURRENCY_UNIT = Bound(0, 1_000, "USD per unit", low_open=True)  # the dearest unit (KWD) is ~3.3 USD
 YEAR_FIRST, YEAR_LAST = 2006, 2100  # EC2 opened in 2006; nothing spothop reads is dated later than 2100
 UNIX_S = Bound(datetime(YEAR_FIRST, 1, 1, tzinfo=UTC).timestamp(),
                datetime(YEAR_LAST, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp(), "unix seconds")
 
 
-def check_datetime(value: datetime, field: str) -> datetime:
-    """A date between 2006 and 2100 (naive dates are read as UTC), else :class:`ValueOutOfRange`."""
+def check_datetime(value: _When, field: str) -> _When:
+    """A date (or datetime) between 2006 and 2100 (naive dates are read as UTC), else :class:`ValueOutOfRange`."""
     if not YEAR_FIRST <= value.year <= YEAR_LAST:
         raise ValueOutOfRange(field, value.isoformat(), f"must be a date between {YEAR_FIRST} and {YEAR_LAST}")
     return value

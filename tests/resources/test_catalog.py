@@ -116,11 +116,34 @@ def test_user_imports_replace_that_providers_builtin_rows(spothop_home: Path):
     assert len(merged) == len(others) + 1
 
 
-def test_corrupt_user_import_is_a_clear_error(spothop_home: Path):
+def test_a_bad_row_of_a_saved_import_is_reported_and_the_other_rows_load(spothop_home: Path):
     (spothop_home / "catalog").mkdir()
-    (spothop_home / "catalog" / "mine.csv").write_text(HEADER + "\n" + GOOD.replace("8,192", "x,192"))
-    with pytest.raises(CatalogError, match=r"mine.csv:2 field 'gpu_count'.*delete"):
+    good_elsewhere = GOOD.replace("us-east-1a", "us-east-1b")
+    (spothop_home / "catalog" / "mine.csv").write_text(
+        HEADER + "\n" + GOOD.replace("8,192", "x,192") + "\n" + good_elsewhere + "\n" + GOOD[:40] + "\n")
+    catalog = load_catalog()
+    assert [(e.line, e.field) for e in catalog.refused] == [(2, "gpu_count"), (4, None)]
+    assert "mine.csv:2" in str(catalog.refused[0])
+    assert catalog.get("aws", "us-east-1", "us-east-1b", "p5.48xlarge") is not None
+    assert catalog.get("aws", "us-east-1", "us-east-1a", "p5.48xlarge") is None  # the import replaced aws's rows
+
+
+def test_a_catalog_folder_that_is_a_file_is_a_clear_error(spothop_home: Path):
+    (spothop_home / "catalog").write_text("not a folder")
+    with pytest.raises(CatalogError, match="is a file"):
         load_catalog()
+
+
+def test_a_folder_named_like_a_catalog_file_is_skipped(spothop_home: Path):
+    (spothop_home / "catalog" / "aws.csv").mkdir(parents=True)
+    assert len(load_catalog()) == len(builtin_offerings())
+
+
+@pytest.mark.parametrize("provider", ["../escape", "a/b", ".hidden", ""])
+def test_an_import_is_saved_only_under_a_plain_provider_name(spothop_home: Path, provider: str):
+    with pytest.raises(ConfigError, match="not a plain name"):
+        save_user_offerings(provider, builtin_offerings()[:1], "test")
+    assert not (spothop_home / "escape.csv").exists()
 
 
 def test_query_filters():
@@ -157,7 +180,14 @@ def test_measurements_replace_nominal_figures():
     ("kwargs", "error"),
     [
         ({"count": 0}, ConfigError),
+        ({"count": 10**9}, ConfigError),
         ({"max_usd_per_gpu_hour": -1}, ConfigError),
+        ({"max_usd_per_gpu_hour": float("nan")}, ConfigError),
+        ({"max_usd_per_gpu_hour": float("inf")}, ConfigError),
+        ({"min_tflops": float("nan")}, ConfigError),
+        ({"min_tflops": 1e300}, ConfigError),
+        ({"min_gpu_memory_gib": float("-inf")}, ConfigError),
+        ({"min_gpu_memory_gib": 1e12}, ConfigError),
         ({"sort": "vibes"}, ConfigError),
         ({"interconnect": "token-ring"}, ConfigError),
     ],

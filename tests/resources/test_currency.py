@@ -29,7 +29,12 @@ def test_user_override_merges_over_builtin(spothop_home):
     ("text", "needle"),
     [
         ("usd_per_unit: [1, 2]", "as_of"),
-        ("as_of: 2030-01-01\nusd_per_unit:\n  CNY: -1\n", "positive"),
+        ("as_of: 2030-01-01\nusd_per_unit:\n  CNY: -1\n", "usd_per_unit.CNY must be greater than 0"),
+        ("as_of: 2030-01-01\nusd_per_unit:\n  CNY: .nan\n", "usd_per_unit.CNY must be .*got nan"),
+        ("as_of: 2030-01-01\nusd_per_unit:\n  CNY: .inf\n", "usd_per_unit.CNY must be .*got inf"),
+        ("as_of: 2030-01-01\nusd_per_unit:\n  CNY: 1e300\n", "at most 1000 USD per unit"),
+        ("as_of: 2030-01-01\nusd_per_unit:\n  CNY: true\n", "must be a number"),
+        ("as_of: 9999-01-01\nusd_per_unit:\n  CNY: 0.14\n", "as_of must be a date between 2006 and 2100"),
         ("as_of: [unclosed", "not valid YAML"),
     ],
 )
@@ -42,4 +47,16 @@ def test_malformed_override_is_a_clear_error(spothop_home, text, needle):
 def test_missing_override_file_named_by_env_is_an_error(monkeypatch, tmp_path):
     monkeypatch.setenv("SPOTHOP_FX_RATES", str(tmp_path / "nope.yaml"))
     with pytest.raises(CurrencyError, match="does not exist"):
+        load_rates()
+
+
+def test_a_rate_file_that_is_a_folder_is_a_clear_error(spothop_home):
+    (spothop_home / "currency.yaml").mkdir()
+    with pytest.raises(CurrencyError, match="is a folder"):
+        load_rates()
+
+
+def test_a_rate_file_that_is_not_text_is_a_clear_error(spothop_home):
+    (spothop_home / "currency.yaml").write_bytes(b"\xff\xfe\x00binary")
+    with pytest.raises(CurrencyError, match="not a text file"):
         load_rates()

@@ -40,9 +40,9 @@ def _offering(provider: str = "aws", region: str = "us-east-1") -> Offering:
     [
         ({"limit": 0}, "--limit must be at least 1"),
         ({"limit": -2}, "--limit must be at least 1"),  # a negative slice used to drop the last rows
-        ({"min_tflops": -5.0}, "--min-tflops must be zero or more"),
-        ({"min_gpu_memory_gib": float("nan")}, "--min-gpu-memory must be zero or more"),
-        ({"max_usd_per_gpu_hour": float("nan")}, "--max-price must be a number"),
+        ({"min_tflops": -5.0}, "--min-tflops must be between 0 and 100000 TFLOPS, got -5.0"),
+        ({"min_gpu_memory_gib": float("nan")}, "--min-gpu-memory must be between 0 and 4096 GiB, got nan"),
+        ({"max_usd_per_gpu_hour": float("nan")}, "--max-price must be greater than 0 and at most 200 USD per GPU-hour"),
     ],
 )
 def test_offer_query_refuses_nonsense_bounds(kwargs: dict[str, float], message: str) -> None:

@@ -83,7 +83,7 @@ def test_bad_rows_are_refused_with_reasons():
     reasons = {e.line: (e.field, e.reason) for e in report.refused}
     assert reasons[3][1].startswith("duplicate of line 2")
     assert reasons[4][0] == "AcceleratorName" and "ZZ9000" in reasons[4][1]
-    assert reasons[5] == ("Price", "must not be negative, got -1.0")
+    assert reasons[5] == ("Price", "Price must be between 0 and 10000 USD per hour, got -1.0")
     assert reasons[6][0] == "Price"
     assert reasons[7][0] == "AcceleratorCount"
     assert reasons[8][0] == "vCPUs"

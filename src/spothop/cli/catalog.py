@@ -14,6 +14,7 @@ from spothop.cli.output import console, err_console, note, print_json, table
 from spothop.errors import CatalogError, ConfigError, exit_for_counts
 from spothop.paths import user_catalog_dir
 from spothop.resources.catalog import (
+    Catalog,
     builtin_offerings,
     load_catalog,
     read_catalog_path,
@@ -152,10 +153,21 @@ def _load_side(spec: str) -> list[Offering]:
     return result.offerings
 
 
+def warn_refused(catalog: Catalog) -> None:
+    """One stderr line per imported row that did not load: the command goes on with the rest."""
+    for error in catalog.refused[:5]:
+        err_console.print(Text.assemble(("skipped", "yellow"), f" {error}"))
+    if len(catalog.refused) > 5:
+        note(f"  … {len(catalog.refused) - 5} more rows of imported catalogs skipped", stderr=True)
+    if catalog.refused:
+        note(f"  fix or re-import the files in {user_catalog_dir()} (`spothop catalog import`)", stderr=True)
+
+
 @catalog_app.command("summary")
 def summary(as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False) -> None:
     """Offerings per provider: how many, which GPUs, how many with a spot market, price dates."""
     catalog = load_catalog()
+    warn_refused(catalog)
     groups: dict[str, list[Offering]] = defaultdict(list)
     for o in catalog:
         groups[o.provider].append(o)

@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
+from spothop.cli.catalog import warn_refused
 from spothop.cli.output import console, money, note, print_json, table
 from spothop.resources.catalog import OfferQuery, SortKey, check_names, load_catalog
 from spothop.resources.gpus import gpu_catalog, match_gpus
@@ -33,6 +34,7 @@ def offers(
         spot=spot, max_usd_per_gpu_hour=max_price, sort=sort, limit=limit,
     )
     catalog = load_catalog()
+    warn_refused(catalog)
     check_names(query, catalog)
     found = catalog.query(query)
     if as_json:

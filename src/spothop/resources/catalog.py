@@ -21,7 +21,7 @@ import csv
 import datetime as dt
 import difflib
 import io
-import math
+import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -30,12 +30,27 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from spothop.bounds import (
+    DISK_GIB,
+    GPU_MEMORY_GIB,
+    INSTANCE_GPU_COUNT,
+    MEMORY_GIB,
+    NETWORK_GBPS,
+    PRICE_ORIGINAL_PER_HOUR,
+    TFLOPS,
+    USD_PER_GPU_HOUR,
+    VCPUS,
+    Bound,
+    check_datetime,
+)
 from spothop.errors import CatalogError, CatalogRowError, ConfigError, SpothopError
-from spothop.paths import atomic_write_text, user_catalog_dir
+from spothop.paths import atomic_write_text, path_under, plain_name, user_catalog_dir
 from spothop.resources.currency import RateTable, load_rates, rate_override_paths
 from spothop.resources.gpus import match_gpus, resolve_gpu
 from spothop.resources.market_id import MarketId
 from spothop.resources.offering import Interconnect, Offering
+
+log = logging.getLogger("spothop.resources")
 
 COLUMNS = (
     "provider",
@@ -68,9 +83,21 @@ class LoadResult:
         self.errors.extend(other.errors)
 
 
-def _optional_float(value: str) -> float | None:
-    value = value.strip()
-    return float(value) if value else None
+def _number(bound: Bound, column: str) -> Callable[[str], float]:
+    """A parser for a required number in ``bound`` (NaN, infinities and absurd sizes refused)."""
+    return lambda value: float(bound.check(float(value), column))
+
+
+def _optional_number(bound: Bound, column: str) -> Callable[[str], float | None]:
+    return lambda value: _number(bound, column)(value) if value.strip() else None
+
+
+def _count(value: str) -> int:
+    return int(INSTANCE_GPU_COUNT.check(int(value), "gpu_count"))
+
+
+def _date(value: str) -> dt.date:
+    return check_datetime(dt.date.fromisoformat(value.strip()), "price_date")
 
 
 def offering_from_row(row: dict[str, str], rates: RateTable, source: str) -> Offering:
@@ -83,8 +110,9 @@ def offering_from_row(row: dict[str, str], rates: RateTable, source: str) -> Off
         except (ValueError, SpothopError) as exc:
             raise _FieldError(name, f"{raw!r} is not valid: {exc}") from None
     currency = str(values["currency"])
-    od = _price(values["on_demand_price"], "on_demand_price")
-    spot = _price(values["spot_price"], "spot_price")
+    od, spot = values["on_demand_price"], values["spot_price"]
+    assert od is None or isinstance(od, float)
+    assert spot is None or isinstance(spot, float)
     try:
         od_usd = None if od is None else rates.to_usd(od, currency)
         spot_usd = None if spot is None else rates.to_usd(spot, currency)
@@ -107,16 +135,6 @@ def offering_from_row(row: dict[str, str], rates: RateTable, source: str) -> Off
         raise _FieldError(_CSV_NAME.get(loc or "", loc), first["msg"]) from None
 
 
-def _price(value: object, column: str) -> float | None:
-    if value is None:
-        return None
-    assert isinstance(value, float)
-    price = value
-    if price <= 0:
-        raise _FieldError(column, f"price must be positive, got {value}")
-    return price
-
-
 class _FieldError(ValueError):
     def __init__(self, field_name: str | None, reason: str) -> None:
         super().__init__(reason)
@@ -131,13 +149,6 @@ def _required(value: str) -> str:
     return value
 
 
-def _positive_int(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise ValueError("must be at least 1")
-    return number
-
-
 def _canonical_gpu(value: str) -> str:
     return resolve_gpu(_required(value)).name
 
@@ -148,16 +159,16 @@ _ROW_PARSERS: Sequence[tuple[str, Callable[[str], object]]] = (
     ("zone", str.strip),
     ("instance_type", _required),
     ("gpu", _canonical_gpu),
-    ("gpu_count", _positive_int),
-    ("vcpus", float),
-    ("memory_gib", float),
-    ("local_disk_gib", _optional_float),
-    ("network_bandwidth_gbps", _optional_float),
+    ("gpu_count", _count),
+    ("vcpus", _number(VCPUS, "vcpus")),
+    ("memory_gib", _number(MEMORY_GIB, "memory_gib")),
+    ("local_disk_gib", _optional_number(DISK_GIB, "local_disk_gib")),
+    ("network_bandwidth_gbps", _optional_number(NETWORK_GBPS, "network_bandwidth_gbps")),
     ("interconnect", lambda v: Interconnect(v.strip().lower()).value),
     ("currency", lambda v: _required(v).upper()),
-    ("on_demand_price", _optional_float),
-    ("spot_price", _optional_float),
-    ("price_date", lambda v: dt.date.fromisoformat(v.strip())),
+    ("on_demand_price", _optional_number(PRICE_ORIGINAL_PER_HOUR, "on_demand_price")),
+    ("spot_price", _optional_number(PRICE_ORIGINAL_PER_HOUR, "spot_price")),
+    ("price_date", _date),
 )
 
 # Offering field names back to the CSV column a user sees.
@@ -191,6 +202,10 @@ def read_catalog_text(text: str, origin: str, rates: RateTable | None = None) ->
         if None in row:
             result.errors.append(CatalogRowError(origin, line, None, f"{len(header) + len(row[None])} fields, expected {len(header)}"))
             continue
+        if None in row.values():  # csv fills the columns a short row lacks with None
+            given = sum(value is not None for value in row.values())
+            result.errors.append(CatalogRowError(origin, line, None, f"{given} fields, expected {len(header)}: a truncated row"))
+            continue
         try:
             result.offerings.append(offering_from_row(row, rates, source=origin))
         except _FieldError as exc:
@@ -209,11 +224,12 @@ def read_catalog_file(path: Path, rates: RateTable | None = None) -> LoadResult:
 
 
 def read_catalog_path(path: Path, rates: RateTable | None = None) -> LoadResult:
-    """A catalog file, or every ``*.csv`` in a folder."""
+    """A catalog file, or every ``*.csv`` file in a folder (a folder named ``x.csv`` is no file: skipped)."""
     if path.is_dir():
         result = LoadResult()
         for child in sorted(path.glob("*.csv")):
-            result.extend(read_catalog_file(child, rates))
+            if child.is_file():
+                result.extend(read_catalog_file(child, rates))
         return result
     return read_catalog_file(path, rates)
 
@@ -271,10 +287,15 @@ def builtin_offerings() -> list[Offering]:
 
 
 class Catalog:
-    """Offerings keyed by (provider, region, zone, instance type); later sources win."""
+    """Offerings keyed by (provider, region, zone, instance type); later sources win.
 
-    def __init__(self, offerings: Iterable[Offering] = ()) -> None:
+    ``refused`` holds the rows of the user's imported files that did not load (each names its
+    file, line and field): the rest of the catalog is still there, and the command line reports them.
+    """
+
+    def __init__(self, offerings: Iterable[Offering] = (), refused: Sequence[CatalogRowError] = ()) -> None:
         self._by_key: dict[MarketId, Offering] = {}
+        self.refused = list(refused)
         self.add(offerings)
 
     def add(self, offerings: Iterable[Offering]) -> None:
@@ -300,7 +321,7 @@ class Catalog:
 
     def with_measurements(self, lookup: Callable[[str, str], float | None]) -> Catalog:
         """A copy whose offerings carry the probe's measured TFLOPS where there is one."""
-        return Catalog(o.with_measured_tflops(lookup(o.provider, o.instance_type)) for o in self)
+        return Catalog((o.with_measured_tflops(lookup(o.provider, o.instance_type)) for o in self), self.refused)
 
     def query(self, query: OfferQuery) -> list[Offering]:
         return query.apply(self._by_key.values())
@@ -310,21 +331,21 @@ def load_catalog(include_user: bool = True, measured: bool = True) -> Catalog:
     """The catalog spothop decides with: built-in, with each imported provider replacing its rows.
 
     With ``measured``, offerings carry the compute probe's figures where one
-    has run on their instance type.
+    has run on their instance type. A malformed row of an imported file is
+    left out and kept in :attr:`Catalog.refused` (logged too); the other rows load.
     """
     offerings = builtin_offerings()
-    folder = user_catalog_dir()
+    folder = _user_folder()
+    refused: list[CatalogRowError] = []
     if include_user and folder.is_dir():
         result = read_catalog_path(folder)
-        if result.errors:
-            raise CatalogError(
-                f"imported catalog in {folder} is malformed ({len(result.errors)} rows): "
-                f"{result.errors[0]}; re-run `spothop catalog import` or delete the file"
-            )
+        for error in result.errors:
+            log.warning("imported catalog row skipped: %s (re-run `spothop catalog import` or fix the file)", error)
+        refused = result.errors
         # An import is a provider's whole catalog: it replaces the built-in rows of that provider.
         imported = {o.provider for o in result.offerings}
         offerings = [o for o in offerings if o.provider not in imported] + result.offerings
-    catalog = Catalog(offerings)
+    catalog = Catalog(offerings, refused)
     if measured:
         from spothop.resources.measured import measured_tflops
 
@@ -332,10 +353,26 @@ def load_catalog(include_user: bool = True, measured: bool = True) -> Catalog:
     return catalog
 
 
+def _user_folder() -> Path:
+    folder = user_catalog_dir()
+    if folder.exists() and not folder.is_dir():
+        raise CatalogError(f"{folder} is a file, but imported catalogs are kept in a folder there; move the file away")
+    return folder
+
+
 def save_user_offerings(provider: str, offerings: Sequence[Offering], comment: str) -> Path:
-    """Replace the user's imported catalog for one provider; returns the file written."""
-    path = user_catalog_dir() / f"{provider}.csv"
-    atomic_write_text(path, format_catalog_csv(offerings, comment))
+    """Replace the user's imported catalog for one provider; returns the file written.
+
+    ``provider`` must be a plain name (it names the file, under ``$SPOTHOP_HOME/catalog``). Every
+    offering is written only if it reads back as it was written, so a saved file always loads:
+    an offering that would not raises :class:`CatalogRowError` and nothing is written.
+    """
+    path = path_under(_user_folder(), f"{plain_name(provider, 'provider')}.csv")
+    text = format_catalog_csv(offerings, comment)
+    check = read_catalog_text(text, str(path))
+    if check.errors:
+        raise check.errors[0]
+    atomic_write_text(path, text)
     return path
 
 
@@ -369,17 +406,15 @@ class OfferQuery:
     limit: int | None = None
 
     def __post_init__(self) -> None:
-        if self.count is not None and self.count < 1:
-            raise ConfigError(f"--count must be at least 1, got {self.count}")
+        # The command line's flag names: a bad value is reported as the user typed it.
+        for flag, value, bound in (("--count", self.count, INSTANCE_GPU_COUNT),
+                                   ("--min-gpu-memory", self.min_gpu_memory_gib, GPU_MEMORY_GIB),
+                                   ("--min-tflops", self.min_tflops, TFLOPS),
+                                   ("--max-price", self.max_usd_per_gpu_hour, USD_PER_GPU_HOUR)):
+            if value is not None:
+                bound.check(value, flag)
         if self.limit is not None and self.limit < 1:
             raise ConfigError(f"--limit must be at least 1 (leave it out to see every row), got {self.limit}")
-        for flag, value in (("--min-gpu-memory", self.min_gpu_memory_gib), ("--min-tflops", self.min_tflops)):
-            if value is not None and not value >= 0:  # `not >=` also refuses NaN
-                raise ConfigError(f"{flag} must be zero or more, got {value}")
-        if self.max_usd_per_gpu_hour is not None and math.isnan(self.max_usd_per_gpu_hour):
-            raise ConfigError("--max-price must be a number of USD per GPU-hour, got nan")
-        if self.max_usd_per_gpu_hour is not None and self.max_usd_per_gpu_hour <= 0:
-            raise ConfigError(f"--max-price must be positive (USD per GPU-hour), got {self.max_usd_per_gpu_hour}")
         if self.sort not in SortKey.CHOICES:
             raise ConfigError(f"--sort must be one of {', '.join(SortKey.CHOICES)}, got {self.sort!r}")
         if self.interconnect is not None:

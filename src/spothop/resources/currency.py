@@ -18,7 +18,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from spothop.errors import CurrencyError
+from spothop.bounds import USD_PER_CURRENCY_UNIT, check_datetime
+from spothop.errors import CurrencyError, ValueOutOfRange
 from spothop.paths import spothop_home
 
 
@@ -64,9 +65,16 @@ def parse_rate_table(text: str, origin: str) -> RateTable:
     rates = raw.get("usd_per_unit")
     if isinstance(rates, dict):
         raw = {**raw, "usd_per_unit": {str(k).upper(): v for k, v in rates.items()}}
-        bad = {k: v for k, v in raw["usd_per_unit"].items() if not isinstance(v, int | float) or v <= 0}
-        if bad:
-            raise CurrencyError(f"{origin}: rates must be positive numbers, got {bad}")
+        for code, rate in raw["usd_per_unit"].items():
+            try:
+                USD_PER_CURRENCY_UNIT.check(rate, f"usd_per_unit.{code}")
+            except ValueOutOfRange as exc:
+                raise CurrencyError(f"{origin}: {exc}; {_LAYOUT}") from None
+    if isinstance(raw.get("as_of"), dt.date):
+        try:
+            check_datetime(raw["as_of"], "as_of")
+        except ValueOutOfRange as exc:
+            raise CurrencyError(f"{origin}: {exc}") from None
     try:
         return RateTable.model_validate(raw)
     except ValidationError as exc:
@@ -99,7 +107,18 @@ def load_rates(override_path: Path | None = None) -> RateTable:
         candidates.append(override_path)
     for path in candidates:
         if path.exists():
-            table = table.merged(parse_rate_table(path.read_text(), str(path)))
+            table = table.merged(parse_rate_table(_read(path), str(path)))
         elif path is not candidates[0]:
             raise CurrencyError(f"rate file {path} does not exist")
     return table
+
+
+def _read(path: Path) -> str:
+    if path.is_dir():
+        raise CurrencyError(f"rate file {path} is a folder; a rate table is a YAML file ({_LAYOUT})")
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CurrencyError(f"cannot read rate file {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise CurrencyError(f"{path}: not a text file (byte {exc.start} is not UTF-8); {_LAYOUT}") from None

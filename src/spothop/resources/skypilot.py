@@ -36,7 +36,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from spothop.errors import CatalogError, CatalogRowError, SpothopError
+from spothop.bounds import INSTANCE_GPU_COUNT, MEMORY_GIB, PRICE_USD_PER_HOUR, VCPUS
+from spothop.errors import CatalogError, CatalogRowError, SpothopError, ValueOutOfRange
+from spothop.paths import plain_name
+from spothop.resources.catalog import format_catalog_csv, read_catalog_text
 from spothop.resources.currency import RateTable, load_rates
 from spothop.resources.gpus import GpuModel, gpu_catalog, resolve_gpu
 from spothop.resources.market_id import MarketId
@@ -92,7 +95,9 @@ def import_skypilot_file(
         raise CatalogError(
             f"{path}: not a text file (byte {exc.start} is not UTF-8); give a SkyPilot vms.csv"
         ) from None
-    return import_skypilot_text(text, str(path), provider or provider_from_path(path), price_date, rates)
+    if provider is None:
+        provider = plain_name(provider_from_path(path), f"the provider taken from {path} (give --provider NAME)")
+    return import_skypilot_text(text, str(path), provider, price_date, rates)
 
 
 def import_skypilot_text(
@@ -109,15 +114,26 @@ def import_skypilot_text(
         raise CatalogError(
             f"{origin}:1: not a SkyPilot vms.csv: header lacks {', '.join(missing)} (found {', '.join(header) or 'nothing'})"
         )
+    provider = plain_name(provider, "provider (--provider)")
     context = _Context(origin, provider, price_date or dt.date.today(), rates or load_rates())
     report = ImportReport(path=origin, provider=provider)
-    rows = [_Row(line=index + 2, data=row) for index, row in enumerate(reader)]
-    report.rows = len(rows)
+    every_row = [_Row(line=index + 2, data=row) for index, row in enumerate(reader)]
+    report.rows = len(every_row)
+    rows: list[_Row] = []
+    for row in every_row:
+        # csv gives a short row's missing columns as None and a long row's extra fields under None.
+        if None in row.data or None in row.data.values():
+            given = sum(v is not None for k, v in row.data.items() if k is not None) + len(row.data.get(None) or ())  # type: ignore[call-overload]
+            report.refused.append(CatalogRowError(origin, row.line, None, f"{given} fields, the header has "
+                                                  f"{len(header)}: a truncated or misquoted row"))
+        else:
+            rows.append(row)
     hosts = _gcp_hosts(rows)
     seen: dict[MarketId, int] = {}
     for row in rows:
         try:
             offering = context.offering(row, hosts)
+            context.check_storable(row, offering)
         except CatalogRowError as exc:
             report.refused.append(exc)
             continue
@@ -158,8 +174,6 @@ class _Context:
             raise self.refuse(row, "AcceleratorName", f"CPU-only instance type {instance_type!r}: spothop catalogs GPU offerings",
                               out_of_scope=True)
         count = self.number(row, "AcceleratorCount")
-        if count < 1 or not count.is_integer():
-            raise self.refuse(row, "AcceleratorCount", f"GPU count must be a whole number ≥ 1, got {row.get('AcceleratorCount')!r}")
         gpu = self.gpu(row, accelerator, instance_type)
         vm_price = 0.0
         vm_spot: float | None = 0.0
@@ -199,16 +213,28 @@ class _Context:
             raise self.refuse(row, ".".join(map(str, first["loc"])) or None, first["msg"]) from None
 
     def number(self, row: _Row, column: str) -> float:
+        """A finite number in the column's bound (:data:`COLUMN_BOUNDS`), else the row is refused."""
         raw = row.get(column)
         try:
             value = float(raw)
         except ValueError:
             raise self.refuse(row, column, f"expected a number, got {raw!r}") from None
-        if value < 0:
-            raise self.refuse(row, column, f"must not be negative, got {value}")
         if column == "Price" and value == 0:
             raise self.refuse(row, column, "on-demand price of 0: a free GPU is a catalog error")
-        return value
+        try:
+            return float(COLUMN_BOUNDS[column].check(value, column))
+        except ValueOutOfRange as exc:
+            raise self.refuse(row, column, str(exc)) from None
+
+    def check_storable(self, row: _Row, offering: Offering) -> None:
+        """Refuse an offering that the saved catalog file could not load back (an empty region, ...).
+
+        The import is saved as a spothop catalog, read on every ``offers``: a row that file would
+        refuse is refused here, with its SkyPilot line, instead of being saved."""
+        back = read_catalog_text(format_catalog_csv([offering]), self.origin, self.rates)
+        if back.errors:
+            error = back.errors[0]
+            raise self.refuse(row, _SKYPILOT_COLUMN.get(error.field or "", error.field), error.reason)
 
     def optional_price(self, row: _Row, column: str) -> float | None:
         # Lambda leaves SpotPrice empty; Vast writes 0.00. Both mean "no spot market".
@@ -237,6 +263,22 @@ class _Context:
             return model
         except SpothopError as exc:
             raise self.refuse(row, "AcceleratorName", str(exc)) from None
+
+
+# Each number a row may carry, with the range it must be in (spothop.bounds; 0 is allowed where
+# SkyPilot writes it to mean "none", as Vast's SpotPrice does).
+COLUMN_BOUNDS = {
+    "AcceleratorCount": INSTANCE_GPU_COUNT,
+    "vCPUs": VCPUS,
+    "MemoryGiB": MEMORY_GIB,
+    "Price": PRICE_USD_PER_HOUR,
+    "SpotPrice": PRICE_USD_PER_HOUR,
+}
+
+# spothop catalog columns back to the SkyPilot column a user sees in the file.
+_SKYPILOT_COLUMN = {"region": "Region", "zone": "AvailabilityZone", "instance_type": "InstanceType",
+                    "vcpus": "vCPUs", "memory_gib": "MemoryGiB", "gpu_count": "AcceleratorCount",
+                    "on_demand_price": "Price", "spot_price": "SpotPrice", "gpu": "AcceleratorName"}
 
 
 def _gpu_memory_gib(gpu_info: str, count: float) -> float | None:
