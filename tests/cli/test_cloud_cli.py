@@ -3,9 +3,10 @@ from tests.providers.local.conftest import wait_for
 
 def test_world_lists_every_cloud_and_market(cli):
     data = cli("cloud", "world", "--json").json()
-    clouds = {m["cloud"] for m in data["markets"]}
+    clouds = {m["provider"] for m in data["markets"]}
     assert clouds == {"aws-sim", "gcp-sim", "azure-sim", "aliyun-sim", "tencent-sim", "volcengine-sim"}
-    aws = [m for m in data["markets"] if m["cloud"] == "aws-sim"]
+    assert data["clouds"] == len(clouds)
+    aws = [m for m in data["markets"] if m["provider"] == "aws-sim"]
     assert all(m["notice_lead_time_s"] == 120 and m["protocol"] == "aws" for m in aws)
     assert all(0 < m["spot_usd_per_hour"] < m["on_demand_usd_per_hour"] * 1.5 for m in aws)
 
@@ -18,6 +19,7 @@ def test_launch_ls_preempt_terminate(cli):
     assert instance["metadata_url"].startswith("http://127.0.0.1:")
     listed = cli("cloud", "ls", "--json").json()
     assert [i["instance_id"] for i in listed] == [instance_id]
+    assert isinstance(listed[0]["cost_microusd"], int) and "cost_usd" not in listed[0]
     noticed = cli("cloud", "preempt", instance_id, "--lead-time", "600", "--json").json()[0]
     assert noticed["instance_id"] == instance_id
     wait_for(lambda: cli("cloud", "ls", "--json").json()[0]["state"] == "noticed")

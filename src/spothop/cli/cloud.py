@@ -5,18 +5,19 @@ from __future__ import annotations
 import shlex
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from spothop.cli.output import console, money, print_json, table
 from spothop.errors import ConfigError
-from spothop.providers.base import Instance, LaunchRequest
+from spothop.providers.base import MICROUSD_PER_USD, Instance, LaunchRequest
 from spothop.providers.local.maintenance import DEFAULT_WINDOW_S
 from spothop.providers.local.metadata import PROTOCOLS
 from spothop.providers.local.provider import LocalProvider
 from spothop.providers.local.store import CloudStore
 from spothop.providers.local.world import World, load_world
+from spothop.providers.local.world_view import world_view
 
 cloud_app = typer.Typer(help="The embedded local cloud: simulated clouds whose instances are real processes.", no_args_is_help=True)
 
@@ -35,35 +36,23 @@ def _providers(world: World, world_path: Path | None) -> dict[str, LocalProvider
 def world_command(world_path: WorldOption = None, as_json: JsonOption = False) -> None:
     """Show the world: each simulated cloud, its protocol and notice, and its markets right now."""
     world = load_world(world_path)
-    providers = _providers(world, world_path)
-    rows: list[dict[str, Any]] = []
-    for name, provider in providers.items():
-        spec = world.cloud(name)
-        for price in provider.spot_prices():
-            offering = world.offering(name, price.zone or price.region, price.instance_type)
-            rows.append({
-                "cloud": name, "protocol": spec.protocol, "notice_lead_time_s": spec.notice_lead_time_s,
-                "advance_notice_s": spec.advance_notice_s, "region": price.region, "zone": price.zone,
-                "instance_type": price.instance_type, "gpu": f"{offering.gpu_count}x {offering.gpu}" if offering else None,
-                "available": price.available, "spot_usd_per_hour": price.price_usd_per_hour,
-                "on_demand_usd_per_hour": offering.on_demand_price_usd_per_hour if offering else None,
-            })
+    view = world_view(world, _providers(world, world_path))
     if as_json:
-        print_json({"origin": world.origin, "seed": world.seed, "speed": world.speed, "markets": rows})
+        print_json(view.to_dict())
         return
     columns = ["cloud", "protocol", "notice", "location", "instance type", "GPUs", "spot now", "$/h spot", "$/h OD"]
     console.print(table(
-        f"{world.origin}: {len(world.cloud_names)} clouds, seed {world.seed}, {world.speed:g}× time",
+        f"{view.origin}: {view.clouds} clouds, seed {view.seed}, {view.speed:g}× time",
         columns,
-        [[r["cloud"], r["protocol"], f"{r['notice_lead_time_s']:g} s", r["zone"] or r["region"], r["instance_type"], r["gpu"],
-          "yes" if r["available"] else "NO", money(r["spot_usd_per_hour"]), money(r["on_demand_usd_per_hour"])] for r in rows],
+        [[m.provider, m.protocol, f"{m.notice_lead_time_s:g} s", m.zone or m.region, m.instance_type, m.gpu,
+          "yes" if m.available else "NO", money(m.spot_usd_per_hour), money(m.on_demand_usd_per_hour)] for m in view.markets],
         right=["notice", "$/h spot", "$/h OD"],
     ))
 
 
 @cloud_app.command("launch")
 def launch(
-    cloud: Annotated[str, typer.Argument(help="a cloud of the world, e.g. aws-sim")],
+    cloud: Annotated[str, typer.Argument(help="a cloud of the world (`spothop cloud world` lists them)")],
     instance_type: Annotated[str, typer.Argument(help="instance type, as the cloud spells it")],
     location: Annotated[str, typer.Argument(help="zone (or region, for region-priced clouds)")],
     command: Annotated[str, typer.Option("--command", help="bootstrap command (default: idle until terminated)")] = "",
@@ -108,7 +97,7 @@ def terminate(instance_ids: Annotated[list[str], typer.Argument(help="instance i
 def preempt(
     instance_id: Annotated[str, typer.Argument(help="instance id")],
     lead_time: Annotated[float | None, typer.Option("--lead-time", help="seconds from notice to reclaim (default: the cloud's)")] = None,
-    advance: Annotated[float | None, typer.Option("--advance", help="give the cloud's advance notice (AWS rebalance recommendation) now and the final notice this many seconds later")] = None,
+    advance: Annotated[float | None, typer.Option("--advance", help="give the cloud's advance notice (a rebalance recommendation) now and the final notice this many seconds later")] = None,
     world_path: WorldOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -171,7 +160,7 @@ def _provider_of(instance_id: str, world_path: Path | None) -> LocalProvider:
 
 def _show(found: list[Instance], as_json: bool) -> None:
     if as_json:
-        print_json([_instance_json(i) for i in found])
+        print_json([i.to_dict() for i in found])
         return
     if not found:
         console.print("No instances.")
@@ -179,22 +168,12 @@ def _show(found: list[Instance], as_json: bool) -> None:
     columns = ["id", "cloud", "location", "type", "market", "state", "billed s", "cost $", "notice → reclaim", "metadata"]
     rows = [
         [i.instance_id, i.provider, i.zone or i.region, i.instance_type, "spot" if i.spot else "on-demand", i.state.value,
-         f"{i.billed_seconds:,.0f}", money(i.cost_usd, 6),
+         f"{i.billed_seconds:,.0f}", money(i.cost_microusd / MICROUSD_PER_USD, 6),
          f"{i.termination_time - i.notice_time:g} s" if i.notice_time is not None and i.termination_time is not None else None,
          i.metadata_url]
         for i in found
     ]
     console.print(table(None, columns, rows, right=["billed s", "cost $"]))
-
-
-def _instance_json(i: Instance) -> dict[str, Any]:
-    return {
-        "instance_id": i.instance_id, "provider": i.provider, "region": i.region, "zone": i.zone,
-        "instance_type": i.instance_type, "spot": i.spot, "state": i.state.value, "launched_at": i.launched_at,
-        "ended_at": i.ended_at, "price_usd_per_hour": i.price_usd_per_hour, "billed_seconds": i.billed_seconds,
-        "cost_usd": i.cost_usd, "notice_time": i.notice_time, "termination_time": i.termination_time,
-        "metadata_url": i.metadata_url, "name": i.name, "tags": dict(i.tags),
-    }
 
 
 def register(app: typer.Typer) -> None:

@@ -19,18 +19,30 @@ fake):
 - ``terminate`` is idempotent: an unknown or already terminated instance
   returns silently. It returns fast; the instance may take a little longer
   to stop, which ``describe`` shows.
-- Prices are USD per instance-hour; times are unix seconds of the provider's
-  clock (a simulated cloud's clock may run faster than the wall).
+- Prices are USD per instance-hour (rates); amounts billed are integer
+  micro-dollars (``cost_microusd``), turned into dollars only where a person
+  reads them. Times are unix seconds of the provider's clock (a simulated
+  cloud's clock may run faster than the wall).
+- Every type here serialises itself (``to_dict()``: JSON-ready, enums as their
+  values), so the CLI and the server print what the library returns.
+
+A provider is found by name through :mod:`spothop.providers.registry`; the
+conformance suite (``tests/providers/test_conformance.py``) runs these
+contracts on the local cloud, :class:`spothop.testing.FakeProvider` and every
+real adapter.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from spothop.resources.offering import Offering
+
+MICROUSD_PER_USD = 1_000_000  # the ledger contract: money in integer micro-dollars
 
 
 class InstanceState(StrEnum):
@@ -95,12 +107,16 @@ class Instance:
     price_usd_per_hour: float
     ended_at: float | None = None
     billed_seconds: float = 0.0
-    cost_usd: float = 0.0
+    cost_microusd: int = 0  # billed so far, integer micro-dollars
     notice_time: float | None = None  # when the interruption notice was given
     termination_time: float | None = None  # when the cloud will (or did) take it back
     metadata_url: str | None = None
     name: str | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field, JSON-ready: ``state`` as its value, ``tags`` a plain dict."""
+        return {**asdict(self), "state": self.state.value, "tags": dict(self.tags)}
 
 
 @dataclass(frozen=True)
@@ -112,6 +128,9 @@ class SpotPrice:
     price_usd_per_hour: float
     timestamp: float
     available: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 class Provider(ABC):

@@ -1,34 +1,59 @@
-"""Where providers are found by name. Adding a cloud is one line in ``_FACTORIES``.
+"""Where providers are found by name. Adding a cloud is one line in ``_FAMILIES``.
 
-Factories are named as ``module:attribute`` strings and imported on first use,
-so a cloud whose SDK is not installed (``pip install spothop[aws]``) disables
-that one adapter with a clear message instead of breaking the program.
-A factory is called with the provider name and keyword options, and returns a
-:class:`~spothop.providers.base.Provider`. A *family* factory (the local
-cloud) serves several names: it answers ``names()`` with the clouds it runs.
+A :class:`ProviderFamily` makes the providers of one adapter: a real cloud's
+adapter is a family of one name, the local cloud a family of every cloud its
+world runs (``aws-sim``, ``gcp-sim``, …), the fake provider a family of one
+(``fake``). Families are named as ``module:attribute`` strings and imported on
+first use, so a cloud whose SDK is not installed (``pip install
+spothop[<cloud>]``) disables that one adapter with a clear message instead of
+breaking the program.
+
+Rules:
+
+- ``get_provider(name, **options)`` asks the family registered under ``name``
+  (``local``: the world's first cloud), else the family whose ``names()``
+  lists it, and returns ``family.create(name, **options)``; an unknown name is
+  a :class:`~spothop.errors.ConfigError` naming the known ones.
+- ``options`` go to the family as they are (``world_path=`` for the local
+  cloud, ``clock=`` for the fake); a family ignores options it does not take.
+- ``provider_names()`` lists every family's members, in registration order.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from spothop.errors import ConfigError
 from spothop.providers.base import Provider
 
-# name → "module:factory". One line per cloud.
-_FACTORIES: dict[str, str] = {
-    "local": "spothop.providers.local.provider:local_family",
+# family name → "module:attribute" of its ProviderFamily. One line per adapter.
+_FAMILIES: dict[str, str] = {
+    "local": "spothop.providers.local.provider:LOCAL_FAMILY",
+    "fake": "spothop.testing.fake_provider:FAKE_FAMILY",
 }
 
 # The extra that installs each adapter's SDK, for the error message.
 _EXTRAS: dict[str, str] = {}
 
 
-def _load(name: str) -> Any:
-    target = _FACTORIES[name]
-    module_name, _, attribute = target.partition(":")
+@runtime_checkable
+class ProviderFamily(Protocol):
+    """Makes the providers of one adapter.
+
+    ``names`` lists the provider names this family serves under ``options``
+    (a world file can change the local cloud's); ``create`` returns a new
+    provider for one of them, or raises ConfigError for a name it does not
+    serve. Both take the registry's keyword options and ignore unknown ones.
+    """
+
+    def names(self, **options: Any) -> list[str]: ...
+
+    def create(self, name: str, **options: Any) -> Provider: ...
+
+
+def _family(name: str) -> ProviderFamily:
+    module_name, _, attribute = _FAMILIES[name].partition(":")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
@@ -37,30 +62,29 @@ def _load(name: str) -> Any:
             f"provider {name!r} needs a package that is not installed ({exc.name}); "
             f"install it with `pip install 'spothop[{extra}]'`"
         ) from None
-    factory: Callable[..., Any] = getattr(module, attribute)
-    return factory
+    family = getattr(module, attribute)
+    if not isinstance(family, ProviderFamily):
+        raise TypeError(f"{_FAMILIES[name]} is not a ProviderFamily (it needs names() and create())")
+    return family
 
 
-def provider_names() -> list[str]:
+def family_names() -> list[str]:
+    """The registered families, in registration order."""
+    return list(_FAMILIES)
+
+
+def provider_names(**options: Any) -> list[str]:
     """Every provider name that can be asked for, family members expanded."""
-    names: list[str] = []
-    for name in _FACTORIES:
-        factory = _load(name)
-        members = getattr(factory, "names", None)
-        names.extend(members() if callable(members) else [name])
-    return names
+    return [member for family in _FAMILIES for member in _family(family).names(**options)]
 
 
 def get_provider(name: str, **options: Any) -> Provider:
     """The provider called ``name``; ConfigError naming the known ones if there is none."""
-    if name in _FACTORIES:
-        provider: Provider = _load(name)(name, **options)
-        return provider
-    for family in _FACTORIES:
-        factory = _load(family)
-        members = getattr(factory, "names", None)
-        if callable(members) and name in members(**options):
-            provider = factory(name, **options)
-            return provider
-    known = ", ".join(provider_names())
+    if name in _FAMILIES:
+        return _family(name).create(name, **options)
+    for family in _FAMILIES:
+        found = _family(family)
+        if name in found.names(**options):
+            return found.create(name, **options)
+    known = ", ".join(provider_names(**options))
     raise ConfigError(f"unknown provider {name!r}; known providers: {known}")

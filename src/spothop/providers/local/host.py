@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from spothop.market import MarketKey, SimClock, SpotMarket
-from spothop.providers.base import InstanceState
+from spothop.providers.base import MICROUSD_PER_USD, InstanceState
 from spothop.providers.local import maintenance
 from spothop.providers.local.metadata import (
     METADATA_PROTOCOL_ENV,
@@ -64,7 +64,7 @@ from spothop.providers.local.processes import (
     reap_children,
 )
 from spothop.providers.local.runtime import cloud_clock, spot_market
-from spothop.providers.local.store import MICROS_PER_USD, CloudStore
+from spothop.providers.local.store import CloudStore
 from spothop.providers.local.world import load_world
 
 TICK_WALL_S = 0.1  # how often the host looks at the world; notices land within a tick
@@ -217,7 +217,7 @@ class Host:
         if now <= self.billed_to:
             return
         price = self._price(self.billed_to)
-        cost = price * (now - self.billed_to) / 3600.0 * MICROS_PER_USD
+        cost = price * (now - self.billed_to) / 3600.0 * MICROUSD_PER_USD
         self.cost_micro += cost
         self.row_cost += cost
         self.billed_to = now

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import signal
 import subprocess
 import sys
@@ -53,40 +52,15 @@ from spothop.providers.base import (
     SpotPrice,
 )
 from spothop.providers.local import maintenance
-from spothop.providers.local.metadata import ScheduledEvent
+from spothop.providers.local.metadata import PROTOCOLS, ScheduledEvent
+from spothop.providers.local.metadata.codes import ErrorCodes
 from spothop.providers.local.processes import kill_group, kill_process, pid_alive
 from spothop.providers.local.runtime import cloud_clock, spot_market
-from spothop.providers.local.store import MICROS_PER_USD, CloudStore
+from spothop.providers.local.store import CloudStore
 from spothop.providers.local.world import CloudSpec, World, load_world
 from spothop.resources.offering import Offering
 
 HOST_READY_TIMEOUT_S = 20.0  # a host must serve its metadata endpoint within this (wall) time
-
-# How each imitated cloud spells "no capacity" and "your bid is too low", so
-# code that handles the real cloud's errors sees the same codes here.
-_CAPACITY_CODES = {
-    "aws": "InsufficientInstanceCapacity",
-    "gcp": "ZONE_RESOURCE_POOL_EXHAUSTED",
-    "azure": "AllocationFailed",
-    "aliyun": "OperationDenied.NoStock",
-    "tencent": "ResourceInsufficient.SpecifiedInstanceType",
-    "volcengine": "ResourceNotEnough",
-}
-_PRICE_CODES = {"aws": "SpotMaxPriceTooLow", "aliyun": "InvalidSpotPriceLimit.LowerThanPublicPrice"}
-
-
-def _instance_id(protocol: str) -> str:
-    """An id in the imitated cloud's shape (``i-0abc…`` on AWS, ``ins-…`` on Tencent)."""
-    if protocol == "aws":
-        return "i-0" + secrets.token_hex(8)[:16]
-    if protocol == "tencent":
-        return "ins-" + secrets.token_hex(4)
-    if protocol == "gcp":
-        return str(1000000000000000000 + secrets.randbelow(8999999999999999999))
-    if protocol == "azure":
-        return "vm-" + secrets.token_hex(6)
-    return "i-" + secrets.token_hex(10)
-
 
 class LocalProvider(Provider):
     """One simulated cloud of a world. See the module docstring for its rules."""
@@ -107,6 +81,9 @@ class LocalProvider(Provider):
         self.world = world or load_world(world_path)
         self.spec: CloudSpec = self.world.cloud(name)
         self.name = name
+        # The imitated cloud's own error codes and id shape, beside its metadata protocol.
+        self.codes: ErrorCodes = PROTOCOLS[self.spec.protocol].ERROR_CODES
+        self._instance_ids = PROTOCOLS[self.spec.protocol].INSTANCE_IDS
         self.store = store or CloudStore()
         self.capabilities = Capabilities(
             spot=True,
@@ -153,9 +130,9 @@ class LocalProvider(Provider):
             price = self._market.price_usd_per_hour(key, now)
         else:
             if offering.on_demand_price_usd_per_hour is None:
-                raise InvalidRequest(self.name, "InvalidParameter", f"{offering.instance_type} has no on-demand market")
+                raise InvalidRequest(self.name, self.codes.invalid_parameter, f"{offering.instance_type} has no on-demand market")
             price = offering.on_demand_price_usd_per_hour
-        instance_id = _instance_id(self.spec.protocol)
+        instance_id = self._instance_ids.new()
         directory = self.store.instances_dir / instance_id
         directory.mkdir(parents=True)
         spec = {
@@ -184,7 +161,7 @@ class LocalProvider(Provider):
         if offering is None or (request.zone is None and offering.region != request.region):
             sold = sorted({f"{o.instance_type} in {o.location}" for o in self.world.offerings[self.name]})
             raise InvalidRequest(
-                self.name, "InvalidParameterValue",
+                self.name, self.codes.invalid_parameter,
                 f"{request.instance_type} is not offered in {location}",
                 hint=f"{self.name} sells: {'; '.join(sold)}",
             )
@@ -192,12 +169,10 @@ class LocalProvider(Provider):
 
     def _check_spot(self, request: LaunchRequest, key: Any, now: float) -> None:
         if not self._market.is_available(key, now):
-            code = _CAPACITY_CODES.get(self.spec.protocol, "CapacityUnavailable")
-            raise CapacityUnavailable(self.name, code, f"no spot capacity for {key.instance_type} in {key.zone} right now")
+            raise CapacityUnavailable(self.name, self.codes.capacity_unavailable, f"no spot capacity for {key.instance_type} in {key.zone} right now")
         price = self._market.price_usd_per_hour(key, now)
         if request.max_price_usd_per_hour is not None and request.max_price_usd_per_hour < price:
-            code = _PRICE_CODES.get(self.spec.protocol, "SpotPriceTooLow")
-            raise PriceTooLow(self.name, code, f"max price {request.max_price_usd_per_hour:.4f} is below the spot price {price:.4f} USD/h")
+            raise PriceTooLow(self.name, self.codes.bid_refused, f"max price {request.max_price_usd_per_hour:.4f} is below the spot price {price:.4f} USD/h")
 
     def _start_host(self, instance_id: str, directory: Path) -> None:
         log = open(directory / "host.log", "ab")  # noqa: SIM115 - the child keeps it
@@ -217,14 +192,14 @@ class LocalProvider(Provider):
         process.kill()
         tail = (directory / "host.log").read_text(errors="replace")[-2000:]
         self.store.update_instance(instance_id, state=InstanceState.FAILED.value, end_reason="host did not start")
-        raise ProviderError(self.name, "InternalError", f"instance host did not start: {tail.strip() or 'no output'}")
+        raise ProviderError(self.name, self.codes.internal_error, f"instance host did not start: {tail.strip() or 'no output'}")
 
     # -- describe, list, terminate, preempt -------------------------------------
 
     def describe(self, instance_id: str) -> Instance:
         row = self.store.instance(instance_id)
         if row is None or row["cloud"] != self.name:
-            raise InstanceNotFound(self.name, "InvalidInstanceID.NotFound", f"no instance {instance_id!r}")
+            raise InstanceNotFound(self.name, self.codes.instance_not_found, f"no instance {instance_id!r}")
         return self._instance(self._reap(row))
 
     def list_instances(self) -> list[Instance]:
@@ -248,7 +223,7 @@ class LocalProvider(Provider):
         """
         row = self.store.instance(instance_id)
         if row is None or row["cloud"] != self.name:
-            raise InstanceNotFound(self.name, "InvalidInstanceID.NotFound", f"no instance {instance_id!r}")
+            raise InstanceNotFound(self.name, self.codes.instance_not_found, f"no instance {instance_id!r}")
         if not InstanceState(row["state"]).is_alive:
             raise ConfigError(f"instance {instance_id} is {row['state']}; only a live instance can be preempted")
         lead = self.spec.notice_lead_time_s if lead_time_s is None else lead_time_s
@@ -316,7 +291,7 @@ class LocalProvider(Provider):
             instance_id=row["instance_id"], provider=self.name, region=row["region"], zone=row["zone"],
             instance_type=row["instance_type"], spot=row["spot"], state=InstanceState(row["state"]),
             launched_at=row["launched_at"], price_usd_per_hour=row["price_usd_per_hour"], ended_at=row["ended_at"],
-            billed_seconds=row["billed_seconds"], cost_usd=row["cost_micro_usd"] / MICROS_PER_USD,
+            billed_seconds=row["billed_seconds"], cost_microusd=int(row["cost_micro_usd"]),
             notice_time=row["notice_time"], termination_time=row["termination_time"],
             metadata_url=row["metadata_url"], name=row["name"], tags=row["tags"],
         )
@@ -336,15 +311,20 @@ def _world_path_from_env() -> Path | None:
     return Path(value) if value else None
 
 
-def local_family(name: str, world_path: Path | None = None, **_: Any) -> LocalProvider:
-    """Registry factory: ``local`` is the first cloud of the world; any cloud by its own name."""
-    path = world_path or _world_path_from_env()
-    world = load_world(path)
-    return LocalProvider(world.cloud_names[0] if name == "local" else name, world=world, world_path=path)
+class LocalFamily:
+    """The registry's family for the local cloud: every cloud of the world, by its own name.
+
+    ``local`` names the world's first cloud. ``world_path`` (else
+    ``$SPOTHOP_WORLD``, else the built-in world) chooses the world.
+    """
+
+    def names(self, world_path: Path | None = None, **_: Any) -> list[str]:
+        return load_world(world_path or _world_path_from_env()).cloud_names
+
+    def create(self, name: str, world_path: Path | None = None, **_: Any) -> LocalProvider:
+        path = world_path or _world_path_from_env()
+        world = load_world(path)
+        return LocalProvider(world.cloud_names[0] if name == "local" else name, world=world, world_path=path)
 
 
-def _names(world_path: Path | None = None, **_: Any) -> list[str]:
-    return load_world(world_path or _world_path_from_env()).cloud_names
-
-
-local_family.names = _names  # type: ignore[attr-defined]
+LOCAL_FAMILY = LocalFamily()

@@ -35,8 +35,6 @@ from sqlalchemy import (
 from spothop.db import make_engine
 from spothop.paths import spothop_home
 
-MICROS_PER_USD = 1_000_000
-
 metadata = MetaData()
 
 world_state = Table(

@@ -27,6 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar, cast
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from spothop.providers.local.metadata.codes import ErrorCodes, InstanceIdShape
 from spothop.providers.local.metadata.state import Clock, InstanceMetadata, NoticeState
 
 _log = logging.getLogger(__name__)
@@ -182,13 +183,17 @@ class MetadataHandler(BaseHTTPRequestHandler, abc.ABC):
     (:class:`~spothop.providers.local.metadata.state.ScheduledEvent`); empty
     where it serves none. ``MAINTENANCE_ENDS`` are those after which the
     instance is gone (a stop, a retirement); see
-    :mod:`spothop.providers.local.maintenance`.
+    :mod:`spothop.providers.local.maintenance`. ``ERROR_CODES`` and
+    ``INSTANCE_IDS`` are the imitated cloud's API error codes and instance-id
+    shape (:mod:`.codes`); every protocol declares both.
     """
 
     OPTIONS: ClassVar[frozenset[str]] = frozenset()
     OPTION_VALUES: ClassVar[Mapping[str, frozenset[str]]] = {}
     MAINTENANCE_CODES: ClassVar[frozenset[str]] = frozenset()
     MAINTENANCE_ENDS: ClassVar[frozenset[str]] = frozenset()
+    ERROR_CODES: ClassVar[ErrorCodes]
+    INSTANCE_IDS: ClassVar[InstanceIdShape]
 
     @classmethod
     def new_event_id(cls) -> str:
@@ -199,6 +204,7 @@ class MetadataHandler(BaseHTTPRequestHandler, abc.ABC):
     def maintenance_description(cls, code: str) -> str:
         """The description a scheduled event with ``code`` carries unless the user gives one."""
         return code
+
     server_version = "spothop-metadata/1"
     sys_version = ""
 

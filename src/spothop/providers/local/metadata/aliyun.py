@@ -34,6 +34,7 @@ from spothop.providers.local.metadata._http import (
     issue_token,
     serve_leaves,
 )
+from spothop.providers.local.metadata.codes import LOWER_ALNUM, ErrorCodes, InstanceIdShape
 from spothop.providers.local.metadata.state import NoticeSnapshot
 
 ALIYUN_TOKEN_TTL_MIN_S = 1  # ECS metadata docs: 1 to 21600 seconds
@@ -44,8 +45,23 @@ ALIYUN_TOKEN_HEADER = "X-aliyun-ecs-metadata-token"
 ROOT = "/latest"
 
 
+# ECS API error codes (RunInstances: no stock, a spot price limit under the
+# public price) and its instance ids ("i-" and 20 lower-case letters or digits).
+ERROR_CODES = ErrorCodes(
+    capacity_unavailable="OperationDenied.NoStock",
+    instance_not_found="InvalidInstanceId.NotFound",
+    invalid_parameter="InvalidParameter",
+    internal_error="InternalError",
+    price_too_low="InvalidSpotPriceLimit.LowerThanPublicPrice",
+)
+INSTANCE_IDS = InstanceIdShape(prefix="i-", alphabet=LOWER_ALNUM, length=20)
+
+
 class AliyunMetadataHandler(MetadataHandler):
     """``100.100.100.200/latest/meta-data``; option ``require_token`` (default False)."""
+
+    ERROR_CODES = ERROR_CODES
+    INSTANCE_IDS = INSTANCE_IDS
 
     OPTIONS = frozenset({"require_token"})
 

@@ -67,6 +67,7 @@ from spothop.providers.local.metadata._http import (
     issue_token,
     serve_leaves,
 )
+from spothop.providers.local.metadata.codes import HEX_DIGITS, ErrorCodes, InstanceIdShape
 from spothop.providers.local.metadata.state import NoticeSnapshot, ScheduledEvent
 
 AWS_TOKEN_TTL_MIN_S = 1  # IMDSv2 docs: "a minimum of one second"
@@ -112,6 +113,18 @@ def scheduled_event_json(event: ScheduledEvent) -> dict[str, str]:
     }
 
 
+# EC2 API error codes (docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html)
+# and its instance ids ("i-" and 17 hex digits; the local cloud's always start "i-0").
+ERROR_CODES = ErrorCodes(
+    capacity_unavailable="InsufficientInstanceCapacity",
+    instance_not_found="InvalidInstanceID.NotFound",
+    invalid_parameter="InvalidParameterValue",
+    internal_error="InternalError",
+    price_too_low="SpotMaxPriceTooLow",
+)
+INSTANCE_IDS = InstanceIdShape(prefix="i-0", alphabet=HEX_DIGITS, length=16)
+
+
 class AwsImdsHandler(MetadataHandler):
     """IMDSv2 with ``HttpTokens=required`` by default; option ``tokens`` as the module says."""
 
@@ -119,6 +132,8 @@ class AwsImdsHandler(MetadataHandler):
     OPTION_VALUES: ClassVar[Mapping[str, frozenset[str]]] = MappingProxyType({"tokens": TOKEN_MODES})
     MAINTENANCE_CODES = AWS_MAINTENANCE_CODES
     MAINTENANCE_ENDS = AWS_MAINTENANCE_ENDS
+    ERROR_CODES = ERROR_CODES
+    INSTANCE_IDS = INSTANCE_IDS
 
     @classmethod
     def new_event_id(cls) -> str:

@@ -36,6 +36,7 @@ import uuid
 from typing import Any
 
 from spothop.providers.local.metadata._http import MetadataHandler, Request, Response, rfc1123
+from spothop.providers.local.metadata.codes import HEX_DIGITS, ErrorCodes, InstanceIdShape
 from spothop.providers.local.metadata.state import NoticeSnapshot
 
 AZURE_SCHEDULED_EVENTS_PATH = "/metadata/scheduledevents"
@@ -93,8 +94,23 @@ def _error(status: int, message: str, **extra: Any) -> Response:
     return Response.json({"error": message, **extra}, status)
 
 
+# Azure Resource Manager error codes (allocation failures, ARM's common codes);
+# no dedicated code for a max price under the market's. The local cloud names
+# VMs "vm-" and 12 hex digits (the IMDS vmId is derived from it).
+ERROR_CODES = ErrorCodes(
+    capacity_unavailable="AllocationFailed",
+    instance_not_found="ResourceNotFound",
+    invalid_parameter="InvalidParameter",
+    internal_error="InternalServerError",
+)
+INSTANCE_IDS = InstanceIdShape(prefix="vm-", alphabet=HEX_DIGITS, length=12)
+
+
 class AzureImdsHandler(MetadataHandler):
     """``169.254.169.254/metadata`` with Scheduled Events."""
+
+    ERROR_CODES = ERROR_CODES
+    INSTANCE_IDS = INSTANCE_IDS
 
     def route(self, request: Request) -> Response:
         if request.header("X-Forwarded-For") is not None:

@@ -40,6 +40,7 @@ import hashlib
 import time
 
 from spothop.providers.local.metadata._http import MetadataHandler, Request, Response, tree_lookup
+from spothop.providers.local.metadata.codes import DECIMAL_DIGITS, ErrorCodes, InstanceIdShape
 from spothop.providers.local.metadata.state import NoticeSnapshot
 
 GCP_ROOT = "/computeMetadata/v1"
@@ -54,8 +55,23 @@ def etag(value: str) -> str:
     return hashlib.sha256(value.encode()).hexdigest()[:GCP_ETAG_HEX_CHARS]
 
 
+# Compute Engine API error codes and reasons (a zone out of resources, Google
+# API error reasons); Compute Engine takes no spot bid, so a maximum price is an
+# invalid field. Instance ids are unsigned 64-bit decimal numbers.
+ERROR_CODES = ErrorCodes(
+    capacity_unavailable="ZONE_RESOURCE_POOL_EXHAUSTED",
+    instance_not_found="notFound",
+    invalid_parameter="invalid",
+    internal_error="internalError",
+)
+INSTANCE_IDS = InstanceIdShape(prefix="", alphabet=DECIMAL_DIGITS, length=19, leading="123456789")
+
+
 class GcpMetadataHandler(MetadataHandler):
     """``metadata.google.internal`` with hanging GETs."""
+
+    ERROR_CODES = ERROR_CODES
+    INSTANCE_IDS = INSTANCE_IDS
 
     def route(self, request: Request) -> Response:
         if request.header("X-Forwarded-For") is not None:

@@ -24,13 +24,28 @@ from spothop.providers.local.metadata._http import (
     china_standard,
     serve_leaves,
 )
+from spothop.providers.local.metadata.codes import LOWER_ALNUM, ErrorCodes, InstanceIdShape
 from spothop.providers.local.metadata.state import NoticeSnapshot
 
 ROOT = "/latest"
 
 
+# CVM API error codes (tencentcloud.com/document/product/213/33281) and its
+# instance ids ("ins-" and 8 lower-case letters or digits).
+ERROR_CODES = ErrorCodes(
+    capacity_unavailable="ResourceInsufficient.SpecifiedInstanceType",
+    instance_not_found="InvalidInstanceId.NotFound",
+    invalid_parameter="InvalidParameterValue",
+    internal_error="InternalError",
+)
+INSTANCE_IDS = InstanceIdShape(prefix="ins-", alphabet=LOWER_ALNUM, length=8)
+
+
 class TencentMetadataHandler(MetadataHandler):
     """``metadata.tencentyun.com/latest/meta-data``."""
+
+    ERROR_CODES = ERROR_CODES
+    INSTANCE_IDS = INSTANCE_IDS
 
     def route(self, request: Request) -> Response:
         if request.method not in ("GET", "HEAD"):

@@ -29,6 +29,7 @@ from spothop.providers.local.metadata._http import (
     iso_utc,
     serve_leaves,
 )
+from spothop.providers.local.metadata.codes import LOWER_ALNUM, ErrorCodes, InstanceIdShape
 from spothop.providers.local.metadata.state import NoticeSnapshot
 
 ROOT = "/latest"
@@ -40,8 +41,22 @@ def _normalise(path: str) -> str:
     return path.lower().replace("-", "_")
 
 
+# ECS API error codes as the local cloud imitates them (not enough resources,
+# an unknown instance) and its instance ids ("i-" and 20 lower-case letters or digits).
+ERROR_CODES = ErrorCodes(
+    capacity_unavailable="ResourceNotEnough",
+    instance_not_found="InvalidInstance.NotFound",
+    invalid_parameter="InvalidParameter",
+    internal_error="InternalError",
+)
+INSTANCE_IDS = InstanceIdShape(prefix="i-", alphabet=LOWER_ALNUM, length=20)
+
+
 class VolcengineMetadataHandler(MetadataHandler):
     """``100.96.0.96/latest``."""
+
+    ERROR_CODES = ERROR_CODES
+    INSTANCE_IDS = INSTANCE_IDS
 
     def route(self, request: Request) -> Response:
         if request.method not in ("GET", "HEAD"):

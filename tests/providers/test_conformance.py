@@ -1,0 +1,122 @@
+"""The provider contract (providers/base.py), run against every provider: the local cloud and the fake.
+
+Each test asks one rule of the contract through the Provider interface only;
+``tests/providers/conftest.py`` holds one harness per provider.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from spothop.errors import CapacityUnavailable, InstanceNotFound, InvalidRequest, PriceTooLow
+from spothop.providers.base import MICROUSD_PER_USD, InstanceState, LaunchRequest
+from spothop.resources.offering import Offering
+from tests.providers.conftest import Harness
+
+ALIVE = frozenset({InstanceState.RUNNING})
+ENDED = frozenset({InstanceState.TERMINATED})
+
+
+def test_offerings_are_the_providers_own_and_launchable(harness: Harness) -> None:
+    offerings = harness.provider.list_offerings()
+    assert offerings and all(isinstance(o, Offering) for o in offerings)
+    assert all(o.provider == harness.provider.name for o in offerings)
+    sold = {(o.instance_type, o.zone) for o in offerings}
+    assert (harness.spot.instance_type, harness.spot.zone) in sold
+    prices = harness.provider.spot_prices([harness.spot.instance_type])
+    assert prices and all(p.instance_type == harness.spot.instance_type and p.price_usd_per_hour > 0 for p in prices)
+
+
+def test_a_spot_launch_returns_an_instance_that_exists(harness: Harness) -> None:
+    instance = harness.provider.launch(harness.spot)
+    assert harness.ids.matches(instance.instance_id), instance.instance_id
+    assert (instance.provider, instance.instance_type, instance.zone, instance.spot) == (
+        harness.provider.name, harness.spot.instance_type, harness.spot.zone, True)
+    assert instance.state in (InstanceState.PENDING, InstanceState.RUNNING)
+    running = harness.wait_state(instance.instance_id, ALIVE)
+    assert running.instance_id == instance.instance_id and running.launched_at == instance.launched_at
+
+
+def test_an_on_demand_launch_is_priced_at_the_list_price(harness: Harness) -> None:
+    instance = harness.provider.launch(harness.on_demand)
+    offering = next(o for o in harness.provider.list_offerings()
+                    if (o.instance_type, o.zone) == (harness.on_demand.instance_type, harness.on_demand.zone))
+    assert not instance.spot
+    assert instance.price_usd_per_hour == pytest.approx(offering.on_demand_price_usd_per_hour)
+
+
+def test_no_capacity_is_a_typed_error_with_the_clouds_code_and_leaves_nothing(harness: Harness) -> None:
+    before = {i.instance_id for i in harness.provider.list_instances()}
+    with pytest.raises(CapacityUnavailable) as info:
+        harness.provider.launch(harness.unavailable)
+    error = info.value
+    assert (error.provider, error.code) == (harness.provider.name, harness.codes.capacity_unavailable)
+    assert error.code in str(error) and error.cloud_message
+    assert {i.instance_id for i in harness.provider.list_instances()} == before
+
+
+def test_a_bid_under_the_market_is_price_too_low_with_the_clouds_code(harness: Harness) -> None:
+    low = LaunchRequest(**{**harness.spot.__dict__, "max_price_usd_per_hour": 0.0001})
+    with pytest.raises(PriceTooLow) as info:
+        harness.provider.launch(low)
+    assert info.value.code == harness.codes.bid_refused
+
+
+def test_a_type_not_sold_there_is_an_invalid_request_naming_it(harness: Harness) -> None:
+    bad = LaunchRequest(**{**harness.spot.__dict__, "instance_type": "no.such-type"})
+    with pytest.raises(InvalidRequest, match=r"no\.such-type") as info:
+        harness.provider.launch(bad)
+    assert info.value.code == harness.codes.invalid_parameter
+
+
+def test_describe_of_an_unknown_id_is_instance_not_found(harness: Harness) -> None:
+    unknown = harness.ids.new()
+    with pytest.raises(InstanceNotFound) as info:
+        harness.provider.describe(unknown)
+    assert info.value.code == harness.codes.instance_not_found
+
+
+def test_list_shows_every_launched_instance_ended_or_not(harness: Harness) -> None:
+    first = harness.provider.launch(harness.spot)
+    second = harness.provider.launch(harness.on_demand)
+    harness.wait_state(first.instance_id, ALIVE)
+    harness.provider.terminate(first.instance_id)
+    harness.wait_state(first.instance_id, ENDED)
+    listed = {i.instance_id: i for i in harness.provider.list_instances()}
+    assert {first.instance_id, second.instance_id} <= set(listed)
+    assert listed[first.instance_id].state is InstanceState.TERMINATED
+    assert listed[second.instance_id].state.is_alive
+
+
+def test_terminate_is_idempotent_and_ignores_unknown_ids(harness: Harness) -> None:
+    instance = harness.provider.launch(harness.spot)
+    harness.wait_state(instance.instance_id, ALIVE)
+    harness.provider.terminate(instance.instance_id)
+    ended = harness.wait_state(instance.instance_id, ENDED)
+    assert ended.ended_at is not None and ended.ended_at >= ended.launched_at
+    harness.provider.terminate(instance.instance_id)
+    harness.provider.terminate(harness.ids.new())
+    assert harness.provider.describe(instance.instance_id).state is InstanceState.TERMINATED
+
+
+def test_billing_is_integer_microdollars_at_the_instances_price_and_stops_at_the_end(harness: Harness) -> None:
+    instance = harness.provider.launch(harness.on_demand)
+    harness.wait_state(instance.instance_id, ALIVE)
+    harness.pass_time(600)
+    running = harness.provider.describe(instance.instance_id)
+    assert isinstance(running.cost_microusd, int) and running.cost_microusd > 0
+    harness.provider.terminate(instance.instance_id)
+    ended = harness.wait_state(instance.instance_id, ENDED)
+    expected = ended.price_usd_per_hour * ended.billed_seconds / 3600 * MICROUSD_PER_USD
+    assert ended.billed_seconds >= 600 * 0.9
+    assert ended.cost_microusd == pytest.approx(expected, rel=0.02)
+    harness.pass_time(600)
+    later = harness.provider.describe(instance.instance_id)
+    assert (later.billed_seconds, later.cost_microusd) == (ended.billed_seconds, ended.cost_microusd)
+
+
+def test_an_instance_serialises_itself(harness: Harness) -> None:
+    instance = harness.provider.launch(harness.spot)
+    data = instance.to_dict()
+    assert data["instance_id"] == instance.instance_id and data["state"] == instance.state.value
+    assert isinstance(data["cost_microusd"], int) and "cost_usd" not in data
