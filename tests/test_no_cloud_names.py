@@ -64,12 +64,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "cli/agent.py": frozenset({"aws", "gcp", "azure", "aliyun", "tencent", "volcengine"}),
     # --provider help example "e.g. lambda": take the example from the catalog's provider names
     "cli/catalog.py": frozenset({"lambda"}),
-    # help examples "e.g. aws-sim" and "(AWS rebalance recommendation)": from the world's clouds and capabilities
-    "cli/cloud.py": frozenset({"aws"}),
     # --record help example "aws/p5.48xlarge": take the example from the catalog
     "cli/probe.py": frozenset({"aws"}),
-    # the `if protocol == "aws"` chain and error-code tables: into providers/local/metadata/<protocol>.py
-    "providers/local/provider.py": frozenset({"aws", "gcp", "azure", "aliyun", "tencent", "volcengine"}),
     # GCP's separate accelerator rows (VM price + GPU price): into a per-cloud SkyPilot reader beside it
     "resources/skypilot.py": frozenset({"gcp"}),
 }
