@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from spothop.market import MarketKey, MarketSource, SpotMarket, read_trace
+from spothop.market import MarketId, MarketSource, SpotMarket, read_trace
 
 SAMPLES = 50_000
 SIM_START = 1_700_000_000.0
@@ -27,7 +27,7 @@ def main(root: Path) -> None:
     rng = np.random.default_rng(0)
     for path in files:
         trace = read_trace(path)
-        key = MarketKey("trace", path.parent.name, path.stem)
+        key = MarketId("trace", path.parent.name, "", path.stem)  # slug trace/<folder>/<file>, as before
         market = SpotMarket(
             {key: MarketSource(trace=trace, spot_ratio=0.3, on_demand_price_usd_per_hour=3.06)},
             SIM_START,

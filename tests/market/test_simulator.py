@@ -4,7 +4,7 @@ import pytest
 from spothop.market import (
     AvailabilityTrace,
     ManualClock,
-    MarketKey,
+    MarketId,
     MarketSource,
     PriceSeries,
     SpotMarket,
@@ -14,8 +14,8 @@ from spothop.market import (
 from tests.conftest import shared_path
 
 SIM_START = 1_700_000_000.0
-KEY = MarketKey("aws", "us-east-1c", "p3.2xlarge")
-OTHER = MarketKey("gcp", "us-central1-a", "a2-highgpu-8g")
+KEY = MarketId("aws", "us-east-1", "us-east-1c", "p3.2xlarge")
+OTHER = MarketId("gcp", "us-central1", "us-central1-a", "a2-highgpu-8g")
 SYNTH = SyntheticMarketParams(
     mean_time_between_preemptions_s=3 * 3600,
     mean_outage_s=1800,
@@ -38,7 +38,7 @@ def small() -> AvailabilityTrace:
 
 
 def brute_next_preemption(
-    market: SpotMarket, key: MarketKey, t: float, need: int, tick_s: float
+    market: SpotMarket, key: MarketId, t: float, need: int, tick_s: float
 ) -> float | None:
     """Scan tick boundaries after t for the first fall from >= need to < need."""
     boundary = SIM_START + (int((t - SIM_START) // tick_s) + 1) * tick_s

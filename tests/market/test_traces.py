@@ -6,7 +6,7 @@ import pytest
 
 from spothop.errors import ConfigError
 from spothop.market import (
-    MarketKey,
+    MarketId,
     MarketSource,
     SpotMarket,
     TraceError,
@@ -69,7 +69,7 @@ def test_replaying_through_the_market_reproduces_the_availability_fraction(folde
     rng = np.random.default_rng(11)
     for path in json_files(folder):
         trace = read_trace(path)
-        key = MarketKey("aws", path.stem, "x")
+        key = MarketId("aws", "region", path.stem, "x")
         source = MarketSource(trace=trace, spot_ratio=0.3, on_demand_price_usd_per_hour=3.06)
         market = SpotMarket({key: source}, sim_start=SIM_START)
         times = SIM_START + rng.uniform(0, trace.duration_s, 40_000)

@@ -8,7 +8,7 @@ Public API (everything else is private)::
     PricePoint, PriceProblem, PriceImport, PriceSeries
     read_price_file, price_sources, detect_price_source          any registered format (market/sources/)
     SyntheticMarketParams, SyntheticMarket, generate_market, derive_seed
-    MarketKey, MarketSource, SpotMarket
+    MarketSource, SpotMarket                                     markets keyed by MarketId
     TraceError                                                   (a ConfigError)
 
     Price history, forecasts, reliability (issue 5)::
@@ -57,7 +57,7 @@ from spothop.market.reliability import (
     evidence_from_trace,
 )
 from spothop.market.risk import RisingRiskEvent, RiskMonitor, rising_risk_events, risk_windows
-from spothop.market.simulator import MarketKey, MarketSource, SpotMarket
+from spothop.market.simulator import MarketSource, SpotMarket
 from spothop.market.sources import detect_price_source, price_sources
 from spothop.market.synthetic import (
     SyntheticMarket,
@@ -93,7 +93,6 @@ __all__ = [
     "ManualClock",
     "MarketEvidence",
     "MarketId",
-    "MarketKey",
     "MarketSource",
     "NodeEvent",
     "NodeEventLog",

@@ -9,7 +9,8 @@ sources, ``sim_start`` and ``seed``: two processes building the same
 Example: a p3.2xlarge market replaying a Can't Be Late trace from its start::
 
     trace = read_trace(".../preemption-1node-aws-2023-04-22/us-east-1c_v100_1.json")
-    market = SpotMarket({MarketKey("aws", "us-east-1c", "p3.2xlarge"): MarketSource(trace=trace)},
+    key = MarketId("aws", "us-east-1", "us-east-1c", "p3.2xlarge")
+    market = SpotMarket({key: MarketSource(trace=trace)},
                         sim_start=clock.now())
     market.next_preemption_after(key, clock.now())   # when the instance would be taken
 """
@@ -23,21 +24,9 @@ from dataclasses import dataclass
 from spothop.market.availability import AvailabilityTrace
 from spothop.market.price_history import PriceSeries
 from spothop.market.synthetic import SyntheticMarketParams, derive_seed, generate_market
+from spothop.resources.market_id import MarketId
 
 DEFAULT_SYNTHETIC_HORIZON_S = 30 * 86400.0  # a month; synthetic markets wrap after it
-
-
-@dataclass(frozen=True, order=True)
-class MarketKey:
-    """One spot market, names spelled exactly as the cloud spells them."""
-
-    provider: str
-    zone: str
-    instance_type: str
-
-    @property
-    def slug(self) -> str:
-        return f"{self.provider}/{self.zone}/{self.instance_type}"
 
 
 @dataclass(frozen=True, eq=False)
@@ -88,7 +77,7 @@ class SpotMarket:
 
     def __init__(
         self,
-        sources: Mapping[MarketKey, MarketSource],
+        sources: Mapping[MarketId, MarketSource],
         sim_start: float,
         seed: int = 0,
         synthetic_horizon_s: float = DEFAULT_SYNTHETIC_HORIZON_S,
@@ -99,7 +88,7 @@ class SpotMarket:
             key: self._resolve(key, src, synthetic_horizon_s) for key, src in sources.items()
         }
 
-    def _resolve(self, key: MarketKey, src: MarketSource, horizon_s: float) -> _Market:
+    def _resolve(self, key: MarketId, src: MarketSource, horizon_s: float) -> _Market:
         walk: PriceSeries | None = None
         if src.synthetic is not None:
             generated = generate_market(
@@ -124,24 +113,24 @@ class SpotMarket:
         prices = src.prices if src.prices is not None else (None if fixed is not None else walk)
         return _Market(trace, offset, prices, has_trace_prices, fixed)
 
-    def __iter__(self) -> Iterator[MarketKey]:
+    def __iter__(self) -> Iterator[MarketId]:
         return iter(self._markets)
 
     def __len__(self) -> int:
         return len(self._markets)
 
-    def keys(self) -> list[MarketKey]:
+    def keys(self) -> list[MarketId]:
         return list(self._markets)
 
-    def trace(self, key: MarketKey) -> AvailabilityTrace:
+    def trace(self, key: MarketId) -> AvailabilityTrace:
         """The trace a market replays (generated, for a synthetic one)."""
         return self._market(key).trace
 
-    def start_offset_s(self, key: MarketKey) -> float:
+    def start_offset_s(self, key: MarketId) -> float:
         """Where in its trace the market stood at ``sim_start`` (given or drawn)."""
         return self._market(key).start_offset_s
 
-    def _market(self, key: MarketKey) -> _Market:
+    def _market(self, key: MarketId) -> _Market:
         try:
             return self._markets[key]
         except KeyError:
@@ -152,15 +141,15 @@ class SpotMarket:
             raise ValueError(f"time {t} is before the market's sim_start {self.sim_start}")
         return t - self.sim_start + market.start_offset_s
 
-    def available(self, key: MarketKey, t: float) -> int:
+    def available(self, key: MarketId, t: float) -> int:
         """Instances of ``key`` obtainable at simulated time ``t``."""
         market = self._market(key)
         return market.trace.available_at(self._offset(market, t))
 
-    def is_available(self, key: MarketKey, t: float, need: int = 1) -> bool:
+    def is_available(self, key: MarketId, t: float, need: int = 1) -> bool:
         return self.available(key, t) >= need
 
-    def price_usd_per_hour(self, key: MarketKey, t: float) -> float:
+    def price_usd_per_hour(self, key: MarketId, t: float) -> float:
         """The spot price of ``key`` at ``t`` (whether or not capacity is there)."""
         market = self._market(key)
         offset = self._offset(market, t)
@@ -173,7 +162,7 @@ class SpotMarket:
         assert market.fixed_price_usd_per_hour is not None  # checked in _resolve
         return market.fixed_price_usd_per_hour
 
-    def next_preemption_after(self, key: MarketKey, t: float, need: int = 1) -> float | None:
+    def next_preemption_after(self, key: MarketId, t: float, need: int = 1) -> float | None:
         """The first time > ``t`` at which availability drops from ≥ ``need`` to below it.
 
         If ``key`` is short of ``need`` at ``t``, this is the drop after the next
@@ -184,7 +173,7 @@ class SpotMarket:
         drop = market.trace.next_drop_after(offset, need)
         return None if drop is None else t + (drop - offset)
 
-    def next_available_after(self, key: MarketKey, t: float, need: int = 1) -> float | None:
+    def next_available_after(self, key: MarketId, t: float, need: int = 1) -> float | None:
         """``t`` if ``need`` instances are obtainable at ``t``, else when they next are; None if never."""
         market = self._market(key)
         offset = self._offset(market, t)

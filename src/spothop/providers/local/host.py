@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spothop.market import MarketKey, SimClock, SpotMarket
+from spothop.market import SimClock, SpotMarket
 from spothop.providers.base import MICROUSD_PER_USD, InstanceState
 from spothop.providers.local import maintenance
 from spothop.providers.local.metadata import (
@@ -66,6 +66,7 @@ from spothop.providers.local.processes import (
 from spothop.providers.local.runtime import cloud_clock, spot_market
 from spothop.providers.local.store import CloudStore
 from spothop.providers.local.world import load_world
+from spothop.resources.market_id import MarketId
 
 TICK_WALL_S = 0.1  # how often the host looks at the world; notices land within a tick
 BILLING_ROW_SIM_S = 60.0  # one billing row per simulated minute (the instance row is updated every tick)
@@ -90,7 +91,7 @@ class Host:
         world_path = self.spec.get("world_path")
         self.world = load_world(Path(world_path) if world_path else None)
         self.clock: SimClock = cloud_clock(self.store, self.world)
-        self.key = MarketKey(self.spec["cloud"], self.spec["location"], self.spec["instance_type"])
+        self.key = MarketId.of(self.spec["cloud"], self.spec["region"], self.spec["zone"], self.spec["instance_type"])
         self.market: SpotMarket = spot_market(self.store, self.world, [self.key])
         self.notices = NoticeState(clock=self.clock.now)
         self.plan = _Plan()

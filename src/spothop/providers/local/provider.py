@@ -137,7 +137,8 @@ class LocalProvider(Provider):
         directory.mkdir(parents=True)
         spec = {
             "instance_id": instance_id, "cloud": self.name, "protocol": self.spec.protocol,
-            "region": offering.region, "location": offering.location, "instance_type": offering.instance_type,
+            "region": offering.region, "zone": offering.zone, "location": offering.location,
+            "instance_type": offering.instance_type,
             "spot": request.spot, "price_usd_per_hour": price, "launched_at": now,
             "notice_lead_time_s": self.spec.notice_lead_time_s, "advance_notice_s": self.spec.advance_notice_s,
             "launch_delay_s": self.spec.launch_delay_s, "command": list(request.bootstrap_command),

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import time
 
-from spothop.market import MarketKey, SimClock, SpotMarket
+from spothop.market import SimClock, SpotMarket
 from spothop.providers.local.store import CloudStore
 from spothop.providers.local.world import World
+from spothop.resources.market_id import MarketId
 
 _SIM_START = "sim_start"
 _WALL_START = "wall_start"
@@ -44,7 +45,7 @@ def market_start(store: CloudStore) -> float:
     return float(store.set_state_default({_MARKET_START: repr(time.time())})[_MARKET_START])
 
 
-def spot_market(store: CloudStore, world: World, keys: list[MarketKey] | None = None) -> SpotMarket:
+def spot_market(store: CloudStore, world: World, keys: list[MarketId] | None = None) -> SpotMarket:
     """The world's spot market (or just ``keys`` of it: a host needs only its own)."""
     sources = world.market_sources
     if keys is not None:

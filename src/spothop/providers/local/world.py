@@ -43,7 +43,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from spothop.errors import ConfigError
 from spothop.market import (
     AvailabilityTrace,
-    MarketKey,
     MarketSource,
     SyntheticMarketParams,
     TraceKind,
@@ -51,6 +50,7 @@ from spothop.market import (
 )
 from spothop.providers.local.metadata import PROTOCOLS
 from spothop.resources.catalog import builtin_offerings
+from spothop.resources.market_id import MarketId
 from spothop.resources.offering import Offering
 
 DEFAULT_WORLD = "default-world.yaml"
@@ -195,14 +195,15 @@ class World:
                 return o
         return None
 
-    def market_key(self, cloud: str, offering: Offering) -> MarketKey:
-        return MarketKey(cloud, offering.location, offering.instance_type)
+    def market_key(self, cloud: str, offering: Offering) -> MarketId:
+        """The market of ``offering`` in the world's cloud ``cloud`` (the world names its clouds)."""
+        return MarketId.of(cloud, offering.region, offering.zone, offering.instance_type)
 
     @cached_property
-    def market_sources(self) -> dict[MarketKey, MarketSource]:
+    def market_sources(self) -> dict[MarketId, MarketSource]:
         """Every market of every cloud. Traces are read once, here."""
         traces: dict[tuple[str, str | None], AvailabilityTrace] = {}
-        sources: dict[MarketKey, MarketSource] = {}
+        sources: dict[MarketId, MarketSource] = {}
         for cloud in self.spec.clouds:
             overrides = {(m.location, m.instance_type): m for m in cloud.markets}
             for offering in self.offerings[cloud.name]:
