@@ -1,13 +1,13 @@
-"""The engine factory's table bookkeeping: a new database always gets its tables."""
+"""The engine factory's once-per-engine bookkeeping: a new database always gets its tables."""
 
 from __future__ import annotations
 
 import gc
 from pathlib import Path
 
-from sqlalchemy import Column, Integer, MetaData, Table, inspect
+import pytest
 
-from spothop.db import create_tables_once, make_engine
+from spothop.db import make_engine, once_per_engine
 from spothop.queue import Shard
 from spothop.queue.sql_backend import SqlQueue
 
@@ -25,19 +25,28 @@ def test_a_new_engine_at_a_dropped_ones_address_still_gets_its_tables(tmp_path: 
         gc.collect()
 
 
-def test_tables_are_created_once_per_engine_and_schema(tmp_path: Path) -> None:
-    metadata = MetaData()
-    table = Table("t", metadata, Column("id", Integer, primary_key=True))
+def test_an_action_runs_once_per_engine_and_key(tmp_path: Path) -> None:
     engine = make_engine(f"sqlite:///{tmp_path / 'x.db'}")
-    calls: list[str | None] = []
-
-    def create() -> None:
-        calls.append("created")
-        metadata.create_all(engine)
-
-    for _ in range(3):
-        create_tables_once(engine, metadata, create)
-    assert calls == ["created"] and inspect(engine).has_table(table.name)
     other = make_engine(f"sqlite:///{tmp_path / 'y.db'}")
-    create_tables_once(other, metadata, lambda: calls.append("other"))
-    assert calls == ["created", "other"]
+    calls: list[str] = []
+    for _ in range(3):
+        once_per_engine(engine, "schema", lambda: calls.append("x"))
+    once_per_engine(engine, ("schema", "s1"), lambda: calls.append("x/s1"))
+    once_per_engine(other, "schema", lambda: calls.append("y"))
+    assert calls == ["x", "x/s1", "y"]
+
+
+def test_an_action_that_raises_runs_again_next_time(tmp_path: Path) -> None:
+    engine = make_engine(f"sqlite:///{tmp_path / 'x.db'}")
+    calls: list[int] = []
+
+    def flaky() -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise OSError("the database was not there yet")
+
+    with pytest.raises(OSError):
+        once_per_engine(engine, "k", flaky)
+    once_per_engine(engine, "k", flaky)
+    once_per_engine(engine, "k", flaky)
+    assert len(calls) == 2

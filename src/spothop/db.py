@@ -4,6 +4,10 @@ Every part of spothop that keeps rows (the job store, the SQL shard queue,
 price history, the local cloud's records) opens its engine here, so that the
 SQLite settings that make concurrent access safe are set in one place.
 
+spothop's own tables (all but the local cloud's records) are defined in
+:mod:`spothop.state`'s one registry and created by its migrations
+(:func:`spothop.state.ensure_schema`).
+
 The default database is ``$SPOTHOP_HOME/spothop.db``; ``SPOTHOP_DATABASE_URL``
 or an explicit URL selects another (``postgresql+psycopg://user@host/db``).
 A plain ``postgresql://`` URL is read as psycopg 3.
@@ -14,11 +18,11 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Engine, MetaData, create_engine, event
+from sqlalchemy import Engine, create_engine, event
 
 from spothop.errors import ConfigError
 from spothop.paths import spothop_home
@@ -84,21 +88,22 @@ def shared_engine(url: str) -> Engine:
     return make_engine(url)
 
 
-# The tables this process has created, per engine: by metadata and schema. Keyed by the engine object,
-# weakly: a dropped engine's id() is soon reused by a new one (for another database), which must not
-# pass for it. (Keyed by id() once, a new SQLite file now and then had no tables: "no such table".)
-_created: weakref.WeakKeyDictionary[Engine, set[tuple[int, str | None]]] = weakref.WeakKeyDictionary()
-_created_lock = threading.Lock()
+# What this process has done once per engine (brought its schema up to date, per schema). Keyed by the
+# engine object, weakly: a dropped engine's id() is soon reused by a new one (for another database), which
+# must not pass for it. (Keyed by id() once, a new SQLite file now and then had no tables: "no such table".)
+_done: weakref.WeakKeyDictionary[Engine, set[Hashable]] = weakref.WeakKeyDictionary()
+_done_lock = threading.Lock()
 
 
-def create_tables_once(engine: Engine, metadata: MetaData, create: Callable[[], None],
-                       schema: str | None = None) -> None:
-    """Run ``create`` (which creates ``metadata``'s tables in ``schema``) unless this process already
-    has for this engine. Holds a lock meanwhile, so threads sharing an engine create them once."""
-    key = (id(metadata), schema)
-    with _created_lock:
-        done = _created.setdefault(engine, set())
+def once_per_engine(engine: Engine, key: Hashable, action: Callable[[], object]) -> None:
+    """Run ``action`` unless this process already has for this engine and ``key``.
+
+    Holds a lock meanwhile, so threads sharing an engine run it once. An action
+    that raises is not recorded as done: the next call runs it again.
+    """
+    with _done_lock:
+        done = _done.setdefault(engine, set())
         if key in done:
             return
-        create()
+        action()
         done.add(key)

@@ -37,6 +37,7 @@ code  name                        meaning
     │   └── CatalogError            a catalog file that cannot be read at all
     │       └── CatalogRowError     one malformed row: file, line, field, reason
     ├── NotFoundError               what was named does not exist (a path, a job, a checkpoint)     exit 3
+    ├── StoreTooNew                 the store's schema was upgraded by a newer spothop than this    exit 1
     ├── TopologyParseError          nvidia-smi output that cannot be understood                     exit 2
     ├── QueueError                  the shard queue refused an operation                           exit 1
     │   ├── UnknownLeaseError       a lease for a shard the job does not have                     exit 3
@@ -101,6 +102,26 @@ class NotFoundError(SpothopError):
     """What was named (a path, a job, a checkpoint, an instance) does not exist."""
 
     exit_code = EXIT_NOT_FOUND
+
+
+class StoreTooNew(SpothopError):
+    """The store is at a schema revision this code does not know: a newer spothop upgraded it.
+
+    Nothing is changed: opening it with older code could lose what the newer
+    schema holds. The fix is to upgrade spothop (or to point at another store).
+    """
+
+    exit_code = EXIT_FAILED
+
+    def __init__(self, url: str, store_revision: str, code_revision: str) -> None:
+        self.url = url
+        self.store_revision = store_revision
+        self.code_revision = code_revision
+        super().__init__(
+            f"the store at {url} is at schema revision {store_revision}, newer than this spothop knows"
+            f" (its newest is {code_revision}): a newer spothop upgraded it. Upgrade spothop"
+            " (pip install -U spothop) to open it, or point --url / SPOTHOP_DATABASE_URL at another store"
+        )
 
 
 class UnknownGpuError(ConfigError):

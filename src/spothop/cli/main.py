@@ -8,7 +8,7 @@ import typer
 
 from spothop import __version__
 from spothop.cli import agent as agent_cli
-from spothop.cli import catalog, ckpt, cloud, offers, probe, topo
+from spothop.cli import catalog, ckpt, cloud, db, offers, probe, topo
 from spothop.cli import market as market_cli
 from spothop.cli import queue as queue_cli
 from spothop.cli.failures import describe_outside_error
@@ -32,6 +32,7 @@ queue_cli.register(app)
 market_cli.register(app)
 cloud.register(app)
 agent_cli.register(app)
+db.register(app)
 
 
 def _print_version(value: bool) -> None:

@@ -1,6 +1,7 @@
-"""The market layer's tables (SQLAlchemy Core), created on first use.
+"""The market layer's tables (SQLAlchemy Core), on spothop's one :data:`~spothop.state.metadata`.
 
-Three tables, one :data:`metadata`:
+Three tables, created and upgraded by the migrations of :mod:`spothop.state`
+(:func:`ensure_tables` runs them when a store is opened):
 
 - ``market_prices``: one row per price point of one series — (provider, region,
   zone, instance type, spot or on-demand, product) at one instant. The unique
@@ -23,15 +24,13 @@ from sqlalchemy import (
     Float,
     Index,
     Integer,
-    MetaData,
     String,
     Table,
     UniqueConstraint,
 )
 
-from spothop.db import create_tables_once
-
-metadata = MetaData()
+from spothop.state.migrate import ensure_schema
+from spothop.state.registry import metadata
 
 _NAME = 128  # cloud names for regions, zones and types are far shorter than this
 
@@ -88,5 +87,5 @@ exposure = Table(
 )
 
 def ensure_tables(engine: Engine) -> None:
-    """Create the market tables if missing (once per engine per process)."""
-    create_tables_once(engine, metadata, lambda: metadata.create_all(engine, checkfirst=True))
+    """Bring the store's schema up to date, market tables included (once per engine per process)."""
+    ensure_schema(engine)

@@ -1,14 +1,12 @@
 """The SQL shard queue: SQLite for the embedded default, PostgreSQL at scale.
 
-Claims lock their rows with ``SELECT … FOR UPDATE SKIP LOCKED`` on PostgreSQL,
-so many workers claim different shards at once without waiting on each other.
-SQLite has no row locks: every transaction starts with ``BEGIN IMMEDIATE``
-(see :mod:`spothop.db`), which takes the database's write lock first, so a
-claim's read-then-write cannot interleave with another's.
-
-Every state change is one transaction whose ``UPDATE`` repeats the fencing
-condition (state, token, expiry) in its ``WHERE``: the database, not the
-caller, decides whether a lease is still valid.
+A shard's lease is a fenced lease of :mod:`spothop.state.leases` on its row of
+``queue_shards`` (:mod:`spothop.state.queue_tables`): claims lock their rows with
+``SELECT … FOR UPDATE SKIP LOCKED`` on PostgreSQL, so many workers claim
+different shards at once without waiting on each other, and under SQLite's
+``BEGIN IMMEDIATE`` write lock; every later state change is one transaction
+whose ``UPDATE`` repeats the fencing condition (state, token, expiry) in its
+``WHERE``: the database, not the caller, decides whether a lease is still valid.
 """
 
 from __future__ import annotations
@@ -17,17 +15,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from sqlalchemy import (
-    Column,
     Connection,
     Engine,
-    Float,
-    Index,
-    Integer,
-    MetaData,
-    String,
-    Table,
-    Text,
-    bindparam,
     case,
     delete,
     func,
@@ -37,7 +26,7 @@ from sqlalchemy import (
 )
 from sqlalchemy import exc as sa_exc
 
-from spothop.db import create_tables_once, make_engine
+from spothop.db import make_engine
 from spothop.queue.base import Clock, ShardQueue, lease_ms
 from spothop.queue.errors import (
     AlreadyCompletedError,
@@ -58,41 +47,11 @@ from spothop.queue.model import (
     decode_payload,
 )
 from spothop.queue.retry import with_retry
+from spothop.state.leases import Leases
+from spothop.state.migrate import ensure_schema
+from spothop.state.queue_tables import jobs_table, shards_table
 
 T = TypeVar("T")
-
-metadata = MetaData()
-
-jobs_table = Table(
-    "queue_jobs", metadata,
-    Column("job", String(200), primary_key=True),
-    Column("max_attempts", Integer, nullable=False),
-    Column("backoff_base_s", Float, nullable=False),
-    Column("backoff_max_s", Float, nullable=False),
-    Column("created_at", Float, nullable=False),
-)
-
-shards_table = Table(
-    "queue_shards", metadata,
-    Column("job", String(200), primary_key=True),
-    Column("shard_id", String(200), primary_key=True),
-    Column("seq", Integer, nullable=False),
-    Column("payload", Text, nullable=False),
-    Column("state", String(8), nullable=False),
-    Column("token", Integer, nullable=False, default=0),
-    Column("attempts", Integer, nullable=False, default=0),
-    Column("failures", Integer, nullable=False, default=0),
-    Column("releases", Integer, nullable=False, default=0),
-    Column("reclaims", Integer, nullable=False, default=0),
-    Column("worker", String(200)),
-    # When a pending shard may be claimed (after backoff), or when a lease
-    # expires; NULL once done or dead. One column makes "claimable" one range scan.
-    Column("available_at", Float),
-    Column("lease_s", Float),
-    Column("output_ref", Text),
-    Column("last_error", Text),
-    Index("queue_shards_claimable", "job", "state", "available_at"),
-)
 
 # Errors that mean "the connection or the lock, not the request": safe to retry.
 TRANSIENT_SQL_ERRORS: tuple[type[BaseException], ...] = (sa_exc.OperationalError, sa_exc.InterfaceError)
@@ -100,11 +59,16 @@ TRANSIENT_SQL_ERRORS: tuple[type[BaseException], ...] = (sa_exc.OperationalError
 ENQUEUE_CHUNK = 500
 MAX_ERROR_CHARS = 2000
 
+# ``available_at`` is the lease's expiry while a shard is leased (and its backoff while pending).
+_LEASES = Leases(shards_table, key=(shards_table.c.job, shards_table.c.shard_id), token=shards_table.c.token,
+                 expires=shards_table.c.available_at, held=shards_table.c.state == ShardState.LEASED.value)
+
 class SqlQueue(ShardQueue):
     """A job's queue in a SQL database (``sqlite:///…`` or ``postgresql://…``).
 
     ``schema`` puts the tables in another PostgreSQL schema (tests use a fresh
-    one each); the tables are created on first use.
+    one each). Opening a queue brings the store's schema up to date
+    (:func:`spothop.state.ensure_schema`, once per engine per process).
     """
 
     def __init__(self, job: str, url: str | None = None, *, engine: Engine | None = None,
@@ -114,19 +78,10 @@ class SqlQueue(ShardQueue):
         base = engine if engine is not None else make_engine(url)
         self._engine = base.execution_options(schema_translate_map={None: schema}) if schema else base
         self._base_engine = base
-        self._create_tables(schema)
+        # One transaction, so safe to repeat through a lost connection like every queue operation.
+        with_retry(lambda: ensure_schema(base, schema), TRANSIENT_SQL_ERRORS, f"queue {job!r}: open the store")
 
     # --- plumbing -----------------------------------------------------------------
-
-    def _create_tables(self, schema: str | None) -> None:
-        def create() -> None:
-            try:
-                self._run(lambda conn: metadata.create_all(conn), "create tables")
-            except (sa_exc.ProgrammingError, sa_exc.IntegrityError):
-                # Another process created them at the same moment: check again.
-                self._run(lambda conn: metadata.create_all(conn), "create tables")
-
-        create_tables_once(self._base_engine, metadata, create, schema)
 
     def _run(self, body: Callable[[Connection], T], what: str) -> T:
         def once() -> T:
@@ -148,11 +103,10 @@ class SqlQueue(ShardQueue):
             raise UnknownLeaseError(self.job, shard_id)
         return row
 
-    def _fenced(self, lease: Lease, now: float) -> Any:
-        """The WHERE clause that makes a write conditional on the lease being valid."""
-        c = shards_table.c
-        return ((c.job == self.job) & (c.shard_id == lease.shard_id) & (c.state == ShardState.LEASED.value)
-                & (c.token == lease.token) & (c.available_at > now))
+    def _fenced_update(self, conn: Connection, lease: Lease, now: float, values: dict[str, Any],
+                       returning: tuple[Any, ...] = ()) -> Any:
+        """Write ``values`` into the lease's row only while the lease is valid (see :mod:`spothop.state.leases`)."""
+        return _LEASES.fenced_update(conn, (self.job, lease.shard_id), lease.token, now, values, returning)
 
     def _lost(self, conn: Connection, lease: Lease, now: float) -> LeaseLost:
         row = self._shard_row(conn, lease.shard_id)
@@ -203,13 +157,10 @@ class SqlQueue(ShardQueue):
     def _claim(self, conn: Connection, worker: str, n: int, lease_s: float) -> list[Lease]:
         now = self.clock()
         c = shards_table.c
-        rows = conn.execute(
-            select(c.shard_id, c.payload, c.state, c.token, c.attempts)
-            .where(c.job == self.job, c.state.in_([ShardState.PENDING.value, ShardState.LEASED.value]),
-                   c.available_at <= now)
-            .order_by(c.available_at, c.seq).limit(n)
-            .with_for_update(skip_locked=True)
-        ).all()
+        rows = _LEASES.lock(conn, [c.payload, c.state, c.attempts, c.reclaims],
+                            where=(c.job == self.job) & c.state.in_([ShardState.PENDING.value, ShardState.LEASED.value])
+                            & (c.available_at <= now),
+                            order_by=[c.available_at, c.seq], limit=n)
         if not rows:
             self._policy(conn)  # an empty answer for a job that does not exist is an error
             return []
@@ -221,23 +172,18 @@ class SqlQueue(ShardQueue):
                 state=ShardState.DEAD.value, available_at=None, worker=None,
                 last_error=case((c.last_error.is_(None), "lease expired on the last attempt"), else_=c.last_error)))
         grant = [r for r in rows if r not in expired_last]
-        if grant:
-            conn.execute(
-                update(shards_table).where(c.job == self.job, c.shard_id == bindparam("b_id")).values(
-                    state=ShardState.LEASED.value, token=bindparam("b_token"), attempts=bindparam("b_attempts"),
-                    reclaims=c.reclaims + bindparam("b_reclaim"), worker=worker,
-                    available_at=now + lease_s, lease_s=lease_s),
-                [{"b_id": r.shard_id, "b_token": r.token + 1, "b_attempts": r.attempts + 1,
-                  "b_reclaim": int(r.state == ShardState.LEASED.value)} for r in grant])
-        return [Lease(self.job, r.shard_id, decode_payload(self.job, r.shard_id, r.payload), r.token + 1,
-                      worker, now + lease_s, r.attempts + 1) for r in grant]
+        tokens = _LEASES.grant(
+            conn, grant, now + lease_s, {"state": ShardState.LEASED.value, "worker": worker, "lease_s": lease_s},
+            lambda r: {"attempts": r.attempts + 1, "reclaims": r.reclaims + int(r.state == ShardState.LEASED.value)})
+        return [Lease(self.job, r.shard_id, decode_payload(self.job, r.shard_id, r.payload), token,
+                      worker, now + lease_s, r.attempts + 1) for r, token in zip(grant, tokens, strict=True)]
 
     def heartbeat(self, lease: Lease, lease_s: float | None = None) -> Lease:
         def body(conn: Connection) -> Lease:
             now = self.clock()
             length = lease_s if lease_s is not None else shards_table.c.lease_s
-            done = conn.execute(update(shards_table).where(self._fenced(lease, now)).values(
-                available_at=now + length).returning(shards_table.c.available_at)).first()
+            done = self._fenced_update(conn, lease, now, {"available_at": now + length},
+                                       (shards_table.c.available_at,)).first()
             if done is None:
                 raise self._lost(conn, lease, now)
             return Lease(lease.job, lease.shard_id, lease.payload, lease.token, lease.worker,
@@ -247,8 +193,8 @@ class SqlQueue(ShardQueue):
     def complete(self, lease: Lease, output_ref: str) -> Completion:
         def body(conn: Connection) -> Completion:
             now = self.clock()
-            changed = conn.execute(update(shards_table).where(self._fenced(lease, now)).values(
-                state=ShardState.DONE.value, output_ref=output_ref, available_at=None)).rowcount
+            changed = self._fenced_update(conn, lease, now, {
+                "state": ShardState.DONE.value, "output_ref": output_ref, "available_at": None}).rowcount
             if changed == 1:
                 return Completion(lease.shard_id, lease.token, output_ref, first=True)
             row = self._shard_row(conn, lease.shard_id)
@@ -263,9 +209,9 @@ class SqlQueue(ShardQueue):
         def body(conn: Connection) -> None:
             now = self.clock()
             c = shards_table.c
-            changed = conn.execute(update(shards_table).where(self._fenced(lease, now)).values(
-                state=ShardState.PENDING.value, attempts=c.attempts - 1, releases=c.releases + 1,
-                worker=None, available_at=now)).rowcount
+            changed = self._fenced_update(conn, lease, now, {
+                "state": ShardState.PENDING.value, "attempts": c.attempts - 1, "releases": c.releases + 1,
+                "worker": None, "available_at": now}).rowcount
             if changed != 1:
                 raise self._lost(conn, lease, now)
         self._run(body, "release")
@@ -277,9 +223,10 @@ class SqlQueue(ShardQueue):
             c = shards_table.c
             dead = lease.attempt >= policy.max_attempts
             state = ShardState.DEAD if dead else ShardState.PENDING
-            changed = conn.execute(update(shards_table).where(self._fenced(lease, now)).values(
-                state=state.value, failures=c.failures + 1, worker=None, last_error=error[:MAX_ERROR_CHARS],
-                available_at=None if dead else now + policy.backoff_s(lease.attempt))).rowcount
+            changed = self._fenced_update(conn, lease, now, {
+                "state": state.value, "failures": c.failures + 1, "worker": None,
+                "last_error": error[:MAX_ERROR_CHARS],
+                "available_at": None if dead else now + policy.backoff_s(lease.attempt)}).rowcount
             if changed != 1:
                 raise self._lost(conn, lease, now)
             return state
