@@ -50,3 +50,7 @@ def test_an_offering_is_identified_by_its_market_id() -> None:
     assert len(catalog) == 2  # the same market twice is one entry; later wins
     assert catalog.get("lambda", "us-west-1", None, "gpu_1x_a100") is not None
     assert catalog.get("lambda", "us-west-1", "", "gpu_1x_a100") is catalog.get("lambda", "us-west-1", None, "gpu_1x_a100")
+
+
+def test_a_market_id_serialises_its_four_names() -> None:
+    assert REGIONAL.to_dict() == {"provider": "azure", "region": "eastus", "zone": "", "instance_type": "Standard_NC6s_v3"}

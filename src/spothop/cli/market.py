@@ -14,10 +14,10 @@ import typer
 
 from spothop.cli.output import console, err_console, note, print_json, table
 from spothop.errors import ConfigError, exit_for_counts
-from spothop.market.forecast import forecast_price
 from spothop.market.interruptions import reliability_from_store
-from spothop.market.price_store import ImportReport, PriceStore, StoredPrice
-from spothop.market.reliability import Reliability, ReliabilityBook
+from spothop.market.price_store import PriceStore, StoredPrice
+from spothop.market.price_window import FORECAST_HORIZON_H, PriceWindow
+from spothop.market.reliability import ReliabilityBook
 from spothop.market.sources import formats_help, price_format_names
 from spothop.market.trace_markets import evidence_from_traces, trace_files
 
@@ -86,7 +86,7 @@ def import_prices(
     # Rejected lines are a partial import (exit 5), all rejected a failed one (exit 1): docs/cli.md.
     code = exit_for_counts(sum(r.read - len(r.rejected) for r in reports), sum(len(r.rejected) for r in reports))
     if as_json:
-        print_json([_report_json(r) for r in reports])
+        print_json([r.to_dict() for r in reports])
         raise typer.Exit(code)
     rows = [[Path(r.path).name, r.format, r.read, r.added, len(r.duplicates), len(r.rejected), len(r.out_of_order)]
             for r in reports]
@@ -106,14 +106,6 @@ def import_prices(
                           f"; {catalog_fix(missing)}", highlight=False)
     if code:
         raise typer.Exit(code)
-
-
-def _report_json(report: ImportReport) -> dict[str, Any]:
-    return {
-        "path": report.path, "format": report.format, "read": report.read, "added": report.added,
-        "duplicates": [str(p) for p in report.duplicates], "rejected": [str(p) for p in report.rejected],
-        "out_of_order": [str(p) for p in report.out_of_order], "per_gpu_unavailable": report.no_gpu_count,
-    }
 
 
 # -- prices -----------------------------------------------------------------
@@ -148,17 +140,17 @@ def prices(
     for point in found:
         grouped.setdefault(point.series, []).append(point)
     # Forecasts use each series' whole stored history, not just the window shown.
-    rows = [_price_row(points, store.points(series=key)) for key, points in grouped.items()]
+    windows = [PriceWindow.of(points, store.points(series=key)) for key, points in grouped.items()]
     if as_json:
-        print_json(rows)
+        print_json([w.to_dict() for w in windows])
     else:
         columns = ["provider", "location", "instance type", "market", "GPU", "points", "last $/h", "min", "max",
-                   "$/GPU-h", "6h forecast", "method"]
-        console.print(table(f"{len(rows)} price series since {start:%Y-%m-%d %H:%M} UTC", columns,
-                            [[r["provider"], r["location"], r["instance_type"], r["market"], r["gpu"], r["points"],
-                              f"{r['last_usd_per_hour']:.4f}", f"{r['min_usd_per_hour']:.4f}",
-                              f"{r['max_usd_per_hour']:.4f}", _fmt(r["last_usd_per_gpu_hour"]),
-                              f"{r['forecast_6h_usd_per_hour']:.4f}", r["forecast_method"]] for r in rows],
+                   "$/GPU-h", f"{FORECAST_HORIZON_H}h forecast", "method"]
+        console.print(table(f"{len(windows)} price series since {start:%Y-%m-%d %H:%M} UTC", columns,
+                            [[w.series.market.provider, w.series.market.location, w.series.market.instance_type,
+                              w.series.market_kind, w.gpu, w.points, f"{w.last_usd_per_hour:.4f}",
+                              f"{w.min_usd_per_hour:.4f}", f"{w.max_usd_per_hour:.4f}", _fmt(w.last_usd_per_gpu_hour),
+                              f"{w.forecast_usd_per_hour:.4f}", w.forecast_method] for w in windows],
                             right=columns[5:11]))
     if plot is not None:
         _plot(grouped, plot)
@@ -168,23 +160,6 @@ def prices(
 
 def _fmt(value: float | None) -> str | None:
     return None if value is None else f"{value:.4f}"
-
-
-def _price_row(points: list[StoredPrice], history: list[StoredPrice]) -> dict[str, Any]:
-    key, last = points[-1].series, points[-1]
-    values = [p.price_usd_per_hour for p in points]
-    fc = forecast_price([p.timestamp for p in history], [p.price_usd_per_hour for p in history], 6)
-    return {
-        "provider": key.market.provider, "region": key.market.region, "zone": key.market.zone,
-        "location": key.market.location, "instance_type": key.market.instance_type, "market": key.market_kind,
-        "product": key.product, "gpu": last.gpu, "gpu_count": last.gpu_count, "points": len(points),
-        "first": points[0].timestamp.isoformat(), "last": last.timestamp.isoformat(),
-        "last_usd_per_hour": last.price_usd_per_hour, "min_usd_per_hour": min(values), "max_usd_per_hour": max(values),
-        "last_usd_per_gpu_second": last.usd_per_gpu_second,
-        "last_usd_per_gpu_hour": last.usd_per_gpu_second * 3600 if last.usd_per_gpu_second is not None else None,
-        "forecast_6h_usd_per_hour": fc.price_usd_per_hour, "forecast_method": fc.method,
-        "forecast_fell_back_to_naive": fc.fell_back,
-    }
 
 
 def _plot(grouped: dict[Any, list[StoredPrice]], path: Path) -> None:
@@ -227,7 +202,7 @@ def reliability(
         book = reliability_from_store(time.time(), window_s=window_s)
     ranked = book.ranked()
     if as_json:
-        print_json([_reliability_json(r) for r in ranked])
+        print_json([r.to_dict() for r in ranked])
         return
     if not ranked:
         console.print("No preemption history yet; pass --traces DIR to score markets from published traces.")
@@ -248,21 +223,6 @@ def _hours(seconds: float | None) -> str | None:
     if seconds is None:
         return None
     return "∞" if math.isinf(seconds) else f"{seconds / 3600:.1f} h"
-
-
-def _reliability_json(r: Reliability) -> dict[str, Any]:
-    mtbp = r.mean_time_between_preemptions_s
-    return {
-        "provider": r.market.provider, "region": r.market.region, "zone": r.market.zone,
-        "instance_type": r.market.instance_type, "gpu": r.gpu,
-        "preemption_rate_per_h": r.preemption_rate_per_h, "raw_rate_per_h": r.raw_rate_per_h,
-        "mean_time_between_preemptions_s": None if math.isinf(mtbp) else mtbp,
-        "availability": r.availability, "raw_availability": r.raw_availability, "score": r.score,
-        "preemptions": r.preemptions, "instance_hours": r.instance_hours,
-        "mean_lifetime_s": r.mean_lifetime_s, "mean_time_to_regain_s": r.mean_time_to_regain_s,
-        "prior": {"source": r.prior.source, "rate_per_h": r.prior.rate_per_h, "strength_h": r.prior.strength_h,
-                  "availability": r.prior.availability},
-    }
 
 
 market_app.command("import")(import_prices)

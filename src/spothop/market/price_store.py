@@ -106,6 +106,14 @@ class ImportReport(AddResult):
     format: str = ""
     read: int = 0
 
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form: counts, and every problem as ``path:line: reason``."""
+        return {
+            "path": self.path, "format": self.format, "read": self.read, "added": self.added,
+            "duplicates": [str(p) for p in self.duplicates], "rejected": [str(p) for p in self.rejected],
+            "out_of_order": [str(p) for p in self.out_of_order], "per_gpu_unavailable": self.no_gpu_count,
+        }
+
 
 @dataclass(frozen=True)
 class SeriesSummary:

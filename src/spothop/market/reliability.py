@@ -45,6 +45,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from typing import Any
 
 import numpy as np
 
@@ -225,6 +226,20 @@ class Reliability:
     @property
     def risk(self) -> float:
         return 1.0 - self.score
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form; an infinite mean time between preemptions (λ = 0) is ``None``."""
+        mtbp = self.mean_time_between_preemptions_s
+        return {
+            **self.market.to_dict(), "gpu": self.gpu,
+            "preemption_rate_per_h": self.preemption_rate_per_h, "raw_rate_per_h": self.raw_rate_per_h,
+            "mean_time_between_preemptions_s": None if math.isinf(mtbp) else mtbp,
+            "availability": self.availability, "raw_availability": self.raw_availability, "score": self.score,
+            "preemptions": self.preemptions, "instance_hours": self.instance_hours,
+            "mean_lifetime_s": self.mean_lifetime_s, "mean_time_to_regain_s": self.mean_time_to_regain_s,
+            "prior": {"source": self.prior.source, "rate_per_h": self.prior.rate_per_h,
+                      "strength_h": self.prior.strength_h, "availability": self.prior.availability},
+        }
 
 
 def score_of(availability: float, rate_per_h: float) -> float:

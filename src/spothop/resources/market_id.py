@@ -69,6 +69,11 @@ class MarketId:
         """The zone, or the region for a regional market."""
         return self.zone or self.region
 
+    def to_dict(self) -> dict[str, str]:
+        """``{"provider", "region", "zone", "instance_type"}``, the JSON form."""
+        return {"provider": self.provider, "region": self.region, "zone": self.zone,
+                "instance_type": self.instance_type}
+
     @property
     def slug(self) -> str:
         """``provider/location/instance_type``, for logs and tables."""
