@@ -37,3 +37,16 @@ def wait_for(predicate: Callable[[], T], timeout_s: float = 10.0, *, what: str =
         if time.monotonic() > deadline:
             pytest.fail(f"{what} not met within {scaled(timeout_s):.1f} s")
         time.sleep(interval_s)
+
+
+def process_running(pid: int) -> bool:
+    """Whether ``pid`` runs: a zombie (exited, not yet reaped by its parent) counts as gone."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -7,26 +7,39 @@ import os
 import socket
 from collections.abc import Callable
 
-from spothop.batch.function import BatchFunction, command_process
+from spothop.batch.function import BatchFunction, CommandProcess, command_process
+from spothop.batch.identity import check_resubmission
 from spothop.batch.inputs import plan_shards
 from spothop.batch.spec import BatchSpec
 from spothop.queue.base import ShardQueue
-from spothop.queue.errors import BatchSpecError
-from spothop.queue.model import QueuePolicy
+from spothop.queue.errors import BatchSpecError, UnknownJobError
+from spothop.queue.model import QueuePolicy, ShardRecord
 from spothop.queue.open import open_queue
 from spothop.queue.outputs import OutputStore
 from spothop.worker.shards import WorkerReport, WorkItem, process_shards
 
 
 def submit(spec: BatchSpec, queue: ShardQueue | None = None) -> int:
-    """Split the input and enqueue its shards; returns how many were new (resubmitting adds none)."""
+    """Split the input and enqueue its shards; returns how many were new (resubmitting adds none).
+
+    A job already submitted with other sharding is refused (:mod:`.identity`), naming the difference.
+    """
     owned = queue is None
     queue = queue or open_queue(spec.queue, spec.name)
     try:
-        return queue.enqueue(plan_shards(spec.input), QueuePolicy(max_attempts=spec.max_attempts))
+        planned = plan_shards(spec.input)
+        check_resubmission(spec.name, planned, _stored(queue))
+        return queue.enqueue(planned, QueuePolicy(max_attempts=spec.max_attempts))
     finally:
         if owned:
             queue.close()
+
+
+def _stored(queue: ShardQueue) -> list[ShardRecord]:
+    try:
+        return queue.records()
+    except UnknownJobError:  # never submitted: nothing to compare with
+        return []
 
 
 def resolve_process(spec: BatchSpec, fn: BatchFunction | None = None) -> Callable[[WorkItem], bytes]:
@@ -51,12 +64,15 @@ def run_worker(spec: BatchSpec, fn: BatchFunction | None = None, *, worker: str 
                should_stop: Callable[[], bool] | None = None, queue: ShardQueue | None = None,
                store: OutputStore | None = None) -> WorkerReport:
     """Work on the job's shards until none is left or a stop is requested (see :func:`process_shards`)."""
+    process = resolve_process(spec, fn)
     owned = queue is None
     queue = queue or open_queue(spec.queue, spec.name)
     try:
-        return process_shards(queue, worker or f"{socket.gethostname()}-{os.getpid()}", resolve_process(spec, fn),
+        return process_shards(queue, worker or f"{socket.gethostname()}-{os.getpid()}", process,
                               store=store or OutputStore(spec.output), lease_s=spec.lease_s,
                               should_stop=should_stop)
     finally:
+        if isinstance(process, CommandProcess):
+            process.stop()  # a command still running on a released shard (a stop came first) ends here
         if owned:
             queue.close()
