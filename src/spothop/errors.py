@@ -89,8 +89,12 @@ class ConfigError(SpothopError):
     exit_code = EXIT_BAD_INPUT
 
 
-class ValueOutOfRange(ConfigError):
-    """A number that is not finite or outside its field's range; names the field, the value and the range."""
+class ValueOutOfRange(ConfigError, ValueError):
+    """A number that is not finite or outside its field's range; names the field, the value and the range.
+
+    Also a ``ValueError``, so that a pydantic validator raising it (``Bound.annotated``)
+    becomes a validation error at the field's place in the file (``clouds.0.speed``).
+    """
 
     def __init__(self, field: str, value: object, requirement: str) -> None:
         self.field = field

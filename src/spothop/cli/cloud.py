@@ -9,12 +9,13 @@ from typing import Annotated
 
 import typer
 
-from spothop.cli.output import console, money, print_json, table
+from spothop.cli.output import console, money, note, print_json, table
 from spothop.errors import ConfigError
 from spothop.providers.base import MICROUSD_PER_USD, Instance, LaunchRequest
 from spothop.providers.local.maintenance import DEFAULT_WINDOW_S
 from spothop.providers.local.metadata import PROTOCOLS
 from spothop.providers.local.provider import LocalProvider
+from spothop.providers.local.runtime import stored_anchor
 from spothop.providers.local.store import CloudStore
 from spothop.providers.local.world import World, load_world
 from spothop.providers.local.world_view import world_view
@@ -36,7 +37,14 @@ def _providers(world: World, world_path: Path | None) -> dict[str, LocalProvider
 def world_command(world_path: WorldOption = None, as_json: JsonOption = False) -> None:
     """Show the world: each simulated cloud, its protocol and notice, and its markets right now."""
     world = load_world(world_path)
-    view = world_view(world, _providers(world, world_path))
+    providers = _providers(world, world_path)
+    anchor = stored_anchor(next(iter(providers.values())).store)
+    if anchor is not None and anchor.speed != world.speed:
+        # Showing never re-anchors the shared clock (only a launch does): say so, since the speeds differ.
+        note(f"the local cloud's clock runs at speed {anchor.speed:g} (anchored by {anchor.world or 'a world'}); "
+             f"shown at this world's speed {world.speed:g} from the same instant, the clock left as it is",
+             stderr=True)
+    view = world_view(world, providers)
     if as_json:
         print_json(view.to_dict())
         return

@@ -17,7 +17,7 @@ Contract notes beyond :class:`~spothop.providers.base.Provider`:
   instance is ``pending`` until its launch delay has passed).
 - ``terminate`` of an unknown or ended instance returns silently.
 - :meth:`LocalProvider.preempt` injects an interruption notice with a chosen
-  lead time, as the market would.
+  lead time, as the market would; only into spot instances, as on the real clouds.
 - :meth:`LocalProvider.schedule_maintenance` schedules a maintenance event
   (see :mod:`.maintenance`); :meth:`LocalProvider.cancel_maintenance` cancels it.
 """
@@ -42,7 +42,7 @@ from spothop.errors import (
     PriceTooLow,
     ProviderError,
 )
-from spothop.market import Clock
+from spothop.market import Clock, SpotMarket
 from spothop.providers.base import (
     Capabilities,
     Instance,
@@ -55,7 +55,7 @@ from spothop.providers.local import maintenance
 from spothop.providers.local.metadata import PROTOCOLS, ScheduledEvent
 from spothop.providers.local.metadata.codes import ErrorCodes
 from spothop.providers.local.processes import kill_group, kill_process, pid_alive
-from spothop.providers.local.runtime import cloud_clock, spot_market
+from spothop.providers.local.runtime import cloud_clock, market_start, read_clock, spot_market
 from spothop.providers.local.store import CloudStore
 from spothop.providers.local.world import CloudSpec, World, load_world
 from spothop.resources.offering import Offering
@@ -94,11 +94,26 @@ class LocalProvider(Provider):
             per_zone_spot_prices=True,
             max_price_bids=True,
         )
-        self._market = spot_market(self.store, self.world, [k for k in self.world.market_sources if k.provider == name])
+        # Built without writing: a provider that only shows prices leaves the shared anchor alone.
+        self._market_start_s = market_start(self.store, anchor=False)
+        self._market = self._own_market()
+
+    def _own_market(self) -> SpotMarket:
+        return spot_market(self.store, self.world, [k for k in self.world.market_sources if k.provider == self.name],
+                           start_s=self._market_start_s)
 
     @property
     def clock(self) -> Clock:
-        return self._clock_override or cloud_clock(self.store, self.world)
+        """The shared clock, read without writing (see :mod:`.runtime`); a launch anchors it."""
+        return self._clock_override or read_clock(self.store, self.world)
+
+    def _anchor(self) -> None:
+        """Anchor the shared clock and market start (a launch runs the cloud; display never does)."""
+        cloud_clock(self.store, self.world, market_start_s=self._market_start_s)
+        stored = market_start(self.store)
+        if stored != self._market_start_s:  # another process anchored first: its market is the cloud's
+            self._market_start_s = stored
+            self._market = self._own_market()
 
     # -- catalog and market -------------------------------------------------
 
@@ -123,6 +138,7 @@ class LocalProvider(Provider):
 
     def launch(self, request: LaunchRequest) -> Instance:
         offering = self._offering_for(request)
+        self._anchor()
         key = self.world.market_key(self.name, offering)
         now = self.clock.now()
         if request.spot:
@@ -220,13 +236,25 @@ class LocalProvider(Provider):
         With ``advance_s`` the cloud's advance signal (AWS's rebalance
         recommendation) comes now, the final notice ``advance_s`` later, and the
         reclaim ``lead_time_s`` after that — as a market-driven preemption does.
-        ConfigError for a cloud that gives no advance signal.
+        ConfigError for a cloud that gives no advance signal, and for an on-demand
+        instance (clouds reclaim spot capacity only; no notice would reach its agent).
         """
         row = self.store.instance(instance_id)
         if row is None or row["cloud"] != self.name:
             raise InstanceNotFound(self.name, self.codes.instance_not_found, f"no instance {instance_id!r}")
         if not InstanceState(row["state"]).is_alive:
             raise ConfigError(f"instance {instance_id} is {row['state']}; only a live instance can be preempted")
+        if not row["spot"]:
+            # The imitated clouds reclaim spot capacity only, and their interruption notices
+            # (AWS instance-action, GCP preempted, Azure Preempt, ...) exist for spot instances
+            # only: a "preempted" on-demand instance would die without any notice its agent
+            # could read. So it is refused, as no real cloud would do it.
+            raise ConfigError(
+                f"instance {instance_id} is on-demand: clouds reclaim only spot capacity, and only a spot "
+                "instance's metadata carries an interruption notice; launch it as spot to test preemption, "
+                "schedule a maintenance event with notice (`spothop cloud maintenance`), "
+                "or end it with `spothop cloud terminate`"
+            )
         lead = self.spec.notice_lead_time_s if lead_time_s is None else lead_time_s
         if lead < 0:
             raise ConfigError(f"--lead-time must be ≥ 0 seconds, got {lead}")

@@ -35,12 +35,13 @@ from __future__ import annotations
 from functools import cached_property
 from importlib import resources as importlib_resources
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from spothop.errors import ConfigError
+from spothop.bounds import DURATION_S, LEAD_TIME_S, SECONDS_PER_DAY, SPEED, Bound
+from spothop.errors import ConfigError, ValueOutOfRange
 from spothop.market import (
     AvailabilityTrace,
     MarketSource,
@@ -48,6 +49,8 @@ from spothop.market import (
     TraceKind,
     read_trace,
 )
+from spothop.market.errors import TraceError
+from spothop.market.traces import detect_kind
 from spothop.providers.local.metadata import PROTOCOLS
 from spothop.resources.catalog import builtin_offerings
 from spothop.resources.market_id import MarketId
@@ -55,18 +58,31 @@ from spothop.resources.offering import Offering
 
 DEFAULT_WORLD = "default-world.yaml"
 
+# Every number of a world file is checked against one of these (spothop.bounds):
+# a NaN, an infinity or an absurd magnitude is refused naming the key and the value.
+LAUNCH_DELAY_S = Bound(0, 3600, "s")  # no cloud takes an hour to boot; a longer delay is a typo
+GRACE_S = Bound(0, 3600, "s")  # a terminate's SIGTERM-to-SIGKILL; real clouds give seconds to minutes
+MEAN_TIME_S = Bound(0, 10 * 365 * SECONDS_PER_DAY, "s", low_open=True)  # up to a decade between events
+ADVANCE_NOTICE_S = Bound(0, SECONDS_PER_DAY, "s", low_open=True)  # a lead time, and there must be one
+TICK_S = Bound(1, SECONDS_PER_DAY, "s")  # the generator steps per tick: under a second would never end
+CAPACITY = Bound(1, 100_000, "instances", integer=True)
+SPOT_RATIO = Bound(0, 1, low_open=True)
+PRICE_STD_RATIO = Bound(0, 10)
+SEED = Bound(0, 2**32 - 1, integer=True)  # a 32-bit seed, as numpy's and most generators take
+
 
 class SyntheticSpec(BaseModel):
     """A synthetic market; the on-demand price comes from the catalog."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    mean_time_between_preemptions_s: float = Field(gt=0)
-    mean_outage_s: float = Field(gt=0)
-    capacity: int = Field(default=4, ge=1)
-    spot_ratio: float | None = Field(default=None, gt=0, le=1, description="default: the catalog's spot/on-demand ratio")
-    price_std_ratio: float = Field(default=0.1, ge=0)
-    tick_s: float = Field(default=60.0, gt=0)
+    mean_time_between_preemptions_s: Annotated[float, MEAN_TIME_S.annotated("mean_time_between_preemptions_s")]
+    mean_outage_s: Annotated[float, MEAN_TIME_S.annotated("mean_outage_s")]
+    capacity: Annotated[int, CAPACITY.annotated("capacity")] = 4
+    spot_ratio: Annotated[float, SPOT_RATIO.annotated("spot_ratio")] | None = Field(
+        default=None, description="default: the catalog's spot/on-demand ratio")
+    price_std_ratio: Annotated[float, PRICE_STD_RATIO.annotated("price_std_ratio")] = 0.1
+    tick_s: Annotated[float, TICK_S.annotated("tick_s")] = 60.0
 
     @model_validator(mode="after")
     def _outage_spans_a_tick(self) -> SyntheticSpec:
@@ -83,7 +99,8 @@ class MarketSpec(BaseModel):
 
     trace: str | None = None
     kind: str | None = Field(default=None, description="override a trace's polarity: unavailable_flag or available_count")
-    start_offset_s: float | None = Field(default=0.0, ge=0, description="None: drawn from the seed")
+    start_offset_s: Annotated[float, DURATION_S.annotated("start_offset_s")] | None = Field(
+        default=0.0, description="None: drawn from the seed")
     synthetic: SyntheticSpec | None = None
 
     @model_validator(mode="after")
@@ -106,11 +123,11 @@ class CloudSpec(BaseModel):
     name: str = Field(pattern=r"^[a-z][a-z0-9-]*$")
     protocol: str
     catalog: str
-    notice_lead_time_s: float = Field(ge=0)
-    advance_notice_s: float | None = Field(default=None, gt=0)
-    launch_delay_s: float = Field(default=1.0, ge=0)
-    terminate_grace_s: float = Field(
-        default=5.0, ge=0,
+    notice_lead_time_s: Annotated[float, LEAD_TIME_S.annotated("notice_lead_time_s")]
+    advance_notice_s: Annotated[float, ADVANCE_NOTICE_S.annotated("advance_notice_s")] | None = None
+    launch_delay_s: Annotated[float, LAUNCH_DELAY_S.annotated("launch_delay_s")] = 1.0
+    terminate_grace_s: Annotated[float, GRACE_S.annotated("terminate_grace_s")] = Field(
+        default=5.0,
         description="a user's terminate: SIGTERM to every process of the instance, SIGKILL this long after (the OS shutdown)",
     )
     locations: list[str] = Field(min_length=1)
@@ -150,8 +167,8 @@ def _repeated(values: list[str]) -> list[str]:
 class WorldSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    seed: int = 0
-    speed: float = Field(default=1.0, gt=0, description="simulated seconds per wall second")
+    seed: Annotated[int, SEED.annotated("seed")] = 0
+    speed: Annotated[float, SPEED.annotated("speed")] = Field(default=1.0, description="simulated seconds per wall second")
     clouds: list[CloudSpec] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -204,15 +221,15 @@ class World:
         """Every market of every cloud. Traces are read once, here."""
         traces: dict[tuple[str, str | None], AvailabilityTrace] = {}
         sources: dict[MarketId, MarketSource] = {}
-        for cloud in self.spec.clouds:
-            overrides = {(m.location, m.instance_type): m for m in cloud.markets}
+        for i, cloud in enumerate(self.spec.clouds):
+            overrides = {(m.location, m.instance_type): (f"clouds.{i}.markets.{j}", m) for j, m in enumerate(cloud.markets)}
             for offering in self.offerings[cloud.name]:
-                spec: MarketSpec = overrides.get((offering.location, offering.instance_type), cloud.market)
-                sources[self.market_key(cloud.name, offering)] = self._source(spec, offering, traces)
+                where, spec = overrides.get((offering.location, offering.instance_type), (f"clouds.{i}.market", cloud.market))
+                sources[self.market_key(cloud.name, offering)] = self._source(spec, where, offering, traces)
         return sources
 
     def _source(
-        self, spec: MarketSpec, offering: Offering, traces: dict[tuple[str, str | None], AvailabilityTrace]
+        self, spec: MarketSpec, where: str, offering: Offering, traces: dict[tuple[str, str | None], AvailabilityTrace]
     ) -> MarketSource:
         on_demand = offering.on_demand_price_usd_per_hour or offering.spot_price_usd_per_hour or 1.0
         catalog_ratio = _spot_ratio(offering)
@@ -231,7 +248,7 @@ class World:
         assert spec.trace is not None
         key = (spec.trace, spec.kind)
         if key not in traces:
-            traces[key] = self._read_trace(spec.trace, spec.kind)
+            traces[key] = self._read_trace(spec.trace, spec.kind, where)
         trace = traces[key]
         if trace.prices_usd_per_hour is not None:
             return MarketSource(trace=trace, start_offset_s=spec.start_offset_s)
@@ -240,19 +257,31 @@ class World:
             spot_ratio=catalog_ratio, on_demand_price_usd_per_hour=on_demand,
         )
 
-    def _read_trace(self, name: str, kind: str | None) -> AvailabilityTrace:
+    def _read_trace(self, name: str, kind: str | None, where: str) -> AvailabilityTrace:
+        """The trace ``name`` (relative to the world file); errors name the key ``where`` and the YAML fix."""
         path = Path(name).expanduser()
         if not path.is_absolute() and self.base_dir is not None:
             path = self.base_dir / path
-        if not path.exists():
-            raise ConfigError(f"{self.origin}: trace {name!r} not found (looked at {path}); fix the 'trace' path, relative to the world file")
-
+        if not path.is_file():
+            found = "is not a file" if path.exists() else "not found"
+            raise ConfigError(f"{self.origin}: key {where}.trace: trace {name!r} {found} (looked at {path}); "
+                              "fix the 'trace' path, relative to the world file")
+        choices = " or ".join(f"'kind: {k.value}'" for k in TraceKind)
         try:
             parsed_kind = TraceKind(kind) if kind else None
         except ValueError:
-            choices = ", ".join(k.value for k in TraceKind)
-            raise ConfigError(f"{self.origin}: 'kind' {kind!r} is not one of {choices}") from None
-        return read_trace(path, kind=parsed_kind)
+            raise ConfigError(f"{self.origin}: key {where}.kind: {kind!r} is not a trace kind; use {choices}") from None
+        try:
+            return read_trace(path, kind=parsed_kind)
+        except TraceError as exc:
+            if parsed_kind is None and detect_kind(path) is None and path.suffix.lower() == ".json":
+                # The folder name (…-1node-…, spothedge…) tells a trace's polarity; a copied trace loses it.
+                raise ConfigError(
+                    f"{self.origin}: key {where}: cannot tell whether trace {name!r} flags unavailability "
+                    f"or counts available instances (its folder name does not say); add {choices} "
+                    "(Can't Be Late 1-node traces flag, multi-node and SpotHedge traces count)"
+                ) from None
+            raise ConfigError(f"{self.origin}: key {where}.trace: {exc}") from None
 
 
 def _spot_ratio(offering: Offering) -> float:
@@ -293,7 +322,10 @@ def parse_world(text: str, origin: str, base_dir: Path | None = None) -> World:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        raise ConfigError(f"{origin}: key {where}: {first['msg']}") from None
+        message = first["msg"].removeprefix("Value error, ")
+        bounded = isinstance(first.get("ctx", {}).get("error"), ValueOutOfRange)  # it names the value itself
+        given = "" if bounded or first["type"] == "missing" else f", got {first.get('input')!r:.80}"
+        raise ConfigError(f"{origin}: key {where}: {message}{given}") from None
     return World(spec, origin, base_dir)
 
 
@@ -306,4 +338,6 @@ def load_world(path: Path | None = None) -> World:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read world file {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"world file {path} is not a text (UTF-8 YAML) file") from None
     return parse_world(text, str(path), path.parent)
