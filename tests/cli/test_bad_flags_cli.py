@@ -13,7 +13,7 @@ import pytest
     ("argv", "message"),
     [
         (["offers", "--limit", "0"], "--limit must be at least 1"),
-        (["offers", "--min-tflops", "-1"], "--min-tflops must be zero or more"),
+        (["offers", "--min-tflops", "-1"], "--min-tflops must be between 0 and"),
         (["offers", "--provider", "lamda"], "did you mean 'lambda'"),
         (["catalog", "diff", "--min-change", "-5", "builtin", "builtin"], "--min-change must be zero or more"),
         (["probe", "--if-unmeasured"], "--if-unmeasured only makes sense with --record"),
