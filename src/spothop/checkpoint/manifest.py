@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -151,16 +152,33 @@ def manifest_from_json(text: str | bytes, checkpoint_id: str) -> Manifest:
         outer = json.loads(text)
         body = outer["manifest"]
         version = int(body["format_version"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise CheckpointCorrupt(checkpoint_id, f"manifest is not readable ({exc})") from None
+    except _MALFORMED as exc:
+        raise CheckpointCorrupt(checkpoint_id, f"manifest is not readable ({exc!r})") from None
     if version > FORMAT_VERSION:
         raise FormatVersionError(checkpoint_id, version, FORMAT_VERSION)
     if outer.get("sha256") != _digest(body):
         raise CheckpointCorrupt(checkpoint_id, "manifest checksum does not match its body")
     try:
         return _from_body(body)
-    except (ValueError, KeyError, TypeError) as exc:
+    except _MALFORMED as exc:
         raise CheckpointCorrupt(checkpoint_id, f"manifest has a malformed field ({exc!r})") from None
+
+
+# What a damaged manifest can raise while it is read: bad JSON (ValueError), a missing key, a
+# wrong type (a list where a mapping belongs: AttributeError), an index past the file table,
+# Infinity where an integer belongs (OverflowError), nesting deeper than the parser's stack.
+_MALFORMED = (ValueError, KeyError, TypeError, AttributeError, IndexError, OverflowError, RecursionError)
+
+
+def _count(value: Any) -> int:
+    """A whole number ≥ 0 (a step, a size, an offset, a dimension); ValueError otherwise."""
+    whole = isinstance(value, int | str) or (isinstance(value, float) and value.is_integer())
+    if isinstance(value, bool) or not whole:  # a float must be whole: not 1.5, not Infinity or NaN
+        raise ValueError(f"expected a whole number, got {value!r}")
+    number = int(value)
+    if number < 0:
+        raise ValueError(f"expected a whole number >= 0, got {number}")
+    return number
 
 
 def _digest(body: Any) -> str:
@@ -193,33 +211,43 @@ def _body(m: Manifest) -> dict[str, Any]:
 
 
 def _from_body(body: Mapping[str, Any]) -> Manifest:
-    chunk_files: list[str] = list(body["chunk_files"])
+    chunk_files: list[str] = [str(name) for name in body["chunk_files"]]
     leaves = {
-        key: LeafEntry(
-            kind=str(raw["kind"]), dtype=str(raw["dtype"]), shape=tuple(int(s) for s in raw["shape"]),
-            chunks=tuple(ChunkRef(chunk_files[int(f)], int(o), int(s), int(r), str(h), Codec(c))
+        str(key): LeafEntry(
+            kind=str(raw["kind"]), dtype=str(raw["dtype"]), shape=tuple(_count(s) for s in raw["shape"]),
+            chunks=tuple(ChunkRef(chunk_files[_count(f)], _count(o), _count(s), _count(r), str(h), Codec(c))
                          for f, o, s, r, h, c in raw["chunks"]),
         )
         for key, raw in body["leaves"].items()
     }
     world = body["world"]
+    wall_time = float(body["wall_time_unix_s"])
+    if not math.isfinite(wall_time):
+        raise ValueError(f"wall_time_unix_s must be finite, got {wall_time}")
     return Manifest(
-        checkpoint_id=str(body["checkpoint_id"]), step=int(body["step"]),
-        wall_time_unix_s=float(body["wall_time_unix_s"]), tier=Tier(body["tier"]),
+        checkpoint_id=str(body["checkpoint_id"]), step=_count(body["step"]),
+        wall_time_unix_s=wall_time, tier=Tier(body["tier"]),
         parent=None if body["parent"] is None else str(body["parent"]),
         files=tuple(_file_entry(row) for row in body["files"]),
         leaves=leaves, tree=body["tree"], rng=dict(body["rng"]),
         data_position=dict(body["data_position"]),
-        world=WorldLayout(int(world["world_size"]), int(world["rank"]), int(world["local_world_size"])),
+        world=_world(world),
         user_metadata=dict(body["user_metadata"]), format_version=int(body["format_version"]),
     )
+
+
+def _world(raw: Mapping[str, Any]) -> WorldLayout:
+    layout = WorldLayout(_count(raw["world_size"]), _count(raw["rank"]), _count(raw["local_world_size"]))
+    if not 0 <= layout.rank < layout.world_size:
+        raise ValueError(f"rank {layout.rank} is not in a world of {layout.world_size}")
+    return layout
 
 
 def _file_entry(row: list[Any]) -> FileEntry:
     path, digest, size, *rest = row
     if len(rest) > 1:
         raise ValueError(f"file row for {path!r} has {len(row)} fields")
-    segments = tuple(int(n) for n in rest[0]) if rest else None
-    if segments is not None and (sum(segments) != int(size) or any(n <= 0 for n in segments)):
+    segments = tuple(_count(n) for n in rest[0]) if rest else None
+    if segments is not None and (sum(segments) != _count(size) or any(n <= 0 for n in segments)):
         raise ValueError(f"segments of {path!r} do not tile its {size} bytes")
-    return FileEntry(str(path), str(digest), int(size), segments)
+    return FileEntry(str(path), str(digest), _count(size), segments)
