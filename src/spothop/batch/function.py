@@ -51,7 +51,7 @@ class BatchFunction:
 
 
 def batch(fn: ProcessFn) -> BatchFunction:
-    """Mark ``process(shard) -> output`` as a batch job's work: ``spothop.batch.run_worker`` runs it."""
+    """Mark ``process(shard) -> output`` as a batch job's work: :func:`spothop.batch.runner.run_worker` runs it."""
     return BatchFunction(fn)
 
 
