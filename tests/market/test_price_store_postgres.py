@@ -28,3 +28,22 @@ def test_shared_aws_history_imports_once_on_postgresql(pg_engine: Engine) -> Non
     assert store.count() == 16_560
     assert len(again.duplicates) == 16_560
     assert not first.rejected
+
+
+def test_interruptions_round_trip_on_postgresql_keyed_by_provider(pg_engine: Engine) -> None:
+    from sqlalchemy import select
+
+    from spothop.market.interruptions import Interruption, InterruptionStore
+    from spothop.market.tables import interruptions
+    from spothop.resources.market_id import MarketId
+
+    store = InterruptionStore(engine=pg_engine)
+    market = MarketId("azure", "eastus", "", "Standard_NC6s_v3")
+    taken = Interruption(market, "Preempt", 30.0, 1_700_000_000.0, cause="capacity", instance_id="vm-1")
+    store.record_interruption(taken)
+    store.record_run(market, 1_699_990_000.0, 1_700_000_000.0, instance_id="vm-1")
+    assert store.interruptions() == [taken]
+    (evidence,) = store.evidence(1_700_000_000.0, lambda m: "V100")
+    assert evidence.market == market and evidence.preemptions == 1
+    with pg_engine.connect() as conn:
+        assert conn.execute(select(interruptions.c.provider)).scalar_one() == "azure"

@@ -48,7 +48,7 @@ def test_gpu_without_catalog_type_says_why_and_how_to_fix(capsys: pytest.Capture
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(price_store, "catalog_gpu_lookup", lambda: lambda p, t: None)
     code, _, err = run(capsys, "market", "import", str(shared_path(*P2_FILE)))
-    assert code == 0 and "aws/p2.8xlarge" in err and "spothop catalog import" in err
+    assert code == 0 and "aws/p2.8xlarge" in err and "spothop catalog import vms.csv --provider aws" in err
     code, out, _ = run(capsys, "market", "prices", "--gpu", "K80", "--since", "2019-01-01")
     assert code == 1
     assert "aws/p2.8xlarge" in out and "does not list" in out and "spothop catalog import" in out
