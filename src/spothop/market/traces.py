@@ -30,6 +30,7 @@ import numpy as np
 
 from spothop.market.availability import AvailabilityTrace, TraceKind
 from spothop.market.errors import TraceError, require_file
+from spothop.market.sources import claiming_price_source
 
 DEFAULT_EVENT_TICK_S = 60.0  # Bamboo's fleet events fall on whole minutes
 _NODES_IN_FOLDER = re.compile(r"(?:^|[-_])(\d+)-?node(?:$|[-_])")
@@ -359,14 +360,15 @@ def read_trace(path: str | Path, kind: TraceKind | None = None) -> AvailabilityT
     """Read any supported availability trace, choosing the reader from the content."""
     path = Path(path)
     _require_file(path)
+    price_format = claiming_price_source(path)
+    if price_format is not None:
+        raise TraceError(
+            str(path),
+            f"this is a price history ({price_format.name}), not an availability trace",
+            "import it with `spothop market import`",
+        )
     first = _first_line(path)
     if path.suffix.lower() == ".json" or first.startswith(("{", "[")):
-        if '"SpotPriceHistory"' in path.read_text(encoding="utf-8", errors="replace")[:4096]:
-            raise TraceError(
-                str(path),
-                "this is a price history, not an availability trace",
-                "import it with `spothop market import`",
-            )
         return read_cant_be_late(path, kind=kind)
     if _EVENT_LINE.match(first):
         return read_bamboo_events(path).trace

@@ -95,13 +95,18 @@ def price_source(name: str, path: Path | None = None) -> PriceSource:
                          f"choose one of {', '.join(price_format_names())}") from None
 
 
+def claiming_price_source(path: Path) -> PriceSource | None:
+    """The first price format that claims the file at ``path`` (which must exist), or None."""
+    head = FileHead.read(path)
+    return next((source for source in price_sources() if source.detect(head)), None)
+
+
 def detect_price_source(path: Path) -> PriceSource:
     """The format of the price file at ``path``, from its first bytes; TraceError when none fits."""
     require_file(path)
-    head = FileHead.read(path)
-    for source in price_sources():
-        if source.detect(head):
-            return source
+    source = claiming_price_source(path)
+    if source is not None:
+        return source
     raise TraceError(str(path), "unknown price file format",
                      f"known formats: {', '.join(price_format_names())}; pass --format to choose one")
 
@@ -120,6 +125,7 @@ __all__ = [
     "FileHead",
     "PriceSource",
     "TraceSource",
+    "claiming_price_source",
     "detect_price_source",
     "formats_help",
     "price_format_names",
