@@ -6,6 +6,7 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
+from spothop.errors import EXIT_BAD_INPUT, EXIT_NOT_FOUND, StoreTooNew
 from spothop.state.migrate import VERSION_TABLE, head_revision
 from tests.cli.conftest import Result
 from tests.cli.conftest import cli as cli  # the fixture: `spothop ARGS` in-process
@@ -47,7 +48,7 @@ def test_upgrade_creates_the_default_store_and_status_says_when_there_is_none(
 ) -> None:
     missing = cli("db", "status")
     assert (
-        missing.code != 0 and "no store at" in missing.err and "spothop db upgrade" in missing.err
+        missing.code == EXIT_NOT_FOUND and "no store at" in missing.err and "spothop db upgrade" in missing.err
     )
     assert not (spothop_home / "spothop.db").exists()
     made = cli("db", "upgrade")
@@ -64,12 +65,20 @@ def test_a_newer_store_and_an_unreachable_one_are_clear_errors(cli: Cli, tmp_pat
     conn.close()
     for command in ("status", "upgrade"):
         refused = cli("db", command, "--url", url)
-        assert refused.code != 0 and "9001" in refused.err and "Upgrade spothop" in refused.err
+        assert (
+            refused.code == StoreTooNew.exit_code
+            and "9001" in refused.err
+            and "Upgrade spothop" in refused.err
+        )
         assert "Traceback" not in refused.err
     down = cli("db", "status", "--url", "postgresql://nobody@127.0.0.1:1/none")
-    assert down.code != 0 and "cannot open the store" in down.err and "Traceback" not in down.err
+    assert (
+        down.code == EXIT_BAD_INPUT
+        and "cannot open the store" in down.err
+        and "Traceback" not in down.err
+    )
     schema_on_sqlite = cli("db", "upgrade", "--url", url, "--schema", "x")
-    assert schema_on_sqlite.code != 0 and "PostgreSQL" in schema_on_sqlite.err
+    assert schema_on_sqlite.code == EXIT_BAD_INPUT and "PostgreSQL" in schema_on_sqlite.err
 
 
 def test_every_db_command_has_help(cli: Cli) -> None:
