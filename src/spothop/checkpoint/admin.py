@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from spothop.checkpoint.errors import CheckpointCorrupt, CheckpointError
@@ -47,6 +47,10 @@ class CheckpointInfo:
     size_bytes: int | None = None
     reason: str | None = None
 
+    def to_dict(self) -> dict[str, Any]:
+        """Every field, JSON-ready."""
+        return asdict(self)
+
 
 @dataclass(frozen=True)
 class LeafInfo:
@@ -78,6 +82,10 @@ class CheckpointDetail:
     user_metadata: dict[str, Any]
     rng: list[str]  # the generators whose states it holds
     leaves: list[LeafInfo]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field, JSON-ready."""
+        return asdict(self)
 
 
 def describe_checkpoint(url: str, checkpoint_id: str | None = None,
@@ -123,6 +131,10 @@ class VerifyResult:
     tier: str
     ok: bool
     reason: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field, JSON-ready."""
+        return asdict(self)
 
 
 def list_checkpoints(url: str, storage_options: Mapping[str, Any] | None = None) -> list[CheckpointInfo]:

@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
 from spothop.checkpoint.errors import CheckpointConfigError, CheckpointError
 from spothop.checkpoint.manifest import Manifest
@@ -52,6 +53,10 @@ class GcPlan:
     partial_deleted: list[str]  # folders without a (loadable) manifest, removed
     damaged: list[tuple[str, str]]  # (id, reason) for each checkpoint found not to restore
     newest_restorable: str | None  # the newest checkpoint that passed its check; always kept
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field, JSON-ready (``damaged`` as ``[id, reason]`` pairs)."""
+        return asdict(self)
 
 
 def checkpoint_id(step: int, tier: str, nonce: str) -> str:

@@ -20,7 +20,8 @@ from spothop.resources.catalog import (
     read_catalog_path,
     save_user_offerings,
 )
-from spothop.resources.diff import change_json, diff_catalogs
+from spothop.resources.catalog_summary import summarise
+from spothop.resources.diff import diff_catalogs
 from spothop.resources.offering import Offering
 from spothop.resources.skypilot import ImportReport, import_skypilot_file, iter_skypilot_paths
 
@@ -52,7 +53,7 @@ def import_(
     reports = [import_skypilot_file(p, provider, date) for p in files]
     saved = {} if dry_run else _save(reports)
     if as_json:
-        print_json([_report_json(r, saved.get(r.provider)) for r in reports])
+        print_json([r.to_dict(saved.get(r.provider)) for r in reports])
     else:
         for report in reports:
             _print_report(report, saved.get(report.provider))
@@ -85,18 +86,6 @@ def _save(reports: list[ImportReport]) -> dict[str, Path]:
             comment = f"Imported by `spothop catalog import` on {dt.date.today()} from:\n" + "\n".join(sources[name])
             saved[name] = save_user_offerings(name, offerings, comment)
     return saved
-
-
-def _report_json(report: ImportReport, saved: Path | None) -> dict[str, object]:
-    return {
-        "path": report.path,
-        "provider": report.provider,
-        "rows": report.rows,
-        "imported": len(report.offerings),
-        "refused": [{"line": e.line, "field": e.field, "reason": e.reason, "out_of_scope": e.out_of_scope}
-                    for e in report.refused],
-        "saved_to": str(saved) if saved else None,
-    }
 
 
 def _print_report(report: ImportReport, saved: Path | None) -> None:
@@ -132,7 +121,7 @@ def diff(
         raise ConfigError(f"--min-change must be zero or more percent, got {min_change}")
     changes = diff_catalogs(_load_side(old), _load_side(new), min_change)
     if as_json:
-        print_json([change_json(c) for c in changes])
+        print_json([c.to_dict() for c in changes])
         return
     kinds = Counter(c.kind for c in changes)
     for change in changes:
@@ -168,26 +157,14 @@ def summary(as_json: Annotated[bool, typer.Option("--json", help="print JSON")] 
     """Offerings per provider: how many, which GPUs, how many with a spot market, price dates."""
     catalog = load_catalog()
     warn_refused(catalog)
-    groups: dict[str, list[Offering]] = defaultdict(list)
-    for o in catalog:
-        groups[o.provider].append(o)
-    rows = []
-    for name in sorted(groups):
-        items = groups[name]
-        dates = sorted(o.price_date for o in items)
-        rows.append({
-            "provider": name, "offerings": len(items), "with_spot": sum(o.spot_price_usd_per_hour is not None for o in items),
-            "regions": len({o.region for o in items}), "gpus": sorted({o.gpu for o in items}),
-            "oldest_price": dates[0].isoformat(), "newest_price": dates[-1].isoformat(),
-            "sources": sorted({"imported" if not o.source.startswith("builtin:") else "builtin" for o in items}),
-        })
+    rows = summarise(catalog)
     if as_json:
-        print_json(rows)
+        print_json([r.to_dict() for r in rows])
         return
     columns = ["provider", "offerings", "spot", "regions", "GPU models", "prices from", "source"]
     console.print(table(f"{len(catalog)} offerings (imports in {user_catalog_dir()})", columns, [
-        [r["provider"], r["offerings"], r["with_spot"], r["regions"], len(r["gpus"]),  # type: ignore[arg-type]
-         f"{r['oldest_price']} … {r['newest_price']}", ", ".join(r["sources"])] for r in rows  # type: ignore[arg-type]
+        [r.provider, r.offerings, r.with_spot, r.regions, len(r.gpus),
+         f"{r.oldest_price} … {r.newest_price}", ", ".join(r.sources)] for r in rows
     ], right=["offerings", "spot", "regions", "GPU models"]))
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import json
 from typing import Annotated, Any
@@ -39,7 +38,7 @@ def ls_command(url: Annotated[str, typer.Argument(help=URL_HELP)], as_json: Json
     """List checkpoints, oldest first: committed, damaged, or never committed."""
     infos = list_checkpoints(url)
     if as_json:
-        print_json([dataclasses.asdict(i) for i in infos])
+        print_json([i.to_dict() for i in infos])
         return
     rows = [[i.checkpoint_id, i.status, i.step, i.tier, i.parent, _when(i.wall_time_unix_s), _mib(i.size_bytes),
              i.reason] for i in infos]
@@ -54,7 +53,7 @@ def show_command(url: Annotated[str, typer.Argument(help=URL_HELP)],
     """Show one checkpoint's manifest: step, tier, delta chain, data position, RNG, metadata and arrays."""
     detail = describe_checkpoint(url, checkpoint_id)
     if as_json:
-        print_json(dataclasses.asdict(detail))
+        print_json(detail.to_dict())
         return
     facts: list[list[Any]] = [
         ["id", detail.checkpoint_id], ["step", detail.step], ["tier", detail.tier],
@@ -82,7 +81,7 @@ def verify_command(url: Annotated[str, typer.Argument(help=URL_HELP)],
     """Check every byte of every committed checkpoint and its delta chain; exit 1 if any fails, 3 if the location is missing."""
     results = verify_checkpoints(url, checkpoint_id)
     if as_json:
-        print_json([dataclasses.asdict(r) for r in results])
+        print_json([r.to_dict() for r in results])
     else:
         rows = [[r.checkpoint_id, r.step, r.tier, "ok" if r.ok else "FAILED", r.reason] for r in results]
         console.print(table(f"verify {url}", ["id", "step", "tier", "result", "reason"], rows, right=["step"]))
@@ -104,7 +103,7 @@ def gc_command(url: Annotated[str, typer.Argument(help=URL_HELP)],
     newest checkpoint that restores is never deleted (docs/checkpoint.md)."""
     plan = collect(existing_store(url), keep, dry_run=dry_run, verify_bytes=not quick)
     if as_json:
-        print_json({**dataclasses.asdict(plan), "dry_run": dry_run})
+        print_json({**plan.to_dict(), "dry_run": dry_run})
         return
     verb = "would delete" if dry_run else "deleted"
     why = dict(plan.damaged)

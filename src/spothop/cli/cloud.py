@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shlex
-from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
@@ -142,7 +141,7 @@ def maintenance_command(
     else:
         events = provider.maintenance_events(instance_id)
     if as_json:
-        print_json([asdict(e) for e in events])
+        print_json([e.to_dict() for e in events])
         return
     if not events:
         console.print(f"No scheduled events on {instance_id}.")

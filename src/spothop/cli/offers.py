@@ -38,7 +38,7 @@ def offers(
     check_names(query, catalog)
     found = catalog.query(query)
     if as_json:
-        print_json([offering_json(o, spot) for o in found])
+        print_json([o.to_dict(spot) for o in found])
         return
     market = "spot" if spot else "on-demand"
     if not found:
@@ -64,13 +64,6 @@ def _row(o: Offering, spot: bool) -> list[Any]:
     ]
 
 
-def offering_json(o: Offering, spot: bool) -> dict[str, Any]:
-    data = o.model_dump(mode="json")
-    data["market"] = "spot" if spot else "on-demand"
-    data.update(o.derived(spot))
-    return data
-
-
 def gpus(
     query: Annotated[str | None, typer.Argument(help="a name, alias or family; all models if omitted")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
@@ -78,7 +71,7 @@ def gpus(
     """List known GPU models with their published figures and aliases."""
     models = match_gpus(query) if query else list(gpu_catalog())
     if as_json:
-        print_json([m.model_dump(mode="json") | {"nominal_tflops": m.nominal_tflops} for m in models])
+        print_json([m.to_dict() for m in models])
         return
     columns = ["model", "family", "arch", "memory", "GB/s", "FP32", "BF16", "FP8", "NVLink GB/s", "aliases"]
     rows = [

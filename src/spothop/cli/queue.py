@@ -138,8 +138,7 @@ def dead(
             raise ConfigError("shard ids are only taken with --retry: `spothop queue dead JOB --retry SHARD…`")
         records = queue.dead()
     if as_json:
-        print_json([{"id": r.id, "attempts": r.attempts, "failures": r.failures, "releases": r.releases,
-                     "last_error": r.last_error, "payload": r.payload} for r in records])
+        print_json([r.to_dict() for r in records])
         return
     rows = [[r.id, r.attempts, r.failures, (r.last_error or "")[:ERROR_PREVIEW_CHARS]] for r in records]
     console.print(table(f"dead letters of {job}", ["shard", "attempts", "failures", "last error"], rows,

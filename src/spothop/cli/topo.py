@@ -25,7 +25,7 @@ def parse(
     topology = parse_file(file)
     chosen = choose_gpus(topology, choose) if choose is not None else None
     if as_json:
-        print_json(_as_json(topology, chosen))
+        print_json(topology.to_dict(chosen))
         return
     console.print(Text.assemble((str(file), "bold"), f": {topology.source_format.value}, "
                                 f"{topology.gpu_count} GPU(s){_versions(topology)}"))
@@ -105,14 +105,6 @@ def _cost_table(topology: Topology) -> Any:
 
 def _position(topology: Topology, index: int) -> int:
     return next(p for p, g in enumerate(topology.gpus) if g.index == index)
-
-
-def _as_json(topology: Topology, chosen: list[int] | None) -> dict[str, Any]:
-    data = topology.to_json()
-    data["cost_matrix"] = cost_matrix(topology) if topology.links is not None else None
-    if chosen is not None:
-        data["chosen"] = chosen
-    return data
 
 
 def register(app: typer.Typer) -> None:

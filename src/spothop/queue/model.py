@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -108,6 +108,10 @@ class ShardRecord:
     output_ref: str | None
     last_error: str | None
     worker: str | None = None  # who holds the lease, while the shard is leased
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field, JSON-ready (``state`` as its value)."""
+        return {**asdict(self), "state": self.state.value}
 
 
 @dataclass(frozen=True)

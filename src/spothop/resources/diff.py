@@ -30,8 +30,15 @@ SPEC_FIELDS = (
 Market = Literal["on_demand", "spot"]
 
 
+class _SerialisedChange:
+    """Every change serialises itself: :func:`change_json`, the one place its fields are named."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return change_json(self)  # type: ignore[arg-type]  # only the CatalogChange classes inherit this
+
+
 @dataclass(frozen=True)
-class OfferingAdded:
+class OfferingAdded(_SerialisedChange):
     offering: Offering
     kind: str = "added"
 
@@ -44,7 +51,7 @@ class OfferingAdded:
 
 
 @dataclass(frozen=True)
-class OfferingRemoved:
+class OfferingRemoved(_SerialisedChange):
     offering: Offering
     kind: str = "removed"
 
@@ -57,7 +64,7 @@ class OfferingRemoved:
 
 
 @dataclass(frozen=True)
-class PriceChanged:
+class PriceChanged(_SerialisedChange):
     """A price moved; ``None`` on one side means the market appeared or went away."""
 
     offering: Offering  # the new version
@@ -96,7 +103,7 @@ class PriceChanged:
 
 
 @dataclass(frozen=True)
-class SpecChanged:
+class SpecChanged(_SerialisedChange):
     offering: Offering  # the new version
     field: str
     old: Any

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator
 from enum import StrEnum
 from functools import cache
 from importlib import resources as importlib_resources
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -69,6 +70,12 @@ class GpuModel(BaseModel):
         if known != sorted(known):
             raise ValueError(f"{self.name}: TFLOPS must not fall from FP32 to TF32 to BF16 to FP8: {chain}")
         return self
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every published figure, JSON-ready, with :attr:`nominal_tflops`."""
+        data: dict[str, Any] = self.model_dump(mode="json")
+        data["nominal_tflops"] = self.nominal_tflops
+        return data
 
     @property
     def nominal_tflops(self) -> float:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 from enum import StrEnum
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
@@ -152,6 +153,13 @@ class Offering(BaseModel):
             "usd_per_nominal_tflops_hour": self.usd_per_nominal_tflops_hour(spot),
             "usd_per_effective_tflops_hour": self.usd_per_effective_tflops_hour(spot),
         }
+
+    def to_dict(self, spot: bool) -> dict[str, Any]:
+        """Every field, JSON-ready, with the market (``spot``/``on-demand``) and its derived figures."""
+        data: dict[str, Any] = self.model_dump(mode="json")
+        data["market"] = "spot" if spot else "on-demand"
+        data.update(self.derived(spot))
+        return data
 
     def with_measured_tflops(self, tflops_per_gpu: float | None) -> Offering:
         return self if tflops_per_gpu is None else self.model_copy(update={"measured_tflops_per_gpu": tflops_per_gpu})

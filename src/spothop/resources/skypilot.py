@@ -65,6 +65,18 @@ class ImportReport:
         """Rows that became an offering or were refused; equals ``rows`` when all are accounted."""
         return len(self.offerings) + len(self.refused)
 
+    def to_dict(self, saved_to: Path | None = None) -> dict[str, Any]:
+        """JSON-ready: counts, every refused row (line, field, reason) and where it was saved."""
+        return {
+            "path": self.path,
+            "provider": self.provider,
+            "rows": self.rows,
+            "imported": len(self.offerings),
+            "refused": [{"line": e.line, "field": e.field, "reason": e.reason, "out_of_scope": e.out_of_scope}
+                        for e in self.refused],
+            "saved_to": str(saved_to) if saved_to else None,
+        }
+
 
 @dataclass(frozen=True)
 class _Row:

@@ -178,11 +178,18 @@ class Topology(BaseModel):
         n = self.gpu_count
         return [[self.nvlink_count(i, j) for j in range(n)] for i in range(n)]
 
-    def to_json(self) -> dict[str, Any]:
-        """A plain dict for ``--json``: links spelled as ``topo -m`` does (``NV12``)."""
+    def to_dict(self, chosen: list[int] | None = None) -> dict[str, Any]:
+        """JSON-ready: links spelled as ``topo -m`` does (``NV12``), the communication
+        cost matrix (None without links), and ``chosen`` GPU indices when given."""
+        # cost.py builds on this module, so it is imported here, not at the top.
+        from spothop.resources.topology.cost import cost_matrix
+
         data = self.model_dump(mode="json", exclude={"links", "gpu_nic_links"})
         data["links"] = _labels(self.links) if self.links is not None else None
         data["gpu_nic_links"] = _labels(self.gpu_nic_links)
+        data["cost_matrix"] = cost_matrix(self) if self.links is not None else None
+        if chosen is not None:
+            data["chosen"] = chosen
         return data
 
 

@@ -31,7 +31,8 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
 Clock = Callable[[], float]
 
@@ -87,6 +88,10 @@ class ScheduledEvent:
             raise ValueError(f"scheduled event state {self.state!r} is not one of {sorted(SCHEDULED_EVENT_STATES)}")
         if self.not_after < self.not_before:
             raise ValueError(f"scheduled event {self.event_id}: not_after {self.not_after} is before not_before {self.not_before}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field, JSON-ready (times in unix seconds of the cloud's clock)."""
+        return asdict(self)
 
 
 @dataclass(frozen=True)
