@@ -48,7 +48,9 @@ def test_upgrade_creates_the_default_store_and_status_says_when_there_is_none(
 ) -> None:
     missing = cli("db", "status")
     assert (
-        missing.code == EXIT_NOT_FOUND and "no store at" in missing.err and "spothop db upgrade" in missing.err
+        missing.code == EXIT_NOT_FOUND
+        and "no store at" in missing.err
+        and "spothop db upgrade" in missing.err
     )
     assert not (spothop_home / "spothop.db").exists()
     made = cli("db", "upgrade")

@@ -36,20 +36,20 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alembic.autogenerate import compare_metadata
-from alembic.config import Config
-from alembic.runtime.environment import EnvironmentContext
-from alembic.runtime.migration import MigrationContext, MigrationInfo
-from alembic.script import Script, ScriptDirectory
-from alembic.script.revision import RevisionError
-from alembic.util.exc import CommandError
 from sqlalchemy import Connection, Engine, MetaData, inspect, text
 
 from spothop.db import once_per_engine
 from spothop.errors import ConfigError, StoreTooNew
 from spothop.state.registry import metadata
+
+# Alembic is imported where a store is migrated or read, not here: importing a table owner (the
+# queue, the market stores, the CLI) must not cost its ~0.1 s import.
+if TYPE_CHECKING:
+    from alembic.config import Config
+    from alembic.runtime.migration import MigrationContext, MigrationInfo
+    from alembic.script import Script, ScriptDirectory
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +128,8 @@ class UpgradeResult:
 
 @cache
 def _config() -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     return config
@@ -136,6 +138,8 @@ def _config() -> Config:
 @cache
 def script_directory() -> ScriptDirectory:
     """spothop's migrations, read once per process."""
+    from alembic.script import ScriptDirectory
+
     return ScriptDirectory.from_config(_config())
 
 
@@ -200,6 +204,10 @@ def _lock(conn: Connection) -> None:
 
 def _read(conn: Connection, url: str) -> tuple[str | None, bool]:
     """The store's revision (None: none) and whether it holds tables of spothop 0.1.0."""
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script.revision import RevisionError
+    from alembic.util.exc import CommandError
+
     context = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
     heads = context.get_current_heads()
     if not heads:
@@ -226,6 +234,8 @@ def status(engine: Engine, schema: str | None = None) -> SchemaStatus:
 
 def upgrade(engine: Engine, schema: str | None = None) -> UpgradeResult:
     """Migrate the store to this code's head (see the module's contract); returns what was applied."""
+    from alembic.runtime.environment import EnvironmentContext
+
     url = store_url(engine)
     head = head_revision()
     script = script_directory()
@@ -275,6 +285,9 @@ def differences(engine: Engine, schema: str | None = None) -> list[Any]:
     Empty once migrated: a table or column defined in code but created by no
     migration shows up here (``tests/state`` asserts it is empty on both databases).
     """
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
     with _transaction(engine, schema) as conn:
         context = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
         return list(compare_metadata(context, owned_metadata()))
