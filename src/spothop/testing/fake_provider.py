@@ -57,6 +57,7 @@ from spothop.providers.base import (
 )
 from spothop.providers.local.metadata.codes import HEX_DIGITS, ErrorCodes, InstanceIdShape
 from spothop.resources.offering import Offering
+from spothop.testing.factories import make_markets
 from spothop.testing.market import FakeMarket, fixed_cost_microusd
 
 FAKE_NAME = "fake"
@@ -121,8 +122,6 @@ class FakeProvider(Provider):
         gpu_quota: Mapping[str, int] | None = None,
         codes: ErrorCodes = FAKE_ERROR_CODES,
     ) -> None:
-        from spothop.testing.factories import make_markets
-
         self.name = name
         self.clock: Clock = clock or ManualClock()
         self.codes = codes
