@@ -3,7 +3,8 @@
 A parser's property test draws either arbitrary text or a real sample (a few
 dozen lines of a file from the shared data) damaged one to three times:
 truncated, a line dropped, doubled or swapped, a span replaced by junk (NaN,
-infinities, huge numbers, brackets, quotes, separators, NUL, non-ASCII), or a
+infinities, huge numbers, brackets, quotes, separators, NUL, non-ASCII, a lone
+surrogate that :func:`write_hostile` turns into a byte that is not UTF-8), or a
 number replaced by one of those. Damaged real files reach much further into a
 parser than random text, which its first check refuses.
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from datetime import timedelta
+from pathlib import Path
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -34,7 +36,8 @@ FAST_PARSER_SETTINGS = settings(PROPERTY_SETTINGS, max_examples=250)  # for pars
 
 JUNK = ("nan", "NaN", "inf", "-inf", "Infinity", "-Infinity", "1e309", "-1", "0", "1e300", "99999999999999999999",
         "", " ", ",", ",,", '"', "'", "[", "]", "{", "}", "(", ")", "<", ">", "</", "\x00", "\t",
-        "é", "漢", "\ufeff", "\r", "\n", "[/x]", "[red]", "True", "null", "--", "..", "/", "\\")
+        "é", "漢", "\ufeff", "\udcff", "\r", "\n", "[/x]", "[red]", "True", "null", "--", "..", "/", "\\",
+        "9999", "1e12", "2100", "-0")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
 junk_text = st.one_of(st.sampled_from(JUNK), st.text(max_size=12))
@@ -83,3 +86,9 @@ def _damaged(draw: st.DrawFn, samples: Sequence[str]) -> str:
 def hostile(samples: Sequence[str]) -> st.SearchStrategy[str]:
     """A real sample damaged up to three times (most examples), or arbitrary text."""
     return st.one_of(_damaged(samples), _damaged(samples), _damaged(samples), st.text(max_size=200))
+
+
+def write_hostile(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path`` as UTF-8, lone surrogates (``\\udcff``) becoming the raw bytes they stand for."""
+    path.write_bytes(text.encode("utf-8", errors="surrogateescape"))
+    return path

@@ -92,6 +92,10 @@ DISK_GIB = Bound(0, 1_048_576, "GiB")  # 1 PiB of local disk
 NETWORK_GBPS = Bound(0, 100_000, "Gbps", low_open=True)  # p5's EFA is 3,200 Gbps
 TFLOPS = Bound(0, 100_000, "TFLOPS")  # per GPU: B200 dense FP8 is ~4,500
 USD_PER_CURRENCY_UNIT = Bound(0, 1_000, "USD per unit", low_open=True)  # the dearest unit (KWD) is ~3.3 USD
+# Market traces:
+TRACE_TICK_S = Bound(0, SECONDS_PER_DAY, "s", low_open=True)  # published traces tick every 30-600 s
+TRACE_SPAN_S = DURATION_S  # a trace is sampled tick by tick: a year of minutes is 525,600 ticks
+INSTANCE_COUNT = Bound(0, 1_000_000, "instances", integer=True)  # obtainable in one market; fleets are thousands
 YEAR_FIRST, YEAR_LAST = 2006, 2100  # EC2 opened in 2006; nothing spothop reads is dated later than 2100
 UNIX_S = Bound(datetime(YEAR_FIRST, 1, 1, tzinfo=UTC).timestamp(),
                datetime(YEAR_LAST, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp(), "unix seconds")

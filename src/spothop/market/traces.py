@@ -28,6 +28,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from spothop.bounds import INSTANCE_COUNT, TRACE_SPAN_S, TRACE_TICK_S, Bound, check_datetime
+from spothop.errors import ValueOutOfRange
 from spothop.market.availability import AvailabilityTrace, TraceKind
 from spothop.market.errors import TraceError, require_file
 from spothop.market.sources import claiming_price_source
@@ -45,8 +47,16 @@ def _load_json(path: Path) -> Any:
     _require_file(path)
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise TraceError(str(path), f"not valid JSON ({exc})", "pass a trace JSON file") from exc
+
+
+def _bounded(where: str, bound: Bound, value: Any, field: str) -> Any:
+    """``value`` within ``bound`` (spothop.bounds), else :class:`TraceError` at ``where`` (a file or file:line)."""
+    try:
+        return bound.check(value, field)
+    except ValueOutOfRange as exc:
+        raise TraceError(where, str(exc), "fix that value") from None
 
 
 def detect_kind(path: Path) -> tuple[TraceKind, int] | None:
@@ -73,14 +83,7 @@ def _gap_seconds(path: Path, doc: dict[str, Any]) -> float:
             "key 'metadata.gap_seconds' missing",
             'add "metadata": {"gap_seconds": <tick length in s>}',
         )
-    gap = meta["gap_seconds"]
-    if isinstance(gap, bool) or not isinstance(gap, int | float) or not gap > 0:
-        raise TraceError(
-            str(path),
-            f"'metadata.gap_seconds' must be a number > 0, got {gap!r}",
-            "fix the tick length",
-        )
-    return float(gap)
+    return float(_bounded(str(path), TRACE_TICK_S, meta["gap_seconds"], "'metadata.gap_seconds'"))
 
 
 def _int_data(path: Path, doc: dict[str, Any]) -> list[int]:
@@ -96,6 +99,7 @@ def _int_data(path: Path, doc: dict[str, Any]) -> list[int]:
             raise TraceError(
                 str(path), f"'data[{i}]' must be an integer >= 0, got {value!r}", "fix that entry"
             )
+        _bounded(str(path), INSTANCE_COUNT, value, f"'data[{i}]'")
     return data
 
 
@@ -111,7 +115,10 @@ def _prices(
             f"key 'prices' must be a list of {ticks} numbers (one per tick)",
             "fix or drop it",
         )
-    array = np.asarray(prices, dtype=np.float64)
+    try:
+        array = np.asarray(prices, dtype=np.float64)
+    except (ValueError, TypeError, OverflowError):
+        raise TraceError(str(path), "key 'prices' holds something that is not a number", "fix it") from None
     if not np.all(np.isfinite(array)) or np.any(array <= 0):
         raise TraceError(
             str(path), "key 'prices' holds a non-positive or non-finite price", "fix it"
@@ -141,6 +148,9 @@ def read_cant_be_late(
         )
     tick_s = _gap_seconds(path, doc)
     data = _int_data(path, doc)
+    if len(data) * tick_s > TRACE_SPAN_S.high:
+        raise TraceError(str(path), f"{len(data)} ticks of {tick_s:g} s span more than {TRACE_SPAN_S.describe()}",
+                         "split the trace or use longer ticks")
     detected = detect_kind(path)
     if kind is None:
         if detected is None:
@@ -240,6 +250,7 @@ def _parse_event(path: Path, line: int, row: list[str]) -> NodeEvent:
         raise TraceError(
             f"{path}:{line}", f"time {row[0]!r} is not a number of milliseconds", "fix that line"
         ) from None
+    _bounded(f"{path}:{line}", TRACE_SPAN_S, ms / 1000.0, "time since the start")
     action: Literal["add", "remove"] = "add" if row[1].strip() == "add" else "remove"
     return NodeEvent(time_s=ms / 1000.0, action=action, node=row[2].strip())
 
@@ -253,8 +264,11 @@ def read_bamboo_events(path: str | Path, tick_s: float = DEFAULT_EVENT_TICK_S) -
     """
     path = Path(path)
     _require_file(path)
-    with path.open(newline="", encoding="utf-8") as handle:
-        rows = [(n, row) for n, row in enumerate(csv.reader(handle), start=1) if row]
+    try:
+        with path.open(newline="", encoding="utf-8") as handle:
+            rows = [(n, row) for n, row in enumerate(csv.reader(handle), start=1) if row]
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise TraceError(str(path), f"not a CSV text file ({exc})", "pass a Bamboo trace") from None
     events = sorted((_parse_event(path, n, row) for n, row in rows), key=lambda e: e.time_s)
     if not events:
         raise TraceError(str(path), "no events", "pass a non-empty Bamboo trace")
@@ -305,7 +319,9 @@ def _parse_count(path: Path, line: int, text: str) -> CountSample:
         count = int(parts[2])
         if count < 0:
             raise ValueError("negative count")
-    except ValueError as exc:
+        INSTANCE_COUNT.check(count, "running_count")
+        check_datetime(stamp, "the date")
+    except ValueError as exc:  # ValueOutOfRange is one
         raise TraceError(
             f"{path}:{line}",
             f"expected 'YYYY-MM-DD, HH:MM:SS, running_count', got {text!r} ({exc})",
@@ -322,7 +338,10 @@ def read_bamboo_counts(path: str | Path, tick_s: float = DEFAULT_EVENT_TICK_S) -
     """
     path = Path(path)
     _require_file(path)
-    lines = path.read_text(encoding="utf-8").splitlines()
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise TraceError(str(path), f"not a text file ({exc})", "pass a running-count log") from None
     raw = [_parse_count(path, n, text) for n, text in enumerate(lines, start=1) if text.strip()]
     if not raw:
         raise TraceError(str(path), "no samples", "pass a non-empty running-count log")
@@ -331,6 +350,9 @@ def read_bamboo_counts(path: str | Path, tick_s: float = DEFAULT_EVENT_TICK_S) -
     samples = sorted(latest.values(), key=lambda s: s.timestamp)
     start = samples[0].timestamp
     times = [(s.timestamp - start).total_seconds() for s in samples]
+    if times[-1] > TRACE_SPAN_S.high:
+        raise TraceError(str(path), f"the samples span {times[-1] / 86_400:.0f} days, more than "
+                                    f"{TRACE_SPAN_S.describe()}", "split the log")
     values = [s.running_count for s in samples]
     ticks = _step_to_ticks(times, values, tick_s, initial=values[0])
     trace = AvailabilityTrace(

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from spothop.errors import TopologyParseError
 from spothop.resources.topology.model import Topology
 from spothop.resources.topology.rocm_smi import looks_like_rocm_smi, parse_rocm_smi
@@ -49,7 +51,13 @@ def parse_any(text: str) -> Topology:
     """Parse any supported format; raise :class:`TopologyParseError` for anything else."""
     for looks_like, parse in _READERS:
         if looks_like(text):
-            return parse(text)
+            try:
+                return parse(text)
+            except ValidationError as exc:  # the rows parsed, but do not make one machine
+                problem = exc.errors()[0]
+                where = ".".join(map(str, problem["loc"])) or "the GPUs"
+                raise TopologyParseError(
+                    f"the output describes an inconsistent machine ({where}: {problem['msg']})") from None
     head = text[:4096]
     for marker, what in _UNSUPPORTED:
         if marker in head:

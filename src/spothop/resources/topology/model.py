@@ -151,6 +151,10 @@ class Topology(BaseModel):
     @model_validator(mode="after")
     def _square(self) -> Topology:
         n = len(self.gpus)
+        indices = [gpu.index for gpu in self.gpus]
+        if len(set(indices)) != n:  # choose_gpus answers in indices: two GPUs cannot share one
+            repeated = sorted({i for i in indices if indices.count(i) > 1})
+            raise ValueError(f"GPU index {', '.join(map(str, repeated))} appears more than once")
         if self.links is not None and (len(self.links) != n or any(len(r) != n for r in self.links)):
             raise ValueError(f"links must be {n}x{n}")
         if self.gpu_nic_links and (

@@ -47,8 +47,9 @@ def _concise(lines: list[str]) -> list[GpuDevice]:
         row = _CONCISE_ROW.match(line)
         if not row:
             continue
-        name = lines[at + 1].strip() if at + 1 < len(lines) else ""
-        if not name or name.startswith("="):
+        following = lines[at + 1] if at + 1 < len(lines) else ""
+        name = following.strip()
+        if not name or name.startswith("=") or _CONCISE_ROW.match(following):
             raise TopologyParseError(f"line {at + 2}: expected the device name under GPU {row.group(1)}")
         gpus.append(GpuDevice(index=int(row.group(1)), name=name))
     return gpus
