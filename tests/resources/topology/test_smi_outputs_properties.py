@@ -31,7 +31,7 @@ def _parse(tmp_path_factory: pytest.TempPathFactory, text: str) -> None:
         assert str(exc).startswith(f"{path}: "), exc
         return
     n = topology.gpu_count  # the model checked its own shape (links n x n, NICs n x m)
-    assert n >= 1 and json.dumps(topology.to_json())
+    assert n >= 1 and json.dumps(topology.to_dict())
     costs = cost_matrix(topology)  # what `topo parse --choose` computes from it
     assert len(costs) == n and all(math.isfinite(c) and c >= 0 for row in costs for c in row)
     assert len(set(choose_gpus(topology, min(2, n)))) == min(2, n)
