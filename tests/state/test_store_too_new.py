@@ -58,3 +58,16 @@ def test_opening_a_newer_store_through_any_owner_stops_with_the_same_error(
         PriceStore(engine=reader)
     with pytest.raises(StoreTooNew):  # refused every time, not only the first
         ensure_schema(store.engine, store.schema)
+
+
+def test_a_store_on_two_branches_is_taken_for_a_newer_spothops(make_store: StoreFactory) -> None:
+    """spothop's history is one line; a second head in the version table came from a newer release."""
+    store = make_store(False)
+    upgrade(store.engine, store.schema)
+    with store.engine.begin() as conn:
+        conn.execute(
+            text(f"INSERT INTO {store.qualified(VERSION_TABLE)} (version_num) VALUES (:v)"),
+            {"v": FUTURE_REVISION},
+        )
+    with pytest.raises(StoreTooNew, match=FUTURE_REVISION):
+        status(store.engine, store.schema)

@@ -213,14 +213,13 @@ def _read(conn: Connection, url: str) -> tuple[str | None, bool]:
     if not heads:
         tables = set(inspect(conn).get_table_names())
         return None, bool(RELEASE_0_1_TABLES & tables)
-    head = head_revision()
-    for revision in heads:
-        try:
-            known = script_directory().get_revision(revision)
-        except (CommandError, RevisionError):
-            known = None
-        if known is None or len(heads) > 1:
-            raise StoreTooNew(url, ", ".join(heads), head)
+    # spothop's history is one line: an unknown revision, or two heads, can only be a newer spothop's.
+    try:
+        known = len(heads) == 1 and script_directory().get_revision(heads[0]) is not None
+    except (CommandError, RevisionError):
+        known = False
+    if not known:
+        raise StoreTooNew(url, ", ".join(heads), head_revision())
     return heads[0], False
 
 
