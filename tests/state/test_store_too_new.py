@@ -14,14 +14,18 @@ from tests.state.conftest import Store, StoreFactory
 FUTURE_REVISION = "9001"
 
 
-def _from_the_future(make_store: StoreFactory) -> Store:
+def _from_the_future(make_store: StoreFactory, second_head: bool = False) -> Store:
+    """A store at this code's head, then moved to FUTURE_REVISION (or given it as a second head)."""
     store = make_store(False)
     upgrade(store.engine, store.schema)
+    table = store.qualified(VERSION_TABLE)
+    change = (
+        f"INSERT INTO {table} (version_num) VALUES (:v)"
+        if second_head
+        else f"UPDATE {table} SET version_num = :v"
+    )
     with store.engine.begin() as conn:
-        conn.execute(
-            text(f"UPDATE {store.qualified(VERSION_TABLE)} SET version_num = :v"),
-            {"v": FUTURE_REVISION},
-        )
+        conn.execute(text(change), {"v": FUTURE_REVISION})
     return store
 
 
@@ -62,12 +66,6 @@ def test_opening_a_newer_store_through_any_owner_stops_with_the_same_error(
 
 def test_a_store_on_two_branches_is_taken_for_a_newer_spothops(make_store: StoreFactory) -> None:
     """spothop's history is one line; a second head in the version table came from a newer release."""
-    store = make_store(False)
-    upgrade(store.engine, store.schema)
-    with store.engine.begin() as conn:
-        conn.execute(
-            text(f"INSERT INTO {store.qualified(VERSION_TABLE)} (version_num) VALUES (:v)"),
-            {"v": FUTURE_REVISION},
-        )
+    store = _from_the_future(make_store, second_head=True)
     with pytest.raises(StoreTooNew, match=FUTURE_REVISION):
         status(store.engine, store.schema)
