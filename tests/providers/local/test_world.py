@@ -1,6 +1,11 @@
+import urllib.error
+import urllib.request
+
 import pytest
 
 from spothop.errors import ConfigError
+from spothop.providers.base import LaunchRequest
+from spothop.providers.local.provider import LocalProvider
 from spothop.providers.local.world import load_world
 from tests.conftest import shared_path
 
@@ -45,6 +50,10 @@ def test_world_sells_catalog_offerings_at_catalog_prices(world_file):
         (("      synthetic: {mean_time_between_preemptions_s: 3600, mean_outage_s: 600}", "      trace: nowhere.json"), "trace 'nowhere.json' not found"),
         (("us-east-1a", "mars-1a"), "none of its instance types is sold in mars-1a"),
         (("seed: 1", "seed: [1"), "not valid YAML"),
+        (("    catalog: aws\n", "    catalog: aws\n    metadata_options: {tokens: sometimes}\n"),
+         "tokens='sometimes' for 'aws' is not one of hang, optional, refused, required"),
+        (("    catalog: aws\n", "    catalog: aws\n    metadata_options: {speed: fast}\n"),
+         "takes no option 'speed' (accepted: tokens)"),
     ],
 )
 def test_bad_world_files_name_file_key_and_fix(world_file, change, needle):
@@ -69,3 +78,18 @@ def test_trace_market_reads_a_shared_trace(world_file):
         "      synthetic: {mean_time_between_preemptions_s: 3600, mean_outage_s: 600}", f"      trace: {first}")))
     (source,) = world.market_sources.values()
     assert source.trace is not None and len(source.trace.counts) > 1000
+
+
+def test_a_worlds_metadata_options_reach_every_instances_endpoint(world_file, providers):
+    path = world_file(GOOD.replace("    catalog: aws\n", "    catalog: aws\n    metadata_options: {tokens: refused}\n"))
+    provider = LocalProvider("aws-sim", world=load_world(path), world_path=path)
+    providers.append(provider)
+    instance = provider.launch(LaunchRequest(instance_type="g5.xlarge", region="us-east-1", zone="us-east-1a",
+                                             bootstrap_command=["sleep", "300"]))
+    put = urllib.request.Request(f"{instance.metadata_url}/latest/api/token", method="PUT",
+                                 headers={"X-aws-ec2-metadata-token-ttl-seconds": "60"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(put, timeout=5)
+    assert refused.value.code == 403
+    with urllib.request.urlopen(f"{instance.metadata_url}/latest/meta-data/instance-id", timeout=5) as reply:
+        assert reply.read().decode() == instance.instance_id  # IMDSv1: no token needed

@@ -117,6 +117,7 @@ class Host:
                 launch_time=self.spec["launched_at"], spot=self.spec["spot"],
             ),
             self.notices,
+            options=self.world.cloud(self.spec["cloud"]).metadata_options,
         )
         server.start()
         self.store.update_instance(self.instance_id, metadata_url=server.url, host_pid=os.getpid())

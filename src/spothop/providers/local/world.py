@@ -51,7 +51,7 @@ from spothop.market import (
 )
 from spothop.market.errors import TraceError
 from spothop.market.traces import detect_kind
-from spothop.providers.local.metadata import PROTOCOLS
+from spothop.providers.local.metadata import PROTOCOLS, check_options
 from spothop.resources.catalog import builtin_offerings
 from spothop.resources.market_id import MarketId
 from spothop.resources.offering import Offering
@@ -134,11 +134,19 @@ class CloudSpec(BaseModel):
     instance_types: list[str] = Field(min_length=1)
     market: MarketSpec
     markets: list[MarketOverride] = Field(default_factory=list)
+    metadata_options: dict[str, str | bool] = Field(
+        default_factory=dict,
+        description="options of every instance's metadata endpoint, e.g. {tokens: refused} on an aws endpoint",
+    )
 
     @model_validator(mode="after")
     def _known_protocol(self) -> CloudSpec:
         if self.protocol not in PROTOCOLS:
             raise ValueError(f"unknown protocol {self.protocol!r}; use one of {', '.join(sorted(PROTOCOLS))}")
+        try:
+            check_options(self.protocol, self.metadata_options)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from exc
         return self
 
     @model_validator(mode="after")

@@ -56,6 +56,7 @@ __all__ = [
     "NoticeSnapshot",
     "NoticeState",
     "ScheduledEvent",
+    "check_options",
 ]
 
 METADATA_URL_ENV = "SPOTHOP_METADATA_URL"  # the endpoint's base URL, e.g. http://127.0.0.1:41234
@@ -71,6 +72,28 @@ PROTOCOLS: dict[str, type[MetadataHandler]] = {
 }
 
 _STOP_POLL_S = 0.05  # how often serve_forever checks for shutdown
+
+
+def check_options(protocol: str, options: Mapping[str, Any] | None) -> type[MetadataHandler]:
+    """The handler of ``protocol``; ConfigError naming what is accepted for an unknown protocol or option."""
+    handler = PROTOCOLS.get(protocol)
+    if handler is None:
+        raise ConfigError(
+            f"unknown metadata protocol {protocol!r}; known protocols: {', '.join(sorted(PROTOCOLS))}"
+        )
+    options = dict(options or {})
+    unknown = sorted(set(options) - handler.OPTIONS)
+    if unknown:
+        accepted = ", ".join(sorted(handler.OPTIONS)) or "none"
+        raise ConfigError(
+            f"metadata protocol {protocol!r} takes no option {', '.join(map(repr, unknown))} (accepted: {accepted})"
+        )
+    for name, allowed in handler.OPTION_VALUES.items():
+        if name in options and options[name] not in allowed:
+            raise ConfigError(
+                f"metadata option {name}={options[name]!r} for {protocol!r} is not one of {', '.join(sorted(allowed))}"
+            )
+    return handler
 
 
 class MetadataServer:
@@ -100,23 +123,8 @@ class MetadataServer:
         options: Mapping[str, Any] | None = None,
         debug: bool = False,
     ) -> None:
-        handler = PROTOCOLS.get(protocol)
-        if handler is None:
-            raise ConfigError(
-                f"unknown metadata protocol {protocol!r}; known protocols: {', '.join(sorted(PROTOCOLS))}"
-            )
+        handler = check_options(protocol, options)
         options = dict(options or {})
-        unknown = sorted(set(options) - handler.OPTIONS)
-        if unknown:
-            accepted = ", ".join(sorted(handler.OPTIONS)) or "none"
-            raise ConfigError(
-                f"metadata protocol {protocol!r} takes no option {', '.join(map(repr, unknown))} (accepted: {accepted})"
-            )
-        for name, allowed in handler.OPTION_VALUES.items():
-            if name in options and options[name] not in allowed:
-                raise ConfigError(
-                    f"metadata option {name}={options[name]!r} for {protocol!r} is not one of {', '.join(sorted(allowed))}"
-                )
         self.protocol = protocol
         self.metadata = metadata
         self.notices = notices
