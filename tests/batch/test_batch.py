@@ -138,9 +138,10 @@ def test_sigterm_stops_iteration_and_releases(tmp_path: Path) -> None:
 def test_heartbeats_keep_a_long_shard_leased(tmp_path: Path) -> None:
     queue = open_queue(f"sqlite:///{tmp_path / 'q.db'}", "beats")
     queue.enqueue([Shard("a", 1)])
-    for item in iter_shards(queue, "w1", lease_s=0.3, stop_on_sigterm=False):
+    # A lease long enough that a heartbeat thread held up a moment on a loaded machine still renews it.
+    for item in iter_shards(queue, "w1", lease_s=1.0, stop_on_sigterm=False):
         first_expiry = item.lease.expires_at
-        threading.Event().wait(1.0)  # three lease lengths: only heartbeats keep it
+        threading.Event().wait(3.0)  # three lease lengths: only heartbeats keep it
         assert item.lease.expires_at > first_expiry
         item.complete("ref")
     assert queue.get("a").state == ShardState.DONE and queue.get("a").token == 1

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from spothop.batch.chaos import run_chaos
+from tests.waiting import scaled
 
-TIMEOUT_S = 120.0
+TIMEOUT_S = scaled(120.0)
 
 
 def test_chaos_reduced(tmp_path: Path) -> None:

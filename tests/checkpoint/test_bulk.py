@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from spothop.checkpoint import bulk
+from tests.waiting import scaled
 
 SIZES = [0, 1, 7, 4096, bulk.PIECE_BYTES - 1, bulk.PIECE_BYTES, bulk.PIECE_BYTES + 3, 3 * bulk.PIECE_BYTES + 5]
 
@@ -88,7 +89,7 @@ def test_a_forked_child_gets_its_own_threads(monkeypatch: pytest.MonkeyPatch) ->
         target = np.empty_like(source)
         bulk.copy([(target, source)])
         os._exit(0 if np.array_equal(target, source) else 1)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + scaled(30)
     while time.monotonic() < deadline:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:

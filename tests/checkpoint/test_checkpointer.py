@@ -12,6 +12,7 @@ import pytest
 from spothop.checkpoint import Checkpointer, CheckpointWriteError, Tier, collect, list_checkpoints
 from spothop.checkpoint import pack as pack_mod
 from spothop.checkpoint.store import Store
+from tests.waiting import scaled
 
 
 def state(seed: int, n: int = 4096) -> dict[str, Any]:
@@ -103,7 +104,7 @@ class GatedWrites:
 
         def gated(*args: Any, **kwargs: Any) -> Any:
             self.started.release()
-            self.release.wait(timeout=30)
+            self.release.wait(timeout=scaled(30))
             return real(*args, **kwargs)
 
         monkeypatch.setattr(pack_mod, "write_pack", gated)
@@ -113,7 +114,7 @@ def test_one_save_in_flight_the_next_waits(tmp_path: Path, monkeypatch: pytest.M
     gate = GatedWrites(monkeypatch)
     ckpt = Checkpointer(str(tmp_path))
     first = ckpt.save(state(1), 1)
-    assert gate.started.acquire(timeout=10)
+    assert gate.started.acquire(timeout=scaled(10))
     second_started = threading.Event()
 
     def second() -> None:
@@ -125,7 +126,7 @@ def test_one_save_in_flight_the_next_waits(tmp_path: Path, monkeypatch: pytest.M
     assert not second_started.wait(timeout=0.2)  # backpressure: blocked behind the first
     assert not first.done()
     gate.release.set()
-    worker.join(timeout=30)
+    worker.join(timeout=scaled(30))
     assert second_started.is_set()
     ckpt.close()
     assert [i.step for i in list_checkpoints(str(tmp_path))] == [1, 2]
@@ -136,13 +137,13 @@ def test_an_emergency_save_cancels_an_inflight_durable_one(tmp_path: Path, monke
     ckpt.save(state(0), 1).wait()
     gate = GatedWrites(monkeypatch)
     durable = ckpt.save(state(1), 2)
-    assert gate.started.acquire(timeout=10)
+    assert gate.started.acquire(timeout=scaled(10))
     handles: list[Any] = []
     worker = threading.Thread(target=lambda: handles.append(ckpt.save(state(2), 3, tier=Tier.EMERGENCY)))
     worker.start()
-    assert durable._cancel.wait(timeout=10)  # the emergency save asked the durable one to stop
+    assert durable._cancel.wait(timeout=scaled(10))  # the emergency save asked the durable one to stop
     gate.release.set()
-    worker.join(timeout=30)
+    worker.join(timeout=scaled(30))
     emergency = handles[0]
     with pytest.raises(CheckpointWriteError, match="cancelled"):
         durable.wait()
@@ -159,7 +160,7 @@ def test_a_script_that_ends_without_close_still_commits_its_last_save(tmp_path: 
         "from spothop.checkpoint import Checkpointer\n"
         f"Checkpointer({str(tmp_path)!r}).save({{'w': np.random.default_rng(0).random(4_000_000)}}, 7)\n"
     )  # returns as soon as the state is copied; the interpreter exits while the save is written
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=scaled(120))
     assert done.returncode == 0, done.stderr
     assert "failed" not in done.stderr
     assert [i.step for i in list_checkpoints(str(tmp_path))] == [7]

@@ -19,6 +19,7 @@ torch = pytest.importorskip("torch")
 from spothop.checkpoint import Checkpointer, Tier  # noqa: E402
 from spothop.checkpoint.pytorch import ResumableSampler, TorchState  # noqa: E402
 from tests.checkpoint import train_script  # noqa: E402
+from tests.waiting import scaled, wait_for  # noqa: E402
 
 TOTAL = 17
 SCRIPT = Path(train_script.__file__)
@@ -50,10 +51,10 @@ def test_resume_after_sigkill_matches_bit_for_bit(tmp_path: Path) -> None:
         if line.strip() == "step 10":
             break
     child.send_signal(signal.SIGKILL)
-    assert child.wait(timeout=30) == -signal.SIGKILL
+    assert child.wait(timeout=scaled(30)) == -signal.SIGKILL
     assert not (tmp_path / "never").exists()
     done = subprocess.run([sys.executable, str(SCRIPT), url, str(TOTAL), str(tmp_path / "resumed")],
-                          check=True, env=env, cwd=ROOT, timeout=120, capture_output=True, text=True)
+                          check=True, env=env, cwd=ROOT, timeout=scaled(120), capture_output=True, text=True)
     # Step 9's save may have been in flight at the kill; then it never committed and step 6 is used.
     assert done.stdout.strip() in ("resumed from 6", "resumed from 9")
     reference, _ = train_script.train(None, TOTAL)  # single-threaded like the children, so comparable
@@ -84,15 +85,14 @@ def test_a_worker_under_the_agent_saves_on_notices_exits_75_and_resumes_exactly(
             control.request_checkpoint("rebalance recommendation")
         elif line.strip() == "step 7":
             # Let step 5's durable save commit: an emergency save cancels one still in flight (by design).
-            deadline = time.monotonic() + 30
-            while not [i for i in list_checkpoints(url) if i.status == "committed"] and time.monotonic() < deadline:
-                time.sleep(0.02)
+            wait_for(lambda: [i for i in list_checkpoints(url) if i.status == "committed"], 30,
+                     what="step 5's durable save to commit")
             control.request_stop(time.time() + 30, "spot interruption", {"kind": "test"})
         else:
             continue
         child.stdin.write("\n")
         child.stdin.flush()
-    assert child.wait(timeout=60) == EXIT_PREEMPTED
+    assert child.wait(timeout=scaled(60)) == EXIT_PREEMPTED
     assert not (tmp_path / "never").exists()
     infos = list_checkpoints(url)
     assert [(i.step, i.tier) for i in infos] == [(5, "durable"), (8, "emergency")]
@@ -266,11 +266,11 @@ def test_an_overlapped_save_holds_the_optimizer_step_until_its_copy_is_done(tmp_
     from spothop.checkpoint.pytorch import TorchState
 
     real_copy = bulk.copy
-    started = threading.Event()
+    started, release = threading.Event(), threading.Event()
 
     def slow_copy(pairs: object) -> None:
         started.set()
-        time.sleep(0.3)
+        release.wait(scaled(30))  # held until the test lets it go: "still running" whatever the load
         real_copy(pairs)  # type: ignore[arg-type]
 
     torch.manual_seed(0)
@@ -283,10 +283,11 @@ def test_an_overlapped_save_holds_the_optimizer_step_until_its_copy_is_done(tmp_
     expected = {k: v.detach().clone() for k, v in model.state_dict().items()}
     monkeypatch.setattr(bulk, "copy", slow_copy)
     handle = state.save(ckpt, 1, overlap=True)
-    assert started.wait(5) and not handle.copied()  # save returned with the copy still running
+    assert started.wait(scaled(5)) and not handle.copied()  # save returned with the copy still running
     optimizer.zero_grad()
     model(torch.randn(4, 6)).sum().backward()  # reads parameters, writes batch-norm buffers
-    optimizer.step()  # waits for the copy
+    threading.Timer(0.2, release.set).start()  # the copy ends 0.2 s from now...
+    optimizer.step()  # ...and the step waits for it
     assert handle.copied() and handle.waited_s > 0.05
     handle.wait()
     restored = Checkpointer(str(tmp_path)).restore(apply_rng=False)
@@ -312,7 +313,7 @@ def run_ranks(tmp_path: Path, url: str, mode: str, tag: str) -> list[str]:
     init = tmp_path / f"init-{tag}"
     ranks = [subprocess.Popen([sys.executable, str(script), str(rank), str(init), url, mode], env=env, cwd=ROOT,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
-    outs = [r.communicate(timeout=120) for r in ranks]
+    outs = [r.communicate(timeout=scaled(120)) for r in ranks]
     assert [r.returncode for r in ranks] == [0, 0], [err[-2000:] for _, err in outs]
     return [out.strip() for out, _ in outs]
 

@@ -23,6 +23,7 @@ from fsspec.implementations.local import LocalFileSystem
 from spothop.checkpoint import Checkpointer, CheckpointWriteError, NoValidCheckpoint, Tier
 from spothop.checkpoint import store as store_mod
 from spothop.checkpoint.manifest import FILE_DIGEST_DOMAIN, LeafEntry, Manifest, sha256_digest
+from tests.waiting import scaled
 
 CHUNK = 1024
 WINDOW = 4096  # a few chunks: every save below kicks writeback several times
@@ -224,7 +225,7 @@ def test_a_failing_worker_ends_the_save_without_leaving_anyone_waiting(tmp_path:
     ckpt = Checkpointer(str(tmp_path / "d"), local_url=str(tmp_path / "a"), chunk_bytes=CHUNK, workers=4)
     handle = ckpt.save(big_state(), 1, tier=Tier.DURABLE)
     with pytest.raises(CheckpointWriteError, match="simulated I/O error"):
-        handle.wait(timeout=20)
+        handle.wait(timeout=scaled(20))
     assert not list((tmp_path / "d").glob("*/manifest.json"))
     ckpt.close()
 
@@ -292,7 +293,7 @@ def test_superseded_checkpoints_are_deleted_after_the_save_returns(tmp_path: Pat
     real = ckpt_mod.gc_mod.collect
 
     def blocked(store: store_mod.Store, keep: int, **kwargs: object) -> object:
-        assert release.wait(10)
+        assert release.wait(scaled(10))
         return real(store, keep, **kwargs)  # type: ignore[arg-type]
 
     folder = tmp_path / ("local" if tier is Tier.LOCAL else "d")
@@ -302,7 +303,7 @@ def test_superseded_checkpoints_are_deleted_after_the_save_returns(tmp_path: Pat
     ckpt.wait()
     monkeypatch.setattr(ckpt_mod.gc_mod, "collect", blocked)
     second = ckpt.save(state(), 2, tier=tier)
-    second.wait(timeout=5)  # returns although the clean-up is blocked: it is off the save's path
+    second.wait(timeout=scaled(5))  # returns although the clean-up is blocked: it is off the save's path
     assert len(list(folder.glob("step-*"))) == 2
     release.set()
     ckpt.wait()

@@ -1,4 +1,4 @@
-from tests.providers.local.conftest import wait_for
+from tests.waiting import wait_for
 
 
 def test_world_lists_every_cloud_and_market(cli):

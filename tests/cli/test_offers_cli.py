@@ -3,6 +3,8 @@ import sys
 
 import pytest
 
+from tests.waiting import scaled
+
 
 def test_offers_h100x8_spot_json_from_three_providers_sorted(cli):
     result = cli("offers", "--gpu", "H100", "--count", "8", "--spot", "--json")
@@ -59,6 +61,6 @@ def test_installed_entry_point_has_help_everywhere():
     exe = [sys.executable, "-m", "spothop.cli.main"]
     for args in (["--help"], ["offers", "--help"], ["catalog", "--help"], ["catalog", "import", "--help"],
                  ["catalog", "diff", "--help"], ["gpus", "--help"]):
-        done = subprocess.run(exe + args, capture_output=True, text=True, timeout=60)
+        done = subprocess.run(exe + args, capture_output=True, text=True, timeout=scaled(60))
         assert done.returncode == 0, (args, done.stderr)
         assert "Usage" in done.stdout

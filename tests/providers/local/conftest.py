@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,18 +8,7 @@ import pytest
 
 from spothop.providers.local.provider import LocalProvider
 from spothop.providers.local.world import load_world
-
-
-def wait_for(predicate, timeout_s: float = 10.0, interval_s: float = 0.05):  # type: ignore[no-untyped-def]
-    """Poll ``predicate`` until it returns something truthy; fail the test at the timeout."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"condition not met within {timeout_s} s")
-        time.sleep(interval_s)
+from tests.waiting import wait_for  # noqa: F401 - re-exported: tests import it from here
 
 
 def pid_alive(pid: int) -> bool:

@@ -11,7 +11,8 @@ from spothop.providers.local.provider import LocalProvider
 from spothop.providers.local.world import load_world
 from spothop.providers.registry import get_provider, provider_names
 from tests.conftest import shared_path
-from tests.providers.local.conftest import pid_alive, wait_for
+from tests.providers.local.conftest import pid_alive
+from tests.waiting import scaled, wait_for
 
 # A bootstrap command that records its own pid and a child's, then waits.
 FAMILY = "sleep 300 & echo $! > child.pid; echo $$ > leader.pid; wait"
@@ -56,13 +57,13 @@ def test_launched_instance_runs_and_terminate_ends_its_whole_group(aws):
     instance = _launch(aws)
     # Pending until the launch delay has passed (a slow machine may already be past it).
     assert instance.state in (InstanceState.PENDING, InstanceState.RUNNING) and instance.metadata_url
-    running = aws.wait(instance.instance_id, [InstanceState.RUNNING], 10)
+    running = aws.wait(instance.instance_id, [InstanceState.RUNNING], scaled(10))
     assert running.state is InstanceState.RUNNING
     directory = aws.store.instances_dir / instance.instance_id
     leader, child = _pids(directory)
     assert pid_alive(leader) and pid_alive(child)
     aws.terminate(instance.instance_id)
-    ended = aws.wait(instance.instance_id, [InstanceState.TERMINATED], 15)
+    ended = aws.wait(instance.instance_id, [InstanceState.TERMINATED], scaled(15))
     assert ended.state is InstanceState.TERMINATED
     wait_for(lambda: not pid_alive(leader) and not pid_alive(child))
     assert ended.billed_seconds > 0 and ended.cost_microusd > 0 and isinstance(ended.cost_microusd, int)
@@ -80,9 +81,9 @@ def test_metadata_endpoint_speaks_the_clouds_protocol(aws):
 
 def test_injected_preemption_gives_the_notice_then_sigkills_at_the_deadline(aws):
     instance = _launch(aws, command="trap '' TERM; " + FAMILY)  # ignores SIGTERM: only SIGKILL ends it
-    aws.wait(instance.instance_id, [InstanceState.RUNNING], 10)
+    aws.wait(instance.instance_id, [InstanceState.RUNNING], scaled(10))
     leader, child = _pids(aws.store.instances_dir / instance.instance_id)
-    lead = 2.0
+    lead = scaled(4.0)  # room to read the notice and look before it runs out, on a loaded machine too
     aws.preempt(instance.instance_id, lead_time_s=lead)
     _status, body = wait_for(lambda: (r := _imds(instance.metadata_url, "/latest/meta-data/spot/instance-action"))[0] == 200 and r)
     action = json.loads(body)
@@ -94,10 +95,10 @@ def test_injected_preemption_gives_the_notice_then_sigkills_at_the_deadline(aws)
     assert noticed.termination_time > aws.clock.now()
     assert pid_alive(leader) and pid_alive(child)
     # ...and gone at the deadline, though it ignores SIGTERM.
-    ended = aws.wait(instance.instance_id, [InstanceState.PREEMPTED], 10)
+    ended = aws.wait(instance.instance_id, [InstanceState.PREEMPTED], scaled(10))
     assert ended.state is InstanceState.PREEMPTED
     assert ended.ended_at >= noticed.termination_time
-    wait_for(lambda: not pid_alive(leader) and not pid_alive(child), timeout_s=5)
+    wait_for(lambda: not pid_alive(leader) and not pid_alive(child))
 
 
 def test_gcp_instance_sees_preempted_true(providers):
@@ -119,7 +120,7 @@ def test_gcp_instance_sees_preempted_true(providers):
 
 def test_bootstrap_exit_shuts_the_instance_down_and_billing_is_recorded(aws):
     instance = _launch(aws, command="sleep 1.5; exit 3")
-    ended = aws.wait(instance.instance_id, [InstanceState.TERMINATED], 15)
+    ended = aws.wait(instance.instance_id, [InstanceState.TERMINATED], scaled(15))
     assert ended.state is InstanceState.TERMINATED
     row = aws.store.instance(instance.instance_id)
     assert row is not None and row["exit_code"] == 3 and "code 3" in row["end_reason"]
@@ -130,7 +131,7 @@ def test_bootstrap_exit_shuts_the_instance_down_and_billing_is_recorded(aws):
 
 def test_on_demand_is_billed_at_list_price(aws):
     instance = _launch(aws, spot=False, command="sleep 1")
-    ended = aws.wait(instance.instance_id, [InstanceState.TERMINATED], 15)
+    ended = aws.wait(instance.instance_id, [InstanceState.TERMINATED], scaled(15))
     assert ended.price_usd_per_hour == pytest.approx(aws.world.offering("aws-sim", "us-east-1a", "g5.xlarge").on_demand_price_usd_per_hour)
     assert ended.cost_microusd == pytest.approx(ended.price_usd_per_hour * ended.billed_seconds / 3600 * 1e6, rel=0.05)
 
@@ -143,7 +144,7 @@ def test_bad_launches_raise_typed_errors_with_the_clouds_code(aws):
     assert info.value.code == "SpotMaxPriceTooLow"
     with pytest.raises(ConfigError, match="only a live instance"):
         instance = _launch(aws, command="exit 0")
-        aws.wait(instance.instance_id, [InstanceState.TERMINATED], 15)
+        aws.wait(instance.instance_id, [InstanceState.TERMINATED], scaled(15))
         aws.preempt(instance.instance_id)
 
 
@@ -277,7 +278,7 @@ def test_market_preemption_gives_advance_then_final_notice_then_reclaims(world_f
     (script := provider.store.root / "watch.py").write_text(WATCHER)
     instance = provider.launch(LaunchRequest(instance_type="g5.xlarge", region="us-east-1", zone="us-east-1a",
                                              bootstrap_command=["python", str(script)]))
-    ended = provider.wait(instance.instance_id, [InstanceState.PREEMPTED], 90)
+    ended = provider.wait(instance.instance_id, [InstanceState.PREEMPTED], scaled(90))
     assert ended.state is InstanceState.PREEMPTED
     assert ended.termination_time == pytest.approx(drop, abs=1e-6)
     tick_sim_s = 0.1 * 60 * 3  # the host looks every 0.1 s wall; allow three ticks

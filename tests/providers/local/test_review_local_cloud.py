@@ -17,7 +17,8 @@ from spothop.providers.base import InstanceState, LaunchRequest
 from spothop.providers.local.provider import LocalProvider
 from spothop.providers.local.store import CloudStore
 from spothop.providers.local.world import load_world
-from tests.providers.local.conftest import pid_alive, wait_for
+from tests.providers.local.conftest import pid_alive
+from tests.waiting import scaled, wait_for
 
 GOOD = """
 seed: 1
@@ -77,7 +78,7 @@ def aws_launched(providers: list[LocalProvider]):  # type: ignore[no-untyped-def
     def launch(command: list[str]):  # type: ignore[no-untyped-def]
         instance = provider.launch(LaunchRequest(instance_type="g5.xlarge", region="us-east-1", zone="us-east-1a",
                                                  bootstrap_command=command))
-        return provider, provider.wait(instance.instance_id, [InstanceState.RUNNING], 20)
+        return provider, provider.wait(instance.instance_id, [InstanceState.RUNNING], scaled(20))
 
     return launch
 
@@ -105,7 +106,7 @@ def test_advance_on_a_cloud_without_one_is_refused(providers: list[LocalProvider
 def test_advance_then_final_then_reclaim_with_short_windows(aws_launched) -> None:  # type: ignore[no-untyped-def]
     provider, instance = aws_launched(["sleep", "300"])
     provider.preempt(instance.instance_id, lead_time_s=0.5, advance_s=0.5)
-    ended = provider.wait(instance.instance_id, [InstanceState.PREEMPTED], 30)
+    ended = provider.wait(instance.instance_id, [InstanceState.PREEMPTED], scaled(30))
     assert ended.state is InstanceState.PREEMPTED
     assert ended.termination_time is not None and ended.notice_time is not None
     assert ended.termination_time - ended.notice_time == pytest.approx(0.5)
@@ -119,7 +120,7 @@ def test_terminate_ends_processes_that_left_the_bootstrap_group(aws_launched, tm
     worker_pgid = int(provider.store.instance(instance.instance_id)["worker_pgid"])  # type: ignore[index]
     wait_for(lambda: os.getpgid(pid) != worker_pgid)  # setsid has run: it left the bootstrap's group
     provider.terminate(instance.instance_id)
-    assert provider.wait(instance.instance_id, [InstanceState.TERMINATED], 30).state is InstanceState.TERMINATED
+    assert provider.wait(instance.instance_id, [InstanceState.TERMINATED], scaled(30)).state is InstanceState.TERMINATED
     wait_for(lambda: not pid_alive(pid))
 
 
@@ -129,7 +130,7 @@ def test_preemption_ends_processes_that_left_the_bootstrap_group(aws_launched, t
     provider, instance = aws_launched(["sh", "-c", script])
     pid = int(wait_for(lambda: pid_file.exists() and pid_file.read_text().strip()))
     provider.preempt(instance.instance_id, lead_time_s=0)
-    assert provider.wait(instance.instance_id, [InstanceState.PREEMPTED], 30).state is InstanceState.PREEMPTED
+    assert provider.wait(instance.instance_id, [InstanceState.PREEMPTED], scaled(30)).state is InstanceState.PREEMPTED
     wait_for(lambda: not pid_alive(pid))
 
 

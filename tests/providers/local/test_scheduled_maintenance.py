@@ -12,7 +12,7 @@ from spothop.errors import ConfigError
 from spothop.providers.base import InstanceState, LaunchRequest
 from spothop.providers.local.provider import LocalProvider
 from spothop.providers.local.world import load_world
-from tests.waiting import wait_for
+from tests.waiting import scaled, wait_for
 
 SCHEDULED = "/latest/meta-data/events/maintenance/scheduled"
 # Records SIGTERM (what a shutdown sends) in a file, then exits; idles until then.
@@ -52,9 +52,9 @@ def test_a_scheduled_stop_shows_on_the_endpoint_and_can_be_canceled(aws: LocalPr
 
 def test_a_stop_that_comes_due_shuts_the_instance_down(aws: LocalProvider) -> None:
     instance = _launch(aws, ON_TERM)
-    aws.wait(instance.instance_id, [InstanceState.RUNNING], 30)
+    aws.wait(instance.instance_id, [InstanceState.RUNNING], scaled(30))
     event = aws.schedule_maintenance(instance.instance_id, "instance-retirement", in_s=0)
-    ended = aws.wait(instance.instance_id, [InstanceState.TERMINATED], 30)
+    ended = aws.wait(instance.instance_id, [InstanceState.TERMINATED], scaled(30))
     assert ended.state is InstanceState.TERMINATED
     row = aws.store.instance(instance.instance_id)
     assert row is not None and row["end_reason"] == f"scheduled event instance-retirement ({event.event_id})"
@@ -65,7 +65,7 @@ def test_a_stop_that_comes_due_shuts_the_instance_down(aws: LocalProvider) -> No
 
 def test_a_reboot_is_a_notice_only_and_the_instance_keeps_running(aws: LocalProvider) -> None:
     instance = _launch(aws)
-    aws.wait(instance.instance_id, [InstanceState.RUNNING], 30)
+    aws.wait(instance.instance_id, [InstanceState.RUNNING], scaled(30))
     aws.schedule_maintenance(instance.instance_id, "system-reboot", in_s=0, window_s=3600)
     [shown] = wait_for(lambda: _scheduled(instance.metadata_url), what="the event on the endpoint")
     assert shown["Code"] == "system-reboot" and shown["State"] == "active"

@@ -18,6 +18,7 @@ from tests.providers.local.metadata.conftest import (
     call,
     instance,
 )
+from tests.waiting import scaled
 
 FLAVOR = {"Metadata-Flavor": "Google"}
 BASE = "/computeMetadata/v1/instance"
@@ -72,15 +73,15 @@ def test_preempted_reads_false_then_true_with_etags(serve: Serve, notices: Obser
 def test_hanging_get_returns_when_a_notice_lands(serve: Serve, notices: ObservedNotices) -> None:
     server = serve("gcp")
     thread, out = in_thread(
-        lambda: get(server, f"{BASE}/preempted?wait_for_change=true&timeout_sec=10")
+        lambda: get(server, f"{BASE}/preempted?wait_for_change=true&timeout_sec=30")
     )
-    assert notices.waiting.wait(2.0), "the request never started waiting"
+    assert notices.waiting.wait(scaled(5.0)), "the request never started waiting"
     begun = time.monotonic()
     notices.schedule_termination(T0, T0 + 30)
-    thread.join(3.0)
+    thread.join(scaled(5.0))
     assert not thread.is_alive()
     assert out[0].status == 200 and out[0].body == "TRUE"
-    assert time.monotonic() - begun < 3.0
+    assert time.monotonic() - begun < scaled(5.0)  # woken, not timed out at timeout_sec
     assert out[0].header("ETag") == get(server, f"{BASE}/preempted").header("ETag")
 
 
@@ -89,20 +90,20 @@ def test_hanging_get_with_last_etag(serve: Serve, notices: ObservedNotices) -> N
     false_etag = get(server, f"{BASE}/preempted").header("ETag")
     thread, out = in_thread(
         lambda: get(
-            server, f"{BASE}/preempted?wait_for_change=true&last_etag={false_etag}&timeout_sec=10"
+            server, f"{BASE}/preempted?wait_for_change=true&last_etag={false_etag}&timeout_sec=30"
         )
     )
-    assert notices.waiting.wait(2.0)
+    assert notices.waiting.wait(scaled(5.0))
     notices.schedule_termination(T0, T0 + 30)
-    thread.join(3.0)
+    thread.join(scaled(5.0))
     assert out and out[0].body == "TRUE"
     # A stale last_etag answers at once with the current value.
     begun = time.monotonic()
     reply = get(
-        server, f"{BASE}/preempted?wait_for_change=true&last_etag={false_etag}&timeout_sec=10"
+        server, f"{BASE}/preempted?wait_for_change=true&last_etag={false_etag}&timeout_sec=30"
     )
     assert reply.body == "TRUE"
-    assert time.monotonic() - begun < 1.0
+    assert time.monotonic() - begun < scaled(3.0)
 
 
 def test_hanging_get_returns_the_current_value_at_timeout_sec(
@@ -114,12 +115,12 @@ def test_hanging_get_returns_the_current_value_at_timeout_sec(
     thread, out = in_thread(
         lambda: get(server, f"{BASE}/preempted?wait_for_change=true&timeout_sec=1")
     )
-    assert notices.waiting.wait(2.0)
+    assert notices.waiting.wait(scaled(5.0))
     notices.set_maintenance(MAINTENANCE_TERMINATE)  # wakes the waiter, but preempted did not change
-    thread.join(3.0)
+    thread.join(scaled(5.0))
     elapsed = time.monotonic() - begun
     assert out and (out[0].status, out[0].body) == (200, "FALSE")
-    assert 0.9 <= elapsed < 3.0
+    assert 0.9 <= elapsed < 1.0 + scaled(2.0)
     # timeout_sec=0 answers at once.
     assert get(server, f"{BASE}/preempted?wait_for_change=true&timeout_sec=0").body == "FALSE"
 
@@ -128,11 +129,11 @@ def test_maintenance_event_and_its_hanging_get(serve: Serve, notices: ObservedNo
     server = serve("gcp")
     assert get(server, f"{BASE}/maintenance-event").body == "NONE"
     thread, out = in_thread(
-        lambda: get(server, f"{BASE}/maintenance-event?wait_for_change=true&timeout_sec=10")
+        lambda: get(server, f"{BASE}/maintenance-event?wait_for_change=true&timeout_sec=30")
     )
-    assert notices.waiting.wait(2.0)
+    assert notices.waiting.wait(scaled(5.0))
     notices.set_maintenance(MAINTENANCE_TERMINATE)
-    thread.join(3.0)
+    thread.join(scaled(5.0))
     assert out and out[0].body == "TERMINATE_ON_HOST_MAINTENANCE"
 
 
@@ -183,7 +184,7 @@ def test_stopping_the_server_answers_a_hanging_get(serve: Serve, notices: Observ
     thread, out = in_thread(
         lambda: get(server, f"{BASE}/preempted?wait_for_change=true&timeout_sec=30")
     )
-    assert notices.waiting.wait(2.0)
+    assert notices.waiting.wait(scaled(5.0))
     server.stop()
-    thread.join(3.0)
+    thread.join(scaled(5.0))
     assert out and (out[0].status, out[0].body) == (200, "FALSE")

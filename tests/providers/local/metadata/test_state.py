@@ -12,6 +12,7 @@ from spothop.providers.local.metadata.state import (
     MAINTENANCE_TERMINATE,
 )
 from tests.providers.local.metadata.conftest import T0, ManualClock
+from tests.waiting import scaled
 
 
 def test_fresh_state_has_no_notices() -> None:
@@ -96,16 +97,16 @@ def test_wait_for_change_wakes_on_a_change_from_another_thread() -> None:
 
     def waiter() -> None:
         started.set()
-        result.append(state.wait_for_change(version, 5.0))
+        result.append(state.wait_for_change(version, scaled(10.0)))
 
     thread = threading.Thread(target=waiter)
     thread.start()
-    assert started.wait(1.0)
+    assert started.wait(scaled(5.0))
     begun = time.monotonic()
     state.recommend_rebalance()
-    thread.join(2.0)
+    thread.join(scaled(5.0))
     assert result == [version + 1]
-    assert time.monotonic() - begun < 2.0
+    assert time.monotonic() - begun < scaled(5.0)  # woken, not timed out
 
 
 def test_wait_for_change_times_out_and_returns_at_once_if_already_changed() -> None:
