@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from spothop.errors import EXIT_BAD_INPUT, EXIT_OK, ConfigError
-from spothop.resources.catalog import COLUMNS, load_catalog
+from spothop.errors import EXIT_BAD_INPUT, EXIT_OK, CatalogError, ConfigError
+from spothop.resources.catalog import COLUMNS, load_catalog, read_catalog_text
 from spothop.resources.skypilot import import_skypilot_text
 
 DATE = dt.date(2026, 11, 1)
@@ -106,3 +106,12 @@ def test_a_saved_file_with_a_bad_row_is_reported_and_offers_shows_the_rest(
 def test_offers_refuses_nan_infinities_and_absurd_options(cli: Callable[..., Any], flag: str, value: str) -> None:
     result = cli("offers", flag, value)
     assert result.code == EXIT_BAD_INPUT and flag in result.err and "must be" in result.err
+
+
+def test_a_field_larger_than_csv_reads_is_an_error_naming_its_line() -> None:
+    huge = GOOD.replace("us-east-1a", '"' + "z" * 200_000 + '"')  # beyond csv's 131,072-character field limit
+    with pytest.raises(CatalogError, match=r"aws/vms.csv:3: not readable as CSV"):
+        import_skypilot_text(vms(GOOD, huge), "aws/vms.csv", "aws", DATE)
+    spothop_row = "aws,us-east-1," + '"' + "z" * 200_000 + '"' + ",g5.xlarge,A10G,1,4,16,,,none,USD,1,,2026-11-01"
+    with pytest.raises(CatalogError, match=r"mine.csv:2: not readable as CSV"):
+        read_catalog_text(",".join(COLUMNS) + "\n" + spothop_row + "\n", "mine.csv")

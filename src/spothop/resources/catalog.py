@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources as importlib_resources
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -178,6 +179,24 @@ _CSV_NAME = {
 }
 
 
+def csv_header(reader: csv.DictReader[str], origin: str, skipped: int = 0) -> list[str]:
+    """The header of ``reader`` (after ``skipped`` lines); csv's own errors become :class:`CatalogError`."""
+    try:
+        return list(reader.fieldnames or [])
+    except csv.Error as exc:
+        raise CatalogError(f"{origin}:{skipped + 1}: the header is not CSV ({exc})") from None
+
+
+def csv_rows(reader: csv.DictReader[str], origin: str, skipped: int = 0) -> Iterator[tuple[int, dict[Any, Any]]]:
+    """``(line, row)`` for each row after the header; a row csv itself cannot read (a field over its
+    size limit) is a :class:`CatalogError` naming the line, since the rows after it cannot be trusted."""
+    try:
+        for index, row in enumerate(reader):
+            yield skipped + 2 + index, row
+    except csv.Error as exc:
+        raise CatalogError(f"{origin}:{skipped + reader.line_num + 1}: not readable as CSV ({exc})") from None
+
+
 def read_catalog_text(text: str, origin: str, rates: RateTable | None = None) -> LoadResult:
     """Parse catalog CSV text; ``origin`` (a file name) appears in every error."""
     rates = rates or load_rates()
@@ -188,7 +207,7 @@ def read_catalog_text(text: str, origin: str, rates: RateTable | None = None) ->
     if skip == len(lines):
         raise CatalogError(f"{origin}: no header line; expected columns {', '.join(COLUMNS)}")
     reader = csv.DictReader(io.StringIO("\n".join(lines[skip:])))
-    header = [h.strip() for h in (reader.fieldnames or [])]
+    header = [h.strip() for h in csv_header(reader, origin, skip)]
     missing = [c for c in COLUMNS if c not in header]
     if missing:
         raise CatalogError(
@@ -197,8 +216,7 @@ def read_catalog_text(text: str, origin: str, rates: RateTable | None = None) ->
             "(for SkyPilot files use `spothop catalog import --format skypilot`)"
         )
     result = LoadResult()
-    for index, row in enumerate(reader):
-        line = skip + 2 + index
+    for line, row in csv_rows(reader, origin, skip):
         if None in row:
             result.errors.append(CatalogRowError(origin, line, None, f"{len(header) + len(row[None])} fields, expected {len(header)}"))
             continue

@@ -39,7 +39,7 @@ from pydantic import ValidationError
 from spothop.bounds import INSTANCE_GPU_COUNT, MEMORY_GIB, PRICE_USD_PER_HOUR, VCPUS
 from spothop.errors import CatalogError, CatalogRowError, SpothopError, ValueOutOfRange
 from spothop.paths import plain_name
-from spothop.resources.catalog import format_catalog_csv, read_catalog_text
+from spothop.resources.catalog import csv_header, csv_rows, format_catalog_csv, read_catalog_text
 from spothop.resources.currency import RateTable, load_rates
 from spothop.resources.gpus import GpuModel, gpu_catalog, resolve_gpu
 from spothop.resources.market_id import MarketId
@@ -120,7 +120,7 @@ def import_skypilot_text(
     rates: RateTable | None = None,
 ) -> ImportReport:
     reader = csv.DictReader(io.StringIO(text, newline=""))
-    header = reader.fieldnames or []
+    header = csv_header(reader, origin)
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
     if missing:
         raise CatalogError(
@@ -129,7 +129,7 @@ def import_skypilot_text(
     provider = plain_name(provider, "provider (--provider)")
     context = _Context(origin, provider, price_date or dt.date.today(), rates or load_rates())
     report = ImportReport(path=origin, provider=provider)
-    every_row = [_Row(line=index + 2, data=row) for index, row in enumerate(reader)]
+    every_row = [_Row(line=line, data=row) for line, row in csv_rows(reader, origin)]
     report.rows = len(every_row)
     rows: list[_Row] = []
     for row in every_row:
