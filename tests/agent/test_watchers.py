@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import email.utils
+import json
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +18,7 @@ from spothop.agent.notices.aws import AWS_POLL_INTERVAL_S
 from spothop.agent.notices.gcp import GCP_MAINTENANCE_NOTICE_S
 from spothop.errors import ConfigError
 from spothop.providers.local.metadata import ScheduledEvent
+from tests.agent.stubs import StubServer, canned
 from tests.waiting import scaled
 
 LEAD_S = 25.0  # below every cloud's documented lead, so no cap applies
@@ -201,3 +205,15 @@ def test_each_protocol_polls_at_its_own_default_within_the_clouds_limits() -> No
     assert intervals["azure"] == 0.25  # Azure IMDS takes 5 requests/s per VM: one a poll leaves one spare
     assert all(intervals[name] <= 0.25 for name in ("aws", "azure", "aliyun", "tencent", "volcengine"))
     assert make_watcher("aws", "http://127.0.0.1:9", poll_interval_s=1.5).poll_interval_s == 1.5
+
+
+def test_azure_maintenance_is_an_advance_notice_with_its_not_before() -> None:
+    start = time.time() + 600
+    document = {"DocumentIncarnation": 1, "Events": [{
+        "EventId": "C7061BAC-AFDC-4513-B24B-AA5F13A16123", "EventType": "Redeploy", "ResourceType": "VirtualMachine",
+        "Resources": [], "EventStatus": "Scheduled", "NotBefore": email.utils.formatdate(start, usegmt=True)}]}
+    with StubServer(canned({"/metadata/scheduledevents": (200, json.dumps(document))})) as server:
+        [notice] = make_watcher("azure", server.url).poll()
+    assert notice.kind is NoticeKind.ADVANCE and notice.cause == "Redeploy"
+    assert notice.event_id == "C7061BAC-AFDC-4513-B24B-AA5F13A16123"
+    assert notice.deadline == pytest.approx(start, abs=1.0) and notice.lead_time_s == pytest.approx(600, abs=2.0)

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+import sys
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+from spothop.agent import EXIT_PREEMPTED, read_events
 from spothop.errors import ConfigError
 from spothop.providers.base import InstanceState, LaunchRequest
 from spothop.providers.local.provider import LocalProvider
 from spothop.providers.local.world import load_world
+from tests.conftest import PROJECT_ROOT
 from tests.waiting import scaled, wait_for
 
 SCHEDULED = "/latest/meta-data/events/maintenance/scheduled"
@@ -87,3 +90,26 @@ def test_bad_maintenance_requests_are_config_errors_that_say_what_to_use(
                                      bootstrap_command=["sleep", "300"]))
     with pytest.raises(ConfigError, match="gcp metadata protocol serves no scheduled maintenance"):
         gcp.schedule_maintenance(other.instance_id, "instance-stop", in_s=60)
+
+
+def test_the_agent_on_the_instance_checkpoints_ahead_of_a_scheduled_stop(aws: LocalProvider, tmp_path: Path) -> None:
+    """The whole path, real processes: the event on the endpoint, the agent's advance notice with its
+    NotBefore, the worker asked for a checkpoint; then the stop itself shuts the instance down."""
+    state = tmp_path / "agent"
+    agent = [sys.executable, "-m", "spothop.agent", "run", "--protocol", "aws", "--state-dir", str(state),
+             "--no-probe", "--no-store-record", "--", "sleep", "300"]
+    instance = aws.launch(LaunchRequest(instance_type="g5.xlarge", region="us-east-1", zone="us-east-1a",
+                                        bootstrap_command=agent, env={"PYTHONPATH": str(PROJECT_ROOT / "src")}))
+    wait_for(lambda: read_events(state, "self_check"), 30, what="the agent's self-check")
+    event = aws.schedule_maintenance(instance.instance_id, "instance-stop", in_s=3600)
+    [notice] = wait_for(lambda: read_events(state, "advance_notice"), 30, what="the agent's advance notice")
+    assert notice["notice"]["cause"] == "scheduled-event:instance-stop"
+    assert notice["notice"]["event_id"] == event.event_id
+    assert notice["notice"]["deadline"] == pytest.approx(event.not_before, abs=1.0)  # whole seconds on the wire
+    assert notice["checkpoint_seq"] >= 1  # the worker was asked for a durable checkpoint
+    aws.cancel_maintenance(instance.instance_id)
+    aws.schedule_maintenance(instance.instance_id, "instance-stop", in_s=0)
+    ended = aws.wait(instance.instance_id, [InstanceState.TERMINATED], scaled(60))
+    assert ended.state is InstanceState.TERMINATED
+    # The shutdown's SIGTERM is the agent's final notice: it ran its emergency protocol and exited "preempted".
+    assert [e["code"] for e in read_events(state, "agent_exit")] == [EXIT_PREEMPTED]

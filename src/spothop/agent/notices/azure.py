@@ -70,13 +70,15 @@ class AzureWatcher(Watcher):
             return None
         kind = str(event.get("EventType", ""))
         raw = json.dumps(event, separators=(",", ":"))
+        not_before = event.get("NotBefore")
+        deadline = parse_rfc1123(not_before) if isinstance(not_before, str) and not_before else None
+        event_id = str(event.get("EventId") or "") or None
         if kind in FINAL_EVENT_TYPES:
-            not_before = event.get("NotBefore")
-            deadline = parse_rfc1123(not_before) if isinstance(not_before, str) and not_before else None
             return final_notice(self.protocol, kind, seen_at=seen, deadline=deadline,
-                                documented_lead_s=self.documented_lead_s, raw=raw,
-                                event_id=str(event.get("EventId") or "") or None)
-        return advance_notice(self.protocol, kind or "unknown-event", seen_at=seen, raw=raw)
+                                documented_lead_s=self.documented_lead_s, raw=raw, event_id=event_id)
+        # Maintenance (Reboot, Redeploy, Freeze) keeps its NotBefore, as AWS's scheduled events do.
+        return advance_notice(self.protocol, kind or "unknown-event", seen_at=seen, raw=raw,
+                              deadline=deadline, event_id=event_id)
 
     def acknowledge(self, notice: Notice) -> None:
         """Approve the event (StartRequests), so the platform need not wait for NotBefore. Never raises."""
