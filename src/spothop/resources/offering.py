@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
+from spothop.bounds import USD_PER_GPU_HOUR
 from spothop.resources.gpus import GpuModel, resolve_gpu
 from spothop.resources.market_id import MarketId
 
@@ -29,7 +30,7 @@ DEFAULT_EFFICIENCY = 0.70
 
 # No cloud rents a GPU for more than this per GPU-hour; anything above is a typo
 # (a monthly price, cents read as dollars) and is rejected.
-MAX_USD_PER_GPU_HOUR = 200.0
+MAX_USD_PER_GPU_HOUR = USD_PER_GPU_HOUR.high
 
 SECONDS_PER_HOUR = 3600
 
