@@ -91,6 +91,13 @@ def test_blank_names_are_refused() -> None:
         record_probe("aws", " ", gpu_result())
 
 
+def _with(**change: object) -> str:
+    """A measured-figures file of one record whose probe result has ``change`` applied."""
+    result = json.loads(gpu_result().model_dump_json()) | change
+    record = {"provider": "aws", "instance_type": "p5.48xlarge", "recorded_at": "2025-01-01T00:00:00Z", "result": result}
+    return json.dumps({"version": 1, "records": [record]})
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [
@@ -98,6 +105,14 @@ def test_blank_names_are_refused() -> None:
         ('{"version": 7, "records": []}', "expected a measured-figures file of version 1, got 7"),
         ("[]", "got None"),
         ('{"version": 1, "records": [{"provider": "aws"}]}', r"malformed record at records\.0\.instance_type"),
+        ("[" * 100_000, "cannot read the measured figures"),
+        *[(_with(**change), message) for change, message in [
+            ({"bf16_tflops": float("nan")}, r"records\.0\.result\.bf16_tflops must be greater than 0 .* got nan"),
+            ({"fp32_tflops": -50.0}, r"fp32_tflops must be greater than 0"),
+            ({"bf16_tflops": 1e300}, r"bf16_tflops must be greater than 0 and at most 100000 TFLOPS"),
+            ({"memory_bandwidth_gbps": float("inf")}, r"memory_bandwidth_gbps must be"),
+            ({"samples": {"bf16_tflops": 0}}, r"samples\.bf16_tflops must be between 1 and"),
+        ]],
     ],
 )
 def test_corrupt_file_says_which_and_how_to_fix(home: Path, content: str, message: str) -> None:

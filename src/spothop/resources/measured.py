@@ -27,12 +27,16 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from spothop.errors import ConfigError, SpothopError
+from spothop.bounds import TFLOPS, Bound
+from spothop.errors import ConfigError, SpothopError, ValueOutOfRange
 from spothop.paths import atomic_write_text, spothop_home
 from spothop.resources.probe import Backend, Dtype, ProbeResult
 
 MEASURED_FILE = "measured.json"
 FORMAT_VERSION = 1
+MEASURED_TFLOPS = Bound(0, TFLOPS.high, TFLOPS.unit, low_open=True)  # a figure of 0 is no measurement
+MEASURED_GBPS = Bound(0, 1_000_000, "GB/s", low_open=True)  # HBM3e is ~8,000 GB/s
+RUN_COUNT = Bound(1, 1_000_000, "runs", integer=True)
 
 
 class MeasuredRecord(BaseModel):
@@ -70,6 +74,7 @@ def record_probe(provider: str, instance_type: str, result: ProbeResult) -> Meas
             f"this probe ran on {result.device_name} (backend {result.backend.value}), not a GPU; "
             f"recording it for {provider}/{instance_type} would replace a per-GPU figure with a CPU one"
         )
+    _check_figures(result, "probe result")  # never write what the next read would refuse
     path = measured_path()
     record = MeasuredRecord(
         provider=provider, instance_type=instance_type, recorded_at=datetime.now(UTC), result=result
@@ -123,7 +128,7 @@ def _parse(path: Path) -> _MeasuredFile:
     fix = "delete it to start afresh (it holds only probe results; `spothop probe --record` writes them again)"
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, RecursionError) as exc:
         raise SpothopError(f"{path}: cannot read the measured figures ({exc}); {fix}") from None
     except json.JSONDecodeError as exc:
         raise SpothopError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg}); {fix}") from None
@@ -131,11 +136,32 @@ def _parse(path: Path) -> _MeasuredFile:
         version = raw.get("version") if isinstance(raw, dict) else None
         raise SpothopError(f"{path}: expected a measured-figures file of version {FORMAT_VERSION}, got {version!r}; {fix}")
     try:
-        return _MeasuredFile.model_validate(raw)
+        data = _MeasuredFile.model_validate(raw)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
         raise SpothopError(f"{path}: malformed record at {where}: {first['msg']}; {fix}") from None
+    for index, record in enumerate(data.records):
+        try:
+            _check_figures(record.result, f"records.{index}.result")
+        except ValueOutOfRange as exc:
+            raise SpothopError(f"{path}: malformed record: {exc}; {fix}") from None
+    return data
+
+
+def _check_figures(result: ProbeResult, where: str) -> None:
+    """The figures the catalog ranks by: finite TFLOPS and bandwidths above 0, run counts of at least 1
+    (a NaN or a negative figure would sort an offering first; a zero weight would divide by zero)."""
+    for dtype in Dtype:
+        value = result.tflops(dtype)
+        if value is not None:
+            MEASURED_TFLOPS.check(value, f"{where}.{dtype.value}_tflops")
+    for name in ("memory_bandwidth_gbps", "h2d_bandwidth_gbps"):
+        value = getattr(result, name)
+        if value is not None:
+            MEASURED_GBPS.check(value, f"{where}.{name}")
+    for key, runs in result.samples.items():
+        RUN_COUNT.check(runs, f"{where}.samples.{key}")
 
 
 def _save(path: Path, data: _MeasuredFile) -> None:
