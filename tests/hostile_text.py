@@ -22,9 +22,11 @@ from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
+from tests.conftest import SHARED_DATA
 from tests.waiting import scaled
 
 PROPERTY_SETTINGS = settings(
@@ -91,4 +93,13 @@ def hostile(samples: Sequence[str]) -> st.SearchStrategy[str]:
 def write_hostile(path: Path, text: str) -> Path:
     """Write ``text`` to ``path`` as UTF-8, lone surrogates (``\\udcff``) becoming the raw bytes they stand for."""
     path.write_bytes(text.encode("utf-8", errors="surrogateescape"))
+    return path
+
+
+def shared_sample(*parts: str) -> Path:
+    """A shared data file read at import time (a module's samples); the whole module is skipped
+    when the shared data is not there, as :func:`tests.conftest.shared_path` skips one test."""
+    path = SHARED_DATA.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"shared data {path} not present (set SPOTHOP_SHARED_DATA)", allow_module_level=True)
     return path

@@ -12,11 +12,10 @@ from hypothesis import given
 
 from spothop.market.errors import TraceError
 from spothop.market.traces import read_trace
-from tests.conftest import shared_path
-from tests.hostile_text import FAST_PARSER_SETTINGS, head, hostile, write_hostile
+from tests.hostile_text import FAST_PARSER_SETTINGS, head, hostile, shared_sample, write_hostile
 
-_CBL = shared_path("traces", "cant-be-late", "availability-1node-aws-2022-10-26", "us-west-2a_v100_1.json")
-_COUNT = shared_path("traces", "cant-be-late", "preemption-4node-aws-2023-08-03")
+_CBL = shared_sample("traces", "cant-be-late", "availability-1node-aws-2022-10-26", "us-west-2a_v100_1.json")
+_COUNT = shared_sample("traces", "cant-be-late", "preemption-4node-aws-2023-08-03")
 
 
 def _json_sample(path: Path, ticks: int = 24) -> str:
@@ -28,8 +27,8 @@ JSON_SAMPLES = [
     _json_sample(_CBL),
     json.dumps({"metadata": {"gap_seconds": 300}, "data": [0, 2, 4, 3], "prices": [1.5, 1.6, 1.7, 1.8]}),
 ]
-BAMBOO_EVENTS = [head(shared_path("traces", "bamboo", "p3-trace.csv").read_text(), 20)]
-BAMBOO_COUNTS = [head(shared_path("traces", "bamboo", "gcloud", name).read_text(), 20)
+BAMBOO_EVENTS = [head(shared_sample("traces", "bamboo", "p3-trace.csv").read_text(), 20)]
+BAMBOO_COUNTS = [head(shared_sample("traces", "bamboo", "gcloud", name).read_text(), 20)
                  for name in ("a100x1-east1b.txt", "v100x1-east1c.txt")]
 
 

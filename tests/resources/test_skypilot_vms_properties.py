@@ -9,13 +9,12 @@ from hypothesis import given
 from spothop.errors import CatalogError
 from spothop.resources.currency import builtin_rates
 from spothop.resources.skypilot import import_skypilot_text
-from tests.conftest import shared_path
-from tests.hostile_text import PROPERTY_SETTINGS, head, hostile
+from tests.hostile_text import PROPERTY_SETTINGS, head, hostile, shared_sample
 from tests.resources.offering_checks import assert_valid_offering
 from tests.resources.test_skypilot import AWS_VMS, GCP_VMS
 
 SAMPLES = [AWS_VMS, GCP_VMS] + [
-    head(shared_path("catalog", "skypilot-v7", cloud, "vms.csv").read_text(encoding="utf-8-sig"), 8)
+    head(shared_sample("catalog", "skypilot-v7", cloud, "vms.csv").read_text(encoding="utf-8-sig"), 8)
     for cloud in ("lambda", "vast")
 ]
 RATES = builtin_rates()

@@ -10,15 +10,14 @@ from hypothesis import given
 
 from spothop.errors import TopologyParseError
 from spothop.resources.topology import choose_gpus, cost_matrix, parse_file
-from tests.conftest import shared_path
-from tests.hostile_text import PROPERTY_SETTINGS, head, hostile, write_hostile
+from tests.hostile_text import PROPERTY_SETTINGS, head, hostile, shared_sample, write_hostile
 
-_TEXT = shared_path("nvidia-smi", "thamada-text")
+_TEXT = shared_sample("nvidia-smi", "thamada-text")
 NVIDIA = [head((_TEXT / name).read_text(errors="replace"), 60) for name in
           ("H100SXMx8_smi.txt", "A100SXMx4_smi_-a.txt", "L4_smi_-a.txt")]
-XML = [head(shared_path("nvidia-smi", "telegraf-xml", name).read_text(errors="replace"), 80)
+XML = [head(shared_sample("nvidia-smi", "telegraf-xml", name).read_text(errors="replace"), 80)
        for name in ("a100-sxm4-v12.xml", "tesla-t4.xml")]
-TOPO = [(shared_path("nvidia-smi", "topo") / name).read_text(errors="replace")
+TOPO = [(shared_sample("nvidia-smi", "topo") / name).read_text(errors="replace")
         for name in ("8x_rtx4090_pcie_topo.txt", "dgx_a100_40gb_topo_PARTIAL.txt")]
 ROCM = [head((_TEXT / name).read_text(errors="replace"), 60) for name in ("MI300X_smi.txt", "MI300X_x4_smi_-a.txt")]
 
