@@ -136,7 +136,7 @@ class CloudSpec(BaseModel):
     markets: list[MarketOverride] = Field(default_factory=list)
     metadata_options: dict[str, str | bool] = Field(
         default_factory=dict,
-        description="options of every instance's metadata endpoint, e.g. {tokens: refused} on an aws endpoint",
+        description="options of every instance's metadata endpoint, e.g. {tokens: refused} where the protocol hands out session tokens",
     )
 
     @model_validator(mode="after")
