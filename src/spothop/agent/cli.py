@@ -28,6 +28,7 @@ from spothop.agent.notices import WATCHERS
 from spothop.agent.notices.sigterm import KUBERNETES_GRACE_S
 from spothop.agent.queue_release import queue_releaser
 from spothop.agent.runtime import Agent
+from spothop.errors import ConfigError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -86,9 +87,11 @@ def config_from(args: argparse.Namespace) -> AgentConfig:
         raise AgentConfigError("no worker command: spothop agent run [OPTIONS] -- CMD ARGS...")
     if (args.poll_interval is not None and args.poll_interval <= 0) or args.safety_margin < 0 or args.restart_limit < 0:
         raise AgentConfigError("--poll-interval must be > 0; --safety-margin and --restart-limit must be ≥ 0")
-    from spothop.paths import spothop_home
+    from spothop.paths import path_under, plain_name, spothop_home
 
-    state_dir = args.state_dir or spothop_home() / "agent" / args.instance_id
+    # The instance id names the agent's folder and its records: a plain name, kept under $SPOTHOP_HOME/agent.
+    plain_name(args.instance_id, "--instance-id (or $SPOTHOP_INSTANCE_ID, or the host name)")
+    state_dir = args.state_dir or path_under(spothop_home() / "agent", args.instance_id)
     return AgentConfig(
         command=command, protocol=args.protocol, state_dir=state_dir, metadata_url=args.metadata_url,
         instance_id=args.instance_id, cloud=args.cloud or args.protocol, worker_id=args.worker_id or args.instance_id,
@@ -120,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         agent = agent_from(args)
-    except AgentConfigError as exc:
+    except ConfigError as exc:  # an agent option, a name that is not plain, a SPOTHOP_HOME that is a file
         print(f"error: {exc}", file=sys.stderr)
         return model.EXIT_USAGE
     return agent.run()
