@@ -8,6 +8,7 @@ import typer
 
 from spothop.cli.catalog import warn_refused
 from spothop.cli.output import console, money, note, print_json, table
+from spothop.errors import ConfigError
 from spothop.resources.catalog import OfferQuery, SortKey, check_names, load_catalog
 from spothop.resources.gpus import gpu_catalog, match_gpus
 from spothop.resources.offering import DEFAULT_EFFICIENCY, Offering
@@ -28,6 +29,8 @@ def offers(
     as_json: Annotated[bool, typer.Option("--json", help="print a JSON array of offerings")] = False,
 ) -> None:
     """List offerings matching the filters, cheapest first."""
+    if gpu is not None and not gpu.strip():  # an empty --gpu would silently mean "any GPU"
+        raise ConfigError("--gpu is empty: give a GPU name, alias or family (`spothop gpus` lists them), or drop it")
     query = OfferQuery(
         gpu=gpu, count=count, min_gpu_memory_gib=min_gpu_memory, min_tflops=min_tflops,
         interconnect=interconnect, providers=tuple(provider or ()), regions=tuple(region or ()),

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
+from spothop.bounds import Bound
 from spothop.cli.output import console, err_console, note, print_json, table
 from spothop.errors import ConfigError
 from spothop.resources.measured import measured_path, measured_tflops, record_probe
@@ -19,10 +20,13 @@ from spothop.resources.probe import (
     probe,
 )
 
+PROBE_BUDGET_S = Bound(0, 3600, "s", low_open=True)  # the probe is a minute; an hour-long one is a typo
+
 
 def probe_command(
     as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
-    budget_s: Annotated[float, typer.Option("--budget-s", help="total seconds the probe may take")] = DEFAULT_BUDGET_S,
+    budget_s: Annotated[float, typer.Option("--budget-s", help="total seconds the probe may take",
+                                            callback=PROBE_BUDGET_S.option_callback("--budget-s"))] = DEFAULT_BUDGET_S,
     record: Annotated[
         str | None, typer.Option("--record", metavar="PROVIDER/INSTANCE_TYPE", help="store the result for this instance type")
     ] = None,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from spothop.errors import TopologyParseError
+from spothop.errors import NotFoundError, TopologyParseError
 from spothop.resources.topology.model import Topology
 from spothop.resources.topology.rocm_smi import looks_like_rocm_smi, parse_rocm_smi
 from spothop.resources.topology.smi_text import (
@@ -69,10 +69,13 @@ def parse_any(text: str) -> Topology:
 
 
 def parse_file(path: str | Path) -> Topology:
-    """Read and parse a file; unreadable files are a :class:`TopologyParseError` naming the path."""
+    """Read and parse a file; a missing one is a :class:`NotFoundError`, an unreadable one a
+    :class:`TopologyParseError`, each naming the path."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        raise NotFoundError(f"{path}: no such file; give the saved output of `nvidia-smi topo -m` (or -q -x, -a)") from None
     except OSError as exc:
         raise TopologyParseError(f"{path}: cannot read ({exc.strerror or exc})") from None
     try:
