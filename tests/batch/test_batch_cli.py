@@ -78,7 +78,7 @@ def test_command_job_end_to_end(job_dir: Path, capsys: pytest.CaptureFixture[str
 
 def test_bad_specs_are_clear_errors(job_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "queue", "submit", str(job_dir / "absent.yaml"))
-    assert code == 2 and "cannot read the batch spec" in err
+    assert code == 3 and "the batch spec does not exist" in err  # not found
     (job_dir / "bad.yaml").write_text("name: x\n")
     code, _, err = run(capsys, "queue", "submit", str(job_dir / "bad.yaml"))
     assert code == 2 and "input: Field required" in err

@@ -27,7 +27,7 @@ def test_import_dry_run_saves_nothing(cli, spothop_home):
 def test_import_unknown_format_and_missing_file(cli, tmp_path):
     assert "must be one of" in cli("catalog", "import", "--format", "dstack", str(tmp_path)).err
     result = cli("catalog", "import", str(tmp_path / "nope.csv"))
-    assert result.code == 2 and "cannot read" in result.err
+    assert result.code == 3 and "does not exist" in result.err  # not found
 
 
 def test_diff_reports_typed_changes(cli, tmp_path):

@@ -19,10 +19,16 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from spothop.bounds import SECONDS_PER_DAY, Bound
+from spothop.errors import NotFoundError
 from spothop.queue.errors import BatchSpecError
 from spothop.queue.model import DEFAULT_LEASE_S, DEFAULT_MAX_ATTEMPTS, JOB_NAME_PATTERN
 
 DEFAULT_RECORDS_PER_SHARD = 1000
+# Numbers of a spec, checked with spothop.bounds (a NaN, an infinity or an absurd value names the field):
+RECORDS_PER_SHARD = Bound(1, 10**9, "records", integer=True)
+LEASE_S = Bound(0, SECONDS_PER_DAY, "s", low_open=True)  # a lease is heartbeated; a day covers any pause
+MAX_ATTEMPTS = Bound(1, 10_000, "attempts", integer=True)
 RECORD_SUFFIXES = (".jsonl", ".parquet")
 
 
@@ -33,7 +39,7 @@ class BatchInput(BaseModel):
 
     files: list[str] | None = None
     records: str | None = None
-    records_per_shard: Annotated[int, Field(gt=0)] = DEFAULT_RECORDS_PER_SHARD
+    records_per_shard: Annotated[int, RECORDS_PER_SHARD.annotated("records_per_shard")] = DEFAULT_RECORDS_PER_SHARD
 
     @model_validator(mode="after")
     def _one_source(self) -> BatchInput:
@@ -58,8 +64,8 @@ class BatchSpec(BaseModel):
     function: Annotated[str | None, Field(pattern=r"^[\w.]+:[\w.]+$")] = None
     command: Annotated[list[str] | None, Field(min_length=1)] = None
     queue: str | None = None
-    lease_s: Annotated[float, Field(gt=0)] = DEFAULT_LEASE_S
-    max_attempts: Annotated[int, Field(gt=0)] = DEFAULT_MAX_ATTEMPTS
+    lease_s: Annotated[float, LEASE_S.annotated("lease_s")] = DEFAULT_LEASE_S
+    max_attempts: Annotated[int, MAX_ATTEMPTS.annotated("max_attempts")] = DEFAULT_MAX_ATTEMPTS
 
     @model_validator(mode="after")
     def _one_runner(self) -> BatchSpec:
@@ -75,6 +81,10 @@ def load_spec(source: Mapping[str, Any] | Path | str) -> BatchSpec:
         where = f"{source}: "
         try:
             source = yaml.safe_load(Path(source).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise NotFoundError(f"{where}the batch spec does not exist; give a YAML file (docs/queue.md)") from None
+        except UnicodeDecodeError:
+            raise BatchSpecError(f"{where}cannot read the batch spec: not a text (UTF-8 YAML) file") from None
         except (OSError, yaml.YAMLError) as exc:
             raise BatchSpecError(f"{where}cannot read the batch spec: {exc}") from exc
         if not isinstance(source, Mapping):
@@ -87,4 +97,4 @@ def load_spec(source: Mapping[str, Any] | Path | str) -> BatchSpec:
 
 def _describe(error: Any) -> str:
     field = ".".join(str(part) for part in error["loc"]) or "spec"
-    return f"{field}: {error['msg']}"
+    return f"{field}: {error['msg'].removeprefix('Value error, ')}"

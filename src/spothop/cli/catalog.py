@@ -10,8 +10,9 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
+from spothop.bounds import check_datetime
 from spothop.cli.output import console, err_console, note, print_json, table
-from spothop.errors import CatalogError, ConfigError, exit_for_counts
+from spothop.errors import CatalogError, ConfigError, NotFoundError, exit_for_counts
 from spothop.paths import user_catalog_dir
 from spothop.resources.catalog import (
     Catalog,
@@ -47,6 +48,9 @@ def import_(
     if fmt not in FORMATS:
         raise ConfigError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     date = _parse_date(price_date)
+    for path in paths:
+        if not path.exists():
+            raise NotFoundError(f"{path} does not exist; give SkyPilot vms.csv files or folders that hold them")
     files = list(iter_skypilot_paths(paths))
     if not files:
         raise CatalogError(f"no vms.csv found under {', '.join(map(str, paths))}")
@@ -69,9 +73,10 @@ def _parse_date(value: str | None) -> dt.date | None:
     if value is None:
         return None
     try:
-        return dt.date.fromisoformat(value)
+        date = dt.date.fromisoformat(value)
     except ValueError:
         raise ConfigError(f"--price-date must be YYYY-MM-DD, got {value!r}") from None
+    return check_datetime(date, "--price-date")  # refused once, not on every row
 
 
 def _save(reports: list[ImportReport]) -> dict[str, Path]:

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from spothop.bounds import DURATION_S, LEAD_TIME_S, PRICE_USD_PER_HOUR
 from spothop.cli.output import console, money, note, print_json, table
 from spothop.errors import ConfigError
 from spothop.providers.base import MICROUSD_PER_USD, Instance, LaunchRequest
@@ -64,7 +65,8 @@ def launch(
     location: Annotated[str, typer.Argument(help="zone (or region, for region-priced clouds)")],
     command: Annotated[str, typer.Option("--command", help="bootstrap command (default: idle until terminated)")] = "",
     on_demand: Annotated[bool, typer.Option("--on-demand", help="launch on-demand instead of spot")] = False,
-    max_price: Annotated[float | None, typer.Option("--max-price", help="spot bid, USD per instance-hour")] = None,
+    max_price: Annotated[float | None, typer.Option("--max-price", help="spot bid, USD per instance-hour",
+                                                     callback=PRICE_USD_PER_HOUR.option_callback("--max-price"))] = None,
     world_path: WorldOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -103,8 +105,10 @@ def terminate(instance_ids: Annotated[list[str], typer.Argument(help="instance i
 @cloud_app.command("preempt")
 def preempt(
     instance_id: Annotated[str, typer.Argument(help="instance id")],
-    lead_time: Annotated[float | None, typer.Option("--lead-time", help="seconds from notice to reclaim (default: the cloud's)")] = None,
-    advance: Annotated[float | None, typer.Option("--advance", help="give the cloud's advance notice (a rebalance recommendation) now and the final notice this many seconds later")] = None,
+    lead_time: Annotated[float | None, typer.Option("--lead-time", help="seconds from notice to reclaim (default: the cloud's)",
+                                                          callback=LEAD_TIME_S.option_callback("--lead-time"))] = None,
+    advance: Annotated[float | None, typer.Option("--advance", help="give the cloud's advance notice (a rebalance recommendation) now and the final notice this many seconds later",
+                                                        callback=LEAD_TIME_S.option_callback("--advance"))] = None,
     world_path: WorldOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -117,8 +121,10 @@ def preempt(
 def maintenance_command(
     instance_id: Annotated[str, typer.Argument(help="instance id")],
     code: Annotated[str | None, typer.Option("--code", help=f"event to schedule, as the cloud's protocol spells it ({_MAINTENANCE_CODES})")] = None,
-    in_s: Annotated[float, typer.Option("--in", help="seconds from now (the cloud's clock) to the event's NotBefore")] = 0.0,
-    window: Annotated[float, typer.Option("--window", help="seconds from NotBefore to NotAfter")] = DEFAULT_WINDOW_S,
+    in_s: Annotated[float, typer.Option("--in", help="seconds from now (the cloud's clock) to the event's NotBefore",
+                                                callback=DURATION_S.option_callback("--in"))] = 0.0,
+    window: Annotated[float, typer.Option("--window", help="seconds from NotBefore to NotAfter",
+                                                  callback=DURATION_S.option_callback("--window"))] = DEFAULT_WINDOW_S,
     description: Annotated[str, typer.Option("--description", help="the event's description (default: the cloud's wording)")] = "",
     cancel: Annotated[str | None, typer.Option("--cancel", help="cancel this active event id ('all': every active one)")] = None,
     world_path: WorldOption = None,

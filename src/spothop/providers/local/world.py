@@ -41,7 +41,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from spothop.bounds import DURATION_S, LEAD_TIME_S, SECONDS_PER_DAY, SPEED, Bound
-from spothop.errors import ConfigError, ValueOutOfRange
+from spothop.errors import ConfigError, NotFoundError, ValueOutOfRange
 from spothop.market import (
     AvailabilityTrace,
     MarketSource,
@@ -344,6 +344,8 @@ def load_world(path: Path | None = None) -> World:
         return parse_world(text, f"builtin:{DEFAULT_WORLD}")
     try:
         text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise NotFoundError(f"world file {path} does not exist; give a world YAML file (README: the local cloud)") from None
     except OSError as exc:
         raise ConfigError(f"cannot read world file {path}: {exc.strerror}") from None
     except UnicodeDecodeError:
