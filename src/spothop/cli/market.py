@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 
+from spothop.bounds import YEAR_FIRST, check_datetime
 from spothop.cli.output import console, err_console, note, print_json, table
 from spothop.errors import ConfigError, exit_for_counts
 from spothop.market.interruptions import reliability_from_store
@@ -40,12 +41,17 @@ def parse_when(text: str, now: datetime | None = None) -> datetime:
     """``7d``/``12h``/``2w`` before now, or an ISO date/time (UTC unless it says otherwise)."""
     match = _RELATIVE.match(text)
     if match:
-        return (now or datetime.now(UTC)) - timedelta(seconds=float(match.group(1)) * _UNITS_S[match.group(2)])
-    try:
-        stamp = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise ConfigError(f"--since/--until {text!r}: use a span like 7d, 12h, 2w or a date like 2020-01-01") from None
-    return stamp.replace(tzinfo=UTC) if stamp.tzinfo is None else stamp
+        try:
+            stamp = (now or datetime.now(UTC)) - timedelta(seconds=float(match.group(1)) * _UNITS_S[match.group(2)])
+        except (OverflowError, ValueError):  # a span that reaches before year 1
+            raise ConfigError(f"--since/--until {text!r} reaches before {YEAR_FIRST}; use a shorter span") from None
+    else:
+        try:
+            stamp = datetime.fromisoformat(text.strip())
+        except ValueError:
+            raise ConfigError(f"--since/--until {text!r}: use a span like 7d, 12h, 2w or a date like 2020-01-01") from None
+    # Bounded, so an hourly grid cannot reach the year 9999 (spothop.bounds: 2006 to 2100).
+    return check_datetime(stamp.replace(tzinfo=UTC) if stamp.tzinfo is None else stamp, "--since/--until")
 
 
 def _duration_s(text: str) -> float:
