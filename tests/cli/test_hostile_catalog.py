@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from spothop.errors import CatalogError, ConfigError, NotFoundError
-from tests.cli.hostile import MARKUP_NAME, Row, hostile_files, rows, run_row, xfail_owner
+from tests.cli.hostile import MARKUP_NAME, Row, hostile_files, rows, run_row
 
 HEADER = "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,Price,Region\n"
 GOOD = "gpu_1x_a10,A10,1,30,200,0.75,us-east-1\n"
@@ -29,8 +29,7 @@ TABLE = rows(
     Row("import-truncated-row", ["catalog", "import", "--dry-run", "--provider", "lambda", "{truncated}"], 5, None,
         "1 refused"),
     Row("import-folder-without-vms", ["catalog", "import", "--dry-run", "{dir}"], 2, CatalogError, "no vms.csv"),
-    Row("import-huge", ["catalog", "import", "--dry-run", "{huge}"], 2, CatalogError,
-        marks=[xfail_owner("markets", "an 8 MiB field escapes the SkyPilot reader as _csv.Error")]),
+    Row("import-huge", ["catalog", "import", "--dry-run", "{huge}"], 2, CatalogError),
     Row("import-nan-and-inf", ["catalog", "import", "--dry-run", "--provider", "lambda", "{nan}"], 5, None, "2 refused"),
     Row("import-unicode-name", ["catalog", "import", "--dry-run", "--provider", "lambda", "{unicode}"], 0, None,
         "ünïcødé-名前"),

@@ -6,7 +6,9 @@ light agent, so its rows run the light agent's own entry point in-process (``spo
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -59,6 +61,15 @@ AGENT = [
     pytest.param(["run", "--instance-id", "ok", "--heartbeat-interval", "-1", "--", "true"], "--heartbeat-interval",
                  marks=xfail_owner("ctlplane", "agent options: a negative --heartbeat-interval is accepted")),
 ]
+
+
+@pytest.fixture(autouse=True)
+def _signal_handlers_restored() -> Any:
+    """A row the agent wrongly accepts runs the agent in this process; it must not keep its handlers."""
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    yield
+    for sig, handler in saved.items():
+        signal.signal(sig, handler)
 
 
 @pytest.mark.parametrize(("argv", "message"), AGENT)

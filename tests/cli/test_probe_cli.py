@@ -57,8 +57,8 @@ def test_probe_record_refuses_a_cpu_result(capsys: pytest.CaptureFixture[str], t
     [
         (["probe", "--record", "p5.48xlarge"], "--record expects PROVIDER/INSTANCE_TYPE"),
         (["probe", "--backend", "cuda"], "--backend must be one of torch-cuda, torch-cpu, numpy"),
-        (["probe", "--budget-s", "0"], "budget must be positive (and finite)"),
-        (["probe", "--budget-s", "nan"], "budget must be positive (and finite)"),
+        (["probe", "--budget-s", "0"], "--budget-s must be greater than 0 and at most 3600 s"),
+        (["probe", "--budget-s", "nan"], "--budget-s must be greater than 0 and at most 3600 s"),
         (["probe", "--if-unmeasured"], "--if-unmeasured only makes sense with --record"),
     ],
 )
