@@ -1,7 +1,7 @@
-"""Hostile input to ``spothop ckpt`` and ``spothop agent``: one clear line with its exit code, never a traceback.
+"""Hostile input to ``spothop agent run``: one clear line with exit 2, never a traceback.
 
-Two modules' worth of rows in one table each: ``ckpt`` runs in-process; ``agent run`` execs the
-light agent, so its rows run the light agent's own entry point in-process (``spothop.agent.cli.main``).
+``spothop agent run`` execs the light agent, so these rows run the light agent's
+own entry point in-process (``spothop.agent.cli.main``).
 """
 
 from __future__ import annotations
@@ -12,40 +12,7 @@ from typing import Any
 
 import pytest
 
-from spothop.errors import ConfigError, NotFoundError
-from tests.cli.hostile import Row, rows, run_row, xfail_owner
-
-
-@pytest.fixture
-def files(tmp_path: Path) -> dict[str, str]:
-    (tmp_path / "file").write_bytes(b"\x00\xffnot a checkpoint folder")
-    (tmp_path / "empty").mkdir()
-    markup = tmp_path / "m[" / "x] [red]y[bold]"
-    markup.mkdir(parents=True)
-    (tmp_path / "garbage").mkdir()
-    (tmp_path / "garbage" / "manifest.json").write_bytes(b"\x89PNG\x00\xff")
-    return {"missing": str(tmp_path / "nowhere"), "file": str(tmp_path / "file"), "empty": str(tmp_path / "empty"),
-            "markup": str(markup), "garbage": str(tmp_path / "garbage")}
-
-
-CKPT = rows(
-    Row("ls-missing", ["ckpt", "ls", "{missing}"], 3, NotFoundError, "nowhere"),
-    Row("ls-a-file", ["ckpt", "ls", "{file}"], 2, ConfigError),
-    Row("ls-empty", ["ckpt", "ls", "{empty}"], 0),
-    Row("ls-markup", ["ckpt", "ls", "{markup}"], 0, None, "[red]y[bold]"),  # the title may wrap: part of the name
-    Row("verify-missing", ["ckpt", "verify", "{missing}"], 3, NotFoundError, "nowhere"),
-    Row("verify-garbage", ["ckpt", "verify", "{garbage}"], 0),
-    Row("show-unknown-id", ["ckpt", "show", "{empty}", "--id", "[/x]"], 3, NotFoundError),
-    Row("gc-negative-keep", ["ckpt", "gc", "{empty}", "--keep", "-1"], 2, ConfigError),
-    Row("ls-bad-url", ["ckpt", "ls", "nosuchscheme://[red]bucket"], 2, ConfigError, "[red]bucket"),
-)
-
-
-@pytest.mark.parametrize("row", CKPT)
-def test_ckpt_refuses_hostile_input_clearly(row: Row, files: dict[str, str], capsys: pytest.CaptureFixture[str],
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    run_row(row, files, capsys, monkeypatch)
-
+from tests.cli.hostile import xfail_owner
 
 AGENT = [
     (["run", "--instance-id", "../../etc", "--", "true"], "is not a plain name"),
