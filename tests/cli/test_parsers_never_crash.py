@@ -25,7 +25,8 @@ from hypothesis import strategies as st
 from spothop.errors import SpothopError
 
 EXAMPLES = 60
-SETTINGS = settings(max_examples=EXAMPLES, deadline=2000, suppress_health_check=[HealthCheck.too_slow,
+DEADLINE_MS = 5000  # per example; ~50 ms on an idle machine, room for a loaded 2-core one
+SETTINGS = settings(max_examples=EXAMPLES, deadline=DEADLINE_MS, suppress_health_check=[HealthCheck.too_slow,
                                                                                    HealthCheck.function_scoped_fixture])
 
 # Values a careless or hostile file holds in place of a good one.
