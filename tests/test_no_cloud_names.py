@@ -58,10 +58,6 @@ EXEMPT = ("providers/local/metadata/", "agent/notices/", "market/sources/")
 
 # path → the cloud names it may still contain, until what the comment names has moved.
 ALLOWED: dict[str, frozenset[str]] = {
-    # --poll-interval help "e.g. 0.2 on aws, 0.25 on azure": print the defaults from the watcher registry
-    "agent/cli.py": frozenset({"aws", "azure"}),
-    # the agent's --protocol choices typed out and the --poll-interval help: from the notice-watcher registry
-    "cli/agent.py": frozenset({"aws", "gcp", "azure", "aliyun", "tencent", "volcengine"}),
     # --provider help example "e.g. lambda": take the example from the catalog's provider names
     "cli/catalog.py": frozenset({"lambda"}),
     # --record help example "aws/p5.48xlarge": take the example from the catalog

@@ -67,7 +67,8 @@ _LAZY: dict[str, str] = {
         "spothop.worker.sdk",
     ),
     # The errors that live beside their package (the rest are imported above from spothop.errors).
-    **dict.fromkeys(("AgentError", "AgentConfigError", "NoticeEndpointError"), "spothop.agent.errors"),
+    **dict.fromkeys(("AgentError", "AgentConfigError", "NoticeEndpointError", "EventFormatError",
+                     "ControlPlaneError", "ControlPlaneAuthError"), "spothop.agent.errors"),
     **dict.fromkeys(
         ("CheckpointError", "CheckpointConfigError", "CheckpointWriteError", "CheckpointCorrupt",
          "ParentMissing", "FormatVersionError", "NoValidCheckpoint", "ValidationFailed"),
@@ -82,7 +83,14 @@ _LAZY: dict[str, str] = {
 }
 
 if TYPE_CHECKING:  # what type checkers and editors see; at run time each comes from _LAZY
-    from spothop.agent.errors import AgentConfigError, AgentError, NoticeEndpointError
+    from spothop.agent.errors import (
+        AgentConfigError,
+        AgentError,
+        ControlPlaneAuthError,
+        ControlPlaneError,
+        EventFormatError,
+        NoticeEndpointError,
+    )
     from spothop.checkpoint import Checkpointer
     from spothop.checkpoint.errors import (
         CheckpointConfigError,
@@ -148,7 +156,10 @@ __all__ = [
     "CheckpointWriteError",
     "Checkpointer",
     "ConfigError",
+    "ControlPlaneAuthError",
+    "ControlPlaneError",
     "CurrencyError",
+    "EventFormatError",
     "FormatVersionError",
     "InstanceNotFound",
     "InvalidRequest",

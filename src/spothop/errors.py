@@ -45,7 +45,10 @@ code  name                        meaning
     │   ├── AlreadyCompletedError   a second complete of one lease with a different output
     │   └── QueueUnavailableError   the backend stayed unreachable through every retry             exit 4
     ├── AgentError                  the on-instance agent failed at something on purpose           exit 1
-    │   └── NoticeEndpointError     the metadata endpoint was unreachable or gave a bad answer     exit 4
+    │   ├── NoticeEndpointError     the metadata endpoint was unreachable or gave a bad answer     exit 4
+    │   ├── EventFormatError        a stored or received agent event is not an event               exit 1
+    │   └── ControlPlaneError       the control plane refused a call or did not answer             exit 4
+    │       └── ControlPlaneAuthError   it refused the agent's token (HTTP 401/403)                exit 2
     ├── CheckpointError             a checkpoint could not be written, read or trusted             exit 1
     │   ├── CheckpointWriteError    location unwritable or full, or an upload failed; earlier ones untouched
     │   ├── CheckpointCorrupt       checksum or size mismatch, truncated file, damaged manifest

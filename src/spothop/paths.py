@@ -72,19 +72,23 @@ def user_catalog_dir() -> Path:
     return spothop_home() / "catalog"
 
 
-def atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
     """Write ``text`` to ``path`` so that a reader sees the old file or the new, never half.
 
-    The data goes to a temporary file in the same folder, is flushed to disk,
-    and is renamed over the target (rename is atomic on POSIX).
+    The one atomic write in spothop. The data goes to a temporary file in the
+    same folder and is renamed over the target (rename is atomic on POSIX).
+    ``durable`` also flushes it to disk first, so a crash cannot leave an empty
+    file behind the new name; files only another process on this machine
+    reads, never after a crash (the agent's control folder), skip that cost.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
             handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -39,8 +39,8 @@ class StubHandler(BaseHTTPRequestHandler):
 class StubServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, route: Callable[[StubHandler], Answer]) -> None:
-        super().__init__(("127.0.0.1", 0), StubHandler)
+    def __init__(self, route: Callable[[StubHandler], Answer], *, port: int = 0) -> None:
+        super().__init__(("127.0.0.1", port), StubHandler)
         self.route = route
         self.requests: list[tuple[str, str, dict[str, str], bytes]] = []
         self.extra_headers: dict[str, str] = {}

@@ -17,14 +17,17 @@ from spothop.agent import (
     EXIT_WORKER_FAILED,
     Agent,
     AgentConfig,
+    EmbeddedControlPlane,
     Identity,
     Notice,
-    SqliteHeartbeats,
     Watcher,
     read_events,
     read_status,
 )
 from spothop.agent.model import advance_notice, final_notice
+from spothop.db import shared_engine
+from spothop.state.agent_tables import agent_heartbeats
+from spothop.worker.channel import read_json
 from tests.agent.fakes import ListReleaser
 from tests.conftest import PROJECT_ROOT
 
@@ -67,14 +70,17 @@ def test_a_crashing_worker_is_restarted_with_its_leases_released_until_it_succee
     counter = tmp_path / "runs"
     script = f'n=$(cat {counter} 2>/dev/null || echo 0); echo $((n+1)) > {counter}; echo run $n; [ "$n" -ge 2 ]'
     releaser = ListReleaser()
-    beats = SqliteHeartbeats(tmp_path / "hb.db")
-    agent = Agent(_config(tmp_path, ["sh", "-c", script]), releaser=releaser, heartbeats=beats)
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    agent = Agent(_config(tmp_path, ["sh", "-c", script]), releaser=releaser,
+                  plane=EmbeddedControlPlane(url, "i-test"))
     assert agent.run() == EXIT_DONE
     assert [e["code"] for e in read_events(agent.config.state_dir, "worker_exited")] == [1, 1, 0]
     assert releaser.calls == ["w-1", "w-1"]
+    assert [e["via"] for e in read_events(agent.config.state_dir, "leases_released")] == ["hook", "hook"]
     assert "run 0" in (agent.config.state_dir / "worker.log").read_text()
-    beat = beats.latest("i-test")
-    assert beat is not None and beat.worker_id == "w-1"
+    with shared_engine(url).connect() as conn:
+        [beat] = conn.execute(agent_heartbeats.select()).mappings().all()
+    assert beat["instance_id"] == "i-test" and beat["worker_id"] == "w-1" and not beat["notice_blind"]
     status = read_status(agent.config.state_dir)
     assert status is not None and status.state == "done" and not status.notice_blind
 
@@ -94,7 +100,7 @@ def test_an_advance_notice_asks_the_worker_for_a_checkpoint(tmp_path: Path) -> N
     assert agent.run() == EXIT_DONE
     assert (tmp_path / "ckpt").exists()
     [event] = read_events(agent.config.state_dir, "advance_notice")
-    assert event["notice"]["cause"] == "rebalance-recommendation" and event["checkpoint_seq"] == 1
+    assert event["cause"] == "rebalance-recommendation" and event["checkpoint_seq"] == 1
 
 
 def test_final_notice_with_a_callback_worker_runs_every_hook(tmp_path: Path) -> None:
@@ -116,10 +122,12 @@ def test_a_failing_hook_does_not_stop_the_release_or_the_record(tmp_path: Path) 
     def broken_upload() -> None:
         raise OSError("bucket unreachable")
 
+    # The worker ignores SIGTERM and never saves, and the notice comes only once it runs (the
+    # file "started"): a worker that SIGTERM kills would make the outcome "exited", by luck of timing.
     notice = final_notice("test", "x", seen_at=time.time(), deadline=time.time() + 0.5, documented_lead_s=None)
     releaser = ListReleaser()
-    agent = Agent(_config(tmp_path, ["sleep", "30"], safety_margin_s=1), releaser=releaser, upload=broken_upload,
-                  watcher=ScriptedWatcher(tmp_path, [notice]))
+    agent = Agent(_config(tmp_path, [sys.executable, WORKER, str(tmp_path), "ignore"], safety_margin_s=1),
+                  releaser=releaser, upload=broken_upload, watcher=ScriptedWatcher(tmp_path / "started", [notice]))
     assert agent.run() == EXIT_PREEMPTED
     [record] = read_events(agent.config.state_dir, "interruption")
     assert record["uploaded"] is False and "bucket unreachable" in record["errors"]["upload"]
@@ -134,3 +142,21 @@ def test_an_unreachable_endpoint_marks_the_instance_notice_blind(tmp_path: Path)
     assert "metadata endpoint (aws)" in status.blind_reasons[0]
     [event] = read_events(agent.config.state_dir, "notice_blind")
     assert event["reasons"] == list(status.blind_reasons)
+
+
+def test_the_control_plane_can_ask_for_a_checkpoint_and_then_a_stop(tmp_path: Path) -> None:
+    from spothop.agent.controlplane.embedded import add_request
+
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    engine = shared_engine(url)
+    checkpoint = add_request(engine, "i-test", "checkpoint", "rebalance elsewhere")
+    stop = add_request(engine, "i-test", "stop", "job cancelled", deadline_unix_s=time.time())
+    agent = Agent(_config(tmp_path, ["sleep", "30"], safety_margin_s=0), plane=EmbeddedControlPlane(url, "i-test"))
+    assert agent.run() == EXIT_PREEMPTED
+    asked = read_json(agent.config.state_dir / "control" / "checkpoint.json")
+    assert asked == {"seq": 1, "reason": "control-plane:rebalance elsewhere"}
+    got = [(e["request_id"], e["request"]) for e in read_events(agent.config.state_dir, "request_received")]
+    assert got == [(checkpoint, "checkpoint"), (stop, "stop")]
+    [record] = read_events(agent.config.state_dir, "interruption")
+    assert record["protocol"] == "control-plane" and record["cause"] == "stop-requested"
+    assert EmbeddedControlPlane(url, "i-test").requests() == []  # both acknowledged

@@ -15,7 +15,7 @@ def test_spothop_agent_run_supervises_the_command(tmp_path: Path) -> None:
                            "--state-dir", str(state), "--json", "--", "sh", "-c", "exit 0"],
                           capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
-    assert '"event": "agent_exit"' in done.stdout  # --json status lines
+    assert '"kind": "exited"' in done.stdout  # --json status lines
     assert [e["code"] for e in read_events(state, "worker_exited")] == [0]
 
 

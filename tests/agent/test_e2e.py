@@ -126,7 +126,7 @@ def test_notice_stops_the_worker_saves_releases_records_and_exits_before_the_kil
     assert set(record["steps_s"]) >= {"stop", "save", "release"}
     [recorded] = read_events(run.state_dir, "interruption_recorded")
     assert "record" in recorded["steps_s"] and recorded["errors"] == {}
-    [exit_event] = read_events(run.state_dir, "agent_exit")
+    [exit_event] = read_events(run.state_dir, "exited")
     assert exit_event["code"] == EXIT_PREEMPTED
 
 

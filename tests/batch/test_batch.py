@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from spothop.batch import BatchShard, batch, load_spec, plan_shards, run_worker, submit
+from spothop.batch.shards import iter_shards, process_shards
 from spothop.queue import OutputStore, Shard, ShardState, open_queue
 from spothop.queue.errors import BatchSpecError
-from spothop.worker import iter_shards, process_shards
 
 
 def _jsonl(path: Path, n: int) -> Path:

@@ -10,10 +10,12 @@ Public surface (everything else is implementation):
 - :class:`Notice`, :class:`NoticeKind`, :class:`SelfCheck`, :class:`Identity` — the data.
 - :data:`EXIT_DONE` (0), :data:`EXIT_PREEMPTED` (75, EX_TEMPFAIL: preempted,
   resumable), :data:`EXIT_WORKER_FAILED` (1).
-- :class:`LeaseReleaser`, :class:`InterruptionRecorder`, :class:`InterruptionReport`,
-  :class:`Heartbeats` and its sinks — the hooks.
-- :func:`read_events`, :func:`read_status`, :class:`AgentStatus` — what the
-  controller and scheduler read (``notice_blind`` among it).
+- :class:`ControlPlane` and its implementations, :func:`open_control_plane`
+  (:mod:`spothop.agent.controlplane`); the events it records are the typed
+  models of :mod:`spothop.agent.eventmodel`.
+- :class:`LeaseReleaser`, ``Upload`` — the emergency protocol's hooks.
+- :func:`read_events`, :func:`read_agent_events`, :func:`read_status`,
+  :class:`AgentStatus` — the instance's own log.
 - :data:`WATCHERS`, :func:`make_watcher` — one watcher per protocol.
 
 The agent imports only the standard library and this package at start (see
@@ -23,15 +25,27 @@ The agent imports only the standard library and this package at start (see
 from __future__ import annotations
 
 from spothop.agent.config import AgentConfig
-from spothop.agent.errors import AgentConfigError, AgentError, NoticeEndpointError
-from spothop.agent.events import AgentStatus, read_events, read_status
-from spothop.agent.heartbeat import Heartbeat, Heartbeats, HttpHeartbeats, SqliteHeartbeats
-from spothop.agent.hooks import (
-    InterruptionRecorder,
-    InterruptionReport,
-    LeaseReleaser,
-    StoreInterruptions,
+from spothop.agent.controlplane import (
+    ControlPlane,
+    ControlRequest,
+    EmbeddedControlPlane,
+    Heartbeat,
+    HttpControlPlane,
+    NoControlPlane,
+    Registration,
+    open_control_plane,
 )
+from spothop.agent.errors import (
+    AgentConfigError,
+    AgentError,
+    ControlPlaneAuthError,
+    ControlPlaneError,
+    EventFormatError,
+    NoticeEndpointError,
+)
+from spothop.agent.eventmodel import SCHEMA_VERSION, AgentEvent, UnknownEvent, event_from_dict
+from spothop.agent.events import AgentStatus, read_agent_events, read_events, read_status
+from spothop.agent.hooks import LeaseReleaser, Upload
 from spothop.agent.model import (
     EXIT_DONE,
     EXIT_PREEMPTED,
@@ -48,27 +62,37 @@ __all__ = [
     "EXIT_DONE",
     "EXIT_PREEMPTED",
     "EXIT_WORKER_FAILED",
+    "SCHEMA_VERSION",
     "WATCHERS",
     "Agent",
     "AgentConfig",
     "AgentConfigError",
     "AgentError",
+    "AgentEvent",
     "AgentStatus",
+    "ControlPlane",
+    "ControlPlaneAuthError",
+    "ControlPlaneError",
+    "ControlRequest",
+    "EmbeddedControlPlane",
+    "EventFormatError",
     "Heartbeat",
-    "Heartbeats",
-    "HttpHeartbeats",
+    "HttpControlPlane",
     "Identity",
-    "InterruptionRecorder",
-    "InterruptionReport",
     "LeaseReleaser",
+    "NoControlPlane",
     "Notice",
     "NoticeEndpointError",
     "NoticeKind",
+    "Registration",
     "SelfCheck",
-    "SqliteHeartbeats",
-    "StoreInterruptions",
+    "UnknownEvent",
+    "Upload",
     "Watcher",
+    "event_from_dict",
     "make_watcher",
+    "open_control_plane",
+    "read_agent_events",
     "read_events",
     "read_status",
 ]

@@ -6,12 +6,15 @@
     ├── ConfigError
     │   └── AgentConfigError        a bad agent option: unknown protocol, bad hook spec
     └── AgentError                  the on-instance agent failed at something on purpose
-        └── NoticeEndpointError     the metadata endpoint was unreachable or gave a bad answer (exit 4)
+        ├── NoticeEndpointError     the metadata endpoint was unreachable or gave a bad answer (exit 4)
+        ├── EventFormatError        a stored or received agent event is not an event
+        └── ControlPlaneError       the control plane refused a call or did not answer
+            └── ControlPlaneAuthError   it refused the agent's token (HTTP 401/403)
 """
 
 from __future__ import annotations
 
-from spothop.errors import EXIT_UNAVAILABLE, ConfigError, SpothopError
+from spothop.errors import EXIT_BAD_INPUT, EXIT_UNAVAILABLE, ConfigError, SpothopError
 
 
 class AgentConfigError(ConfigError):
@@ -30,3 +33,23 @@ class NoticeEndpointError(AgentError):
     """
 
     exit_code = EXIT_UNAVAILABLE
+
+
+class ControlPlaneError(AgentError):
+    """A control-plane call failed: unreachable, timed out, or refused; the message names the URL and why.
+
+    The agent never lets it stop the emergency protocol: events are spooled and
+    leases are released through the queue directly where that is reachable.
+    """
+
+    exit_code = EXIT_UNAVAILABLE
+
+
+class ControlPlaneAuthError(ControlPlaneError):
+    """The control plane refused the agent's token (HTTP 401 or 403): retrying will not help."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class EventFormatError(AgentError):
+    """A stored or received agent event is not an event: a required field is missing or of the wrong type."""

@@ -1,19 +1,16 @@
-"""The agent's record of what happened: an append-only JSONL event log and a status file.
+"""The instance's own record of what happened: an append-only JSONL event log and a status file.
 
-``events.jsonl`` in the state folder holds one JSON object a line, each with
-``time_unix_s``, ``event`` and the event's fields. The controller (and the
-tests) read it; with ``--json`` every event is also printed to stdout as it
-happens. Events the agent writes:
-
-``self_check``, ``notice_blind`` (with ``reasons``), ``worker_started``,
-``worker_exited`` (``code``, ``restarts``), ``worker_log`` (never: logs go to
-``worker.log``), ``advance_notice``, ``final_notice``, ``watcher_restarted``,
-``leases_released``, ``interruption`` (the full record), ``agent_exit``.
+``events.jsonl`` in the state folder holds one event a line, each the
+``to_dict()`` of a typed model of :mod:`spothop.agent.eventmodel` (``kind``,
+``event_id``, ``schema_version``, the instance's identity, ``time_unix_s`` and
+the kind's own fields) — the same dictionaries the control plane stores. It is
+the instance's local log, kept whatever the control plane does; with
+``--json`` every event is also printed to stdout as it happens.
 
 ``status.json`` is the agent's current state in one object (rewritten on
 change): ``instance_id``, ``protocol``, ``notice_blind``, ``blind_reasons``,
-``state``. :func:`read_status` is how the scheduler learns that an instance
-is notice-blind.
+``state``. The control plane learns the same through ``register`` and the
+heartbeats; the file is for whoever is on the instance.
 """
 
 from __future__ import annotations
@@ -22,12 +19,13 @@ import json
 import logging
 import sys
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spothop.agent.control import read_json, write_json
+from spothop.agent.errors import EventFormatError
+from spothop.agent.eventmodel import AgentEvent, event_from_dict
+from spothop.worker.channel import read_json, write_json
 
 log = logging.getLogger(__name__)
 
@@ -46,19 +44,18 @@ class EventLog:
         self._lock = threading.Lock()
         self._status: dict[str, Any] = {}
 
-    def write(self, event: str, **fields: Any) -> dict[str, Any]:
-        record = {"time_unix_s": time.time(), "event": event, **fields}
-        line = json.dumps(record, default=str) + "\n"
+    def write(self, event: AgentEvent) -> AgentEvent:
+        line = json.dumps(event.to_dict(), default=str) + "\n"
         with self._lock:
             try:
                 with open(self.path, "a", encoding="utf-8") as handle:
                     handle.write(line)
             except OSError as exc:  # a full disk must not stop the emergency protocol
-                log.error("could not write event %s: %s", event, exc)
+                log.error("could not write event %s: %s", event.kind, exc)
             if self.echo_json:
                 sys.stdout.write(line)
                 sys.stdout.flush()
-        return record
+        return event
 
     def set_status(self, **fields: Any) -> None:
         with self._lock:
@@ -69,8 +66,11 @@ class EventLog:
                 log.error("could not write status: %s", exc)
 
 
-def read_events(state_dir: Path, event: str | None = None) -> list[dict[str, Any]]:
-    """Every event in the state folder (only those named ``event`` when given); a torn last line is skipped."""
+def read_events(state_dir: Path, kind: str | None = None) -> list[dict[str, Any]]:
+    """Every event in the state folder as a dictionary (only those of ``kind`` when given).
+
+    A torn last line is skipped.
+    """
     try:
         lines = (state_dir / EVENTS_FILE).read_text(encoding="utf-8").splitlines()
     except OSError:
@@ -81,8 +81,19 @@ def read_events(state_dir: Path, event: str | None = None) -> list[dict[str, Any
             record = json.loads(line)
         except ValueError:
             continue
-        if isinstance(record, dict) and (event is None or record.get("event") == event):
+        if isinstance(record, dict) and (kind is None or record.get("kind") == kind):
             out.append(record)
+    return out
+
+
+def read_agent_events(state_dir: Path) -> list[AgentEvent]:
+    """Every event as its model; unknown kinds and newer versions as ``UnknownEvent``, malformed ones skipped."""
+    out = []
+    for record in read_events(state_dir):
+        try:
+            out.append(event_from_dict(record))
+        except EventFormatError as exc:
+            log.warning("skipping a malformed event in %s: %s", state_dir / EVENTS_FILE, exc)
     return out
 
 

@@ -18,17 +18,10 @@ EXIT_WORKER_FAILED = 1  # the worker kept crashing past the restart limit
 EXIT_USAGE = 2  # a bad option (spothop's CLI convention)
 EXIT_PREEMPTED = 75  # preempted, resumable: sysexits.h EX_TEMPFAIL, "try again later"
 
-# -- environment the agent gives the worker (spothop.worker.sdk reads these) -----
-
-AGENT_DIR_ENV = "SPOTHOP_AGENT_DIR"  # the control folder (see spothop.agent.control)
-WORKER_ID_ENV = "SPOTHOP_WORKER_ID"  # the id the worker claims shard leases under
-JOB_ID_ENV = "SPOTHOP_JOB_ID"
-QUEUE_URL_ENV = "SPOTHOP_QUEUE_URL"
-CHECKPOINT_URL_ENV = "SPOTHOP_CHECKPOINT_URL"
 # -- environment the cloud (or the local cloud's host) gives the agent -----------
+# (what the agent gives the worker is named in spothop.worker.channel)
 METADATA_URL_ENV = "SPOTHOP_METADATA_URL"  # same names as spothop.providers.local.metadata
 METADATA_PROTOCOL_ENV = "SPOTHOP_METADATA_PROTOCOL"
-INSTANCE_ID_ENV = "SPOTHOP_INSTANCE_ID"
 CLOUD_ENV = "SPOTHOP_CLOUD"  # the provider's name (``aws``, ``aws-sim``); default: the protocol
 
 

@@ -6,9 +6,12 @@ worker finished, ``EXIT_PREEMPTED`` (75) after a final notice was handled,
 
 Threads: the main thread runs the loop below (and gets SIGTERM); one daemon
 thread per watcher polls (restarted by the watchdog if it dies); one daemon
-thread copies the worker's output to its log. Notices reach the main loop
-through a deque (appending is atomic, so the SIGTERM handler may do it) and
-are picked up within :data:`MAIN_TICK_S`.
+thread copies the worker's output to its log; one daemon thread registers,
+heartbeats and reads requests from the control plane (:mod:`spothop.agent.link`).
+Notices and requests reach the main loop through deques (appending is
+atomic, so the SIGTERM handler may do it) and are picked up within
+:data:`MAIN_TICK_S`. Every event goes to ``events.jsonl`` and the control
+plane (:mod:`spothop.agent.reporter`).
 """
 
 from __future__ import annotations
@@ -20,44 +23,72 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Sequence
 from types import FrameType
 
 from spothop.agent import model
 from spothop.agent.config import AgentConfig
 from spothop.agent.control import ControlDir
-from spothop.agent.emergency import EmergencyContext, run_emergency
+from spothop.agent.controlplane import TOKEN_ENV, NoControlPlane
+from spothop.agent.controlplane.base import ControlPlane, ControlRequest, Heartbeat, Registration
+from spothop.agent.controlplane.queue_leases import QueueLeases, queue_leases
+from spothop.agent.emergency import EmergencyContext, release_leases, run_emergency
 from spothop.agent.errors import NoticeEndpointError
+from spothop.agent.eventmodel import (
+    AdvanceNotice,
+    Exited,
+    FinalNotice,
+    LeasesReleased,
+    NoticeBlind,
+    Probe,
+    RequestReceived,
+    SelfCheckEvent,
+    Stamp,
+    WatcherRestarted,
+    WorkerExited,
+    WorkerStarted,
+)
 from spothop.agent.events import EventLog
 from spothop.agent.first_boot import probe_first_boot
-from spothop.agent.heartbeat import Heartbeat, Heartbeats
-from spothop.agent.hooks import InterruptionRecorder, LeaseReleaser, Upload
-from spothop.agent.model import Identity, Notice, NoticeKind, SelfCheck
+from spothop.agent.hooks import LeaseReleaser, Upload
+from spothop.agent.link import ControlLink
+from spothop.agent.model import Identity, Notice, NoticeKind, SelfCheck, final_notice
 from spothop.agent.notices import Watcher, make_watcher, sigterm_notice
+from spothop.agent.reporter import Reporter
 from spothop.agent.supervisor import LogSink, Supervisor
 from spothop.agent.watch import WatcherThread, WatchLoop
+from spothop.worker import channel
 
 log = logging.getLogger(__name__)
 
 MAIN_TICK_S = 0.02  # notice → stop latency added by the main loop, at most
 SELF_CHECK_ATTEMPTS = 3  # an endpoint still coming up gets a few tries
 SELF_CHECK_RETRY_S = 0.3
+FINAL_FLUSH_S = 2.0  # at exit, how long spooled events may take to reach the control plane
 
 
 class Agent:
-    """One agent run. Hooks left None are skipped; see :mod:`spothop.agent.emergency`."""
+    """One agent run. Hooks left None are skipped; see :mod:`spothop.agent.emergency`.
 
-    def __init__(self, config: AgentConfig, *, watcher: Watcher | None = None,
-                 releaser: LeaseReleaser | None = None, upload: Upload | None = None,
-                 recorders: Sequence[InterruptionRecorder] = (), heartbeats: Heartbeats | None = None,
-                 log_sink: LogSink | None = None, echo_json: bool = False) -> None:
+    ``plane`` is the control plane (default: none, the local log only);
+    ``queue`` the job's queue (default: from ``config.queue_url`` and
+    ``config.job_id``), where leases go back when the control plane cannot be
+    reached; ``releaser`` replaces both for releasing leases.
+    """
+
+    def __init__(self, config: AgentConfig, *, watcher: Watcher | None = None, plane: ControlPlane | None = None,
+                 releaser: LeaseReleaser | None = None, queue: QueueLeases | None = None,
+                 upload: Upload | None = None, log_sink: LogSink | None = None, echo_json: bool = False) -> None:
         self.config = config
         self.watcher = watcher or make_watcher(
             config.protocol, config.metadata_url, poll_interval_s=config.poll_interval_s,
             assumed_lead_s=config.assumed_lead_s)
-        self.releaser, self.upload, self.recorders = releaser, upload, list(recorders)
-        self.heartbeats = heartbeats
+        self.queue = queue or queue_leases(config.queue_url, config.job_id)
+        self.plane: ControlPlane = plane or NoControlPlane(self.queue)
+        self.releaser, self.upload = releaser, upload
         self.events = EventLog(config.state_dir, echo_json=echo_json)
+        self.reporter = Reporter(self.events, self.plane, Stamp(
+            instance_id=config.instance_id, provider=config.cloud or config.protocol, job_id=config.job_id or "",
+            worker_id=config.worker_id))
         self.control = ControlDir(config.state_dir / "control")
         self.supervisor = Supervisor(config.command, self._worker_env(), config.state_dir / "worker.log",
                                      restart_limit=config.restart_limit,
@@ -66,19 +97,21 @@ class Agent:
         self.wake = threading.Event()
         self.watch = WatcherThread(WatchLoop(self.watcher, self._emit, poll_interval_s=self.watcher.poll_interval_s,
                                              endpoint_lost_polls=config.endpoint_lost_polls))
+        self.link = ControlLink(self.plane, self._registration, self._heartbeat, config.heartbeat_interval_s,
+                                self.wake)
         self.check = SelfCheck(notice_blind=True, reasons=("not checked yet",))
         self._restart_at: float | None = None
-        self._next_beat = 0.0
         self._state = "starting"
 
     # -- environment and notices -------------------------------------------------
 
     def _worker_env(self) -> dict[str, str]:
         c = self.config
-        env = {**os.environ, **c.extra_env, model.AGENT_DIR_ENV: str(c.state_dir / "control"),
-               model.WORKER_ID_ENV: c.worker_id, model.INSTANCE_ID_ENV: c.instance_id}
-        for name, value in ((model.JOB_ID_ENV, c.job_id), (model.QUEUE_URL_ENV, c.queue_url),
-                            (model.CHECKPOINT_URL_ENV, c.checkpoint_url)):
+        env = {**os.environ, **c.extra_env, channel.AGENT_DIR_ENV: str(c.state_dir / "control"),
+               channel.WORKER_ID_ENV: c.worker_id, channel.INSTANCE_ID_ENV: c.instance_id}
+        env.pop(TOKEN_ENV, None)  # the control plane's credential is the agent's, not the job's code's
+        for name, value in ((channel.JOB_ID_ENV, c.job_id), (channel.QUEUE_URL_ENV, c.queue_url),
+                            (channel.CHECKPOINT_URL_ENV, c.checkpoint_url)):
             if value:
                 env[name] = value
         return env
@@ -117,16 +150,16 @@ class Agent:
         try:
             identity = self.watcher.self_check()
         except NoticeEndpointError as exc:
-            self.events.write("probe", ran=False, reason=f"instance type unknown: {exc}")
+            self.reporter.report(Probe, ran=False, reason=f"instance type unknown: {exc}")
             return
         outcome = probe_first_boot(self.config.cloud, identity.instance_type)
-        self.events.write("probe", ran=outcome.ran, reason=outcome.reason, duration_s=round(outcome.duration_s, 3))
+        self.reporter.report(Probe, ran=outcome.ran, reason=outcome.reason, duration_s=round(outcome.duration_s, 3))
 
     def _start(self) -> None:
         self.control.reset()
         pid = self.supervisor.start()
-        self.events.write("worker_started", pid=pid, command=list(self.config.command),
-                          restarts=self.supervisor.restarts, worker_id=self.config.worker_id)
+        self.reporter.report(WorkerStarted, pid=pid, command=tuple(self.config.command),
+                             restarts=self.supervisor.restarts)
         self._set_state("running")
 
     def _set_state(self, state: str) -> None:
@@ -145,25 +178,36 @@ class Agent:
             self._probe_first_boot()
         self._start()
         self.check = self.self_check()
-        self.events.write("self_check", notice_blind=self.check.notice_blind, reasons=list(self.check.reasons),
-                          identity=self.check.identity.__dict__)
+        identity = self.check.identity
+        self.reporter.identify(instance_id=identity.instance_id, region=identity.region, zone=identity.zone,
+                               instance_type=identity.instance_type)
+        self.reporter.report(SelfCheckEvent, protocol=self.config.protocol, notice_blind=self.check.notice_blind,
+                             reasons=self.check.reasons, identity=dataclasses.asdict(identity))
         self.events.set_status(notice_blind=self.check.notice_blind, blind_reasons=list(self.check.reasons))
         if self.check.notice_blind:
             log.error("notice-blind: %s", "; ".join(self.check.reasons))
-            self.events.write("notice_blind", reasons=list(self.check.reasons))
+            self.reporter.report(NoticeBlind, protocol=self.config.protocol, reasons=self.check.reasons)
         self.watch.start()
+        self.link.start()
         try:
             code = self._loop()
         finally:
             self.watch.close()
+            self.link.close()
             self.supervisor.kill()
-        self.events.write("agent_exit", code=code)
+        self.reporter.report(Exited, code=code)
+        left = self.plane.flush(FINAL_FLUSH_S)
+        if left:
+            log.warning("%d events did not reach the control plane; they stay in the spool", left)
+        self.plane.close()
         return code
 
     def _loop(self) -> int:
         while True:
             self.wake.wait(MAIN_TICK_S)
             self.wake.clear()
+            while self.link.requests:
+                self._request(self.link.requests.popleft())
             while self.notices:
                 notice = self.notices.popleft()
                 if notice.kind is NoticeKind.FINAL:
@@ -172,13 +216,29 @@ class Agent:
             code = self._supervise()
             if code is not None:
                 return code
-            self._beat()
             if self.watch.ensure_alive():
-                self.events.write("watcher_restarted", protocol=self.watcher.protocol, restarts=self.watch.restarts)
+                self.reporter.report(WatcherRestarted, protocol=self.watcher.protocol, restarts=self.watch.restarts)
 
     def _advance(self, notice: Notice) -> None:
         seq = self.control.request_checkpoint(f"{notice.protocol}:{notice.cause}")
-        self.events.write("advance_notice", notice=notice.as_dict(), checkpoint_seq=seq)
+        self.reporter.report(AdvanceNotice, protocol=notice.protocol, cause=notice.cause,
+                             notice_time_unix_s=notice.notice_time, lead_time_s=notice.lead_time_s,
+                             checkpoint_seq=seq)
+
+    def _request(self, request: ControlRequest) -> None:
+        """What the control plane asked: a checkpoint now, or a stop (a final notice of its own)."""
+        self.reporter.report(RequestReceived, request_id=request.request_id, request=request.kind,
+                             reason=request.reason)
+        if request.kind == "checkpoint":
+            self.control.request_checkpoint(f"control-plane:{request.reason or 'checkpoint'}")
+        elif request.kind == "stop":
+            now = time.time()
+            deadline = request.deadline_unix_s if request.deadline_unix_s is not None else now
+            self.notices.append(final_notice("control-plane", "stop-requested", seen_at=now, deadline=deadline,
+                                             documented_lead_s=None, raw=request.reason))
+        else:
+            log.warning("ignoring control-plane request %s of unknown kind %r", request.request_id, request.kind)
+        self.link.acknowledge(request)
 
     def _supervise(self) -> int | None:
         if self._restart_at is not None:
@@ -190,7 +250,7 @@ class Agent:
         code = self.supervisor.poll()
         if code is None:
             return None
-        self.events.write("worker_exited", code=code, restarts=self.supervisor.restarts)
+        self.reporter.report(WorkerExited, code=code, restarts=self.supervisor.restarts)
         if code == model.EXIT_DONE:
             self._set_state("done")
             return model.EXIT_DONE
@@ -203,37 +263,28 @@ class Agent:
         return None
 
     def _release(self, why: str) -> None:
-        if self.releaser is None:
-            return
-        try:
-            count = self.releaser.release_worker(self.config.worker_id)
-        except Exception as exc:
-            log.exception("releasing leases (%s) failed", why)
-            self.events.write("leases_released", worker_id=self.config.worker_id, count=None, error=str(exc))
-            return
-        self.events.write("leases_released", worker_id=self.config.worker_id, count=count, why=why)
+        count, via, error = release_leases(self.config.worker_id, self.plane, self.releaser, self.queue)
+        self.reporter.report(LeasesReleased, count=count, cause=why, via=via, error=error)
 
-    def _beat(self) -> None:
-        now = time.monotonic()
-        if self.heartbeats is None or now < self._next_beat:
-            return
-        self._next_beat = now + self.config.heartbeat_interval_s
-        beat = Heartbeat(self.config.instance_id, self.config.worker_id, time.time(), self._state,
+    def _registration(self) -> Registration:
+        return Registration(**self.reporter.stamp.__dict__, protocol=self.config.protocol,
+                            notice_blind=self.check.notice_blind, reasons=self.check.reasons)
+
+    def _heartbeat(self) -> Heartbeat:
+        return Heartbeat(self.reporter.stamp.instance_id, self.config.worker_id, time.time(), self._state,
                          self.supervisor.pid, self.supervisor.restarts, self.control.worker_heartbeat(),
-                         self.check.notice_blind)
-        try:
-            self.heartbeats.beat(beat)
-        except Exception as exc:  # a control plane that is down must not take the agent with it
-            log.warning("heartbeat failed: %s", exc)
+                         self.check.notice_blind, job_id=self.config.job_id or "",
+                         provider=self.reporter.stamp.provider)
 
     def _preempted(self, notice: Notice) -> int:
         self._set_state("preempting")
-        self.events.write("final_notice", notice=notice.as_dict())
+        self.reporter.report(FinalNotice, protocol=notice.protocol, cause=notice.cause,
+                             notice_time_unix_s=notice.notice_time, deadline_unix_s=notice.deadline,
+                             lead_time_s=notice.lead_time_s, raw=notice.raw)
         ctx = EmergencyContext(
-            supervisor=self.supervisor, control=self.control, events=self.events, identity=self.check.identity,
-            cloud=self.config.cloud or self.config.protocol, worker_id=self.config.worker_id,
-            safety_margin_s=self.config.safety_margin_s, releaser=self.releaser, upload=self.upload,
-            recorders=self.recorders, acknowledge=self.watcher.acknowledge)
+            supervisor=self.supervisor, control=self.control, reporter=self.reporter, plane=self.plane,
+            worker_id=self.config.worker_id, safety_margin_s=self.config.safety_margin_s, releaser=self.releaser,
+            queue=self.queue, upload=self.upload, acknowledge=self.watcher.acknowledge)
         run_emergency(notice, ctx)
         self._set_state("preempted")
         return model.EXIT_PREEMPTED

@@ -23,11 +23,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from spothop.batch.shards import iter_shards
 from spothop.queue.errors import LeaseLost
 from spothop.queue.model import QueuePolicy, Shard
 from spothop.queue.open import open_queue
 from spothop.queue.outputs import OutputStore, finalize_outputs
-from spothop.worker.shards import iter_shards
 
 # Kills expire leases, and an expired lease consumes an attempt: allow plenty,
 # so that only a lost shard, never bad luck, fails the audit.

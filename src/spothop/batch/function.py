@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from spothop.batch.inputs import BatchShard
-from spothop.worker.shards import WorkItem
+from spothop.batch.shards import WorkItem
 
 ProcessFn = Callable[[BatchShard], Any]
 # A worker command that takes longer is stuck; the lease's heartbeat keeps it

@@ -10,13 +10,13 @@ from collections.abc import Callable
 from spothop.batch.function import BatchFunction, CommandProcess, command_process
 from spothop.batch.identity import check_resubmission
 from spothop.batch.inputs import plan_shards
+from spothop.batch.shards import WorkerReport, WorkItem, process_shards
 from spothop.batch.spec import BatchSpec
 from spothop.queue.base import ShardQueue
 from spothop.queue.errors import BatchSpecError, UnknownJobError
 from spothop.queue.model import QueuePolicy, ShardRecord
 from spothop.queue.open import open_queue
 from spothop.queue.outputs import OutputStore
-from spothop.worker.shards import WorkerReport, WorkItem, process_shards
 
 
 def submit(spec: BatchSpec, queue: ShardQueue | None = None) -> int:

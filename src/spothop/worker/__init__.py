@@ -1,10 +1,12 @@
-"""What a worker process uses: the agent SDK (stop requests, heartbeats) and shard helpers.
+"""What a worker process uses to cooperate with the on-instance agent: the SDK, standard library only.
 
 ``stop_requested()``, ``on_stop()``, ``seconds_left()``, ``heartbeat()``,
-``checkpoint_requested()`` and ``saved()`` talk to the on-instance agent and
-are harmless no-ops when no agent runs. ``iter_shards()`` and
-``process_shards()`` claim shards under a lease with heartbeats, and on a stop
-release the current shard and return.
+``checkpoint_requested()`` and ``saved()`` talk to the agent and are harmless
+no-ops when no agent runs (:mod:`spothop.worker.sdk`); the control folder they
+use is :mod:`spothop.worker.channel`. Claiming shards under a lease lives with
+batch jobs (:mod:`spothop.batch.shards`: ``iter_shards``, ``process_shards``),
+so importing this package never loads the queue or SQLAlchemy
+(``tests/agent/test_footprint.py`` checks it).
 """
 
 from __future__ import annotations
@@ -17,23 +19,11 @@ from spothop.worker.sdk import (
     seconds_left,
     stop_requested,
 )
-from spothop.worker.shards import (
-    StopWatch,
-    WorkerReport,
-    WorkItem,
-    iter_shards,
-    process_shards,
-)
 
 __all__ = [
-    "StopWatch",
-    "WorkItem",
-    "WorkerReport",
     "checkpoint_requested",
     "heartbeat",
-    "iter_shards",
     "on_stop",
-    "process_shards",
     "saved",
     "seconds_left",
     "stop_requested",

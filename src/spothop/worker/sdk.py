@@ -19,7 +19,7 @@ Contracts:
 - Not under an agent (no ``SPOTHOP_AGENT_DIR``): every call is a harmless
   no-op — ``stop_requested()`` and ``checkpoint_requested()`` are False,
   ``seconds_left()`` is ``math.inf``, the rest do nothing.
-- The channel is the agent's control folder (see :mod:`spothop.agent.control`):
+- The channel is the agent's control folder (see :mod:`spothop.worker.channel`):
   the agent writes ``stop.json`` then, by default, sends SIGTERM to the
   worker's process group. A worker that registers :func:`on_stop` gets its
   callback instead of the signal (run once, in a background thread, within
@@ -32,26 +32,27 @@ Contracts:
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import tempfile
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-# The same names as spothop.agent.model / spothop.agent.control (a test checks they agree);
-# repeated here so this module needs nothing but the standard library.
-AGENT_DIR_ENV = "SPOTHOP_AGENT_DIR"
-WORKER_ID_ENV = "SPOTHOP_WORKER_ID"
-CHECKPOINT_URL_ENV = "SPOTHOP_CHECKPOINT_URL"
-STOP_FILE = "stop.json"
-CHECKPOINT_FILE = "checkpoint.json"
-SAVED_FILE = "saved.json"
-HEARTBEAT_FILE = "heartbeat.json"
-CALLBACK_FILE = "stop-callback"
+from spothop.worker.channel import (
+    AGENT_DIR_ENV,
+    CALLBACK_FILE,
+    CHECKPOINT_FILE,
+    CHECKPOINT_URL_ENV,
+    HEARTBEAT_FILE,
+    SAVED_FILE,
+    STOP_FILE,
+    WORKER_ID_ENV,
+    read_json,
+    write_json,
+)
+
 STOP_POLL_S = 0.05  # how often the on_stop thread looks for stop.json
 
 _lock = threading.Lock()
@@ -67,23 +68,13 @@ def _agent_dir() -> Path | None:
 
 def _read(name: str) -> dict[str, Any] | None:
     directory = _agent_dir()
-    if directory is None:
-        return None
-    try:
-        payload = json.loads((directory / name).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return payload if isinstance(payload, dict) else None
+    return read_json(directory / name) if directory is not None else None
 
 
 def _write(name: str, payload: dict[str, Any]) -> None:
     directory = _agent_dir()
-    if directory is None:
-        return
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=directory)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(payload, handle, default=str)
-    os.replace(tmp, directory / name)
+    if directory is not None:
+        write_json(directory / name, payload)
 
 
 def under_agent() -> bool:

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from spothop.agent import control, model
 from spothop.agent.control import ControlDir
-from spothop.worker import sdk
+from spothop.worker import channel, sdk
 
 
 @pytest.fixture
@@ -62,8 +61,7 @@ def test_on_stop_runs_the_callback_and_tells_the_agent_not_to_signal(agent_dir: 
     assert called.wait(5)
 
 
-def test_the_sdk_and_the_agent_agree_on_names() -> None:
-    assert sdk.AGENT_DIR_ENV == model.AGENT_DIR_ENV and sdk.WORKER_ID_ENV == model.WORKER_ID_ENV
-    assert sdk.CHECKPOINT_URL_ENV == model.CHECKPOINT_URL_ENV
-    for name in ("STOP_FILE", "CHECKPOINT_FILE", "SAVED_FILE", "HEARTBEAT_FILE", "CALLBACK_FILE"):
-        assert getattr(sdk, name) == getattr(control, name)
+def test_the_sdk_reads_what_the_agent_writes_through_the_one_channel_module(agent_dir: ControlDir) -> None:
+    agent_dir.request_checkpoint("r")
+    assert channel.read_json(agent_dir.path / channel.CHECKPOINT_FILE) == {"seq": 1, "reason": "r"}
+    assert sdk.AGENT_DIR_ENV is channel.AGENT_DIR_ENV and sdk.STOP_FILE is channel.STOP_FILE

@@ -11,6 +11,7 @@ import typer.main
 from spothop.agent import read_events
 from spothop.agent.cli import build_parser
 from spothop.cli.agent import agent_app
+from tests.agent.control_server import ControlServer
 
 
 def _light_options() -> set[str]:
@@ -47,3 +48,20 @@ def test_the_help_lists_every_option() -> None:
     assert done.returncode == 0, done.stderr
     missing = sorted(flag for flag in _light_options() if flag not in done.stdout)
     assert missing == []
+
+
+def test_the_token_reaches_the_agent_in_its_environment_never_its_command_line_nor_the_worker(
+        tmp_path: Path) -> None:
+    state = tmp_path / "agent"
+    script = f'tr "\\0" " " < /proc/$PPID/cmdline > {tmp_path}/argv; echo "${{SPOTHOP_AGENT_TOKEN:-}}" > {tmp_path}/env'
+    with ControlServer(f"sqlite:///{tmp_path / 'store.db'}", token="tok-zz9") as server:
+        done = subprocess.run(
+            [sys.executable, "-m", "spothop.cli.main", "agent", "run", "--protocol", "sigterm", "--no-probe",
+             "--control-plane", server.url, "--token", "tok-zz9", "--state-dir", str(state),
+             "--", "sh", "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert server.received and all(h["Authorization"] == "Bearer tok-zz9" for _, _, h, _ in server.received)
+    argv = (tmp_path / "argv").read_text()
+    assert "spothop.agent run" in argv and f"--control-plane {server.url}" in argv
+    assert "tok-zz9" not in argv and (tmp_path / "env").read_text().strip() == ""
+    assert "tok-zz9" not in done.stderr + (state / "events.jsonl").read_text()

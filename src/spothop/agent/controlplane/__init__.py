@@ -1,0 +1,96 @@
+"""How the agent reaches the control plane: one protocol, :class:`ControlPlane`, three ways.
+
+- :class:`EmbeddedControlPlane` — ``--control-plane sqlite:///…`` or
+  ``postgresql://…`` (the default: spothop's default database): the store and
+  the queue directly, imported lazily.
+- :class:`HttpControlPlane` — ``--control-plane https://…``: ``spothop
+  server``'s agent API with a bearer token and an on-disk spool.
+- :class:`NoControlPlane` — ``--control-plane none``: the instance's own log
+  only (``events.jsonl``); leases are released through the queue directly.
+
+:func:`open_control_plane` picks one from the option's value. Importing this
+package loads only the standard library.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from spothop.agent.controlplane.base import ControlPlane, ControlRequest, Heartbeat, Registration
+from spothop.agent.controlplane.embedded import EmbeddedControlPlane
+from spothop.agent.controlplane.http import HttpControlPlane
+from spothop.agent.controlplane.queue_leases import QueueLeases, queue_leases
+from spothop.agent.controlplane.spool import EventSpool
+from spothop.agent.errors import AgentConfigError
+from spothop.agent.eventmodel import AgentEvent
+
+__all__ = [
+    "ControlPlane",
+    "ControlRequest",
+    "EmbeddedControlPlane",
+    "EventSpool",
+    "Heartbeat",
+    "HttpControlPlane",
+    "NoControlPlane",
+    "QueueLeases",
+    "Registration",
+    "open_control_plane",
+    "queue_leases",
+]
+
+NONE = "none"
+TOKEN_ENV = "SPOTHOP_AGENT_TOKEN"  # the HTTP control plane's bearer token (better than --token: ps shows argv)
+
+
+class NoControlPlane:
+    """No control plane: every call is a no-op; leases go back through ``queue`` when there is one."""
+
+    def __init__(self, queue: QueueLeases | None = None) -> None:
+        self.queue = queue
+
+    def register(self, registration: Registration) -> None:
+        del registration
+
+    def heartbeat(self, beat: Heartbeat) -> None:
+        del beat
+
+    def record(self, event: AgentEvent) -> None:
+        del event
+
+    def release_leases(self, worker_id: str) -> int:
+        return self.queue.release_worker(worker_id) if self.queue is not None else 0
+
+    def requests(self) -> list[ControlRequest]:
+        return []
+
+    def acknowledge(self, request_id: str) -> None:
+        del request_id
+
+    def prepare(self) -> None:
+        if self.queue is not None:
+            self.queue.prepare()
+
+    def flush(self, timeout_s: float) -> int:
+        del timeout_s
+        return 0
+
+    def close(self) -> None:
+        pass
+
+
+def open_control_plane(spec: str | None, *, instance_id: str, state_dir: Path, token: str | None = None,
+                       queue: QueueLeases | None = None) -> ControlPlane:
+    """The control plane ``spec`` names: None or a database URL (embedded), ``http(s)://…``, or ``none``.
+
+    ``queue`` is the job's queue, for the embedded and ``none`` planes' releases
+    (the HTTP plane's server knows the queue; the agent falls back on it).
+    AgentConfigError names what is accepted for anything else.
+    """
+    if spec is None or spec.startswith(("sqlite:", "postgresql:", "postgresql+", "postgres:")):
+        return EmbeddedControlPlane(spec, instance_id, queue=queue)
+    if spec == NONE:
+        return NoControlPlane(queue)
+    if spec.startswith(("http://", "https://")):
+        return HttpControlPlane(spec, instance_id, token=token, spool_dir=state_dir)
+    raise AgentConfigError(f"--control-plane {spec!r}: give a database URL (sqlite:///PATH, postgresql://HOST/DB),"
+                           " an http(s):// URL of spothop server, or 'none'")

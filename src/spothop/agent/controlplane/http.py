@@ -1,0 +1,203 @@
+"""The HTTP control plane: ``spothop server``'s agent API, over standard-library ``urllib``.
+
+Endpoints (``docs/agent.md`` is the contract the server implements); every
+request carries ``Authorization: Bearer TOKEN`` and JSON bodies:
+
+=================================================  ==============================================
+``POST /v1/agents/register``                        a :class:`Registration`; 2xx
+``POST /v1/agents/{instance_id}/heartbeat``         a :class:`Heartbeat`; 2xx
+``POST /v1/agents/{instance_id}/events``            ``{"events": [event, …]}``, at most
+                                                    :data:`EVENTS_BATCH` a request; 2xx means every
+                                                    one is stored (a known ``event_id`` is skipped)
+``POST /v1/agents/{instance_id}/leases/release``    ``{"worker_id"}`` → ``{"released": N}``
+``GET  /v1/agents/{instance_id}/requests``          → ``{"requests": [request, …]}`` unacknowledged
+``POST /v1/agents/{instance_id}/requests/{id}/ack``  2xx
+=================================================  ==============================================
+
+Failure rules:
+
+- Every call has a timeout (``timeout_s``). A connection error, a timeout, a
+  429 or a 5xx is retried up to ``attempts`` times with exponential backoff
+  and full jitter (``backoff_s × 2^k``, capped at ``backoff_max_s``), then
+  raises :class:`ControlPlaneError`. Once the server has failed, calls within
+  the next backoff window fail at once (no connection is tried), so a dead
+  server costs the emergency protocol nothing; the window doubles with each
+  failed try up to :data:`OUTAGE_BACKOFF_MAX_S`, with jitter.
+- 401 and 403 raise :class:`ControlPlaneAuthError` at once: a wrong token is
+  not an outage. Another 4xx raises :class:`ControlPlaneError` naming it.
+- :meth:`HttpControlPlane.record` never raises: the event goes to the
+  :class:`~spothop.agent.controlplane.spool.EventSpool` first, then the spool
+  is sent when the server is not in its backoff window. Events are sent oldest
+  first and removed only once the server took them, so an outage loses
+  nothing (up to the spool's bounds) and a resend is deduplicated by the server.
+- The token is never logged; ``repr`` hides it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from spothop.agent.controlplane.base import ControlRequest, Heartbeat, Registration
+from spothop.agent.controlplane.spool import EventSpool
+from spothop.agent.errors import ControlPlaneAuthError, ControlPlaneError
+from spothop.agent.eventmodel import AgentEvent
+
+log = logging.getLogger(__name__)
+
+HTTP_TIMEOUT_S = 3.0  # one call; a server on the same network answers in milliseconds
+ATTEMPTS = 3
+BACKOFF_S = 0.2
+BACKOFF_MAX_S = 2.0
+OUTAGE_BACKOFF_MAX_S = 30.0  # how long a dead server is left alone at most between tries
+EVENTS_BATCH = 100
+RETRIED_STATUSES = frozenset({429, 500, 502, 503, 504})
+
+
+class HttpControlPlane:
+    """``spothop server`` at ``base_url`` (``http(s)://host[:port][/prefix]``) for instance ``instance_id``."""
+
+    def __init__(self, base_url: str, instance_id: str, *, token: str | None, spool_dir: Path,
+                 timeout_s: float = HTTP_TIMEOUT_S, attempts: int = ATTEMPTS, backoff_s: float = BACKOFF_S,
+                 backoff_max_s: float = BACKOFF_MAX_S, spool: EventSpool | None = None) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.instance_id = instance_id
+        self._token = token
+        self.timeout_s = timeout_s
+        self.attempts = max(1, attempts)
+        self.backoff_s = backoff_s
+        self.backoff_max_s = backoff_max_s
+        self.spool = spool or EventSpool(spool_dir)
+        self._agent_path = f"/v1/agents/{urllib.parse.quote(instance_id, safe='')}"
+        self._send_lock = threading.Lock()
+        self._down_until = 0.0  # monotonic; no connection is tried before it
+        self._outage_s = 0.0
+
+    def __repr__(self) -> str:
+        return f"HttpControlPlane({self.base_url!r}, {self.instance_id!r}, token={'***' if self._token else None})"
+
+    # -- the contract ------------------------------------------------------------
+
+    def register(self, registration: Registration) -> None:
+        self._call("POST", "/v1/agents/register", registration.to_dict())
+
+    def heartbeat(self, beat: Heartbeat) -> None:
+        self._call("POST", f"{self._agent_path}/heartbeat", beat.to_dict())
+        self.flush(self.timeout_s)  # the link works again: send what waited
+
+    def record(self, event: AgentEvent) -> None:
+        """Spool ``event``, then send the spool unless the server is in its backoff window; never raises."""
+        self.spool.add(event.to_dict())
+        self.flush(self.timeout_s)
+
+    def flush(self, timeout_s: float) -> int:
+        """Send spooled events, oldest first, for up to about ``timeout_s``; how many still wait."""
+        until = time.monotonic() + timeout_s
+        with self._send_lock:
+            while len(self.spool) and time.monotonic() < until and not self._in_backoff():
+                batch = self.spool.pending(EVENTS_BATCH)
+                try:
+                    self._call("POST", f"{self._agent_path}/events", {"events": batch}, attempts=1)
+                except ControlPlaneAuthError as exc:
+                    log.error("the control plane refused the agent's events: %s", exc)
+                    break
+                except ControlPlaneError as exc:
+                    log.warning("control plane unreachable; %d events spooled: %s", len(self.spool), exc)
+                    break
+                self.spool.remove(str(e["event_id"]) for e in batch)
+            return len(self.spool)
+
+    def release_leases(self, worker_id: str) -> int:
+        answer = self._call("POST", f"{self._agent_path}/leases/release", {"worker_id": worker_id})
+        released = answer.get("released") if isinstance(answer, dict) else None
+        if not isinstance(released, int) or isinstance(released, bool):
+            raise ControlPlaneError(f"{self.base_url}: leases/release answered {answer!r}, not {{'released': N}}")
+        return released
+
+    def requests(self) -> list[ControlRequest]:
+        answer = self._call("GET", f"{self._agent_path}/requests")
+        items = answer.get("requests") if isinstance(answer, dict) else None
+        if not isinstance(items, list):
+            raise ControlPlaneError(f"{self.base_url}: requests answered {answer!r}, not {{'requests': [...]}}")
+        try:
+            return [ControlRequest.from_dict(item) for item in items]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ControlPlaneError(f"{self.base_url}: a request without request_id/kind: {exc}") from exc
+
+    def acknowledge(self, request_id: str) -> None:
+        self._call("POST", f"{self._agent_path}/requests/{urllib.parse.quote(request_id, safe='')}/ack", {})
+
+    def prepare(self) -> None:
+        """Nothing to import: urllib is loaded already."""
+
+    def close(self) -> None:
+        """Nothing to close: every call opens and closes its own connection."""
+
+    # -- transport -----------------------------------------------------------------
+
+    def _in_backoff(self) -> bool:
+        return time.monotonic() < self._down_until
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None, *,
+              attempts: int | None = None) -> Any:
+        """One call with retries; the decoded JSON answer (None for an empty body)."""
+        if self._in_backoff():
+            left = self._down_until - time.monotonic()
+            raise ControlPlaneError(f"{self.base_url} is unreachable (next try in {left:.1f} s)")
+        last = ""
+        tries = attempts or self.attempts
+        for attempt in range(tries):
+            if attempt:
+                time.sleep(random.uniform(0, min(self.backoff_max_s, self.backoff_s * 2 ** (attempt - 1))))
+            try:
+                answer = self._send(method, path, body)
+            except _Retryable as exc:
+                last = str(exc)
+                continue
+            self._outage_s = 0.0
+            return answer
+        self._outage_s = min(OUTAGE_BACKOFF_MAX_S, max(self.backoff_s, self._outage_s * 2))
+        self._down_until = time.monotonic() + random.uniform(self._outage_s / 2, self._outage_s)
+        raise ControlPlaneError(f"{method} {self.base_url}{path} failed {tries} times; last: {last}")
+
+    def _send(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
+        headers = {"Accept": "application/json"}
+        if self._token:
+            headers["Authorization"] = f"Bearer {self._token}"
+        data = None
+        if body is not None:
+            data = json.dumps(body, default=str).encode()
+            headers["Content-Type"] = "application/json"
+        request = urllib.request.Request(self.base_url + path, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                raw = response.read()
+        except urllib.error.HTTPError as exc:
+            detail = exc.read(300).decode("utf-8", "replace").strip()
+            if exc.code in (401, 403):
+                raise ControlPlaneAuthError(
+                    f"{method} {self.base_url}{path}: HTTP {exc.code} {detail!r}: the control plane refused the "
+                    "agent's token; pass the instance's token with --token or $SPOTHOP_AGENT_TOKEN") from exc
+            if exc.code in RETRIED_STATUSES:
+                raise _Retryable(f"HTTP {exc.code} {detail!r}") from exc
+            raise ControlPlaneError(f"{method} {self.base_url}{path}: HTTP {exc.code} {detail!r}") from exc
+        except (urllib.error.URLError, OSError) as exc:  # refused, unresolvable, timed out, reset
+            raise _Retryable(f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}") from exc
+        if not raw.strip():
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError as exc:
+            raise ControlPlaneError(f"{method} {self.base_url}{path}: an answer that is not JSON: {raw[:200]!r}") from exc
+
+
+class _Retryable(Exception):
+    """A failure worth another try: the connection, a timeout, 429 or a 5xx."""

@@ -1,0 +1,118 @@
+"""One contract, every implementation: embedded on SQLite and PostgreSQL, and HTTP against a real server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from spothop.agent.controlplane import (
+    ControlPlane,
+    EmbeddedControlPlane,
+    Heartbeat,
+    HttpControlPlane,
+    QueueLeases,
+    Registration,
+)
+from spothop.agent.controlplane.embedded import add_request
+from spothop.agent.eventmodel import Interruption, WorkerStarted, event_from_dict
+from spothop.db import shared_engine
+from spothop.market.interruptions import InterruptionStore
+from spothop.queue import Shard, open_queue
+from spothop.state.agent_tables import agent_events, agent_heartbeats
+from tests.agent.control_server import ControlServer
+from tests.conftest import POSTGRES_URL, unique
+
+TOKEN = "s3cret-token"
+
+
+@dataclass
+class Case:
+    plane: ControlPlane
+    store_url: str  # where the events end, whichever way they went
+    instance_id: str
+
+
+def _queue(tmp_path: Path) -> QueueLeases:
+    url = f"sqlite:///{tmp_path / 'queue.db'}"
+    with open_queue(url, "job-1") as queue:
+        queue.enqueue([Shard(f"s{i}", {"i": i}) for i in range(3)])
+    return QueueLeases(url, "job-1")
+
+
+@pytest.fixture(params=["embedded-sqlite", "embedded-postgres", "http"])
+def case(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
+    instance_id = unique("i")
+    queue = _queue(tmp_path)
+    if request.param == "embedded-postgres":
+        schema = request.getfixturevalue("pg_schema")
+        url = f"{POSTGRES_URL}?options=-csearch_path%3D{schema}"
+        yield Case(EmbeddedControlPlane(url, instance_id, queue=queue), url, instance_id)
+        return
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    if request.param == "embedded-sqlite":
+        yield Case(EmbeddedControlPlane(url, instance_id, queue=queue), url, instance_id)
+        return
+    with ControlServer(url, token=TOKEN, queue=queue) as server:
+        yield Case(HttpControlPlane(server.url, instance_id, token=TOKEN, spool_dir=tmp_path / "agent"), url,
+                   instance_id)
+
+
+def _interruption(instance_id: str) -> Interruption:
+    return Interruption(instance_id=instance_id, provider="aws-sim", region="us-east-1", zone="us-east-1a",
+                        instance_type="g5.xlarge", protocol="aws", notice_kind="final", cause="instance-action",
+                        notice_time_unix_s=1_800_000_000.0, lead_time_s=110.0, saved="saved",
+                        steps_s={"stop": 0.001})
+
+
+def test_an_event_recorded_twice_is_stored_once_as_its_model(case: Case) -> None:
+    event = WorkerStarted(instance_id=case.instance_id, pid=42, command=("python", "train.py"))
+    case.plane.record(event)
+    case.plane.record(event)
+    with shared_engine(case.store_url).connect() as conn:
+        rows = conn.execute(select(agent_events).where(agent_events.c.instance_id == case.instance_id)).all()
+    assert len(rows) == 1 and rows[0].kind == "worker_started"
+    import json
+
+    assert event_from_dict(json.loads(rows[0].payload)) == event
+
+
+def test_an_interruption_reaches_the_preemption_history_once(case: Case) -> None:
+    event = _interruption(case.instance_id)
+    case.plane.record(event)
+    case.plane.record(event)
+    got = [i for i in InterruptionStore(case.store_url).interruptions() if i.instance_id == case.instance_id]
+    assert [(i.market.provider, i.market.zone, i.lead_time_s, i.cause) for i in got] == [
+        ("aws-sim", "us-east-1a", 110.0, "aws:instance-action")]
+
+
+def test_register_and_heartbeats_keep_one_row_per_instance(case: Case) -> None:
+    case.plane.register(Registration(instance_id=case.instance_id, provider="aws-sim", worker_id="w", notice_blind=True,
+                                     reasons=("metadata endpoint: refused",)))
+    case.plane.heartbeat(Heartbeat(case.instance_id, "w", 1_800_000_010.0, "running", 7, 0, None, False))
+    with shared_engine(case.store_url).connect() as conn:
+        rows = conn.execute(select(agent_heartbeats).where(agent_heartbeats.c.instance_id == case.instance_id)).all()
+    assert [(r.state, r.worker_pid, r.notice_blind) for r in rows] == [("running", 7, False)]
+
+
+def test_release_leases_puts_the_workers_shards_back(case: Case, tmp_path: Path) -> None:
+    with open_queue(f"sqlite:///{tmp_path / 'queue.db'}", "job-1") as queue:
+        queue.claim("w-9", 2, lease_s=600)
+        assert case.plane.release_leases("w-9") == 2
+        assert queue.stats().leased == 0
+    assert case.plane.release_leases("w-9") == 0
+
+
+def test_requests_come_oldest_first_until_acknowledged(case: Case) -> None:
+    engine = shared_engine(case.store_url)
+    first = add_request(engine, case.instance_id, "checkpoint", "rebalance")
+    second = add_request(engine, case.instance_id, "stop", "drain", deadline_unix_s=1_800_000_100.0)
+    got = case.plane.requests()
+    assert [(r.request_id, r.kind, r.reason) for r in got] == [(first, "checkpoint", "rebalance"),
+                                                                (second, "stop", "drain")]
+    assert got[1].deadline_unix_s == 1_800_000_100.0
+    case.plane.acknowledge(first)
+    assert [r.request_id for r in case.plane.requests()] == [second]
