@@ -5,11 +5,8 @@ from __future__ import annotations
 import signal
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
-
-import pytest
 
 from spothop.agent import (
     EXIT_DONE,
@@ -32,13 +29,6 @@ from tests.agent.fakes import ListReleaser
 from tests.conftest import PROJECT_ROOT
 
 WORKER = str(Path(__file__).with_name("worker.py"))
-
-
-@pytest.fixture(autouse=True)
-def _keep_sigterm_handler() -> Iterator[None]:
-    previous = signal.getsignal(signal.SIGTERM)  # Agent.run installs its own in the main thread
-    yield
-    signal.signal(signal.SIGTERM, previous)
 
 
 class ScriptedWatcher(Watcher):
@@ -86,8 +76,10 @@ def test_a_crashing_worker_is_restarted_with_its_leases_released_until_it_succee
 
 
 def test_past_the_restart_limit_the_agent_reports_failure(tmp_path: Path) -> None:
+    before = signal.getsignal(signal.SIGTERM)
     agent = Agent(_config(tmp_path, ["sh", "-c", "exit 3"], restart_limit=1))
     assert agent.run() == EXIT_WORKER_FAILED
+    assert signal.getsignal(signal.SIGTERM) == before  # the agent's handler lasts only while it runs
     assert [e["code"] for e in read_events(agent.config.state_dir, "worker_exited")] == [3, 3]
 
 

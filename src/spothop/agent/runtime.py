@@ -170,8 +170,16 @@ class Agent:
 
     def run(self) -> int:
         """Run until the worker is done, fails for good, or the instance is preempted; return the exit code."""
+        previous = None
         if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, self._on_sigterm)
+            previous = signal.signal(signal.SIGTERM, self._on_sigterm)
+        try:
+            return self._run()
+        finally:
+            if previous is not None:  # run in-process (tests, a library caller): leave SIGTERM as it was
+                signal.signal(signal.SIGTERM, previous)
+
+    def _run(self) -> int:
         self.events.set_status(instance_id=self.config.instance_id, protocol=self.config.protocol,
                                notice_blind=False, blind_reasons=[])
         if self.config.probe_first_boot:
