@@ -191,6 +191,7 @@ def _record(notice: Notice, ctx: EmergencyContext, steps: dict[str, float], erro
     start = time.monotonic()
     event = ctx.reporter.report(
         Interruption, protocol=notice.protocol, notice_kind=notice.kind.value, cause=notice.cause,
+        notice_id=notice.event_id,
         notice_time_unix_s=notice.notice_time, deadline_unix_s=notice.deadline, lead_time_s=notice.lead_time_s,
         budget_s=budget, saved=saved, saved_detail=detail,
         uploaded=None if ctx.upload is None else "upload" not in errors, leases_released=released,

@@ -155,7 +155,9 @@ class _NoticeEvent(AgentEvent):
 
     protocol: str = ""
     cause: str = ""
+    notice_id: str | None = None  # the cloud's own id for the event, where it gives one
     notice_time_unix_s: float = 0.0
+    deadline_unix_s: float | None = None  # when the instance will be taken (an advance notice: may be None)
     lead_time_s: float | None = None
 
 
@@ -172,7 +174,6 @@ class FinalNotice(_NoticeEvent):
     """The instance will be taken at ``deadline_unix_s``; the emergency protocol starts."""
 
     kind: ClassVar[str] = "final_notice"
-    deadline_unix_s: float | None = None
     raw: str = ""
 
 
@@ -223,7 +224,6 @@ class Interruption(_NoticeEvent):
 
     kind: ClassVar[str] = "interruption"
     notice_kind: str = ""
-    deadline_unix_s: float | None = None
     budget_s: float = 0.0
     saved: str = ""
     saved_detail: Mapping[str, Any] | None = None

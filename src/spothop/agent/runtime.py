@@ -229,9 +229,9 @@ class Agent:
 
     def _advance(self, notice: Notice) -> None:
         seq = self.control.request_checkpoint(f"{notice.protocol}:{notice.cause}")
-        self.reporter.report(AdvanceNotice, protocol=notice.protocol, cause=notice.cause,
-                             notice_time_unix_s=notice.notice_time, lead_time_s=notice.lead_time_s,
-                             checkpoint_seq=seq)
+        self.reporter.report(AdvanceNotice, protocol=notice.protocol, cause=notice.cause, notice_id=notice.event_id,
+                             notice_time_unix_s=notice.notice_time, deadline_unix_s=notice.deadline,
+                             lead_time_s=notice.lead_time_s, checkpoint_seq=seq)
 
     def _request(self, request: ControlRequest) -> None:
         """What the control plane asked: a checkpoint now, or a stop (a final notice of its own)."""
@@ -286,7 +286,7 @@ class Agent:
 
     def _preempted(self, notice: Notice) -> int:
         self._set_state("preempting")
-        self.reporter.report(FinalNotice, protocol=notice.protocol, cause=notice.cause,
+        self.reporter.report(FinalNotice, protocol=notice.protocol, cause=notice.cause, notice_id=notice.event_id,
                              notice_time_unix_s=notice.notice_time, deadline_unix_s=notice.deadline,
                              lead_time_s=notice.lead_time_s, raw=notice.raw)
         ctx = EmergencyContext(

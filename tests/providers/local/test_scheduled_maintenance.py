@@ -97,19 +97,19 @@ def test_the_agent_on_the_instance_checkpoints_ahead_of_a_scheduled_stop(aws: Lo
     NotBefore, the worker asked for a checkpoint; then the stop itself shuts the instance down."""
     state = tmp_path / "agent"
     agent = [sys.executable, "-m", "spothop.agent", "run", "--protocol", "aws", "--state-dir", str(state),
-             "--no-probe", "--no-store-record", "--", "sleep", "300"]
+             "--no-probe", "--control-plane", "none", "--", "sleep", "300"]
     instance = aws.launch(LaunchRequest(instance_type="g5.xlarge", region="us-east-1", zone="us-east-1a",
                                         bootstrap_command=agent, env={"PYTHONPATH": str(PROJECT_ROOT / "src")}))
     wait_for(lambda: read_events(state, "self_check"), 30, what="the agent's self-check")
     event = aws.schedule_maintenance(instance.instance_id, "instance-stop", in_s=3600)
     [notice] = wait_for(lambda: read_events(state, "advance_notice"), 30, what="the agent's advance notice")
-    assert notice["notice"]["cause"] == "scheduled-event:instance-stop"
-    assert notice["notice"]["event_id"] == event.event_id
-    assert notice["notice"]["deadline"] == pytest.approx(event.not_before, abs=1.0)  # whole seconds on the wire
+    assert notice["cause"] == "scheduled-event:instance-stop"
+    assert notice["notice_id"] == event.event_id
+    assert notice["deadline_unix_s"] == pytest.approx(event.not_before, abs=1.0)  # whole seconds on the wire
     assert notice["checkpoint_seq"] >= 1  # the worker was asked for a durable checkpoint
     aws.cancel_maintenance(instance.instance_id)
     aws.schedule_maintenance(instance.instance_id, "instance-stop", in_s=0)
     ended = aws.wait(instance.instance_id, [InstanceState.TERMINATED], scaled(60))
     assert ended.state is InstanceState.TERMINATED
     # The shutdown's SIGTERM is the agent's final notice: it ran its emergency protocol and exited "preempted".
-    assert [e["code"] for e in read_events(state, "agent_exit")] == [EXIT_PREEMPTED]
+    assert [e["code"] for e in read_events(state, "exited")] == [EXIT_PREEMPTED]
