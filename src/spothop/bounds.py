@@ -20,8 +20,6 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Annotated, Any, TypeVar
 
-from pydantic import AfterValidator
-
 from spothop.errors import ValueOutOfRange
 
 SECONDS_PER_DAY = 86_400
@@ -60,6 +58,9 @@ class Bound:
 
     def annotated(self, field: str) -> Any:
         """A pydantic validator for this bound (``Annotated[float, BOUND.annotated("x")]``)."""
+        # Imported here: the on-instance agent checks its options against these bounds without pydantic.
+        from pydantic import AfterValidator
+
         return AfterValidator(lambda value: self.check(value, field))
 
     def option_callback(self, field: str) -> Callable[[Any], Any]:
@@ -108,4 +109,9 @@ def check_datetime(value: _When, field: str) -> _When:
     return value
 
 
-LeadTimeS = Annotated[float, LEAD_TIME_S.annotated("lead time")]
+def __getattr__(name: str) -> Any:
+    # Pydantic aliases are built on first use: importing the bounds must not load pydantic (the
+    # on-instance agent checks its options against them and imports only the standard library).
+    if name == "LeadTimeS":
+        return Annotated[float, LEAD_TIME_S.annotated("lead time")]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

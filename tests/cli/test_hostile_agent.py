@@ -12,8 +12,6 @@ from typing import Any
 
 import pytest
 
-from tests.cli.hostile import xfail_owner
-
 AGENT = [
     (["run", "--instance-id", "../../etc", "--", "true"], "is not a plain name"),
     (["run", "--instance-id", "a/b", "--", "true"], "is not a plain name"),
@@ -21,12 +19,9 @@ AGENT = [
     (["run", "--instance-id", "[/x]", "--", "true"], "'[/x]'"),
     (["run", "--protocol", "[red]ibm", "--", "true"], "invalid choice: '[red]ibm'"),
     (["run", "--instance-id", "ok"], "no worker command"),
-    pytest.param(["run", "--instance-id", "ok", "--poll-interval", "nan", "--", "true"], "--poll-interval",
-                 marks=xfail_owner("ctlplane", "agent options: a NaN --poll-interval is accepted")),
-    pytest.param(["run", "--instance-id", "ok", "--safety-margin", "inf", "--", "true"], "--safety-margin",
-                 marks=xfail_owner("ctlplane", "agent options: an infinite --safety-margin is accepted")),
-    pytest.param(["run", "--instance-id", "ok", "--heartbeat-interval", "-1", "--", "true"], "--heartbeat-interval",
-                 marks=xfail_owner("ctlplane", "agent options: a negative --heartbeat-interval is accepted")),
+    (["run", "--instance-id", "ok", "--poll-interval", "nan", "--", "true"], "--poll-interval"),
+    (["run", "--instance-id", "ok", "--safety-margin", "inf", "--", "true"], "--safety-margin"),
+    (["run", "--instance-id", "ok", "--heartbeat-interval", "-1", "--", "true"], "--heartbeat-interval"),
 ]
 
 

@@ -54,10 +54,8 @@ def config_from(args: argparse.Namespace) -> AgentConfig:
         command = command[1:]
     if not command:
         raise AgentConfigError("no worker command: spothop agent run [OPTIONS] -- CMD ARGS...")
-    if (args.poll_interval is not None and args.poll_interval <= 0) or args.safety_margin < 0 \
-            or args.restart_limit < 0 or args.heartbeat_interval <= 0:
-        raise AgentConfigError("--poll-interval and --heartbeat-interval must be > 0; "
-                               "--safety-margin and --restart-limit must be ≥ 0")
+    for option in OPTIONS:  # every number in its bound: finite, in range, named by its flag
+        option.check(getattr(args, option.dest))
     from spothop.paths import path_under, plain_name, spothop_home
 
     # The instance id names the agent's folder and its records: a plain name, kept under $SPOTHOP_HOME/agent.

@@ -29,9 +29,12 @@ from spothop.agent import model
 from spothop.agent.controlplane import NONE, TOKEN_ENV
 from spothop.agent.notices import WATCHERS
 from spothop.agent.notices.sigterm import KUBERNETES_GRACE_S
+from spothop.bounds import DURATION_S, LEAD_TIME_S, POLL_INTERVAL_S, Bound
 from spothop.worker import channel
 
 CONTROL_PLANE_ENV = "SPOTHOP_CONTROL_PLANE"
+RESTARTS = Bound(0, 1_000, "restarts", integer=True)  # a worker that crashed a thousand times will not recover
+HEARTBEAT_INTERVAL_S = Bound(0, 3_600, "s", low_open=True)  # an hour between beats is already "lost"
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,7 @@ class Option:
     choices: Callable[[], list[str]] | None = None
     env: str | None = None  # the variable a secret is passed in
     secret: bool = False
+    bound: Bound | None = None  # a number's range (spothop.bounds), checked by check()
 
     @property
     def dest(self) -> str:
@@ -53,6 +57,10 @@ class Option:
 
     def default_value(self) -> Any:
         return self.default() if callable(self.default) else self.default
+
+    def check(self, value: Any) -> Any:
+        """``value`` if it is in the option's bound (or it has none); ValueOutOfRange naming the flag else."""
+        return value if value is None or self.bound is None else self.bound.check(value, self.flag)
 
 
 def _env(name: str, fallback: Callable[[], Any] | Any = None) -> Callable[[], Any]:
@@ -79,17 +87,19 @@ OPTIONS: tuple[Option, ...] = (
     Option("--metadata-url", f"metadata endpoint base URL (default: ${model.METADATA_URL_ENV})",
            default=_env(model.METADATA_URL_ENV)),
     Option("--poll-interval", f"seconds between notice polls (default: the protocol's, {_poll_defaults()})",
-           float, None, "S"),
+           float, None, "S", bound=POLL_INTERVAL_S),
     Option("--safety-margin", "seconds kept back from the worker's save for upload, release and record "
-           f"(default {defaults.DEFAULT_SAFETY_MARGIN_S:g})", float, defaults.DEFAULT_SAFETY_MARGIN_S, "S"),
+           f"(default {defaults.DEFAULT_SAFETY_MARGIN_S:g})", float, defaults.DEFAULT_SAFETY_MARGIN_S, "S",
+           bound=LEAD_TIME_S),
     Option("--restart-limit", f"restarts after a crash (default {defaults.DEFAULT_RESTART_LIMIT})",
-           int, defaults.DEFAULT_RESTART_LIMIT, "N"),
+           int, defaults.DEFAULT_RESTART_LIMIT, "N", bound=RESTARTS),
     Option("--restart-backoff", "seconds before the first restart, doubling after "
-           f"(default {defaults.DEFAULT_RESTART_BACKOFF_S:g})", float, defaults.DEFAULT_RESTART_BACKOFF_S, "S"),
+           f"(default {defaults.DEFAULT_RESTART_BACKOFF_S:g})", float, defaults.DEFAULT_RESTART_BACKOFF_S, "S",
+           bound=DURATION_S),
     Option("--assumed-lead", "lead time of a notice that carries no time (default: the cloud's documented lead)",
-           float, None, "S"),
+           float, None, "S", bound=LEAD_TIME_S),
     Option("--sigterm-grace", f"the lead a SIGTERM to the agent stands for (default {KUBERNETES_GRACE_S:g}, "
-           "Kubernetes' grace)", float, KUBERNETES_GRACE_S, "S"),
+           "Kubernetes' grace)", float, KUBERNETES_GRACE_S, "S", bound=LEAD_TIME_S),
     Option("--state-dir", "events, status, spool, logs, control folder (default: $SPOTHOP_HOME/agent/INSTANCE_ID)",
            Path),
     Option("--instance-id", f"default: ${channel.INSTANCE_ID_ENV}, else the host name",
@@ -107,7 +117,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("--token", f"bearer token for an http(s) control plane (default: ${TOKEN_ENV}; never logged)",
            default=_env(TOKEN_ENV), env=TOKEN_ENV, secret=True),
     Option("--heartbeat-interval", "seconds between heartbeats to the control plane "
-           f"(default {defaults.DEFAULT_HEARTBEAT_INTERVAL_S:g})", float, defaults.DEFAULT_HEARTBEAT_INTERVAL_S, "S"),
+           f"(default {defaults.DEFAULT_HEARTBEAT_INTERVAL_S:g})", float, defaults.DEFAULT_HEARTBEAT_INTERVAL_S, "S",
+           bound=HEARTBEAT_INTERVAL_S),
     Option("--lease-releaser", "hook that releases the worker's leases (default: the control plane's)",
            metavar="MODULE:FACTORY"),
     Option("--upload", "hook that uploads what is still local after the worker's save", metavar="MODULE:FACTORY"),
