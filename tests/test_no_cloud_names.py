@@ -3,8 +3,9 @@
 **Where a cloud may be named** (``EXEMPT``): ``providers/<cloud>/`` (every
 provider folder but ``local``, whose generic parts are scanned),
 ``providers/local/metadata/`` (the imitated clouds' protocols),
-``agent/notices/`` (one notice watcher per cloud), ``market/sources/`` (one
-reader per file format), and data files (only ``*.py`` is scanned). Every
+``agent/notices/`` (one notice watcher per cloud), ``market/sources/`` and
+``resources/sources/`` (one reader per file format: a format may treat one
+cloud's rows apart, as SkyPilot's GCP accelerator rows), and data files (only ``*.py`` is scanned). Every
 other ``src/spothop/**/*.py`` is generic code.
 
 **What counts as naming a cloud**, read with :mod:`tokenize`:
@@ -54,17 +55,10 @@ CLOUD_NAMES = frozenset({
 })
 
 # Folders (relative to src/spothop) where naming a cloud is the point.
-EXEMPT = ("providers/local/metadata/", "agent/notices/", "market/sources/")
+EXEMPT = ("providers/local/metadata/", "agent/notices/", "market/sources/", "resources/sources/")
 
 # path → the cloud names it may still contain, until what the comment names has moved.
-ALLOWED: dict[str, frozenset[str]] = {
-    # --provider help example "e.g. lambda": take the example from the catalog's provider names
-    "cli/catalog.py": frozenset({"lambda"}),
-    # --record help example "aws/p5.48xlarge": take the example from the catalog
-    "cli/probe.py": frozenset({"aws"}),
-    # GCP's separate accelerator rows (VM price + GPU price): into a per-cloud SkyPilot reader beside it
-    "resources/skypilot.py": frozenset({"gcp"}),
-}
+ALLOWED: dict[str, frozenset[str]] = {}
 
 _CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 

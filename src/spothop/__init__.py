@@ -74,7 +74,7 @@ _LAZY: dict[str, str] = {
          "ParentMissing", "FormatVersionError", "NoValidCheckpoint", "ValidationFailed"),
         "spothop.checkpoint.errors",
     ),
-    "TraceError": "spothop.market.errors",
+    **dict.fromkeys(("TraceError", "TraceNotFound"), "spothop.market.errors"),
     **dict.fromkeys(
         ("QueueError", "UnknownJobError", "MalformedShardError", "BatchSpecError", "UnknownLeaseError",
          "LeaseLost", "AlreadyCompletedError", "QueueUnavailableError"),
@@ -103,7 +103,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time each comes 
         ValidationFailed,
     )
     from spothop.checkpoint.pytorch import TorchState
-    from spothop.market.errors import TraceError
+    from spothop.market.errors import TraceError, TraceNotFound
     from spothop.providers.registry import get_provider
     from spothop.queue import open_queue
     from spothop.queue.errors import (
@@ -180,6 +180,7 @@ __all__ = [
     "TopologyParseError",
     "TorchState",
     "TraceError",
+    "TraceNotFound",
     "UnknownGpuError",
     "UnknownJobError",
     "UnknownLeaseError",

@@ -28,6 +28,7 @@ code  name                        meaning
     │   ├── UnknownGpuError         a GPU name no alias matches (carries suggestions)
     │   ├── CurrencyError           a currency with no rate, or a malformed rate table
     │   ├── TraceError              a market trace that is missing or of the wrong shape
+    │   │   └── TraceNotFound       the trace or price file named does not exist (exit 3)
     │   ├── CheckpointConfigError   a bad checkpointer setting, URL, or a state value that cannot be stored
     │   ├── UnknownJobError         no queue (job) of that name was ever created (exit 3, also a NotFoundError)
     │   ├── MalformedShardError     a shard id or payload that cannot be stored or read back

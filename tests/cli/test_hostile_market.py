@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from spothop.errors import ConfigError, NotFoundError
-from tests.cli.hostile import MARKUP_NAME, Row, hostile_files, rows, run_row, xfail_owner
+from tests.cli.hostile import MARKUP_NAME, Row, hostile_files, rows, run_row
 
 HEADER = "Timestamp,AvailabilityZone,InstanceType,ProductDescription,SpotPrice\n"
 GOOD = "2020-01-01T00:00:00.000Z,us-east-1a,p3.2xlarge,Linux/UNIX,0.918\n"
@@ -25,8 +25,7 @@ def files(tmp_path: Path) -> dict[str, str]:
 UNREACHABLE_DB = "postgresql://postgres@127.0.0.1:1/none"
 
 TABLE = rows(
-    Row("import-missing", ["market", "import", "{missing}"], 3, NotFoundError, "missing.csv",
-        marks=[xfail_owner("markets", "a missing price file is a ConfigError (exit 2), not not-found (3)")]),
+    Row("import-missing", ["market", "import", "{missing}"], 3, NotFoundError, "missing.csv"),
     Row("import-empty", ["market", "import", "{empty}"], 2, ConfigError, "empty.csv"),
     Row("import-binary", ["market", "import", "{binary}"], 2, ConfigError, "binary.csv"),
     Row("import-truncated", ["market", "import", "{truncated}"], 5, None, "truncated.csv"),
@@ -44,7 +43,7 @@ TABLE = rows(
     Row("prices-unreachable-db", ["market", "prices"], 4, None, "the database did not answer",
         env={"SPOTHOP_DATABASE_URL": UNREACHABLE_DB}),
     Row("reliability-missing-traces", ["market", "reliability", "--traces", "{missing}"], 3, NotFoundError,
-        "missing.csv", marks=[xfail_owner("markets", "a missing --traces folder is not reported as not found (3)")]),
+        "missing.csv"),
     Row("reliability-bad-window", ["market", "reliability", "--window", "forever"], 2, ConfigError, "--window"),
     Row("home-is-a-file", ["market", "prices"], 2, ConfigError, "is a file", env={"SPOTHOP_HOME": "{home_file}"}),
 )

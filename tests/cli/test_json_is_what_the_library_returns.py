@@ -13,7 +13,7 @@ from spothop.resources.catalog import OfferQuery, load_catalog
 from spothop.resources.catalog_summary import summarise
 from spothop.resources.diff import change_json, diff_catalogs
 from spothop.resources.gpus import gpu_catalog
-from spothop.resources.skypilot import ImportReport
+from spothop.resources.sources.skypilot import ImportReport
 from spothop.resources.topology import parse_file
 from spothop.testing import make_offering
 from tests.conftest import shared_path

@@ -11,7 +11,7 @@ import pytest
 
 from spothop.errors import EXIT_BAD_INPUT, EXIT_OK, CatalogError, ConfigError
 from spothop.resources.catalog import COLUMNS, load_catalog, read_catalog_text
-from spothop.resources.skypilot import import_skypilot_text
+from spothop.resources.sources.skypilot import import_skypilot_text
 
 DATE = dt.date(2026, 11, 1)
 HEADER = "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region,AvailabilityZone"

@@ -5,7 +5,7 @@ import pytest
 
 from spothop.errors import CatalogError
 from spothop.resources.offering import Interconnect
-from spothop.resources.skypilot import import_skypilot_file, import_skypilot_text
+from spothop.resources.sources.skypilot import import_skypilot_file, import_skypilot_text
 from tests.conftest import shared_path
 
 DATE = dt.date(2026, 11, 1)

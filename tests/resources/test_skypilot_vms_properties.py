@@ -8,7 +8,7 @@ from hypothesis import given
 
 from spothop.errors import CatalogError
 from spothop.resources.currency import builtin_rates
-from spothop.resources.skypilot import import_skypilot_text
+from spothop.resources.sources.skypilot import import_skypilot_text
 from tests.hostile_text import PROPERTY_SETTINGS, head, hostile, shared_sample
 from tests.resources.offering_checks import assert_valid_offering
 from tests.resources.test_skypilot import AWS_VMS, GCP_VMS

@@ -19,7 +19,7 @@ import signal
 import threading
 import traceback
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from types import FrameType
 from typing import Any
 
@@ -197,11 +197,17 @@ def iter_shards(queue: ShardQueue, worker: str, *, store: OutputStore | None = N
 
 @dataclass
 class WorkerReport:
+    """What one worker did: shards committed, failed (to be retried or dead), released on a
+    stop, lost (the lease expired under it), and whether a stop ended it."""
+
     committed: int = 0
     failed: int = 0
     released: int = 0
     lost: int = 0
     stopped: bool = False
+
+    def to_dict(self) -> dict[str, int | bool]:
+        return asdict(self)
 
 
 def process_shards(queue: ShardQueue, worker: str, process: Callable[[WorkItem], bytes], *,

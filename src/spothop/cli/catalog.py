@@ -24,7 +24,11 @@ from spothop.resources.catalog import (
 from spothop.resources.catalog_summary import summarise
 from spothop.resources.diff import diff_catalogs
 from spothop.resources.offering import Offering
-from spothop.resources.skypilot import ImportReport, import_skypilot_file, iter_skypilot_paths
+from spothop.resources.sources.skypilot import (
+    ImportReport,
+    import_skypilot_file,
+    iter_skypilot_paths,
+)
 
 catalog_app = typer.Typer(help="Import, compare and summarise offering catalogs.", no_args_is_help=True)
 
@@ -35,7 +39,7 @@ FORMATS = ("skypilot",)
 def import_(
     paths: Annotated[list[Path], typer.Argument(help="vms.csv files, or folders holding */vms.csv")],
     fmt: Annotated[str, typer.Option("--format", help="source format: skypilot")] = "skypilot",
-    provider: Annotated[str | None, typer.Option("--provider", help="provider name (default: the file's folder, e.g. lambda)")] = None,
+    provider: Annotated[str | None, typer.Option("--provider", help="provider name (default: the name of the folder the file is in)")] = None,
     price_date: Annotated[str | None, typer.Option("--price-date", help="date the prices were taken, YYYY-MM-DD (default: today)")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="read and report, but save nothing")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,

@@ -71,7 +71,7 @@ def probe_command(
 def _parse_record(value: str) -> tuple[str, str]:
     provider, _, instance_type = value.partition("/")
     if not provider or not instance_type:
-        raise ConfigError(f"--record expects PROVIDER/INSTANCE_TYPE, e.g. aws/p5.48xlarge; got {value!r}")
+        raise ConfigError(f"--record expects PROVIDER/INSTANCE_TYPE, as `spothop offers` names them (provider, then the instance type); got {value!r}")
     # Catalogs spell providers in lower case ("aws"); instance types stay as the cloud spells them.
     return provider.strip().lower(), instance_type.strip()
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -82,7 +81,7 @@ def work_spec(
     # retried to success is not a failure; a dead one is (docs/cli.md).
     code = exit_for_counts(counts.done, counts.dead)
     if as_json:
-        print_json({"job": spec.name, **asdict(report), "done": counts.done, "dead": counts.dead, "exit_code": code})
+        print_json({"job": spec.name, **report.to_dict(), "done": counts.done, "dead": counts.dead, "exit_code": code})
     else:
         console.print(f"{spec.name}: {report.committed} committed, {report.failed} failed, {report.released} released, "
                       f"{report.lost} lost lease(s){' (stopped)' if report.stopped else ''}")

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from spothop.market.availability import AvailabilityTrace
-from spothop.market.errors import TraceError
+from spothop.market.errors import TraceError, TraceNotFound
 from spothop.market.price_store import GpuLookup, catalog_gpu_lookup
 from spothop.market.reliability import WINDOW_S, MarketEvidence, evidence_from_trace
 from spothop.market.sources import trace_source_of
@@ -31,8 +31,11 @@ def trace_market(path: Path, gpu_lookup: GpuLookup | None = None) -> tuple[Marke
 
 def trace_files(folder: Path) -> list[Path]:
     """Every ``*.json`` trace under ``folder`` (recursively), sorted."""
+    fix = "pass a folder of Can't Be Late / SpotHedge traces"
+    if not folder.exists():
+        raise TraceNotFound(str(folder), "no such folder", fix)
     if not folder.is_dir():
-        raise TraceError(str(folder), "not a folder", "pass a folder of Can't Be Late / SpotHedge traces")
+        raise TraceError(str(folder), "not a folder", fix)
     return sorted(folder.rglob("*.json"))
 
 

@@ -1,4 +1,4 @@
-"""Review findings for issues A and K: each test failed before its fix."""
+"""Queries, catalog and rate files, the probe budget and topology text: bad input is one clear error, and what was once wrong stays fixed."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from spothop.resources.currency import RateTable, parse_rate_table
 from spothop.resources.diff import PriceChanged, change_json, diff_catalogs
 from spothop.resources.offering import Interconnect, Offering
 from spothop.resources.probe import probe
-from spothop.resources.skypilot import import_skypilot_file, import_skypilot_text
+from spothop.resources.sources.skypilot import import_skypilot_file, import_skypilot_text
 from spothop.resources.topology import parse_file
 from spothop.resources.topology.fabric import with_fabric_links
 from tests.conftest import shared_path

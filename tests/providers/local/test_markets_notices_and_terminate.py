@@ -1,4 +1,4 @@
-"""Review of issue B: overlapping markets are refused, --advance injects AWS's two-step
+"""Overlapping markets are refused, --advance injects AWS's two-step
 notice, terminate ends every process of the instance, old cloud records still open."""
 
 from __future__ import annotations
