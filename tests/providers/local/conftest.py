@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -8,20 +7,8 @@ import pytest
 
 from spothop.providers.local.provider import LocalProvider
 from spothop.providers.local.world import load_world
-from tests.waiting import wait_for  # noqa: F401 - re-exported: tests import it from here
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie (exited, not yet reaped by its parent) counts as gone.
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+from tests.waiting import process_running as pid_alive  # noqa: F401 - re-exported: tests import them from here
+from tests.waiting import wait_for  # noqa: F401
 
 
 @pytest.fixture
