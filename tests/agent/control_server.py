@@ -1,7 +1,7 @@
 """A small control-plane server for the tests: the HTTP agent API of docs/agent.md, in a thread.
 
 It records every request it receives (method, path, headers, body) and
-serves the contract by delegating to the embedded control plane on a real
+serves the contract by delegating to the store control plane on a real
 store, so what an agent sends over HTTP ends in the same tables as the
 embedded implementation writes. ``token`` set: any other bearer token is a
 401. ``fail_next`` answers that many requests with 503 *after* handling
@@ -15,7 +15,7 @@ import re
 import threading
 from typing import Any
 
-from spothop.agent.controlplane import EmbeddedControlPlane, Heartbeat, QueueLeases, Registration
+from spothop.agent.controlplane import Heartbeat, QueueLeases, Registration, StoreControlPlane
 from spothop.agent.eventmodel import event_from_dict
 from tests.agent.stubs import Answer, StubHandler, StubServer
 
@@ -31,7 +31,7 @@ class ControlServer(StubServer):
         self.store_url, self.token, self.queue = store_url, token, queue
         self.fail_next = 0
         self.lock = threading.Lock()
-        self._planes: dict[str, EmbeddedControlPlane] = {}
+        self._planes: dict[str, StoreControlPlane] = {}
 
     def __enter__(self) -> ControlServer:
         super().__enter__()
@@ -52,9 +52,9 @@ class ControlServer(StubServer):
                 status, answer = 503, {"error": "lost reply"}
         return status, json.dumps(answer)
 
-    def plane(self, instance_id: str) -> EmbeddedControlPlane:
+    def plane(self, instance_id: str) -> StoreControlPlane:
         with self.lock:
-            return self._planes.setdefault(instance_id, EmbeddedControlPlane(self.store_url, instance_id,
+            return self._planes.setdefault(instance_id, StoreControlPlane(self.store_url, instance_id,
                                                                              queue=self.queue))
 
     def paths(self) -> list[str]:
@@ -62,14 +62,14 @@ class ControlServer(StubServer):
 
     def serve(self, method: str, path: str, body: Any) -> tuple[int, Any]:
         if (method, path) == ("POST", "/v1/agents/register"):
-            self.plane(body["instance_id"]).register(Registration(**{**body, "reasons": tuple(body["reasons"])}))
+            self.plane(body["instance_id"]).register(Registration.from_dict(body))
             return 200, {}
         match = AGENT_PATH.match(path)
         if match is None:
             return 404, {"error": path}
         plane, rest = self.plane(match["instance"]), match["rest"]
         if (method, rest) == ("POST", "heartbeat"):
-            plane.heartbeat(Heartbeat(**body))
+            plane.heartbeat(Heartbeat.from_dict(body))
             return 200, {}
         if (method, rest) == ("POST", "events"):
             for event in body["events"]:

@@ -1,4 +1,4 @@
-"""One contract, every implementation: embedded on SQLite and PostgreSQL, and HTTP against a real server."""
+"""One contract, every implementation: embedded (its store process) on SQLite and PostgreSQL, and HTTP against a real server."""
 
 from __future__ import annotations
 
@@ -50,11 +50,13 @@ def case(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
     if request.param == "embedded-postgres":
         schema = request.getfixturevalue("pg_schema")
         url = f"{POSTGRES_URL}?options=-csearch_path%3D{schema}"
-        yield Case(EmbeddedControlPlane(url, instance_id, queue=queue), url, instance_id)
+        with EmbeddedControlPlane(url, instance_id, queue=queue) as plane:  # its store process stops at close
+            yield Case(plane, url, instance_id)
         return
     url = f"sqlite:///{tmp_path / 'store.db'}"
     if request.param == "embedded-sqlite":
-        yield Case(EmbeddedControlPlane(url, instance_id, queue=queue), url, instance_id)
+        with EmbeddedControlPlane(url, instance_id, queue=queue) as plane:
+            yield Case(plane, url, instance_id)
         return
     with ControlServer(url, token=TOKEN, queue=queue) as server:
         yield Case(HttpControlPlane(server.url, instance_id, token=TOKEN, spool_dir=tmp_path / "agent"), url,

@@ -29,7 +29,7 @@ from spothop.market.interruptions import InterruptionStore
 from spothop.queue import Shard, open_queue
 from spothop.state.agent_tables import agent_events, agent_heartbeats
 from tests.agent.control_server import ControlServer
-from tests.conftest import PROJECT_ROOT
+from tests.conftest import POSTGRES_URL, PROJECT_ROOT
 from tests.waiting import scaled, wait_for
 
 WORKER = str(Path(__file__).with_name("queue_worker.py"))
@@ -64,7 +64,8 @@ def _preempt(setup: Setup, control_plane: str, instance_id: str) -> subprocess.C
                "--heartbeat-interval", "0.2", "--state-dir", str(setup.state), "--instance-id", instance_id,
                "--cloud", "aws-sim", "--queue-url", setup.queue_url, "--job-id", JOB, "--control-plane", control_plane,
                "--", sys.executable, WORKER, str(setup.tmp), setup.queue_url, JOB, "2"]
-    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT), "SPOTHOP_AGENT_TOKEN": TOKEN}
+    path = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(PROJECT_ROOT)]))
+    env = {**os.environ, "PYTHONPATH": path, "SPOTHOP_AGENT_TOKEN": TOKEN}
     agent = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_for(lambda: (setup.tmp / "started").exists(), timeout_s=30, what="the worker's two leases")
@@ -86,18 +87,30 @@ def _interruptions(store_url: str, instance_id: str) -> list[object]:
     return [i for i in InterruptionStore(store_url).interruptions() if i.instance_id == instance_id]
 
 
-def test_embedded_the_leases_go_back_and_the_interruption_reaches_the_store(setup: Setup) -> None:
-    done = _preempt(setup, setup.store_url, "i-embedded")
+@pytest.fixture(params=["sqlite", "postgres"])
+def embedded_store(request: pytest.FixtureRequest, setup: Setup) -> str:
+    """The embedded control plane's store: the test's SQLite file, or a fresh PostgreSQL schema."""
+    if request.param == "sqlite":
+        return setup.store_url
+    schema = request.getfixturevalue("pg_schema")
+    return f"{POSTGRES_URL}?options=-csearch_path%3D{schema}"
+
+
+def test_embedded_the_leases_go_back_and_the_interruption_reaches_the_store(setup: Setup, embedded_store: str) -> None:
+    done = _preempt(setup, embedded_store, "i-embedded")
     assert done.returncode == EXIT_PREEMPTED, done.stderr
     _leases_are_back(setup)
     [released] = read_events(setup.state, "leases_released")
     assert (released["count"], released["via"]) == (2, "control-plane")
-    with shared_engine(setup.store_url).connect() as conn:
+    with shared_engine(embedded_store).connect() as conn:
         kinds = {r.kind for r in conn.execute(select(agent_events.c.kind))}
         [beat] = conn.execute(select(agent_heartbeats)).all()
     assert {"self_check", "save_requested", "saved", "leases_released", "interruption", "exited"} <= kinds
     assert beat.instance_id == "i-embedded" and beat.provider == "aws-sim"
-    assert len(_interruptions(setup.store_url, "i-embedded")) == 1
+    assert len(_interruptions(embedded_store, "i-embedded")) == 1
+    [recorded] = read_events(setup.state, "interruption_recorded")
+    steps = recorded["steps_s"]
+    print(f"embedded emergency steps_s: release {steps['release']:.4f} record {steps['record']:.4f}")
 
 
 @pytest.fixture

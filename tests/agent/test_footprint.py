@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from spothop.agent import read_events
+from tests.agent.store_process import agent_command, rss_kib, store_processes, stored_beat
 from tests.agent.stubs import StubServer, canned
 from tests.waiting import wait_for
 
@@ -37,27 +40,33 @@ def test_the_checkpoint_library_loads_no_sqlalchemy_and_no_cloud_sdk() -> None:
     assert loaded & {"sqlalchemy", *CLOUD_SDKS} == set()
 
 
-def _rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise AssertionError("no VmRSS")
-
-
-@pytest.mark.parametrize("plane", ["none", "http"])
+@pytest.mark.parametrize("plane", ["none", "http", "embedded"])
 def test_a_watching_agent_stays_under_30_mb_resident(tmp_path: Path, plane: str) -> None:
-    state = tmp_path / "agent"
+    state, modules = tmp_path / "agent", tmp_path / "modules"
+    modules.mkdir()
+    store_url, instance_id = f"sqlite:///{tmp_path / 'store.db'}", "i-footprint"
     with StubServer(canned({}, default=(200, '{"requests": []}'))) as server:
-        url = server.url if plane == "http" else "none"
-        agent = subprocess.Popen([sys.executable, "-m", "spothop.agent", "run", "--protocol", "sigterm", "--no-probe",
-                                  "--state-dir", str(state), "--poll-interval", "0.05", "--control-plane", url,
-                                  "--heartbeat-interval", "0.1", "--", "sleep", "30"])
+        url = {"http": server.url, "embedded": store_url}.get(plane, "none")
+        agent = subprocess.Popen(agent_command("run", "--protocol", "sigterm", "--no-probe", "--state-dir", str(state),
+                                               "--poll-interval", "0.05", "--control-plane", url,
+                                               "--instance-id", instance_id,
+                                               "--heartbeat-interval", "0.1", "--", "sleep", "30"),
+                                 env={**os.environ, "SPOTHOP_TEST_MODULES_DIR": str(modules)})
         try:
             wait_for(lambda: read_events(state, "self_check"), what="the agent's self-check")
             if plane == "http":  # registered, beating and polling: the link to the server is in use
                 wait_for(lambda: sum(path.endswith("/heartbeat") for _, path, _, _ in server.requests) >= 2,
                          what="two heartbeats")
-            assert _rss_kib(agent.pid) < MAX_RSS_KIB
+            if plane == "embedded":  # beating through its store process, which holds SQLAlchemy
+                wait_for(lambda: stored_beat(store_url, instance_id), timeout_s=60, what="a heartbeat in the store")
+                assert len(store_processes(agent.pid)) == 1
+            assert rss_kib(agent.pid) < MAX_RSS_KIB  # the agent process only, not its store process
+            agent.send_signal(signal.SIGUSR1)
+            watching = wait_for(lambda: (modules / "watching.txt").exists() and (modules / "watching.txt").read_text(),
+                                what="the agent's sys.modules")
+            assert [m for m in watching.split() if m.split(".")[0] in HEAVY] == []
         finally:
             agent.terminate()  # SIGTERM: a final notice; the agent stops the worker and exits 75
             assert agent.wait(timeout=30) == 75
+        # Through the whole emergency protocol too: the store process released and recorded.
+        assert "sqlalchemy" not in (modules / "exit.txt").read_text().split()

@@ -2,7 +2,9 @@
 
 - :class:`EmbeddedControlPlane` — ``--control-plane sqlite:///…`` or
   ``postgresql://…`` (the default: spothop's default database): the store and
-  the queue directly, imported lazily.
+  the queue directly, from a store process the agent starts
+  (:mod:`~spothop.agent.controlplane.host`), so SQLAlchemy never loads into
+  the agent. :class:`StoreControlPlane` is that process's in-process plane.
 - :class:`HttpControlPlane` — ``--control-plane https://…``: ``spothop
   server``'s agent API with a bearer token and an on-disk spool.
 - :class:`NoControlPlane` — ``--control-plane none``: the instance's own log
@@ -21,6 +23,7 @@ from spothop.agent.controlplane.embedded import EmbeddedControlPlane
 from spothop.agent.controlplane.http import HttpControlPlane
 from spothop.agent.controlplane.queue_leases import QueueLeases, queue_leases
 from spothop.agent.controlplane.spool import EventSpool
+from spothop.agent.controlplane.store import StoreControlPlane
 from spothop.agent.errors import AgentConfigError
 from spothop.agent.eventmodel import AgentEvent
 
@@ -34,6 +37,7 @@ __all__ = [
     "NoControlPlane",
     "QueueLeases",
     "Registration",
+    "StoreControlPlane",
     "open_control_plane",
     "queue_leases",
 ]
@@ -87,7 +91,9 @@ def open_control_plane(spec: str | None, *, instance_id: str, state_dir: Path, t
     AgentConfigError names what is accepted for anything else.
     """
     if spec is None or spec.startswith(("sqlite:", "postgresql:", "postgresql+", "postgres:")):
-        return EmbeddedControlPlane(spec, instance_id, queue=queue)
+        plane = EmbeddedControlPlane(spec, instance_id, queue=queue)
+        plane.start()  # the store process warms up while the agent starts its worker
+        return plane
     if spec == NONE:
         return NoControlPlane(queue)
     if spec.startswith(("http://", "https://")):

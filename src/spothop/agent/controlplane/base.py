@@ -51,6 +51,10 @@ class Registration(Stamp):
     reasons: tuple[str, ...] = ()
     time_unix_s: float = field(default_factory=time.time)
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Registration:
+        return cls(**{**data, "reasons": tuple(data.get("reasons") or ())})
+
     def to_dict(self) -> dict[str, Any]:
         return {**self.__dict__, "reasons": list(self.reasons)}
 
@@ -69,6 +73,10 @@ class Heartbeat:
     notice_blind: bool
     job_id: str = ""
     provider: str = ""
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Heartbeat:
+        return cls(**data)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

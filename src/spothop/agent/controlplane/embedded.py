@@ -1,210 +1,324 @@
-"""The embedded control plane: the agent writes spothop's store and queue directly.
+"""The embedded control plane: spothop's store and queue, reached through a store process of the agent's own.
 
-For the embedded default (everything on one machine, or a store every
-instance can reach). The tables are those of :mod:`spothop.state.agent_tables`:
+``--control-plane sqlite:///…`` or ``postgresql://…``. The store work (the
+:class:`~spothop.agent.controlplane.store.StoreControlPlane`, SQLAlchemy and
+the queue under it) runs in a child process,
+``python -m spothop.agent.controlplane.host`` (its wire protocol is there),
+so the agent process itself imports only the standard library and stays
+small while it watches, and a store that hangs or crashes cannot take the
+agent down. Contracts, on top of :class:`~spothop.agent.controlplane.base.ControlPlane`'s:
 
-- ``register`` and ``heartbeat`` upsert the instance's ``agent_heartbeats`` row
-  (``register`` with state ``registered``; the identity itself is in the
-  ``self_check`` event the agent records next);
-- ``record`` inserts into ``agent_events`` keyed by ``event_id`` (a resent
-  event is stored once); an ``interruption`` event also goes to the market
-  store's preemption history (:mod:`spothop.market.interruptions`), once;
-- the schema is brought up to date by the state package's migrations
-  (:func:`spothop.state.ensure_schema`) when the store is first opened;
-- ``release_leases`` goes to the job's queue (:mod:`spothop.queue`) when
-  the queue and the job are known, else there is nothing to release (0);
-- ``requests`` reads the instance's unacknowledged ``agent_requests`` rows.
-
-SQLAlchemy, the store and the queue are imported on first use (or by
-:meth:`EmbeddedControlPlane.prepare`, in a thread), never at agent start:
-the agent itself imports only the standard library.
+- :meth:`EmbeddedControlPlane.start` starts the store process without waiting
+  (:func:`~spothop.agent.controlplane.open_control_plane` calls it, so the
+  process warms up while the worker starts); the first call starts it
+  otherwise. A call waits for it to be ready until ``start_timeout_s`` after
+  the process started.
+- Each call is one request line; its reply must come within
+  ``call_timeout_s`` or the call raises :class:`ControlPlaneError` and the
+  store process, which serves calls in order and is therefore stuck, is
+  killed. A process that exits (killed, crashed) fails its pending calls with
+  :class:`ControlPlaneError` and is restarted at once, after a backoff, at
+  most ``max_restarts`` times within :data:`RESTART_WINDOW_S` (each restart
+  is counted in :attr:`EmbeddedControlPlane.restarts` and logged); past that
+  calls raise :class:`ControlPlaneError` (so the emergency protocol releases
+  the leases through the queue directly) until the oldest restart leaves the
+  window, when a call starts it again.
+- An error the store raised comes back typed: a :class:`ControlPlaneError`
+  (the store could not be opened) as one; any other (the store or the queue
+  refused) as :class:`StoreRefused`, naming the original type.
+- The process is in a session of its own (a signal to the agent's or the
+  worker's process group does not reach it); it exits when its stdin closes:
+  at :meth:`EmbeddedControlPlane.close`, or when the agent dies, even by
+  SIGKILL. :meth:`close` waits :data:`STOP_TIMEOUT_S` for it, then kills it.
+- :meth:`prepare` costs nothing while the store process is up (it warmed up at
+  start); when it is not, it restarts it and imports the fallback queue in
+  this process, in a thread, so that the fallback release is fast.
 """
 
 from __future__ import annotations
 
+import collections
+import itertools
 import json
 import logging
+import subprocess
+import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+import weakref
+from collections.abc import Callable
+from typing import IO, Any
 
 from spothop.agent.controlplane.base import ControlRequest, Heartbeat, Registration
 from spothop.agent.controlplane.queue_leases import QueueLeases
-from spothop.agent.errors import ControlPlaneError
-from spothop.agent.eventmodel import AgentEvent, Interruption
+from spothop.agent.controlplane.store import add_request, ensure_agent_schema
+from spothop.agent.errors import AgentError, ControlPlaneError
+from spothop.agent.eventmodel import AgentEvent
 
-if TYPE_CHECKING:
-    from sqlalchemy import Engine
+__all__ = ["EmbeddedControlPlane", "StoreRefused", "add_request", "ensure_agent_schema"]
 
 log = logging.getLogger(__name__)
 
+CALL_TIMEOUT_S = 10.0  # one store call; SQLite or a near PostgreSQL answers in milliseconds
+START_TIMEOUT_S = 60.0  # importing SQLAlchemy and migrating on a busy machine
+STOP_TIMEOUT_S = 5.0
+MAX_RESTARTS = 10  # within RESTART_WINDOW_S: a store down for longer is retried again later, never for good
+RESTART_WINDOW_S = 600.0
+RESTART_BACKOFF_S = 0.2  # doubled per restart, up to RESTART_BACKOFF_MAX_S
+RESTART_BACKOFF_MAX_S = 5.0
+HOST_MODULE = "spothop.agent.controlplane.host"
 
-def ensure_agent_schema(engine: Engine) -> None:
-    """Bring the store's schema up to date (the state package's migrations create the agent tables)."""
-    from spothop.state import ensure_schema
 
-    ensure_schema(engine)
+class StoreRefused(AgentError):
+    """The store process answered, with an error of the store or the queue behind it (not an outage)."""
+
+
+class _Reply:
+    """One pending call's slot: set once, by the reader thread, with the reply or None (the process died)."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.message: dict[str, Any] | None = None
+
+
+class _StoreProcess:
+    """One store process and the thread that reads its replies."""
+
+    def __init__(self, argv: list[str], on_exit: weakref.WeakMethod[Callable[[_StoreProcess, int], None]]) -> None:
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
+        self.started = time.monotonic()
+        self.ready = threading.Event()
+        self.exited = False
+        self._pending: dict[int, _Reply] = {}
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._on_exit = on_exit
+        assert self.proc.stdout is not None  # both are PIPE
+        threading.Thread(target=self._read, args=(self.proc.stdout,), name="control-plane-store-reader",
+                         daemon=True).start()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def _read(self, stdout: IO[bytes]) -> None:
+        for line in stdout:
+            try:
+                message = json.loads(line)
+            except ValueError:
+                log.warning("the store process wrote a line that is not JSON: %r", line[:200])
+                continue
+            if message.get("ready"):
+                self.ready.set()
+                continue
+            with self._lock:
+                reply = self._pending.pop(message.get("id"), None)
+            if reply is not None:
+                reply.message = message
+                reply.done.set()
+        code = self.proc.wait()
+        with self._lock:
+            self.exited = True
+            pending, self._pending = list(self._pending.values()), {}
+        for reply in pending:
+            reply.done.set()  # message None: the process died with the call in it
+        self.ready.set()
+        on_exit = self._on_exit()  # None: the plane itself is gone (closed by its finalizer)
+        if on_exit is not None:
+            on_exit(self, code)
+
+    def call(self, method: str, arg: Any, *, start_timeout_s: float, call_timeout_s: float) -> Any:
+        if not self.ready.wait(max(0.0, self.started + start_timeout_s - time.monotonic())):
+            raise ControlPlaneError(f"the embedded store process (pid {self.pid}) was not ready within "
+                                    f"{start_timeout_s:g} s; is the store reachable?")
+        reply = _Reply()
+        with self._lock:
+            if self.exited:
+                raise ControlPlaneError(f"the embedded store process (pid {self.pid}) has exited")
+            call_id = next(self._ids)
+            self._pending[call_id] = reply
+            line = json.dumps({"id": call_id, "method": method, "arg": arg}, default=str)
+            try:
+                assert self.proc.stdin is not None
+                self.proc.stdin.write(line.encode() + b"\n")
+                self.proc.stdin.flush()
+            except OSError as exc:  # the process is gone; the reader will see it exit
+                self._pending.pop(call_id, None)
+                raise ControlPlaneError(f"the embedded store process (pid {self.pid}) is gone: {exc}") from exc
+        if not reply.done.wait(call_timeout_s):
+            with self._lock:
+                self._pending.pop(call_id, None)
+            log.warning("the embedded store process (pid %d) did not answer %s within %g s; restarting it",
+                        self.pid, method, call_timeout_s)
+            self.proc.kill()  # it serves calls in order: every later call would wait behind this one
+            raise ControlPlaneError(f"the embedded store process did not answer {method} within {call_timeout_s:g} s")
+        if reply.message is None:
+            raise ControlPlaneError(f"the embedded store process (pid {self.pid}) exited during {method}")
+        error = reply.message.get("error")
+        if error is not None:
+            text = f"{error.get('type')}: {error.get('message')}"
+            raise ControlPlaneError(text) if error.get("control_plane") else StoreRefused(text)
+        return reply.message.get("result")
+
+    def stop(self, timeout_s: float) -> None:
+        """Close its stdin (it exits on that), wait ``timeout_s``, then kill it."""
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            log.warning("the embedded store process (pid %d) did not exit; killing it", self.pid)
+            self.proc.kill()
+            self.proc.wait()
 
 
 class EmbeddedControlPlane:
-    """spothop's store at ``url`` (default: the default database), for the instance ``instance_id``."""
+    """spothop's store at ``url`` (default: the default database) for ``instance_id``, through a store process."""
 
-    def __init__(self, url: str | None, instance_id: str, *, queue: QueueLeases | None = None) -> None:
+    def __init__(self, url: str | None, instance_id: str, *, queue: QueueLeases | None = None,
+                 call_timeout_s: float = CALL_TIMEOUT_S, start_timeout_s: float = START_TIMEOUT_S,
+                 max_restarts: int = MAX_RESTARTS) -> None:
         self.url = url
         self.instance_id = instance_id
         self.queue = queue
-        self._engine: Engine | None = None
+        self.call_timeout_s = call_timeout_s
+        self.start_timeout_s = start_timeout_s
+        self.max_restarts = max_restarts
+        self.restarts = 0
+        self._recent_restarts: collections.deque[float] = collections.deque()  # monotonic times, in the window
+        self._current: list[_StoreProcess | None] = [None]  # shared with the finalizer, which must not hold self
+        self._closed = threading.Event()
         self._lock = threading.Lock()
-
-    # -- the store, opened on first use ------------------------------------------
+        # A plane dropped without close() still stops its process (and so does the interpreter's exit).
+        self._finalizer = weakref.finalize(self, _stop, self._current, self._closed)
 
     @property
-    def engine(self) -> Engine:
+    def _process(self) -> _StoreProcess | None:
+        return self._current[0]
+
+    def __enter__(self) -> EmbeddedControlPlane:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    @property
+    def pid(self) -> int | None:
+        """The store process's pid, or None before it started."""
+        process = self._process
+        return process.pid if process is not None else None
+
+    def _argv(self) -> list[str]:
+        argv = [sys.executable, "-m", HOST_MODULE, "--instance-id", self.instance_id]
+        if self.url:
+            argv += ["--url", self.url]
+        if self.queue is not None:
+            argv += ["--queue-url", self.queue.queue_url, "--job-id", self.queue.job_id]
+        return argv
+
+    def start(self) -> None:
+        """Start the store process now, without waiting for it to be ready."""
+        self._live()
+
+    def _live(self) -> _StoreProcess:
+        """The running store process: started, or restarted when it exited (counted, bounded)."""
         with self._lock:
-            if self._engine is None:
-                from spothop.db import default_database_url, shared_engine
+            if self._closed.is_set():
+                raise ControlPlaneError("the embedded control plane is closed")
+            process = self._process
+            if process is not None and not process.exited:
+                return process
+            if process is not None:
+                now = time.monotonic()
+                while self._recent_restarts and self._recent_restarts[0] < now - RESTART_WINDOW_S:
+                    self._recent_restarts.popleft()
+                if len(self._recent_restarts) >= self.max_restarts:
+                    raise ControlPlaneError(f"the embedded store process was restarted {len(self._recent_restarts)} "
+                                            f"times in {RESTART_WINDOW_S:g} s and exited again; not restarting it "
+                                            "again yet (see the agent's log for why)")
+                self._recent_restarts.append(now)
+                self.restarts += 1
+                log.warning("restarting the embedded store process (restart %d; at most %d in %g s)",
+                            self.restarts, self.max_restarts, RESTART_WINDOW_S)
+            try:
+                process = _StoreProcess(self._argv(), weakref.WeakMethod(self._exited))
+            except OSError as exc:
+                raise ControlPlaneError(f"the embedded store process cannot be started: {exc}") from exc
+            self._current[0] = process
+            return process
 
-                try:
-                    engine = shared_engine(self.url or default_database_url())
-                    ensure_agent_schema(engine)
-                except Exception as exc:
-                    raise ControlPlaneError(f"the embedded store {self.url or 'default'} cannot be opened: "
-                                            f"{exc}; check --control-plane") from exc
-                self._engine = engine
-            return self._engine
-
-    def prepare(self) -> None:
-        """Open the store and import the preemption history and the queue, in a thread."""
-        threading.Thread(target=self._prepare, name="control-plane-prepare", daemon=True).start()
-
-    def _prepare(self) -> None:
+    def _exited(self, process: _StoreProcess, code: int) -> None:
+        """Called by the reader thread when ``process`` exited: restart it after a backoff, unless closed."""
+        if self._closed.is_set():
+            return
+        log.warning("the embedded store process (pid %d) exited with code %s", process.pid, code)
+        delay = min(RESTART_BACKOFF_S * 2 ** self.restarts, RESTART_BACKOFF_MAX_S)
+        if self._closed.wait(delay) or self._process is not process:
+            return  # closed meanwhile, or a call restarted it first
         try:
-            _ = self.engine
-            import spothop.market.interruptions  # noqa: F401  (imported now so the record is fast later)
+            self._live()
+        except ControlPlaneError as exc:
+            log.error("%s", exc)
 
-            if self.queue is not None:
-                self.queue.prepare()
-        except Exception as exc:  # the steps that need it will report the failure themselves
-            log.warning("preparing the embedded control plane failed: %s", exc)
+    def _call(self, method: str, arg: Any = None) -> Any:
+        return self._live().call(method, arg, start_timeout_s=self.start_timeout_s,
+                                 call_timeout_s=self.call_timeout_s)
 
     # -- the contract ------------------------------------------------------------
 
     def register(self, registration: Registration) -> None:
-        self._upsert_heartbeat({
-            "instance_id": registration.instance_id, "worker_id": registration.worker_id,
-            "job_id": registration.job_id, "provider": registration.provider,
-            "time_unix_s": registration.time_unix_s, "state": "registered", "worker_pid": None,
-            "worker_restarts": 0, "worker_heartbeat_unix_s": None, "notice_blind": registration.notice_blind})
+        self._call("register", registration.to_dict())
 
     def heartbeat(self, beat: Heartbeat) -> None:
-        self._upsert_heartbeat(beat.to_dict())
-
-    def _upsert_heartbeat(self, row: dict[str, Any]) -> None:
-        from spothop.state.agent_tables import agent_heartbeats
-
-        engine = self.engine
-        insert = _dialect_insert(engine)(agent_heartbeats).values(**row)
-        update = {k: v for k, v in row.items() if k != "instance_id"}
-        with engine.begin() as conn:
-            conn.execute(insert.on_conflict_do_update(index_elements=["instance_id"], set_=update))
+        self._call("heartbeat", beat.to_dict())
 
     def record(self, event: AgentEvent) -> None:
-        """Store ``event`` once; an interruption also reaches the preemption history once."""
-        from sqlalchemy import delete
-
-        from spothop.state.agent_tables import agent_events
-
-        engine = self.engine
-        payload = event.to_dict()
-        row = {"event_id": event.event_id, "schema_version": event.schema_version, "kind": event.kind,
-               "instance_id": event.instance_id, "job_id": event.job_id, "provider": event.provider,
-               "region": event.region, "zone": event.zone, "instance_type": event.instance_type,
-               "time_unix_s": event.time_unix_s, "received_unix_s": time.time(),
-               "payload": json.dumps(payload, default=str)}
-        insert = (_dialect_insert(engine)(agent_events).values(**row)
-                  .on_conflict_do_nothing(index_elements=["event_id"]).returning(agent_events.c.event_id))
-        with engine.begin() as conn:  # RETURNING, not rowcount: psycopg reports -1 for this statement
-            inserted = conn.execute(insert).first() is not None
-        if not inserted or not isinstance(event, Interruption):
-            return
-        try:
-            _record_interruption(engine, event)
-        except Exception:
-            # Undo the event row, so that resending the event writes both again (never half).
-            with engine.begin() as conn:
-                conn.execute(delete(agent_events).where(agent_events.c.event_id == event.event_id))
-            raise
+        self._call("record", event.to_dict())
 
     def release_leases(self, worker_id: str) -> int:
-        """The worker's leases back to the job's queue; 0 when no queue is known (nothing was leased)."""
-        return self.queue.release_worker(worker_id) if self.queue is not None else 0
+        return int(self._call("release_leases", worker_id))
 
     def requests(self) -> list[ControlRequest]:
-        from sqlalchemy import select
-
-        from spothop.state.agent_tables import agent_requests as t
-
-        query = (select(t).where(t.c.instance_id == self.instance_id, t.c.acknowledged_unix_s.is_(None))
-                 .order_by(t.c.id))
-        with self.engine.connect() as conn:
-            rows = conn.execute(query).mappings().all()
-        return [ControlRequest(request_id=str(r["id"]), kind=r["kind"], reason=r["reason"],
-                               created_unix_s=r["created_unix_s"], deadline_unix_s=r["deadline_unix_s"])
-                for r in rows]
+        return [ControlRequest.from_dict(r) for r in self._call("requests")]
 
     def acknowledge(self, request_id: str) -> None:
-        from sqlalchemy import update
+        self._call("acknowledge", request_id)
 
-        from spothop.state.agent_tables import agent_requests as t
-
-        with self.engine.begin() as conn:
-            conn.execute(update(t).where(t.c.id == int(request_id), t.c.instance_id == self.instance_id)
-                         .values(acknowledged_unix_s=time.time()))
+    def prepare(self) -> None:
+        process = self._process
+        if process is not None and not process.exited and process.ready.is_set():
+            return  # warm since start
+        try:
+            self.start()
+        except ControlPlaneError as exc:
+            log.warning("the embedded store process is not available (%s)", exc)
+        if self.queue is not None:  # the fallback release may be needed: have the queue imported by then
+            threading.Thread(target=_prepare_quietly, args=(self.queue,), name="control-plane-prepare",
+                             daemon=True).start()
 
     def flush(self, timeout_s: float) -> int:
         del timeout_s
         return 0  # nothing is ever spooled: every call reaches the store or raises
 
     def close(self) -> None:
-        """Nothing to close: the engine is shared per URL within the process."""
+        """Stop the store process (it exits when its stdin closes); calls after this raise ControlPlaneError."""
+        with self._lock:
+            self._closed.set()
+        self._finalizer()  # once: a second close does nothing
 
 
-def add_request(engine: Engine, instance_id: str, kind: str, reason: str = "",
-                deadline_unix_s: float | None = None) -> str:
-    """Ask ``instance_id`` for ``kind`` (``checkpoint`` or ``stop``): what the controller will call; the id."""
-    from spothop.agent.controlplane.base import REQUEST_KINDS
-    from spothop.state.agent_tables import agent_requests
-
-    if kind not in REQUEST_KINDS:
-        raise ControlPlaneError(f"unknown request kind {kind!r}; known: {', '.join(REQUEST_KINDS)}")
-    ensure_agent_schema(engine)
-    with engine.begin() as conn:
-        result = conn.execute(agent_requests.insert().values(
-            instance_id=instance_id, kind=kind, reason=reason, created_unix_s=time.time(),
-            deadline_unix_s=deadline_unix_s))
-    key = result.inserted_primary_key
-    assert key is not None  # an INSERT of one row always has its key
-    return str(key[0])
+def _stop(current: list[_StoreProcess | None], closed: threading.Event) -> None:
+    closed.set()  # first, so that the process's exit is not taken for a crash
+    process, current[0] = current[0], None
+    if process is not None:
+        process.stop(STOP_TIMEOUT_S)
 
 
-def _dialect_insert(engine: Engine) -> Any:
-    """The dialect's INSERT, which has ``on_conflict_do_*`` on both SQLite and PostgreSQL."""
-    if engine.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert as pg_insert
-
-        return pg_insert
-    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-
-    return sqlite_insert
-
-
-def _record_interruption(engine: Engine, event: Interruption) -> None:
-    """The one call into the market store's preemption history."""
-    from spothop.market.interruptions import Interruption as Preemption
-    from spothop.market.interruptions import InterruptionStore
-    from spothop.resources.market_id import MarketId
-
-    market = MarketId(event.provider, event.region, event.zone, event.instance_type)
-    InterruptionStore(engine=engine).record_interruption(Preemption(
-        market, event.cause, event.lead_time_s, event.notice_time_unix_s,
-        cause=f"{event.protocol}:{event.cause}", instance_id=event.instance_id))
+def _prepare_quietly(queue: QueueLeases) -> None:
+    try:
+        queue.prepare()
+    except Exception as exc:  # the release itself will report the failure
+        log.warning("preparing the fallback queue failed: %s", exc)

@@ -1,0 +1,229 @@
+"""The control plane in spothop's store: the store and the queue, written directly, in this process.
+
+What the embedded control plane's store process runs
+(:mod:`spothop.agent.controlplane.host`; the agent itself talks to it through
+:class:`~spothop.agent.controlplane.embedded.EmbeddedControlPlane`), and what
+a server can serve the agent API with. The tables are those of
+:mod:`spothop.state.agent_tables`:
+
+- ``register`` and ``heartbeat`` upsert the instance's ``agent_heartbeats`` row
+  (``register`` with state ``registered``; the identity itself is in the
+  ``self_check`` event the agent records next);
+- ``record`` inserts into ``agent_events`` keyed by ``event_id`` (a resent
+  event is stored once); an ``interruption`` event also goes to the market
+  store's preemption history (:mod:`spothop.market.interruptions`), once;
+- the schema is brought up to date by the state package's migrations
+  (:func:`spothop.state.ensure_schema`) when the store is first opened;
+- ``release_leases`` goes to the job's queue (:mod:`spothop.queue`) when
+  the queue and the job are known, else there is nothing to release (0);
+- ``requests`` reads the instance's unacknowledged ``agent_requests`` rows.
+
+SQLAlchemy, the store and the queue are imported on first use or by
+:meth:`StoreControlPlane.warm`; importing this module loads only the
+standard library.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from spothop.agent.controlplane.base import ControlRequest, Heartbeat, Registration
+from spothop.agent.controlplane.queue_leases import QueueLeases
+from spothop.agent.errors import ControlPlaneError
+from spothop.agent.eventmodel import AgentEvent, Interruption
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+    from spothop.market.interruptions import InterruptionStore
+
+log = logging.getLogger(__name__)
+
+
+def ensure_agent_schema(engine: Engine) -> None:
+    """Bring the store's schema up to date (the state package's migrations create the agent tables)."""
+    from spothop.state import ensure_schema
+
+    ensure_schema(engine)
+
+
+class StoreControlPlane:
+    """spothop's store at ``url`` (default: the default database), for the instance ``instance_id``."""
+
+    def __init__(self, url: str | None, instance_id: str, *, queue: QueueLeases | None = None) -> None:
+        self.url = url
+        self.instance_id = instance_id
+        self.queue = queue
+        self._engine: Engine | None = None
+        self._lock = threading.Lock()
+        self._history: InterruptionStore | None = None  # the preemption history, opened once
+
+    # -- the store, opened on first use ------------------------------------------
+
+    @property
+    def engine(self) -> Engine:
+        with self._lock:
+            if self._engine is None:
+                from spothop.db import default_database_url, shared_engine
+
+                try:
+                    engine = shared_engine(self.url or default_database_url())
+                    ensure_agent_schema(engine)
+                except Exception as exc:
+                    raise ControlPlaneError(f"the embedded store {self.url or 'default'} cannot be opened: "
+                                            f"{exc}; check --control-plane") from exc
+                self._engine = engine
+            return self._engine
+
+    @property
+    def history(self) -> InterruptionStore:
+        """The market store's preemption history in this store (its tables made sure of once)."""
+        engine = self.engine
+        with self._lock:
+            if self._history is None:
+                from spothop.market.interruptions import InterruptionStore
+
+                self._history = InterruptionStore(engine=engine)
+            return self._history
+
+    def prepare(self) -> None:
+        """Open the store and import the preemption history and the queue, in a thread."""
+        threading.Thread(target=self.warm, name="control-plane-prepare", daemon=True).start()
+
+    def warm(self) -> None:
+        """Open the store, the preemption history and the queue once, now, so that the emergency protocol's
+        record and release pay none of their first-use cost; logs a failure, never raises."""
+        try:
+            _ = self.history  # the store and the preemption history, so the interruption's record is fast
+        except Exception as exc:  # the steps that need it will report the failure themselves
+            log.warning("opening the embedded control plane's store failed: %s", exc)
+        try:
+            if self.queue is not None:  # apart: a store that is down must not leave the queue cold
+                self.queue.warm()
+        except Exception as exc:
+            log.warning("opening the job's queue failed: %s", exc)
+
+    # -- the contract ------------------------------------------------------------
+
+    def register(self, registration: Registration) -> None:
+        self._upsert_heartbeat({
+            "instance_id": registration.instance_id, "worker_id": registration.worker_id,
+            "job_id": registration.job_id, "provider": registration.provider,
+            "time_unix_s": registration.time_unix_s, "state": "registered", "worker_pid": None,
+            "worker_restarts": 0, "worker_heartbeat_unix_s": None, "notice_blind": registration.notice_blind})
+
+    def heartbeat(self, beat: Heartbeat) -> None:
+        self._upsert_heartbeat(beat.to_dict())
+
+    def _upsert_heartbeat(self, row: dict[str, Any]) -> None:
+        from spothop.state.agent_tables import agent_heartbeats
+
+        engine = self.engine
+        insert = _dialect_insert(engine)(agent_heartbeats).values(**row)
+        update = {k: v for k, v in row.items() if k != "instance_id"}
+        with engine.begin() as conn:
+            conn.execute(insert.on_conflict_do_update(index_elements=["instance_id"], set_=update))
+
+    def record(self, event: AgentEvent) -> None:
+        """Store ``event`` once; an interruption also reaches the preemption history once."""
+        from sqlalchemy import delete
+
+        from spothop.state.agent_tables import agent_events
+
+        engine = self.engine
+        payload = event.to_dict()
+        row = {"event_id": event.event_id, "schema_version": event.schema_version, "kind": event.kind,
+               "instance_id": event.instance_id, "job_id": event.job_id, "provider": event.provider,
+               "region": event.region, "zone": event.zone, "instance_type": event.instance_type,
+               "time_unix_s": event.time_unix_s, "received_unix_s": time.time(),
+               "payload": json.dumps(payload, default=str)}
+        insert = (_dialect_insert(engine)(agent_events).values(**row)
+                  .on_conflict_do_nothing(index_elements=["event_id"]).returning(agent_events.c.event_id))
+        with engine.begin() as conn:  # RETURNING, not rowcount: psycopg reports -1 for this statement
+            inserted = conn.execute(insert).first() is not None
+        if not inserted or not isinstance(event, Interruption):
+            return
+        try:
+            _record_interruption(self.history, event)
+        except Exception:
+            # Undo the event row, so that resending the event writes both again (never half).
+            with engine.begin() as conn:
+                conn.execute(delete(agent_events).where(agent_events.c.event_id == event.event_id))
+            raise
+
+    def release_leases(self, worker_id: str) -> int:
+        """The worker's leases back to the job's queue; 0 when no queue is known (nothing was leased)."""
+        return self.queue.release_worker(worker_id) if self.queue is not None else 0
+
+    def requests(self) -> list[ControlRequest]:
+        from sqlalchemy import select
+
+        from spothop.state.agent_tables import agent_requests as t
+
+        query = (select(t).where(t.c.instance_id == self.instance_id, t.c.acknowledged_unix_s.is_(None))
+                 .order_by(t.c.id))
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).mappings().all()
+        return [ControlRequest(request_id=str(r["id"]), kind=r["kind"], reason=r["reason"],
+                               created_unix_s=r["created_unix_s"], deadline_unix_s=r["deadline_unix_s"])
+                for r in rows]
+
+    def acknowledge(self, request_id: str) -> None:
+        from sqlalchemy import update
+
+        from spothop.state.agent_tables import agent_requests as t
+
+        with self.engine.begin() as conn:
+            conn.execute(update(t).where(t.c.id == int(request_id), t.c.instance_id == self.instance_id)
+                         .values(acknowledged_unix_s=time.time()))
+
+    def flush(self, timeout_s: float) -> int:
+        del timeout_s
+        return 0  # nothing is ever spooled: every call reaches the store or raises
+
+    def close(self) -> None:
+        """Nothing to close: the engine is shared per URL within the process."""
+
+
+def add_request(engine: Engine, instance_id: str, kind: str, reason: str = "",
+                deadline_unix_s: float | None = None) -> str:
+    """Ask ``instance_id`` for ``kind`` (``checkpoint`` or ``stop``): what the controller will call; the id."""
+    from spothop.agent.controlplane.base import REQUEST_KINDS
+    from spothop.state.agent_tables import agent_requests
+
+    if kind not in REQUEST_KINDS:
+        raise ControlPlaneError(f"unknown request kind {kind!r}; known: {', '.join(REQUEST_KINDS)}")
+    ensure_agent_schema(engine)
+    with engine.begin() as conn:
+        result = conn.execute(agent_requests.insert().values(
+            instance_id=instance_id, kind=kind, reason=reason, created_unix_s=time.time(),
+            deadline_unix_s=deadline_unix_s))
+    key = result.inserted_primary_key
+    assert key is not None  # an INSERT of one row always has its key
+    return str(key[0])
+
+
+def _dialect_insert(engine: Engine) -> Any:
+    """The dialect's INSERT, which has ``on_conflict_do_*`` on both SQLite and PostgreSQL."""
+    if engine.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        return pg_insert
+    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+    return sqlite_insert
+
+
+def _record_interruption(history: InterruptionStore, event: Interruption) -> None:
+    """The one call into the market store's preemption history."""
+    from spothop.market.interruptions import Interruption as Preemption
+    from spothop.resources.market_id import MarketId
+
+    market = MarketId(event.provider, event.region, event.zone, event.instance_type)
+    history.record_interruption(Preemption(
+        market, event.cause, event.lead_time_s, event.notice_time_unix_s,
+        cause=f"{event.protocol}:{event.cause}", instance_id=event.instance_id))
