@@ -1,4 +1,4 @@
-"""Finding and reading processes from /proc: an agent's embedded store process, its RSS, whether it lives."""
+"""Finding and reading processes from /proc: an agent's embedded store process, its RSS, its heartbeat row."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import contextlib
 import os
 import sys
 from pathlib import Path
+
+from tests.waiting import process_running
 
 HOST_MODULE = "spothop.agent.controlplane.host"
 # Runs the agent as ``python -m spothop.agent`` does, and writes its sys.modules to $SPOTHOP_TEST_MODULES_DIR:
@@ -35,15 +37,6 @@ def rss_kib(pid: int) -> int:
     raise AssertionError(f"no VmRSS for pid {pid}")
 
 
-def alive(pid: int) -> bool:
-    """Running (a zombie, dead but not yet reaped, counts as gone)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 def store_processes(agent_pid: int) -> list[int]:
     """The live embedded store processes the agent ``agent_pid`` started."""
     found = []
@@ -55,7 +48,7 @@ def store_processes(agent_pid: int) -> list[int]:
             ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
         except (OSError, ValueError, IndexError):
             continue  # exited while we looked
-        if ppid == agent_pid and HOST_MODULE.encode() in cmdline and alive(int(entry.name)):
+        if ppid == agent_pid and HOST_MODULE.encode() in cmdline and process_running(int(entry.name)):
             found.append(int(entry.name))
     return found
 

@@ -17,12 +17,11 @@ from spothop.agent.controlplane.embedded import StoreRefused
 from spothop.agent.errors import ControlPlaneError
 from tests.agent.store_process import (
     agent_command,
-    alive,
     kill_quietly,
     store_processes,
     stored_beat,
 )
-from tests.waiting import scaled, wait_for
+from tests.waiting import process_running, scaled, wait_for
 
 
 def _beat(state: str, at: float) -> Heartbeat:
@@ -58,7 +57,7 @@ def test_a_killed_store_process_is_restarted_and_the_next_heartbeat_is_stored(pl
     wait_for(lambda: plane.restarts == 1 and plane.pid != first, what="a new store process")
     plane.heartbeat(_beat("preempting", 2.0))
     assert stored_beat(store_url, "i-1") == ("preempting", 2.0)
-    assert not alive(first)
+    assert not process_running(first)
 
 
 def test_a_store_process_that_does_not_answer_is_timed_out_and_replaced(store_url: str) -> None:
@@ -91,7 +90,7 @@ def test_restarts_are_bounded_then_calls_fail_as_unreachable(store_url: str) -> 
         assert second is not None
         plane.heartbeat(_beat("running", 2.0))  # it has to be up before it is killed again
         os.kill(second, signal.SIGKILL)
-        wait_for(lambda: not alive(second), what="the second store process to die")
+        wait_for(lambda: not process_running(second), what="the second store process to die")
         wait_for(lambda: "not restarting it again yet" in _error(lambda: plane.heartbeat(_beat("running", 3.0))),
                  what="the plane to give up")  # the calls racing the death fail as "exited during heartbeat"
         assert "not restarting it again yet" in _error(lambda: plane.requests())
@@ -117,7 +116,7 @@ def test_the_store_process_ignores_sigterm_and_exits_when_the_plane_closes(store
     plane.heartbeat(_beat("preempting", 2.0))
     assert plane.restarts == 0
     plane.close()
-    assert not alive(pid)
+    assert not process_running(pid)
     with pytest.raises(ControlPlaneError, match="closed"):
         plane.heartbeat(_beat("done", 3.0))
 
@@ -155,7 +154,7 @@ def test_the_store_process_exits_when_the_agent_is_sigkilled(tmp_path: Path, sto
         [child] = store_processes(agent.pid)
         agent.kill()  # no clean-up in the agent: only the pipe closing tells the store process
         agent.wait()
-        wait_for(lambda: not alive(child), timeout_s=30, what="the store process to exit")
+        wait_for(lambda: not process_running(child), timeout_s=30, what="the store process to exit")
     finally:
         agent.kill()
         for pid in store_processes(agent.pid):
