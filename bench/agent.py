@@ -67,16 +67,44 @@ def _wait(path: Path, timeout_s: float = 20.0) -> None:
 
 def one_run(protocol: str, workdir: Path) -> dict[str, float]:
     notices = NoticeState()
-    metadata = InstanceMetadata("i-bench", "g5.xlarge", "us-east-1", "us-east-1a", "bench", time.time())
+    metadata = InstanceMetadata(
+        "i-bench", "g5.xlarge", "us-east-1", "us-east-1a", "bench", time.time()
+    )
     with MetadataServer(protocol, metadata, notices) as server:
-        env = {**os.environ, "PYTHONPATH": str(ROOT / "src") + os.pathsep + str(ROOT),
-               "SPOTHOP_TEST_RELEASES": str(workdir / "releases"), "SPOTHOP_HOME": str(workdir / "home")}
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(ROOT / "src") + os.pathsep + str(ROOT),
+            "SPOTHOP_TEST_RELEASES": str(workdir / "releases"),
+            "SPOTHOP_HOME": str(workdir / "home"),
+        }
         agent = subprocess.Popen(
-            [sys.executable, "-m", "spothop.agent", "run", "--protocol", protocol, "--metadata-url", server.url,
-             "--state-dir", str(workdir / "agent"), "--safety-margin", "1", "--no-probe",
-             "--lease-releaser", "tests.agent.fakes:file_releaser", "--assumed-lead", "30",
-             "--", sys.executable, "-c", WORKER, str(workdir)],
-            env=env, stderr=subprocess.DEVNULL)
+            [
+                sys.executable,
+                "-m",
+                "spothop.agent",
+                "run",
+                "--protocol",
+                protocol,
+                "--metadata-url",
+                server.url,
+                "--state-dir",
+                str(workdir / "agent"),
+                "--safety-margin",
+                "1",
+                "--no-probe",
+                "--lease-releaser",
+                "tests.agent.fakes:file_releaser",
+                "--assumed-lead",
+                "30",
+                "--",
+                sys.executable,
+                "-c",
+                WORKER,
+                str(workdir),
+            ],
+            env=env,
+            stderr=subprocess.DEVNULL,
+        )
         _wait(workdir / "ready")
         while not read_events(workdir / "agent", "self_check"):
             time.sleep(0.01)
@@ -101,7 +129,9 @@ def one_run(protocol: str, workdir: Path) -> dict[str, float]:
 
 def poll_cost_s(protocol: str) -> float:
     """The mean wall time of one poll (every GET it makes) against a fresh endpoint with no notice."""
-    metadata = InstanceMetadata("i-bench", "g5.xlarge", "us-east-1", "us-east-1a", "bench", time.time())
+    metadata = InstanceMetadata(
+        "i-bench", "g5.xlarge", "us-east-1", "us-east-1a", "bench", time.time()
+    )
     with MetadataServer(protocol, metadata, NoticeState()) as server:
         watcher = make_watcher(protocol, server.url)
         watcher.self_check()
@@ -120,12 +150,18 @@ def nearest_rank(values: list[float], q: float) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--protocols", default=",".join(PROTOCOLS), help="comma-separated (default: all)")
+    parser.add_argument(
+        "--protocols", default=",".join(PROTOCOLS), help="comma-separated (default: all)"
+    )
     args = parser.parse_args()
-    print("| protocol | default poll s | poll cost ms | notice→SIGTERM p50 ms | p99 ms | p99 / 250 ms "
-          "| notice seen→released+recorded max ms (≤ 1000) |")
+    print(
+        "| protocol | default poll s | poll cost ms | notice→SIGTERM p50 ms | p99 ms | p99 / 250 ms "
+        "| notice seen→released+recorded max ms (≤ 1000) |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for protocol in args.protocols.split(","):
         results = []
@@ -136,12 +172,17 @@ def main() -> None:
         p50, p99 = statistics.median(stops), nearest_rank(stops, 0.99)
         agent = max(r["agent"] for r in results)
         cost = poll_cost_s(protocol)
-        print(f"| {protocol} | {WATCHERS[protocol].default_poll_interval_s:g} | "
-              f"{'long-poll' if math.isnan(cost) else f'{cost * 1000:.1f}'} | {p50 * 1000:.0f} | {p99 * 1000:.0f} | "
-              f"{p99 / STOP_TARGET_S:.2f} {'✓' if p99 <= STOP_TARGET_S else '✗'} | "
-              f"{agent * 1000:.0f} {'✓' if agent <= RELEASE_TARGET_S else '✗'} |", flush=True)
-    print(f"\n{args.runs} runs each; p99 nearest-rank; save time excluded from the release column "
-          "(measured by the agent).")
+        print(
+            f"| {protocol} | {WATCHERS[protocol].default_poll_interval_s:g} | "
+            f"{'long-poll' if math.isnan(cost) else f'{cost * 1000:.1f}'} | {p50 * 1000:.0f} | {p99 * 1000:.0f} | "
+            f"{p99 / STOP_TARGET_S:.2f} {'✓' if p99 <= STOP_TARGET_S else '✗'} | "
+            f"{agent * 1000:.0f} {'✓' if agent <= RELEASE_TARGET_S else '✗'} |",
+            flush=True,
+        )
+    print(
+        f"\n{args.runs} runs each; p99 nearest-rank; save time excluded from the release column "
+        "(measured by the agent)."
+    )
 
 
 if __name__ == "__main__":

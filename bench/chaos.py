@@ -41,13 +41,25 @@ def main() -> int:
         root = Path(folder)
         url = args.url or f"sqlite:///{root / 'queue.db'}"
         try:
-            report = run_chaos(url, root, shards=args.shards, workers=args.workers, kill_every_s=(1.0, 3.0),
-                               lease_s=2.0, work_s=0.01, seed=10, timeout_s=1800, job=args.job)
+            report = run_chaos(
+                url,
+                root,
+                shards=args.shards,
+                workers=args.workers,
+                kill_every_s=(1.0, 3.0),
+                lease_s=2.0,
+                work_s=0.01,
+                seed=10,
+                timeout_s=1800,
+                job=args.job,
+            )
         finally:
             with open_queue(url, args.job) as queue:
                 queue.drop()
     backend = url.split(":", 1)[0]
-    table = Table(title=f"chaos on {backend}: {args.shards} shards, {args.workers} workers, SIGKILL every 1-3 s")
+    table = Table(
+        title=f"chaos on {backend}: {args.shards} shards, {args.workers} workers, SIGKILL every 1-3 s"
+    )
     table.add_column("measure")
     table.add_column("value", justify="right")
     for key, value in report.as_dict().items():

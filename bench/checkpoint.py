@@ -105,7 +105,10 @@ def touch(tensors: list[torch.Tensor]) -> None:
 def make_state(size_mib: int) -> dict[str, torch.Tensor]:
     count = max(1, size_mib // TENSOR_MIB)
     gen = torch.Generator().manual_seed(0)
-    return {f"layer{i}.weight": torch.randn(TENSOR_MIB * 2**20 // 4, generator=gen) for i in range(count)}
+    return {
+        f"layer{i}.weight": torch.randn(TENSOR_MIB * 2**20 // 4, generator=gen)
+        for i in range(count)
+    }
 
 
 def plain_write(state: dict[str, torch.Tensor], path: Path) -> None:
@@ -146,7 +149,9 @@ def dcp_async_stall(state: dict[str, torch.Tensor], path: Path) -> str:
         stall = time.perf_counter() - start
         future.result()
         return f"{stall:.3f}"
-    except Exception as exc:  # DCP needs a process group on some builds: report, do not fail the table
+    except (
+        Exception
+    ) as exc:  # DCP needs a process group on some builds: report, do not fail the table
         return f"n/a ({type(exc).__name__})"
 
 
@@ -167,11 +172,15 @@ def training_loop_stalls(size_mib: int, work: Path) -> tuple[float, float, float
     from spothop.checkpoint.pytorch import TorchState
 
     torch.manual_seed(0)
-    model = torch.nn.Sequential(*[torch.nn.Linear(1024, 1024, bias=False) for _ in range(max(1, size_mib // 4))])
+    model = torch.nn.Sequential(
+        *[torch.nn.Linear(1024, 1024, bias=False) for _ in range(max(1, size_mib // 4))]
+    )
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-6)
     batch = torch.randn(LOOP_BATCH, 1024)
     parts = TorchState(model, optimizer)
-    ckpt = Checkpointer(str(work / "loop"), local_url=str(work / "loop-local"), keep_local=1, keep_chains=1)
+    ckpt = Checkpointer(
+        str(work / "loop"), local_url=str(work / "loop-local"), keep_local=1, keep_chains=1
+    )
 
     def train_step() -> float:
         start = time.perf_counter()
@@ -181,21 +190,29 @@ def training_loop_stalls(size_mib: int, work: Path) -> tuple[float, float, float
         return time.perf_counter() - start
 
     train_step()
-    parts.prepare(ckpt).result()  # the buffers exist before the first timed save, for both kinds alike
+    parts.prepare(
+        ckpt
+    ).result()  # the buffers exist before the first timed save, for both kinds alike
     train_step()
     stalls: dict[bool, list[float]] = {False: [], True: []}
     through: dict[bool, list[float]] = {False: [], True: []}
     for step, overlap in enumerate((False, True) * LOOP_PAIRS, start=1):
         settle(ckpt)
         handle = parts.save(ckpt, step, tier=Tier.LOCAL, overlap=overlap)
-        next_step = train_step()  # its forward and backward run while an overlapped copy does; its step waits
+        next_step = (
+            train_step()
+        )  # its forward and backward run while an overlapped copy does; its step waits
         stalls[overlap].append(handle.blocking_s + handle.waited_s)
         through[overlap].append(handle.blocking_s + next_step)
         handle.wait()
     ckpt.close()
     drop_dir(work / "loop-local")
-    return (statistics.median(stalls[False]), statistics.median(stalls[True]), statistics.median(through[False]),
-            statistics.median(through[True]))
+    return (
+        statistics.median(stalls[False]),
+        statistics.median(stalls[True]),
+        statistics.median(through[False]),
+        statistics.median(through[True]),
+    )
 
 
 def lora_delta(size_mib: int, work: Path) -> tuple[float, int, float, int]:
@@ -209,14 +226,18 @@ def lora_delta(size_mib: int, work: Path) -> tuple[float, int, float, int]:
     layers = max(1, size_mib // 4)
     model = torch.nn.Sequential(*[torch.nn.Linear(1024, 1024, bias=False) for _ in range(layers)])
     for layer in model:
-        torch.nn.init.normal_(layer.weight, std=1024**-0.5)  # keeps activations (and gradients) from vanishing
+        torch.nn.init.normal_(
+            layer.weight, std=1024**-0.5
+        )  # keeps activations (and gradients) from vanishing
     model.requires_grad_(False)
     trained = [model[i] for i in range(max(1, round(layers * CHANGED_FRACTION)))]
     for layer in trained:
         layer.requires_grad_(True)
     optimizer = torch.optim.SGD([p for layer in trained for p in layer.parameters()], lr=1e-3)
     parts = TorchState(model, optimizer)
-    ckpt = Checkpointer(str(work / "lora-delta"), local_url=str(work / "lora-delta-local"), keep_chains=1)
+    ckpt = Checkpointer(
+        str(work / "lora-delta"), local_url=str(work / "lora-delta-local"), keep_chains=1
+    )
 
     def train_step() -> None:
         optimizer.zero_grad()
@@ -235,9 +256,13 @@ def lora_delta(size_mib: int, work: Path) -> tuple[float, int, float, int]:
     start = time.perf_counter()
     delta = parts.save(ckpt, 3, tier=Tier.EMERGENCY).wait()
     delta_s = time.perf_counter() - start
-    trained_bytes = sum(p.numel() * p.element_size() for layer in trained for p in layer.parameters())
+    trained_bytes = sum(
+        p.numel() * p.element_size() for layer in trained for p in layer.parameters()
+    )
     if delta.size_bytes < trained_bytes // 2:
-        raise SystemExit(f"the LoRA-like step changed too little ({delta.size_bytes} bytes): the row would mislead")
+        raise SystemExit(
+            f"the LoRA-like step changed too little ({delta.size_bytes} bytes): the row would mislead"
+        )
     ckpt.close()
     drop_dir(work / "lora-delta")
     return delta_s, delta.size_bytes, full_s, full.size_bytes
@@ -247,7 +272,9 @@ def bench_size(size_mib: int, work: Path) -> list[tuple[str, str, str, str]]:
     state = make_state(size_mib)
     nbytes = sum(t.numel() * 4 for t in state.values())
     rows: list[tuple[str, str, str, str]] = []
-    local = Checkpointer(str(work / "d"), local_url=str(work / "local"), keep_local=1, keep_chains=1)
+    local = Checkpointer(
+        str(work / "d"), local_url=str(work / "local"), keep_local=1, keep_chains=1
+    )
     # The async save runs first: memory freed by earlier saves stays in the allocator and hides the peak.
     peak = PeakRss()
     handle = local.save(state, 1)
@@ -277,7 +304,9 @@ def bench_size(size_mib: int, work: Path) -> list[tuple[str, str, str, str]]:
         plain_files[:] = [path]
         return seconds
 
-    def alternate(tier: Tier, warmup: tuple[int, ...], steps: tuple[int, ...]) -> tuple[float, float, float]:
+    def alternate(
+        tier: Tier, warmup: tuple[int, ...], steps: tuple[int, ...]
+    ) -> tuple[float, float, float]:
         """Medians of plain write, full save and write phase over alternating pairs (warm-ups untimed)."""
         raws: list[float] = []
         saves: list[float] = []
@@ -306,39 +335,90 @@ def bench_size(size_mib: int, work: Path) -> list[tuple[str, str, str, str]]:
     last_durable = local.wait()
     assert last_durable is not None
     rate = lambda s: f"{nbytes / s / 1e9:.2f} GB/s"  # noqa: E731
-    rows.append(("full save, local tier (raw) vs plain write+fsync", rate(local_s), rate(raw_s), f"{raw_s / local_s:.2f}"))
-    rows.append(("local tier, write phase (no host copy) vs plain write+fsync", rate(phase_s), rate(raw_s),
-                 f"{raw_s / phase_s:.2f}"))
-    rows.append(("full save, durable tier (adaptive zstd 3) vs plain write+fsync", rate(durable_s), rate(durable_raw_s),
-                 f"{durable_raw_s / durable_s:.2f}"))
+    rows.append(
+        (
+            "full save, local tier (raw) vs plain write+fsync",
+            rate(local_s),
+            rate(raw_s),
+            f"{raw_s / local_s:.2f}",
+        )
+    )
+    rows.append(
+        (
+            "local tier, write phase (no host copy) vs plain write+fsync",
+            rate(phase_s),
+            rate(raw_s),
+            f"{raw_s / phase_s:.2f}",
+        )
+    )
+    rows.append(
+        (
+            "full save, durable tier (adaptive zstd 3) vs plain write+fsync",
+            rate(durable_s),
+            rate(durable_raw_s),
+            f"{durable_raw_s / durable_s:.2f}",
+        )
+    )
 
     torch_save_s = timed(lambda: torch.save(state, work / "torch.pt"))
     (work / "torch.pt").unlink()
 
     def vs_torch_save(name: str, stall: float) -> None:
-        rows.append((name, f"{stall:.3f} s", f"{torch_save_s:.3f} s", f"{torch_save_s / stall:.1f}x"))
+        rows.append(
+            (name, f"{stall:.3f} s", f"{torch_save_s:.3f} s", f"{torch_save_s / stall:.1f}x")
+        )
 
     vs_torch_save("stall: first async save vs torch.save (sync)", stall)
-    prepared = Checkpointer(str(work / "p"), local_url=str(work / "p-local"), keep_local=1, keep_chains=1)
-    prepared.prepare(state).result()  # as a training loop would, after its first step, in the background
-    vs_torch_save("stall: first async save after prepare() vs torch.save", local_stall(prepared, state, 1))
+    prepared = Checkpointer(
+        str(work / "p"), local_url=str(work / "p-local"), keep_local=1, keep_chains=1
+    )
+    prepared.prepare(
+        state
+    ).result()  # as a training loop would, after its first step, in the background
+    vs_torch_save(
+        "stall: first async save after prepare() vs torch.save", local_stall(prepared, state, 1)
+    )
     prepared.close()
     drop_dir(work / "p-local")
     vs_torch_save("stall: steady async save, all changed vs torch.save", steady_stall)
-    lora = Checkpointer(str(work / "lora"), local_url=str(work / "lora-local"), keep_local=1, keep_chains=1,
-                        skip_unchanged=True)
+    lora = Checkpointer(
+        str(work / "lora"),
+        local_url=str(work / "lora-local"),
+        keep_local=1,
+        keep_chains=1,
+        skip_unchanged=True,
+    )
     lora.save(state, 1, tier=Tier.LOCAL).wait()
     touch(list(state.values())[: max(1, round(len(state) * CHANGED_FRACTION))])
-    vs_torch_save("stall: steady async save, 1 % changed, skip_unchanged", local_stall(lora, state, 2))
+    vs_torch_save(
+        "stall: steady async save, 1 % changed, skip_unchanged", local_stall(lora, state, 2)
+    )
     lora.close()
     drop_dir(work / "lora-local")
     in_save, overlapped, through_in_save, through_overlapped = training_loop_stalls(size_mib, work)
     vs_torch_save("training loop: copy inside save() vs torch.save", in_save)
-    vs_torch_save("training loop: copy overlapped, waits at optimizer.step vs torch.save", overlapped)
-    rows.append(("training loop: save + next step, overlapped vs copy inside save()", f"{through_overlapped:.3f} s",
-                 f"{through_in_save:.3f} s", f"{through_overlapped / through_in_save:.2f}"))
-    rows.append(("stall: torch DCP async_save", dcp_async_stall(state, work / "dcp") + " s", "", ""))
-    rows.append(("peak extra RSS during async save / state size", f"{extra / nbytes:.2f}", "≤ 1.1 target", ""))
+    vs_torch_save(
+        "training loop: copy overlapped, waits at optimizer.step vs torch.save", overlapped
+    )
+    rows.append(
+        (
+            "training loop: save + next step, overlapped vs copy inside save()",
+            f"{through_overlapped:.3f} s",
+            f"{through_in_save:.3f} s",
+            f"{through_overlapped / through_in_save:.2f}",
+        )
+    )
+    rows.append(
+        ("stall: torch DCP async_save", dcp_async_stall(state, work / "dcp") + " s", "", "")
+    )
+    rows.append(
+        (
+            "peak extra RSS during async save / state size",
+            f"{extra / nbytes:.2f}",
+            "≤ 1.1 target",
+            "",
+        )
+    )
 
     changed = list(state.values())[: max(1, round(len(state) * CHANGED_FRACTION))]
     with torch.no_grad():
@@ -349,42 +429,88 @@ def bench_size(size_mib: int, work: Path) -> list[tuple[str, str, str, str]]:
     delta_manifest = delta.wait()
     delta_s = time.perf_counter() - start
     full_bytes = last_durable.size_bytes
-    rows.append(("emergency delta (1 % changed): bytes vs full", f"{delta_manifest.size_bytes / 2**20:.1f} MiB",
-                 f"{full_bytes / 2**20:.1f} MiB", f"{delta_manifest.size_bytes / full_bytes:.3f}"))
-    rows.append(("emergency delta (1 % changed): time vs full durable", f"{delta_s:.3f} s", f"{durable_s:.3f} s",
-                 f"{delta_s / durable_s:.3f}"))
-    rows.append(("emergency delta stall (compare with kept copy) vs torch.save", f"{delta.blocking_s:.3f} s",
-                 f"{torch_save_s:.3f} s", f"{torch_save_s / delta.blocking_s:.1f}x"))
+    rows.append(
+        (
+            "emergency delta (1 % changed): bytes vs full",
+            f"{delta_manifest.size_bytes / 2**20:.1f} MiB",
+            f"{full_bytes / 2**20:.1f} MiB",
+            f"{delta_manifest.size_bytes / full_bytes:.3f}",
+        )
+    )
+    rows.append(
+        (
+            "emergency delta (1 % changed): time vs full durable",
+            f"{delta_s:.3f} s",
+            f"{durable_s:.3f} s",
+            f"{delta_s / durable_s:.3f}",
+        )
+    )
+    rows.append(
+        (
+            "emergency delta stall (compare with kept copy) vs torch.save",
+            f"{delta.blocking_s:.3f} s",
+            f"{torch_save_s:.3f} s",
+            f"{torch_save_s / delta.blocking_s:.1f}x",
+        )
+    )
     lora_s, lora_bytes, lora_full_s, lora_full_bytes = lora_delta(size_mib, work)
-    rows.append(("emergency delta, LoRA-like model via TorchState: bytes vs full", f"{lora_bytes / 2**20:.1f} MiB",
-                 f"{lora_full_bytes / 2**20:.1f} MiB", f"{lora_bytes / lora_full_bytes:.3f}"))
-    rows.append(("emergency delta, LoRA-like model via TorchState: time vs full durable", f"{lora_s:.3f} s",
-                 f"{lora_full_s:.3f} s", f"{lora_s / lora_full_s:.3f}"))
+    rows.append(
+        (
+            "emergency delta, LoRA-like model via TorchState: bytes vs full",
+            f"{lora_bytes / 2**20:.1f} MiB",
+            f"{lora_full_bytes / 2**20:.1f} MiB",
+            f"{lora_bytes / lora_full_bytes:.3f}",
+        )
+    )
+    rows.append(
+        (
+            "emergency delta, LoRA-like model via TorchState: time vs full durable",
+            f"{lora_s:.3f} s",
+            f"{lora_full_s:.3f} s",
+            f"{lora_s / lora_full_s:.3f}",
+        )
+    )
     # The same delta from another process whose warm buffers hold a local save, not the durable base
     # (as after a restart and a local snapshot): every chunk is copied into them and hashed, which is
     # what every emergency delta did before deltas compared with the kept copy.
-    restarted = Checkpointer(str(work / "d"), local_url=str(work / "local"), keep_local=1, keep_chains=1)
+    restarted = Checkpointer(
+        str(work / "d"), local_url=str(work / "local"), keep_local=1, keep_chains=1
+    )
     restarted.save(state, RESTARTED_LOCAL_STEP, tier=Tier.LOCAL).wait()
     start = time.perf_counter()
     hashed = restarted.save(state, RESTARTED_DELTA_STEP, tier=Tier.EMERGENCY)
     hashed.wait()
     hashed_s = time.perf_counter() - start
     restarted.close()
-    rows.append(("emergency delta, hashing fallback: time vs full durable", f"{hashed_s:.3f} s",
-                 f"{durable_s:.3f} s", f"{hashed_s / durable_s:.3f}"))
+    rows.append(
+        (
+            "emergency delta, hashing fallback: time vs full durable",
+            f"{hashed_s:.3f} s",
+            f"{durable_s:.3f} s",
+            f"{hashed_s / durable_s:.3f}",
+        )
+    )
 
     reader = Checkpointer(str(work / "d"), local_url=str(work / "local"))
     local_store_restore_s = timed(lambda: reader.restore(apply_rng=False))
     read_s = timed(lambda: plain_read(plain_files[0]))
-    rows.append(("restore (delta chain) vs plain read", f"{local_store_restore_s:.3f} s", f"{read_s:.3f} s",
-                 f"{read_s / local_store_restore_s:.2f}"))
+    rows.append(
+        (
+            "restore (delta chain) vs plain read",
+            f"{local_store_restore_s:.3f} s",
+            f"{read_s:.3f} s",
+            f"{read_s / local_store_restore_s:.2f}",
+        )
+    )
     local.close()
     reader.close()
     return [(f"{size_mib} MiB: {a}", b, c, d) for a, b, c, d in rows]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sizes-mib", type=int, nargs="+", default=[256, 2048])
     parser.add_argument("--dir", default=None, help="scratch folder (default: a temporary one)")
     args = parser.parse_args()

@@ -27,7 +27,9 @@ def main(root: Path) -> None:
     rng = np.random.default_rng(0)
     for path in files:
         trace = read_trace(path)
-        key = MarketId("trace", path.parent.name, "", path.stem)  # slug trace/<folder>/<file>, as before
+        key = MarketId(
+            "trace", path.parent.name, "", path.stem
+        )  # slug trace/<folder>/<file>, as before
         market = SpotMarket(
             {key: MarketSource(trace=trace, spot_ratio=0.3, on_demand_price_usd_per_hour=3.06)},
             SIM_START,

@@ -36,7 +36,9 @@ from rich.table import Table
 
 from spothop.queue import Shard, ShardQueue
 
-POSTGRES_URL = os.environ.get("SPOTHOP_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+POSTGRES_URL = os.environ.get(
+    "SPOTHOP_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
 REDIS_URL = os.environ.get("SPOTHOP_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 SHARDS = 2000
 WORKER_COUNTS = (1, 4, 16)
@@ -79,7 +81,10 @@ def run(backend: str, where: str, workers: int) -> dict[str, float]:
     queue.enqueue(Shard(f"s{i:06d}", {"i": i}) for i in range(SHARDS))
     ctx = mp.get_context("spawn")
     barrier, results = ctx.Barrier(workers + 1), ctx.Queue()
-    procs = [ctx.Process(target=worker, args=(backend, where, job, f"w{i}", barrier, results)) for i in range(workers)]
+    procs = [
+        ctx.Process(target=worker, args=(backend, where, job, f"w{i}", barrier, results))
+        for i in range(workers)
+    ]
     for p in procs:
         p.start()
     commands_before = _redis_commands() if backend == "redis" else 0
@@ -94,8 +99,12 @@ def run(backend: str, where: str, workers: int) -> dict[str, float]:
     queue.drop()
     queue.close()
     latencies.sort()
-    return {"rate": SHARDS / wall, "p50_ms": statistics.median(latencies) * 1000,
-            "p99_ms": latencies[int(len(latencies) * 0.99)] * 1000, "rt_per_shard": commands / SHARDS}
+    return {
+        "rate": SHARDS / wall,
+        "p50_ms": statistics.median(latencies) * 1000,
+        "p99_ms": latencies[int(len(latencies) * 0.99)] * 1000,
+        "rt_per_shard": commands / SHARDS,
+    }
 
 
 def _redis_commands() -> int:
@@ -103,7 +112,9 @@ def _redis_commands() -> int:
 
     # Client round trips only: commands run inside a script are counted apart, under their own names.
     stats = redis.Redis.from_url(REDIS_URL).info("commandstats")
-    return sum(int(stats.get(f"cmdstat_{name}", {}).get("calls", 0)) for name in ("evalsha", "eval"))
+    return sum(
+        int(stats.get(f"cmdstat_{name}", {}).get("calls", 0)) for name in ("evalsha", "eval")
+    )
 
 
 def redis_ping_rate() -> float:
@@ -125,7 +136,10 @@ def redis_bytes_per_million(prefix: str) -> float:
     client = redis.Redis.from_url(REDIS_URL)
     queue = open_bench_queue("redis", prefix, "memory")
     before = int(client.info("memory")["used_memory"])
-    queue.enqueue(Shard(f"s{i:08d}", {"uri": f"s3://bucket/input/part-{i:08d}.jsonl"}) for i in range(MEMORY_SAMPLE_SHARDS))
+    queue.enqueue(
+        Shard(f"s{i:08d}", {"uri": f"s3://bucket/input/part-{i:08d}.jsonl"})
+        for i in range(MEMORY_SAMPLE_SHARDS)
+    )
     used = int(client.info("memory")["used_memory"]) - before
     queue.drop()
     queue.close()
@@ -169,21 +183,42 @@ def main() -> int:
 
                 with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
                     conn.execute(f'DROP SCHEMA "{where}" CASCADE')
-    table = Table(title=f"shard queue: {SHARDS} shards, claim 1 + complete, no work ({os.cpu_count()} CPUs)")
-    for name in ("backend", "workers", "shards/s", "× SQLite", "claim p50 ms", "claim p99 ms", "round trips/shard"):
+    table = Table(
+        title=f"shard queue: {SHARDS} shards, claim 1 + complete, no work ({os.cpu_count()} CPUs)"
+    )
+    for name in (
+        "backend",
+        "workers",
+        "shards/s",
+        "× SQLite",
+        "claim p50 ms",
+        "claim p99 ms",
+        "round trips/shard",
+    ):
         table.add_column(name, justify="left" if name == "backend" else "right")
     for (backend, workers), r in rows.items():
         ratio = r["rate"] / rows[("sqlite", workers)]["rate"]
-        table.add_row(backend, str(workers), f"{r['rate']:,.0f}", f"{ratio:.2f}", f"{r['p50_ms']:.2f}",
-                      f"{r['p99_ms']:.2f}", f"{r['rt_per_shard']:.2f}" if backend == "redis" else "—")
+        table.add_row(
+            backend,
+            str(workers),
+            f"{r['rate']:,.0f}",
+            f"{ratio:.2f}",
+            f"{r['p50_ms']:.2f}",
+            f"{r['p99_ms']:.2f}",
+            f"{r['rt_per_shard']:.2f}" if backend == "redis" else "—",
+        )
     console.print(table)
     if any(b == "redis" for b, _ in found):
         ping = redis_ping_rate()
         best = max(r["rate"] for (b, _), r in rows.items() if b == "redis")
-        console.print(f"Redis raw pipelined PING: {ping:,.0f}/s; best queue rate {best:,.0f} shards/s "
-                      f"= {best * 2 / ping:.1%} of it in round trips (2 per shard)")
+        console.print(
+            f"Redis raw pipelined PING: {ping:,.0f}/s; best queue rate {best:,.0f} shards/s "
+            f"= {best * 2 / ping:.1%} of it in round trips (2 per shard)"
+        )
         prefix = next(w for b, w in found if b == "redis")
-        console.print(f"Redis memory per million pending shards: {redis_bytes_per_million(prefix) / 2**20:,.0f} MiB")
+        console.print(
+            f"Redis memory per million pending shards: {redis_bytes_per_million(prefix) / 2**20:,.0f} MiB"
+        )
     return 0
 
 

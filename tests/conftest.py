@@ -14,7 +14,9 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 # Real traces, prices, catalogs and nvidia-smi outputs are read in place from
 # ../shared/data (never copied into the project); SPOTHOP_SHARED_DATA points elsewhere.
-SHARED_DATA = Path(os.environ.get("SPOTHOP_SHARED_DATA", PROJECT_ROOT.parent / "shared" / "data")).resolve()
+SHARED_DATA = Path(
+    os.environ.get("SPOTHOP_SHARED_DATA", PROJECT_ROOT.parent / "shared" / "data")
+).resolve()
 
 
 def shared_path(*parts: str) -> Path:
@@ -26,7 +28,9 @@ def shared_path(*parts: str) -> Path:
 
 
 @pytest.fixture(autouse=True)
-def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+def _isolated_home(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
     """Each test gets its own SPOTHOP_HOME, so no test reads or writes a user's files."""
     home = tmp_path_factory.mktemp("spothop-home")
     monkeypatch.setenv("SPOTHOP_HOME", str(home))
@@ -44,7 +48,9 @@ def spothop_home(_isolated_home: Path) -> Path:
 # A server that does not answer skips its tests with the reason, unless
 # SPOTHOP_REQUIRE_SERVICES=1 (as .ci/run sets), which makes it a failure.
 
-POSTGRES_URL = os.environ.get("SPOTHOP_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+POSTGRES_URL = os.environ.get(
+    "SPOTHOP_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
 REDIS_URL = os.environ.get("SPOTHOP_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 REQUIRE_SERVICES = os.environ.get("SPOTHOP_REQUIRE_SERVICES") == "1"
 CONNECT_TIMEOUT_S = 3

@@ -34,12 +34,58 @@ PROPERTY_SETTINGS = settings(
     deadline=timedelta(seconds=scaled(2.0)),
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-FAST_PARSER_SETTINGS = settings(PROPERTY_SETTINGS, max_examples=250)  # for parsers of a millisecond per example
+FAST_PARSER_SETTINGS = settings(
+    PROPERTY_SETTINGS, max_examples=250
+)  # for parsers of a millisecond per example
 
-JUNK = ("nan", "NaN", "inf", "-inf", "Infinity", "-Infinity", "1e309", "-1", "0", "1e300", "99999999999999999999",
-        "", " ", ",", ",,", '"', "'", "[", "]", "{", "}", "(", ")", "<", ">", "</", "\x00", "\t",
-        "é", "漢", "\ufeff", "\udcff", "\r", "\n", "[/x]", "[red]", "True", "null", "--", "..", "/", "\\",
-        "9999", "1e12", "2100", "-0")
+JUNK = (
+    "nan",
+    "NaN",
+    "inf",
+    "-inf",
+    "Infinity",
+    "-Infinity",
+    "1e309",
+    "-1",
+    "0",
+    "1e300",
+    "99999999999999999999",
+    "",
+    " ",
+    ",",
+    ",,",
+    '"',
+    "'",
+    "[",
+    "]",
+    "{",
+    "}",
+    "(",
+    ")",
+    "<",
+    ">",
+    "</",
+    "\x00",
+    "\t",
+    "é",
+    "漢",
+    "\ufeff",
+    "\udcff",
+    "\r",
+    "\n",
+    "[/x]",
+    "[red]",
+    "True",
+    "null",
+    "--",
+    "..",
+    "/",
+    "\\",
+    "9999",
+    "1e12",
+    "2100",
+    "-0",
+)
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
 junk_text = st.one_of(st.sampled_from(JUNK), st.text(max_size=12))
@@ -54,13 +100,16 @@ def head(text: str, lines: int = 40) -> str:
 def _damaged_once(draw: st.DrawFn, text: str) -> str:
     lines = text.splitlines(keepends=True) or [""]
     # Numbers and spans are where parsers break most; lines and cuts where they give up early.
-    kind = draw(st.sampled_from(("truncate", "drop", "double", "swap", "splice", "splice", "number", "number",
-                                 "number")))
+    kind = draw(
+        st.sampled_from(
+            ("truncate", "drop", "double", "swap", "splice", "splice", "number", "number", "number")
+        )
+    )
     if kind == "truncate":
         return text[: draw(st.integers(0, len(text)))]
     at = draw(st.integers(0, len(lines) - 1))
     if kind == "drop":
-        return "".join(lines[:at] + lines[at + 1:])
+        return "".join(lines[:at] + lines[at + 1 :])
     if kind == "double":
         return "".join(lines[: at + 1] + lines[at:])
     if kind == "swap":
@@ -71,7 +120,7 @@ def _damaged_once(draw: st.DrawFn, text: str) -> str:
         numbers = list(_NUMBER.finditer(text))
         if numbers:
             match = numbers[draw(st.integers(0, len(numbers) - 1))]
-            return text[: match.start()] + draw(junk_text) + text[match.end():]
+            return text[: match.start()] + draw(junk_text) + text[match.end() :]
     start = draw(st.integers(0, len(text)))
     end = draw(st.integers(start, min(len(text), start + 20)))
     return text[:start] + draw(junk_text) + text[end:]
@@ -101,5 +150,7 @@ def shared_sample(*parts: str) -> Path:
     when the shared data is not there, as :func:`tests.conftest.shared_path` skips one test."""
     path = SHARED_DATA.joinpath(*parts)
     if not path.exists():
-        pytest.skip(f"shared data {path} not present (set SPOTHOP_SHARED_DATA)", allow_module_level=True)
+        pytest.skip(
+            f"shared data {path} not present (set SPOTHOP_SHARED_DATA)", allow_module_level=True
+        )
     return path

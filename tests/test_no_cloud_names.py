@@ -42,17 +42,43 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "spothop"
 
-CLOUD_NAMES = frozenset({
-    "aws", "amazon", "ec2",
-    "gcp", "gce", "gcloud", "google",
-    "azure", "microsoft",
-    "aliyun", "alibaba", "alibabacloud",
-    "tencent", "tencentcloud", "qcloud",
-    "volcengine", "byteplus",
-    "lambda", "lambdalabs",  # Lambda (the cloud); the keyword is skipped
-    "runpod", "vast", "vastai", "coreweave", "paperspace", "fluidstack", "nebius", "scaleway", "cudo",
-    "oci", "oracle", "ibm", "digitalocean", "hyperstack",
-})
+CLOUD_NAMES = frozenset(
+    {
+        "aws",
+        "amazon",
+        "ec2",
+        "gcp",
+        "gce",
+        "gcloud",
+        "google",
+        "azure",
+        "microsoft",
+        "aliyun",
+        "alibaba",
+        "alibabacloud",
+        "tencent",
+        "tencentcloud",
+        "qcloud",
+        "volcengine",
+        "byteplus",
+        "lambda",
+        "lambdalabs",  # Lambda (the cloud); the keyword is skipped
+        "runpod",
+        "vast",
+        "vastai",
+        "coreweave",
+        "paperspace",
+        "fluidstack",
+        "nebius",
+        "scaleway",
+        "cudo",
+        "oci",
+        "oracle",
+        "ibm",
+        "digitalocean",
+        "hyperstack",
+    }
+)
 
 # Folders (relative to src/spothop) where naming a cloud is the point.
 EXEMPT = ("providers/local/metadata/", "agent/notices/", "market/sources/", "resources/sources/")
@@ -91,7 +117,9 @@ def _documentation(source: str) -> set[tuple[int, int]]:
     return {
         (node.lineno, node.col_offset)
         for node in ast.walk(ast.parse(source))
-        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+        if isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
     }
 
 
@@ -129,18 +157,30 @@ def test_generic_code_names_no_cloud() -> None:
     ]
     assert not unexpected, (
         "generic code names a cloud; move what differs into providers/<cloud>/, providers/local/metadata/, "
-        "agent/notices/ or market/sources/, or generate it from a registry:\n" + "\n".join(unexpected))
+        "agent/notices/ or market/sources/, or generate it from a registry:\n"
+        + "\n".join(unexpected)
+    )
 
 
 def test_every_allowed_offender_still_offends() -> None:
     found = offenders()
-    stale = [f"{path}: {name}" for path, names in ALLOWED.items() for name in sorted(names)
-             if name not in found.get(path, {})]
-    assert not stale, "these ALLOWED entries no longer name the cloud; remove them:\n" + "\n".join(stale)
+    stale = [
+        f"{path}: {name}"
+        for path, names in ALLOWED.items()
+        for name in sorted(names)
+        if name not in found.get(path, {})
+    ]
+    assert not stale, "these ALLOWED entries no longer name the cloud; remove them:\n" + "\n".join(
+        stale
+    )
 
 
 def test_nothing_in_the_market_area_is_allowed() -> None:
-    assert not [path for path in ALLOWED if path.startswith(("market/", "cli/market.py", "resources/market_id.py"))]
+    assert not [
+        path
+        for path in ALLOWED
+        if path.startswith(("market/", "cli/market.py", "resources/market_id.py"))
+    ]
 
 
 SAMPLE = '''"""Module docstring: MarketId("aws", ...) is an example."""
@@ -159,18 +199,27 @@ def f(region):
 
 def test_the_scanner_counts_identifiers_and_strings_but_not_documentation() -> None:
     assert sorted(set(cloud_names_in(SAMPLE))) == [
-        (2, "lambda"), (6, "azure"), (8, "aws"), (11, "aliyun"), (11, "tencent"), (11, "tencentcloud")]
+        (2, "lambda"),
+        (6, "azure"),
+        (8, "aws"),
+        (11, "aliyun"),
+        (11, "tencent"),
+        (11, "tencentcloud"),
+    ]
 
 
-@pytest.mark.parametrize(("relative", "is_exempt"), [
-    ("providers/aws/adapter.py", True),
-    ("providers/local/metadata/aws.py", True),
-    ("providers/local/provider.py", False),
-    ("providers/registry.py", False),
-    ("agent/notices/gcp.py", True),
-    ("agent/runtime.py", False),
-    ("market/sources/aws.py", True),
-    ("market/price_store.py", False),
-])
+@pytest.mark.parametrize(
+    ("relative", "is_exempt"),
+    [
+        ("providers/aws/adapter.py", True),
+        ("providers/local/metadata/aws.py", True),
+        ("providers/local/provider.py", False),
+        ("providers/registry.py", False),
+        ("agent/notices/gcp.py", True),
+        ("agent/runtime.py", False),
+        ("market/sources/aws.py", True),
+        ("market/price_store.py", False),
+    ],
+)
 def test_only_the_clouds_own_folders_are_exempt(relative: str, is_exempt: bool) -> None:
     assert exempt(relative) is is_exempt

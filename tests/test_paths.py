@@ -10,15 +10,32 @@ from spothop.errors import ConfigError
 from spothop.paths import PLAIN_NAME_MAX_CHARS, path_under, plain_name, spothop_home
 
 
-@pytest.mark.parametrize("name", ["aws", "i-0abc123", "my_cloud.v2", "A", "0", "x" * PLAIN_NAME_MAX_CHARS])
+@pytest.mark.parametrize(
+    "name", ["aws", "i-0abc123", "my_cloud.v2", "A", "0", "x" * PLAIN_NAME_MAX_CHARS]
+)
 def test_plain_names_pass_unchanged(name: str) -> None:
     assert plain_name(name, "--provider") == name
 
 
-@pytest.mark.parametrize("name", [
-    "", ".", "..", "../x", "a/b", "/etc", "a\\b", ".hidden", "-rf", "a\x00b", "a\nb", "a b", "é",
-    "x" * (PLAIN_NAME_MAX_CHARS + 1),
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "",
+        ".",
+        "..",
+        "../x",
+        "a/b",
+        "/etc",
+        "a\\b",
+        ".hidden",
+        "-rf",
+        "a\x00b",
+        "a\nb",
+        "a b",
+        "é",
+        "x" * (PLAIN_NAME_MAX_CHARS + 1),
+    ],
+)
 def test_names_that_are_not_plain_are_refused_naming_the_option(name: str) -> None:
     with pytest.raises(ConfigError, match=r"--provider .* is not a plain name"):
         plain_name(name, "--provider")
@@ -41,7 +58,9 @@ def test_path_under_refuses_a_link_that_leads_outside(tmp_path: Path) -> None:
         path_under(root, "escape", "x")
 
 
-def test_a_spothop_home_that_is_a_file_is_a_config_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_spothop_home_that_is_a_file_is_a_config_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     home = tmp_path / "home"
     home.write_text("not a folder")
     monkeypatch.setenv("SPOTHOP_HOME", str(home))

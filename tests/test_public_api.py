@@ -13,12 +13,26 @@ import spothop
 from spothop.errors import SpothopError
 
 HEAVY = ("pydantic", "sqlalchemy", "numpy", "torch")
-CURATED = ("Checkpointer", "TorchState", "open_queue", "get_provider", "load_catalog", "batch",
-           "stop_requested", "on_stop", "seconds_left", "heartbeat", "checkpoint_requested", "saved")
+CURATED = (
+    "Checkpointer",
+    "TorchState",
+    "open_queue",
+    "get_provider",
+    "load_catalog",
+    "batch",
+    "stop_requested",
+    "on_stop",
+    "seconds_left",
+    "heartbeat",
+    "checkpoint_requested",
+    "saved",
+)
 
 
 def _fresh(code: str) -> str:
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 
@@ -47,7 +61,11 @@ def _public_modules() -> list[str]:
     for info in pkgutil.walk_packages(spothop.__path__, "spothop."):
         parts = info.name.split(".")
         # Private modules, entry points and the command line are not the library's surface.
-        if any(p.startswith("_") for p in parts) or parts[1] in ("cli",) or parts[-1] in ("host", "chaos"):
+        if (
+            any(p.startswith("_") for p in parts)
+            or parts[1] in ("cli",)
+            or parts[-1] in ("host", "chaos")
+        ):
             continue
         names.append(info.name)
     return names
@@ -63,14 +81,27 @@ def _tree(root: type) -> set[type]:
 def test_the_whole_error_tree_is_exported_from_the_root() -> None:
     for name in _public_modules():
         importlib.import_module(name)
-    errors = {c for c in _tree(SpothopError)
-              if c.__module__.startswith("spothop.") and not any(p.startswith("_") for p in c.__module__.split("."))}
-    missing = sorted(f"{c.__module__}.{c.__name__}" for c in errors if getattr(spothop, c.__name__, None) is not c)
-    assert not missing, "add these errors to spothop/__init__.py (_LAZY, or the spothop.errors import):\n" + "\n".join(missing)
+    errors = {
+        c
+        for c in _tree(SpothopError)
+        if c.__module__.startswith("spothop.")
+        and not any(p.startswith("_") for p in c.__module__.split("."))
+    }
+    missing = sorted(
+        f"{c.__module__}.{c.__name__}"
+        for c in errors
+        if getattr(spothop, c.__name__, None) is not c
+    )
+    assert not missing, (
+        "add these errors to spothop/__init__.py (_LAZY, or the spothop.errors import):\n"
+        + "\n".join(missing)
+    )
     assert {c.__name__ for c in errors} <= set(spothop.__all__)
 
 
-@pytest.mark.parametrize("first", ["import spothop.batch.runner", "from spothop.batch import submit", "import spothop"])
+@pytest.mark.parametrize(
+    "first", ["import spothop.batch.runner", "from spothop.batch import submit", "import spothop"]
+)
 def test_spothop_batch_is_the_decorator_whatever_was_imported_first(first: str) -> None:
     out = _fresh(
         f"{first}\n"

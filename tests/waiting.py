@@ -25,8 +25,13 @@ def scaled(seconds: float) -> float:
     return seconds * TIME_SCALE
 
 
-def wait_for(predicate: Callable[[], T], timeout_s: float = 10.0, *, what: str = "condition",
-             interval_s: float = 0.02) -> T:
+def wait_for(
+    predicate: Callable[[], T],
+    timeout_s: float = 10.0,
+    *,
+    what: str = "condition",
+    interval_s: float = 0.02,
+) -> T:
     """Poll ``predicate`` until it returns something truthy and return it; fail the test after
     ``scaled(timeout_s)`` seconds, naming ``what`` was awaited."""
     deadline = time.monotonic() + scaled(timeout_s)

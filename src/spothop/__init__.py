@@ -67,17 +67,42 @@ _LAZY: dict[str, str] = {
         "spothop.worker.sdk",
     ),
     # The errors that live beside their package (the rest are imported above from spothop.errors).
-    **dict.fromkeys(("AgentError", "AgentConfigError", "NoticeEndpointError", "EventFormatError",
-                     "ControlPlaneError", "ControlPlaneAuthError"), "spothop.agent.errors"),
     **dict.fromkeys(
-        ("CheckpointError", "CheckpointConfigError", "CheckpointWriteError", "CheckpointCorrupt",
-         "ParentMissing", "FormatVersionError", "NoValidCheckpoint", "ValidationFailed"),
+        (
+            "AgentError",
+            "AgentConfigError",
+            "NoticeEndpointError",
+            "EventFormatError",
+            "ControlPlaneError",
+            "ControlPlaneAuthError",
+        ),
+        "spothop.agent.errors",
+    ),
+    **dict.fromkeys(
+        (
+            "CheckpointError",
+            "CheckpointConfigError",
+            "CheckpointWriteError",
+            "CheckpointCorrupt",
+            "ParentMissing",
+            "FormatVersionError",
+            "NoValidCheckpoint",
+            "ValidationFailed",
+        ),
         "spothop.checkpoint.errors",
     ),
     **dict.fromkeys(("TraceError", "TraceNotFound"), "spothop.market.errors"),
     **dict.fromkeys(
-        ("QueueError", "UnknownJobError", "MalformedShardError", "BatchSpecError", "UnknownLeaseError",
-         "LeaseLost", "AlreadyCompletedError", "QueueUnavailableError"),
+        (
+            "QueueError",
+            "UnknownJobError",
+            "MalformedShardError",
+            "BatchSpecError",
+            "UnknownLeaseError",
+            "LeaseLost",
+            "AlreadyCompletedError",
+            "QueueUnavailableError",
+        ),
         "spothop.queue.errors",
     ),
 }

@@ -51,8 +51,12 @@ class Bound:
         if self.integer and not (isinstance(value, int) or float(value).is_integer()):
             raise ValueOutOfRange(field, value, f"must be a whole number {self.describe()}")
         number = float(value)
-        if not math.isfinite(number) or number < self.low or number > self.high or (
-                self.low_open and number <= self.low):
+        if (
+            not math.isfinite(number)
+            or number < self.low
+            or number > self.high
+            or (self.low_open and number <= self.low)
+        ):
             raise ValueOutOfRange(field, value, f"must be {self.describe()}")
         return int(number) if self.integer else value
 
@@ -65,8 +69,10 @@ class Bound:
 
     def option_callback(self, field: str) -> Callable[[Any], Any]:
         """A typer/click option callback: ``None`` passes (an unset option), anything else is checked."""
+
         def callback(value: Any) -> Any:
             return None if value is None else self.check(value, field)
+
         return callback
 
 
@@ -79,33 +85,55 @@ LEAD_TIME_S = Bound(0, SECONDS_PER_DAY, "s")  # no cloud gives more than a day's
 POLL_INTERVAL_S = Bound(0, 60, "s", low_open=True)  # slower than a minute would miss a 30 s notice
 DURATION_S = Bound(0, 365 * SECONDS_PER_DAY, "s")  # timeouts, delays, outages: at most a year
 PRICE_USD_PER_HOUR = Bound(0, 10_000, "USD per hour")  # the dearest instance lists at ~USD 100/h
-GPU_COUNT = Bound(0, 64, "GPUs", integer=True)  # the catalog's largest instance has 16; room to grow
+GPU_COUNT = Bound(
+    0, 64, "GPUs", integer=True
+)  # the catalog's largest instance has 16; room to grow
 SPEED = Bound(0, 100_000, "simulated seconds per wall second", low_open=True)
 PERCENT = Bound(0, 100, "%")
 # The resource model (catalog rows, currency rates, `spothop offers`):
-INSTANCE_GPU_COUNT = Bound(1, 64, "GPUs", integer=True)  # as GPU_COUNT, and an offering has at least one
-USD_PER_GPU_HOUR = Bound(0, 200, "USD per GPU-hour", low_open=True)  # no cloud charges more; above is a monthly price
-PRICE_ORIGINAL_PER_HOUR = Bound(0, 10_000_000, "per hour in its currency", low_open=True)  # USD 10k/h in JPY or KRW
-VCPUS = Bound(0, 4096, "vCPUs", low_open=True)  # the largest instances (AWS u7in, 896 vCPUs) with room to grow
+INSTANCE_GPU_COUNT = Bound(
+    1, 64, "GPUs", integer=True
+)  # as GPU_COUNT, and an offering has at least one
+USD_PER_GPU_HOUR = Bound(
+    0, 200, "USD per GPU-hour", low_open=True
+)  # no cloud charges more; above is a monthly price
+PRICE_ORIGINAL_PER_HOUR = Bound(
+    0, 10_000_000, "per hour in its currency", low_open=True
+)  # USD 10k/h in JPY or KRW
+VCPUS = Bound(
+    0, 4096, "vCPUs", low_open=True
+)  # the largest instances (AWS u7in, 896 vCPUs) with room to grow
 MEMORY_GIB = Bound(0, 65_536, "GiB", low_open=True)  # 64 TiB: AWS's largest (u7in-32tb) is 32 TiB
 GPU_MEMORY_GIB = Bound(0, 4_096, "GiB")  # per GPU: the largest (MI355X) has 288 GB
 DISK_GIB = Bound(0, 1_048_576, "GiB")  # 1 PiB of local disk
 NETWORK_GBPS = Bound(0, 100_000, "Gbps", low_open=True)  # p5's EFA is 3,200 Gbps
 TFLOPS = Bound(0, 100_000, "TFLOPS")  # per GPU: B200 dense FP8 is ~4,500
-USD_PER_CURRENCY_UNIT = Bound(0, 1_000, "USD per unit", low_open=True)  # the dearest unit (KWD) is ~3.3 USD
+USD_PER_CURRENCY_UNIT = Bound(
+    0, 1_000, "USD per unit", low_open=True
+)  # the dearest unit (KWD) is ~3.3 USD
 # Market traces:
 TRACE_TICK_S = Bound(0, SECONDS_PER_DAY, "s", low_open=True)  # published traces tick every 30-600 s
 TRACE_SPAN_S = DURATION_S  # a trace is sampled tick by tick: a year of minutes is 525,600 ticks
-INSTANCE_COUNT = Bound(0, 1_000_000, "instances", integer=True)  # obtainable in one market; fleets are thousands
-YEAR_FIRST, YEAR_LAST = 2006, 2100  # EC2 opened in 2006; nothing spothop reads is dated later than 2100
-UNIX_S = Bound(datetime(YEAR_FIRST, 1, 1, tzinfo=UTC).timestamp(),
-               datetime(YEAR_LAST, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp(), "unix seconds")
+INSTANCE_COUNT = Bound(
+    0, 1_000_000, "instances", integer=True
+)  # obtainable in one market; fleets are thousands
+YEAR_FIRST, YEAR_LAST = (
+    2006,
+    2100,
+)  # EC2 opened in 2006; nothing spothop reads is dated later than 2100
+UNIX_S = Bound(
+    datetime(YEAR_FIRST, 1, 1, tzinfo=UTC).timestamp(),
+    datetime(YEAR_LAST, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp(),
+    "unix seconds",
+)
 
 
 def check_datetime(value: _When, field: str) -> _When:
     """A date (or datetime) between 2006 and 2100 (naive dates are read as UTC), else :class:`ValueOutOfRange`."""
     if not YEAR_FIRST <= value.year <= YEAR_LAST:
-        raise ValueOutOfRange(field, value.isoformat(), f"must be a date between {YEAR_FIRST} and {YEAR_LAST}")
+        raise ValueOutOfRange(
+            field, value.isoformat(), f"must be a date between {YEAR_FIRST} and {YEAR_LAST}"
+        )
     return value
 
 

@@ -59,9 +59,15 @@ def make_engine(url: str | None = None, **options: Any) -> Engine:
     """
     url = normalise_url(url or default_database_url())
     if not (url.startswith("sqlite") or url.startswith("postgresql")):
-        raise ConfigError(f"unsupported database URL {url!r}: use sqlite:///PATH or postgresql://HOST/DB")
+        raise ConfigError(
+            f"unsupported database URL {url!r}: use sqlite:///PATH or postgresql://HOST/DB"
+        )
     if url.startswith("sqlite"):
-        engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "isolation_level": None}, **options)
+        engine = create_engine(
+            url,
+            connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "isolation_level": None},
+            **options,
+        )
         _configure_sqlite(engine)
         return engine
     return create_engine(url, pool_pre_ping=True, **options)

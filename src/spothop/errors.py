@@ -138,7 +138,9 @@ class UnknownGpuError(ConfigError):
     def __init__(self, name: str, suggestions: Sequence[str] = ()) -> None:
         self.name = name
         self.suggestions = list(suggestions)
-        hint = f"; did you mean {', '.join(repr(s) for s in self.suggestions)}?" if suggestions else ""
+        hint = (
+            f"; did you mean {', '.join(repr(s) for s in self.suggestions)}?" if suggestions else ""
+        )
         super().__init__(
             f"unknown GPU {name!r}{hint} (`spothop gpus` lists every known model and alias)"
         )
@@ -156,7 +158,9 @@ class CatalogRowError(CatalogError):
     """One catalog row is malformed, or (``out_of_scope``) well formed but not a GPU
     offering spothop keeps, such as a CPU-only type. The other rows of the file still load."""
 
-    def __init__(self, path: str, line: int, field: str | None, reason: str, *, out_of_scope: bool = False) -> None:
+    def __init__(
+        self, path: str, line: int, field: str | None, reason: str, *, out_of_scope: bool = False
+    ) -> None:
         self.path = path
         self.line = line
         self.field = field
@@ -231,7 +235,6 @@ class InstanceNotFound(ProviderError, NotFoundError):
     """No instance with that id. ``terminate`` treats it as already done."""
 
     exit_code = EXIT_NOT_FOUND
-
 
 
 def exit_for_counts(done: int, failed: int) -> int:

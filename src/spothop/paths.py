@@ -44,7 +44,11 @@ def plain_name(value: str, what: str) -> str:
     with a NUL or a newline is refused with a :class:`ConfigError` naming
     ``what`` rather than writing somewhere else.
     """
-    if not isinstance(value, str) or not _PLAIN_NAME.fullmatch(value) or len(value) > PLAIN_NAME_MAX_CHARS:
+    if (
+        not isinstance(value, str)
+        or not _PLAIN_NAME.fullmatch(value)
+        or len(value) > PLAIN_NAME_MAX_CHARS
+    ):
         raise ConfigError(
             f"{what} {value!r} is not a plain name: use letters, digits, '.', '_' and '-' "
             f"(not first), at most {PLAIN_NAME_MAX_CHARS} characters, no '/'"
@@ -63,7 +67,9 @@ def path_under(root: Path, *names: str) -> Path:
         path = path / plain_name(name, "name")
     resolved_root = root.resolve()
     if not path.resolve().is_relative_to(resolved_root):
-        raise ConfigError(f"{str(path)!r} leads outside {str(root)!r}; use a plain name that stays under it")
+        raise ConfigError(
+            f"{str(path)!r} leads outside {str(root)!r}; use a plain name that stays under it"
+        )
     return path
 
 

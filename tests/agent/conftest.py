@@ -28,9 +28,17 @@ def endpoint(clock: Clock) -> Iterator[object]:
     servers: list[MetadataServer] = []
 
     def start(protocol: str, **options: object) -> MetadataServer:
-        metadata = InstanceMetadata(instance_id="i-0abc", instance_type="g5.xlarge", region="us-east-1",
-                                    zone="us-east-1a", provider=f"{protocol}-sim", launch_time=clock.t)
-        server = MetadataServer(protocol, metadata, NoticeState(clock=clock), options=options or None)
+        metadata = InstanceMetadata(
+            instance_id="i-0abc",
+            instance_type="g5.xlarge",
+            region="us-east-1",
+            zone="us-east-1a",
+            provider=f"{protocol}-sim",
+            launch_time=clock.t,
+        )
+        server = MetadataServer(
+            protocol, metadata, NoticeState(clock=clock), options=options or None
+        )
         server.start()
         servers.append(server)
         return server

@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-RELEASES_ENV = "SPOTHOP_TEST_RELEASES"  # where FileReleaser appends the worker ids it was asked to release
+RELEASES_ENV = (
+    "SPOTHOP_TEST_RELEASES"  # where FileReleaser appends the worker ids it was asked to release
+)
 
 
 class FileReleaser:

@@ -44,7 +44,9 @@ class StubServer(ThreadingHTTPServer):
         self.route = route
         self.requests: list[tuple[str, str, dict[str, str], bytes]] = []
         self.extra_headers: dict[str, str] = {}
-        self._thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread = threading.Thread(
+            target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
 
     @property
     def url(self) -> str:
@@ -59,7 +61,9 @@ class StubServer(ThreadingHTTPServer):
         self.server_close()
 
 
-def canned(answers: dict[str, Answer], default: Answer = (404, "Not Found")) -> Callable[[StubHandler], Answer]:
+def canned(
+    answers: dict[str, Answer], default: Answer = (404, "Not Found")
+) -> Callable[[StubHandler], Answer]:
     """Answer by path (query ignored); ``"sleep:S"`` as a body waits S seconds first (a hung endpoint)."""
 
     def route(handler: StubHandler) -> Answer:
@@ -98,9 +102,12 @@ class MiniImdsV2:
         expiry = self.tokens.get(handler.headers.get("X-aws-ec2-metadata-token") or "")
         if handler.command != "GET" or expiry is None or expiry < time.monotonic():
             return 401, ""
-        leaves = {"/latest/meta-data/instance-id": "i-0mini", "/latest/meta-data/instance-type": "m5.large",
-                  "/latest/meta-data/placement/availability-zone": "eu-west-1b",
-                  "/latest/meta-data/placement/region": "eu-west-1"}
+        leaves = {
+            "/latest/meta-data/instance-id": "i-0mini",
+            "/latest/meta-data/instance-type": "m5.large",
+            "/latest/meta-data/placement/availability-zone": "eu-west-1b",
+            "/latest/meta-data/placement/region": "eu-west-1",
+        }
         if self.action is not None:
             leaves["/latest/meta-data/spot/instance-action"] = json.dumps(self.action)
         value = leaves.get(handler.path)

@@ -48,29 +48,46 @@ class ScriptedWatcher(Watcher):
 
 
 def _config(tmp_path: Path, command: list[str], **overrides: Any) -> AgentConfig:
-    values: dict[str, Any] = {"command": command, "protocol": "sigterm", "state_dir": tmp_path / "agent",
-                              "instance_id": "i-test", "worker_id": "w-1", "restart_backoff_s": 0.01,
-                              "poll_interval_s": 0.05, "heartbeat_interval_s": 0.05,
-                              "extra_env": {"PYTHONPATH": str(PROJECT_ROOT)}}
+    values: dict[str, Any] = {
+        "command": command,
+        "protocol": "sigterm",
+        "state_dir": tmp_path / "agent",
+        "instance_id": "i-test",
+        "worker_id": "w-1",
+        "restart_backoff_s": 0.01,
+        "poll_interval_s": 0.05,
+        "heartbeat_interval_s": 0.05,
+        "extra_env": {"PYTHONPATH": str(PROJECT_ROOT)},
+    }
     values.update(overrides)
     return AgentConfig(**values)
 
 
-def test_a_crashing_worker_is_restarted_with_its_leases_released_until_it_succeeds(tmp_path: Path) -> None:
+def test_a_crashing_worker_is_restarted_with_its_leases_released_until_it_succeeds(
+    tmp_path: Path,
+) -> None:
     counter = tmp_path / "runs"
     script = f'n=$(cat {counter} 2>/dev/null || echo 0); echo $((n+1)) > {counter}; echo run $n; [ "$n" -ge 2 ]'
     releaser = ListReleaser()
     url = f"sqlite:///{tmp_path / 'store.db'}"
-    agent = Agent(_config(tmp_path, ["sh", "-c", script]), releaser=releaser,
-                  plane=EmbeddedControlPlane(url, "i-test"))
+    agent = Agent(
+        _config(tmp_path, ["sh", "-c", script]),
+        releaser=releaser,
+        plane=EmbeddedControlPlane(url, "i-test"),
+    )
     assert agent.run() == EXIT_DONE
     assert [e["code"] for e in read_events(agent.config.state_dir, "worker_exited")] == [1, 1, 0]
     assert releaser.calls == ["w-1", "w-1"]
-    assert [e["via"] for e in read_events(agent.config.state_dir, "leases_released")] == ["hook", "hook"]
+    assert [e["via"] for e in read_events(agent.config.state_dir, "leases_released")] == [
+        "hook",
+        "hook",
+    ]
     assert "run 0" in (agent.config.state_dir / "worker.log").read_text()
     with shared_engine(url).connect() as conn:
         [beat] = conn.execute(agent_heartbeats.select()).mappings().all()
-    assert beat["instance_id"] == "i-test" and beat["worker_id"] == "w-1" and not beat["notice_blind"]
+    assert (
+        beat["instance_id"] == "i-test" and beat["worker_id"] == "w-1" and not beat["notice_blind"]
+    )
     status = read_status(agent.config.state_dir)
     assert status is not None and status.state == "done" and not status.notice_blind
 
@@ -79,7 +96,9 @@ def test_past_the_restart_limit_the_agent_reports_failure(tmp_path: Path) -> Non
     before = signal.getsignal(signal.SIGTERM)
     agent = Agent(_config(tmp_path, ["sh", "-c", "exit 3"], restart_limit=1))
     assert agent.run() == EXIT_WORKER_FAILED
-    assert signal.getsignal(signal.SIGTERM) == before  # the agent's handler lasts only while it runs
+    assert (
+        signal.getsignal(signal.SIGTERM) == before
+    )  # the agent's handler lasts only while it runs
     assert [e["code"] for e in read_events(agent.config.state_dir, "worker_exited")] == [3, 3]
 
 
@@ -96,17 +115,27 @@ def test_an_advance_notice_asks_the_worker_for_a_checkpoint(tmp_path: Path) -> N
 
 
 def test_final_notice_with_a_callback_worker_runs_every_hook(tmp_path: Path) -> None:
-    notice = final_notice("test", "instance-action", seen_at=time.time(), deadline=time.time() + 30,
-                          documented_lead_s=120)
+    notice = final_notice(
+        "test",
+        "instance-action",
+        seen_at=time.time(),
+        deadline=time.time() + 30,
+        documented_lead_s=120,
+    )
     releaser, uploads = ListReleaser(), []
-    agent = Agent(_config(tmp_path, [sys.executable, WORKER, str(tmp_path), "callback"], safety_margin_s=1),
-                  watcher=ScriptedWatcher(tmp_path / "started", [notice]), releaser=releaser,
-                  upload=lambda: uploads.append(1))
+    agent = Agent(
+        _config(tmp_path, [sys.executable, WORKER, str(tmp_path), "callback"], safety_margin_s=1),
+        watcher=ScriptedWatcher(tmp_path / "started", [notice]),
+        releaser=releaser,
+        upload=lambda: uploads.append(1),
+    )
     assert agent.run() == EXIT_PREEMPTED
     assert (tmp_path / "emergency.ckpt").exists()
     assert releaser.calls == ["w-1"] and uploads == [1]
     [record] = read_events(agent.config.state_dir, "interruption")
-    assert record["saved"] == "saved" and record["uploaded"] is True and record["leases_released"] == 2
+    assert (
+        record["saved"] == "saved" and record["uploaded"] is True and record["leases_released"] == 2
+    )
     assert record["zone"] == "us-east-1a" and record["cause"] == "instance-action"
 
 
@@ -116,10 +145,16 @@ def test_a_failing_hook_does_not_stop_the_release_or_the_record(tmp_path: Path) 
 
     # The worker ignores SIGTERM and never saves, and the notice comes only once it runs (the
     # file "started"): a worker that SIGTERM kills would make the outcome "exited", by luck of timing.
-    notice = final_notice("test", "x", seen_at=time.time(), deadline=time.time() + 0.5, documented_lead_s=None)
+    notice = final_notice(
+        "test", "x", seen_at=time.time(), deadline=time.time() + 0.5, documented_lead_s=None
+    )
     releaser = ListReleaser()
-    agent = Agent(_config(tmp_path, [sys.executable, WORKER, str(tmp_path), "ignore"], safety_margin_s=1),
-                  releaser=releaser, upload=broken_upload, watcher=ScriptedWatcher(tmp_path / "started", [notice]))
+    agent = Agent(
+        _config(tmp_path, [sys.executable, WORKER, str(tmp_path), "ignore"], safety_margin_s=1),
+        releaser=releaser,
+        upload=broken_upload,
+        watcher=ScriptedWatcher(tmp_path / "started", [notice]),
+    )
     assert agent.run() == EXIT_PREEMPTED
     [record] = read_events(agent.config.state_dir, "interruption")
     assert record["uploaded"] is False and "bucket unreachable" in record["errors"]["upload"]
@@ -143,11 +178,17 @@ def test_the_control_plane_can_ask_for_a_checkpoint_and_then_a_stop(tmp_path: Pa
     engine = shared_engine(url)
     checkpoint = add_request(engine, "i-test", "checkpoint", "rebalance elsewhere")
     stop = add_request(engine, "i-test", "stop", "job cancelled", deadline_unix_s=time.time())
-    agent = Agent(_config(tmp_path, ["sleep", "30"], safety_margin_s=0), plane=EmbeddedControlPlane(url, "i-test"))
+    agent = Agent(
+        _config(tmp_path, ["sleep", "30"], safety_margin_s=0),
+        plane=EmbeddedControlPlane(url, "i-test"),
+    )
     assert agent.run() == EXIT_PREEMPTED
     asked = read_json(agent.config.state_dir / "control" / "checkpoint.json")
     assert asked == {"seq": 1, "reason": "control-plane:rebalance elsewhere"}
-    got = [(e["request_id"], e["request"]) for e in read_events(agent.config.state_dir, "request_received")]
+    got = [
+        (e["request_id"], e["request"])
+        for e in read_events(agent.config.state_dir, "request_received")
+    ]
     assert got == [(checkpoint, "checkpoint"), (stop, "stop")]
     [record] = read_events(agent.config.state_dir, "interruption")
     assert record["protocol"] == "control-plane" and record["cause"] == "stop-requested"

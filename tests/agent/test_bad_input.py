@@ -38,16 +38,22 @@ def test_the_aws_watcher_works_against_an_independent_imdsv2() -> None:
 
 
 def test_garbage_on_a_notice_path_is_a_notice_now() -> None:
-    with StubServer(canned({**TOKEN, ACTION: (200, "{not json"), TERMINATION: (200, "yesterday-ish")})) as server:
+    with StubServer(
+        canned({**TOKEN, ACTION: (200, "{not json"), TERMINATION: (200, "yesterday-ish")})
+    ) as server:
         [notice] = AwsWatcher(server.url).poll()
     assert notice.kind is NoticeKind.FINAL and notice.lead_time_s == 0.0
 
 
 def test_unparseable_action_time_falls_back_to_termination_time() -> None:
     soon = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 60))
-    with StubServer(canned({**TOKEN, ACTION: (200, '{"action":"stop"}'), TERMINATION: (200, soon)})) as server:
+    with StubServer(
+        canned({**TOKEN, ACTION: (200, '{"action":"stop"}'), TERMINATION: (200, soon)})
+    ) as server:
         [notice] = AwsWatcher(server.url).poll()
-    assert notice.cause == "instance-action:stop" and notice.lead_time_s == pytest.approx(60, abs=1.5)
+    assert notice.cause == "instance-action:stop" and notice.lead_time_s == pytest.approx(
+        60, abs=1.5
+    )
 
 
 def test_a_notice_time_in_the_past_is_now_and_clock_skew_is_capped() -> None:
@@ -62,8 +68,10 @@ def test_a_notice_time_in_the_past_is_now_and_clock_skew_is_capped() -> None:
 
 @pytest.mark.parametrize("protocol", ["gcp", "azure"])
 def test_garbage_values_are_bad_answers_not_silence(protocol: str) -> None:
-    answers = {"/computeMetadata/v1/instance/preempted": (200, "MAYBE"),
-               "/metadata/scheduledevents": (200, "<html>proxy error</html>")}
+    answers = {
+        "/computeMetadata/v1/instance/preempted": (200, "MAYBE"),
+        "/metadata/scheduledevents": (200, "<html>proxy error</html>"),
+    }
     with StubServer(canned(answers)) as server, pytest.raises(NoticeEndpointError):
         make_watcher(protocol, server.url).poll()
 
@@ -72,7 +80,9 @@ def test_5xx_and_timeouts_back_off_and_never_escape() -> None:
     with StubServer(canned({**TOKEN, ACTION: (500, "oops")})) as server:
         loop, got = _loop(AwsWatcher(server.url))
         delays = [loop.step() for _ in range(4)]
-    assert delays == [0.5, 1.0, 2.0, 4.0] and got == []  # never worked: not a notice (the self-check says blind)
+    assert (
+        delays == [0.5, 1.0, 2.0, 4.0] and got == []
+    )  # never worked: not a notice (the self-check says blind)
     assert loop.step() <= ERROR_BACKOFF_MAX_S
     with StubServer(canned({**TOKEN, ACTION: (200, "sleep:1")})) as server:
         loop, got = _loop(AwsWatcher(server.url, timeout_s=0.2))

@@ -16,7 +16,9 @@ from tests.agent.control_server import ControlServer
 
 def _light_options() -> set[str]:
     run = next(a for a in build_parser()._actions if a.dest == "action").choices["run"]  # type: ignore[union-attr,index]
-    return {flag for action in run._actions for flag in action.option_strings if flag.startswith("--")} - {"--help"}
+    return {
+        flag for action in run._actions for flag in action.option_strings if flag.startswith("--")
+    } - {"--help"}
 
 
 def test_the_wrapper_declares_every_option_of_the_light_agent() -> None:
@@ -31,10 +33,32 @@ def test_the_wrapper_declares_every_option_of_the_light_agent() -> None:
 def test_valued_options_reach_the_agent_and_the_command_stays_whole(tmp_path: Path) -> None:
     state = tmp_path / "agent"
     done = subprocess.run(
-        [sys.executable, "-m", "spothop.cli.main", "agent", "run", "--protocol", "sigterm", "--no-probe",
-         "--state-dir", str(state), "--job-id", "job-7", "--worker-id", "w-3", "--restart-limit", "0",
-         "--", "sh", "-c", 'test "$SPOTHOP_JOB_ID" = job-7'],
-        capture_output=True, text=True, timeout=60)
+        [
+            sys.executable,
+            "-m",
+            "spothop.cli.main",
+            "agent",
+            "run",
+            "--protocol",
+            "sigterm",
+            "--no-probe",
+            "--state-dir",
+            str(state),
+            "--job-id",
+            "job-7",
+            "--worker-id",
+            "w-3",
+            "--restart-limit",
+            "0",
+            "--",
+            "sh",
+            "-c",
+            'test "$SPOTHOP_JOB_ID" = job-7',
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     (started,) = read_events(state, "worker_started")
     assert started["worker_id"] == "w-3"
@@ -43,24 +67,53 @@ def test_valued_options_reach_the_agent_and_the_command_stays_whole(tmp_path: Pa
 
 
 def test_the_help_lists_every_option() -> None:
-    done = subprocess.run([sys.executable, "-m", "spothop.cli.main", "agent", "run", "--help"],
-                          capture_output=True, text=True, timeout=60, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"})
+    done = subprocess.run(
+        [sys.executable, "-m", "spothop.cli.main", "agent", "run", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"},
+    )
     assert done.returncode == 0, done.stderr
     missing = sorted(flag for flag in _light_options() if flag not in done.stdout)
     assert missing == []
 
 
 def test_the_token_reaches_the_agent_in_its_environment_never_its_command_line_nor_the_worker(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     state = tmp_path / "agent"
     script = f'tr "\\0" " " < /proc/$PPID/cmdline > {tmp_path}/argv; echo "${{SPOTHOP_AGENT_TOKEN:-}}" > {tmp_path}/env'
     with ControlServer(f"sqlite:///{tmp_path / 'store.db'}", token="tok-zz9") as server:
         done = subprocess.run(
-            [sys.executable, "-m", "spothop.cli.main", "agent", "run", "--protocol", "sigterm", "--no-probe",
-             "--control-plane", server.url, "--token", "tok-zz9", "--state-dir", str(state),
-             "--", "sh", "-c", script], capture_output=True, text=True, timeout=60)
+            [
+                sys.executable,
+                "-m",
+                "spothop.cli.main",
+                "agent",
+                "run",
+                "--protocol",
+                "sigterm",
+                "--no-probe",
+                "--control-plane",
+                server.url,
+                "--token",
+                "tok-zz9",
+                "--state-dir",
+                str(state),
+                "--",
+                "sh",
+                "-c",
+                script,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     assert done.returncode == 0, done.stderr
-    assert server.received and all(h["Authorization"] == "Bearer tok-zz9" for _, _, h, _ in server.received)
+    assert server.received and all(
+        h["Authorization"] == "Bearer tok-zz9" for _, _, h, _ in server.received
+    )
     argv = (tmp_path / "argv").read_text()
     assert "spothop.agent run" in argv and f"--control-plane {server.url}" in argv
     assert "tok-zz9" not in argv and (tmp_path / "env").read_text().strip() == ""

@@ -58,17 +58,46 @@ def _launch(case: str, providers: dict[str, LocalProvider], root: Path) -> Run:
     out = root / case
     out.mkdir()
     releases = FileReleaser(out / "releases.txt")
-    options = ["--poll-interval", str(POLL_S), "--safety-margin", "2.5" if case == "ignore" else "1",
-               "--state-dir", str(out / "agent"), "--lease-releaser", "tests.agent.fakes:file_releaser",
-               "--assumed-lead", str(LEAD_S - 1), "--sigterm-grace", str(LEAD_S - 1), "--cloud", cloud]
+    options = [
+        "--poll-interval",
+        str(POLL_S),
+        "--safety-margin",
+        "2.5" if case == "ignore" else "1",
+        "--state-dir",
+        str(out / "agent"),
+        "--lease-releaser",
+        "tests.agent.fakes:file_releaser",
+        "--assumed-lead",
+        str(LEAD_S - 1),
+        "--sigterm-grace",
+        str(LEAD_S - 1),
+        "--cloud",
+        cloud,
+    ]
     if case == "sigterm":
         options += ["--protocol", "sigterm"]
-    command = [sys.executable, "-m", "spothop.agent", "run", *options,
-               "--", sys.executable, WORKER, str(out), "ignore" if case == "ignore" else "save"]
+    command = [
+        sys.executable,
+        "-m",
+        "spothop.agent",
+        "run",
+        *options,
+        "--",
+        sys.executable,
+        WORKER,
+        str(out),
+        "ignore" if case == "ignore" else "save",
+    ]
     provider = providers.setdefault(cloud, LocalProvider(cloud, world=load_world()))
-    instance = provider.launch(LaunchRequest(
-        instance_type=instance_type, region=region, zone=zone, bootstrap_command=command,
-        env={"PYTHONPATH": str(PROJECT_ROOT), RELEASES_ENV: str(releases.path)}))
+    instance = provider.launch(
+        LaunchRequest(
+            instance_type=instance_type,
+            region=region,
+            zone=zone,
+            bootstrap_command=command,
+            env={"PYTHONPATH": str(PROJECT_ROOT), RELEASES_ENV: str(releases.path)},
+        )
+    )
     return Run(provider, instance, out, releases)
 
 
@@ -85,11 +114,17 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Run]]:
             wait_for(lambda r=run: read_events(r.state_dir, "self_check"), timeout_s=10)
         for case, run in runs.items():
             if case == "sigterm":
-                run.provider.terminate(run.instance.instance_id)  # the host SIGTERMs the agent: a pod's eviction
+                run.provider.terminate(
+                    run.instance.instance_id
+                )  # the host SIGTERMs the agent: a pod's eviction
             else:
-                run.provider.preempt(run.instance.instance_id, IGNORE_LEAD_S if case == "ignore" else LEAD_S)
+                run.provider.preempt(
+                    run.instance.instance_id, IGNORE_LEAD_S if case == "ignore" else LEAD_S
+                )
         for run in runs.values():
-            run.provider.wait(run.instance.instance_id, [InstanceState.PREEMPTED, InstanceState.TERMINATED], 20)
+            run.provider.wait(
+                run.instance.instance_id, [InstanceState.PREEMPTED, InstanceState.TERMINATED], 20
+            )
         yield runs
     finally:
         for run in runs.values():
@@ -105,7 +140,8 @@ def _row(run: Run) -> dict[str, object]:
 
 @pytest.mark.parametrize("case", [*PLACES, "sigterm"])
 def test_notice_stops_the_worker_saves_releases_records_and_exits_before_the_kill(
-        runs: dict[str, Run], case: str) -> None:
+    runs: dict[str, Run], case: str
+) -> None:
     run = runs[case]
     row = _row(run)
     expected_state = InstanceState.TERMINATED if case == "sigterm" else InstanceState.PREEMPTED
@@ -130,7 +166,9 @@ def test_notice_stops_the_worker_saves_releases_records_and_exits_before_the_kil
     assert exit_event["code"] == EXIT_PREEMPTED
 
 
-def test_a_worker_that_ignores_sigterm_still_has_its_leases_released_before_the_kill(runs: dict[str, Run]) -> None:
+def test_a_worker_that_ignores_sigterm_still_has_its_leases_released_before_the_kill(
+    runs: dict[str, Run],
+) -> None:
     run = runs["ignore"]
     row = _row(run)
     assert row["state"] == InstanceState.PREEMPTED.value

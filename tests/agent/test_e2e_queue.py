@@ -20,20 +20,54 @@ def test_preempted_workers_leases_go_back_to_the_real_queue(tmp_path: Path) -> N
     with open_queue(url, "embed-7") as queue:
         queue.enqueue([Shard(f"s{i}", {"i": i}) for i in range(5)])
     provider = LocalProvider("aws-sim", world=load_world())
-    command = [sys.executable, "-m", "spothop.agent", "run", "--poll-interval", "0.2", "--safety-margin", "1",
-               "--state-dir", str(tmp_path / "agent"), "--queue-url", url, "--job-id", "embed-7",
-               "--sigterm-grace", "1", "--", sys.executable, WORKER, str(tmp_path), url, "embed-7", "2"]
-    instance = provider.launch(LaunchRequest(instance_type="g5.xlarge", region="us-east-1", zone="us-east-1a",
-                                             bootstrap_command=command, env={"PYTHONPATH": str(PROJECT_ROOT)}))
+    command = [
+        sys.executable,
+        "-m",
+        "spothop.agent",
+        "run",
+        "--poll-interval",
+        "0.2",
+        "--safety-margin",
+        "1",
+        "--state-dir",
+        str(tmp_path / "agent"),
+        "--queue-url",
+        url,
+        "--job-id",
+        "embed-7",
+        "--sigterm-grace",
+        "1",
+        "--",
+        sys.executable,
+        WORKER,
+        str(tmp_path),
+        url,
+        "embed-7",
+        "2",
+    ]
+    instance = provider.launch(
+        LaunchRequest(
+            instance_type="g5.xlarge",
+            region="us-east-1",
+            zone="us-east-1a",
+            bootstrap_command=command,
+            env={"PYTHONPATH": str(PROJECT_ROOT)},
+        )
+    )
     try:
-        claimed = wait_for(lambda: (tmp_path / "started").exists() and (tmp_path / "started").read_text(), timeout_s=20)
+        claimed = wait_for(
+            lambda: (tmp_path / "started").exists() and (tmp_path / "started").read_text(),
+            timeout_s=20,
+        )
         with open_queue(url, "embed-7") as queue:
             assert queue.stats().leased == 2
         provider.preempt(instance.instance_id, lead_time_s=5)
         ended = provider.wait(instance.instance_id, [InstanceState.PREEMPTED], 20)
         assert ended.state is InstanceState.PREEMPTED
         row = provider.store.instance(instance.instance_id)
-        assert row is not None and row["exit_code"] == 75  # the agent exited, resumable, before the kill
+        assert (
+            row is not None and row["exit_code"] == 75
+        )  # the agent exited, resumable, before the kill
         with open_queue(url, "embed-7") as queue:
             stats = queue.stats()
             assert (stats.pending, stats.leased, stats.releases) == (5, 0, 2)

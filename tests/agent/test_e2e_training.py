@@ -32,20 +32,49 @@ LEAD_S = 6.0
 SCRIPT = str(Path(train_script.__file__))
 
 
-def test_a_preempted_training_run_saves_exits_75_and_resumes_bit_identical(tmp_path: Path,
-                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_preempted_training_run_saves_exits_75_and_resumes_bit_identical(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("SPOTHOP_HOME", str(tmp_path / "home"))
     url = str(tmp_path / "ckpt")
     state_dir = tmp_path / "agent"
-    command = [sys.executable, "-m", "spothop.agent", "run", "--poll-interval", "0.2", "--safety-margin", "1",
-               "--state-dir", str(state_dir), "--assumed-lead", str(LEAD_S - 1), "--cloud", "gcp-sim",
-               "--checkpoint-url", url,
-               "--", sys.executable, SCRIPT, url, str(TOTAL), str(tmp_path / "never"), "--agent",
-               "--step-sleep", str(STEP_SLEEP_S)]
+    command = [
+        sys.executable,
+        "-m",
+        "spothop.agent",
+        "run",
+        "--poll-interval",
+        "0.2",
+        "--safety-margin",
+        "1",
+        "--state-dir",
+        str(state_dir),
+        "--assumed-lead",
+        str(LEAD_S - 1),
+        "--cloud",
+        "gcp-sim",
+        "--checkpoint-url",
+        url,
+        "--",
+        sys.executable,
+        SCRIPT,
+        url,
+        str(TOTAL),
+        str(tmp_path / "never"),
+        "--agent",
+        "--step-sleep",
+        str(STEP_SLEEP_S),
+    ]
     provider = LocalProvider("gcp-sim", world=load_world())
-    instance = provider.launch(LaunchRequest(
-        instance_type="g2-standard-4", region="us-central1", zone="us-central1-a", bootstrap_command=command,
-        env={"PYTHONPATH": f"{PROJECT_ROOT}:{PROJECT_ROOT / 'src'}"}))
+    instance = provider.launch(
+        LaunchRequest(
+            instance_type="g2-standard-4",
+            region="us-central1",
+            zone="us-central1-a",
+            bootstrap_command=command,
+            env={"PYTHONPATH": f"{PROJECT_ROOT}:{PROJECT_ROOT / 'src'}"},
+        )
+    )
     try:
         # The worker trains and has asked the agent for stop requests instead of SIGTERM.
         wait_for(lambda: (state_dir / "control" / "stop-callback").exists(), timeout_s=60)
@@ -59,8 +88,13 @@ def test_a_preempted_training_run_saves_exits_75_and_resumes_bit_identical(tmp_p
     assert record["saved"] == "saved" and record["protocol"] == "gcp"
     step = record["saved_detail"]["step"]
     assert 0 < step < TOTAL and not (tmp_path / "never").exists()
-    [emergency] = [i for i in list_checkpoints(url) if i.status == "committed" and i.tier == "emergency"]
-    assert emergency.step == step and emergency.checkpoint_id == record["saved_detail"]["checkpoint_id"]
+    [emergency] = [
+        i for i in list_checkpoints(url) if i.status == "committed" and i.tier == "emergency"
+    ]
+    assert (
+        emergency.step == step
+        and emergency.checkpoint_id == record["saved_detail"]["checkpoint_id"]
+    )
     resumed, resumed_from = train_script.train(url, TOTAL)
     assert resumed_from == step
     reference, _ = train_script.train(None, TOTAL)

@@ -23,7 +23,15 @@ def test_probes_and_records_the_instance_type_on_a_gpu_machine() -> None:
     outcome = probe_first_boot("aws", "p5.48xlarge", runner=runner, gpu_present=lambda: True)
     assert outcome.ran and outcome.reason == "recorded"
     (command,) = calls
-    assert command[-7:] == ["probe", "--record", "aws/p5.48xlarge", "--if-unmeasured", "--budget-s", "60.0", "--json"]
+    assert command[-7:] == [
+        "probe",
+        "--record",
+        "aws/p5.48xlarge",
+        "--if-unmeasured",
+        "--budget-s",
+        "60.0",
+        "--json",
+    ]
 
 
 def test_no_gpu_means_no_probe() -> None:
@@ -40,7 +48,10 @@ def test_a_failing_probe_is_reported_not_raised() -> None:
     def boom(command: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
         raise subprocess.TimeoutExpired(command, timeout_s)
 
-    assert "failed to run" in probe_first_boot("aws", "p5", runner=boom, gpu_present=lambda: True).reason
+    assert (
+        "failed to run"
+        in probe_first_boot("aws", "p5", runner=boom, gpu_present=lambda: True).reason
+    )
 
 
 def test_if_unmeasured_skips_a_measured_type(capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]

@@ -26,9 +26,13 @@ PROTOCOLS = ["aws", "gcp", "azure", "aliyun", "tencent", "volcengine"]
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_no_notice_then_a_final_notice_with_its_lead_time(protocol: str, endpoint: Any, clock: Any) -> None:
+def test_no_notice_then_a_final_notice_with_its_lead_time(
+    protocol: str, endpoint: Any, clock: Any
+) -> None:
     server = endpoint(protocol)
-    watcher = make_watcher(protocol, server.url, poll_interval_s=0.1, clock=clock, assumed_lead_s=LEAD_S)
+    watcher = make_watcher(
+        protocol, server.url, poll_interval_s=0.1, clock=clock, assumed_lead_s=LEAD_S
+    )
     identity = watcher.self_check()
     assert identity.instance_id == "i-0abc"
     assert identity.zone == "us-east-1a" and identity.instance_type == "g5.xlarge"
@@ -124,12 +128,17 @@ def test_every_protocol_has_a_watcher_and_unknown_names_are_refused() -> None:
         make_watcher("ibm", None)
 
 
-HANG_TIMEOUT_S = 0.3  # the watcher's HTTP timeout where the token PUT hangs: how long the fallback takes
+HANG_TIMEOUT_S = (
+    0.3  # the watcher's HTTP timeout where the token PUT hangs: how long the fallback takes
+)
 
 
-@pytest.mark.parametrize(("mode", "reason"), [("refused", "refused (HTTP 403)"), ("hang", "no answer")])
+@pytest.mark.parametrize(
+    ("mode", "reason"), [("refused", "refused (HTTP 403)"), ("hang", "no answer")]
+)
 def test_aws_falls_back_to_imdsv1_once_and_still_sees_every_notice(
-        mode: str, reason: str, endpoint: Any, clock: Any, caplog: pytest.LogCaptureFixture) -> None:
+    mode: str, reason: str, endpoint: Any, clock: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     server = endpoint("aws", tokens=mode)
     watcher = make_watcher("aws", server.url, clock=clock, timeout_s=scaled(HANG_TIMEOUT_S))
     with caplog.at_level(logging.WARNING, logger="spothop.agent.notices.aws"):
@@ -155,25 +164,45 @@ def test_aws_with_working_tokens_reports_no_fallback(endpoint: Any, clock: Any) 
         assert watcher.imdsv1_reason is None  # type: ignore[attr-defined]
 
 
-def test_the_imdsv1_fallback_is_in_the_agents_recorded_self_check(endpoint: Any, tmp_path: Path) -> None:
+def test_the_imdsv1_fallback_is_in_the_agents_recorded_self_check(
+    endpoint: Any, tmp_path: Path
+) -> None:
     server = endpoint("aws", tokens="refused")
-    config = AgentConfig(command=["true"], protocol="aws", state_dir=tmp_path / "agent", metadata_url=server.url,
-                         instance_id="i-0abc", probe_first_boot=False)
+    config = AgentConfig(
+        command=["true"],
+        protocol="aws",
+        state_dir=tmp_path / "agent",
+        metadata_url=server.url,
+        instance_id="i-0abc",
+        probe_first_boot=False,
+    )
     assert Agent(config).run() == EXIT_DONE
     [check] = read_events(config.state_dir, "self_check")
     assert not check["notice_blind"]
     assert any("IMDSv1" in f and "403" in f for f in check["identity"]["fallbacks"])
 
 
-def test_aws_scheduled_maintenance_is_an_advance_notice_with_its_not_before(endpoint: Any, clock: Any) -> None:
+def test_aws_scheduled_maintenance_is_an_advance_notice_with_its_not_before(
+    endpoint: Any, clock: Any
+) -> None:
     server = endpoint("aws")
     watcher = make_watcher("aws", server.url, clock=clock)
     assert watcher.poll() == []
-    server.notices.set_scheduled_events([
-        ScheduledEvent("instance-event-1", "instance-stop", clock.t + 600, clock.t + 4200),
-        ScheduledEvent("instance-event-2", "system-reboot", clock.t + 60, clock.t + 960, state="canceled"),
-        ScheduledEvent("instance-event-3", "instance-retirement", clock.t - 900, clock.t - 60, state="completed"),
-    ])
+    server.notices.set_scheduled_events(
+        [
+            ScheduledEvent("instance-event-1", "instance-stop", clock.t + 600, clock.t + 4200),
+            ScheduledEvent(
+                "instance-event-2", "system-reboot", clock.t + 60, clock.t + 960, state="canceled"
+            ),
+            ScheduledEvent(
+                "instance-event-3",
+                "instance-retirement",
+                clock.t - 900,
+                clock.t - 60,
+                state="completed",
+            ),
+        ]
+    )
     [notice] = watcher.poll()
     assert notice.kind is NoticeKind.ADVANCE and notice.cause == "scheduled-event:instance-stop"
     assert notice.event_id == "instance-event-1"
@@ -183,13 +212,19 @@ def test_aws_scheduled_maintenance_is_an_advance_notice_with_its_not_before(endp
 
 def test_an_active_scheduled_event_already_under_way_is_due_now(endpoint: Any, clock: Any) -> None:
     server = endpoint("aws")
-    server.notices.set_scheduled_events([ScheduledEvent("e-1", "system-maintenance", clock.t - 300, clock.t + 300)])
+    server.notices.set_scheduled_events(
+        [ScheduledEvent("e-1", "system-maintenance", clock.t - 300, clock.t + 300)]
+    )
     [notice] = make_watcher("aws", server.url, clock=clock).poll()
     assert notice.deadline == clock.t and notice.lead_time_s == 0
 
 
-@pytest.mark.parametrize("protocol", [p for p in PROTOCOLS if p != "gcp"])  # GCP's notice carries no time
-def test_a_notice_whose_time_has_passed_is_recorded_as_due_now(protocol: str, endpoint: Any, clock: Any) -> None:
+@pytest.mark.parametrize(
+    "protocol", [p for p in PROTOCOLS if p != "gcp"]
+)  # GCP's notice carries no time
+def test_a_notice_whose_time_has_passed_is_recorded_as_due_now(
+    protocol: str, endpoint: Any, clock: Any
+) -> None:
     server = endpoint(protocol)
     watcher = make_watcher(protocol, server.url, clock=clock)
     watcher.self_check()
@@ -200,20 +235,38 @@ def test_a_notice_whose_time_has_passed_is_recorded_as_due_now(protocol: str, en
 
 
 def test_each_protocol_polls_at_its_own_default_within_the_clouds_limits() -> None:
-    intervals = {name: make_watcher(name, "http://127.0.0.1:9").poll_interval_s for name in WATCHERS}
+    intervals = {
+        name: make_watcher(name, "http://127.0.0.1:9").poll_interval_s for name in WATCHERS
+    }
     assert intervals["aws"] == AWS_POLL_INTERVAL_S == 0.2
-    assert intervals["azure"] == 0.25  # Azure IMDS takes 5 requests/s per VM: one a poll leaves one spare
-    assert all(intervals[name] <= 0.25 for name in ("aws", "azure", "aliyun", "tencent", "volcengine"))
+    assert (
+        intervals["azure"] == 0.25
+    )  # Azure IMDS takes 5 requests/s per VM: one a poll leaves one spare
+    assert all(
+        intervals[name] <= 0.25 for name in ("aws", "azure", "aliyun", "tencent", "volcengine")
+    )
     assert make_watcher("aws", "http://127.0.0.1:9", poll_interval_s=1.5).poll_interval_s == 1.5
 
 
 def test_azure_maintenance_is_an_advance_notice_with_its_not_before() -> None:
     start = time.time() + 600
-    document = {"DocumentIncarnation": 1, "Events": [{
-        "EventId": "C7061BAC-AFDC-4513-B24B-AA5F13A16123", "EventType": "Redeploy", "ResourceType": "VirtualMachine",
-        "Resources": [], "EventStatus": "Scheduled", "NotBefore": email.utils.formatdate(start, usegmt=True)}]}
+    document = {
+        "DocumentIncarnation": 1,
+        "Events": [
+            {
+                "EventId": "C7061BAC-AFDC-4513-B24B-AA5F13A16123",
+                "EventType": "Redeploy",
+                "ResourceType": "VirtualMachine",
+                "Resources": [],
+                "EventStatus": "Scheduled",
+                "NotBefore": email.utils.formatdate(start, usegmt=True),
+            }
+        ],
+    }
     with StubServer(canned({"/metadata/scheduledevents": (200, json.dumps(document))})) as server:
         [notice] = make_watcher("azure", server.url).poll()
     assert notice.kind is NoticeKind.ADVANCE and notice.cause == "Redeploy"
     assert notice.event_id == "C7061BAC-AFDC-4513-B24B-AA5F13A16123"
-    assert notice.deadline == pytest.approx(start, abs=1.0) and notice.lead_time_s == pytest.approx(600, abs=2.0)
+    assert notice.deadline == pytest.approx(start, abs=1.0) and notice.lead_time_s == pytest.approx(
+        600, abs=2.0
+    )

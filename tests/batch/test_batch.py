@@ -23,8 +23,13 @@ def _jsonl(path: Path, n: int) -> Path:
 
 
 def _spec(tmp_path: Path, **input_: object) -> dict[str, object]:
-    return {"name": "job-1", "input": input_, "output": str(tmp_path / "out"),
-            "queue": f"sqlite:///{tmp_path / 'q.db'}", "lease_s": 30}
+    return {
+        "name": "job-1",
+        "input": input_,
+        "output": str(tmp_path / "out"),
+        "queue": f"sqlite:///{tmp_path / 'q.db'}",
+        "lease_s": 30,
+    }
 
 
 @pytest.mark.parametrize(
@@ -46,7 +51,9 @@ def test_spec_errors_name_the_field(tmp_path: Path, change: dict[str, object], f
 
 
 def test_jsonl_is_split_into_byte_ranges_of_n_records(tmp_path: Path) -> None:
-    spec = load_spec(_spec(tmp_path, records=str(_jsonl(tmp_path / "in.jsonl", 25)), records_per_shard=10))
+    spec = load_spec(
+        _spec(tmp_path, records=str(_jsonl(tmp_path / "in.jsonl", 25)), records_per_shard=10)
+    )
     shards = plan_shards(spec.input)
     assert [s.payload["count"] for s in shards] == [10, 10, 5]
     rows = [r for s in shards for r in BatchShard(s.id, s.payload).records()]
@@ -61,7 +68,9 @@ def test_parquet_is_split_into_row_ranges(tmp_path: Path) -> None:
     pq.write_table(pa.table({"n": list(range(23))}), path, row_group_size=4)
     shards = plan_shards(load_spec(_spec(tmp_path, records=str(path), records_per_shard=7)).input)
     assert [s.payload["count"] for s in shards] == [7, 7, 7, 2]
-    assert [r["n"] for s in shards for r in BatchShard(s.id, s.payload).records()] == list(range(23))
+    assert [r["n"] for s in shards for r in BatchShard(s.id, s.payload).records()] == list(
+        range(23)
+    )
 
 
 def test_decorated_function_runs_a_job_to_the_end(tmp_path: Path) -> None:
@@ -69,7 +78,9 @@ def test_decorated_function_runs_a_job_to_the_end(tmp_path: Path) -> None:
     def double(shard: BatchShard) -> list[dict[str, int]]:
         return [{"n": r["n"] * 2} for r in shard.records()]
 
-    spec = load_spec(_spec(tmp_path, records=str(_jsonl(tmp_path / "in.jsonl", 9)), records_per_shard=4))
+    spec = load_spec(
+        _spec(tmp_path, records=str(_jsonl(tmp_path / "in.jsonl", 9)), records_per_shard=4)
+    )
     assert submit(spec) == 3
     assert submit(spec) == 0  # resubmitting adds nothing
     report = run_worker(spec, double, worker="w1", should_stop=lambda: False)
@@ -83,7 +94,12 @@ def test_decorated_function_runs_a_job_to_the_end(tmp_path: Path) -> None:
 def test_worker_command_gets_the_shard_on_stdin(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("hello")
     script = "import json,sys; s=json.load(sys.stdin); sys.stdout.write(open(s['payload']['uri']).read().upper())"
-    spec = load_spec({**_spec(tmp_path, files=[str(tmp_path / "a.txt")]), "command": [sys.executable, "-c", script]})
+    spec = load_spec(
+        {
+            **_spec(tmp_path, files=[str(tmp_path / "a.txt")]),
+            "command": [sys.executable, "-c", script],
+        }
+    )
     submit(spec)
     assert run_worker(spec, worker="w1").committed == 1
     assert OutputStore(spec.output).read("shard-000000") == b"HELLO"
@@ -114,8 +130,14 @@ def test_a_stop_request_releases_the_shard_in_hand(tmp_path: Path) -> None:
         return b""
 
     threading.Thread(target=lambda: (started.wait(), stop.set()), daemon=True).start()
-    report = process_shards(queue, "w1", slow, store=OutputStore(str(tmp_path / "out")),
-                            should_stop=stop.is_set, stop_on_sigterm=False)
+    report = process_shards(
+        queue,
+        "w1",
+        slow,
+        store=OutputStore(str(tmp_path / "out")),
+        should_stop=stop.is_set,
+        stop_on_sigterm=False,
+    )
     assert report.stopped and report.released == 1 and report.committed == 0
     record = queue.get("a")
     assert (record.state, record.attempts, record.releases) == (ShardState.PENDING, 0, 1)

@@ -30,21 +30,34 @@ def test_sigterm_to_a_command_worker_ends_its_command_and_what_it_started(tmp_pa
     (tmp_path / "hang.py").write_text(HANG)
     pids = tmp_path / "pids.json"
     spec = tmp_path / "spec.yaml"
-    spec.write_text(json.dumps({
-        "name": "hang", "input": {"files": [str(tmp_path / "a.bin")]},
-        "command": [sys.executable, str(tmp_path / "hang.py"), str(pids)],
-        "output": str(tmp_path / "out"), "queue": f"sqlite:///{tmp_path / 'q.db'}",
-    }))
+    spec.write_text(
+        json.dumps(
+            {
+                "name": "hang",
+                "input": {"files": [str(tmp_path / "a.bin")]},
+                "command": [sys.executable, str(tmp_path / "hang.py"), str(pids)],
+                "output": str(tmp_path / "out"),
+                "queue": f"sqlite:///{tmp_path / 'q.db'}",
+            }
+        )
+    )
     spothop = [sys.executable, "-m", "spothop.cli.main"]
     subprocess.run([*spothop, "queue", "submit", str(spec)], check=True, capture_output=True)
-    worker = subprocess.Popen([*spothop, "queue", "work", str(spec)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    worker = subprocess.Popen(
+        [*spothop, "queue", "work", str(spec)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     try:
-        child, grandchild = wait_for(lambda: pids.exists() and json.loads(pids.read_text()), 60,
-                                     what="the command to start")
+        child, grandchild = wait_for(
+            lambda: pids.exists() and json.loads(pids.read_text()), 60, what="the command to start"
+        )
         worker.send_signal(signal.SIGTERM)
         _, err = worker.communicate(timeout=60)
         assert worker.returncode == 0, err.decode()
-        wait_for(lambda: not process_running(child) and not process_running(grandchild), 10, what="the command and its child to end")
+        wait_for(
+            lambda: not process_running(child) and not process_running(grandchild),
+            10,
+            what="the command and its child to end",
+        )
     finally:
         if worker.poll() is None:
             worker.kill()

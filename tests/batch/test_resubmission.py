@@ -15,9 +15,16 @@ RECORDS = 10
 
 
 def _spec(folder: Path, per_shard: int, records: str = "docs.jsonl", **extra: object) -> BatchSpec:
-    return load_spec({"name": "embed", "input": {"records": str(folder / records), "records_per_shard": per_shard},
-                      "command": ["cat"], "output": str(folder / "out"), "queue": f"sqlite:///{folder / 'q.db'}",
-                      **extra})
+    return load_spec(
+        {
+            "name": "embed",
+            "input": {"records": str(folder / records), "records_per_shard": per_shard},
+            "command": ["cat"],
+            "output": str(folder / "out"),
+            "queue": f"sqlite:///{folder / 'q.db'}",
+            **extra,
+        }
+    )
 
 
 @pytest.fixture
@@ -59,7 +66,12 @@ def test_another_input_file_is_refused_and_named(folder: Path) -> None:
 
 def test_an_input_that_shrank_is_refused(folder: Path) -> None:
     files = [str(folder / f"f{i}.bin") for i in range(3)]
-    base = {"name": "files", "command": ["cat"], "output": str(folder / "o"), "queue": f"sqlite:///{folder / 'q.db'}"}
+    base = {
+        "name": "files",
+        "command": ["cat"],
+        "output": str(folder / "o"),
+        "queue": f"sqlite:///{folder / 'q.db'}",
+    }
     submit(load_spec({**base, "input": {"files": files}}))
     with pytest.raises(BatchSpecError, match="more shards than this spec plans"):
         submit(load_spec({**base, "input": {"files": files[:2]}}))
@@ -67,19 +79,33 @@ def test_an_input_that_shrank_is_refused(folder: Path) -> None:
 
 def test_files_appended_to_the_list_are_added(folder: Path) -> None:
     files = [str(folder / f"f{i}.bin") for i in range(3)]
-    base = {"name": "files", "command": ["cat"], "output": str(folder / "o"), "queue": f"sqlite:///{folder / 'q.db'}"}
+    base = {
+        "name": "files",
+        "command": ["cat"],
+        "output": str(folder / "o"),
+        "queue": f"sqlite:///{folder / 'q.db'}",
+    }
     assert submit(load_spec({**base, "input": {"files": files[:2]}})) == 2
     assert submit(load_spec({**base, "input": {"files": files}})) == 1
-    with pytest.raises(BatchSpecError, match=r"file .*f1\.bin"):  # a reordered list changes what shard-000000 is
+    with pytest.raises(
+        BatchSpecError, match=r"file .*f1\.bin"
+    ):  # a reordered list changes what shard-000000 is
         submit(load_spec({**base, "input": {"files": [files[1], files[0], files[2]]}}))
 
 
-def test_the_cli_refuses_with_exit_2_and_one_line(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_cli_refuses_with_exit_2_and_one_line(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from spothop.cli.main import main
 
     spec = folder / "spec.yaml"
-    body = {"name": "embed", "input": {"records": str(folder / "docs.jsonl"), "records_per_shard": 3},
-            "command": ["cat"], "output": str(folder / "out"), "queue": f"sqlite:///{folder / 'q.db'}"}
+    body = {
+        "name": "embed",
+        "input": {"records": str(folder / "docs.jsonl"), "records_per_shard": 3},
+        "command": ["cat"],
+        "output": str(folder / "out"),
+        "queue": f"sqlite:///{folder / 'q.db'}",
+    }
     spec.write_text(json.dumps(body))
     assert main(["queue", "submit", str(spec)]) == 0
     body["input"]["records_per_shard"] = 4  # type: ignore[index]
@@ -87,4 +113,7 @@ def test_the_cli_refuses_with_exit_2_and_one_line(folder: Path, capsys: pytest.C
     capsys.readouterr()
     assert main(["queue", "submit", str(spec)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: job 'embed' was submitted with other sharding") and "Traceback" not in err
+    assert (
+        err.startswith("error: job 'embed' was submitted with other sharding")
+        and "Traceback" not in err
+    )

@@ -22,7 +22,9 @@ def main() -> None:
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=WORLD)
     model = torch.nn.Linear(4, 4)
     parts = TorchState(model)
-    ckpt = Checkpointer(url, local_url=f"{url}-local-{rank}", world=WorldLayout(world_size=WORLD, rank=rank))
+    ckpt = Checkpointer(
+        url, local_url=f"{url}-local-{rank}", world=WorldLayout(world_size=WORLD, rank=rank)
+    )
     if mode == "save":
         for step in (1, 2):
             with torch.no_grad():

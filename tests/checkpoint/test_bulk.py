@@ -12,7 +12,16 @@ import pytest
 from spothop.checkpoint import bulk
 from tests.waiting import scaled
 
-SIZES = [0, 1, 7, 4096, bulk.PIECE_BYTES - 1, bulk.PIECE_BYTES, bulk.PIECE_BYTES + 3, 3 * bulk.PIECE_BYTES + 5]
+SIZES = [
+    0,
+    1,
+    7,
+    4096,
+    bulk.PIECE_BYTES - 1,
+    bulk.PIECE_BYTES,
+    bulk.PIECE_BYTES + 3,
+    3 * bulk.PIECE_BYTES + 5,
+]
 
 
 @pytest.fixture(params=["libc", "numpy"])
@@ -21,7 +30,9 @@ def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
         monkeypatch.setattr(bulk, "_libc", None)
     elif bulk._libc is None:
         pytest.skip("no libc memmove/memcmp on this platform")
-    monkeypatch.setattr(bulk, "workers", lambda: 3)  # more threads than this machine's cores: uneven runs
+    monkeypatch.setattr(
+        bulk, "workers", lambda: 3
+    )  # more threads than this machine's cores: uneven runs
     return str(request.param)
 
 
@@ -44,7 +55,11 @@ def test_copy_fills_every_destination_exactly(backend: str) -> None:
 def test_equal_finds_a_single_changed_byte_anywhere(backend: str) -> None:
     first = buffers(2)
     second = [b.copy() for b in first]
-    flips = {3: 0, 6: bulk.PIECE_BYTES + 2, 7: 2 * bulk.PIECE_BYTES + 1}  # in the first, a middle, a late piece
+    flips = {
+        3: 0,
+        6: bulk.PIECE_BYTES + 2,
+        7: 2 * bulk.PIECE_BYTES + 1,
+    }  # in the first, a middle, a late piece
     for which, position in flips.items():
         second[which][position] ^= 1
     answers = bulk.equal(list(zip(first, second, strict=True)))
@@ -55,14 +70,17 @@ def test_equal_compares_bytes_not_floats(backend: str) -> None:
     values = np.array([0.0, np.nan, 1.5], dtype=np.float32)
     other = np.array([-0.0, np.nan, 1.5], dtype=np.float32)
     as_bytes = lambda a: a.view(np.uint8)  # noqa: E731
-    assert bulk.equal([(as_bytes(values), as_bytes(other)), (as_bytes(values), as_bytes(values.copy()))]) == [
-        False, True]
+    assert bulk.equal(
+        [(as_bytes(values), as_bytes(other)), (as_bytes(values), as_bytes(values.copy()))]
+    ) == [False, True]
 
 
 def test_runs_are_contiguous_and_balanced() -> None:
     sizes = [10 * bulk.PIECE_BYTES, bulk.PIECE_BYTES // 2, 5 * bulk.PIECE_BYTES]
     runs = bulk._deal(sizes, 2)
-    assert [p for run in runs for p in run] == sorted(p for run in runs for p in run)  # in memory order
+    assert [p for run in runs for p in run] == sorted(
+        p for run in runs for p in run
+    )  # in memory order
     loads = [sum(length for _, _, length in run) for run in runs]
     assert sum(loads) == sum(sizes) and max(loads) - min(loads) <= 2 * bulk.PIECE_BYTES
 

@@ -17,13 +17,19 @@ from tests.waiting import scaled
 
 def state(seed: int, n: int = 4096) -> dict[str, Any]:
     rng = np.random.default_rng(seed)
-    return {"a": rng.random(n), "b": {"c": rng.integers(0, 9, (8, 8)), 7: (1.5, "x", None)}, "flag": True}
+    return {
+        "a": rng.random(n),
+        "b": {"c": rng.integers(0, 9, (8, 8)), 7: (1.5, "x", None)},
+        "flag": True,
+    }
 
 
 def test_round_trip_keeps_values_types_and_metadata(tmp_path: Path) -> None:
     ckpt = Checkpointer(str(tmp_path))
     original = state(0)
-    manifest = ckpt.save(original, 42, data_position={"epoch": 1, "index": 5}, user_metadata={"run": "r1"}).wait()
+    manifest = ckpt.save(
+        original, 42, data_position={"epoch": 1, "index": 5}, user_metadata={"run": "r1"}
+    ).wait()
     assert manifest.step == 42 and manifest.tier is Tier.DURABLE and manifest.parent is None
     assert all(len(f.sha256) == 64 and f.size_bytes > 0 for f in manifest.files)
     restored = Checkpointer(str(tmp_path)).restore()
@@ -46,7 +52,9 @@ def test_host_copy_isolates_the_save_from_later_training(tmp_path: Path) -> None
     assert restored is not None and np.array_equal(restored.state["a"], expected)
 
 
-def test_emergency_delta_stores_only_changed_chunks_and_restores_through_the_chain(tmp_path: Path) -> None:
+def test_emergency_delta_stores_only_changed_chunks_and_restores_through_the_chain(
+    tmp_path: Path,
+) -> None:
     ckpt = Checkpointer(str(tmp_path), chunk_bytes=1024)
     live = state(2)
     full = ckpt.save(live, 10).wait()
@@ -132,16 +140,22 @@ def test_one_save_in_flight_the_next_waits(tmp_path: Path, monkeypatch: pytest.M
     assert [i.step for i in list_checkpoints(str(tmp_path))] == [1, 2]
 
 
-def test_an_emergency_save_cancels_an_inflight_durable_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_emergency_save_cancels_an_inflight_durable_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ckpt = Checkpointer(str(tmp_path))
     ckpt.save(state(0), 1).wait()
     gate = GatedWrites(monkeypatch)
     durable = ckpt.save(state(1), 2)
     assert gate.started.acquire(timeout=scaled(10))
     handles: list[Any] = []
-    worker = threading.Thread(target=lambda: handles.append(ckpt.save(state(2), 3, tier=Tier.EMERGENCY)))
+    worker = threading.Thread(
+        target=lambda: handles.append(ckpt.save(state(2), 3, tier=Tier.EMERGENCY))
+    )
     worker.start()
-    assert durable._cancel.wait(timeout=scaled(10))  # the emergency save asked the durable one to stop
+    assert durable._cancel.wait(
+        timeout=scaled(10)
+    )  # the emergency save asked the durable one to stop
     gate.release.set()
     worker.join(timeout=scaled(30))
     emergency = handles[0]
@@ -160,7 +174,9 @@ def test_a_script_that_ends_without_close_still_commits_its_last_save(tmp_path: 
         "from spothop.checkpoint import Checkpointer\n"
         f"Checkpointer({str(tmp_path)!r}).save({{'w': np.random.default_rng(0).random(4_000_000)}}, 7)\n"
     )  # returns as soon as the state is copied; the interpreter exits while the save is written
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=scaled(120))
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=scaled(120)
+    )
     assert done.returncode == 0, done.stderr
     assert "failed" not in done.stderr
     assert [i.step for i in list_checkpoints(str(tmp_path))] == [7]
@@ -172,8 +188,14 @@ def test_ranks_restore_only_a_step_every_rank_committed(tmp_path: Path) -> None:
     from spothop.checkpoint import WorldLayout
 
     def ranks() -> list[Checkpointer]:  # one rank per machine: each local disk its own folder
-        return [Checkpointer(str(tmp_path / "ckpt"), local_url=str(tmp_path / f"machine-{r}"),
-                             world=WorldLayout(world_size=2, rank=r, local_world_size=1)) for r in (0, 1)]
+        return [
+            Checkpointer(
+                str(tmp_path / "ckpt"),
+                local_url=str(tmp_path / f"machine-{r}"),
+                world=WorldLayout(world_size=2, rank=r, local_world_size=1),
+            )
+            for r in (0, 1)
+        ]
 
     rank0, rank1 = ranks()
     for ckpt, rank in ((rank0, 0), (rank1, 1)):
@@ -191,16 +213,27 @@ def test_ranks_on_one_machine_agree_on_local_snapshots_too(tmp_path: Path) -> No
     from spothop.checkpoint import WorldLayout
 
     def ranks() -> list[Checkpointer]:
-        return [Checkpointer(str(tmp_path / "ckpt"), local_url=str(tmp_path / "local"),
-                             world=WorldLayout(world_size=2, rank=r, local_world_size=2)) for r in (0, 1)]
+        return [
+            Checkpointer(
+                str(tmp_path / "ckpt"),
+                local_url=str(tmp_path / "local"),
+                world=WorldLayout(world_size=2, rank=r, local_world_size=2),
+            )
+            for r in (0, 1)
+        ]
 
     rank0, rank1 = ranks()
     for step in (1, 2):
         rank0.save({"w": np.full(4, step)}, step, tier=Tier.LOCAL).wait()
-    rank1.save({"w": np.full(4, -1)}, 1, tier=Tier.LOCAL).wait()  # rank 1 went before its step-2 snapshot
+    rank1.save(
+        {"w": np.full(4, -1)}, 1, tier=Tier.LOCAL
+    ).wait()  # rank 1 went before its step-2 snapshot
     for ckpt in (rank0, rank1):
         ckpt.close()
-    assert [r.step for r in (c.restore(apply_rng=False) for c in ranks()) if r is not None] == [1, 1]
+    assert [r.step for r in (c.restore(apply_rng=False) for c in ranks()) if r is not None] == [
+        1,
+        1,
+    ]
 
 
 class ThreadCollective:
@@ -217,6 +250,7 @@ class ThreadCollective:
             result = min(self.values)
             self.barrier.wait()  # nobody overwrites a value before everyone has read the minimum
             return result
+
         return minimum
 
 
@@ -235,18 +269,28 @@ def restore_all(ckpts: list[Checkpointer]) -> list[Any]:
         thread.start()
     for thread in threads:
         thread.join(30)
-    assert not any(thread.is_alive() for thread in threads), "the ranks did not run the same collectives"
+    assert not any(thread.is_alive() for thread in threads), (
+        "the ranks did not run the same collectives"
+    )
     return results
 
 
 def two_ranks(tmp_path: Path) -> list[Checkpointer]:
     from spothop.checkpoint import WorldLayout
 
-    return [Checkpointer(str(tmp_path / "ckpt"), local_url=str(tmp_path / f"machine-{r}"),
-                         world=WorldLayout(world_size=2, rank=r)) for r in (0, 1)]
+    return [
+        Checkpointer(
+            str(tmp_path / "ckpt"),
+            local_url=str(tmp_path / f"machine-{r}"),
+            world=WorldLayout(world_size=2, rank=r),
+        )
+        for r in (0, 1)
+    ]
 
 
-def test_agreed_restore_with_no_checkpoint_anywhere_starts_every_rank_afresh(tmp_path: Path) -> None:
+def test_agreed_restore_with_no_checkpoint_anywhere_starts_every_rank_afresh(
+    tmp_path: Path,
+) -> None:
     assert restore_all(two_ranks(tmp_path)) == [None, None]
 
 

@@ -36,7 +36,9 @@ def _assert_same(restored: Any, live: Any, path: str = "") -> None:
     elif isinstance(live, torch.Tensor):
         assert restored.dtype == live.dtype and restored.shape == live.shape, path
         # Bytes, not values: -0.0 == 0.0 and NaN != NaN would hide or invent differences.
-        assert ta.as_bytes(restored.contiguous()).tobytes() == ta.as_bytes(live.contiguous()).tobytes(), path
+        assert (
+            ta.as_bytes(restored.contiguous()).tobytes() == ta.as_bytes(live.contiguous()).tobytes()
+        ), path
     elif isinstance(live, np.ndarray):
         assert restored.dtype == live.dtype and restored.tobytes() == live.tobytes(), path
     else:
@@ -55,7 +57,11 @@ def test_fused_adamw_updates_are_found_by_comparison_and_restore_exactly(tmp_pat
         optimizer.step()
 
     def state() -> dict[str, Any]:
-        return {"frozen": frozen.state_dict(), "trained": trained.state_dict(), "optim": optimizer.state_dict()}
+        return {
+            "frozen": frozen.state_dict(),
+            "trained": trained.state_dict(),
+            "optim": optimizer.state_dict(),
+        }
 
     step()
     ckpt = Checkpointer(str(tmp_path / "c"), chunk_bytes=CHUNK)
@@ -80,7 +86,9 @@ def test_a_chunk_changed_through_data_is_found_and_only_it_is_copied(tmp_path: P
     t = torch.zeros(1000)
     ckpt = Checkpointer(str(tmp_path / "c"), chunk_bytes=CHUNK)
     ckpt.save({"t": t}, 1).wait()
-    t.data[5 * ELEMENTS_PER_CHUNK] = -0.0  # byte-different, float-equal; invisible to the version counter
+    t.data[
+        5 * ELEMENTS_PER_CHUNK
+    ] = -0.0  # byte-different, float-equal; invisible to the version counter
     handle = ckpt.save({"t": t}, 2, tier=Tier.EMERGENCY)
     handle.wait()
     assert (handle.stats.chunks_written, handle.stats.chunks_matched) == (1, 9)
@@ -118,7 +126,9 @@ def test_a_delta_after_an_intervening_local_save_still_has_the_durable_base(tmp_
     _assert_same(restored.state["t"], t)
 
 
-def test_successive_deltas_keep_chunks_an_earlier_delta_overwrote_in_the_buffer(tmp_path: Path) -> None:
+def test_successive_deltas_keep_chunks_an_earlier_delta_overwrote_in_the_buffer(
+    tmp_path: Path,
+) -> None:
     t = torch.zeros(1000)
     base = t.clone()
     ckpt = Checkpointer(str(tmp_path / "c"), chunk_bytes=CHUNK)
@@ -132,7 +142,10 @@ def test_successive_deltas_keep_chunks_an_earlier_delta_overwrote_in_the_buffer(
     second.wait()
     assert (second.stats.chunks_written, second.stats.chunks_matched) == (2, 8)
     _assert_same(_restore(tmp_path / "c").state["t"], t)
-    t[0], t[500] = base[0], base[500]  # back to the base: hashed (the buffer is dirty there), then reused
+    t[0], t[500] = (
+        base[0],
+        base[500],
+    )  # back to the base: hashed (the buffer is dirty there), then reused
     third = ckpt.save({"t": t}, 4, tier=Tier.EMERGENCY)
     third.wait()
     assert (third.stats.chunks_written, third.stats.chunks_matched) == (0, 8)
@@ -155,7 +168,11 @@ def test_a_restarted_process_falls_back_to_hashing_and_is_still_exact(tmp_path: 
 
 
 def test_a_new_dtype_shape_or_leaf_falls_back_to_hashing(tmp_path: Path) -> None:
-    state: dict[str, Any] = {"same": torch.randn(1000), "dtype": torch.randn(1000), "shape": torch.randn(1000)}
+    state: dict[str, Any] = {
+        "same": torch.randn(1000),
+        "dtype": torch.randn(1000),
+        "shape": torch.randn(1000),
+    }
     ckpt = Checkpointer(str(tmp_path / "c"), chunk_bytes=CHUNK)
     ckpt.save(state, 1).wait()
     state["dtype"] = state["dtype"].double()
@@ -170,16 +187,34 @@ def test_a_new_dtype_shape_or_leaf_falls_back_to_hashing(tmp_path: Path) -> None
 
 def _pack_and_leaves(url: Path, manifest: Manifest) -> tuple[bytes, str]:
     (entry,) = manifest.files
-    leaves = json.dumps({k: [[c.offset, c.stored_bytes, c.raw_bytes, c.sha256, c.codec.value,
-                              c.file == entry.path] for c in v.chunks] for k, v in manifest.leaves.items()})
+    leaves = json.dumps(
+        {
+            k: [
+                [
+                    c.offset,
+                    c.stored_bytes,
+                    c.raw_bytes,
+                    c.sha256,
+                    c.codec.value,
+                    c.file == entry.path,
+                ]
+                for c in v.chunks
+            ]
+            for k, v in manifest.leaves.items()
+        }
+    )
     return (url / entry.path).read_bytes(), leaves
 
 
 def test_comparison_and_hashing_write_byte_identical_deltas(tmp_path: Path) -> None:
     torch.manual_seed(1)
     state: dict[str, Any] = {
-        "w": torch.randn(3000), "zeros": torch.zeros(2000), "bf": torch.randn(700).to(torch.bfloat16),
-        "np": np.random.default_rng(0).standard_normal(900), "ints": np.arange(1500, dtype=np.int64), "step": 7,
+        "w": torch.randn(3000),
+        "zeros": torch.zeros(2000),
+        "bf": torch.randn(700).to(torch.bfloat16),
+        "np": np.random.default_rng(0).standard_normal(900),
+        "ints": np.arange(1500, dtype=np.int64),
+        "step": 7,
     }
     url = tmp_path / "c"
     comparing = Checkpointer(str(url), chunk_bytes=CHUNK, keep_chains=5)
@@ -192,13 +227,17 @@ def test_comparison_and_hashing_write_byte_identical_deltas(tmp_path: Path) -> N
     compared = comparing.save(state, 2, tier=Tier.EMERGENCY)
     compared_manifest = compared.wait()
     assert compared.stats.chunks_matched > 0
-    hashing = Checkpointer(str(url), chunk_bytes=CHUNK, keep_chains=5)  # no retained copy: hashes everything
+    hashing = Checkpointer(
+        str(url), chunk_bytes=CHUNK, keep_chains=5
+    )  # no retained copy: hashes everything
     hashed = hashing.save(state, 2, tier=Tier.EMERGENCY)
     hashed_manifest = hashed.wait()
     assert hashed.stats.chunks_matched == 0
     assert compared_manifest.parent == hashed_manifest.parent
     assert (compared.stats.chunks_written, compared.stats.chunks_reused) == (
-        hashed.stats.chunks_written, hashed.stats.chunks_reused)
+        hashed.stats.chunks_written,
+        hashed.stats.chunks_reused,
+    )
     assert _pack_and_leaves(url, compared_manifest) == _pack_and_leaves(url, hashed_manifest)
     _assert_same(_restore(url).state, state)
 
@@ -214,9 +253,13 @@ def test_without_retained_buffers_deltas_hash_everything(tmp_path: Path) -> None
     _assert_same(_restore(tmp_path / "c").state["t"], t)
 
 
-def test_the_device_comparison_finds_changed_chunks_in_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_device_comparison_finds_changed_chunks_in_batches(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # Device-agnostic torch code: on CPU tensors here, on CUDA in production.
-    monkeypatch.setattr(ta, "DEVICE_STAGING_BYTES", 3 * CHUNK)  # several batches, one chunk-aligned tail
+    monkeypatch.setattr(
+        ta, "DEVICE_STAGING_BYTES", 3 * CHUNK
+    )  # several batches, one chunk-aligned tail
     live = torch.randn(1050)  # 10 full chunks and a 200-byte tail
     host = live.clone()
     live[150] = 0.5  # chunk 1
@@ -227,7 +270,9 @@ def test_the_device_comparison_finds_changed_chunks_in_batches(monkeypatch: pyte
     assert changed == [i in (1, 7, 10) for i in range(11)]
     ta.copy_chunks_from_device(live, host, CHUNK, [1, 7, 10])
     assert torch.equal(live, host)
-    assert ta.compare_on_device(live.reshape(30, 35).t(), host, CHUNK, check) is None  # not contiguous
+    assert (
+        ta.compare_on_device(live.reshape(30, 35).t(), host, CHUNK, check) is None
+    )  # not contiguous
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -37,21 +37,40 @@ def test_adaptive_compression_stores_float_weights_raw_and_compresses_zeros() ->
 def test_a_raw_chunk_is_hashed_once_its_digest_serving_both_roles() -> None:
     data = memoryview(floats(4096).view(np.uint8))
     done = encode_chunk(data, None, None)
-    assert done.sha256 == hashlib.sha256(data).hexdigest() and done.stored_digest.hex() == done.sha256
+    assert (
+        done.sha256 == hashlib.sha256(data).hexdigest() and done.stored_digest.hex() == done.sha256
+    )
 
 
 def _leaves() -> list[HostLeaf]:
-    arrays = {"a": floats(5000), "z": np.zeros(3000, dtype=np.float32), "e": np.zeros(0, dtype=np.float32),
-              "b": floats(777, seed=1)}
-    return [HostLeaf(k, "numpy", v.dtype.str, v.shape, v.reshape(-1).view(np.uint8), owner=v) for k, v in arrays.items()]
+    arrays = {
+        "a": floats(5000),
+        "z": np.zeros(3000, dtype=np.float32),
+        "e": np.zeros(0, dtype=np.float32),
+        "b": floats(777, seed=1),
+    }
+    return [
+        HostLeaf(k, "numpy", v.dtype.str, v.shape, v.reshape(-1).view(np.uint8), owner=v)
+        for k, v in arrays.items()
+    ]
 
 
 def test_parallel_save_writes_byte_identical_files_to_serial(tmp_path: Path) -> None:
     results = []
     for workers in (1, 4):
         store = Store(str(tmp_path / f"w{workers}"))
-        results.append(write_pack(store, "c/data.pack", _leaves(), parent=None, level=3, chunk_bytes=CHUNK,
-                                  workers=workers, cancel=threading.Event()))
+        results.append(
+            write_pack(
+                store,
+                "c/data.pack",
+                _leaves(),
+                parent=None,
+                level=3,
+                chunk_bytes=CHUNK,
+                workers=workers,
+                cancel=threading.Event(),
+            )
+        )
     serial, parallel = results
     assert (tmp_path / "w1/c/data.pack").read_bytes() == (tmp_path / "w4/c/data.pack").read_bytes()
     assert serial.file == parallel.file and serial.leaves == parallel.leaves
@@ -103,7 +122,10 @@ def _downgrade_to_format_1(root: Path, cid: str) -> None:
     outer = json.loads(path.read_text())
     body = outer["manifest"]
     body["format_version"] = 1
-    body["files"] = [[p, hashlib.sha256((root / p).read_bytes()).hexdigest(), size] for p, _, size, _ in body["files"]]
+    body["files"] = [
+        [p, hashlib.sha256((root / p).read_bytes()).hexdigest(), size]
+        for p, _, size, _ in body["files"]
+    ]
     outer["sha256"] = _digest(body)
     path.write_text(json.dumps(outer))
 
@@ -122,7 +144,9 @@ def test_format_1_checkpoints_still_load_and_still_verify(tmp_path: Path) -> Non
     assert old.format_version == 1 and all(f.segments is None for f in old.files)
     restored = Checkpointer(str(tmp_path)).restore(apply_rng=False)
     assert restored is not None and restored.manifest.checkpoint_id == delta.checkpoint_id
-    assert np.array_equal(restored.state["w"], delta_state["w"]) and np.all(restored.state["z"] == 1)
+    assert np.array_equal(restored.state["w"], delta_state["w"]) and np.all(
+        restored.state["z"] == 1
+    )
     pack = tmp_path / full.files[0].path
     raw = bytearray(pack.read_bytes())
     raw[len(raw) // 3] ^= 0x01
@@ -142,29 +166,46 @@ def test_host_buffers_are_reused_between_saves_and_hold_the_new_values(tmp_path:
     with torch.no_grad():
         weight.add_(1)
     second = ckpt.save({"w": weight, "n": np.arange(5) * 2}, 2)
-    assert second.stats.bytes_copied == weight.numel() * 4 + 5 * 8  # reused, but copied: no skipping by default
+    assert (
+        second.stats.bytes_copied == weight.numel() * 4 + 5 * 8
+    )  # reused, but copied: no skipping by default
     held = ckpt._buffers.get("/w")
     assert held is not None and held.host is buffer
-    restored = Checkpointer(str(tmp_path), local_url=str(tmp_path / "local")).restore(apply_rng=False)
+    restored = Checkpointer(str(tmp_path), local_url=str(tmp_path / "local")).restore(
+        apply_rng=False
+    )
     assert restored is not None and restored.step == 2
     assert torch.equal(restored.state["w"], weight) and list(restored.state["n"]) == [0, 2, 4, 6, 8]
 
 
-def test_skip_unchanged_copies_only_changed_tensors_and_is_not_fooled_by_address_reuse(tmp_path: Path) -> None:
+def test_skip_unchanged_copies_only_changed_tensors_and_is_not_fooled_by_address_reuse(
+    tmp_path: Path,
+) -> None:
     frozen, trained = torch.randn(50_000), torch.randn(1000)
-    ckpt = Checkpointer(str(tmp_path), local_url=str(tmp_path / "local"), skip_unchanged=True, keep_local=5)
+    ckpt = Checkpointer(
+        str(tmp_path), local_url=str(tmp_path / "local"), skip_unchanged=True, keep_local=5
+    )
     for step in range(1, 4):
         with torch.no_grad():
             trained.add_(1)
         # A scalar rebuilt every save: the allocator may hand it the freed one's address.
-        handle = ckpt.save({"frozen": frozen, "trained": trained, "lr": torch.tensor(float(step))}, step,
-                           tier=Tier.LOCAL)
+        handle = ckpt.save(
+            {"frozen": frozen, "trained": trained, "lr": torch.tensor(float(step))},
+            step,
+            tier=Tier.LOCAL,
+        )
         handle.wait()
         if step > 1:
-            assert handle.stats.bytes_copied < frozen.numel() * 4  # the frozen tensor was not copied
-    restored = Checkpointer(str(tmp_path / "none"), local_url=str(tmp_path / "local")).restore(apply_rng=False)
+            assert (
+                handle.stats.bytes_copied < frozen.numel() * 4
+            )  # the frozen tensor was not copied
+    restored = Checkpointer(str(tmp_path / "none"), local_url=str(tmp_path / "local")).restore(
+        apply_rng=False
+    )
     assert restored is not None and restored.step == 3
-    assert torch.equal(restored.state["frozen"], frozen) and torch.equal(restored.state["trained"], trained)
+    assert torch.equal(restored.state["frozen"], frozen) and torch.equal(
+        restored.state["trained"], trained
+    )
     assert restored.state["lr"].item() == 3.0
 
 
@@ -179,7 +220,9 @@ def test_prepare_allocates_the_buffers_the_first_save_fills(tmp_path: Path) -> N
     their zeros never reach a checkpoint: not the full save, nor a delta compared against it."""
     weight, bias, counts = torch.randn(3000, 7), torch.randn(7).to(torch.bfloat16), np.arange(9)
     state = {"w": weight, "b": bias, "n": counts, "lr": 0.1}
-    ckpt = Checkpointer(str(tmp_path), local_url=str(tmp_path / "local"), keep_chains=5, chunk_bytes=4096)
+    ckpt = Checkpointer(
+        str(tmp_path), local_url=str(tmp_path / "local"), keep_chains=5, chunk_bytes=4096
+    )
     assert ckpt.prepare(state).result() == weight.numel() * 4 + bias.numel() * 2 + counts.nbytes
     assert ckpt._buffers is not None
     prepared = {key: ckpt._buffers.get(key) for key in ("/w", "/b", "/n")}
@@ -192,7 +235,9 @@ def test_prepare_allocates_the_buffers_the_first_save_fills(tmp_path: Path) -> N
         weight[5].add_(1)
     delta = ckpt.save(state, 2, tier=Tier.EMERGENCY)
     assert delta.stats.chunks_matched > 0  # compared with the prepared-then-filled buffers
-    restored = Checkpointer(str(tmp_path), local_url=str(tmp_path / "none")).restore(apply_rng=False)
+    restored = Checkpointer(str(tmp_path), local_url=str(tmp_path / "none")).restore(
+        apply_rng=False
+    )
     assert restored is not None and restored.step == 2
     assert torch.equal(restored.state["w"], weight) and torch.equal(restored.state["b"], bias)
     assert list(restored.state["n"]) == list(counts)

@@ -29,7 +29,11 @@ def replace_with_folder(path: Path) -> None:
 @pytest.mark.parametrize("victim", ["MANIFEST.json", "a pack file"])
 def test_restore_falls_back_past_a_folder_where_a_file_belongs(tmp_path: Path, victim: str) -> None:
     old, new = two_checkpoints(tmp_path)
-    target = tmp_path / new / "MANIFEST.json" if victim == "MANIFEST.json" else next((tmp_path / new).glob("*.pack"))
+    target = (
+        tmp_path / new / "MANIFEST.json"
+        if victim == "MANIFEST.json"
+        else next((tmp_path / new).glob("*.pack"))
+    )
     replace_with_folder(target)
     restored = Checkpointer(str(tmp_path)).restore(apply_rng=False)
     assert restored is not None and restored.manifest.checkpoint_id == old
@@ -42,7 +46,9 @@ def test_restore_falls_back_past_a_folder_where_a_file_belongs(tmp_path: Path, v
 
 
 @pytest.mark.parametrize("verify_bytes", [True, False])
-def test_gc_counts_a_checkpoint_with_a_folder_for_a_pack_file_as_damaged(tmp_path: Path, verify_bytes: bool) -> None:
+def test_gc_counts_a_checkpoint_with_a_folder_for_a_pack_file_as_damaged(
+    tmp_path: Path, verify_bytes: bool
+) -> None:
     old, new = two_checkpoints(tmp_path)
     replace_with_folder(next((tmp_path / new).glob("*.pack")))
     plan = collect(Store(str(tmp_path)), 1, verify_bytes=verify_bytes)

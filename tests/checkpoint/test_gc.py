@@ -38,8 +38,12 @@ def restored_step(root: Path) -> int:
     return restored.step
 
 
-@pytest.mark.parametrize("damage", ["truncate the parent's pack file", "delete the parent's manifest"])
-def test_gc_keeps_the_chain_that_restores_when_the_newest_chain_is_damaged(tmp_path: Path, damage: str) -> None:
+@pytest.mark.parametrize(
+    "damage", ["truncate the parent's pack file", "delete the parent's manifest"]
+)
+def test_gc_keeps_the_chain_that_restores_when_the_newest_chain_is_damaged(
+    tmp_path: Path, damage: str
+) -> None:
     ids = chains(tmp_path)
     if damage.startswith("truncate"):
         truncate_pack(tmp_path, ids[20])
@@ -66,7 +70,9 @@ def test_a_damaged_chain_does_not_count_towards_keep(tmp_path: Path) -> None:
     assert restored_step(tmp_path) == 21
 
 
-def test_the_newest_restorable_checkpoint_is_kept_even_in_an_older_chain_than_a_damaged_delta(tmp_path: Path) -> None:
+def test_the_newest_restorable_checkpoint_is_kept_even_in_an_older_chain_than_a_damaged_delta(
+    tmp_path: Path,
+) -> None:
     ids = chains(tmp_path, (10, 20))
     truncate_pack(tmp_path, ids[21])  # the delta's own file: its parent (step 20) still restores
     plan = collect(Store(str(tmp_path)), 1)
@@ -116,11 +122,17 @@ def test_automatic_gc_after_a_save_keeps_it_when_a_newer_chain_is_damaged(tmp_pa
     saved = ckpt.save({"w": np.ones(200)}, 12).wait().checkpoint_id  # training went on from step 11
     ckpt.close()  # after its clean-up
     left = {i.checkpoint_id for i in list_checkpoints(str(tmp_path))}
-    assert left == {saved, ids[20], ids[21]}  # chain 10 went; the damaged chain 20 waits for inspection
+    assert left == {
+        saved,
+        ids[20],
+        ids[21],
+    }  # chain 10 went; the damaged chain 20 waits for inspection
     assert restored_step(tmp_path) == 12
 
 
-def test_ckpt_gc_dry_run_and_run_agree_through_the_cli(cli: Callable[..., Any], tmp_path: Path) -> None:
+def test_ckpt_gc_dry_run_and_run_agree_through_the_cli(
+    cli: Callable[..., Any], tmp_path: Path
+) -> None:
     ids = chains(tmp_path, (10, 20, 30))
     truncate_pack(tmp_path, ids[30])
     dry = cli("ckpt", "gc", str(tmp_path), "--keep", "1", "--dry-run", "--json")

@@ -21,25 +21,43 @@ def tiny_model() -> transformers.GPT2LMHeadModel:
     return transformers.GPT2LMHeadModel(config)
 
 
-def trainer(model: torch.nn.Module, out: Path, callback: SpothopCallback, steps: int) -> transformers.Trainer:
-    pytest.importorskip("accelerate")  # transformers' Trainer needs it; the handler test below does not
+def trainer(
+    model: torch.nn.Module, out: Path, callback: SpothopCallback, steps: int
+) -> transformers.Trainer:
+    pytest.importorskip(
+        "accelerate"
+    )  # transformers' Trainer needs it; the handler test below does not
     generator = torch.Generator().manual_seed(0)
-    data = [{"input_ids": ids, "labels": ids} for ids in torch.randint(0, 64, (16, 8), generator=generator)]
+    data = [
+        {"input_ids": ids, "labels": ids}
+        for ids in torch.randint(0, 64, (16, 8), generator=generator)
+    ]
     args = transformers.TrainingArguments(
-        output_dir=str(out), max_steps=steps, per_device_train_batch_size=4, save_strategy="no",
-        report_to=[], logging_strategy="no", use_cpu=True, dataloader_num_workers=0, disable_tqdm=True)
+        output_dir=str(out),
+        max_steps=steps,
+        per_device_train_batch_size=4,
+        save_strategy="no",
+        report_to=[],
+        logging_strategy="no",
+        use_cpu=True,
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+    )
     return transformers.Trainer(model=model, args=args, train_dataset=data, callbacks=[callback])
 
 
-def test_callback_saves_on_schedule_and_restores_into_a_fresh_model(tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_callback_saves_on_schedule_and_restores_into_a_fresh_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     torch.manual_seed(0)
     url = str(tmp_path / "ckpt")
     checkpointer = Checkpointer(url, keep_chains=10)
     prepared: list[int] = []
     real_prepare = checkpointer.prepare
-    checkpointer.prepare = lambda state: prepared.append(len(state["optimizer"]["state"])) or real_prepare(state)  # type: ignore[method-assign]
+    checkpointer.prepare = lambda state: (
+        prepared.append(len(state["optimizer"]["state"])) or real_prepare(state)
+    )  # type: ignore[method-assign]
     callback = SpothopCallback(checkpointer, every_n_steps=2)
     run = trainer(tiny_model(), tmp_path / "out", callback, steps=4)
     run.train()
@@ -53,11 +71,15 @@ def test_callback_saves_on_schedule_and_restores_into_a_fresh_model(tmp_path: Pa
     assert all(torch.equal(p, trained[name].detach().cpu()) for name, p in fresh.named_parameters())
 
 
-def test_stop_request_saves_an_emergency_delta_and_stops(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_stop_request_saves_an_emergency_delta_and_stops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     url = str(tmp_path / "ckpt")
     stop = {"now": False}
-    callback = SpothopCallback(Checkpointer(url), every_n_steps=2, stop_requested=lambda: stop["now"])
+    callback = SpothopCallback(
+        Checkpointer(url), every_n_steps=2, stop_requested=lambda: stop["now"]
+    )
     run = trainer(tiny_model(), tmp_path / "out", callback, steps=20)
     original = callback.on_step_end
 
@@ -90,9 +112,13 @@ def test_callback_through_transformers_callback_handler(tmp_path: Path) -> None:
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 / (1 + step))
     stop = {"now": False}
-    callback = SpothopCallback(Checkpointer(url, keep_chains=10), every_n_steps=2, stop_requested=lambda: stop["now"])
+    callback = SpothopCallback(
+        Checkpointer(url, keep_chains=10), every_n_steps=2, stop_requested=lambda: stop["now"]
+    )
     handler = CallbackHandler([callback], model, None, optimizer, scheduler)
-    args = None  # TrainingArguments needs accelerate to set up devices; the callback does not read it
+    args = (
+        None  # TrainingArguments needs accelerate to set up devices; the callback does not read it
+    )
     state, control = TrainerState(), TrainerControl()
     ids = torch.randint(0, 64, (4, 8), generator=torch.Generator().manual_seed(1))
     while not control.should_training_stop:
@@ -108,19 +134,24 @@ def test_callback_through_transformers_callback_handler(tmp_path: Path) -> None:
         handler.on_train_end(args, state, control)
     infos = list_checkpoints(url)
     # step 4's durable save may still be uploading at the stop; the emergency save cancels it
-    assert [(i.step, i.tier) for i in infos] in ([(2, "durable"), (4, "durable"), (5, "emergency")],
-                                                 [(2, "durable"), (5, "emergency")])
+    assert [(i.step, i.tier) for i in infos] in (
+        [(2, "durable"), (4, "durable"), (5, "emergency")],
+        [(2, "durable"), (5, "emergency")],
+    )
     assert infos[-1].parent == infos[-2].checkpoint_id
     fresh = tiny_model()
     fresh_opt = torch.optim.AdamW(fresh.parameters(), lr=1e-3)
     assert SpothopCallback(Checkpointer(url)).restore(fresh, fresh_opt) == 5
     trained = dict(model.named_parameters())
     assert all(torch.equal(p, trained[name]) for name, p in fresh.named_parameters())
-    assert torch.equal(fresh_opt.state_dict()["state"][0]["exp_avg"], optimizer.state_dict()["state"][0]["exp_avg"])
+    assert torch.equal(
+        fresh_opt.state_dict()["state"][0]["exp_avg"], optimizer.state_dict()["state"][0]["exp_avg"]
+    )
 
 
-def test_overlapped_saves_hold_the_trainers_next_step_until_copied(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_overlapped_saves_hold_the_trainers_next_step_until_copied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Through a real Trainer (accelerate wraps the optimizer): with the copy slowed down, the step-2
     checkpoint of an overlapped run must equal the step-2 checkpoint of a run that copies in save(),
     although step 3 ran while the copy was still going."""

@@ -27,7 +27,11 @@ def two_checkpoints(url: str) -> tuple[Checkpointer, list[str]]:
     ckpt = Checkpointer(url, chunk_bytes=256)
     ids = []
     for step in (1, 2):
-        ids.append(ckpt.save({"w": np.full(300, step, dtype=np.float32), "step": step}, step).wait().checkpoint_id)
+        ids.append(
+            ckpt.save({"w": np.full(300, step, dtype=np.float32), "step": step}, step)
+            .wait()
+            .checkpoint_id
+        )
     return ckpt, ids
 
 
@@ -35,9 +39,12 @@ def pack(root: Path, cid: str) -> Path:
     return root / cid / "data-00000.pack"
 
 
-@pytest.mark.parametrize("damage", ["truncate", "flip", "manifest_flip", "no_manifest", "delete_pack"])
-def test_a_damaged_newest_checkpoint_falls_back_to_the_previous(tmp_path: Path, damage: str,
-                                                                caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize(
+    "damage", ["truncate", "flip", "manifest_flip", "no_manifest", "delete_pack"]
+)
+def test_a_damaged_newest_checkpoint_falls_back_to_the_previous(
+    tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture
+) -> None:
     _, (older, newest) = two_checkpoints(str(tmp_path))
     data = pack(tmp_path, newest)
     if damage == "truncate":
@@ -59,7 +66,9 @@ def test_a_damaged_newest_checkpoint_falls_back_to_the_previous(tmp_path: Path, 
     assert restored is not None and restored.manifest.checkpoint_id == older
     assert restored.state["step"] == 1 and np.all(restored.state["w"] == 1)
     assert pack(tmp_path, older).read_bytes() == older_bytes
-    if damage != "no_manifest":  # a folder without a manifest is not a checkpoint: nothing to report
+    if (
+        damage != "no_manifest"
+    ):  # a folder without a manifest is not a checkpoint: nothing to report
         assert newest in caplog.text
 
 
@@ -121,7 +130,9 @@ def test_unwritable_location_fails_clearly_and_keeps_nothing(tmp_path: Path) -> 
 def tiny_disk(tmp_path: Path):  # type: ignore[no-untyped-def]
     mount = tmp_path / "tiny"
     mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], capture_output=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], capture_output=True
+    )
     if done.returncode != 0:
         pytest.skip("needs permission to mount a size-limited tmpfs")
     yield mount
@@ -129,18 +140,32 @@ def tiny_disk(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("tier", [Tier.DURABLE, Tier.EMERGENCY, Tier.LOCAL])
-def test_a_full_disk_fails_the_save_and_leaves_earlier_checkpoints_intact(tiny_disk: Path, tier: Tier) -> None:
+def test_a_full_disk_fails_the_save_and_leaves_earlier_checkpoints_intact(
+    tiny_disk: Path, tier: Tier
+) -> None:
     durable, local = tiny_disk / "durable", tiny_disk / "local"
-    ckpt = Checkpointer(str(durable), local_url=str(local), keep_chains=5, keep_local=5, chunk_bytes=16 * 1024)
+    ckpt = Checkpointer(
+        str(durable), local_url=str(local), keep_chains=5, keep_local=5, chunk_bytes=16 * 1024
+    )
     small = {"w": np.zeros(20_000, dtype=np.float32)}  # 80 kB raw (local), far less compressed
     first = ckpt.save(small, 1, tier=Tier.LOCAL if tier is Tier.LOCAL else Tier.DURABLE).wait()
     folder = local if tier is Tier.LOCAL else durable
     before = list_checkpoints(str(folder))
-    with pytest.raises(CheckpointWriteError, match="disk is full"):  # many chunks: workers fail mid-file
-        ckpt.save({"w": np.random.default_rng(0).random(100_000).astype(np.float32)}, 2, tier=tier).wait()
+    with pytest.raises(
+        CheckpointWriteError, match="disk is full"
+    ):  # many chunks: workers fail mid-file
+        ckpt.save(
+            {"w": np.random.default_rng(0).random(100_000).astype(np.float32)}, 2, tier=tier
+        ).wait()
     after = list_checkpoints(str(folder))
-    assert [i.checkpoint_id for i in after] == [i.checkpoint_id for i in before] == [first.checkpoint_id]
-    assert not [p for p in folder.iterdir() if p.name.startswith("step-000000000002")]  # nothing half-written left
+    assert (
+        [i.checkpoint_id for i in after]
+        == [i.checkpoint_id for i in before]
+        == [first.checkpoint_id]
+    )
+    assert not [
+        p for p in folder.iterdir() if p.name.startswith("step-000000000002")
+    ]  # nothing half-written left
     restored = Checkpointer(str(durable), local_url=str(local)).restore()
     assert restored is not None and restored.step == 1
 

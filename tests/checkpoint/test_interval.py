@@ -28,7 +28,9 @@ def test_young_and_daly_match_the_formulas() -> None:
 
 def test_interval_follows_measured_cost_and_a_changing_market() -> None:
     mtbf = [3600.0]
-    policy = YoungDalyInterval(lambda: mtbf[0], higher_order=False, min_interval_s=1, max_interval_s=1e9)
+    policy = YoungDalyInterval(
+        lambda: mtbf[0], higher_order=False, min_interval_s=1, max_interval_s=1e9
+    )
     assert policy.interval_s(50.0) == pytest.approx(600.0)
     mtbf[0] = 900.0  # the market got worse: checkpoint more often
     assert policy.interval_s(50.0) == pytest.approx(300.0)
@@ -63,10 +65,18 @@ def test_should_save_uses_the_measured_save_cost(tmp_path: Path) -> None:
 
 
 def test_a_stall_basis_plans_from_the_loops_wait_but_never_closer_than_a_whole_save() -> None:
-    policy = YoungDalyInterval(3600.0, higher_order=False, min_interval_s=1, max_interval_s=1e9, cost_basis="stall")
-    assert policy.interval_s(50.0, 2.0) == pytest.approx(young_interval_s(2.0, 3600.0))  # 120 s, not 600 s
-    assert policy.interval_s(500.0, 0.01) == 500.0  # one save in flight at most: not before it is done
-    assert policy.interval_s(50.0, None) == pytest.approx(600.0)  # no stall measured yet: the whole save
+    policy = YoungDalyInterval(
+        3600.0, higher_order=False, min_interval_s=1, max_interval_s=1e9, cost_basis="stall"
+    )
+    assert policy.interval_s(50.0, 2.0) == pytest.approx(
+        young_interval_s(2.0, 3600.0)
+    )  # 120 s, not 600 s
+    assert (
+        policy.interval_s(500.0, 0.01) == 500.0
+    )  # one save in flight at most: not before it is done
+    assert policy.interval_s(50.0, None) == pytest.approx(
+        600.0
+    )  # no stall measured yet: the whole save
     with pytest.raises(CheckpointConfigError, match="cost_basis"):
         YoungDalyInterval(3600.0, cost_basis="wall")
 

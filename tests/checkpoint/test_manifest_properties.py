@@ -26,12 +26,24 @@ from tests.hostile_text import FAST_PARSER_SETTINGS, hostile
 CKPT = "step-000000000007-durable-abc123"
 _PACK = f"{CKPT}/data-00000.pack"
 SAMPLE = Manifest(
-    checkpoint_id=CKPT, step=7, wall_time_unix_s=1_764_000_000.5, tier=Tier.DURABLE, parent=None,
+    checkpoint_id=CKPT,
+    step=7,
+    wall_time_unix_s=1_764_000_000.5,
+    tier=Tier.DURABLE,
+    parent=None,
     files=(FileEntry(_PACK, "ab" * 32, 96, (64, 32)),),
-    leaves={"/w": LeafEntry("numpy", "float64", (8,), (ChunkRef(_PACK, 0, 64, 64, "cd" * 32, Codec.RAW),)),
-            "/b": LeafEntry("torch", "bfloat16", (4, 2), (ChunkRef(_PACK, 64, 32, 16, "ef" * 32, Codec.ZSTD),))},
-    tree={"w": {"$leaf": "/w"}, "b": {"$leaf": "/b"}}, rng={"python": [3, [1, 2], None]},
-    data_position={"epoch": 1}, user_metadata={"run": "r1"},
+    leaves={
+        "/w": LeafEntry(
+            "numpy", "float64", (8,), (ChunkRef(_PACK, 0, 64, 64, "cd" * 32, Codec.RAW),)
+        ),
+        "/b": LeafEntry(
+            "torch", "bfloat16", (4, 2), (ChunkRef(_PACK, 64, 32, 16, "ef" * 32, Codec.ZSTD),)
+        ),
+    },
+    tree={"w": {"$leaf": "/w"}, "b": {"$leaf": "/b"}},
+    rng={"python": [3, [1, 2], None]},
+    data_position={"epoch": 1},
+    user_metadata={"run": "r1"},
 )
 MANIFEST_TEXT = SAMPLE.to_json()
 BODY_TEXT = json.dumps(json.loads(MANIFEST_TEXT)["manifest"])
@@ -61,9 +73,17 @@ def test_any_manifest_text_is_checked_or_refused_naming_the_checkpoint(text: str
 
 
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=6)
-    | st.sampled_from([math.inf, -math.inf, math.nan, 10**30, -1, 2**63, "", "0", "raw", "durable"]),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text(max_size=6)
+    | st.sampled_from(
+        [math.inf, -math.inf, math.nan, 10**30, -1, 2**63, "", "0", "raw", "durable"]
+    ),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
     max_leaves=6,
 )
 
@@ -71,7 +91,13 @@ JSON_VALUES = st.recursive(
 def _places(value: Any) -> list[tuple[Any, Any]]:
     """Every (container, key) of a JSON document, depth first."""
     found: list[tuple[Any, Any]] = []
-    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    items = (
+        value.items()
+        if isinstance(value, dict)
+        else enumerate(value)
+        if isinstance(value, list)
+        else ()
+    )
     for key, child in items:
         found.append((value, key))
         found += _places(child)
@@ -93,7 +119,9 @@ def altered_bodies(draw: st.DrawFn) -> dict[str, Any]:
 
 @FAST_PARSER_SETTINGS
 @given(altered_bodies())
-def test_a_damaged_body_with_a_matching_checksum_is_still_checked_field_by_field(body: dict[str, Any]) -> None:
+def test_a_damaged_body_with_a_matching_checksum_is_still_checked_field_by_field(
+    body: dict[str, Any],
+) -> None:
     """Past the checksum (a manifest written by a buggy or hostile writer): every field is still checked."""
     _parse(json.dumps({"sha256": _digest(body), "manifest": body}))
 
@@ -102,11 +130,19 @@ def test_the_sample_manifest_reads_back() -> None:
     assert manifest_from_json(MANIFEST_TEXT, CKPT) == SAMPLE
 
 
-@pytest.mark.parametrize(("field", "value"), [
-    ("step", math.inf), ("format_version", math.inf), ("wall_time_unix_s", math.nan), ("step", -3),
-    ("leaves", []), ("chunk_files", []), ("world", {"world_size": 1, "rank": 5, "local_world_size": 1}),
-    ("files", [[_PACK, "ab" * 32, -96]]),
-])
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("step", math.inf),
+        ("format_version", math.inf),
+        ("wall_time_unix_s", math.nan),
+        ("step", -3),
+        ("leaves", []),
+        ("chunk_files", []),
+        ("world", {"world_size": 1, "rank": 5, "local_world_size": 1}),
+        ("files", [[_PACK, "ab" * 32, -96]]),
+    ],
+)
 def test_each_field_a_damaged_writer_got_wrong_is_refused(field: str, value: Any) -> None:
     body = json.loads(BODY_TEXT)
     body[field] = value

@@ -30,8 +30,12 @@ def s3_url(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port)
     server.start()
     endpoint = f"http://127.0.0.1:{port}"
-    for key, value in {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-                       "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": endpoint}.items():
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": endpoint,
+    }.items():
         monkeypatch.setenv(key, value)
     boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket="ckpt")
     import s3fs
@@ -52,16 +56,21 @@ def test_save_delta_restore_and_verify_on_s3(s3_url: str) -> None:
     delta = ckpt.save({"w": weights}, 2, tier=Tier.EMERGENCY).wait()
     assert delta.parent == full.checkpoint_id and delta.size_bytes < full.size_bytes
     restored = Checkpointer(s3_url).restore()
-    assert restored is not None and restored.step == 2 and np.array_equal(restored.state["w"], weights)
+    assert (
+        restored is not None and restored.step == 2 and np.array_equal(restored.state["w"], weights)
+    )
     assert [i.step for i in list_checkpoints(s3_url)] == [1, 2]
     assert all(r.ok for r in verify_checkpoints(s3_url))
     detail = describe_checkpoint(s3_url)
     assert detail.checkpoint_id == delta.checkpoint_id and detail.chain == [full.checkpoint_id]
-    assert detail.leaves[0].chunks_from_parents == detail.leaves[0].chunks - 1  # only the first chunk changed
+    assert (
+        detail.leaves[0].chunks_from_parents == detail.leaves[0].chunks - 1
+    )  # only the first chunk changed
 
 
-def test_a_large_save_goes_up_as_several_streams_and_reads_back_whole(s3_url: str,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_large_save_goes_up_as_several_streams_and_reads_back_whole(
+    s3_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from spothop.checkpoint import pack
 
     monkeypatch.setattr(pack, "MIN_STREAM_BYTES", 16 * 1024)  # small state, several streams
@@ -69,20 +78,29 @@ def test_a_large_save_goes_up_as_several_streams_and_reads_back_whole(s3_url: st
     state = {f"layer{i}": rng.random(3000) for i in range(12)}  # 12 × 24 kB
     ckpt = Checkpointer(s3_url, chunk_bytes=4096, upload_streams=3)
     full = ckpt.save(state, 1).wait()
-    assert [f.path.rsplit("/", 1)[1] for f in full.files] == ["data-00000.pack", "data-00001.pack", "data-00002.pack"]
+    assert [f.path.rsplit("/", 1)[1] for f in full.files] == [
+        "data-00000.pack",
+        "data-00001.pack",
+        "data-00002.pack",
+    ]
     assert sum(f.size_bytes for f in full.files) == full.size_bytes > 0
-    assert list(full.leaves) == [f"/layer{i}" for i in range(12)]  # the state's order, whatever the streams
+    assert list(full.leaves) == [
+        f"/layer{i}" for i in range(12)
+    ]  # the state's order, whatever the streams
     state["layer11"] = state["layer11"] + 1  # a delta whose parent chunks sit in three files
     delta = ckpt.save(state, 2, tier=Tier.EMERGENCY).wait()
-    assert delta.parent == full.checkpoint_id and len(delta.files) == 1  # one changed leaf: one stream
+    assert (
+        delta.parent == full.checkpoint_id and len(delta.files) == 1
+    )  # one changed leaf: one stream
     restored = Checkpointer(s3_url).restore(apply_rng=False)
     assert restored is not None and restored.step == 2
     assert all(np.array_equal(restored.state[k], v) for k, v in state.items())
     assert all(r.ok for r in verify_checkpoints(s3_url))
 
 
-def test_a_failing_stream_fails_the_save_and_leaves_no_checkpoint(s3_url: str,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failing_stream_fails_the_save_and_leaves_no_checkpoint(
+    s3_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from spothop.checkpoint import CheckpointWriteError, pack
 
     monkeypatch.setattr(pack, "MIN_STREAM_BYTES", 16 * 1024)

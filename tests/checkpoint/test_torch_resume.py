@@ -44,8 +44,14 @@ def test_resume_is_bit_identical_to_an_uninterrupted_run(tmp_path: Path, overlap
 def test_resume_after_sigkill_matches_bit_for_bit(tmp_path: Path) -> None:
     env = child_env()
     url = str(tmp_path / "ckpt")
-    child = subprocess.Popen([sys.executable, str(SCRIPT), url, str(TOTAL), str(tmp_path / "never"), "--pause-at", "10"],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    child = subprocess.Popen(
+        [sys.executable, str(SCRIPT), url, str(TOTAL), str(tmp_path / "never"), "--pause-at", "10"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
     assert child.stdout is not None
     for line in child.stdout:
         if line.strip() == "step 10":
@@ -53,15 +59,26 @@ def test_resume_after_sigkill_matches_bit_for_bit(tmp_path: Path) -> None:
     child.send_signal(signal.SIGKILL)
     assert child.wait(timeout=scaled(30)) == -signal.SIGKILL
     assert not (tmp_path / "never").exists()
-    done = subprocess.run([sys.executable, str(SCRIPT), url, str(TOTAL), str(tmp_path / "resumed")],
-                          check=True, env=env, cwd=ROOT, timeout=scaled(120), capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), url, str(TOTAL), str(tmp_path / "resumed")],
+        check=True,
+        env=env,
+        cwd=ROOT,
+        timeout=scaled(120),
+        capture_output=True,
+        text=True,
+    )
     # Step 9's save may have been in flight at the kill; then it never committed and step 6 is used.
     assert done.stdout.strip() in ("resumed from 6", "resumed from 9")
-    reference, _ = train_script.train(None, TOTAL)  # single-threaded like the children, so comparable
+    reference, _ = train_script.train(
+        None, TOTAL
+    )  # single-threaded like the children, so comparable
     assert (tmp_path / "resumed").read_bytes() == reference.tobytes()
 
 
-def test_a_worker_under_the_agent_saves_on_notices_exits_75_and_resumes_exactly(tmp_path: Path) -> None:
+def test_a_worker_under_the_agent_saves_on_notices_exits_75_and_resumes_exactly(
+    tmp_path: Path,
+) -> None:
     """A real training process talks to the agent's control folder: an advance notice after step 4 makes
     step 5 save durably; a final notice after step 7 makes step 8 save an emergency delta, tell the agent
     and exit 75 (no SIGTERM needed: it registered a stop callback). The resumed run ends bit-identical."""
@@ -75,9 +92,23 @@ def test_a_worker_under_the_agent_saves_on_notices_exits_75_and_resumes_exactly(
     url = str(tmp_path / "ckpt")
     # What the agent sets; the script's --agent mode reads the checkpoint URL from it.
     env = child_env(SPOTHOP_AGENT_DIR=str(control.path), SPOTHOP_CHECKPOINT_URL=url)
-    child = subprocess.Popen([sys.executable, str(SCRIPT), url, str(TOTAL), str(tmp_path / "never"),
-                              "--pause-at", "4,7", "--agent"],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            str(SCRIPT),
+            url,
+            str(TOTAL),
+            str(tmp_path / "never"),
+            "--pause-at",
+            "4,7",
+            "--agent",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
     assert child.stdout is not None and child.stdin is not None
     for line in child.stdout:
         if line.strip() == "step 4":
@@ -85,8 +116,11 @@ def test_a_worker_under_the_agent_saves_on_notices_exits_75_and_resumes_exactly(
             control.request_checkpoint("rebalance recommendation")
         elif line.strip() == "step 7":
             # Let step 5's durable save commit: an emergency save cancels one still in flight (by design).
-            wait_for(lambda: [i for i in list_checkpoints(url) if i.status == "committed"], 30,
-                     what="step 5's durable save to commit")
+            wait_for(
+                lambda: [i for i in list_checkpoints(url) if i.status == "committed"],
+                30,
+                what="step 5's durable save to commit",
+            )
             control.request_stop(time.time() + 30, "spot interruption", {"kind": "test"})
         else:
             continue
@@ -97,7 +131,9 @@ def test_a_worker_under_the_agent_saves_on_notices_exits_75_and_resumes_exactly(
     infos = list_checkpoints(url)
     assert [(i.step, i.tier) for i in infos] == [(5, "durable"), (8, "emergency")]
     said = control.saved()
-    assert said is not None and said["step"] == 8 and said["checkpoint_id"] == infos[1].checkpoint_id
+    assert (
+        said is not None and said["step"] == 8 and said["checkpoint_id"] == infos[1].checkpoint_id
+    )
     resumed, resumed_from = train_script.train(url, TOTAL)
     assert resumed_from == 8
     reference, _ = train_script.train(None, TOTAL)
@@ -150,7 +186,9 @@ def test_emergency_delta_of_a_lora_like_model_writes_only_the_adapter(tmp_path: 
     delta = ckpt.save(state(), 2, tier=Tier.EMERGENCY)
     manifest = delta.wait()
     assert manifest.parent == full.checkpoint_id
-    assert delta.stats.bytes_copied == adapter.weight.numel() * 4  # the frozen base was not even copied
+    assert (
+        delta.stats.bytes_copied == adapter.weight.numel() * 4
+    )  # the frozen base was not even copied
     assert manifest.size_bytes <= adapter.weight.numel() * 4
     restored = Checkpointer(str(tmp_path / "ckpt")).restore()
     assert restored is not None and restored.step == 2
@@ -170,7 +208,9 @@ class LoraLike(torch.nn.Module):
 
 
 @pytest.mark.parametrize("fused", [False, True])
-def test_torch_state_trusts_only_frozen_weights_version_counters(tmp_path: Path, fused: bool) -> None:
+def test_torch_state_trusts_only_frozen_weights_version_counters(
+    tmp_path: Path, fused: bool
+) -> None:
     """By default (no track_versions) a LoRA save and delta skip the frozen base, found by version counter,
     while the trained adapter, written by a possibly fused optimizer, is compared, so never missed; an
     in-place write to a frozen weight is still seen."""
@@ -190,14 +230,18 @@ def test_torch_state_trusts_only_frozen_weights_version_counters(tmp_path: Path,
     train()
     adapter_and_moments = 3 * model.adapter.weight.numel() * 4  # weight, exp_avg, exp_avg_sq
     second = parts.save(ckpt, 2, tier=Tier.LOCAL)
-    assert second.stats.bytes_copied <= adapter_and_moments + 64  # the frozen base was not copied again
+    assert (
+        second.stats.bytes_copied <= adapter_and_moments + 64
+    )  # the frozen base was not copied again
     train()
     delta = parts.save(ckpt, 3, tier=Tier.EMERGENCY)
     delta.wait()
     assert delta.stats.bytes_copied <= adapter_and_moments + 64
     base_bytes = sum(p.numel() * 4 for p in model.base.parameters())
     assert delta.stats.bytes_written < base_bytes // 10
-    restored = Checkpointer(str(tmp_path / "ckpt"), local_url=str(tmp_path / "none")).restore(apply_rng=False)
+    restored = Checkpointer(str(tmp_path / "ckpt"), local_url=str(tmp_path / "none")).restore(
+        apply_rng=False
+    )
     assert restored is not None and restored.step == 3
     live = model.state_dict()
     assert all(torch.equal(restored.state["model"][k], v) for k, v in live.items())
@@ -205,7 +249,9 @@ def test_torch_state_trusts_only_frozen_weights_version_counters(tmp_path: Path,
         model.base.bias.add_(1.0)  # an in-place write bumps the frozen weight's counter
     train()
     parts.save(ckpt, 4, tier=Tier.EMERGENCY).wait()
-    restored = Checkpointer(str(tmp_path / "ckpt"), local_url=str(tmp_path / "none")).restore(apply_rng=False)
+    restored = Checkpointer(str(tmp_path / "ckpt"), local_url=str(tmp_path / "none")).restore(
+        apply_rng=False
+    )
     assert restored is not None and restored.step == 4
     assert torch.equal(restored.state["model"]["base.bias"], model.base.bias)
     assert torch.equal(restored.state["model"]["adapter.weight"], model.adapter.weight)
@@ -224,14 +270,22 @@ def test_version_tracking_off_still_finds_changes_by_hash(tmp_path: Path) -> Non
 
 
 def test_bfloat16_and_odd_shapes_round_trip(tmp_path: Path) -> None:
-    state = {"bf": torch.randn(3, 5).to(torch.bfloat16), "empty": torch.empty(0, 3), "scalar": torch.tensor(7),
-             "strided": torch.arange(12.0).reshape(3, 4).t(), "dtype": torch.float16, "np": np.arange(3)}
+    state = {
+        "bf": torch.randn(3, 5).to(torch.bfloat16),
+        "empty": torch.empty(0, 3),
+        "scalar": torch.tensor(7),
+        "strided": torch.arange(12.0).reshape(3, 4).t(),
+        "dtype": torch.float16,
+        "np": np.arange(3),
+    }
     ckpt = Checkpointer(str(tmp_path / "c"))
     ckpt.save(state, 1).wait()
     restored = ckpt.restore()
     assert restored is not None
     for key in ("bf", "empty", "scalar", "strided"):
-        assert restored.state[key].dtype == state[key].dtype and torch.equal(restored.state[key], state[key])
+        assert restored.state[key].dtype == state[key].dtype and torch.equal(
+            restored.state[key], state[key]
+        )
     assert restored.state["dtype"] is torch.float16
 
 
@@ -251,15 +305,18 @@ def test_fused_optimizer_updates_reach_the_emergency_delta(tmp_path: Path) -> No
     ckpt = Checkpointer(str(tmp_path / "c"))
     ckpt.save({"model": model.state_dict(), "optim": optimizer.state_dict()}, 1).wait()
     step()
-    ckpt.save({"model": model.state_dict(), "optim": optimizer.state_dict()}, 2, tier=Tier.EMERGENCY).wait()
+    ckpt.save(
+        {"model": model.state_dict(), "optim": optimizer.state_dict()}, 2, tier=Tier.EMERGENCY
+    ).wait()
     restored = Checkpointer(str(tmp_path / "c")).restore()
     assert restored is not None and restored.step == 2
     for name, value in model.state_dict().items():
         assert torch.equal(restored.state["model"][name], value), name
 
 
-def test_an_overlapped_save_holds_the_optimizer_step_until_its_copy_is_done(tmp_path: Path,
-                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_overlapped_save_holds_the_optimizer_step_until_its_copy_is_done(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The copy is slowed down so that, without the pre-step hook, the step would land in the checkpoint;
     a forward pass in between writes batch-norm statistics, which must be saved as they were."""
     from spothop.checkpoint import bulk
@@ -270,7 +327,9 @@ def test_an_overlapped_save_holds_the_optimizer_step_until_its_copy_is_done(tmp_
 
     def slow_copy(pairs: object) -> None:
         started.set()
-        release.wait(scaled(30))  # held until the test lets it go: "still running" whatever the load
+        release.wait(
+            scaled(30)
+        )  # held until the test lets it go: "still running" whatever the load
         real_copy(pairs)  # type: ignore[arg-type]
 
     torch.manual_seed(0)
@@ -283,7 +342,9 @@ def test_an_overlapped_save_holds_the_optimizer_step_until_its_copy_is_done(tmp_
     expected = {k: v.detach().clone() for k, v in model.state_dict().items()}
     monkeypatch.setattr(bulk, "copy", slow_copy)
     handle = state.save(ckpt, 1, overlap=True)
-    assert started.wait(scaled(5)) and not handle.copied()  # save returned with the copy still running
+    assert (
+        started.wait(scaled(5)) and not handle.copied()
+    )  # save returned with the copy still running
     optimizer.zero_grad()
     model(torch.randn(4, 6)).sum().backward()  # reads parameters, writes batch-norm buffers
     threading.Timer(0.2, release.set).start()  # the copy ends 0.2 s from now...
@@ -294,7 +355,9 @@ def test_an_overlapped_save_holds_the_optimizer_step_until_its_copy_is_done(tmp_
     assert restored is not None
     saved = restored.state["model"]
     assert all(torch.equal(saved[k], v) for k, v in expected.items())
-    assert not torch.equal(saved["0.weight"], model[0].weight.detach())  # the step did change it later
+    assert not torch.equal(
+        saved["0.weight"], model[0].weight.detach()
+    )  # the step did change it later
     assert not torch.equal(saved["1.running_mean"], model[1].running_mean)
 
 
@@ -311,8 +374,17 @@ def run_ranks(tmp_path: Path, url: str, mode: str, tag: str) -> list[str]:
     script = Path(__file__).with_name("dist_script.py")
     env = child_env()
     init = tmp_path / f"init-{tag}"
-    ranks = [subprocess.Popen([sys.executable, str(script), str(rank), str(init), url, mode], env=env, cwd=ROOT,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(rank), str(init), url, mode],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in (0, 1)
+    ]
     outs = [r.communicate(timeout=scaled(120)) for r in ranks]
     assert [r.returncode for r in ranks] == [0, 0], [err[-2000:] for _, err in outs]
     return [out.strip() for out, _ in outs]
@@ -330,8 +402,9 @@ def test_ranks_agree_when_a_checkpoint_verifies_on_one_rank_only(tmp_path: Path)
     assert run_ranks(tmp_path, url, "restore", "restore") == ["restored 1 10", "restored 1 11"]
 
 
-def test_checkpoint_step_prepares_the_buffers_on_its_first_quiet_step(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_checkpoint_step_prepares_the_buffers_on_its_first_quiet_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from spothop.checkpoint import FixedInterval
 
     monkeypatch.delenv("SPOTHOP_AGENT_DIR", raising=False)
@@ -344,8 +417,20 @@ def test_checkpoint_step_prepares_the_buffers_on_its_first_quiet_step(tmp_path: 
     ckpt.prepare = lambda state: futures.append(real_prepare(state)) or futures[-1]  # type: ignore[method-assign]
     model(torch.randn(2, 64)).sum().backward()
     optimizer.step()
-    assert parts.checkpoint_step(ckpt, 1) is None  # nothing due: buffers allocated in the background
-    expected = sum(t.numel() * t.element_size() for t in [*model.parameters(), *[
-        v for s in optimizer.state.values() for v in s.values() if isinstance(v, torch.Tensor)]])
+    assert (
+        parts.checkpoint_step(ckpt, 1) is None
+    )  # nothing due: buffers allocated in the background
+    expected = sum(
+        t.numel() * t.element_size()
+        for t in [
+            *model.parameters(),
+            *[
+                v
+                for s in optimizer.state.values()
+                for v in s.values()
+                if isinstance(v, torch.Tensor)
+            ],
+        ]
+    )
     assert len(futures) == 1 and futures[0].result() == expected  # the optimizer's moments included
     assert parts.checkpoint_step(ckpt, 2) is None and len(futures) == 1  # once only

@@ -31,12 +31,18 @@ WINDOW = 4096  # a few chunks: every save below kicks writeback several times
 
 def state() -> dict[str, object]:
     rng = np.random.default_rng(7)
-    return {"w": rng.standard_normal(5000).astype(np.float32), "b": rng.integers(0, 9, 777, dtype=np.int64),
-            "empty": np.zeros(0, dtype=np.float32), "step": 3}
+    return {
+        "w": rng.standard_normal(5000).astype(np.float32),
+        "b": rng.integers(0, 9, 777, dtype=np.int64),
+        "empty": np.zeros(0, dtype=np.float32),
+        "step": 3,
+    }
 
 
 def save_local(root: Path) -> tuple[Manifest, bytes]:
-    with Checkpointer(str(root / "durable"), local_url=str(root / "local"), chunk_bytes=CHUNK) as ckpt:
+    with Checkpointer(
+        str(root / "durable"), local_url=str(root / "local"), chunk_bytes=CHUNK
+    ) as ckpt:
         manifest = ckpt.save(state(), 1, tier=Tier.LOCAL).wait()
     (entry,) = manifest.files
     return manifest, (root / "local" / entry.path).read_bytes()
@@ -66,12 +72,15 @@ def test_early_writeback_kicks_tile_the_file_and_change_no_byte() -> None:
     assert sink.getvalue() == b"".join(payloads)
     assert kicks and all(flags == store_mod.SYNC_FILE_RANGE_WRITE for _, _, flags in kicks)
     offsets = [off for off, _, _ in kicks]
-    assert offsets[0] == 0 and all(off + n == nxt for (off, n, _), nxt in zip(kicks, offsets[1:], strict=False))
+    assert offsets[0] == 0 and all(
+        off + n == nxt for (off, n, _), nxt in zip(kicks, offsets[1:], strict=False)
+    )
     assert all(n >= WINDOW for _, n, _ in kicks)
 
 
-def test_pack_is_byte_identical_with_and_without_early_writeback(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pack_is_byte_identical_with_and_without_early_writeback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(store_mod, "WRITEBACK_WINDOW_BYTES", WINDOW)
     kicked: list[int] = []
     real = store_mod._sync_file_range
@@ -95,7 +104,7 @@ def test_pack_is_byte_identical_with_and_without_early_writeback(tmp_path: Path,
     segments = plain.files[0].segments
     assert segments is not None
     starts = np.cumsum([0, *segments[:-1]])
-    chunks = [expected[int(i):int(i) + size] for i, size in zip(starts, segments, strict=True)]
+    chunks = [expected[int(i) : int(i) + size] for i, size in zip(starts, segments, strict=True)]
     assert all(len(c) <= CHUNK for c in chunks)
     root = hashlib.sha256(FILE_DIGEST_DOMAIN)
     for chunk in chunks:
@@ -103,7 +112,9 @@ def test_pack_is_byte_identical_with_and_without_early_writeback(tmp_path: Path,
     assert plain.files[0].sha256 == root.hexdigest()
 
 
-def test_a_flipped_bit_in_an_early_written_pack_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_flipped_bit_in_an_early_written_pack_is_caught(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(store_mod, "WRITEBACK_WINDOW_BYTES", WINDOW)
     manifest, data = save_local(tmp_path)
     pack = tmp_path / "local" / manifest.files[0].path
@@ -111,10 +122,14 @@ def test_a_flipped_bit_in_an_early_written_pack_is_caught(tmp_path: Path, monkey
     damaged[len(damaged) // 2] ^= 0x10
     pack.write_bytes(bytes(damaged))
     with pytest.raises(NoValidCheckpoint):
-        Checkpointer(str(tmp_path / "durable"), local_url=str(tmp_path / "local")).restore(apply_rng=False)
+        Checkpointer(str(tmp_path / "durable"), local_url=str(tmp_path / "local")).restore(
+            apply_rng=False
+        )
 
 
-def test_the_commit_fsyncs_the_manifest_folder_and_the_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_commit_fsyncs_the_manifest_folder_and_the_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     synced: list[Path] = []
     real = store_mod._fsync_dir
 
@@ -134,7 +149,9 @@ def test_the_commit_fsyncs_the_manifest_folder_and_the_root(tmp_path: Path, monk
 def big_state() -> dict[str, object]:
     rng = np.random.default_rng(11)
     return {f"t{i}": rng.standard_normal(3000 + 97 * i).astype(np.float32) for i in range(12)} | {
-        "empty": np.zeros(0, dtype=np.float32), "ints": rng.integers(0, 5, 4001, dtype=np.int64)}
+        "empty": np.zeros(0, dtype=np.float32),
+        "ints": rng.integers(0, 5, 4001, dtype=np.int64),
+    }
 
 
 def save_tiers(ckpt: Checkpointer, tier: Tier) -> Manifest:
@@ -150,7 +167,8 @@ def save_tiers(ckpt: Checkpointer, tier: Tier) -> Manifest:
 
 @pytest.mark.parametrize("tier", [Tier.LOCAL, Tier.DURABLE, Tier.EMERGENCY])
 def test_placed_pack_is_byte_identical_to_the_ordered_writer_whatever_the_thread_timing(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tier: Tier) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tier: Tier
+) -> None:
     """Raw chunks (local), compressed ones of unknown size (durable: the integer leaf compresses) and
     deltas (chunks equal to the parent store nothing) all land where the ordered writer puts them."""
     from spothop.checkpoint import pack as pack_mod
@@ -167,31 +185,52 @@ def test_placed_pack_is_byte_identical_to_the_ordered_writer_whatever_the_thread
 
     monkeypatch.setattr(pack_mod, "_encode_and_place", slow_place)
     monkeypatch.setattr(store_mod, "WRITEBACK_WINDOW_BYTES", WINDOW)
-    with Checkpointer(str(tmp_path / "d"), local_url=str(tmp_path / "a"), chunk_bytes=CHUNK, workers=4) as ckpt:
+    with Checkpointer(
+        str(tmp_path / "d"), local_url=str(tmp_path / "a"), chunk_bytes=CHUNK, workers=4
+    ) as ckpt:
         placed = save_tiers(ckpt, tier)
     assert order != sorted(order), "the chunks were written in file order: the test proves nothing"
     # The same saves through the ordered stream writer (stores that are not plain local folders).
     monkeypatch.setattr(pack_mod, "_encode_and_place", real_place)
-    with Checkpointer(str(tmp_path / "d2"), local_url=str(tmp_path / "b"), chunk_bytes=CHUNK, workers=4) as ckpt:
+    with Checkpointer(
+        str(tmp_path / "d2"), local_url=str(tmp_path / "b"), chunk_bytes=CHUNK, workers=4
+    ) as ckpt:
         for store in (ckpt.local, ckpt.durable):
             store.is_local = False
             store.fs = LocalFileSystem(auto_mkdir=True)
         ordered = save_tiers(ckpt, tier)
-    root_a, root_b = (tmp_path / "a", tmp_path / "b") if tier is Tier.LOCAL else (tmp_path / "d", tmp_path / "d2")
+    root_a, root_b = (
+        (tmp_path / "a", tmp_path / "b")
+        if tier is Tier.LOCAL
+        else (tmp_path / "d", tmp_path / "d2")
+    )
     (placed_file,), (ordered_file,) = placed.files, ordered.files
     data = (root_a / placed_file.path).read_bytes()
     assert data == (root_b / ordered_file.path).read_bytes()
     assert (placed_file.sha256, placed_file.size_bytes, placed_file.segments) == (
-        ordered_file.sha256, ordered_file.size_bytes, ordered_file.segments)
+        ordered_file.sha256,
+        ordered_file.size_bytes,
+        ordered_file.segments,
+    )
     if tier is Tier.LOCAL:
-        assert data == b"".join(v.tobytes() for v in big_state().values() if isinstance(v, np.ndarray))
+        assert data == b"".join(
+            v.tobytes() for v in big_state().values() if isinstance(v, np.ndarray)
+        )
     if tier is Tier.DURABLE:
-        assert any(c.codec.value != "raw" for c in placed.leaves["/ints"].chunks), "nothing was compressed"
+        assert any(c.codec.value != "raw" for c in placed.leaves["/ints"].chunks), (
+            "nothing was compressed"
+        )
     if tier is Tier.EMERGENCY:
         assert placed.parent is not None and placed_file.size_bytes < 4 * 4001 * 8
-    renamed = {k: replace_file(v, ordered_file.path, placed_file.path) for k, v in ordered.leaves.items()}
-    assert placed.leaves == {k: replace_parent(v, ordered.parent, placed.parent) for k, v in renamed.items()}
-    restored = Checkpointer(str(tmp_path / "d"), local_url=str(tmp_path / "a")).restore(apply_rng=False)
+    renamed = {
+        k: replace_file(v, ordered_file.path, placed_file.path) for k, v in ordered.leaves.items()
+    }
+    assert placed.leaves == {
+        k: replace_parent(v, ordered.parent, placed.parent) for k, v in renamed.items()
+    }
+    restored = Checkpointer(str(tmp_path / "d"), local_url=str(tmp_path / "a")).restore(
+        apply_rng=False
+    )
     assert restored is not None and restored.manifest.checkpoint_id == placed.checkpoint_id
     expected = big_state()
     if tier is Tier.EMERGENCY:
@@ -200,8 +239,9 @@ def test_placed_pack_is_byte_identical_to_the_ordered_writer_whatever_the_thread
         assert np.array_equal(restored.state[key], value)
 
 
-def test_a_failing_worker_ends_the_save_without_leaving_anyone_waiting(tmp_path: Path,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failing_worker_ends_the_save_without_leaving_anyone_waiting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A chunk that fails to encode must not strand the workers waiting for sizes (a hang), and the
     save fails with that chunk's error (not with the cancellation of a worker that was waiting for a
     slow chunk before it) and no manifest."""
@@ -222,7 +262,9 @@ def test_a_failing_worker_ends_the_save_without_leaving_anyone_waiting(tmp_path:
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(pack_mod, "encode_chunk", failing)
-    ckpt = Checkpointer(str(tmp_path / "d"), local_url=str(tmp_path / "a"), chunk_bytes=CHUNK, workers=4)
+    ckpt = Checkpointer(
+        str(tmp_path / "d"), local_url=str(tmp_path / "a"), chunk_bytes=CHUNK, workers=4
+    )
     handle = ckpt.save(big_state(), 1, tier=Tier.DURABLE)
     with pytest.raises(CheckpointWriteError, match="simulated I/O error"):
         handle.wait(timeout=scaled(20))
@@ -231,20 +273,34 @@ def test_a_failing_worker_ends_the_save_without_leaving_anyone_waiting(tmp_path:
 
 
 def replace_file(entry: LeafEntry, old: str, new: str) -> LeafEntry:
-    return LeafEntry(entry.kind, entry.dtype, entry.shape, tuple(
-        dataclasses.replace(c, file=new) if c.file == old else c for c in entry.chunks))
+    return LeafEntry(
+        entry.kind,
+        entry.dtype,
+        entry.shape,
+        tuple(dataclasses.replace(c, file=new) if c.file == old else c for c in entry.chunks),
+    )
 
 
 def replace_parent(entry: LeafEntry, old: str | None, new: str | None) -> LeafEntry:
     """Chunks a delta takes from its parent name the parent's file, whose folder is the parent's id."""
     if old is None or new is None:
         return entry
-    return LeafEntry(entry.kind, entry.dtype, entry.shape, tuple(
-        dataclasses.replace(c, file=c.file.replace(old, new, 1)) if c.file.startswith(old + "/") else c
-        for c in entry.chunks))
+    return LeafEntry(
+        entry.kind,
+        entry.dtype,
+        entry.shape,
+        tuple(
+            dataclasses.replace(c, file=c.file.replace(old, new, 1))
+            if c.file.startswith(old + "/")
+            else c
+            for c in entry.chunks
+        ),
+    )
 
 
-def test_a_local_full_save_uses_positional_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_local_full_save_uses_positional_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     writes: list[int] = []
     real = os.pwrite
 
@@ -258,7 +314,9 @@ def test_a_local_full_save_uses_positional_writes(tmp_path: Path, monkeypatch: p
     assert len(writes) == len(manifest.files[0].segments)
 
 
-def test_short_positional_writes_are_completed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_short_positional_writes_are_completed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     real = os.pwrite
 
     def short(fd: int, data: memoryview, offset: int) -> int:
@@ -285,8 +343,9 @@ def test_positional_writeback_kicks_tile_the_contiguous_prefix() -> None:
 
 
 @pytest.mark.parametrize("tier", [Tier.LOCAL, Tier.DURABLE])
-def test_superseded_checkpoints_are_deleted_after_the_save_returns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                   tier: Tier) -> None:
+def test_superseded_checkpoints_are_deleted_after_the_save_returns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tier: Tier
+) -> None:
     from spothop.checkpoint import checkpointer as ckpt_mod
 
     release = threading.Event()
@@ -297,13 +356,20 @@ def test_superseded_checkpoints_are_deleted_after_the_save_returns(tmp_path: Pat
         return real(store, keep, **kwargs)  # type: ignore[arg-type]
 
     folder = tmp_path / ("local" if tier is Tier.LOCAL else "d")
-    ckpt = Checkpointer(str(tmp_path / "d"), local_url=str(tmp_path / "local"), keep_local=1, keep_chains=1,
-                        chunk_bytes=CHUNK)
+    ckpt = Checkpointer(
+        str(tmp_path / "d"),
+        local_url=str(tmp_path / "local"),
+        keep_local=1,
+        keep_chains=1,
+        chunk_bytes=CHUNK,
+    )
     ckpt.save(state(), 1, tier=tier).wait()
     ckpt.wait()
     monkeypatch.setattr(ckpt_mod.gc_mod, "collect", blocked)
     second = ckpt.save(state(), 2, tier=tier)
-    second.wait(timeout=scaled(5))  # returns although the clean-up is blocked: it is off the save's path
+    second.wait(
+        timeout=scaled(5)
+    )  # returns although the clean-up is blocked: it is off the save's path
     assert len(list(folder.glob("step-*"))) == 2
     release.set()
     ckpt.wait()

@@ -30,25 +30,41 @@ SAMPLES = 40  # 10 batches per epoch: runs cross epoch boundaries
 BATCH = 4
 
 
-def build() -> tuple[nn.Module, torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler, DataLoader[tuple[torch.Tensor, ...]], ResumableSampler]:
+def build() -> tuple[
+    nn.Module,
+    torch.optim.Optimizer,
+    torch.optim.lr_scheduler.LRScheduler,
+    DataLoader[tuple[torch.Tensor, ...]],
+    ResumableSampler,
+]:
     deterministic(0)
     torch.set_num_threads(1)
     data = torch.Generator().manual_seed(1)
     xs = torch.randn(SAMPLES, 8, generator=data)
     ys = torch.randn(SAMPLES, 1, generator=data)
     # Batch norm: buffers that every forward pass writes (the overlapped save must copy them at once).
-    model = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Dropout(0.2), nn.Linear(16, 1))
+    model = nn.Sequential(
+        nn.Linear(8, 16), nn.BatchNorm1d(16), nn.ReLU(), nn.Dropout(0.2), nn.Linear(16, 1)
+    )
     optimizer = torch.optim.AdamW(model.parameters(), lr=0.01)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=5, gamma=0.5)
     sampler = ResumableSampler(SAMPLES, seed=7)
     # Its own generator: a DataLoader otherwise draws a base seed from the global RNG at every
     # iter(), and a resumed run calls iter() at a different step than an uninterrupted one.
-    loader = DataLoader(TensorDataset(xs, ys), batch_size=BATCH, sampler=sampler, generator=torch.Generator())
+    loader = DataLoader(
+        TensorDataset(xs, ys), batch_size=BATCH, sampler=sampler, generator=torch.Generator()
+    )
     return model, optimizer, scheduler, loader, sampler
 
 
-def train(url: str | None, total: int, pause_at: frozenset[int] = frozenset(), overlap: bool = False,
-          agent: bool = False, step_sleep_s: float = 0.0) -> tuple[np.ndarray, int]:
+def train(
+    url: str | None,
+    total: int,
+    pause_at: frozenset[int] = frozenset(),
+    overlap: bool = False,
+    agent: bool = False,
+    step_sleep_s: float = 0.0,
+) -> tuple[np.ndarray, int]:
     """Final parameters and buffers, and the step resumed from (0: a fresh start). With ``overlap`` the
     saves copy the state while the next forward and backward passes run."""
     model, optimizer, scheduler, loader, sampler = build()
@@ -72,7 +88,9 @@ def train(url: str | None, total: int, pause_at: frozenset[int] = frozenset(), o
         step += 1
         time.sleep(step_sleep_s)
         if ckpt and agent:
-            state.checkpoint_step(ckpt, step, overlap=overlap)  # raises Preempted (exit 75) on a stop
+            state.checkpoint_step(
+                ckpt, step, overlap=overlap
+            )  # raises Preempted (exit 75) on a stop
         elif ckpt and step % SAVE_EVERY == 0:
             state.save(ckpt, step, overlap=overlap)
         if pause_at:
@@ -87,8 +105,14 @@ def train(url: str | None, total: int, pause_at: frozenset[int] = frozenset(), o
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    pause = frozenset(int(n) for n in args[args.index("--pause-at") + 1].split(",")) if "--pause-at" in args else frozenset()
+    pause = (
+        frozenset(int(n) for n in args[args.index("--pause-at") + 1].split(","))
+        if "--pause-at" in args
+        else frozenset()
+    )
     sleep = float(args[args.index("--step-sleep") + 1]) if "--step-sleep" in args else 0.0
-    final, resumed_from = train(args[0], int(args[1]), pause, agent="--agent" in args, step_sleep_s=sleep)
+    final, resumed_from = train(
+        args[0], int(args[1]), pause, agent="--agent" in args, step_sleep_s=sleep
+    )
     print(f"resumed from {resumed_from}", flush=True)
     Path(args[2]).write_bytes(final.tobytes())

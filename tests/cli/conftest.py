@@ -21,7 +21,9 @@ class Result:
 
 
 @pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Callable[..., Result]:
+def cli(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> Callable[..., Result]:
     """Run ``spothop ARGS`` in-process; returns exit code, stdout and stderr."""
     monkeypatch.setenv("COLUMNS", "200")
 

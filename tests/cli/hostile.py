@@ -22,7 +22,9 @@ import pytest
 # A path that is rich markup, "[/x]" across a folder boundary: it must neither raise nor vanish.
 MARKUP_NAME = "m[/x] [red]y[bold]"
 UNICODE_NAME = "ünïcødé-名前"
-HUGE_BYTES = 8 * 1024 * 1024  # big enough to show a reader does not choke, small enough for a shared machine
+HUGE_BYTES = (
+    8 * 1024 * 1024
+)  # big enough to show a reader does not choke, small enough for a shared machine
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,9 @@ def xfail_owner(owner: str, why: str) -> Any:
     return pytest.mark.xfail(strict=True, reason=f"{owner}: {why}")
 
 
-def hostile_files(root: Path, suffix: str, *, valid: str, truncated: str, nan: str) -> dict[str, str]:
+def hostile_files(
+    root: Path, suffix: str, *, valid: str, truncated: str, nan: str
+) -> dict[str, str]:
     """The bad files of one format, by name: missing, empty, binary, truncated, a directory, huge,
     NaN/inf numbers, and a valid file under a unicode and under a markup name."""
     root.mkdir(parents=True, exist_ok=True)
@@ -87,8 +91,12 @@ class Outcome:
     error: type[BaseException] | None
 
 
-def run_row(row: Row, files: Mapping[str, str], capsys: pytest.CaptureFixture[str],
-            monkeypatch: pytest.MonkeyPatch) -> Outcome:
+def run_row(
+    row: Row,
+    files: Mapping[str, str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> Outcome:
     """Run the row's argv through ``spothop.cli.main.main`` in-process and check what every row promises."""
     import spothop.cli.main as cli_main
 
@@ -119,6 +127,9 @@ def check(row: Row, outcome: Outcome) -> None:
     assert "Traceback" not in text and "MarkupError" not in text, text
     assert outcome.code == row.code, f"exit {outcome.code}, expected {row.code}: {text[-2000:]}"
     if row.error is not None:
-        assert outcome.error is not None and issubclass(outcome.error, row.error), (outcome.error, text[-500:])
+        assert outcome.error is not None and issubclass(outcome.error, row.error), (
+            outcome.error,
+            text[-500:],
+        )
     if row.contains:
         assert row.contains in " ".join(text.split()), text[-2000:]

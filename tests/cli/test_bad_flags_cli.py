@@ -15,7 +15,10 @@ import pytest
         (["offers", "--limit", "0"], "--limit must be at least 1"),
         (["offers", "--min-tflops", "-1"], "--min-tflops must be between 0 and"),
         (["offers", "--provider", "lamda"], "did you mean 'lambda'"),
-        (["catalog", "diff", "--min-change", "-5", "builtin", "builtin"], "--min-change must be zero or more"),
+        (
+            ["catalog", "diff", "--min-change", "-5", "builtin", "builtin"],
+            "--min-change must be zero or more",
+        ),
         (["probe", "--if-unmeasured"], "--if-unmeasured only makes sense with --record"),
     ],
 )
@@ -38,7 +41,9 @@ def test_offers_limit_keeps_the_cheapest(cli: Callable[..., Any]) -> None:
     assert [o["usd_per_gpu_hour"] for o in top] == [o["usd_per_gpu_hour"] for o in every[:3]]
 
 
-def test_import_of_a_binary_file_is_an_error_not_a_traceback(cli: Callable[..., Any], tmp_path: Path) -> None:
+def test_import_of_a_binary_file_is_an_error_not_a_traceback(
+    cli: Callable[..., Any], tmp_path: Path
+) -> None:
     junk = tmp_path / "vms.csv"
     junk.write_bytes(b"\xff\xfe\x00binary")
     result = cli("catalog", "import", "--dry-run", str(junk))
@@ -49,4 +54,6 @@ def test_probe_record_without_a_gpu_is_refused_before_probing(cli: Callable[...,
     result = cli("probe", "--record", "AWS/p5.48xlarge", "--backend", "numpy")
     assert result.code == 2
     assert "needs a CUDA GPU" in result.err
-    assert "probe:" not in result.err  # no measurement was started: the budget is not spent for nothing
+    assert (
+        "probe:" not in result.err
+    )  # no measurement was started: the budget is not spent for nothing

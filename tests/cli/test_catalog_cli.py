@@ -3,8 +3,17 @@ from tests.conftest import shared_path
 
 def test_import_lambda_and_vast_then_offers_include_them(cli, spothop_home):
     folder = shared_path("catalog", "skypilot-v7")
-    result = cli("catalog", "import", "--format", "skypilot", "--price-date", "2026-11-01", "--json",
-                 str(folder / "lambda" / "vms.csv"), str(folder / "vast" / "vms.csv"))
+    result = cli(
+        "catalog",
+        "import",
+        "--format",
+        "skypilot",
+        "--price-date",
+        "2026-11-01",
+        "--json",
+        str(folder / "lambda" / "vms.csv"),
+        str(folder / "vast" / "vms.csv"),
+    )
     assert result.code == 0, result.err
     reports = {r["provider"]: r for r in result.json()}
     assert reports["lambda"]["rows"] == 323
@@ -38,7 +47,10 @@ def test_diff_reports_typed_changes(cli, tmp_path):
 
     offerings = builtin_offerings()[:10]
     old.write_text(format_catalog_csv(offerings))
-    changed = [o.model_copy(update={"on_demand_price_original": o.on_demand_price_original * 2}) for o in offerings[1:]]
+    changed = [
+        o.model_copy(update={"on_demand_price_original": o.on_demand_price_original * 2})
+        for o in offerings[1:]
+    ]
     new.write_text(format_catalog_csv(changed))
     events = cli("catalog", "diff", str(old), str(new), "--json").json()
     kinds = sorted({e["kind"] for e in events})

@@ -4,7 +4,14 @@ from tests.waiting import wait_for
 def test_world_lists_every_cloud_and_market(cli):
     data = cli("cloud", "world", "--json").json()
     clouds = {m["provider"] for m in data["markets"]}
-    assert clouds == {"aws-sim", "gcp-sim", "azure-sim", "aliyun-sim", "tencent-sim", "volcengine-sim"}
+    assert clouds == {
+        "aws-sim",
+        "gcp-sim",
+        "azure-sim",
+        "aliyun-sim",
+        "tencent-sim",
+        "volcengine-sim",
+    }
     assert data["clouds"] == len(clouds)
     aws = [m for m in data["markets"] if m["provider"] == "aws-sim"]
     assert all(m["notice_lead_time_s"] == 120 and m["protocol"] == "aws" for m in aws)
@@ -12,7 +19,16 @@ def test_world_lists_every_cloud_and_market(cli):
 
 
 def test_launch_ls_preempt_terminate(cli):
-    launched = cli("cloud", "launch", "azure-sim", "Standard_NC4as_T4_v3", "eastus", "--command", "sleep 300", "--json")
+    launched = cli(
+        "cloud",
+        "launch",
+        "azure-sim",
+        "Standard_NC4as_T4_v3",
+        "eastus",
+        "--command",
+        "sleep 300",
+        "--json",
+    )
     assert launched.code == 0, launched.err
     (instance,) = launched.json()
     instance_id = instance["instance_id"]
@@ -41,19 +57,32 @@ def test_bad_requests_are_clear_errors(cli):
 
 
 def _idle_aws_instance(cli):
-    launched = cli("cloud", "launch", "aws-sim", "g5.xlarge", "us-east-1a", "--command", "sleep 300", "--json")
+    launched = cli(
+        "cloud", "launch", "aws-sim", "g5.xlarge", "us-east-1a", "--command", "sleep 300", "--json"
+    )
     assert launched.code == 0, launched.err
     return launched.json()[0]["instance_id"]
 
 
 def test_preempt_with_advance_gives_the_rebalance_first(cli):
     instance_id = _idle_aws_instance(cli)
-    noticed = cli("cloud", "preempt", instance_id, "--advance", "900", "--lead-time", "600", "--json")
+    noticed = cli(
+        "cloud", "preempt", instance_id, "--advance", "900", "--lead-time", "600", "--json"
+    )
     assert noticed.code == 0, noticed.err
     assert noticed.json()[0]["state"] in ("pending", "running")  # the final notice is 900 s away
     assert cli("cloud", "terminate", instance_id).code == 0
     wait_for(lambda: cli("cloud", "ls", "--all", "--json").json()[0]["state"] == "terminated")
-    launched = cli("cloud", "launch", "gcp-sim", "g2-standard-4", "us-central1-a", "--command", "sleep 300", "--json")
+    launched = cli(
+        "cloud",
+        "launch",
+        "gcp-sim",
+        "g2-standard-4",
+        "us-central1-a",
+        "--command",
+        "sleep 300",
+        "--json",
+    )
     gcp_id = launched.json()[0]["instance_id"]
     refused = cli("cloud", "preempt", gcp_id, "--advance", "60")
     assert refused.code == 2 and "gives no advance notice" in refused.err
@@ -62,7 +91,9 @@ def test_preempt_with_advance_gives_the_rebalance_first(cli):
 
 def test_maintenance_schedules_lists_and_cancels_an_event(cli):
     instance_id = _idle_aws_instance(cli)
-    scheduled = cli("cloud", "maintenance", instance_id, "--code", "instance-stop", "--in", "600", "--json")
+    scheduled = cli(
+        "cloud", "maintenance", instance_id, "--code", "instance-stop", "--in", "600", "--json"
+    )
     assert scheduled.code == 0, scheduled.err
     [event] = scheduled.json()
     assert event["code"] == "instance-stop" and event["state"] == "active"

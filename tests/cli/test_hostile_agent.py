@@ -21,7 +21,10 @@ AGENT = [
     (["run", "--instance-id", "ok"], "no worker command"),
     (["run", "--instance-id", "ok", "--poll-interval", "nan", "--", "true"], "--poll-interval"),
     (["run", "--instance-id", "ok", "--safety-margin", "inf", "--", "true"], "--safety-margin"),
-    (["run", "--instance-id", "ok", "--heartbeat-interval", "-1", "--", "true"], "--heartbeat-interval"),
+    (
+        ["run", "--instance-id", "ok", "--heartbeat-interval", "-1", "--", "true"],
+        "--heartbeat-interval",
+    ),
 ]
 
 
@@ -35,9 +38,13 @@ def _signal_handlers_restored() -> Any:
 
 
 @pytest.mark.parametrize(("argv", "message"), AGENT)
-def test_agent_refuses_hostile_options_clearly(argv: list[str], message: str, tmp_path: Path,
-                                               capsys: pytest.CaptureFixture[str],
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_agent_refuses_hostile_options_clearly(
+    argv: list[str],
+    message: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from spothop.agent.cli import main
 
     monkeypatch.setenv("SPOTHOP_HOME", str(tmp_path))
@@ -51,8 +58,9 @@ def test_agent_refuses_hostile_options_clearly(argv: list[str], message: str, tm
     assert not (tmp_path.parent / "etc").exists() and not (tmp_path / "a").exists()
 
 
-def test_agent_refuses_a_home_that_is_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_agent_refuses_a_home_that_is_a_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from spothop.agent.cli import main
 
     (tmp_path / "home").write_text("")

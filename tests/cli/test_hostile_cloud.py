@@ -31,38 +31,118 @@ clouds:
 
 @pytest.fixture
 def files(tmp_path: Path) -> dict[str, str]:
-    found = hostile_files(tmp_path / "in", ".yaml", valid=WORLD, truncated=WORLD[:60],
-                          nan=WORLD.replace("speed: 10", "speed: .nan"))
+    found = hostile_files(
+        tmp_path / "in",
+        ".yaml",
+        valid=WORLD,
+        truncated=WORLD[:60],
+        nan=WORLD.replace("speed: 10", "speed: .nan"),
+    )
     (tmp_path / "home-file").write_text("")
     return {**found, "home_file": str(tmp_path / "home-file")}
 
 
 TABLE = rows(
-    Row("world-missing", ["cloud", "world", "--world", "{missing}"], 3, NotFoundError, "missing.yaml"),
+    Row(
+        "world-missing",
+        ["cloud", "world", "--world", "{missing}"],
+        3,
+        NotFoundError,
+        "missing.yaml",
+    ),
     Row("world-empty", ["cloud", "world", "--world", "{empty}"], 2, ConfigError, "empty.yaml"),
     Row("world-binary", ["cloud", "world", "--world", "{binary}"], 2, ConfigError, "binary.yaml"),
-    Row("world-truncated", ["cloud", "world", "--world", "{truncated}"], 2, ConfigError, "truncated.yaml"),
+    Row(
+        "world-truncated",
+        ["cloud", "world", "--world", "{truncated}"],
+        2,
+        ConfigError,
+        "truncated.yaml",
+    ),
     Row("world-folder", ["cloud", "world", "--world", "{dir}"], 2, ConfigError, "folder.yaml"),
     Row("world-huge", ["cloud", "world", "--world", "{huge}"], 2, ConfigError, "huge.yaml"),
-    Row("world-nan-speed", ["cloud", "world", "--world", "{nan}"], 2, ConfigError, "key speed: speed must be"),
+    Row(
+        "world-nan-speed",
+        ["cloud", "world", "--world", "{nan}"],
+        2,
+        ConfigError,
+        "key speed: speed must be",
+    ),
     Row("world-unicode-name", ["cloud", "world", "--world", "{unicode}"], 0, None, "ünïcødé-名前"),
     Row("world-markup-name", ["cloud", "world", "--world", "{markup}"], 0, None, MARKUP_NAME),
-    Row("launch-unknown-cloud", ["cloud", "launch", "[/x]-sim", "g5.xlarge", "us-east-1a"], 2, ConfigError, "[/x]-sim"),
-    Row("launch-unknown-type", ["cloud", "launch", "aws-sim", "[red]big", "us-east-1a"], 2, InvalidRequest, "[red]big"),
-    Row("launch-max-price-nan", ["cloud", "launch", "aws-sim", "g5.xlarge", "us-east-1a", "--max-price", "nan"], 2,
-        ValueOutOfRange, "--max-price"),
+    Row(
+        "launch-unknown-cloud",
+        ["cloud", "launch", "[/x]-sim", "g5.xlarge", "us-east-1a"],
+        2,
+        ConfigError,
+        "[/x]-sim",
+    ),
+    Row(
+        "launch-unknown-type",
+        ["cloud", "launch", "aws-sim", "[red]big", "us-east-1a"],
+        2,
+        InvalidRequest,
+        "[red]big",
+    ),
+    Row(
+        "launch-max-price-nan",
+        ["cloud", "launch", "aws-sim", "g5.xlarge", "us-east-1a", "--max-price", "nan"],
+        2,
+        ValueOutOfRange,
+        "--max-price",
+    ),
     Row("preempt-unknown", ["cloud", "preempt", "i-0[/x]"], 3, InstanceNotFound, "i-0[/x]"),
-    Row("preempt-lead-nan", ["cloud", "preempt", "i-0abc", "--lead-time", "nan"], 2, ValueOutOfRange, "--lead-time"),
-    Row("preempt-lead-huge", ["cloud", "preempt", "i-0abc", "--lead-time", "1e30"], 2, ValueOutOfRange),
-    Row("preempt-advance-inf", ["cloud", "preempt", "i-0abc", "--advance", "inf"], 2, ValueOutOfRange, "--advance"),
-    Row("maintenance-in-nan", ["cloud", "maintenance", "i-0abc", "--code", "x", "--in", "nan"], 2, ValueOutOfRange),
+    Row(
+        "preempt-lead-nan",
+        ["cloud", "preempt", "i-0abc", "--lead-time", "nan"],
+        2,
+        ValueOutOfRange,
+        "--lead-time",
+    ),
+    Row(
+        "preempt-lead-huge",
+        ["cloud", "preempt", "i-0abc", "--lead-time", "1e30"],
+        2,
+        ValueOutOfRange,
+    ),
+    Row(
+        "preempt-advance-inf",
+        ["cloud", "preempt", "i-0abc", "--advance", "inf"],
+        2,
+        ValueOutOfRange,
+        "--advance",
+    ),
+    Row(
+        "maintenance-in-nan",
+        ["cloud", "maintenance", "i-0abc", "--code", "x", "--in", "nan"],
+        2,
+        ValueOutOfRange,
+    ),
     Row("terminate-unknown", ["cloud", "terminate", "i-0nothing"], 0),  # a no-op, as clouds do
-    Row("ls-home-is-a-file", ["cloud", "ls"], 2, ConfigError, "is a file", env={"SPOTHOP_HOME": "{home_file}"}),
-    Row("world-home-is-a-file", ["cloud", "world"], 2, ConfigError, "is a file", env={"SPOTHOP_HOME": "{home_file}"}),
+    Row(
+        "ls-home-is-a-file",
+        ["cloud", "ls"],
+        2,
+        ConfigError,
+        "is a file",
+        env={"SPOTHOP_HOME": "{home_file}"},
+    ),
+    Row(
+        "world-home-is-a-file",
+        ["cloud", "world"],
+        2,
+        ConfigError,
+        "is a file",
+        env={"SPOTHOP_HOME": "{home_file}"},
+    ),
 )
 
 
 @pytest.mark.parametrize("row", TABLE)
-def test_cloud_refuses_hostile_input_clearly(row: Row, files: dict[str, str], capsys: pytest.CaptureFixture[str],
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cloud_refuses_hostile_input_clearly(
+    row: Row,
+    files: dict[str, str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     run_row(row, files, capsys, monkeypatch)

@@ -15,9 +15,14 @@ GOOD = "2020-01-01T00:00:00.000Z,us-east-1a,p3.2xlarge,Linux/UNIX,0.918\n"
 
 @pytest.fixture
 def files(tmp_path: Path) -> dict[str, str]:
-    found = hostile_files(tmp_path / "in", ".csv", valid=HEADER + GOOD, truncated=HEADER + GOOD + "2020-01-01T01:00",
-                          nan=HEADER + GOOD + "2020-01-01T01:00:00.000Z,us-east-1a,p3.2xlarge,Linux/UNIX,nan\n"
-                          "2020-01-01T02:00:00.000Z,us-east-1a,p3.2xlarge,Linux/UNIX,inf\n")
+    found = hostile_files(
+        tmp_path / "in",
+        ".csv",
+        valid=HEADER + GOOD,
+        truncated=HEADER + GOOD + "2020-01-01T01:00",
+        nan=HEADER + GOOD + "2020-01-01T01:00:00.000Z,us-east-1a,p3.2xlarge,Linux/UNIX,nan\n"
+        "2020-01-01T02:00:00.000Z,us-east-1a,p3.2xlarge,Linux/UNIX,inf\n",
+    )
     (tmp_path / "home-file").write_text("")
     return {**found, "home_file": str(tmp_path / "home-file")}
 
@@ -34,22 +39,68 @@ TABLE = rows(
     Row("import-nan-and-inf", ["market", "import", "{nan}"], 5, None, "nan.csv"),
     Row("import-unicode-name", ["market", "import", "{unicode}"], 0, None, "ünïcødé-名前"),
     Row("import-markup-name", ["market", "import", "--json", "{markup}"], 0, None, MARKUP_NAME),
-    Row("import-bad-format", ["market", "import", "--format", "[/x]", "{valid}"], 2, ConfigError, "[/x]"),
-    Row("prices-bad-since", ["market", "prices", "--since", "[red]yesterday"], 2, ConfigError, "[red]yesterday"),
+    Row(
+        "import-bad-format",
+        ["market", "import", "--format", "[/x]", "{valid}"],
+        2,
+        ConfigError,
+        "[/x]",
+    ),
+    Row(
+        "prices-bad-since",
+        ["market", "prices", "--since", "[red]yesterday"],
+        2,
+        ConfigError,
+        "[red]yesterday",
+    ),
     Row("prices-far-since", ["market", "prices", "--since", "9999-01-01"], 2, ConfigError, "2100"),
-    Row("prices-ancient-since", ["market", "prices", "--since", "0001-01-01"], 2, ConfigError, "2006"),
+    Row(
+        "prices-ancient-since",
+        ["market", "prices", "--since", "0001-01-01"],
+        2,
+        ConfigError,
+        "2006",
+    ),
     Row("prices-huge-span", ["market", "prices", "--since", "99999999w"], 2, ConfigError),
     Row("prices-unknown-gpu", ["market", "prices", "--gpu", "[/x]"], 2, ConfigError, "[/x]"),
-    Row("prices-unreachable-db", ["market", "prices"], 4, None, "the database did not answer",
-        env={"SPOTHOP_DATABASE_URL": UNREACHABLE_DB}),
-    Row("reliability-missing-traces", ["market", "reliability", "--traces", "{missing}"], 3, NotFoundError,
-        "missing.csv"),
-    Row("reliability-bad-window", ["market", "reliability", "--window", "forever"], 2, ConfigError, "--window"),
-    Row("home-is-a-file", ["market", "prices"], 2, ConfigError, "is a file", env={"SPOTHOP_HOME": "{home_file}"}),
+    Row(
+        "prices-unreachable-db",
+        ["market", "prices"],
+        4,
+        None,
+        "the database did not answer",
+        env={"SPOTHOP_DATABASE_URL": UNREACHABLE_DB},
+    ),
+    Row(
+        "reliability-missing-traces",
+        ["market", "reliability", "--traces", "{missing}"],
+        3,
+        NotFoundError,
+        "missing.csv",
+    ),
+    Row(
+        "reliability-bad-window",
+        ["market", "reliability", "--window", "forever"],
+        2,
+        ConfigError,
+        "--window",
+    ),
+    Row(
+        "home-is-a-file",
+        ["market", "prices"],
+        2,
+        ConfigError,
+        "is a file",
+        env={"SPOTHOP_HOME": "{home_file}"},
+    ),
 )
 
 
 @pytest.mark.parametrize("row", TABLE)
-def test_market_refuses_hostile_input_clearly(row: Row, files: dict[str, str], capsys: pytest.CaptureFixture[str],
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_market_refuses_hostile_input_clearly(
+    row: Row,
+    files: dict[str, str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     run_row(row, files, capsys, monkeypatch)

@@ -32,11 +32,22 @@ TABLE = rows(
     Row("region-unknown", ["offers", "--region", "mars-1"], 2, ConfigError, "mars-1"),
     Row("interconnect-unknown", ["offers", "--interconnect", "[/x]"], 2, ConfigError, "[/x]"),
     Row("sort-unknown", ["offers", "--sort", "vibes"], 2),
-    Row("home-is-a-file", ["offers", "--gpu", "H100"], 2, ConfigError, "is a file", env={"SPOTHOP_HOME": "{file}"}),
+    Row(
+        "home-is-a-file",
+        ["offers", "--gpu", "H100"],
+        2,
+        ConfigError,
+        "is a file",
+        env={"SPOTHOP_HOME": "{file}"},
+    ),
 )
 
 
 @pytest.mark.parametrize("row", TABLE)
-def test_offers_refuses_hostile_input_clearly(row: Row, files: dict[str, str], capsys: pytest.CaptureFixture[str],
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_offers_refuses_hostile_input_clearly(
+    row: Row,
+    files: dict[str, str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     run_row(row, files, capsys, monkeypatch)

@@ -14,8 +14,13 @@ from tests.conftest import shared_path
 @pytest.fixture
 def files(tmp_path: Path) -> dict[str, str]:
     valid = shared_path("nvidia-smi", "topo", "8x_rtx4090_pcie_topo.txt").read_text()
-    return hostile_files(tmp_path / "in", ".txt", valid=valid, truncated=valid[: len(valid) // 3],
-                         nan="\tGPU0\tGPU1\nGPU0\t X \tNaN\nGPU1\tinf\t X \n")
+    return hostile_files(
+        tmp_path / "in",
+        ".txt",
+        valid=valid,
+        truncated=valid[: len(valid) // 3],
+        nan="\tGPU0\tGPU1\nGPU0\t X \tNaN\nGPU1\tinf\t X \n",
+    )
 
 
 TABLE = rows(
@@ -31,11 +36,17 @@ TABLE = rows(
     Row("choose-nan", ["topo", "parse", "{valid}", "--choose", "nan"], 2, None),
     Row("choose-zero", ["topo", "parse", "{valid}", "--choose", "0"], 2),
     Row("choose-too-many", ["topo", "parse", "{valid}", "--choose", "99999999999"], 2),
-    Row("home-is-a-file", ["topo", "parse", "{valid}", "--json"], 0, env={"SPOTHOP_HOME": "{valid}"}),
+    Row(
+        "home-is-a-file", ["topo", "parse", "{valid}", "--json"], 0, env={"SPOTHOP_HOME": "{valid}"}
+    ),
 )
 
 
 @pytest.mark.parametrize("row", TABLE)
-def test_topo_refuses_hostile_input_clearly(row: Row, files: dict[str, str], capsys: pytest.CaptureFixture[str],
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_topo_refuses_hostile_input_clearly(
+    row: Row,
+    files: dict[str, str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     run_row(row, files, capsys, monkeypatch)

@@ -55,14 +55,31 @@ def test_the_other_types_own_their_dicts() -> None:
     offering = make_offering()
     report = ImportReport(path="vms.csv", provider="fake", rows=1, offerings=[offering])
     assert report.to_dict()["imported"] == 1 and report.to_dict()["saved_to"] is None
-    (change,) = diff_catalogs([offering], [offering.model_copy(update={"spot_price_usd_per_hour": 2.0})])
+    (change,) = diff_catalogs(
+        [offering], [offering.model_copy(update={"spot_price_usd_per_hour": 2.0})]
+    )
     assert change.to_dict() == change_json(change) and change.to_dict()["kind"] == change.kind
     record = ShardRecord("s1", {"n": 1}, ShardState.DEAD, 3, 3, 3, 0, None, "boom")
     assert record.to_dict()["state"] == "dead" and record.to_dict()["last_error"] == "boom"
     assert CheckpointInfo("step-1", "committed", 1).to_dict()["status"] == "committed"
-    assert VerifyResult("step-1", 1, "durable", False, "bad checksum").to_dict()["reason"] == "bad checksum"
-    plan = GcPlan(kept=["a"], deleted=["b"], partial_deleted=[], damaged=[("c", "truncated")], newest_restorable="a")
+    assert (
+        VerifyResult("step-1", 1, "durable", False, "bad checksum").to_dict()["reason"]
+        == "bad checksum"
+    )
+    plan = GcPlan(
+        kept=["a"],
+        deleted=["b"],
+        partial_deleted=[],
+        damaged=[("c", "truncated")],
+        newest_restorable="a",
+    )
     assert json.loads(json.dumps(plan.to_dict()))["damaged"] == [["c", "truncated"]]
     event = ScheduledEvent("e-1", "instance-stop", 10.0, 20.0)
-    assert event.to_dict() == {"event_id": "e-1", "code": "instance-stop", "not_before": 10.0, "not_after": 20.0,
-                               "state": "active", "description": ""}
+    assert event.to_dict() == {
+        "event_id": "e-1",
+        "code": "instance-stop",
+        "not_before": 10.0,
+        "not_after": 20.0,
+        "state": "active",
+        "description": "",
+    }

@@ -14,8 +14,16 @@ def test_offers_h100x8_spot_json_from_three_providers_sorted(cli):
     per_gpu = [r["usd_per_gpu_hour"] for r in rows]
     assert per_gpu == sorted(per_gpu)
     first = rows[0]
-    for key in ("usd_per_gpu_second", "usd_per_nominal_tflops_hour", "usd_per_effective_tflops_hour",
-                "effective_tflops_per_gpu", "price_date", "currency", "interconnect", "zone"):
+    for key in (
+        "usd_per_gpu_second",
+        "usd_per_nominal_tflops_hour",
+        "usd_per_effective_tflops_hour",
+        "effective_tflops_per_gpu",
+        "price_date",
+        "currency",
+        "interconnect",
+        "zone",
+    ):
         assert key in first
     assert first["usd_per_gpu_second"] == pytest.approx(first["usd_per_gpu_hour"] / 3600)
     assert first["market"] == "spot"
@@ -59,8 +67,14 @@ def test_gpus_lists_models_and_aliases(cli):
 
 def test_installed_entry_point_has_help_everywhere():
     exe = [sys.executable, "-m", "spothop.cli.main"]
-    for args in (["--help"], ["offers", "--help"], ["catalog", "--help"], ["catalog", "import", "--help"],
-                 ["catalog", "diff", "--help"], ["gpus", "--help"]):
+    for args in (
+        ["--help"],
+        ["offers", "--help"],
+        ["catalog", "--help"],
+        ["catalog", "import", "--help"],
+        ["catalog", "diff", "--help"],
+        ["gpus", "--help"],
+    ):
         done = subprocess.run(exe + args, capture_output=True, text=True, timeout=scaled(60))
         assert done.returncode == 0, (args, done.stderr)
         assert "Usage" in done.stdout

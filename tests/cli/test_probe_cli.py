@@ -45,8 +45,12 @@ def test_probe_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert "NumPy has no bfloat16" in out
 
 
-def test_probe_record_refuses_a_cpu_result(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    assert main(["probe", "--budget-s", "5", "--backend", "numpy", "--record", "aws/p5.48xlarge"]) == 2
+def test_probe_record_refuses_a_cpu_result(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert (
+        main(["probe", "--budget-s", "5", "--backend", "numpy", "--record", "aws/p5.48xlarge"]) == 2
+    )
     err = capsys.readouterr().err
     assert "error:" in err and "needs a CUDA GPU" in err
     assert not (tmp_path / "home" / "measured.json").exists()
@@ -76,7 +80,19 @@ def test_topo_parse_rtx4090_table(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_topo_parse_dgx_json(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["topo", "parse", sample("topo/dgx_a100_40gb_topo_PARTIAL.txt"), "--json", "--choose", "2"]) == 0
+    assert (
+        main(
+            [
+                "topo",
+                "parse",
+                sample("topo/dgx_a100_40gb_topo_PARTIAL.txt"),
+                "--json",
+                "--choose",
+                "2",
+            ]
+        )
+        == 0
+    )
     data = json.loads(capsys.readouterr().out)
     assert data["chosen"] == [0, 1]
     assert data["links"][0][1] == "NV12"
@@ -91,7 +107,9 @@ def test_topo_parse_query_text_shows_bus_ids_literally(capsys: pytest.CaptureFix
     assert main(["topo", "parse", sample("thamada-text/H100SXMx8_smi_-a.txt"), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     # The log lists no NVLinks, but all eight GPUs joined the NVSwitch fabric: NV18 between every pair.
-    assert {cell for i, row in enumerate(data["links"]) for j, cell in enumerate(row) if i != j} == {"NV18"}
+    assert {
+        cell for i, row in enumerate(data["links"]) for j, cell in enumerate(row) if i != j
+    } == {"NV18"}
     assert data["gpus"][5]["pci_bus_id"] == "00000000:AB:00.0"
     assert main(["topo", "parse", sample("thamada-text/H100SXMx8_smi_-a.txt")]) == 0
     out = capsys.readouterr().out
@@ -106,9 +124,13 @@ def test_topo_parse_query_text_shows_bus_ids_literally(capsys: pytest.CaptureFix
         ("no/such/file.txt", "no such file"),
     ],
 )
-def test_topo_parse_errors_are_one_line(relative: str, message: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_topo_parse_errors_are_one_line(
+    relative: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = str(DATA / relative) if relative.startswith("no/") else sample(relative)
-    assert main(["topo", "parse", path]) == (3 if relative.startswith("no/") else 2)  # not found, or bad input
+    assert main(["topo", "parse", path]) == (
+        3 if relative.startswith("no/") else 2
+    )  # not found, or bad input
     err = " ".join(capsys.readouterr().err.split())
     assert err.startswith("error:") and message in err
     assert "Traceback" not in err

@@ -43,19 +43,28 @@ def test_backtest_on_a_drift_beats_naive_and_on_a_flat_series_ties() -> None:
     drift = backtest_series("drift", hours(500), [1.0 + 0.001 * i for i in range(500)], 6)
     flat = backtest_series("flat", hours(500), [2.0] * 500, 6)
     assert drift is not None and drift.verdict == "better" and drift.moving
-    assert flat is not None and flat.verdict == "tie" and not flat.moving and flat.model_share == 0.0
+    assert (
+        flat is not None and flat.verdict == "tie" and not flat.moving and flat.model_share == 0.0
+    )
     assert backtest_series("short", hours(5), [1.0] * 5, 24) is None
 
 
 def test_shared_aws_backtest_beats_naive_on_most_moving_series_at_6h() -> None:
-    points = AwsCsv().read(shared_path("prices", "aws-spot-price-history-p2-p3-2019-2020.csv")).points
+    points = (
+        AwsCsv().read(shared_path("prices", "aws-spot-price-history-p2-p3-2019-2020.csv")).points
+    )
     series: dict[tuple[str, str], list[tuple[datetime, float]]] = {}
     for p in points:
         series.setdefault((p.zone, p.instance_type), []).append((p.timestamp, p.price_usd_per_hour))
-    results = [r for name, pts in series.items()
-               if (r := backtest_series("/".join(name), [t for t, _ in pts], [v for _, v in pts], 6))]
+    results = [
+        r
+        for name, pts in series.items()
+        if (r := backtest_series("/".join(name), [t for t, _ in pts], [v for _, v in pts], 6))
+    ]
     six = summarise(results, 6)
-    assert six.series == 95 and six.moving == 42  # 3 series have one point; 53 never moved in the test span
+    assert (
+        six.series == 95 and six.moving == 42
+    )  # 3 series have one point; 53 never moved in the test span
     assert six.better_share_moving >= 0.6
     assert six.mae < six.naive_mae and six.mape_pct < six.naive_mape_pct
     # a tie means the rule kept the last price: flat series are never "improved" by noise

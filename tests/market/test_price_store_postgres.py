@@ -39,7 +39,9 @@ def test_interruptions_round_trip_on_postgresql_keyed_by_provider(pg_engine: Eng
 
     store = InterruptionStore(engine=pg_engine)
     market = MarketId("azure", "eastus", "", "Standard_NC6s_v3")
-    taken = Interruption(market, "Preempt", 30.0, 1_700_000_000.0, cause="capacity", instance_id="vm-1")
+    taken = Interruption(
+        market, "Preempt", 30.0, 1_700_000_000.0, cause="capacity", instance_id="vm-1"
+    )
     store.record_interruption(taken)
     store.record_run(market, 1_699_990_000.0, 1_700_000_000.0, instance_id="vm-1")
     assert store.interruptions() == [taken]

@@ -29,7 +29,9 @@ V100 = "V100-SXM2-16GB"
 
 
 def ev(market: MarketId, n: int, hours: float, up: float = 1.0) -> MarketEvidence:
-    return MarketEvidence(market, V100, hours, n, up_s=up * hours * 3600, down_s=(1 - up) * hours * 3600)
+    return MarketEvidence(
+        market, V100, hours, n, up_s=up * hours * 3600, down_s=(1 - up) * hours * 3600
+    )
 
 
 def spearman(a: list[float], b: list[float]) -> float:
@@ -54,7 +56,9 @@ def test_one_observation_is_shrunk_towards_the_group() -> None:
     pooled = 23 / 201
     assert pooled < a.preemption_rate_per_h < 0.5  # pulled most of the way to the group's rate
     b = book.get(B)
-    assert b is not None and b.preemption_rate_per_h == pytest.approx(0.1, rel=0.15)  # much data: trusted
+    assert b is not None and b.preemption_rate_per_h == pytest.approx(
+        0.1, rel=0.15
+    )  # much data: trusted
 
 
 def test_unknown_markets_get_the_group_prior_and_no_data_the_default() -> None:
@@ -62,14 +66,20 @@ def test_unknown_markets_get_the_group_prior_and_no_data_the_default() -> None:
     assert book.preemption_rate_per_h(A, V100) == pytest.approx(22 / 200)
     assert book.mean_time_between_preemptions_s(A, V100) == pytest.approx(3600 / (22 / 200))
     empty = ReliabilityBook.from_evidence([])
-    assert empty.mean_time_between_preemptions_s(A) == pytest.approx(3600 / DEFAULT_PRIOR_RATE_PER_H)
+    assert empty.mean_time_between_preemptions_s(A) == pytest.approx(
+        3600 / DEFAULT_PRIOR_RATE_PER_H
+    )
 
 
 def test_provider_signals_move_markets_with_little_data() -> None:
     group = [ev(B, 10, 100.0), ev(C, 12, 100.0), ev(A, 0, 2.0, up=0.5)]
     plain = ReliabilityBook.from_evidence(group).get(A)
-    calm = ReliabilityBook.from_evidence(group, {A: ProviderSignals(10, AdvisorBucket.UNDER_5)}).get(A)
-    stormy = ReliabilityBook.from_evidence(group, {A: ProviderSignals(1, AdvisorBucket.OVER_20)}).get(A)
+    calm = ReliabilityBook.from_evidence(
+        group, {A: ProviderSignals(10, AdvisorBucket.UNDER_5)}
+    ).get(A)
+    stormy = ReliabilityBook.from_evidence(
+        group, {A: ProviderSignals(1, AdvisorBucket.OVER_20)}
+    ).get(A)
     assert plain and calm and stormy
     assert stormy.score < plain.score < calm.score
     assert calm.prior.rate_per_h == ADVISOR_BUCKET_RATE_PER_H[AdvisorBucket.UNDER_5]
@@ -85,9 +95,15 @@ def test_score_is_monotone_and_bounded() -> None:
 
 def test_trace_files_name_their_markets() -> None:
     folder = shared_path("traces", "cant-be-late")
-    market, gpu = trace_market(folder / "preemption-1node-aws-2023-04-22" / "us-east-1c_v100_1.json")
-    assert market == MarketId("aws", "us-east-1", "us-east-1c", "p3.2xlarge") and gpu.startswith("V100")
-    market, gpu = trace_market(shared_path("traces", "spothedge-gcp-a100", "us-central1-a_a100_40gb_8.json"))
+    market, gpu = trace_market(
+        folder / "preemption-1node-aws-2023-04-22" / "us-east-1c_v100_1.json"
+    )
+    assert market == MarketId("aws", "us-east-1", "us-east-1c", "p3.2xlarge") and gpu.startswith(
+        "V100"
+    )
+    market, gpu = trace_market(
+        shared_path("traces", "spothedge-gcp-a100", "us-central1-a_a100_40gb_8.json")
+    )
     assert market == MarketId("gcp", "us-central1", "us-central1-a", "a2-highgpu-8g")
 
 
@@ -103,6 +119,8 @@ def test_shared_traces_rank_consistently_with_availability_and_preemptions() -> 
     assert spearman(scores, calm) > 0.8
     # pairwise: a market both more available and less preempted never ranks below
     for x, y in itertools.permutations(ranked, 2):
-        if (x.raw_availability or 0) > (y.raw_availability or 0) + 0.1 and (x.raw_rate_per_h or 0) < (y.raw_rate_per_h or 0):
+        if (x.raw_availability or 0) > (y.raw_availability or 0) + 0.1 and (
+            x.raw_rate_per_h or 0
+        ) < (y.raw_rate_per_h or 0):
             assert x.score > y.score, (x.market.slug, y.market.slug)
     assert all(0.0 <= s <= 1.0 for s in scores)

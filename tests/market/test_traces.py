@@ -194,11 +194,20 @@ def test_a_tick_keeps_the_lowest_count_seen_in_it(tmp_path):
     assert list(log.trace.counts) == [1, 2, 1]  # a left for 15 s inside tick 0; b left in tick 2
 
 
-@pytest.mark.parametrize(("parts", "fmt"), [
-    (("prices", "aws-spot-price-history-p2-p3-2019-2020.csv"), "aws-csv"),
-    (("prices", "aws-describe-spot-price-history-raw", "us-east-2", "p3.2xlarge.json"), "aws-json"),
-    (("prices", "azure-low-priority-2020", "us_east.csv"), "azure-csv"),
-])
+@pytest.mark.parametrize(
+    ("parts", "fmt"),
+    [
+        (("prices", "aws-spot-price-history-p2-p3-2019-2020.csv"), "aws-csv"),
+        (
+            ("prices", "aws-describe-spot-price-history-raw", "us-east-2", "p3.2xlarge.json"),
+            "aws-json",
+        ),
+        (("prices", "azure-low-priority-2020", "us_east.csv"), "azure-csv"),
+    ],
+)
 def test_a_price_history_is_not_read_as_a_trace(parts, fmt):
-    with pytest.raises(TraceError, match=rf"price history \({fmt}\), not an availability trace.*spothop market import"):
+    with pytest.raises(
+        TraceError,
+        match=rf"price history \({fmt}\), not an availability trace.*spothop market import",
+    ):
         read_trace(shared_path(*parts))

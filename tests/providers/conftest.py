@@ -39,7 +39,9 @@ class Harness:
     codes: ErrorCodes
     ids: InstanceIdShape
     pass_time: Callable[[float], None]  # let this many seconds of provider time pass
-    wait_state: Callable[[str, frozenset[InstanceState]], Instance]  # until the instance is in one of them
+    wait_state: Callable[
+        [str, frozenset[InstanceState]], Instance
+    ]  # until the instance is in one of them
 
 
 # -- the local cloud: a world of one cloud, two markets, fixed by traces ---------
@@ -85,28 +87,47 @@ def _local(tmp_path: Path) -> Iterator[Harness]:
     provider = LocalProvider("aws-sim", world=load_world(world_path), world_path=world_path)
 
     def request(instance_type: str, spot: bool = True) -> LaunchRequest:
-        return LaunchRequest(instance_type=instance_type, region="us-east-1", zone="us-east-1a", spot=spot,
-                             bootstrap_command=["sleep", "600"])
+        return LaunchRequest(
+            instance_type=instance_type,
+            region="us-east-1",
+            zone="us-east-1a",
+            spot=spot,
+            bootstrap_command=["sleep", "600"],
+        )
 
     def pass_time(seconds: float) -> None:
         target = provider.clock.now() + seconds
-        wait_for(lambda: provider.clock.now() >= target, timeout_s=seconds / LOCAL_SPEED + 10,
-                 what=f"{seconds} s of the local cloud's time")
+        wait_for(
+            lambda: provider.clock.now() >= target,
+            timeout_s=seconds / LOCAL_SPEED + 10,
+            what=f"{seconds} s of the local cloud's time",
+        )
 
     def wait_state(instance_id: str, states: frozenset[InstanceState]) -> Instance:
-        return wait_for(lambda: (i := provider.describe(instance_id)).state in states and i,
-                        timeout_s=20, what=f"{instance_id} in {sorted(states)}")
+        return wait_for(
+            lambda: (i := provider.describe(instance_id)).state in states and i,
+            timeout_s=20,
+            what=f"{instance_id} in {sorted(states)}",
+        )
 
     yield Harness(
-        provider=provider, spot=request("g5.xlarge"), on_demand=request("g5.xlarge", spot=False),
-        unavailable=request("p3.2xlarge"), codes=PROTOCOLS["aws"].ERROR_CODES, ids=PROTOCOLS["aws"].INSTANCE_IDS,
-        pass_time=pass_time, wait_state=wait_state,
+        provider=provider,
+        spot=request("g5.xlarge"),
+        on_demand=request("g5.xlarge", spot=False),
+        unavailable=request("p3.2xlarge"),
+        codes=PROTOCOLS["aws"].ERROR_CODES,
+        ids=PROTOCOLS["aws"].INSTANCE_IDS,
+        pass_time=pass_time,
+        wait_state=wait_state,
     )
     for instance in provider.list_instances():
         provider.terminate(instance.instance_id)
     for instance in provider.list_instances():
-        wait_for(lambda i=instance: not provider.describe(i.instance_id).state.is_alive, timeout_s=20,
-                 what=f"{instance.instance_id} ended")
+        wait_for(
+            lambda i=instance: not provider.describe(i.instance_id).state.is_alive,
+            timeout_s=20,
+            what=f"{instance.instance_id} ended",
+        )
 
 
 # -- the fake: two markets, one of them closed -------------------------------------
@@ -119,7 +140,9 @@ def _fake() -> Iterator[Harness]:
     provider = FakeProvider(markets=[open_market, closed], clock=clock)
 
     def request(instance_type: str, spot: bool = True) -> LaunchRequest:
-        return LaunchRequest(instance_type=instance_type, region="fake-1", zone="fake-1a", spot=spot)
+        return LaunchRequest(
+            instance_type=instance_type, region="fake-1", zone="fake-1a", spot=spot
+        )
 
     def wait_state(instance_id: str, states: frozenset[InstanceState]) -> Instance:
         for _ in range(100):  # a fake instance changes state only as its clock moves
@@ -130,9 +153,14 @@ def _fake() -> Iterator[Harness]:
         pytest.fail(f"{instance_id} never reached {sorted(states)}")
 
     yield Harness(
-        provider=provider, spot=request("gpu.open"), on_demand=request("gpu.open", spot=False),
-        unavailable=request("gpu.closed"), codes=provider.codes, ids=FAKE_INSTANCE_IDS,
-        pass_time=clock.advance, wait_state=wait_state,
+        provider=provider,
+        spot=request("gpu.open"),
+        on_demand=request("gpu.open", spot=False),
+        unavailable=request("gpu.closed"),
+        codes=provider.codes,
+        ids=FAKE_INSTANCE_IDS,
+        pass_time=clock.advance,
+        wait_state=wait_state,
     )
 
 

@@ -24,33 +24,49 @@ def test_offerings_are_the_providers_own_and_launchable(harness: Harness) -> Non
     sold = {(o.instance_type, o.zone) for o in offerings}
     assert (harness.spot.instance_type, harness.spot.zone) in sold
     prices = harness.provider.spot_prices([harness.spot.instance_type])
-    assert prices and all(p.instance_type == harness.spot.instance_type and p.price_usd_per_hour > 0 for p in prices)
+    assert prices and all(
+        p.instance_type == harness.spot.instance_type and p.price_usd_per_hour > 0 for p in prices
+    )
 
 
 def test_a_spot_launch_returns_an_instance_that_exists(harness: Harness) -> None:
     instance = harness.provider.launch(harness.spot)
     assert harness.ids.matches(instance.instance_id), instance.instance_id
     assert (instance.provider, instance.instance_type, instance.zone, instance.spot) == (
-        harness.provider.name, harness.spot.instance_type, harness.spot.zone, True)
+        harness.provider.name,
+        harness.spot.instance_type,
+        harness.spot.zone,
+        True,
+    )
     assert instance.state in (InstanceState.PENDING, InstanceState.RUNNING)
     running = harness.wait_state(instance.instance_id, ALIVE)
-    assert running.instance_id == instance.instance_id and running.launched_at == instance.launched_at
+    assert (
+        running.instance_id == instance.instance_id and running.launched_at == instance.launched_at
+    )
 
 
 def test_an_on_demand_launch_is_priced_at_the_list_price(harness: Harness) -> None:
     instance = harness.provider.launch(harness.on_demand)
-    offering = next(o for o in harness.provider.list_offerings()
-                    if (o.instance_type, o.zone) == (harness.on_demand.instance_type, harness.on_demand.zone))
+    offering = next(
+        o
+        for o in harness.provider.list_offerings()
+        if (o.instance_type, o.zone) == (harness.on_demand.instance_type, harness.on_demand.zone)
+    )
     assert not instance.spot
     assert instance.price_usd_per_hour == pytest.approx(offering.on_demand_price_usd_per_hour)
 
 
-def test_no_capacity_is_a_typed_error_with_the_clouds_code_and_leaves_nothing(harness: Harness) -> None:
+def test_no_capacity_is_a_typed_error_with_the_clouds_code_and_leaves_nothing(
+    harness: Harness,
+) -> None:
     before = {i.instance_id for i in harness.provider.list_instances()}
     with pytest.raises(CapacityUnavailable) as info:
         harness.provider.launch(harness.unavailable)
     error = info.value
-    assert (error.provider, error.code) == (harness.provider.name, harness.codes.capacity_unavailable)
+    assert (error.provider, error.code) == (
+        harness.provider.name,
+        harness.codes.capacity_unavailable,
+    )
     assert error.code in str(error) and error.cloud_message
     assert {i.instance_id for i in harness.provider.list_instances()} == before
 
@@ -99,7 +115,9 @@ def test_terminate_is_idempotent_and_ignores_unknown_ids(harness: Harness) -> No
     assert harness.provider.describe(instance.instance_id).state is InstanceState.TERMINATED
 
 
-def test_billing_is_integer_microdollars_at_the_instances_price_and_stops_at_the_end(harness: Harness) -> None:
+def test_billing_is_integer_microdollars_at_the_instances_price_and_stops_at_the_end(
+    harness: Harness,
+) -> None:
     instance = harness.provider.launch(harness.on_demand)
     harness.wait_state(instance.instance_id, ALIVE)
     harness.pass_time(600)
@@ -112,7 +130,10 @@ def test_billing_is_integer_microdollars_at_the_instances_price_and_stops_at_the
     assert ended.cost_microusd == pytest.approx(expected, rel=0.02)
     harness.pass_time(600)
     later = harness.provider.describe(instance.instance_id)
-    assert (later.billed_seconds, later.cost_microusd) == (ended.billed_seconds, ended.cost_microusd)
+    assert (later.billed_seconds, later.cost_microusd) == (
+        ended.billed_seconds,
+        ended.cost_microusd,
+    )
 
 
 def test_an_instance_serialises_itself(harness: Harness) -> None:

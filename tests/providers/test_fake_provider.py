@@ -30,7 +30,9 @@ def fake(clock: ManualClock) -> FakeProvider:
     return FakeProvider(clock=clock, launch_delay_s=10)
 
 
-def test_an_instance_is_pending_for_the_launch_delay_then_running(fake: FakeProvider, clock: ManualClock) -> None:
+def test_an_instance_is_pending_for_the_launch_delay_then_running(
+    fake: FakeProvider, clock: ManualClock
+) -> None:
     instance = fake.launch(H100)
     assert instance.state is InstanceState.PENDING
     clock.advance(9.5)
@@ -39,7 +41,9 @@ def test_an_instance_is_pending_for_the_launch_delay_then_running(fake: FakeProv
     assert fake.describe(instance.instance_id).state is InstanceState.RUNNING
 
 
-def test_scripted_errors_come_in_order_once_each_and_only_where_they_match(fake: FakeProvider) -> None:
+def test_scripted_errors_come_in_order_once_each_and_only_where_they_match(
+    fake: FakeProvider,
+) -> None:
     fake.fail_next(RateLimited("fake", "Throttling", "slow down", retry_after_s=2))
     fake.fail_next(AuthFailed("fake", "ExpiredToken", "token expired"), zone="fake-1b")
     with pytest.raises(RateLimited) as first:
@@ -59,7 +63,9 @@ def test_a_full_market_refuses_spot_until_an_instance_ends(clock: ManualClock) -
         fake.launch(H100)
     assert info.value.code == fake.codes.capacity_unavailable
     assert not fake.spot_prices()[0].available
-    assert fake.launch(LaunchRequest(**{**H100.__dict__, "spot": False})).spot is False  # on-demand is not capped
+    assert (
+        fake.launch(LaunchRequest(**{**H100.__dict__, "spot": False})).spot is False
+    )  # on-demand is not capped
     fake.terminate(first.instance_id)
     assert fake.launch(H100).state is InstanceState.PENDING
 
@@ -73,26 +79,36 @@ def test_a_closed_market_refuses_spot_and_reopens(fake: FakeProvider) -> None:
 
 
 def test_the_gpu_quota_counts_alive_instances_of_one_market_kind(clock: ManualClock) -> None:
-    eight = make_offering(instance_type="gpu.h100x8", gpu_count=8, on_demand_price_usd_per_hour=32.0,
-                          spot_price_usd_per_hour=12.0)
+    eight = make_offering(
+        instance_type="gpu.h100x8",
+        gpu_count=8,
+        on_demand_price_usd_per_hour=32.0,
+        spot_price_usd_per_hour=12.0,
+    )
     fake = FakeProvider(markets=[make_market(eight)], clock=clock, gpu_quota={"spot": 8})
     request = LaunchRequest(instance_type="gpu.h100x8", region="fake-1", zone="fake-1a")
     first = fake.launch(request)
     with pytest.raises(QuotaExceeded, match="quota is 8; 8 in use") as info:
         fake.launch(request)
     assert info.value.code == FAKE_QUOTA_EXCEEDED
-    fake.launch(LaunchRequest(**{**request.__dict__, "spot": False}))  # on-demand has its own quota (none)
+    fake.launch(
+        LaunchRequest(**{**request.__dict__, "spot": False})
+    )  # on-demand has its own quota (none)
     fake.terminate(first.instance_id)
     fake.launch(request)
     with pytest.raises(ConfigError, match="gpu_quota takes the keys"):
         FakeProvider(gpu_quota={"gpus": 8})
 
 
-def test_a_preemption_gives_the_notice_then_takes_the_instance_at_its_deadline(fake: FakeProvider, clock: ManualClock) -> None:
+def test_a_preemption_gives_the_notice_then_takes_the_instance_at_its_deadline(
+    fake: FakeProvider, clock: ManualClock
+) -> None:
     instance = fake.launch(H100)
     clock.advance(100)
     fake.preempt(instance.instance_id, lead_time_s=120, advance_s=60, at_s=200)
-    assert fake.describe(instance.instance_id).notice_time is None  # scripted for later: not shown yet
+    assert (
+        fake.describe(instance.instance_id).notice_time is None
+    )  # scripted for later: not shown yet
     assert fake.advance_notice_time(instance.instance_id) == 200
     clock.advance(160)  # t = 260: the final notice
     noticed = fake.describe(instance.instance_id)
@@ -128,7 +144,9 @@ def test_a_failed_instance_ends_at_once(fake: FakeProvider, clock: ManualClock) 
     assert (failed.state, failed.ended_at) == (InstanceState.FAILED, 20)
 
 
-def test_spot_billing_pays_each_price_for_its_own_seconds(fake: FakeProvider, clock: ManualClock) -> None:
+def test_spot_billing_pays_each_price_for_its_own_seconds(
+    fake: FakeProvider, clock: ManualClock
+) -> None:
     fake.set_spot_price("gpu.h100x1", 3.6, "fake-1a")  # 3.6 USD/h: 1,000 micro-dollars a second
     instance = fake.launch(H100)
     clock.advance(10 + 100)  # 100 s at 3.6 USD/h
@@ -155,18 +173,25 @@ def test_a_price_change_before_the_last_is_refused(fake: FakeProvider, clock: Ma
 def test_markets_must_belong_to_the_provider() -> None:
     with pytest.raises(ConfigError, match="make it with provider='other'"):
         FakeProvider("other", markets=make_markets())
-    assert FakeProvider("other", markets=make_markets(provider="other")).list_offerings()[0].provider == "other"
+    assert (
+        FakeProvider("other", markets=make_markets(provider="other")).list_offerings()[0].provider
+        == "other"
+    )
 
 
 def test_the_fake_is_in_the_registry_by_name(clock: ManualClock) -> None:
     assert "fake" in provider_names()
-    provider = get_provider("fake", clock=clock, world_path=None)  # options of other families are ignored
+    provider = get_provider(
+        "fake", clock=clock, world_path=None
+    )  # options of other families are ignored
     assert isinstance(provider, FakeProvider) and provider.clock is clock
     assert get_provider("fake") is not get_provider("fake")  # a new, empty cloud each time
 
 
 def test_factories_make_valid_types_with_any_field_overridden() -> None:
-    offering = make_offering(gpu_count=8, spot_price_usd_per_hour=9.0, on_demand_price_usd_per_hour=20.0)
+    offering = make_offering(
+        gpu_count=8, spot_price_usd_per_hour=9.0, on_demand_price_usd_per_hour=20.0
+    )
     assert (offering.gpu_count, offering.usd_per_gpu_hour(spot=True)) == (8, 9.0 / 8)
     instance = make_instance(state=InstanceState.NOTICED, notice_time=5.0)
     assert instance.state is InstanceState.NOTICED and instance.to_dict()["state"] == "noticed"

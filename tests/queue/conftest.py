@@ -77,7 +77,9 @@ def make_queue(request: pytest.FixtureRequest, clock: FakeClock) -> Iterator[Que
 
         def make(job: str | None = None) -> ShardQueue:
             # No idle threshold: the fake clock, not real idle time, decides expiry here.
-            return RedisQueue(job or unique("job"), REDIS_URL, prefix=prefix, clock=clock, reclaim_min_idle_ms=0)
+            return RedisQueue(
+                job or unique("job"), REDIS_URL, prefix=prefix, clock=clock, reclaim_min_idle_ms=0
+            )
 
     def tracked(job: str | None = None) -> ShardQueue:
         queue = make(job)

@@ -62,7 +62,9 @@ def test_complete_commits_once_and_is_idempotent(make_queue: QueueFactory) -> No
     assert q.stats().done == 1
 
 
-def test_expired_lease_is_reclaimed_and_the_old_token_is_fenced(make_queue: QueueFactory, clock: FakeClock) -> None:
+def test_expired_lease_is_reclaimed_and_the_old_token_is_fenced(
+    make_queue: QueueFactory, clock: FakeClock
+) -> None:
     q = make_queue()
     q.enqueue(shards(1))
     (old,) = q.claim("w1", lease_s=10)
@@ -79,7 +81,9 @@ def test_expired_lease_is_reclaimed_and_the_old_token_is_fenced(make_queue: Queu
     assert q.stats().reclaims == 1
 
 
-def test_complete_after_expiry_is_refused_even_unclaimed(make_queue: QueueFactory, clock: FakeClock) -> None:
+def test_complete_after_expiry_is_refused_even_unclaimed(
+    make_queue: QueueFactory, clock: FakeClock
+) -> None:
     q = make_queue()
     q.enqueue(shards(1))
     (lease,) = q.claim("w1", lease_s=10)
@@ -116,7 +120,9 @@ def test_release_requeues_at_once_and_refunds_the_attempt(make_queue: QueueFacto
     assert (stats.releases, stats.attempts, stats.failures) == (1, 1, 0)
 
 
-def test_release_worker_gives_back_only_that_workers_live_leases(make_queue: QueueFactory, clock: FakeClock) -> None:
+def test_release_worker_gives_back_only_that_workers_live_leases(
+    make_queue: QueueFactory, clock: FakeClock
+) -> None:
     q = make_queue()
     q.enqueue(shards(5))
     mine = q.claim("w1", 2, lease_s=LEASE_S)
@@ -128,7 +134,12 @@ def test_release_worker_gives_back_only_that_workers_live_leases(make_queue: Que
     assert q.release_worker("w1") == 0  # nothing left: a second call is harmless
     for lease in mine:
         record = q.get(lease.shard_id)
-        assert (record.state, record.worker, record.attempts, record.releases) == (ShardState.PENDING, None, 0, 1)
+        assert (record.state, record.worker, record.attempts, record.releases) == (
+            ShardState.PENDING,
+            None,
+            0,
+            1,
+        )
     assert q.get(theirs.shard_id).state is ShardState.LEASED
     assert q.get(done.shard_id).state is ShardState.DONE
     q.heartbeat(theirs)  # the other worker's lease is untouched
@@ -173,7 +184,9 @@ def test_retry_dead_gives_fresh_attempts(make_queue: QueueFactory) -> None:
     assert q.stats().dead == 0
 
 
-def test_expiry_on_the_last_attempt_dead_letters(make_queue: QueueFactory, clock: FakeClock) -> None:
+def test_expiry_on_the_last_attempt_dead_letters(
+    make_queue: QueueFactory, clock: FakeClock
+) -> None:
     q = make_queue()
     q.enqueue(shards(1), QueuePolicy(max_attempts=2))
     q.claim("w1", lease_s=10)
@@ -211,7 +224,9 @@ def test_unknown_job_and_unknown_lease_are_clear_errors(make_queue: QueueFactory
         (Shard("big", "x" * 70_000), "over"),
     ],
 )
-def test_malformed_shards_are_refused_whole(make_queue: QueueFactory, shard: Shard, message: str) -> None:
+def test_malformed_shards_are_refused_whole(
+    make_queue: QueueFactory, shard: Shard, message: str
+) -> None:
     q = make_queue()
     with pytest.raises(MalformedShardError, match=message):
         q.enqueue([Shard("fine", 1), shard])

@@ -23,7 +23,9 @@ def queue(tmp_path: Path, clock: FakeClock) -> Iterator[SqlQueue]:
     q.close()
 
 
-def test_a_rerun_after_a_lost_lease_leaves_one_output(queue: SqlQueue, clock: FakeClock, tmp_path: Path) -> None:
+def test_a_rerun_after_a_lost_lease_leaves_one_output(
+    queue: SqlQueue, clock: FakeClock, tmp_path: Path
+) -> None:
     store = OutputStore(str(tmp_path / "out"))
     (slow,) = queue.claim("slow", lease_s=LEASE_S)
     clock.advance(LEASE_S + 1)
@@ -46,7 +48,9 @@ def test_completion_is_idempotent_for_the_winner(queue: SqlQueue, tmp_path: Path
     assert store.read("a") == b"data" and store.temporaries() == []
 
 
-def test_finalize_publishes_a_winner_killed_before_publishing(queue: SqlQueue, clock: FakeClock, tmp_path: Path) -> None:
+def test_finalize_publishes_a_winner_killed_before_publishing(
+    queue: SqlQueue, clock: FakeClock, tmp_path: Path
+) -> None:
     store = OutputStore(str(tmp_path / "out"))
     (loser,) = queue.claim("w1", lease_s=LEASE_S)
     store.write_temp(loser, b"stale")  # killed mid-shard
@@ -76,8 +80,12 @@ def s3_url(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
     server.start()
     endpoint = f"http://127.0.0.1:{port}"
-    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                        "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": endpoint}.items():
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": endpoint,
+    }.items():
         monkeypatch.setenv(name, value)
     boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket="outputs")
     yield endpoint
@@ -85,7 +93,9 @@ def s3_url(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 
 
 def test_s3_outputs_are_published_once(s3_url: str, queue: SqlQueue, clock: FakeClock) -> None:
-    store = OutputStore("s3://outputs/job", client_kwargs={"endpoint_url": s3_url}, skip_instance_cache=True)
+    store = OutputStore(
+        "s3://outputs/job", client_kwargs={"endpoint_url": s3_url}, skip_instance_cache=True
+    )
     (slow,) = queue.claim("slow", lease_s=LEASE_S)
     store.write_temp(slow, b"stale")
     clock.advance(LEASE_S + 1)

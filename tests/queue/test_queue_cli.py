@@ -37,7 +37,9 @@ def test_stats_json(url: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert (data["pending"], data["done"], data["dead"], data["failures"]) == (1, 1, 1, 1)
 
 
-def test_stats_table(url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_stats_table(
+    url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("COLUMNS", "200")
     code, out, _ = run(capsys, "queue", "stats", "job-1", "--url", url)
     assert code == 0 and "pending" in out and "job-1" in out

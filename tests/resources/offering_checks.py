@@ -22,7 +22,11 @@ def assert_valid_offering(offering: Offering, rates: RateTable) -> None:
     assert offering.provider.strip() and offering.region.strip() and offering.instance_type.strip()
     assert INSTANCE_GPU_COUNT.low <= offering.gpu_count <= INSTANCE_GPU_COUNT.high
     assert 0 < offering.vcpus <= VCPUS.high and 0 < offering.memory_gib <= MEMORY_GIB.high
-    prices = [p for p in (offering.on_demand_price_usd_per_hour, offering.spot_price_usd_per_hour) if p is not None]
+    prices = [
+        p
+        for p in (offering.on_demand_price_usd_per_hour, offering.spot_price_usd_per_hour)
+        if p is not None
+    ]
     assert prices and all(math.isfinite(p) and 0 < p <= PRICE_USD_PER_HOUR.high for p in prices)
     assert YEAR_FIRST <= offering.price_date.year <= YEAR_LAST
     back = read_catalog_text(format_catalog_csv([offering]), "saved.csv", rates)

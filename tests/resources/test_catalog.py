@@ -27,7 +27,9 @@ def test_builtin_catalog_is_large_and_covers_six_providers():
     assert {"aws", "gcp", "azure", "aliyun", "tencent", "volcengine"} <= providers
     for o in offerings:
         assert o.price_date >= dt.date(2024, 1, 1), o
-        assert o.usd_per_gpu_hour(spot=False) is None or 0.05 < o.usd_per_gpu_hour(spot=False) < 30, o
+        assert (
+            o.usd_per_gpu_hour(spot=False) is None or 0.05 < o.usd_per_gpu_hour(spot=False) < 30
+        ), o
         if o.spot_price_usd_per_hour is not None and o.on_demand_price_usd_per_hour is not None:
             assert o.spot_price_usd_per_hour < o.on_demand_price_usd_per_hour, o
 
@@ -106,7 +108,15 @@ def test_csv_round_trip_keeps_every_field():
 
 def test_user_imports_replace_that_providers_builtin_rows(spothop_home: Path):
     base = builtin_offerings()[0]
-    cheaper = base.model_copy(update={"on_demand_price_original": 0.01, "on_demand_price_usd_per_hour": 0.01, "spot_price_original": None, "spot_price_usd_per_hour": None, "currency": "USD"})
+    cheaper = base.model_copy(
+        update={
+            "on_demand_price_original": 0.01,
+            "on_demand_price_usd_per_hour": 0.01,
+            "spot_price_original": None,
+            "spot_price_usd_per_hour": None,
+            "currency": "USD",
+        }
+    )
     path = save_user_offerings(base.provider, [cheaper], "test")
     assert path.parent == spothop_home / "catalog"
     merged = load_catalog()
@@ -120,12 +130,22 @@ def test_a_bad_row_of_a_saved_import_is_reported_and_the_other_rows_load(spothop
     (spothop_home / "catalog").mkdir()
     good_elsewhere = GOOD.replace("us-east-1a", "us-east-1b")
     (spothop_home / "catalog" / "mine.csv").write_text(
-        HEADER + "\n" + GOOD.replace("8,192", "x,192") + "\n" + good_elsewhere + "\n" + GOOD[:40] + "\n")
+        HEADER
+        + "\n"
+        + GOOD.replace("8,192", "x,192")
+        + "\n"
+        + good_elsewhere
+        + "\n"
+        + GOOD[:40]
+        + "\n"
+    )
     catalog = load_catalog()
     assert [(e.line, e.field) for e in catalog.refused] == [(2, "gpu_count"), (4, None)]
     assert "mine.csv:2" in str(catalog.refused[0])
     assert catalog.get("aws", "us-east-1", "us-east-1b", "p5.48xlarge") is not None
-    assert catalog.get("aws", "us-east-1", "us-east-1a", "p5.48xlarge") is None  # the import replaced aws's rows
+    assert (
+        catalog.get("aws", "us-east-1", "us-east-1a", "p5.48xlarge") is None
+    )  # the import replaced aws's rows
 
 
 def test_a_catalog_folder_that_is_a_file_is_a_clear_error(spothop_home: Path):
@@ -148,7 +168,13 @@ def test_an_import_is_saved_only_under_a_plain_provider_name(spothop_home: Path,
 
 def test_query_filters():
     catalog = load_catalog()
-    q = OfferQuery(gpu="A100", min_gpu_memory_gib=80, spot=False, providers=("gcp", "aws"), max_usd_per_gpu_hour=10)
+    q = OfferQuery(
+        gpu="A100",
+        min_gpu_memory_gib=80,
+        spot=False,
+        providers=("gcp", "aws"),
+        max_usd_per_gpu_hour=10,
+    )
     found = catalog.query(q)
     assert found
     for o in found:
@@ -169,7 +195,9 @@ def test_sort_by_effective_tflops_hour():
 def test_measurements_replace_nominal_figures():
     catalog = load_catalog()
     first = next(iter(catalog))
-    measured = catalog.with_measurements(lambda p, t: 1.0 if (p, t) == (first.provider, first.instance_type) else None)
+    measured = catalog.with_measurements(
+        lambda p, t: 1.0 if (p, t) == (first.provider, first.instance_type) else None
+    )
     again = measured.get(first.provider, first.region, first.zone, first.instance_type)
     assert again is not None and again.effective_tflops_per_gpu == 1.0
     others = [o for o in measured if o.instance_type != first.instance_type]

@@ -17,7 +17,9 @@ def test_unknown_currency_names_itself_and_the_fix():
 
 
 def test_user_override_merges_over_builtin(spothop_home):
-    (spothop_home / "currency.yaml").write_text("as_of: 2030-01-01\nusd_per_unit:\n  cny: 0.5\n  XYZ: 2\n")
+    (spothop_home / "currency.yaml").write_text(
+        "as_of: 2030-01-01\nusd_per_unit:\n  cny: 0.5\n  XYZ: 2\n"
+    )
     table = load_rates()
     assert table.to_usd(10.0, "CNY") == 5.0
     assert table.to_usd(1.0, "XYZ") == 2.0
@@ -29,12 +31,18 @@ def test_user_override_merges_over_builtin(spothop_home):
     ("text", "needle"),
     [
         ("usd_per_unit: [1, 2]", "as_of"),
-        ("as_of: 2030-01-01\nusd_per_unit:\n  CNY: -1\n", "usd_per_unit.CNY must be greater than 0"),
+        (
+            "as_of: 2030-01-01\nusd_per_unit:\n  CNY: -1\n",
+            "usd_per_unit.CNY must be greater than 0",
+        ),
         ("as_of: 2030-01-01\nusd_per_unit:\n  CNY: .nan\n", "usd_per_unit.CNY must be .*got nan"),
         ("as_of: 2030-01-01\nusd_per_unit:\n  CNY: .inf\n", "usd_per_unit.CNY must be .*got inf"),
         ("as_of: 2030-01-01\nusd_per_unit:\n  CNY: 1e300\n", "at most 1000 USD per unit"),
         ("as_of: 2030-01-01\nusd_per_unit:\n  CNY: true\n", "must be a number"),
-        ("as_of: 9999-01-01\nusd_per_unit:\n  CNY: 0.14\n", "as_of must be a date between 2006 and 2100"),
+        (
+            "as_of: 9999-01-01\nusd_per_unit:\n  CNY: 0.14\n",
+            "as_of must be a date between 2006 and 2100",
+        ),
         ("as_of: [unclosed", "not valid YAML"),
     ],
 )

@@ -13,7 +13,10 @@ from spothop.resources.currency import parse_rate_table
 from tests.hostile_text import PROPERTY_SETTINGS, head, hostile
 
 SAMPLES = [
-    head(importlib_resources.files("spothop.resources").joinpath("data/currency.yaml").read_text(), 30),
+    head(
+        importlib_resources.files("spothop.resources").joinpath("data/currency.yaml").read_text(),
+        30,
+    ),
     "as_of: 2026-11-20\nusd_per_unit:\n  CNY: 0.139\n",
     "as_of: 2026-11-20\nsource: mine\nusd_per_unit: {cny: 0.14, EUR: 1.08, JPY: 0.0066}\n",
     "a: &x [1, 2]\nas_of: 2026-01-01\nusd_per_unit: {CNY: *x}\n",
@@ -31,4 +34,6 @@ def test_any_rate_file_gives_bounded_rates_or_an_error_naming_the_file(text: str
     assert YEAR_FIRST <= table.as_of.year <= YEAR_LAST
     for code, rate in table.usd_per_unit.items():
         assert code == code.upper()
-        assert math.isfinite(rate) and USD_PER_CURRENCY_UNIT.low < rate <= USD_PER_CURRENCY_UNIT.high
+        assert (
+            math.isfinite(rate) and USD_PER_CURRENCY_UNIT.low < rate <= USD_PER_CURRENCY_UNIT.high
+        )

@@ -23,11 +23,14 @@ def vms(*rows: str) -> str:
     return "\n".join((HEADER, *rows)) + "\n"
 
 
-@pytest.mark.parametrize("row", [
-    H100.rsplit(",", 2)[0],  # cut before the region: the region would be saved empty
-    H100[:30],
-    H100 + ",extra",
-])
+@pytest.mark.parametrize(
+    "row",
+    [
+        H100.rsplit(",", 2)[0],  # cut before the region: the region would be saved empty
+        H100[:30],
+        H100 + ",extra",
+    ],
+)
 def test_a_truncated_row_is_refused_at_import_with_its_line(row: str) -> None:
     report = import_skypilot_text(vms(GOOD, row), "aws/vms.csv", "aws", DATE)
     assert [o.instance_type for o in report.offerings] == ["g5.xlarge"]
@@ -36,12 +39,25 @@ def test_a_truncated_row_is_refused_at_import_with_its_line(row: str) -> None:
     assert "aws/vms.csv:3" in str(refused)
 
 
-@pytest.mark.parametrize(("column", "value"), [
-    ("Price", "nan"), ("Price", "inf"), ("Price", "1e300"), ("SpotPrice", "nan"), ("SpotPrice", "-inf"),
-    ("AcceleratorCount", "1e9"), ("AcceleratorCount", "nan"), ("AcceleratorCount", "1.5"),
-    ("vCPUs", "inf"), ("MemoryGiB", "nan"), ("MemoryGiB", "1e12"),
-])
-def test_nan_infinities_and_absurd_numbers_are_refused_naming_the_column(column: str, value: str) -> None:
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [
+        ("Price", "nan"),
+        ("Price", "inf"),
+        ("Price", "1e300"),
+        ("SpotPrice", "nan"),
+        ("SpotPrice", "-inf"),
+        ("AcceleratorCount", "1e9"),
+        ("AcceleratorCount", "nan"),
+        ("AcceleratorCount", "1.5"),
+        ("vCPUs", "inf"),
+        ("MemoryGiB", "nan"),
+        ("MemoryGiB", "1e12"),
+    ],
+)
+def test_nan_infinities_and_absurd_numbers_are_refused_naming_the_column(
+    column: str, value: str
+) -> None:
     cells = dict(zip(HEADER.split(","), H100.split(","), strict=True))
     cells[column] = value
     report = import_skypilot_text(vms(",".join(cells.values())), "aws/vms.csv", "aws", DATE)
@@ -64,7 +80,8 @@ def test_a_provider_name_that_is_not_plain_is_refused(provider: str) -> None:
 
 
 def test_catalog_import_of_a_provider_that_leaves_the_home_is_refused_and_saves_nothing(
-        cli: Callable[..., Any], tmp_path: Path, spothop_home: Path) -> None:
+    cli: Callable[..., Any], tmp_path: Path, spothop_home: Path
+) -> None:
     source = tmp_path / "vms.csv"
     source.write_text(vms(GOOD))
     result = cli("catalog", "import", str(source), "--provider", "../../escape")
@@ -73,7 +90,8 @@ def test_catalog_import_of_a_provider_that_leaves_the_home_is_refused_and_saves_
 
 
 def test_an_import_with_a_truncated_row_leaves_offers_working(
-        cli: Callable[..., Any], tmp_path: Path, spothop_home: Path) -> None:
+    cli: Callable[..., Any], tmp_path: Path, spothop_home: Path
+) -> None:
     (tmp_path / "aws").mkdir()
     (tmp_path / "aws" / "vms.csv").write_text(vms(GOOD, H100.rsplit(",", 2)[0]))
     imported = cli("catalog", "import", str(tmp_path / "aws" / "vms.csv"), "--json")
@@ -86,12 +104,21 @@ def test_an_import_with_a_truncated_row_leaves_offers_working(
 
 
 def test_a_saved_file_with_a_bad_row_is_reported_and_offers_shows_the_rest(
-        cli: Callable[..., Any], spothop_home: Path) -> None:
+    cli: Callable[..., Any], spothop_home: Path
+) -> None:
     good = "aws,us-east-1,us-east-1a,g5.xlarge,A10G,1,4,16,250,10,none,USD,1.006,0.41,2026-11-01"
     folder = spothop_home / "catalog"
     folder.mkdir()
-    (folder / "aws.csv").write_text(",".join(COLUMNS) + "\n" + good + "\n" + good[:25] + "\n"
-                                    + good.replace("A10G,1,", "A10G,1000000000,") + "\n")
+    (folder / "aws.csv").write_text(
+        ",".join(COLUMNS)
+        + "\n"
+        + good
+        + "\n"
+        + good[:25]
+        + "\n"
+        + good.replace("A10G,1,", "A10G,1000000000,")
+        + "\n"
+    )
     assert len(load_catalog().refused) == 2
     offers = cli("offers", "--provider", "aws", "--json")
     assert offers.code == EXIT_OK
@@ -99,19 +126,38 @@ def test_a_saved_file_with_a_bad_row_is_reported_and_offers_shows_the_rest(
     assert "aws.csv:3" in offers.err and "aws.csv:4" in offers.err and "gpu_count" in offers.err
 
 
-@pytest.mark.parametrize(("flag", "value"), [
-    ("--max-price", "nan"), ("--max-price", "inf"), ("--max-price", "1e9"), ("--min-tflops", "nan"),
-    ("--min-tflops", "1e300"), ("--count", "1000000000"), ("--min-gpu-memory", "inf"), ("--min-gpu-memory", "-1"),
-])
-def test_offers_refuses_nan_infinities_and_absurd_options(cli: Callable[..., Any], flag: str, value: str) -> None:
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        ("--max-price", "nan"),
+        ("--max-price", "inf"),
+        ("--max-price", "1e9"),
+        ("--min-tflops", "nan"),
+        ("--min-tflops", "1e300"),
+        ("--count", "1000000000"),
+        ("--min-gpu-memory", "inf"),
+        ("--min-gpu-memory", "-1"),
+    ],
+)
+def test_offers_refuses_nan_infinities_and_absurd_options(
+    cli: Callable[..., Any], flag: str, value: str
+) -> None:
     result = cli("offers", flag, value)
     assert result.code == EXIT_BAD_INPUT and flag in result.err and "must be" in result.err
 
 
 def test_a_field_larger_than_csv_reads_is_an_error_naming_its_line() -> None:
-    huge = GOOD.replace("us-east-1a", '"' + "z" * 200_000 + '"')  # beyond csv's 131,072-character field limit
+    huge = GOOD.replace(
+        "us-east-1a", '"' + "z" * 200_000 + '"'
+    )  # beyond csv's 131,072-character field limit
     with pytest.raises(CatalogError, match=r"aws/vms.csv:3: not readable as CSV"):
         import_skypilot_text(vms(GOOD, huge), "aws/vms.csv", "aws", DATE)
-    spothop_row = "aws,us-east-1," + '"' + "z" * 200_000 + '"' + ",g5.xlarge,A10G,1,4,16,,,none,USD,1,,2026-11-01"
+    spothop_row = (
+        "aws,us-east-1,"
+        + '"'
+        + "z" * 200_000
+        + '"'
+        + ",g5.xlarge,A10G,1,4,16,,,none,USD,1,,2026-11-01"
+    )
     with pytest.raises(CatalogError, match=r"mine.csv:2: not readable as CSV"):
         read_catalog_text(",".join(COLUMNS) + "\n" + spothop_row + "\n", "mine.csv")

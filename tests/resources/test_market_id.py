@@ -13,9 +13,19 @@ REGIONAL = MarketId("azure", "eastus", "", "Standard_NC6s_v3")
 
 
 def offering(zone: str | None, region: str = "us-west-1") -> Offering:
-    return Offering(provider="lambda", region=region, zone=zone, instance_type="gpu_1x_a100", gpu="A100-SXM4-40GB",
-                    gpu_count=1, vcpus=30, memory_gib=200, interconnect=Interconnect.NONE,
-                    on_demand_price_usd_per_hour=1.29, price_date=dt.date(2024, 1, 1))
+    return Offering(
+        provider="lambda",
+        region=region,
+        zone=zone,
+        instance_type="gpu_1x_a100",
+        gpu="A100-SXM4-40GB",
+        gpu_count=1,
+        vcpus=30,
+        memory_gib=200,
+        interconnect=Interconnect.NONE,
+        on_demand_price_usd_per_hour=1.29,
+        price_date=dt.date(2024, 1, 1),
+    )
 
 
 def test_a_regional_market_has_the_empty_zone_and_is_located_by_its_region() -> None:
@@ -25,7 +35,9 @@ def test_a_regional_market_has_the_empty_zone_and_is_located_by_its_region() -> 
 
 
 def test_none_for_a_zone_is_refused_and_of_converts_it() -> None:
-    with pytest.raises(ValueError, match=r"zone must be a string, got None \(a regional market's zone is \"\""):
+    with pytest.raises(
+        ValueError, match=r"zone must be a string, got None \(a regional market's zone is \"\""
+    ):
         MarketId("azure", "eastus", None, "Standard_NC6s_v3")  # type: ignore[arg-type]
     assert MarketId.of("azure", "eastus", None, "Standard_NC6s_v3") == REGIONAL
 
@@ -49,8 +61,15 @@ def test_an_offering_is_identified_by_its_market_id() -> None:
     catalog = Catalog([offering(None), offering(None), offering("us-west-1a")])
     assert len(catalog) == 2  # the same market twice is one entry; later wins
     assert catalog.get("lambda", "us-west-1", None, "gpu_1x_a100") is not None
-    assert catalog.get("lambda", "us-west-1", "", "gpu_1x_a100") is catalog.get("lambda", "us-west-1", None, "gpu_1x_a100")
+    assert catalog.get("lambda", "us-west-1", "", "gpu_1x_a100") is catalog.get(
+        "lambda", "us-west-1", None, "gpu_1x_a100"
+    )
 
 
 def test_a_market_id_serialises_its_four_names() -> None:
-    assert REGIONAL.to_dict() == {"provider": "azure", "region": "eastus", "zone": "", "instance_type": "Standard_NC6s_v3"}
+    assert REGIONAL.to_dict() == {
+        "provider": "azure",
+        "region": "eastus",
+        "zone": "",
+        "instance_type": "Standard_NC6s_v3",
+    }

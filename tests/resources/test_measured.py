@@ -24,7 +24,12 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "home"
 
 
-def gpu_result(bf16: float | None = 700.0, fp16: float | None = 710.0, fp32: float | None = 50.0, runs: int = 10) -> ProbeResult:
+def gpu_result(
+    bf16: float | None = 700.0,
+    fp16: float | None = 710.0,
+    fp32: float | None = 50.0,
+    runs: int = 10,
+) -> ProbeResult:
     figures = {"bf16_tflops": bf16, "fp16_tflops": fp16, "fp32_tflops": fp32}
     return ProbeResult(
         device_name="NVIDIA H100 80GB HBM3, PyTorch 2.13.0",
@@ -80,7 +85,9 @@ def test_falls_back_to_fp16_then_fp32() -> None:
 
 
 def test_cpu_results_are_not_recorded() -> None:
-    cpu = gpu_result().model_copy(update={"backend": Backend.NUMPY, "gpu_count": 0, "device_name": "CPU (AMD EPYC)"})
+    cpu = gpu_result().model_copy(
+        update={"backend": Backend.NUMPY, "gpu_count": 0, "device_name": "CPU (AMD EPYC)"}
+    )
     with pytest.raises(ConfigError, match=r"ran on CPU \(AMD EPYC\) \(backend numpy\), not a GPU"):
         record_probe("aws", "p5.48xlarge", cpu)
     assert all_measurements() == []
@@ -94,7 +101,12 @@ def test_blank_names_are_refused() -> None:
 def _with(**change: object) -> str:
     """A measured-figures file of one record whose probe result has ``change`` applied."""
     result = json.loads(gpu_result().model_dump_json()) | change
-    record = {"provider": "aws", "instance_type": "p5.48xlarge", "recorded_at": "2025-01-01T00:00:00Z", "result": result}
+    record = {
+        "provider": "aws",
+        "instance_type": "p5.48xlarge",
+        "recorded_at": "2025-01-01T00:00:00Z",
+        "result": result,
+    }
     return json.dumps({"version": 1, "records": [record]})
 
 
@@ -104,15 +116,27 @@ def _with(**change: object) -> str:
         ("{not json", r"not valid JSON \(line 1"),
         ('{"version": 7, "records": []}', "expected a measured-figures file of version 1, got 7"),
         ("[]", "got None"),
-        ('{"version": 1, "records": [{"provider": "aws"}]}', r"malformed record at records\.0\.instance_type"),
+        (
+            '{"version": 1, "records": [{"provider": "aws"}]}',
+            r"malformed record at records\.0\.instance_type",
+        ),
         ("[" * 100_000, "cannot read the measured figures"),
-        *[(_with(**change), message) for change, message in [
-            ({"bf16_tflops": float("nan")}, r"records\.0\.result\.bf16_tflops must be greater than 0 .* got nan"),
-            ({"fp32_tflops": -50.0}, r"fp32_tflops must be greater than 0"),
-            ({"bf16_tflops": 1e300}, r"bf16_tflops must be greater than 0 and at most 100000 TFLOPS"),
-            ({"memory_bandwidth_gbps": float("inf")}, r"memory_bandwidth_gbps must be"),
-            ({"samples": {"bf16_tflops": 0}}, r"samples\.bf16_tflops must be between 1 and"),
-        ]],
+        *[
+            (_with(**change), message)
+            for change, message in [
+                (
+                    {"bf16_tflops": float("nan")},
+                    r"records\.0\.result\.bf16_tflops must be greater than 0 .* got nan",
+                ),
+                ({"fp32_tflops": -50.0}, r"fp32_tflops must be greater than 0"),
+                (
+                    {"bf16_tflops": 1e300},
+                    r"bf16_tflops must be greater than 0 and at most 100000 TFLOPS",
+                ),
+                ({"memory_bandwidth_gbps": float("inf")}, r"memory_bandwidth_gbps must be"),
+                ({"samples": {"bf16_tflops": 0}}, r"samples\.bf16_tflops must be between 1 and"),
+            ]
+        ],
     ],
 )
 def test_corrupt_file_says_which_and_how_to_fix(home: Path, content: str, message: str) -> None:

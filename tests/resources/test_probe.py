@@ -42,7 +42,9 @@ def test_numpy_probe_measures_real_figures() -> None:
 
 
 def test_figures_are_flops_and_bytes_over_median_time() -> None:
-    result = probe(budget_s=1000, sizes=TINY, backend="numpy", clock=StepClock(0.5), now=lambda: FIXED_NOW)
+    result = probe(
+        budget_s=1000, sizes=TINY, backend="numpy", clock=StepClock(0.5), now=lambda: FIXED_NOW
+    )
     assert result.fp32_tflops == pytest.approx(2 * 64**3 / 0.5 / 1e12)
     # A copy reads and writes each byte.
     assert result.memory_bandwidth_gbps == pytest.approx(2 * 1024 * 1024 / 0.5 / 1e9)
@@ -73,7 +75,9 @@ def test_slow_dtype_gets_a_smaller_matrix() -> None:
     sizes = ProbeSizes(matmul_n=4096, warmup_runs=1)
     run = probe_mod._Run(sizes, budget_s=1.0, start=0.0, clock=lambda: 0.0, say=lambda _m: None)
     assert probe_mod._fitting_matmul_n(SlowDevice(), Dtype.FP32, run, deadline=1.0) == 512  # type: ignore[arg-type]
-    roomy = probe_mod._Run(sizes, budget_s=1000.0, start=0.0, clock=lambda: 0.0, say=lambda _m: None)
+    roomy = probe_mod._Run(
+        sizes, budget_s=1000.0, start=0.0, clock=lambda: 0.0, say=lambda _m: None
+    )
     assert probe_mod._fitting_matmul_n(SlowDevice(), Dtype.FP32, roomy, deadline=1000.0) == 4096  # type: ignore[arg-type]
 
 
@@ -86,7 +90,9 @@ def test_progress_reports_each_phase() -> None:
 
 def test_without_torch_numpy_is_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a)
+    )
     assert probe(budget_s=5, sizes=TINY).backend is Backend.NUMPY
     with pytest.raises(ConfigError, match="needs PyTorch"):
         probe(budget_s=5, sizes=TINY, backend="torch-cpu")
@@ -106,8 +112,10 @@ def test_torch_cpu_measures_all_three_dtypes() -> None:
         value = result.tflops(dtype)
         assert value is not None and value > 0, dtype
     assert result.headline_tflops == result.bf16_tflops
-    assert result.unsupported == {"h2d_bandwidth_gbps": "no GPU: host-to-device needs one",
-                                  "p2p_bandwidth_gbps": "needs two or more GPUs"}
+    assert result.unsupported == {
+        "h2d_bandwidth_gbps": "no GPU: host-to-device needs one",
+        "p2p_bandwidth_gbps": "needs two or more GPUs",
+    }
 
 
 def test_torch_cuda_without_a_gpu_is_refused() -> None:

@@ -29,9 +29,17 @@ DATE = dt.date(2026, 11, 1)
 
 def _offering(provider: str = "aws", region: str = "us-east-1") -> Offering:
     return Offering(
-        provider=provider, region=region, instance_type="g5.xlarge", gpu="A10G", gpu_count=1, vcpus=4,
-        memory_gib=16, interconnect=Interconnect.NONE, on_demand_price_usd_per_hour=1.0,
-        spot_price_usd_per_hour=0.4, price_date=DATE,
+        provider=provider,
+        region=region,
+        instance_type="g5.xlarge",
+        gpu="A10G",
+        gpu_count=1,
+        vcpus=4,
+        memory_gib=16,
+        interconnect=Interconnect.NONE,
+        on_demand_price_usd_per_hour=1.0,
+        spot_price_usd_per_hour=0.4,
+        price_date=DATE,
     )
 
 
@@ -39,10 +47,19 @@ def _offering(provider: str = "aws", region: str = "us-east-1") -> Offering:
     ("kwargs", "message"),
     [
         ({"limit": 0}, "--limit must be at least 1"),
-        ({"limit": -2}, "--limit must be at least 1"),  # a negative slice used to drop the last rows
+        (
+            {"limit": -2},
+            "--limit must be at least 1",
+        ),  # a negative slice used to drop the last rows
         ({"min_tflops": -5.0}, "--min-tflops must be between 0 and 100000 TFLOPS, got -5.0"),
-        ({"min_gpu_memory_gib": float("nan")}, "--min-gpu-memory must be between 0 and 4096 GiB, got nan"),
-        ({"max_usd_per_gpu_hour": float("nan")}, "--max-price must be greater than 0 and at most 200 USD per GPU-hour"),
+        (
+            {"min_gpu_memory_gib": float("nan")},
+            "--min-gpu-memory must be between 0 and 4096 GiB, got nan",
+        ),
+        (
+            {"max_usd_per_gpu_hour": float("nan")},
+            "--max-price must be greater than 0 and at most 200 USD per GPU-hour",
+        ),
     ],
 )
 def test_offer_query_refuses_nonsense_bounds(kwargs: dict[str, float], message: str) -> None:
@@ -57,7 +74,9 @@ def test_provider_and_region_filters_ignore_case() -> None:
 
 def test_unknown_provider_is_an_error_with_a_suggestion() -> None:
     offerings = [_offering("lambda"), _offering("aws")]
-    with pytest.raises(ConfigError, match=r"--provider 'lamda'.*did you mean 'lambda'.*known: aws, lambda"):
+    with pytest.raises(
+        ConfigError, match=r"--provider 'lamda'.*did you mean 'lambda'.*known: aws, lambda"
+    ):
         check_names(OfferQuery(providers=("lamda",)), offerings)
     with pytest.raises(ConfigError, match=r"--region 'us-east1'.*did you mean 'us-east-1'"):
         check_names(OfferQuery(regions=("us-east1",)), offerings)
@@ -103,14 +122,23 @@ def test_diff_of_cny_rows_shows_the_cloud_own_currency() -> None:
     assert change.change_pct == pytest.approx(20.0)
     assert "CNY 10 → 12" in change.describe()
     data = change_json(change)
-    assert (data["currency"], data["old_original"], data["new_original"], data["gpu"]) == ("CNY", 10.0, 12.0, "T4")
+    assert (data["currency"], data["old_original"], data["new_original"], data["gpu"]) == (
+        "CNY",
+        10.0,
+        12.0,
+        "T4",
+    )
 
 
 def test_malformed_rate_yaml_is_one_line_naming_the_place() -> None:
     with pytest.raises(CurrencyError) as caught:
         parse_rate_table("[1, 2\n", "my-rates.yaml")
     message = str(caught.value)
-    assert "\n" not in message and "my-rates.yaml: not valid YAML at line" in message and "as_of" in message
+    assert (
+        "\n" not in message
+        and "my-rates.yaml: not valid YAML at line" in message
+        and "as_of" in message
+    )
 
 
 @pytest.mark.parametrize("budget", [float("nan"), float("inf")])

@@ -91,12 +91,16 @@ def test_bad_rows_are_refused_with_reasons():
 
 
 def test_shared_lambda_catalog_every_row_accounted():
-    report = import_skypilot_file(shared_path("catalog", "skypilot-v7", "lambda", "vms.csv"), price_date=DATE)
+    report = import_skypilot_file(
+        shared_path("catalog", "skypilot-v7", "lambda", "vms.csv"), price_date=DATE
+    )
     assert report.provider == "lambda"
     assert report.rows == 323
     assert report.accounted == 323
     refused = Counter(e.reason.split(" ")[0] for e in report.refused)
-    assert refused == {"CPU-only": 17}, [str(e) for e in report.refused if "CPU-only" not in e.reason][:5]
+    assert refused == {"CPU-only": 17}, [
+        str(e) for e in report.refused if "CPU-only" not in e.reason
+    ][:5]
     gpus = {o.instance_type: o.gpu for o in report.offerings}
     assert gpus["gpu_1x_a100_sxm4"] == "A100-SXM4-40GB"
     assert gpus["gpu_8x_a100_80gb_sxm4"] == "A100-SXM4-80GB"
@@ -106,7 +110,9 @@ def test_shared_lambda_catalog_every_row_accounted():
 
 
 def test_shared_vast_catalog_every_row_accounted():
-    report = import_skypilot_file(shared_path("catalog", "skypilot-v7", "vast", "vms.csv"), price_date=DATE)
+    report = import_skypilot_file(
+        shared_path("catalog", "skypilot-v7", "vast", "vms.csv"), price_date=DATE
+    )
     assert report.rows == 61
     assert report.accounted == 61
     assert len(report.offerings) >= 55

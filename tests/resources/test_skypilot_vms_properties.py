@@ -14,7 +14,9 @@ from tests.resources.offering_checks import assert_valid_offering
 from tests.resources.test_skypilot import AWS_VMS, GCP_VMS
 
 SAMPLES = [AWS_VMS, GCP_VMS] + [
-    head(shared_sample("catalog", "skypilot-v7", cloud, "vms.csv").read_text(encoding="utf-8-sig"), 8)
+    head(
+        shared_sample("catalog", "skypilot-v7", cloud, "vms.csv").read_text(encoding="utf-8-sig"), 8
+    )
     for cloud in ("lambda", "vast")
 ]
 RATES = builtin_rates()
@@ -23,7 +25,9 @@ DATE = dt.date(2026, 11, 1)
 
 @PROPERTY_SETTINGS
 @given(hostile(SAMPLES))
-def test_any_vms_csv_accounts_for_every_row_with_valid_offerings_or_errors_naming_file_and_line(text: str) -> None:
+def test_any_vms_csv_accounts_for_every_row_with_valid_offerings_or_errors_naming_file_and_line(
+    text: str,
+) -> None:
     try:
         report = import_skypilot_text(text, "aws/vms.csv", "aws", DATE, RATES)
     except CatalogError as exc:

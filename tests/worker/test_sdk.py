@@ -32,7 +32,9 @@ def test_without_an_agent_everything_is_a_harmless_no_op(monkeypatch: pytest.Mon
     sdk.on_stop(lambda: None)
 
 
-def test_stop_deadline_saved_and_heartbeat_go_through_the_control_folder(agent_dir: ControlDir) -> None:
+def test_stop_deadline_saved_and_heartbeat_go_through_the_control_folder(
+    agent_dir: ControlDir,
+) -> None:
     assert not sdk.stop_requested() and sdk.seconds_left() == math.inf
     agent_dir.request_stop(time.time() + 20, "aws:instance-action", {})
     assert sdk.stop_requested()
@@ -61,7 +63,9 @@ def test_on_stop_runs_the_callback_and_tells_the_agent_not_to_signal(agent_dir: 
     assert called.wait(5)
 
 
-def test_the_sdk_reads_what_the_agent_writes_through_the_one_channel_module(agent_dir: ControlDir) -> None:
+def test_the_sdk_reads_what_the_agent_writes_through_the_one_channel_module(
+    agent_dir: ControlDir,
+) -> None:
     agent_dir.request_checkpoint("r")
     assert channel.read_json(agent_dir.path / channel.CHECKPOINT_FILE) == {"seq": 1, "reason": "r"}
     assert sdk.AGENT_DIR_ENV is channel.AGENT_DIR_ENV and sdk.STOP_FILE is channel.STOP_FILE

@@ -27,15 +27,23 @@ from spothop.errors import ConfigError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="spothop agent", description="The spothop on-instance agent.")
+    parser = argparse.ArgumentParser(
+        prog="spothop agent", description="The spothop on-instance agent."
+    )
     sub = parser.add_subparsers(dest="action", required=True)
     run = sub.add_parser("run", help="supervise CMD, watch for interruption notices, handle them")
     for option in OPTIONS:
         if option.type is bool:
             run.add_argument(option.flag, action="store_true", help=option.help)
         else:
-            run.add_argument(option.flag, type=option.type, default=None, metavar=option.metavar,
-                             choices=option.choices() if option.choices else None, help=option.help)
+            run.add_argument(
+                option.flag,
+                type=option.type,
+                default=None,
+                metavar=option.metavar,
+                choices=option.choices() if option.choices else None,
+                help=option.help,
+            )
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
     return parser
 
@@ -62,33 +70,60 @@ def config_from(args: argparse.Namespace) -> AgentConfig:
     plain_name(args.instance_id, "--instance-id (or $SPOTHOP_INSTANCE_ID, or the host name)")
     state_dir = args.state_dir or path_under(spothop_home() / "agent", args.instance_id)
     return AgentConfig(
-        command=command, protocol=args.protocol, state_dir=state_dir, metadata_url=args.metadata_url,
-        instance_id=args.instance_id, cloud=args.cloud or args.protocol, worker_id=args.worker_id or args.instance_id,
-        job_id=args.job_id, queue_url=args.queue_url, checkpoint_url=args.checkpoint_url,
-        poll_interval_s=args.poll_interval, safety_margin_s=args.safety_margin, restart_limit=args.restart_limit,
-        restart_backoff_s=args.restart_backoff, assumed_lead_s=args.assumed_lead,
-        sigterm_grace_s=args.sigterm_grace, heartbeat_interval_s=args.heartbeat_interval,
-        probe_first_boot=not args.no_probe)
+        command=command,
+        protocol=args.protocol,
+        state_dir=state_dir,
+        metadata_url=args.metadata_url,
+        instance_id=args.instance_id,
+        cloud=args.cloud or args.protocol,
+        worker_id=args.worker_id or args.instance_id,
+        job_id=args.job_id,
+        queue_url=args.queue_url,
+        checkpoint_url=args.checkpoint_url,
+        poll_interval_s=args.poll_interval,
+        safety_margin_s=args.safety_margin,
+        restart_limit=args.restart_limit,
+        restart_backoff_s=args.restart_backoff,
+        assumed_lead_s=args.assumed_lead,
+        sigterm_grace_s=args.sigterm_grace,
+        heartbeat_interval_s=args.heartbeat_interval,
+        probe_first_boot=not args.no_probe,
+    )
 
 
 def agent_from(args: argparse.Namespace) -> Agent:
     config = config_from(_with_defaults(args))
     queue = queue_leases(config.queue_url, config.job_id)
-    plane = open_control_plane(args.control_plane, instance_id=config.instance_id, state_dir=config.state_dir,
-                               token=args.token, queue=queue)
-    return Agent(config, plane=plane, queue=queue,
-                 releaser=load_hook(args.lease_releaser) if args.lease_releaser else None,
-                 upload=load_hook(args.upload) if args.upload else None, echo_json=args.json)
+    plane = open_control_plane(
+        args.control_plane,
+        instance_id=config.instance_id,
+        state_dir=config.state_dir,
+        token=args.token,
+        queue=queue,
+    )
+    return Agent(
+        config,
+        plane=plane,
+        queue=queue,
+        releaser=load_hook(args.lease_releaser) if args.lease_releaser else None,
+        upload=load_hook(args.upload) if args.upload else None,
+        echo_json=args.json,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse, build, run; a bad option is one line on stderr and exit code 2."""
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s spothop-agent %(levelname)s %(message)s")
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s spothop-agent %(levelname)s %(message)s",
+    )
     args = build_parser().parse_args(argv)
     try:
         agent = agent_from(args)
-    except ConfigError as exc:  # an agent option, a name that is not plain, a SPOTHOP_HOME that is a file
+    except (
+        ConfigError
+    ) as exc:  # an agent option, a name that is not plain, a SPOTHOP_HOME that is a file
         print(f"error: {exc}", file=sys.stderr)
         return model.EXIT_USAGE
     return agent.run()

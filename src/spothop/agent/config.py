@@ -8,7 +8,9 @@ from pathlib import Path
 
 from spothop.agent.notices.sigterm import KUBERNETES_GRACE_S
 
-DEFAULT_SAFETY_MARGIN_S = 5.0  # kept back from the worker's save for upload, lease release and the record
+DEFAULT_SAFETY_MARGIN_S = (
+    5.0  # kept back from the worker's save for upload, lease release and the record
+)
 DEFAULT_RESTART_LIMIT = 3
 DEFAULT_RESTART_BACKOFF_S = 1.0
 DEFAULT_HEARTBEAT_INTERVAL_S = 10.0
@@ -33,7 +35,9 @@ class AgentConfig:
     job_id: str | None = None
     queue_url: str | None = None
     checkpoint_url: str | None = None
-    poll_interval_s: float | None = None  # None: the protocol's own (its watcher's default_poll_interval_s)
+    poll_interval_s: float | None = (
+        None  # None: the protocol's own (its watcher's default_poll_interval_s)
+    )
     safety_margin_s: float = DEFAULT_SAFETY_MARGIN_S
     restart_limit: int = DEFAULT_RESTART_LIMIT
     restart_backoff_s: float = DEFAULT_RESTART_BACKOFF_S

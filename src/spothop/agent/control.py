@@ -30,7 +30,10 @@ class ControlDir:
             (self.path / name).unlink(missing_ok=True)
 
     def request_stop(self, deadline_unix_s: float, reason: str, notice: dict[str, Any]) -> None:
-        write_json(self.path / STOP_FILE, {"deadline_unix_s": deadline_unix_s, "reason": reason, "notice": notice})
+        write_json(
+            self.path / STOP_FILE,
+            {"deadline_unix_s": deadline_unix_s, "reason": reason, "notice": notice},
+        )
 
     def request_checkpoint(self, reason: str) -> int:
         self._checkpoint_seq += 1

@@ -93,32 +93,47 @@ def run_emergency(notice: Notice, ctx: EmergencyContext) -> Interruption:
     delivery = _deliver_stop(notice, ctx, deadline)
     steps["stop"] = time.monotonic() - start
     _timed(steps, errors, "prepare", ctx.plane.prepare)
-    ctx.reporter.report(SaveRequested, cause=notice.cause, delivery=delivery, budget_s=budget,
-                        deadline_unix_s=deadline, lead_time_s=notice.lead_time_s)
+    ctx.reporter.report(
+        SaveRequested,
+        cause=notice.cause,
+        delivery=delivery,
+        budget_s=budget,
+        deadline_unix_s=deadline,
+        lead_time_s=notice.lead_time_s,
+    )
     saved, detail = _wait_for_save(ctx, budget)
     ctx.supervisor.kill()
     steps["save"] = time.monotonic() - start - steps["stop"] - steps["prepare"]
     ctx.reporter.report(Saved, outcome=saved, detail=detail, duration_s=steps["save"])
     if ctx.upload is not None:
         _timed(steps, errors, "upload", ctx.upload)
-        ctx.reporter.report(Uploaded, ok="upload" not in errors, error=errors.get("upload"),
-                            duration_s=steps["upload"])
+        ctx.reporter.report(
+            Uploaded,
+            ok="upload" not in errors,
+            error=errors.get("upload"),
+            duration_s=steps["upload"],
+        )
     begun = time.monotonic()
     released, via, error = release_leases(ctx.worker_id, ctx.plane, ctx.releaser, ctx.queue)
     steps["release"] = time.monotonic() - begun
     if error is not None:
         errors["release"] = error
-    ctx.reporter.report(LeasesReleased, count=released, cause=notice.cause, via=via, error=errors.get("release"))
+    ctx.reporter.report(
+        LeasesReleased, count=released, cause=notice.cause, via=via, error=errors.get("release")
+    )
     ctx.reporter.send_held()
-    event = _record(notice, ctx, steps, errors, budget=budget, saved=saved, detail=detail, released=released)
+    event = _record(
+        notice, ctx, steps, errors, budget=budget, saved=saved, detail=detail, released=released
+    )
     if ctx.acknowledge is not None:
         acknowledge = ctx.acknowledge
         _timed(steps, errors, "acknowledge", lambda: acknowledge(notice))
     return event
 
 
-def release_leases(worker_id: str, plane: ControlPlane, releaser: LeaseReleaser | None,
-                   queue: QueueLeases | None) -> tuple[int | None, str, str | None]:
+def release_leases(
+    worker_id: str, plane: ControlPlane, releaser: LeaseReleaser | None, queue: QueueLeases | None
+) -> tuple[int | None, str, str | None]:
     """The worker's leases back: the hook, else the control plane, else (it being unreachable) the queue.
 
     Returns (how many or None, the path taken, the error or None); never raises.
@@ -129,11 +144,16 @@ def release_leases(worker_id: str, plane: ControlPlane, releaser: LeaseReleaser 
         return plane.release_leases(worker_id), "control-plane", None
     except ControlPlaneError as exc:
         if queue is None:
-            log.error("releasing leases through the control plane failed; no queue known to fall back on: %s", exc)
+            log.error(
+                "releasing leases through the control plane failed; no queue known to fall back on: %s",
+                exc,
+            )
             return None, "control-plane", f"{type(exc).__name__}: {exc}"
         log.warning("control plane unreachable (%s); releasing the leases through the queue", exc)
         return _attempt(lambda: queue.release_worker(worker_id), "queue")
-    except Exception as exc:  # the queue behind the control plane refused: reported, the protocol goes on
+    except (
+        Exception
+    ) as exc:  # the queue behind the control plane refused: reported, the protocol goes on
         log.exception("releasing leases failed")
         return None, "control-plane", f"{type(exc).__name__}: {exc}"
 
@@ -171,8 +191,9 @@ def _wait_for_save(ctx: EmergencyContext, budget_s: float) -> tuple[str, dict[st
         time.sleep(SAVE_POLL_S)
 
 
-def _timed(steps: dict[str, float], errors: dict[str, str], name: str,
-           action: Callable[[], object] | None) -> object:
+def _timed(
+    steps: dict[str, float], errors: dict[str, str], name: str, action: Callable[[], object] | None
+) -> object:
     if action is None:
         return None
     start = time.monotonic()
@@ -186,16 +207,35 @@ def _timed(steps: dict[str, float], errors: dict[str, str], name: str,
         steps[name] = time.monotonic() - start
 
 
-def _record(notice: Notice, ctx: EmergencyContext, steps: dict[str, float], errors: dict[str, str], *,
-            budget: float, saved: str, detail: dict[str, object] | None, released: int | None) -> Interruption:
+def _record(
+    notice: Notice,
+    ctx: EmergencyContext,
+    steps: dict[str, float],
+    errors: dict[str, str],
+    *,
+    budget: float,
+    saved: str,
+    detail: dict[str, object] | None,
+    released: int | None,
+) -> Interruption:
     start = time.monotonic()
     event = ctx.reporter.report(
-        Interruption, protocol=notice.protocol, notice_kind=notice.kind.value, cause=notice.cause,
+        Interruption,
+        protocol=notice.protocol,
+        notice_kind=notice.kind.value,
+        cause=notice.cause,
         notice_id=notice.event_id,
-        notice_time_unix_s=notice.notice_time, deadline_unix_s=notice.deadline, lead_time_s=notice.lead_time_s,
-        budget_s=budget, saved=saved, saved_detail=detail,
-        uploaded=None if ctx.upload is None else "upload" not in errors, leases_released=released,
-        steps_s=dict(steps), errors=dict(errors))
+        notice_time_unix_s=notice.notice_time,
+        deadline_unix_s=notice.deadline,
+        lead_time_s=notice.lead_time_s,
+        budget_s=budget,
+        saved=saved,
+        saved_detail=detail,
+        uploaded=None if ctx.upload is None else "upload" not in errors,
+        leases_released=released,
+        steps_s=dict(steps),
+        errors=dict(errors),
+    )
     steps["record"] = time.monotonic() - start
     ctx.reporter.report(InterruptionRecorded, steps_s=dict(steps), errors=dict(errors))
     return event

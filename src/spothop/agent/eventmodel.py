@@ -157,7 +157,9 @@ class _NoticeEvent(AgentEvent):
     cause: str = ""
     notice_id: str | None = None  # the cloud's own id for the event, where it gives one
     notice_time_unix_s: float = 0.0
-    deadline_unix_s: float | None = None  # when the instance will be taken (an advance notice: may be None)
+    deadline_unix_s: float | None = (
+        None  # when the instance will be taken (an advance notice: may be None)
+    )
     lead_time_s: float | None = None
 
 
@@ -214,7 +216,9 @@ class LeasesReleased(AgentEvent):
     kind: ClassVar[str] = "leases_released"
     count: int | None = None
     cause: str = ""
-    via: str = ""  # "control-plane" | "queue" (locally, the control plane being unreachable) | "hook"
+    via: str = (
+        ""  # "control-plane" | "queue" (locally, the control plane being unreachable) | "hook"
+    )
     error: str | None = None
 
 
@@ -263,11 +267,27 @@ class UnknownEvent(AgentEvent):
         return {**dict(self.fields), "kind": self.unknown_kind, **common}
 
 
-EVENT_TYPES: dict[str, type[AgentEvent]] = {cls.kind: cls for cls in (
-    SelfCheckEvent, NoticeBlind, Probe, WorkerStarted, WorkerExited, WatcherRestarted, RequestReceived,
-    AdvanceNotice, FinalNotice, SaveRequested, Saved, Uploaded, LeasesReleased, Interruption,
-    InterruptionRecorded, Exited,
-)}
+EVENT_TYPES: dict[str, type[AgentEvent]] = {
+    cls.kind: cls
+    for cls in (
+        SelfCheckEvent,
+        NoticeBlind,
+        Probe,
+        WorkerStarted,
+        WorkerExited,
+        WatcherRestarted,
+        RequestReceived,
+        AdvanceNotice,
+        FinalNotice,
+        SaveRequested,
+        Saved,
+        Uploaded,
+        LeasesReleased,
+        Interruption,
+        InterruptionRecorded,
+        Exited,
+    )
+}
 _COMMON = tuple(f.name for f in dataclasses.fields(AgentEvent))
 
 
@@ -275,17 +295,24 @@ def event_from_dict(data: Mapping[str, Any]) -> AgentEvent:
     """The event ``data`` describes (see the module docstring for unknown kinds and newer versions)."""
     for name in ("event_id", "kind", "instance_id"):
         if not isinstance(data.get(name), str) or not data[name]:
-            raise EventFormatError(f"an agent event needs a non-empty string {name!r}; got {data.get(name)!r}")
+            raise EventFormatError(
+                f"an agent event needs a non-empty string {name!r}; got {data.get(name)!r}"
+            )
     version = data.get("schema_version", SCHEMA_VERSION)
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise EventFormatError(f"schema_version must be a positive integer; got {version!r}")
     cls = EVENT_TYPES.get(str(data["kind"]))
     if cls is None or version > SCHEMA_VERSION:
-        reason = (f"unknown kind {data['kind']!r}" if cls is None
-                  else f"schema_version {version} is newer than this code's {SCHEMA_VERSION}: upgrade spothop")
+        reason = (
+            f"unknown kind {data['kind']!r}"
+            if cls is None
+            else f"schema_version {version} is newer than this code's {SCHEMA_VERSION}: upgrade spothop"
+        )
         common = {name: data[name] for name in _COMMON if name in data}
         rest = {k: v for k, v in data.items() if k not in _COMMON and k != "kind"}
-        return _build(UnknownEvent, {**common, "unknown_kind": data["kind"], "reason": reason, "fields": rest})
+        return _build(
+            UnknownEvent, {**common, "unknown_kind": data["kind"], "reason": reason, "fields": rest}
+        )
     names = {f.name for f in dataclasses.fields(cls)}
     return _build(cls, {k: v for k, v in data.items() if k in names})
 

@@ -114,7 +114,8 @@ def read_status(state_dir: Path) -> AgentStatus | None:
     if payload is None:
         return None
     return AgentStatus(
-        instance_id=str(payload.get("instance_id", "")), protocol=str(payload.get("protocol", "")),
+        instance_id=str(payload.get("instance_id", "")),
+        protocol=str(payload.get("protocol", "")),
         notice_blind=bool(payload.get("notice_blind", False)),
         blind_reasons=tuple(str(r) for r in payload.get("blind_reasons", ())),
         state=str(payload.get("state", "")),

@@ -42,15 +42,30 @@ def has_nvidia_gpu(which: Callable[[str], str | None] = shutil.which) -> bool:
     return which("nvidia-smi") is not None
 
 
-def probe_first_boot(cloud: str, instance_type: str, *, runner: Runner = _run,
-                     gpu_present: Callable[[], bool] = has_nvidia_gpu) -> ProbeOutcome:
+def probe_first_boot(
+    cloud: str,
+    instance_type: str,
+    *,
+    runner: Runner = _run,
+    gpu_present: Callable[[], bool] = has_nvidia_gpu,
+) -> ProbeOutcome:
     """Probe and record ``cloud/instance_type`` unless it is measured already; never raises."""
     if not cloud or not instance_type:
         return ProbeOutcome(False, "cloud or instance type unknown")
     if not gpu_present():
         return ProbeOutcome(False, "no NVIDIA GPU on this machine")
-    command = [sys.executable, "-m", "spothop.cli.main", "probe", "--record", f"{cloud}/{instance_type}",
-               "--if-unmeasured", "--budget-s", str(PROBE_BUDGET_S), "--json"]
+    command = [
+        sys.executable,
+        "-m",
+        "spothop.cli.main",
+        "probe",
+        "--record",
+        f"{cloud}/{instance_type}",
+        "--if-unmeasured",
+        "--budget-s",
+        str(PROBE_BUDGET_S),
+        "--json",
+    ]
     started = time.monotonic()
     try:
         done = runner(command, PROBE_TIMEOUT_S)

@@ -37,7 +37,9 @@ def load_hook(spec: str) -> Any:
     """
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
-        raise AgentConfigError(f"a hook is given as module:attribute, e.g. mypkg.hooks:make_releaser; got {spec!r}")
+        raise AgentConfigError(
+            f"a hook is given as module:attribute, e.g. mypkg.hooks:make_releaser; got {spec!r}"
+        )
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:

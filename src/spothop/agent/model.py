@@ -57,9 +57,17 @@ class Notice:
         return asdict(self)
 
 
-def final_notice(protocol: str, cause: str, *, seen_at: float, deadline: float | None,
-                 documented_lead_s: float | None, raw: str = "", notice_time: float | None = None,
-                 event_id: str | None = None) -> Notice:
+def final_notice(
+    protocol: str,
+    cause: str,
+    *,
+    seen_at: float,
+    deadline: float | None,
+    documented_lead_s: float | None,
+    raw: str = "",
+    notice_time: float | None = None,
+    event_id: str | None = None,
+) -> Notice:
     """A final notice with its lead time computed by the rules of :class:`Notice`.
 
     ``deadline`` None (the time could not be read) or before ``seen_at`` (the
@@ -71,13 +79,28 @@ def final_notice(protocol: str, cause: str, *, seen_at: float, deadline: float |
     if documented_lead_s is not None and lead > documented_lead_s:
         lead = documented_lead_s
         deadline = seen_at + lead
-    return Notice(NoticeKind.FINAL, protocol, cause, notice_time if notice_time is not None else seen_at,
-                  deadline, lead, raw, event_id)
+    return Notice(
+        NoticeKind.FINAL,
+        protocol,
+        cause,
+        notice_time if notice_time is not None else seen_at,
+        deadline,
+        lead,
+        raw,
+        event_id,
+    )
 
 
-def advance_notice(protocol: str, cause: str, *, seen_at: float, raw: str = "",
-                   notice_time: float | None = None, deadline: float | None = None,
-                   event_id: str | None = None) -> Notice:
+def advance_notice(
+    protocol: str,
+    cause: str,
+    *,
+    seen_at: float,
+    raw: str = "",
+    notice_time: float | None = None,
+    deadline: float | None = None,
+    event_id: str | None = None,
+) -> Notice:
     """An advance notice; the worker is asked to checkpoint.
 
     Most have no deadline and no lead time. One that says when the event will
@@ -88,8 +111,16 @@ def advance_notice(protocol: str, cause: str, *, seen_at: float, raw: str = "",
     if deadline is not None:
         deadline = max(deadline, seen_at)
         lead = deadline - seen_at
-    return Notice(NoticeKind.ADVANCE, protocol, cause, notice_time if notice_time is not None else seen_at,
-                  deadline, lead, raw, event_id)
+    return Notice(
+        NoticeKind.ADVANCE,
+        protocol,
+        cause,
+        notice_time if notice_time is not None else seen_at,
+        deadline,
+        lead,
+        raw,
+        event_id,
+    )
 
 
 @dataclass(frozen=True)

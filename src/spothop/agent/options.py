@@ -33,8 +33,12 @@ from spothop.bounds import DURATION_S, LEAD_TIME_S, POLL_INTERVAL_S, Bound
 from spothop.worker import channel
 
 CONTROL_PLANE_ENV = "SPOTHOP_CONTROL_PLANE"
-RESTARTS = Bound(0, 1_000, "restarts", integer=True)  # a worker that crashed a thousand times will not recover
-HEARTBEAT_INTERVAL_S = Bound(0, 3_600, "s", low_open=True)  # an hour between beats is already "lost"
+RESTARTS = Bound(
+    0, 1_000, "restarts", integer=True
+)  # a worker that crashed a thousand times will not recover
+HEARTBEAT_INTERVAL_S = Bound(
+    0, 3_600, "s", low_open=True
+)  # an hour between beats is already "lost"
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,7 @@ def _env(name: str, fallback: Callable[[], Any] | Any = None) -> Callable[[], An
         if value:
             return value
         return fallback() if callable(fallback) else fallback
+
     return read
 
 
@@ -81,47 +86,130 @@ def _poll_defaults() -> str:
 
 
 OPTIONS: tuple[Option, ...] = (
-    Option("--protocol", f"notice protocol: {', '.join(_protocols())} "
-           f"(default: ${model.METADATA_PROTOCOL_ENV}, else sigterm)",
-           default=_env(model.METADATA_PROTOCOL_ENV, "sigterm"), choices=_protocols),
-    Option("--metadata-url", f"metadata endpoint base URL (default: ${model.METADATA_URL_ENV})",
-           default=_env(model.METADATA_URL_ENV)),
-    Option("--poll-interval", f"seconds between notice polls (default: the protocol's, {_poll_defaults()})",
-           float, None, "S", bound=POLL_INTERVAL_S),
-    Option("--safety-margin", "seconds kept back from the worker's save for upload, release and record "
-           f"(default {defaults.DEFAULT_SAFETY_MARGIN_S:g})", float, defaults.DEFAULT_SAFETY_MARGIN_S, "S",
-           bound=LEAD_TIME_S),
-    Option("--restart-limit", f"restarts after a crash (default {defaults.DEFAULT_RESTART_LIMIT})",
-           int, defaults.DEFAULT_RESTART_LIMIT, "N", bound=RESTARTS),
-    Option("--restart-backoff", "seconds before the first restart, doubling after "
-           f"(default {defaults.DEFAULT_RESTART_BACKOFF_S:g})", float, defaults.DEFAULT_RESTART_BACKOFF_S, "S",
-           bound=DURATION_S),
-    Option("--assumed-lead", "lead time of a notice that carries no time (default: the cloud's documented lead)",
-           float, None, "S", bound=LEAD_TIME_S),
-    Option("--sigterm-grace", f"the lead a SIGTERM to the agent stands for (default {KUBERNETES_GRACE_S:g}, "
-           "Kubernetes' grace)", float, KUBERNETES_GRACE_S, "S", bound=LEAD_TIME_S),
-    Option("--state-dir", "events, status, spool, logs, control folder (default: $SPOTHOP_HOME/agent/INSTANCE_ID)",
-           Path),
-    Option("--instance-id", f"default: ${channel.INSTANCE_ID_ENV}, else the host name",
-           default=_env(channel.INSTANCE_ID_ENV, socket.gethostname)),
-    Option("--cloud", f"provider name for the records (default: ${model.CLOUD_ENV}, else the protocol)",
-           default=_env(model.CLOUD_ENV)),
+    Option(
+        "--protocol",
+        f"notice protocol: {', '.join(_protocols())} "
+        f"(default: ${model.METADATA_PROTOCOL_ENV}, else sigterm)",
+        default=_env(model.METADATA_PROTOCOL_ENV, "sigterm"),
+        choices=_protocols,
+    ),
+    Option(
+        "--metadata-url",
+        f"metadata endpoint base URL (default: ${model.METADATA_URL_ENV})",
+        default=_env(model.METADATA_URL_ENV),
+    ),
+    Option(
+        "--poll-interval",
+        f"seconds between notice polls (default: the protocol's, {_poll_defaults()})",
+        float,
+        None,
+        "S",
+        bound=POLL_INTERVAL_S,
+    ),
+    Option(
+        "--safety-margin",
+        "seconds kept back from the worker's save for upload, release and record "
+        f"(default {defaults.DEFAULT_SAFETY_MARGIN_S:g})",
+        float,
+        defaults.DEFAULT_SAFETY_MARGIN_S,
+        "S",
+        bound=LEAD_TIME_S,
+    ),
+    Option(
+        "--restart-limit",
+        f"restarts after a crash (default {defaults.DEFAULT_RESTART_LIMIT})",
+        int,
+        defaults.DEFAULT_RESTART_LIMIT,
+        "N",
+        bound=RESTARTS,
+    ),
+    Option(
+        "--restart-backoff",
+        "seconds before the first restart, doubling after "
+        f"(default {defaults.DEFAULT_RESTART_BACKOFF_S:g})",
+        float,
+        defaults.DEFAULT_RESTART_BACKOFF_S,
+        "S",
+        bound=DURATION_S,
+    ),
+    Option(
+        "--assumed-lead",
+        "lead time of a notice that carries no time (default: the cloud's documented lead)",
+        float,
+        None,
+        "S",
+        bound=LEAD_TIME_S,
+    ),
+    Option(
+        "--sigterm-grace",
+        f"the lead a SIGTERM to the agent stands for (default {KUBERNETES_GRACE_S:g}, "
+        "Kubernetes' grace)",
+        float,
+        KUBERNETES_GRACE_S,
+        "S",
+        bound=LEAD_TIME_S,
+    ),
+    Option(
+        "--state-dir",
+        "events, status, spool, logs, control folder (default: $SPOTHOP_HOME/agent/INSTANCE_ID)",
+        Path,
+    ),
+    Option(
+        "--instance-id",
+        f"default: ${channel.INSTANCE_ID_ENV}, else the host name",
+        default=_env(channel.INSTANCE_ID_ENV, socket.gethostname),
+    ),
+    Option(
+        "--cloud",
+        f"provider name for the records (default: ${model.CLOUD_ENV}, else the protocol)",
+        default=_env(model.CLOUD_ENV),
+    ),
     Option("--worker-id", "the worker's queue identity (default: the instance id)"),
     Option("--job-id", f"default: ${channel.JOB_ID_ENV}", default=_env(channel.JOB_ID_ENV)),
-    Option("--queue-url", "shard queue whose leases are released on a notice, directly when the control plane "
-           f"is unreachable (default: ${channel.QUEUE_URL_ENV})", default=_env(channel.QUEUE_URL_ENV)),
-    Option("--checkpoint-url", f"default: ${channel.CHECKPOINT_URL_ENV}", default=_env(channel.CHECKPOINT_URL_ENV)),
-    Option("--control-plane", "a database URL (embedded: the store directly), an http(s):// URL of spothop "
-           f"server, or '{NONE}' (default: ${CONTROL_PLANE_ENV}, else the default database)",
-           default=_env(CONTROL_PLANE_ENV), metavar="URL"),
-    Option("--token", f"bearer token for an http(s) control plane (default: ${TOKEN_ENV}; never logged)",
-           default=_env(TOKEN_ENV), env=TOKEN_ENV, secret=True),
-    Option("--heartbeat-interval", "seconds between heartbeats to the control plane "
-           f"(default {defaults.DEFAULT_HEARTBEAT_INTERVAL_S:g})", float, defaults.DEFAULT_HEARTBEAT_INTERVAL_S, "S",
-           bound=HEARTBEAT_INTERVAL_S),
-    Option("--lease-releaser", "hook that releases the worker's leases (default: the control plane's)",
-           metavar="MODULE:FACTORY"),
-    Option("--upload", "hook that uploads what is still local after the worker's save", metavar="MODULE:FACTORY"),
+    Option(
+        "--queue-url",
+        "shard queue whose leases are released on a notice, directly when the control plane "
+        f"is unreachable (default: ${channel.QUEUE_URL_ENV})",
+        default=_env(channel.QUEUE_URL_ENV),
+    ),
+    Option(
+        "--checkpoint-url",
+        f"default: ${channel.CHECKPOINT_URL_ENV}",
+        default=_env(channel.CHECKPOINT_URL_ENV),
+    ),
+    Option(
+        "--control-plane",
+        "a database URL (embedded: the store directly), an http(s):// URL of spothop "
+        f"server, or '{NONE}' (default: ${CONTROL_PLANE_ENV}, else the default database)",
+        default=_env(CONTROL_PLANE_ENV),
+        metavar="URL",
+    ),
+    Option(
+        "--token",
+        f"bearer token for an http(s) control plane (default: ${TOKEN_ENV}; never logged)",
+        default=_env(TOKEN_ENV),
+        env=TOKEN_ENV,
+        secret=True,
+    ),
+    Option(
+        "--heartbeat-interval",
+        "seconds between heartbeats to the control plane "
+        f"(default {defaults.DEFAULT_HEARTBEAT_INTERVAL_S:g})",
+        float,
+        defaults.DEFAULT_HEARTBEAT_INTERVAL_S,
+        "S",
+        bound=HEARTBEAT_INTERVAL_S,
+    ),
+    Option(
+        "--lease-releaser",
+        "hook that releases the worker's leases (default: the control plane's)",
+        metavar="MODULE:FACTORY",
+    ),
+    Option(
+        "--upload",
+        "hook that uploads what is still local after the worker's save",
+        metavar="MODULE:FACTORY",
+    ),
     Option("--no-probe", "skip the first-boot GPU probe of this instance type", bool, False),
     Option("--json", "print each event as a JSON line on stdout", bool, False),
 )

@@ -67,5 +67,9 @@ class Reporter:
     def _send(self, event: AgentEvent) -> None:
         try:
             self.plane.record(event)
-        except Exception as exc:  # the local log has it; a control plane that is down must not stop the agent
-            log.warning("the control plane did not take event %s (%s): %s", event.kind, event.event_id, exc)
+        except (
+            Exception
+        ) as exc:  # the local log has it; a control plane that is down must not stop the agent
+            log.warning(
+                "the control plane did not take event %s (%s): %s", event.kind, event.event_id, exc
+            )

@@ -31,7 +31,9 @@ log = logging.getLogger(__name__)
 
 RESTART_BACKOFF_MAX_S = 60.0
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
-REAP_TIMEOUT_S = 5.0  # after SIGKILL a process is gone within milliseconds; this bounds a stuck reap
+REAP_TIMEOUT_S = (
+    5.0  # after SIGKILL a process is gone within milliseconds; this bounds a stuck reap
+)
 
 LogSink = Callable[[str], None]
 
@@ -53,9 +55,17 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
 class Supervisor:
     """One worker command, started, watched, restarted and stopped by the agent."""
 
-    def __init__(self, command: Sequence[str], env: Mapping[str, str], log_path: Path, *,
-                 restart_limit: int = 3, restart_backoff_s: float = 1.0, log_sink: LogSink | None = None,
-                 cwd: Path | None = None) -> None:
+    def __init__(
+        self,
+        command: Sequence[str],
+        env: Mapping[str, str],
+        log_path: Path,
+        *,
+        restart_limit: int = 3,
+        restart_backoff_s: float = 1.0,
+        log_sink: LogSink | None = None,
+        cwd: Path | None = None,
+    ) -> None:
         self.command = list(command)
         self.env = dict(env)
         self.log_path = log_path
@@ -75,12 +85,19 @@ class Supervisor:
         """Start the command (again); returns its pid, which is also its process group id."""
         _load_libc()
         self.process = subprocess.Popen(
-            self.command, env=self.env, cwd=self.cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent,
+            self.command,
+            env=self.env,
+            cwd=self.cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
         assert self.process.stdout is not None
-        self._reader = threading.Thread(target=self._pump, args=(self.process.stdout,), daemon=True,
-                                        name="worker-log")
+        self._reader = threading.Thread(
+            target=self._pump, args=(self.process.stdout,), daemon=True, name="worker-log"
+        )
         self._reader.start()
         return self.process.pid
 
@@ -134,4 +151,4 @@ class Supervisor:
 
     def restart_delay_s(self) -> float:
         """The backoff before the next restart."""
-        return float(min(RESTART_BACKOFF_MAX_S, self.restart_backoff_s * 2 ** self.restarts))
+        return float(min(RESTART_BACKOFF_MAX_S, self.restart_backoff_s * 2**self.restarts))

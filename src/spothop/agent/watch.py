@@ -43,8 +43,14 @@ Emit = Callable[[Notice], None]
 class WatchLoop:
     """Polls ``watcher`` and emits its notices; :meth:`step` is one poll (tests drive it directly)."""
 
-    def __init__(self, watcher: Watcher, emit: Emit, *, poll_interval_s: float = 1.0,
-                 endpoint_lost_polls: int = ENDPOINT_LOST_POLLS) -> None:
+    def __init__(
+        self,
+        watcher: Watcher,
+        emit: Emit,
+        *,
+        poll_interval_s: float = 1.0,
+        endpoint_lost_polls: int = ENDPOINT_LOST_POLLS,
+    ) -> None:
         self.watcher = watcher
         self.emit = emit
         self.poll_interval_s = poll_interval_s
@@ -71,11 +77,21 @@ class WatchLoop:
     def _failed(self, reason: str) -> float:
         self.failures += 1
         self.last_error = reason
-        log.warning("%s notice poll failed (%d in a row): %s", self.watcher.protocol, self.failures, reason)
+        log.warning(
+            "%s notice poll failed (%d in a row): %s", self.watcher.protocol, self.failures, reason
+        )
         if self.worked and self.failures >= self.endpoint_lost_polls:
             now = self.watcher.clock()
-            self._emit_once(final_notice(self.watcher.protocol, "endpoint-lost", seen_at=now, deadline=now,
-                                         documented_lead_s=self.watcher.documented_lead_s, raw=reason))
+            self._emit_once(
+                final_notice(
+                    self.watcher.protocol,
+                    "endpoint-lost",
+                    seen_at=now,
+                    deadline=now,
+                    documented_lead_s=self.watcher.documented_lead_s,
+                    raw=reason,
+                )
+            )
         backoff: float = self.poll_interval_s * 2.0 ** (self.failures - 1)
         return min(backoff, max(ERROR_BACKOFF_MAX_S, self.poll_interval_s))
 
@@ -109,8 +125,12 @@ class WatcherThread:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self.loop.run, args=(self.stop,), daemon=True,
-                                        name=f"watch-{self.loop.watcher.protocol}")
+        self._thread = threading.Thread(
+            target=self.loop.run,
+            args=(self.stop,),
+            daemon=True,
+            name=f"watch-{self.loop.watcher.protocol}",
+        )
         self._thread.start()
 
     def ensure_alive(self) -> bool:
@@ -118,7 +138,11 @@ class WatcherThread:
         if self.stop.is_set() or (self._thread is not None and self._thread.is_alive()):
             return False
         self.restarts += 1
-        log.error("%s watcher thread died; restarting it (restart %d)", self.loop.watcher.protocol, self.restarts)
+        log.error(
+            "%s watcher thread died; restarting it (restart %d)",
+            self.loop.watcher.protocol,
+            self.restarts,
+        )
         self.start()
         return True
 

@@ -47,7 +47,9 @@ def chaos_output(payload: Any, work_s: float) -> bytes:
     return json.dumps({"payload": payload, "digest": digest.hex()}, sort_keys=True).encode() + b"\n"
 
 
-def worker_main(url: str, job: str, out: str, name: str, lease_s: float, work_s: float, log: str) -> None:
+def worker_main(
+    url: str, job: str, out: str, name: str, lease_s: float, work_s: float, log: str
+) -> None:
     queue = open_queue(url, job)
     store = OutputStore(out)
     with open(log, "a", encoding="utf-8") as commits:
@@ -79,8 +81,14 @@ class ChaosReport:
 
     @property
     def exact(self) -> bool:
-        return (self.done == self.shards and self.dead == 0 and self.committed_twice == 0
-                and self.missing_outputs == 0 and self.wrong_outputs == 0 and self.temporaries_left == 0)
+        return (
+            self.done == self.shards
+            and self.dead == 0
+            and self.committed_twice == 0
+            and self.missing_outputs == 0
+            and self.wrong_outputs == 0
+            and self.temporaries_left == 0
+        )
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "exact": self.exact}
@@ -109,17 +117,40 @@ class _Fleet:
         return True
 
 
-def run_chaos(url: str, root: Path, *, shards: int, workers: int, kill_every_s: tuple[float, float],
-              lease_s: float, work_s: float, seed: int = 0, timeout_s: float = 600.0,
-              job: str = "chaos") -> ChaosReport:
+def run_chaos(
+    url: str,
+    root: Path,
+    *,
+    shards: int,
+    workers: int,
+    kill_every_s: tuple[float, float],
+    lease_s: float,
+    work_s: float,
+    seed: int = 0,
+    timeout_s: float = 600.0,
+    job: str = "chaos",
+) -> ChaosReport:
     """Run ``shards`` shards on ``workers`` processes, SIGKILLing one every ``kill_every_s`` (a
     uniform range) and starting a replacement, until the queue drains; then audit."""
     rng = random.Random(seed)
     out, logs = root / "out", root / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     queue = open_queue(url, job)
-    queue.enqueue([Shard(f"s{i:06d}", {"i": i}) for i in range(shards)], QueuePolicy(max_attempts=CHAOS_MAX_ATTEMPTS))
-    argv = [sys.executable, "-m", "spothop.batch.chaos", "worker", url, job, str(out), str(lease_s), str(work_s)]
+    queue.enqueue(
+        [Shard(f"s{i:06d}", {"i": i}) for i in range(shards)],
+        QueuePolicy(max_attempts=CHAOS_MAX_ATTEMPTS),
+    )
+    argv = [
+        sys.executable,
+        "-m",
+        "spothop.batch.chaos",
+        "worker",
+        url,
+        job,
+        str(out),
+        str(lease_s),
+        str(work_s),
+    ]
     fleet = _Fleet(argv, logs, {})
     for _ in range(workers):
         fleet.start()
@@ -147,10 +178,23 @@ def run_chaos(url: str, root: Path, *, shards: int, workers: int, kill_every_s: 
     return report
 
 
-def _audit(queue: Any, store: OutputStore, logs: Path, shards: int, workers: int, kills: int,
-           seconds: float, work_s: float) -> ChaosReport:
+def _audit(
+    queue: Any,
+    store: OutputStore,
+    logs: Path,
+    shards: int,
+    workers: int,
+    kills: int,
+    seconds: float,
+    work_s: float,
+) -> ChaosReport:
     stats = queue.stats()
-    lines = [line.split()[0] for log in logs.glob("*.log") for line in log.read_text().splitlines() if line]
+    lines = [
+        line.split()[0]
+        for log in logs.glob("*.log")
+        for line in log.read_text().splitlines()
+        if line
+    ]
     published = set(store.published())
     missing = wrong = 0
     for i in range(shards):
@@ -159,9 +203,20 @@ def _audit(queue: Any, store: OutputStore, logs: Path, shards: int, workers: int
             missing += 1
         elif store.read(shard_id) != chaos_output({"i": i}, 0):
             wrong += 1
-    return ChaosReport(shards, workers, kills, round(seconds, 1), stats.done, stats.dead,
-                       len(lines) - len(set(lines)), missing, wrong, len(store.temporaries()),
-                       stats.attempts, stats.reclaims)
+    return ChaosReport(
+        shards,
+        workers,
+        kills,
+        round(seconds, 1),
+        stats.done,
+        stats.dead,
+        len(lines) - len(set(lines)),
+        missing,
+        wrong,
+        len(store.temporaries()),
+        stats.attempts,
+        stats.reclaims,
+    )
 
 
 if __name__ == "__main__":

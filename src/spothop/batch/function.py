@@ -77,14 +77,21 @@ class CommandProcess:
         with self._lock:
             if self._stopped:
                 raise RuntimeError("the worker is stopping; the command was not started")
-            child = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, start_new_session=True)
+            child = subprocess.Popen(
+                self.command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
             self._running.add(child)
         try:
             out, err = child.communicate(shard, timeout=COMMAND_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             _end_group(child, 0.0)
-            raise RuntimeError(f"command ran longer than {COMMAND_TIMEOUT_S} s and was killed") from None
+            raise RuntimeError(
+                f"command ran longer than {COMMAND_TIMEOUT_S} s and was killed"
+            ) from None
         finally:
             with self._lock:
                 self._running.discard(child)
@@ -114,7 +121,9 @@ def _end_group(child: subprocess.Popen[bytes], grace_s: float) -> None:
     """Wait up to ``grace_s`` for the child, then SIGKILL its group and reap it."""
     with contextlib.suppress(subprocess.TimeoutExpired):
         child.wait(timeout=grace_s)
-    _signal_group(child, signal.SIGKILL)  # also reaches what the child started, if it left them behind
+    _signal_group(
+        child, signal.SIGKILL
+    )  # also reaches what the child started, if it left them behind
     child.wait()
 
 

@@ -32,7 +32,10 @@ def plan_shards(spec: BatchInput) -> list[Shard]:
         if spec.records.endswith(".parquet"):
             return _plan_parquet(spec.records, spec.records_per_shard)
         return _plan_jsonl(spec.records, spec.records_per_shard)
-    except (OSError, ValueError) as exc:  # missing file, no access, not Parquet (pyarrow raises ValueError kinds)
+    except (
+        OSError,
+        ValueError,
+    ) as exc:  # missing file, no access, not Parquet (pyarrow raises ValueError kinds)
         raise BatchSpecError(f"input.records: cannot read {spec.records!r}: {exc}") from exc
 
 
@@ -54,7 +57,10 @@ def _plan_jsonl(uri: str, per_shard: int) -> list[Shard]:
 
 
 def _jsonl_shard(index: int, uri: str, start: int, end: int, first: int, count: int) -> Shard:
-    return Shard(shard_id(index), {"uri": uri, "offset": start, "length": end - start, "first": first, "count": count})
+    return Shard(
+        shard_id(index),
+        {"uri": uri, "offset": start, "length": end - start, "first": first, "count": count},
+    )
 
 
 def _plan_parquet(uri: str, per_shard: int) -> list[Shard]:
@@ -62,8 +68,10 @@ def _plan_parquet(uri: str, per_shard: int) -> list[Shard]:
 
     with fsspec.open(uri, "rb") as handle:
         rows = pq.ParquetFile(handle).metadata.num_rows
-    return [Shard(shard_id(i), {"uri": uri, "first": first, "count": min(per_shard, rows - first)})
-            for i, first in enumerate(range(0, rows, per_shard))]
+    return [
+        Shard(shard_id(i), {"uri": uri, "first": first, "count": min(per_shard, rows - first)})
+        for i, first in enumerate(range(0, rows, per_shard))
+    ]
 
 
 @dataclass(frozen=True)
@@ -96,7 +104,8 @@ class BatchShard:
                     rows.append(json.loads(line))
                 except ValueError as exc:
                     raise MalformedShardError(
-                        f"{self.uri}: record {self.payload.get('first', 0) + number} is not JSON: {exc}") from exc
+                        f"{self.uri}: record {self.payload.get('first', 0) + number} is not JSON: {exc}"
+                    ) from exc
         return rows
 
     def _parquet_rows(self) -> list[dict[str, Any]]:

@@ -42,13 +42,17 @@ def _stored(queue: ShardQueue) -> list[ShardRecord]:
         return []
 
 
-def resolve_process(spec: BatchSpec, fn: BatchFunction | None = None) -> Callable[[WorkItem], bytes]:
+def resolve_process(
+    spec: BatchSpec, fn: BatchFunction | None = None
+) -> Callable[[WorkItem], bytes]:
     if fn is not None:
         return fn.process_item
     if spec.command is not None:
         return command_process(spec.command)
     if spec.function is None:
-        raise BatchSpecError("function: the spec names no function or command, and none was given in code")
+        raise BatchSpecError(
+            "function: the spec names no function or command, and none was given in code"
+        )
     module_name, _, attribute = spec.function.partition(":")
     try:
         target = importlib.import_module(module_name)
@@ -60,17 +64,28 @@ def resolve_process(spec: BatchSpec, fn: BatchFunction | None = None) -> Callabl
     return found.process_item
 
 
-def run_worker(spec: BatchSpec, fn: BatchFunction | None = None, *, worker: str | None = None,
-               should_stop: Callable[[], bool] | None = None, queue: ShardQueue | None = None,
-               store: OutputStore | None = None) -> WorkerReport:
+def run_worker(
+    spec: BatchSpec,
+    fn: BatchFunction | None = None,
+    *,
+    worker: str | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    queue: ShardQueue | None = None,
+    store: OutputStore | None = None,
+) -> WorkerReport:
     """Work on the job's shards until none is left or a stop is requested (see :func:`process_shards`)."""
     process = resolve_process(spec, fn)
     owned = queue is None
     queue = queue or open_queue(spec.queue, spec.name)
     try:
-        return process_shards(queue, worker or f"{socket.gethostname()}-{os.getpid()}", process,
-                              store=store or OutputStore(spec.output), lease_s=spec.lease_s,
-                              should_stop=should_stop)
+        return process_shards(
+            queue,
+            worker or f"{socket.gethostname()}-{os.getpid()}",
+            process,
+            store=store or OutputStore(spec.output),
+            lease_s=spec.lease_s,
+            should_stop=should_stop,
+        )
     finally:
         if isinstance(process, CommandProcess):
             process.stop()  # a command still running on a released shard (a stop came first) ends here

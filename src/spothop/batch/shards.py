@@ -46,7 +46,9 @@ class StopWatch:
     previous handler back.
     """
 
-    def __init__(self, should_stop: Callable[[], bool] | None = None, on_sigterm: bool = True) -> None:
+    def __init__(
+        self, should_stop: Callable[[], bool] | None = None, on_sigterm: bool = True
+    ) -> None:
         # Under an agent, its stop request counts too (a no-op without one).
         self._should_stop = should_stop or stop_requested
         self._flag = threading.Event()
@@ -85,7 +87,9 @@ class StopWatch:
 class WorkItem:
     """One leased shard in a worker's hands. Settle it once: commit, complete, fail or release."""
 
-    def __init__(self, queue: ShardQueue, lease: Lease, store: OutputStore | None, stop: StopWatch) -> None:
+    def __init__(
+        self, queue: ShardQueue, lease: Lease, store: OutputStore | None, stop: StopWatch
+    ) -> None:
         self.queue = queue
         self.lease = lease
         self.store = store
@@ -104,7 +108,9 @@ class WorkItem:
     def commit(self, data: bytes) -> Completion:
         """Exactly-once output through the store (see :mod:`spothop.queue.outputs`). LeaseLost propagates."""
         if self.store is None:
-            raise QueueError("commit needs an OutputStore: pass store= to iter_shards, or use complete()")
+            raise QueueError(
+                "commit needs an OutputStore: pass store= to iter_shards, or use complete()"
+            )
         self.settled = True
         return self.store.commit(self.queue, self.lease, data)
 
@@ -130,7 +136,9 @@ class Heartbeater:
         self._item = item
         self._interval_s = interval_s
         self._done = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"heartbeat-{item.shard_id}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name=f"heartbeat-{item.shard_id}", daemon=True
+        )
 
     def __enter__(self) -> Heartbeater:
         self._thread.start()
@@ -156,10 +164,17 @@ def _drained(queue: ShardQueue) -> bool:
     return stats.pending == 0 and stats.leased == 0
 
 
-def iter_shards(queue: ShardQueue, worker: str, *, store: OutputStore | None = None,
-                lease_s: float = DEFAULT_LEASE_S, should_stop: Callable[[], bool] | None = None,
-                stop_on_sigterm: bool = True, poll_s: float = DEFAULT_POLL_S,
-                until_drained: bool = True) -> Iterator[WorkItem]:
+def iter_shards(
+    queue: ShardQueue,
+    worker: str,
+    *,
+    store: OutputStore | None = None,
+    lease_s: float = DEFAULT_LEASE_S,
+    should_stop: Callable[[], bool] | None = None,
+    stop_on_sigterm: bool = True,
+    poll_s: float = DEFAULT_POLL_S,
+    until_drained: bool = True,
+) -> Iterator[WorkItem]:
     """Yield leased shards one at a time, heartbeating each while the loop body runs.
 
     Ends when a stop is requested (the shard in hand is released), or, with
@@ -210,10 +225,18 @@ class WorkerReport:
         return asdict(self)
 
 
-def process_shards(queue: ShardQueue, worker: str, process: Callable[[WorkItem], bytes], *,
-                   store: OutputStore, lease_s: float = DEFAULT_LEASE_S,
-                   should_stop: Callable[[], bool] | None = None, stop_on_sigterm: bool = True,
-                   poll_s: float = DEFAULT_POLL_S, until_drained: bool = True) -> WorkerReport:
+def process_shards(
+    queue: ShardQueue,
+    worker: str,
+    process: Callable[[WorkItem], bytes],
+    *,
+    store: OutputStore,
+    lease_s: float = DEFAULT_LEASE_S,
+    should_stop: Callable[[], bool] | None = None,
+    stop_on_sigterm: bool = True,
+    poll_s: float = DEFAULT_POLL_S,
+    until_drained: bool = True,
+) -> WorkerReport:
     """Run ``process`` on shard after shard and commit its bytes exactly once.
 
     ``process`` runs in a helper thread so that a stop request is honoured at
@@ -224,8 +247,16 @@ def process_shards(queue: ShardQueue, worker: str, process: Callable[[WorkItem],
     report = WorkerReport()
     stop = StopWatch(should_stop, stop_on_sigterm)
     try:
-        for item in iter_shards(queue, worker, store=store, lease_s=lease_s, should_stop=stop,
-                                stop_on_sigterm=False, poll_s=poll_s, until_drained=until_drained):
+        for item in iter_shards(
+            queue,
+            worker,
+            store=store,
+            lease_s=lease_s,
+            should_stop=stop,
+            stop_on_sigterm=False,
+            poll_s=poll_s,
+            until_drained=until_drained,
+        ):
             outcome = _run_interruptibly(process, item, stop)
             if outcome is None:
                 item.release()
@@ -239,8 +270,9 @@ def process_shards(queue: ShardQueue, worker: str, process: Callable[[WorkItem],
         stop.restore()
 
 
-def _run_interruptibly(process: Callable[[WorkItem], bytes], item: WorkItem,
-                       stop: StopWatch) -> tuple[bytes | None, str | None] | None:
+def _run_interruptibly(
+    process: Callable[[WorkItem], bytes], item: WorkItem, stop: StopWatch
+) -> tuple[bytes | None, str | None] | None:
     """(output, None) or (None, error); None when a stop came first."""
     result: list[tuple[bytes | None, str | None]] = []
 
@@ -263,7 +295,9 @@ def _settle(item: WorkItem, outcome: tuple[bytes | None, str | None], report: Wo
     output, error = outcome
     try:
         if item.lost.is_set():
-            raise LeaseLost(item.lease.job, item.shard_id, item.lease.token, "a heartbeat found it lost")
+            raise LeaseLost(
+                item.lease.job, item.shard_id, item.lease.token, "a heartbeat found it lost"
+            )
         if error is not None or output is None:
             item.fail(error or "process returned no output")
             report.failed += 1

@@ -27,7 +27,9 @@ from spothop.queue.model import DEFAULT_LEASE_S, DEFAULT_MAX_ATTEMPTS, JOB_NAME_
 DEFAULT_RECORDS_PER_SHARD = 1000
 # Numbers of a spec, checked with spothop.bounds (a NaN, an infinity or an absurd value names the field):
 RECORDS_PER_SHARD = Bound(1, 10**9, "records", integer=True)
-LEASE_S = Bound(0, SECONDS_PER_DAY, "s", low_open=True)  # a lease is heartbeated; a day covers any pause
+LEASE_S = Bound(
+    0, SECONDS_PER_DAY, "s", low_open=True
+)  # a lease is heartbeated; a day covers any pause
 MAX_ATTEMPTS = Bound(1, 10_000, "attempts", integer=True)
 RECORD_SUFFIXES = (".jsonl", ".parquet")
 
@@ -39,16 +41,22 @@ class BatchInput(BaseModel):
 
     files: list[str] | None = None
     records: str | None = None
-    records_per_shard: Annotated[int, RECORDS_PER_SHARD.annotated("records_per_shard")] = DEFAULT_RECORDS_PER_SHARD
+    records_per_shard: Annotated[int, RECORDS_PER_SHARD.annotated("records_per_shard")] = (
+        DEFAULT_RECORDS_PER_SHARD
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> BatchInput:
         if (self.files is None) == (self.records is None):
-            raise ValueError("give exactly one of 'files' (a list of files or URIs) or 'records' (a JSONL or Parquet file)")
+            raise ValueError(
+                "give exactly one of 'files' (a list of files or URIs) or 'records' (a JSONL or Parquet file)"
+            )
         if self.files is not None and not self.files:
             raise ValueError("'files' is empty: list at least one file or URI")
         if self.records is not None and not self.records.endswith(RECORD_SUFFIXES):
-            raise ValueError(f"'records' must end with one of {', '.join(RECORD_SUFFIXES)}, got {self.records!r}")
+            raise ValueError(
+                f"'records' must end with one of {', '.join(RECORD_SUFFIXES)}, got {self.records!r}"
+            )
         return self
 
 
@@ -82,13 +90,19 @@ def load_spec(source: Mapping[str, Any] | Path | str) -> BatchSpec:
         try:
             source = yaml.safe_load(Path(source).read_text(encoding="utf-8"))
         except FileNotFoundError:
-            raise NotFoundError(f"{where}the batch spec does not exist; give a YAML file (docs/queue.md)") from None
+            raise NotFoundError(
+                f"{where}the batch spec does not exist; give a YAML file (docs/queue.md)"
+            ) from None
         except UnicodeDecodeError:
-            raise BatchSpecError(f"{where}cannot read the batch spec: not a text (UTF-8 YAML) file") from None
+            raise BatchSpecError(
+                f"{where}cannot read the batch spec: not a text (UTF-8 YAML) file"
+            ) from None
         except (OSError, yaml.YAMLError) as exc:
             raise BatchSpecError(f"{where}cannot read the batch spec: {exc}") from exc
         if not isinstance(source, Mapping):
-            raise BatchSpecError(f"{where}a batch spec is a mapping of fields, got {type(source).__name__}")
+            raise BatchSpecError(
+                f"{where}a batch spec is a mapping of fields, got {type(source).__name__}"
+            )
     try:
         return BatchSpec.model_validate(dict(source))
     except ValidationError as exc:

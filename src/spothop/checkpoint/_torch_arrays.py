@@ -38,8 +38,15 @@ def version_key(tensor: torch.Tensor) -> tuple[Any, ...]:
     the key was taken. Writes through ``tensor.data`` bypass the counter;
     that is why this is used only for emergency deltas and can be switched off.
     """
-    return (tensor.data_ptr(), tensor.storage_offset(), tuple(tensor.shape), tuple(tensor.stride()),
-            tensor.dtype, tensor.device, tensor._version)
+    return (
+        tensor.data_ptr(),
+        tensor.storage_offset(),
+        tuple(tensor.shape),
+        tuple(tensor.stride()),
+        tensor.dtype,
+        tensor.device,
+        tensor._version,
+    )
 
 
 @dataclass(frozen=True)
@@ -70,9 +77,15 @@ def sharing_storage(arrays: dict[str, Any], tensors: Any) -> frozenset[str]:
     tensor ``state_dict()`` returns for it do)."""
     wrong = [type(t).__name__ for t in tensors if not isinstance(t, torch.Tensor)]
     if wrong:
-        raise CheckpointConfigError(f"frozen= takes torch tensors (the frozen parameters); got {wrong[0]}")
+        raise CheckpointConfigError(
+            f"frozen= takes torch tensors (the frozen parameters); got {wrong[0]}"
+        )
     storages = {id(t.untyped_storage()) for t in tensors}
-    return frozenset(k for k, v in arrays.items() if isinstance(v, torch.Tensor) and id(v.untyped_storage()) in storages)
+    return frozenset(
+        k
+        for k, v in arrays.items()
+        if isinstance(v, torch.Tensor) and id(v.untyped_storage()) in storages
+    )
 
 
 def fits(host: torch.Tensor | None, tensor: torch.Tensor) -> bool:
@@ -83,7 +96,9 @@ def fits(host: torch.Tensor | None, tensor: torch.Tensor) -> bool:
 def empty_host(tensor: torch.Tensor) -> torch.Tensor:
     """A contiguous host buffer for a copy of ``tensor`` (pinned for a device tensor), every page
     touched now rather than during the copy."""
-    host = torch.empty(tensor.shape, dtype=tensor.dtype, device="cpu", pin_memory=tensor.device.type != "cpu")
+    host = torch.empty(
+        tensor.shape, dtype=tensor.dtype, device="cpu", pin_memory=tensor.device.type != "cpu"
+    )
     as_bytes(host).fill(0)
     return host
 
@@ -125,14 +140,20 @@ def plain_bytes(tensor: torch.Tensor) -> np.ndarray[Any, np.dtype[np.uint8]] | N
     are not simply its values in order (a device, strided, sparse, lazily conjugated or negated
     tensor): the caller then takes a full copy instead."""
     source = tensor.detach()
-    if (source.device.type != "cpu" or source.layout != torch.strided or not source.is_contiguous()
-            or source.is_conj() or source.is_neg()):
+    if (
+        source.device.type != "cpu"
+        or source.layout != torch.strided
+        or not source.is_contiguous()
+        or source.is_conj()
+        or source.is_neg()
+    ):
         return None
     return as_bytes(source)
 
 
-def compare_on_device(tensor: torch.Tensor, host: torch.Tensor, chunk_bytes: int,
-                      check: list[bool]) -> list[bool] | None:
+def compare_on_device(
+    tensor: torch.Tensor, host: torch.Tensor, chunk_bytes: int, check: list[bool]
+) -> list[bool] | None:
     """Which fixed-size chunks of ``tensor`` differ from ``host`` (its retained pinned host copy), found on
     ``tensor``'s device so that only the changed chunks need to cross the bus afterwards.
 
@@ -142,8 +163,13 @@ def compare_on_device(tensor: torch.Tensor, host: torch.Tensor, chunk_bytes: int
     Written for CUDA tensors, but device-agnostic torch code (the tests run it on CPU tensors).
     """
     source = tensor.detach()
-    if (source.layout != torch.strided or not source.is_contiguous() or source.is_conj() or source.is_neg()
-            or not host.is_contiguous()):
+    if (
+        source.layout != torch.strided
+        or not source.is_contiguous()
+        or source.is_conj()
+        or source.is_neg()
+        or not host.is_contiguous()
+    ):
         return None
     live = as_torch_bytes(source)
     base = as_torch_bytes(host)
@@ -163,15 +189,25 @@ def compare_on_device(tensor: torch.Tensor, host: torch.Tensor, chunk_bytes: int
         parts: list[torch.Tensor] = []
         if full:
             span = full * chunk_bytes
-            parts.append((live[start:start + span].view(full, chunk_bytes) != stage[:span].view(full, chunk_bytes))
-                         .any(dim=1))
+            parts.append(
+                (
+                    live[start : start + span].view(full, chunk_bytes)
+                    != stage[:span].view(full, chunk_bytes)
+                ).any(dim=1)
+            )
         if full * chunk_bytes < end - start:
-            parts.append((live[start + full * chunk_bytes:end] != stage[full * chunk_bytes:]).any().reshape(1))
+            parts.append(
+                (live[start + full * chunk_bytes : end] != stage[full * chunk_bytes :])
+                .any()
+                .reshape(1)
+            )
         answers += torch.cat(parts).tolist()  # one synchronisation per batch
     return [not check[i] or bool(differs) for i, differs in enumerate(answers)]
 
 
-def copy_chunks_from_device(tensor: torch.Tensor, host: torch.Tensor, chunk_bytes: int, chunks: list[int]) -> None:
+def copy_chunks_from_device(
+    tensor: torch.Tensor, host: torch.Tensor, chunk_bytes: int, chunks: list[int]
+) -> None:
     """Copy only the listed chunks of ``tensor`` into ``host`` (pinned: asynchronous), then wait once."""
     live = as_torch_bytes(tensor.detach())
     dest = as_torch_bytes(host)
@@ -186,7 +222,11 @@ def copy_chunks_from_device(tensor: torch.Tensor, host: torch.Tensor, chunk_byte
 def as_torch_bytes(tensor: torch.Tensor) -> torch.Tensor:
     """A contiguous tensor's bytes as a flat uint8 tensor on its own device (shares its memory)."""
     flat = tensor.reshape(-1)
-    return flat.view(torch.uint8) if flat.numel() else torch.empty(0, dtype=torch.uint8, device=tensor.device)
+    return (
+        flat.view(torch.uint8)
+        if flat.numel()
+        else torch.empty(0, dtype=torch.uint8, device=tensor.device)
+    )
 
 
 def as_bytes(tensor: torch.Tensor) -> np.ndarray[Any, np.dtype[np.uint8]]:

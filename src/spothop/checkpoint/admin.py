@@ -24,13 +24,19 @@ def existing_store(url: str, storage_options: Mapping[str, Any] | None = None) -
     store = Store(url, storage_options)
     where = store.root if store.is_local else store.root.split("/", 1)[0]
     try:
-        present = bool(store.fs.exists(store.root)) or (not store.is_local and bool(store.fs.exists(where)))
+        present = bool(store.fs.exists(store.root)) or (
+            not store.is_local and bool(store.fs.exists(where))
+        )
     except OSError as exc:
         raise NotFoundError(f"checkpoint location {url} cannot be reached ({exc})") from None
     if not present:
-        what = "does not exist" if store.is_local else f"is in a bucket that does not exist ({where})"
-        raise NotFoundError(f"checkpoint location {url} {what}; give the folder or URL the job "
-                            "checkpoints to (SPOTHOP_CHECKPOINT_URL)")
+        what = (
+            "does not exist" if store.is_local else f"is in a bucket that does not exist ({where})"
+        )
+        raise NotFoundError(
+            f"checkpoint location {url} {what}; give the folder or URL the job "
+            "checkpoints to (SPOTHOP_CHECKPOINT_URL)"
+        )
     return store
 
 
@@ -88,8 +94,9 @@ class CheckpointDetail:
         return asdict(self)
 
 
-def describe_checkpoint(url: str, checkpoint_id: str | None = None,
-                        storage_options: Mapping[str, Any] | None = None) -> CheckpointDetail:
+def describe_checkpoint(
+    url: str, checkpoint_id: str | None = None, storage_options: Mapping[str, Any] | None = None
+) -> CheckpointDetail:
     """The manifest of ``checkpoint_id`` (default: the newest committed checkpoint), in plain fields.
 
     Raises :class:`NotFoundError` when there is no such checkpoint, :class:`CheckpointCorrupt`
@@ -102,8 +109,10 @@ def describe_checkpoint(url: str, checkpoint_id: str | None = None,
         why = dict(damaged).get(checkpoint_id or "")
         if why:
             raise CheckpointCorrupt(checkpoint_id or url, why)
-        raise NotFoundError(f"no committed checkpoint {'here' if checkpoint_id is None else repr(checkpoint_id)} "
-                            f"under {url} (`spothop ckpt ls {url}` lists them)")
+        raise NotFoundError(
+            f"no committed checkpoint {'here' if checkpoint_id is None else repr(checkpoint_id)} "
+            f"under {url} (`spothop ckpt ls {url}` lists them)"
+        )
     manifest = chosen[-1]
     try:
         chain = [m.checkpoint_id for m in ancestors(store, manifest)]
@@ -114,14 +123,38 @@ def describe_checkpoint(url: str, checkpoint_id: str | None = None,
 
 def _detail(manifest: Manifest, chain: list[str]) -> CheckpointDetail:
     own = {f.path for f in manifest.files}
-    leaves = [LeafInfo(path, leaf.kind, leaf.dtype, tuple(leaf.shape), leaf.raw_bytes, len(leaf.chunks),
-                       sum(1 for c in leaf.chunks if c.file not in own)) for path, leaf in manifest.leaves.items()]
+    leaves = [
+        LeafInfo(
+            path,
+            leaf.kind,
+            leaf.dtype,
+            tuple(leaf.shape),
+            leaf.raw_bytes,
+            len(leaf.chunks),
+            sum(1 for c in leaf.chunks if c.file not in own),
+        )
+        for path, leaf in manifest.leaves.items()
+    ]
     world = manifest.world
     return CheckpointDetail(
-        manifest.checkpoint_id, manifest.step, manifest.tier.value, manifest.wall_time_unix_s,
-        manifest.format_version, chain, manifest.size_bytes, sum(leaf.raw_bytes for leaf in leaves),
-        {"world_size": world.world_size, "rank": world.rank, "local_world_size": world.local_world_size},
-        dict(manifest.data_position), dict(manifest.user_metadata), sorted(manifest.rng), leaves)
+        manifest.checkpoint_id,
+        manifest.step,
+        manifest.tier.value,
+        manifest.wall_time_unix_s,
+        manifest.format_version,
+        chain,
+        manifest.size_bytes,
+        sum(leaf.raw_bytes for leaf in leaves),
+        {
+            "world_size": world.world_size,
+            "rank": world.rank,
+            "local_world_size": world.local_world_size,
+        },
+        dict(manifest.data_position),
+        dict(manifest.user_metadata),
+        sorted(manifest.rng),
+        leaves,
+    )
 
 
 @dataclass(frozen=True)
@@ -137,33 +170,62 @@ class VerifyResult:
         return asdict(self)
 
 
-def list_checkpoints(url: str, storage_options: Mapping[str, Any] | None = None) -> list[CheckpointInfo]:
+def list_checkpoints(
+    url: str, storage_options: Mapping[str, Any] | None = None
+) -> list[CheckpointInfo]:
     """Every folder under ``url``, oldest step first, with whether it is a checkpoint."""
     store = existing_store(url, storage_options)
     found, damaged = committed(store)
-    infos = [CheckpointInfo(m.checkpoint_id, "committed", m.step, m.tier.value, m.parent,
-                            m.wall_time_unix_s, m.size_bytes) for m in found]
+    infos = [
+        CheckpointInfo(
+            m.checkpoint_id,
+            "committed",
+            m.step,
+            m.tier.value,
+            m.parent,
+            m.wall_time_unix_s,
+            m.size_bytes,
+        )
+        for m in found
+    ]
     infos += [CheckpointInfo(name, "damaged", step_of(name), reason=why) for name, why in damaged]
     known = {i.checkpoint_id for i in infos}
-    infos += [CheckpointInfo(name, "uncommitted", step_of(name), reason="no manifest: the save never finished")
-              for name in store.list_dirs() if name not in known and step_of(name) is not None]
-    return sorted(infos, key=lambda i: (i.step if i.step is not None else -1, i.wall_time_unix_s or 0.0))
+    infos += [
+        CheckpointInfo(
+            name, "uncommitted", step_of(name), reason="no manifest: the save never finished"
+        )
+        for name in store.list_dirs()
+        if name not in known and step_of(name) is not None
+    ]
+    return sorted(
+        infos, key=lambda i: (i.step if i.step is not None else -1, i.wall_time_unix_s or 0.0)
+    )
 
 
-def verify_checkpoints(url: str, checkpoint_id: str | None = None,
-                       storage_options: Mapping[str, Any] | None = None) -> list[VerifyResult]:
+def verify_checkpoints(
+    url: str, checkpoint_id: str | None = None, storage_options: Mapping[str, Any] | None = None
+) -> list[VerifyResult]:
     """Check every byte of each committed checkpoint (or just ``checkpoint_id``) and its chain."""
     store = existing_store(url, storage_options)
     found, damaged = committed(store)
-    results = [VerifyResult(name, step_of(name) or 0, "?", False, why) for name, why in damaged
-               if checkpoint_id in (None, name)]
+    results = [
+        VerifyResult(name, step_of(name) or 0, "?", False, why)
+        for name, why in damaged
+        if checkpoint_id in (None, name)
+    ]
     for manifest in found:
         if checkpoint_id not in (None, manifest.checkpoint_id):
             continue
         try:
             verify(store, manifest)
-            results.append(VerifyResult(manifest.checkpoint_id, manifest.step, manifest.tier.value, True, None))
+            results.append(
+                VerifyResult(manifest.checkpoint_id, manifest.step, manifest.tier.value, True, None)
+            )
         except CheckpointError as exc:
             reason = getattr(exc, "reason", str(exc))
-            results.append(VerifyResult(manifest.checkpoint_id, manifest.step, manifest.tier.value, False, reason))
+            results.append(
+                VerifyResult(
+                    manifest.checkpoint_id, manifest.step, manifest.tier.value, False, reason
+                )
+            )
     return sorted(results, key=lambda r: r.step)

@@ -29,8 +29,12 @@ import numpy as np
 
 Bytes = np.ndarray[Any, np.dtype[np.uint8]]
 
-PIECE_BYTES = 4 * 1024 * 1024  # small enough to balance the threads, large enough to amortise a call
-INLINE_BYTES = 1024 * 1024  # below this in total, handing pieces to threads costs more than it saves
+PIECE_BYTES = (
+    4 * 1024 * 1024
+)  # small enough to balance the threads, large enough to amortise a call
+INLINE_BYTES = (
+    1024 * 1024
+)  # below this in total, handing pieces to threads costs more than it saves
 MAX_WORKERS = 8  # memory bandwidth is saturated well before this many threads
 
 
@@ -80,8 +84,11 @@ Piece = tuple[int, int, int]
 
 def _deal(sizes: Sequence[int], threads: int) -> list[list[Piece]]:
     """Cut buffers of ``sizes`` bytes into pieces and deal them to ``threads`` runs of about equal bytes."""
-    pieces = [(pair, start, min(PIECE_BYTES, size - start))
-              for pair, size in enumerate(sizes) for start in range(0, size, PIECE_BYTES)]
+    pieces = [
+        (pair, start, min(PIECE_BYTES, size - start))
+        for pair, size in enumerate(sizes)
+        for start in range(0, size, PIECE_BYTES)
+    ]
     total = sum(sizes)
     runs: list[list[Piece]] = [[] for _ in range(threads)]
     done = 0
@@ -115,10 +122,11 @@ def copy(pairs: Sequence[tuple[Bytes, Bytes]]) -> None:
     _check(pairs)
     sizes = [len(d) for d, _ in pairs]
     if _libc is None:
+
         def work(run: list[Piece]) -> None:
             for pair, start, length in run:
                 destination, source = pairs[pair]
-                np.copyto(destination[start:start + length], source[start:start + length])
+                np.copyto(destination[start : start + length], source[start : start + length])
     else:
         memmove = _libc[0]
         addresses = [(d.ctypes.data, s.ctypes.data) for d, s in pairs]
@@ -126,6 +134,7 @@ def copy(pairs: Sequence[tuple[Bytes, Bytes]]) -> None:
         def work(run: list[Piece]) -> None:
             for pair, start, length in run:
                 memmove(addresses[pair][0] + start, addresses[pair][1] + start, length)
+
     _run(sizes, work)
 
 
@@ -136,9 +145,10 @@ def equal(pairs: Sequence[tuple[Bytes, Bytes]]) -> list[bool]:
     sizes = [len(a) for a, _ in pairs]
     differs = [False] * len(pairs)
     if _libc is None:
+
         def compare(pair: int, start: int, length: int) -> bool:
             a, b = pairs[pair]
-            return bool(np.array_equal(a[start:start + length], b[start:start + length]))
+            return bool(np.array_equal(a[start : start + length], b[start : start + length]))
     else:
         memcmp = _libc[1]
         addresses = [(a.ctypes.data, b.ctypes.data) for a, b in pairs]
@@ -150,5 +160,6 @@ def equal(pairs: Sequence[tuple[Bytes, Bytes]]) -> list[bool]:
         for pair, start, length in run:
             if not differs[pair] and not compare(pair, start, length):
                 differs[pair] = True  # each thread only ever sets True: no lost update matters
+
     _run(sizes, work)
     return [not d for d in differs]

@@ -102,7 +102,11 @@ DEFAULT_KEEP_LOCAL = 2
 # Local disk outruns zstd, so local snapshots are raw; durable saves cross a network and
 # pay for compression; emergency saves favour speed (level 1 is zstd's fastest real level).
 # Either way a chunk is compressed only if a sample of it shrinks enough (``compress_below``).
-DEFAULT_ZSTD_LEVELS: Mapping[Tier, int | None] = {Tier.LOCAL: None, Tier.DURABLE: 3, Tier.EMERGENCY: 1}
+DEFAULT_ZSTD_LEVELS: Mapping[Tier, int | None] = {
+    Tier.LOCAL: None,
+    Tier.DURABLE: 3,
+    Tier.EMERGENCY: 1,
+}
 MAX_HASH_WORKERS = 8  # hashing and compression threads; more rarely helps a single upload stream
 
 
@@ -118,7 +122,9 @@ class SaveStats:
     bytes_copied: int
     chunks_written: int
     chunks_reused: int  # taken from the parent (emergency deltas), matched chunks included
-    chunks_matched: int = 0  # found equal to the parent by comparison with the retained host copy: not hashed
+    chunks_matched: int = (
+        0  # found equal to the parent by comparison with the retained host copy: not hashed
+    )
 
 
 class SaveHandle:
@@ -130,10 +136,22 @@ class SaveHandle:
     is ``blocking_s + waited_s``.
     """
 
-    def __init__(self, checkpoint_id: str, step: int, tier: Tier, blocking_s: float,
-                 future: Future[tuple[Manifest, SaveStats]], cancel: threading.Event,
-                 copied: Future[Snapshot] | None = None) -> None:
-        self.checkpoint_id, self.step, self.tier, self.blocking_s = checkpoint_id, step, tier, blocking_s
+    def __init__(
+        self,
+        checkpoint_id: str,
+        step: int,
+        tier: Tier,
+        blocking_s: float,
+        future: Future[tuple[Manifest, SaveStats]],
+        cancel: threading.Event,
+        copied: Future[Snapshot] | None = None,
+    ) -> None:
+        self.checkpoint_id, self.step, self.tier, self.blocking_s = (
+            checkpoint_id,
+            step,
+            tier,
+            blocking_s,
+        )
         self.waited_s = 0.0
         self._future, self._cancel, self._copied = future, cancel, copied
 
@@ -162,7 +180,9 @@ class SaveHandle:
         try:
             return self._future.result(timeout)[0]
         except SaveCancelled:
-            raise CheckpointWriteError(f"save {self.checkpoint_id} was cancelled for an emergency save") from None
+            raise CheckpointWriteError(
+                f"save {self.checkpoint_id} was cancelled for an emergency save"
+            ) from None
 
     @property
     def stats(self) -> SaveStats:
@@ -178,14 +198,26 @@ class Checkpointer:
     ``$SPOTHOP_HOME`` named after the durable URL.
     """
 
-    def __init__(self, url: str | None = None, *, local_url: str | None = None,
-                 storage_options: Mapping[str, Any] | None = None, keep_chains: int = DEFAULT_KEEP_CHAINS,
-                 keep_local: int = DEFAULT_KEEP_LOCAL, zstd_levels: Mapping[Tier, int | None] | None = None,
-                 chunk_bytes: int = DEFAULT_CHUNK_BYTES, workers: int | None = None,
-                 interval: IntervalPolicy | None = None, world: WorldLayout | None = None,
-                 track_versions: bool = False, reuse_host_buffers: bool = True, skip_unchanged: bool = False,
-                 compress_below: float = DEFAULT_COMPRESS_BELOW, upload_streams: int = DEFAULT_UPLOAD_STREAMS,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        local_url: str | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        keep_chains: int = DEFAULT_KEEP_CHAINS,
+        keep_local: int = DEFAULT_KEEP_LOCAL,
+        zstd_levels: Mapping[Tier, int | None] | None = None,
+        chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+        workers: int | None = None,
+        interval: IntervalPolicy | None = None,
+        world: WorldLayout | None = None,
+        track_versions: bool = False,
+        reuse_host_buffers: bool = True,
+        skip_unchanged: bool = False,
+        compress_below: float = DEFAULT_COMPRESS_BELOW,
+        upload_streams: int = DEFAULT_UPLOAD_STREAMS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if keep_chains < 1 or keep_local < 1:
             raise CheckpointConfigError("keep_chains and keep_local must be at least 1")
         if chunk_bytes < 1:
@@ -196,7 +228,9 @@ class Checkpointer:
         self.world = world or WorldLayout()
         # Under the agent the job's checkpoint URL comes from the environment it sets.
         durable = url or sdk.checkpoint_url() or str(spothop_home() / "checkpoints" / "default")
-        local = local_url or str(spothop_home() / "snapshots" / hashlib.sha256(durable.encode()).hexdigest()[:12])
+        local = local_url or str(
+            spothop_home() / "snapshots" / hashlib.sha256(durable.encode()).hexdigest()[:12]
+        )
         self.durable = Store(self._per_rank(durable), storage_options)
         self._durable_url, self._local_url, self._storage_options = durable, local, storage_options
         self.local = Store(self._per_rank(local))
@@ -222,12 +256,16 @@ class Checkpointer:
         # Overlapped copies run here, not behind a clean-up queued on the save thread.
         self._copier = ThreadPoolExecutor(1, "spothop-ckpt-copy")
         self._inflight: SaveHandle | None = None
-        self._collecting: Future[None] | None = None  # the clean-up after the last commit (same thread)
+        self._collecting: Future[None] | None = (
+            None  # the clean-up after the last commit (same thread)
+        )
         self._preparing: Future[int] | None = None  # host buffers being allocated ahead of a save
         _open_checkpointers.add(self)
 
     def _per_rank(self, url: str) -> str:
-        return url if self.world.world_size == 1 else f"{url.rstrip('/')}/rank-{self.world.rank:05d}"
+        return (
+            url if self.world.world_size == 1 else f"{url.rstrip('/')}/rank-{self.world.rank:05d}"
+        )
 
     # -- when -----------------------------------------------------------------------------
 
@@ -257,18 +295,29 @@ class Checkpointer:
             nothing.set_result(0)
             return nothing
         self._await_prepared()
-        self._preparing = self._executor.submit(allocate, unprepared(state, self._buffers), self._buffers)
+        self._preparing = self._executor.submit(
+            allocate, unprepared(state, self._buffers), self._buffers
+        )
         return self._preparing
 
     def _await_prepared(self) -> None:
         preparing, self._preparing = self._preparing, None
-        if preparing is not None and preparing.exception() is not None:  # an optimisation failed: saves still work
+        if (
+            preparing is not None and preparing.exception() is not None
+        ):  # an optimisation failed: saves still work
             log.warning("preparing host buffers failed: %s", preparing.exception())
 
-    def save(self, state: Any, step: int, *, tier: Tier | str = Tier.DURABLE,
-             data_position: Mapping[str, Any] | None = None,
-             user_metadata: Mapping[str, Any] | None = None, overlap: bool = False,
-             frozen: Iterable[Any] = ()) -> SaveHandle:
+    def save(
+        self,
+        state: Any,
+        step: int,
+        *,
+        tier: Tier | str = Tier.DURABLE,
+        data_position: Mapping[str, Any] | None = None,
+        user_metadata: Mapping[str, Any] | None = None,
+        overlap: bool = False,
+        frozen: Iterable[Any] = (),
+    ) -> SaveHandle:
         """Copy ``state`` to host memory and write it in the background; returns at once after the copy.
 
         ``state`` is a tree of dicts/lists/tuples with NumPy arrays, torch
@@ -301,7 +350,9 @@ class Checkpointer:
         frozen = list(frozen)
         if frozen:
             if "torch" not in sys.modules:
-                raise CheckpointConfigError("frozen= takes torch tensors (the frozen parameters); torch is not in use")
+                raise CheckpointConfigError(
+                    "frozen= takes torch tensors (the frozen parameters); torch is not in use"
+                )
             from spothop.checkpoint import _torch_arrays as ta
 
             trusted = ta.sharing_storage(flat.arrays, frozen)
@@ -311,20 +362,47 @@ class Checkpointer:
         checkpoint_id = gc_mod.checkpoint_id(step, tier.value, secrets.token_hex(3))
 
         def copy() -> Snapshot:
-            return take_snapshot(flat, base, self.track_versions, self._buffers, self.skip_unchanged,
-                                 save_id=checkpoint_id, chunk_bytes=self.chunk_bytes, frozen=trusted)
+            return take_snapshot(
+                flat,
+                base,
+                self.track_versions,
+                self._buffers,
+                self.skip_unchanged,
+                save_id=checkpoint_id,
+                chunk_bytes=self.chunk_bytes,
+                frozen=trusted,
+            )
 
         copying: Future[Snapshot] = self._copier.submit(copy) if overlap else _resolved(copy())
-        job = _Job(checkpoint_id, step, tier, copying, base, capture_rng(), dict(data_position or {}),
-                   dict(user_metadata or {}), time.time(), start)
+        job = _Job(
+            checkpoint_id,
+            step,
+            tier,
+            copying,
+            base,
+            capture_rng(),
+            dict(data_position or {}),
+            dict(user_metadata or {}),
+            time.time(),
+            start,
+        )
         cancel = threading.Event()
         future = self._executor.submit(self._write, job, cancel)
         future.add_done_callback(lambda f: _log_failure(checkpoint_id, f))
-        handle = SaveHandle(checkpoint_id, step, tier, time.perf_counter() - start, future, cancel,
-                            copying if overlap else None)
+        handle = SaveHandle(
+            checkpoint_id,
+            step,
+            tier,
+            time.perf_counter() - start,
+            future,
+            cancel,
+            copying if overlap else None,
+        )
         # The stall is known once the copy is (an overlapped save's wait happens at the next step,
         # usually before its write is done): record it when the save ends.
-        future.add_done_callback(lambda f: self.cost.record_stall(handle.blocking_s + handle.waited_s))
+        future.add_done_callback(
+            lambda f: self.cost.record_stall(handle.blocking_s + handle.waited_s)
+        )
         self._inflight = handle
         self._last_save_at = self._clock()
         return self._inflight
@@ -361,13 +439,22 @@ class Checkpointer:
     def _write(self, job: _Job, cancel: threading.Event) -> tuple[Manifest, SaveStats]:
         store = self.local if job.tier is Tier.LOCAL else self.durable
         try:
-            snapshot = job.copying.result()  # an overlapped copy may still be running; it cannot be cancelled
+            snapshot = (
+                job.copying.result()
+            )  # an overlapped copy may still be running; it cannot be cancelled
             # A local disk is written in place by every worker already; an object store gets streams.
-            result = write_packs(store, job.checkpoint_id, snapshot.leaves,
-                                 streams=1 if store.is_local else self.upload_streams,
-                                 parent=job.base.manifest.leaves if job.base else None,
-                                 level=self.zstd_levels.get(job.tier), chunk_bytes=self.chunk_bytes,
-                                 workers=self.workers, cancel=cancel, compress_below=self.compress_below)
+            result = write_packs(
+                store,
+                job.checkpoint_id,
+                snapshot.leaves,
+                streams=1 if store.is_local else self.upload_streams,
+                parent=job.base.manifest.leaves if job.base else None,
+                level=self.zstd_levels.get(job.tier),
+                chunk_bytes=self.chunk_bytes,
+                workers=self.workers,
+                cancel=cancel,
+                compress_below=self.compress_below,
+            )
             manifest = job.manifest(snapshot, result.leaves, result.files, self.world)
             store.write_atomic(manifest_path(job.checkpoint_id), manifest.to_json())  # the commit
         except BaseException as exc:
@@ -375,7 +462,9 @@ class Checkpointer:
                 store.remove(job.checkpoint_id)
             if isinstance(exc, SpothopError | SaveCancelled) or not isinstance(exc, Exception):
                 raise
-            raise CheckpointWriteError(f"saving {job.checkpoint_id} to {store.url} failed: {exc}") from exc
+            raise CheckpointWriteError(
+                f"saving {job.checkpoint_id} to {store.url} failed: {exc}"
+            ) from exc
         total_s = time.perf_counter() - job.started
         self.cost.record(total_s)
         if job.tier is Tier.DURABLE:
@@ -388,9 +477,15 @@ class Checkpointer:
             self._collecting = self._executor.submit(self._collect, store, job.checkpoint_id)
         except RuntimeError:  # the executor is shutting down: clean up here
             self._collect(store, job.checkpoint_id)
-        return manifest, SaveStats(snapshot.blocking_s, total_s, sum(f.size_bytes for f in result.files),
-                                   snapshot.copied_bytes, result.chunks_written, result.chunks_reused,
-                                   snapshot.matched_chunks)
+        return manifest, SaveStats(
+            snapshot.blocking_s,
+            total_s,
+            sum(f.size_bytes for f in result.files),
+            snapshot.copied_bytes,
+            result.chunks_written,
+            result.chunks_reused,
+            snapshot.matched_chunks,
+        )
 
     def _collect(self, store: Store, protect: str) -> None:
         keep = self.keep_local if store is self.local else self.keep_chains
@@ -403,8 +498,13 @@ class Checkpointer:
 
     # -- restore --------------------------------------------------------------------------
 
-    def restore(self, validate: Validator | None = None, *, apply_rng: bool = True,
-                agree: Callable[[int], int] | None = None) -> Restored | None:
+    def restore(
+        self,
+        validate: Validator | None = None,
+        *,
+        apply_rng: bool = True,
+        agree: Callable[[int], int] | None = None,
+    ) -> Restored | None:
         """Load the newest checkpoint that verifies (local or durable); None if none was ever committed.
 
         Raises :class:`NoValidCheckpoint` when checkpoints exist but none
@@ -424,8 +524,13 @@ class Checkpointer:
         """
         self._make_room(Tier.DURABLE)
         self._settle()
-        steps = (steps_every_rank_committed(self._durable_url, self._local_url, self.world, self._storage_options)
-                 if self.world.world_size > 1 else None)
+        steps = (
+            steps_every_rank_committed(
+                self._durable_url, self._local_url, self.world, self._storage_options
+            )
+            if self.world.world_size > 1
+            else None
+        )
         stores = [self.local, self.durable]
         if agree is None:
             restored = restore_newest(stores, self.world, validate, apply_rng, steps)
@@ -474,11 +579,27 @@ class _Job:
     wall_time: float
     started: float
 
-    def manifest(self, snapshot: Snapshot, leaves: Mapping[str, Any], files: tuple[Any, ...],
-                 world: WorldLayout) -> Manifest:
-        return Manifest(self.checkpoint_id, self.step, self.wall_time, self.tier,
-                        self.base.manifest.checkpoint_id if self.base else None, files, leaves,
-                        snapshot.tree, self.rng, self.data_position, world, self.user_metadata)
+    def manifest(
+        self,
+        snapshot: Snapshot,
+        leaves: Mapping[str, Any],
+        files: tuple[Any, ...],
+        world: WorldLayout,
+    ) -> Manifest:
+        return Manifest(
+            self.checkpoint_id,
+            self.step,
+            self.wall_time,
+            self.tier,
+            self.base.manifest.checkpoint_id if self.base else None,
+            files,
+            leaves,
+            snapshot.tree,
+            self.rng,
+            self.data_position,
+            world,
+            self.user_metadata,
+        )
 
 
 def _resolved(snapshot: Snapshot) -> Future[Snapshot]:

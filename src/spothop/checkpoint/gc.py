@@ -94,14 +94,17 @@ def _problem(store: Store, manifest: Manifest, verify_bytes: bool) -> str | None
     return None
 
 
-def plan_collection(store: Store, keep_chains: int, *, protect: Collection[str] = (),
-                    verify_bytes: bool = True) -> GcPlan:
+def plan_collection(
+    store: Store, keep_chains: int, *, protect: Collection[str] = (), verify_bytes: bool = True
+) -> GcPlan:
     """Decide what a collection keeping ``keep_chains`` restorable chains would delete; deletes nothing.
 
     ``protect`` names folders never to delete (a save in flight). See the module docstring for the rules.
     """
     if keep_chains < 1:
-        raise CheckpointConfigError(f"--keep must be at least 1 (keeping no checkpoint is never safe); got {keep_chains}")
+        raise CheckpointConfigError(
+            f"--keep must be at least 1 (keeping no checkpoint is never safe); got {keep_chains}"
+        )
     manifests, unreadable = committed(store)
     roots = chain_roots(manifests)
     newest_first = sorted(manifests, key=_age, reverse=True)
@@ -120,16 +123,31 @@ def plan_collection(store: Store, keep_chains: int, *, protect: Collection[str] 
             counted.append(m)
         else:
             damaged.append((m.checkpoint_id, why))
-    doomed = [m for m in newest_first if len(counted) == keep_chains and roots[m.checkpoint_id] not in checked]
+    doomed = [
+        m
+        for m in newest_first
+        if len(counted) == keep_chains and roots[m.checkpoint_id] not in checked
+    ]
     gone = {m.checkpoint_id for m in doomed}
     kept = [m for m in newest_first if m.checkpoint_id not in gone]
     oldest_kept = min((m.step for m in kept), default=None)
     names = {m.checkpoint_id for m in manifests}
-    partial = [n for n in store.list_dirs() if n not in names and n not in protect
-               and (s := step_of(n)) is not None and oldest_kept is not None and s < oldest_kept]
-    return GcPlan([m.checkpoint_id for m in kept], [m.checkpoint_id for m in doomed], partial,
-                  damaged + [(name, why) for name, why in unreadable],
-                  counted[0].checkpoint_id if counted else None)
+    partial = [
+        n
+        for n in store.list_dirs()
+        if n not in names
+        and n not in protect
+        and (s := step_of(n)) is not None
+        and oldest_kept is not None
+        and s < oldest_kept
+    ]
+    return GcPlan(
+        [m.checkpoint_id for m in kept],
+        [m.checkpoint_id for m in doomed],
+        partial,
+        damaged + [(name, why) for name, why in unreadable],
+        counted[0].checkpoint_id if counted else None,
+    )
 
 
 def carry_out(store: Store, plan: GcPlan) -> None:
@@ -143,8 +161,14 @@ def carry_out(store: Store, plan: GcPlan) -> None:
         log.info("gc: deleted uncommitted folder %s in %s", name, store.url)
 
 
-def collect(store: Store, keep_chains: int, *, dry_run: bool = False, protect: Collection[str] = (),
-            verify_bytes: bool = True) -> GcPlan:
+def collect(
+    store: Store,
+    keep_chains: int,
+    *,
+    dry_run: bool = False,
+    protect: Collection[str] = (),
+    verify_bytes: bool = True,
+) -> GcPlan:
     """Keep the newest ``keep_chains`` chains that restore under ``store``; returns the plan it carried out
     (with ``dry_run``, the plan it would carry out, deleting nothing)."""
     plan = plan_collection(store, keep_chains, protect=protect, verify_bytes=verify_bytes)

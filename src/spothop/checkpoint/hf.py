@@ -31,8 +31,14 @@ from spothop.worker import sdk
 class SpothopCallback(TrainerCallback):
     """Checkpoint a ``transformers.Trainer`` run with a :class:`Checkpointer`."""
 
-    def __init__(self, checkpointer: Checkpointer, *, every_n_steps: int | None = None,
-                 stop_requested: Callable[[], bool] | None = None, overlap: bool = False) -> None:
+    def __init__(
+        self,
+        checkpointer: Checkpointer,
+        *,
+        every_n_steps: int | None = None,
+        stop_requested: Callable[[], bool] | None = None,
+        overlap: bool = False,
+    ) -> None:
         self.checkpointer = checkpointer
         self.every_n_steps = every_n_steps
         self.stop_requested = stop_requested or sdk.stop_requested
@@ -46,9 +52,15 @@ class SpothopCallback(TrainerCallback):
     def _state(self, kwargs: dict[str, Any]) -> TorchState:
         """One ``TorchState`` for the run (its optimizer hook is registered once), renewed if the
         trainer hands over other objects."""
-        model, optimizer, scheduler = kwargs["model"], kwargs.get("optimizer"), kwargs.get("lr_scheduler")
+        model, optimizer, scheduler = (
+            kwargs["model"],
+            kwargs.get("optimizer"),
+            kwargs.get("lr_scheduler"),
+        )
         parts = self._parts
-        if parts is None or not (parts.model is model and parts.optimizer is optimizer and parts.scheduler is scheduler):
+        if parts is None or not (
+            parts.model is model and parts.optimizer is optimizer and parts.scheduler is scheduler
+        ):
             parts = self._parts = TorchState(model, optimizer, scheduler)
         return parts
 
@@ -57,27 +69,44 @@ class SpothopCallback(TrainerCallback):
             return step > 0 and step % self.every_n_steps == 0
         return self.checkpointer.should_save()
 
-    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
-                    **kwargs: Any) -> TrainerControl:
+    def on_step_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> TrainerControl:
         parts = self._state(kwargs)
-        metadata: dict[str, Any] = {"trainer": {"global_step": state.global_step, "epoch": state.epoch}}
-        reason = preemption.due(self.checkpointer, stop_requested=self.stop_requested,
-                                periodic=lambda: self._periodic(state.global_step))
+        metadata: dict[str, Any] = {
+            "trainer": {"global_step": state.global_step, "epoch": state.epoch}
+        }
+        reason = preemption.due(
+            self.checkpointer,
+            stop_requested=self.stop_requested,
+            periodic=lambda: self._periodic(state.global_step),
+        )
         if reason is not None:
             metadata["reason"] = reason.value
         if reason is preemption.Reason.STOP:
-            self._preempted = preemption.emergency_save(self.checkpointer, state.global_step, lambda: parts.save(
-                self.checkpointer, state.global_step, tier=Tier.EMERGENCY, user_metadata=metadata))
+            self._preempted = preemption.emergency_save(
+                self.checkpointer,
+                state.global_step,
+                lambda: parts.save(
+                    self.checkpointer,
+                    state.global_step,
+                    tier=Tier.EMERGENCY,
+                    user_metadata=metadata,
+                ),
+            )
             control.should_training_stop = True
         elif reason is not None:
-            parts.save(self.checkpointer, state.global_step, user_metadata=metadata, overlap=self.overlap)
+            parts.save(
+                self.checkpointer, state.global_step, user_metadata=metadata, overlap=self.overlap
+            )
         elif not self._prepared:
             parts.prepare(self.checkpointer)  # after the first step the optimizer state exists
         self._prepared = True
         return control
 
-    def on_train_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
-                     **kwargs: Any) -> TrainerControl:
+    def on_train_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> TrainerControl:
         self.checkpointer.wait()
         if self._preempted is not None:
             raise self._preempted  # out of trainer.train(): exit code 75, preempted and resumable

@@ -40,7 +40,9 @@ class FixedInterval:
 
     def __post_init__(self) -> None:
         if not self.seconds > 0:
-            raise CheckpointConfigError(f"checkpoint interval must be positive seconds; got {self.seconds}")
+            raise CheckpointConfigError(
+                f"checkpoint interval must be positive seconds; got {self.seconds}"
+            )
 
     def interval_s(self, save_cost_s: float | None, stall_s: float | None = None) -> float:
         return self.seconds
@@ -86,14 +88,20 @@ class YoungDalyInterval:
 
     def __post_init__(self) -> None:
         if self.cost_basis not in ("total", "stall"):
-            raise CheckpointConfigError(f"cost_basis must be 'total' or 'stall'; got {self.cost_basis!r}")
+            raise CheckpointConfigError(
+                f"cost_basis must be 'total' or 'stall'; got {self.cost_basis!r}"
+            )
 
     def interval_s(self, save_cost_s: float | None, stall_s: float | None = None) -> float:
         mtbf = float(self.mtbf_s()) if callable(self.mtbf_s) else float(self.mtbf_s)
         if not mtbf > 0:
-            raise CheckpointConfigError(f"mean time between preemptions must be positive seconds; got {mtbf}")
+            raise CheckpointConfigError(
+                f"mean time between preemptions must be positive seconds; got {mtbf}"
+            )
         total = self.initial_save_cost_s if save_cost_s is None else save_cost_s
-        cost, floor = (stall_s, total) if self.cost_basis == "stall" and stall_s is not None else (total, 0.0)
+        cost, floor = (
+            (stall_s, total) if self.cost_basis == "stall" and stall_s is not None else (total, 0.0)
+        )
         best = daly_interval_s(cost, mtbf) if self.higher_order else young_interval_s(cost, mtbf)
         return min(max(best, floor, self.min_interval_s), self.max_interval_s)
 

@@ -36,7 +36,9 @@ from typing import Any
 from spothop.checkpoint.errors import CheckpointCorrupt, FormatVersionError
 
 FORMAT_VERSION = 2  # 2: pack-file digests are Merkle roots over segment hashes (1 is still read)
-FILE_DIGEST_DOMAIN = b"spothop-pack-file-v2\0"  # keeps a root from equalling any plain sha256 of the same bytes
+FILE_DIGEST_DOMAIN = (
+    b"spothop-pack-file-v2\0"  # keeps a root from equalling any plain sha256 of the same bytes
+)
 MANIFEST_NAME = "MANIFEST.json"
 
 
@@ -161,13 +163,23 @@ def manifest_from_json(text: str | bytes, checkpoint_id: str) -> Manifest:
     try:
         return _from_body(body)
     except _MALFORMED as exc:
-        raise CheckpointCorrupt(checkpoint_id, f"manifest has a malformed field ({exc!r})") from None
+        raise CheckpointCorrupt(
+            checkpoint_id, f"manifest has a malformed field ({exc!r})"
+        ) from None
 
 
 # What a damaged manifest can raise while it is read: bad JSON (ValueError), a missing key, a
 # wrong type (a list where a mapping belongs: AttributeError), an index past the file table,
 # Infinity where an integer belongs (OverflowError), nesting deeper than the parser's stack.
-_MALFORMED = (ValueError, KeyError, TypeError, AttributeError, IndexError, OverflowError, RecursionError)
+_MALFORMED = (
+    ValueError,
+    KeyError,
+    TypeError,
+    AttributeError,
+    IndexError,
+    OverflowError,
+    RecursionError,
+)
 
 
 def _count(value: Any) -> int:
@@ -192,20 +204,38 @@ def _body(m: Manifest) -> dict[str, Any]:
     chunk_files = sorted({c.file for leaf in m.leaves.values() for c in leaf.chunks})
     index = {path: i for i, path in enumerate(chunk_files)}
     leaves = {
-        key: {"kind": leaf.kind, "dtype": leaf.dtype, "shape": list(leaf.shape),
-              "chunks": [[index[c.file], c.offset, c.stored_bytes, c.raw_bytes, c.sha256, c.codec.value]
-                         for c in leaf.chunks]}
+        key: {
+            "kind": leaf.kind,
+            "dtype": leaf.dtype,
+            "shape": list(leaf.shape),
+            "chunks": [
+                [index[c.file], c.offset, c.stored_bytes, c.raw_bytes, c.sha256, c.codec.value]
+                for c in leaf.chunks
+            ],
+        }
         for key, leaf in m.leaves.items()
     }
     return {
-        "format_version": m.format_version, "checkpoint_id": m.checkpoint_id, "step": m.step,
-        "wall_time_unix_s": m.wall_time_unix_s, "tier": m.tier.value, "parent": m.parent,
-        "files": [[f.path, f.sha256, f.size_bytes] + ([] if f.segments is None else [list(f.segments)])
-                  for f in m.files],
-        "chunk_files": chunk_files, "leaves": leaves, "tree": m.tree, "rng": dict(m.rng),
+        "format_version": m.format_version,
+        "checkpoint_id": m.checkpoint_id,
+        "step": m.step,
+        "wall_time_unix_s": m.wall_time_unix_s,
+        "tier": m.tier.value,
+        "parent": m.parent,
+        "files": [
+            [f.path, f.sha256, f.size_bytes] + ([] if f.segments is None else [list(f.segments)])
+            for f in m.files
+        ],
+        "chunk_files": chunk_files,
+        "leaves": leaves,
+        "tree": m.tree,
+        "rng": dict(m.rng),
         "data_position": dict(m.data_position),
-        "world": {"world_size": m.world.world_size, "rank": m.world.rank,
-                  "local_world_size": m.world.local_world_size},
+        "world": {
+            "world_size": m.world.world_size,
+            "rank": m.world.rank,
+            "local_world_size": m.world.local_world_size,
+        },
         "user_metadata": dict(m.user_metadata),
     }
 
@@ -214,9 +244,13 @@ def _from_body(body: Mapping[str, Any]) -> Manifest:
     chunk_files: list[str] = [str(name) for name in body["chunk_files"]]
     leaves = {
         str(key): LeafEntry(
-            kind=str(raw["kind"]), dtype=str(raw["dtype"]), shape=tuple(_count(s) for s in raw["shape"]),
-            chunks=tuple(ChunkRef(chunk_files[_count(f)], _count(o), _count(s), _count(r), str(h), Codec(c))
-                         for f, o, s, r, h, c in raw["chunks"]),
+            kind=str(raw["kind"]),
+            dtype=str(raw["dtype"]),
+            shape=tuple(_count(s) for s in raw["shape"]),
+            chunks=tuple(
+                ChunkRef(chunk_files[_count(f)], _count(o), _count(s), _count(r), str(h), Codec(c))
+                for f, o, s, r, h, c in raw["chunks"]
+            ),
         )
         for key, raw in body["leaves"].items()
     }
@@ -225,19 +259,26 @@ def _from_body(body: Mapping[str, Any]) -> Manifest:
     if not math.isfinite(wall_time):
         raise ValueError(f"wall_time_unix_s must be finite, got {wall_time}")
     return Manifest(
-        checkpoint_id=str(body["checkpoint_id"]), step=_count(body["step"]),
-        wall_time_unix_s=wall_time, tier=Tier(body["tier"]),
+        checkpoint_id=str(body["checkpoint_id"]),
+        step=_count(body["step"]),
+        wall_time_unix_s=wall_time,
+        tier=Tier(body["tier"]),
         parent=None if body["parent"] is None else str(body["parent"]),
         files=tuple(_file_entry(row) for row in body["files"]),
-        leaves=leaves, tree=body["tree"], rng=dict(body["rng"]),
+        leaves=leaves,
+        tree=body["tree"],
+        rng=dict(body["rng"]),
         data_position=dict(body["data_position"]),
         world=_world(world),
-        user_metadata=dict(body["user_metadata"]), format_version=int(body["format_version"]),
+        user_metadata=dict(body["user_metadata"]),
+        format_version=int(body["format_version"]),
     )
 
 
 def _world(raw: Mapping[str, Any]) -> WorldLayout:
-    layout = WorldLayout(_count(raw["world_size"]), _count(raw["rank"]), _count(raw["local_world_size"]))
+    layout = WorldLayout(
+        _count(raw["world_size"]), _count(raw["rank"]), _count(raw["local_world_size"])
+    )
     if not 0 <= layout.rank < layout.world_size:
         raise ValueError(f"rank {layout.rank} is not in a world of {layout.world_size}")
     return layout

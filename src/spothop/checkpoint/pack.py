@@ -63,7 +63,9 @@ DEFAULT_CHUNK_BYTES = 4 * 1024 * 1024  # big enough to amortise per-chunk overhe
 DEFAULT_UPLOAD_STREAMS = 4
 MIN_STREAM_BYTES = 64 * 1024 * 1024
 INFLIGHT_PER_WORKER = 2  # chunks queued per worker: keeps all busy, bounds memory
-SAMPLE_BYTES = 64 * 1024  # compressed first to decide a chunk's codec: ~1.5 % of a 4 MiB chunk's cost
+SAMPLE_BYTES = (
+    64 * 1024
+)  # compressed first to decide a chunk's codec: ~1.5 % of a 4 MiB chunk's cost
 # Compress a chunk only if its sample shrinks to this fraction or less. Float weights land at
 # ~0.92 with zstd, where 8 % fewer bytes cost ~0.5 GB/s per core: slower than the disk or link.
 DEFAULT_COMPRESS_BELOW = 0.9
@@ -113,9 +115,19 @@ def pack_name(index: int) -> str:
     return f"data-{index:05d}.pack"
 
 
-def write_packs(store: Store, folder: str, leaves: Sequence[HostLeaf], *, streams: int,
-                parent: Mapping[str, LeafEntry] | None, level: int | None, chunk_bytes: int, workers: int,
-                cancel: threading.Event, compress_below: float = DEFAULT_COMPRESS_BELOW) -> PackSet:
+def write_packs(
+    store: Store,
+    folder: str,
+    leaves: Sequence[HostLeaf],
+    *,
+    streams: int,
+    parent: Mapping[str, LeafEntry] | None,
+    level: int | None,
+    chunk_bytes: int,
+    workers: int,
+    cancel: threading.Event,
+    compress_below: float = DEFAULT_COMPRESS_BELOW,
+) -> PackSet:
     """Write ``leaves`` into up to ``streams`` pack files under ``folder``, uploaded at once.
 
     The leaves are cut into runs of about equal bytes, in order, each run its own pack file
@@ -124,23 +136,36 @@ def write_packs(store: Store, folder: str, leaves: Sequence[HostLeaf], *, stream
     once the others have ended; the caller removes the folder.
     """
     groups = _runs(leaves, streams)
-    write = functools.partial(write_pack, store, parent=parent, level=level, chunk_bytes=chunk_bytes, cancel=cancel,
-                              compress_below=compress_below)
+    write = functools.partial(
+        write_pack,
+        store,
+        parent=parent,
+        level=level,
+        chunk_bytes=chunk_bytes,
+        cancel=cancel,
+        compress_below=compress_below,
+    )
     if len(groups) == 1:
         one = write(f"{folder}/{pack_name(0)}", leaves, workers=workers)
         return PackSet(one.leaves, (one.file,), one.chunks_written, one.chunks_reused)
     share = max(1, workers // len(groups))
     with ThreadPoolExecutor(len(groups), "spothop-ckpt-upload") as uploads:
-        futures = [uploads.submit(write, f"{folder}/{pack_name(i)}", group, workers=share)
-                   for i, group in enumerate(groups)]
+        futures = [
+            uploads.submit(write, f"{folder}/{pack_name(i)}", group, workers=share)
+            for i, group in enumerate(groups)
+        ]
         wait(futures)
     errors = [exc for exc in (f.exception() for f in futures) if exc is not None]
     if errors:
         raise next((exc for exc in errors if not isinstance(exc, SaveCancelled)), errors[0])
     results = [f.result() for f in futures]
     merged = {key: entry for result in results for key, entry in result.leaves.items()}
-    return PackSet({leaf.key: merged[leaf.key] for leaf in leaves}, tuple(r.file for r in results),
-                   sum(r.chunks_written for r in results), sum(r.chunks_reused for r in results))
+    return PackSet(
+        {leaf.key: merged[leaf.key] for leaf in leaves},
+        tuple(r.file for r in results),
+        sum(r.chunks_written for r in results),
+        sum(r.chunks_reused for r in results),
+    )
 
 
 def _runs(leaves: Sequence[HostLeaf], streams: int) -> list[list[HostLeaf]]:
@@ -191,11 +216,17 @@ class Encoded:
 def worth_compressing(view: memoryview, level: int, compress_below: float) -> bool:
     """Whether a sample of ``view`` shrinks to ``compress_below`` of its size or less."""
     sample = view[:SAMPLE_BYTES]
-    return len(sample) > 0 and len(_compressor(level).compress(sample)) <= compress_below * len(sample)
+    return len(sample) > 0 and len(_compressor(level).compress(sample)) <= compress_below * len(
+        sample
+    )
 
 
-def encode_chunk(view: memoryview, parent_sha: str | None, level: int | None,
-                 compress_below: float = DEFAULT_COMPRESS_BELOW) -> Encoded:
+def encode_chunk(
+    view: memoryview,
+    parent_sha: str | None,
+    level: int | None,
+    compress_below: float = DEFAULT_COMPRESS_BELOW,
+) -> Encoded:
     raw_digest = sha256_digest(view)
     sha = raw_digest.hex()
     if sha == parent_sha:
@@ -210,7 +241,7 @@ def encode_chunk(view: memoryview, parent_sha: str | None, level: int | None,
 def _chunks(leaf: HostLeaf, chunk_bytes: int) -> Iterator[Bytes]:
     assert leaf.data is not None
     for start in range(0, max(len(leaf.data), 1), chunk_bytes):
-        yield leaf.data[start:start + chunk_bytes]
+        yield leaf.data[start : start + chunk_bytes]
 
 
 def _parent_shas(leaf: HostLeaf, parent: Mapping[str, LeafEntry] | None) -> list[str | None]:
@@ -220,9 +251,18 @@ def _parent_shas(leaf: HostLeaf, parent: Mapping[str, LeafEntry] | None) -> list
     return [c.sha256 for c in old.chunks]
 
 
-def write_pack(store: Store, relative: str, leaves: Sequence[HostLeaf], *, parent: Mapping[str, LeafEntry] | None,
-               level: int | None, chunk_bytes: int, workers: int, cancel: threading.Event,
-               compress_below: float = DEFAULT_COMPRESS_BELOW) -> PackResult:
+def write_pack(
+    store: Store,
+    relative: str,
+    leaves: Sequence[HostLeaf],
+    *,
+    parent: Mapping[str, LeafEntry] | None,
+    level: int | None,
+    chunk_bytes: int,
+    workers: int,
+    cancel: threading.Event,
+    compress_below: float = DEFAULT_COMPRESS_BELOW,
+) -> PackResult:
     """Write ``leaves`` into one pack file at ``relative``; chunks equal to ``parent``'s are referenced.
 
     On a local disk (POSIX) each worker writes the chunk it has encoded at its place in the file
@@ -230,10 +270,15 @@ def write_pack(store: Store, relative: str, leaves: Sequence[HostLeaf], *, paren
     bytes are the same either way.
     """
     placed = store.is_local and hasattr(os, "pwrite")
-    with _open_target(store, relative, placed) as target, ThreadPoolExecutor(workers, "spothop-ckpt") as pool:
+    with (
+        _open_target(store, relative, placed) as target,
+        ThreadPoolExecutor(workers, "spothop-ckpt") as pool,
+    ):
         writer = _Writer(target, relative, compress_below, level)
         try:
-            refs = writer.write(pool, leaves, parent, chunk_bytes, workers * INFLIGHT_PER_WORKER, cancel)
+            refs = writer.write(
+                pool, leaves, parent, chunk_bytes, workers * INFLIGHT_PER_WORKER, cancel
+            )
         finally:
             writer.abandon()  # after a failure: no worker may wait for an offset that never comes
     out: dict[str, LeafEntry] = {}
@@ -252,7 +297,9 @@ def write_pack(store: Store, relative: str, leaves: Sequence[HostLeaf], *, paren
 
 
 @contextmanager
-def _open_target(store: Store, relative: str, placed: bool) -> Iterator[WriteStream | PositionalFile]:
+def _open_target(
+    store: Store, relative: str, placed: bool
+) -> Iterator[WriteStream | PositionalFile]:
     if placed:
         with store.open_positional(relative) as positional:
             yield positional
@@ -276,7 +323,9 @@ class _Offsets:
         self._sizes: dict[int, int] = {}  # settled sizes not yet folded into the starts
         self._changed = threading.Condition()
         self._abandoned = False
-        self.cause: BaseException | None = None  # the failure that abandoned the pack, if a worker's
+        self.cause: BaseException | None = (
+            None  # the failure that abandoned the pack, if a worker's
+        )
 
     def settle(self, index: int, size: int) -> None:
         with self._changed:
@@ -299,9 +348,16 @@ class _Offsets:
             self._changed.notify_all()
 
 
-def _encode_and_place(target: PositionalFile, offsets: _Offsets, index: int, view: memoryview,
-                      parent_sha: str | None, level: int | None, compress_below: float,
-                      size_known: bool) -> tuple[Encoded, int]:
+def _encode_and_place(
+    target: PositionalFile,
+    offsets: _Offsets,
+    index: int,
+    view: memoryview,
+    parent_sha: str | None,
+    level: int | None,
+    compress_below: float,
+    size_known: bool,
+) -> tuple[Encoded, int]:
     """Encode chunk ``index`` and write it where it belongs, without waiting for the chunks before it
     to be written (only for their sizes). Returns the encoding and where it landed."""
     try:
@@ -326,8 +382,13 @@ class _Writer:
     segments, digests and bytes come out in chunk order, so both files are byte-identical.
     """
 
-    def __init__(self, target: WriteStream | PositionalFile, relative: str, compress_below: float,
-                 level: int | None) -> None:
+    def __init__(
+        self,
+        target: WriteStream | PositionalFile,
+        relative: str,
+        compress_below: float,
+        level: int | None,
+    ) -> None:
         self.relative, self.compress_below, self.level = relative, compress_below, level
         self.offset = 0
         self.segments: list[int] = []  # stored lengths of the non-empty payloads, in file order
@@ -341,14 +402,25 @@ class _Writer:
         if self._offsets is not None:
             self._offsets.abandon()
 
-    def write(self, pool: ThreadPoolExecutor, leaves: Sequence[HostLeaf], parent: Mapping[str, LeafEntry] | None,
-              chunk_bytes: int, max_inflight: int, cancel: threading.Event) -> dict[str, list[ChunkRef]]:
+    def write(
+        self,
+        pool: ThreadPoolExecutor,
+        leaves: Sequence[HostLeaf],
+        parent: Mapping[str, LeafEntry] | None,
+        chunk_bytes: int,
+        max_inflight: int,
+        cancel: threading.Event,
+    ) -> dict[str, list[ChunkRef]]:
         """Every chunk of every leaf with data, in file order; returns each leaf's chunk refs.
 
         At most ``max_inflight`` chunks are queued at once, across leaf boundaries: a state of many
         one-chunk tensors keeps every worker busy too."""
         refs: dict[str, list[ChunkRef]] = {}
-        pending: deque[tuple[list[ChunkRef], LeafEntry | None, int, int, Future[tuple[Encoded, int]] | ChunkRef]]
+        pending: deque[
+            tuple[
+                list[ChunkRef], LeafEntry | None, int, int, Future[tuple[Encoded, int]] | ChunkRef
+            ]
+        ]
         pending = deque()
         for leaf in leaves:
             if leaf.data is None:
@@ -361,37 +433,70 @@ class _Writer:
                     raise SaveCancelled
                 known = leaf.known[index] if leaf.known is not None else None
                 parent_sha = parent_shas[index] if index < len(parent_shas) else None
-                pending.append((out, parent_entry, index, len(view), self._submit(pool, view, known, parent_sha)))
+                pending.append(
+                    (
+                        out,
+                        parent_entry,
+                        index,
+                        len(view),
+                        self._submit(pool, view, known, parent_sha),
+                    )
+                )
                 # Ready refs leave at once; futures wait only when too many are queued (bounds memory).
-                while pending and (len(pending) >= max_inflight or isinstance(pending[0][4], ChunkRef)):
+                while pending and (
+                    len(pending) >= max_inflight or isinstance(pending[0][4], ChunkRef)
+                ):
                     self._finish(*pending.popleft())
         while pending:
             self._finish(*pending.popleft())
         return refs
 
-    def _submit(self, pool: ThreadPoolExecutor, view: Bytes, known: ChunkRef | None,
-                parent_sha: str | None) -> Future[tuple[Encoded, int]] | ChunkRef:
+    def _submit(
+        self, pool: ThreadPoolExecutor, view: Bytes, known: ChunkRef | None, parent_sha: str | None
+    ) -> Future[tuple[Encoded, int]] | ChunkRef:
         index, self._index = self._index, self._index + 1
         data = memoryview(view.data)
         if self._offsets is None or self._placed is None:
             if known is not None:
                 return known
-            return pool.submit(lambda: (encode_chunk(data, parent_sha, self.level, self.compress_below), -1))
+            return pool.submit(
+                lambda: (encode_chunk(data, parent_sha, self.level, self.compress_below), -1)
+            )
         # Sizes known now are settled now: a chunk equal to the parent's stores nothing, a raw one all.
         size_known = known is not None or (self.level is None and parent_sha is None)
         if size_known:
             self._offsets.settle(index, 0 if known is not None else len(data))
         if known is not None:
             return known
-        return pool.submit(_encode_and_place, self._placed, self._offsets, index, data, parent_sha, self.level,
-                           self.compress_below, size_known)
+        return pool.submit(
+            _encode_and_place,
+            self._placed,
+            self._offsets,
+            index,
+            data,
+            parent_sha,
+            self.level,
+            self.compress_below,
+            size_known,
+        )
 
-    def _finish(self, out: list[ChunkRef], parent_entry: LeafEntry | None, index: int, raw: int,
-                future: Future[tuple[Encoded, int]] | ChunkRef) -> None:
+    def _finish(
+        self,
+        out: list[ChunkRef],
+        parent_entry: LeafEntry | None,
+        index: int,
+        raw: int,
+        future: Future[tuple[Encoded, int]] | ChunkRef,
+    ) -> None:
         out.append(self._place(parent_entry, index, raw, future))
 
-    def _place(self, parent_entry: LeafEntry | None, index: int, raw: int,
-               future: Future[tuple[Encoded, int]] | ChunkRef) -> ChunkRef:
+    def _place(
+        self,
+        parent_entry: LeafEntry | None,
+        index: int,
+        raw: int,
+        future: Future[tuple[Encoded, int]] | ChunkRef,
+    ) -> ChunkRef:
         if isinstance(future, ChunkRef):
             return future
         try:
@@ -405,7 +510,9 @@ class _Writer:
             assert parent_entry is not None
             return parent_entry.chunks[index]
         size = len(done.payload)
-        assert self._placed is None or start == self.offset, f"chunk placed at {start}, not {self.offset}"
+        assert self._placed is None or start == self.offset, (
+            f"chunk placed at {start}, not {self.offset}"
+        )
         ref = ChunkRef(self.relative, self.offset, size, raw, done.sha256, done.codec)
         if size:  # an empty leaf's chunk occupies no bytes and is no segment
             if self._stream is not None:

@@ -59,8 +59,12 @@ def listen() -> None:
         sdk.on_stop(lambda: None)  # the loop polls sdk.stop_requested() at each step
 
 
-def due(checkpointer: Checkpointer, *, stop_requested: Callable[[], bool] = sdk.stop_requested,
-        periodic: Callable[[], bool] | None = None) -> Reason | None:
+def due(
+    checkpointer: Checkpointer,
+    *,
+    stop_requested: Callable[[], bool] = sdk.stop_requested,
+    periodic: Callable[[], bool] | None = None,
+) -> Reason | None:
     """Whether this step saves, and why; ``periodic`` defaults to the checkpointer's interval."""
     if stop_requested():
         return Reason.STOP
@@ -71,7 +75,9 @@ def due(checkpointer: Checkpointer, *, stop_requested: Callable[[], bool] = sdk.
     return None
 
 
-def emergency_save(checkpointer: Checkpointer, step: int, start: Callable[[], SaveHandle]) -> Preempted:
+def emergency_save(
+    checkpointer: Checkpointer, step: int, start: Callable[[], SaveHandle]
+) -> Preempted:
     """Start the emergency save (``start``), wait for it within the agent's deadline, tell the agent,
     close the checkpointer; returns the :class:`Preempted` to raise. A save that cannot start, fails
     or runs out of time is logged; the agent is told nothing, and the previous checkpoint stands."""

@@ -71,18 +71,36 @@ class ResumableSampler(Sampler[int]):
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         if int(state["length"]) != self.length:
             raise CheckpointConfigError(
-                f"the checkpoint's sampler covered {state['length']} samples; this dataset has {self.length}")
-        self.epoch, self.index, self.seed = int(state["epoch"]), int(state["index"]), int(state["seed"])
+                f"the checkpoint's sampler covered {state['length']} samples; this dataset has {self.length}"
+            )
+        self.epoch, self.index, self.seed = (
+            int(state["epoch"]),
+            int(state["index"]),
+            int(state["seed"]),
+        )
 
 
 class TorchState:
     """The pieces of a PyTorch training run that a checkpoint must hold, saved and restored together."""
 
-    def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None,
-                 scheduler: Any = None, scaler: Any = None, sampler: ResumableSampler | None = None) -> None:
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        optimizer: torch.optim.Optimizer | None = None,
+        scheduler: Any = None,
+        scaler: Any = None,
+        sampler: ResumableSampler | None = None,
+    ) -> None:
         self.model, self.optimizer, self.scheduler, self.scaler, self.sampler = (
-            model, optimizer, scheduler, scaler, sampler)
-        self._copying: SaveHandle | None = None  # an overlapped save whose copy the next step must wait for
+            model,
+            optimizer,
+            scheduler,
+            scaler,
+            sampler,
+        )
+        self._copying: SaveHandle | None = (
+            None  # an overlapped save whose copy the next step must wait for
+        )
         self._prepared = False  # checkpoint_step has had the host buffers allocated
         self._step_hook: Any = None
 
@@ -107,8 +125,14 @@ class TorchState:
         the first optimizer step: the optimizer's moments do not exist before."""
         return checkpointer.prepare(self.state_dict())
 
-    def checkpoint_step(self, checkpointer: Checkpointer, step: int, *, overlap: bool = False,
-                        user_metadata: Mapping[str, Any] | None = None) -> SaveHandle | None:
+    def checkpoint_step(
+        self,
+        checkpointer: Checkpointer,
+        step: int,
+        *,
+        overlap: bool = False,
+        user_metadata: Mapping[str, Any] | None = None,
+    ) -> SaveHandle | None:
         """Call once per training step, after the optimizer step, with the steps done so far.
 
         Saves durably when the checkpointer's interval has passed or the agent asks (an advance
@@ -124,19 +148,31 @@ class TorchState:
         preemption.listen()
         reason = preemption.due(checkpointer)
         if reason is None:
-            if not self._prepared:  # the first step is done: the optimizer state exists, shapes are final
+            if (
+                not self._prepared
+            ):  # the first step is done: the optimizer state exists, shapes are final
                 self.prepare(checkpointer)
                 self._prepared = True
             return None
         metadata = {**(user_metadata or {}), "reason": reason.value}
         if reason is preemption.Reason.STOP:
-            raise preemption.emergency_save(checkpointer, step, lambda: self.save(
-                checkpointer, step, tier=Tier.EMERGENCY, user_metadata=metadata))
+            raise preemption.emergency_save(
+                checkpointer,
+                step,
+                lambda: self.save(checkpointer, step, tier=Tier.EMERGENCY, user_metadata=metadata),
+            )
         return self.save(checkpointer, step, user_metadata=metadata, overlap=overlap)
 
-    def save(self, checkpointer: Checkpointer, step: int, *, tier: Tier | str = Tier.DURABLE,
-             validation_value: float | None = None, user_metadata: Mapping[str, Any] | None = None,
-             overlap: bool = False) -> SaveHandle:
+    def save(
+        self,
+        checkpointer: Checkpointer,
+        step: int,
+        *,
+        tier: Tier | str = Tier.DURABLE,
+        validation_value: float | None = None,
+        user_metadata: Mapping[str, Any] | None = None,
+        overlap: bool = False,
+    ) -> SaveHandle:
         """Save everything; ``validation_value`` (e.g. the loss on a fixed batch) is recorded for the hook.
 
         With ``overlap`` the copy of parameters and optimizer state runs while the next forward
@@ -156,18 +192,29 @@ class TorchState:
             metadata[VALIDATION_KEY] = float(validation_value)
         position = self.sampler.state_dict() if self.sampler is not None else {}
         state = self.state_dict()
-        overlap = overlap and self.optimizer is not None  # without an optimizer nothing says when to wait
+        overlap = (
+            overlap and self.optimizer is not None
+        )  # without an optimizer nothing says when to wait
         if overlap:
             self._hook_optimizer_step()
             buffers = {name for name, _ in self.model.named_buffers()}
-            state["model"] = {key: value.detach().clone() if key in buffers else value
-                              for key, value in state["model"].items()}
+            state["model"] = {
+                key: value.detach().clone() if key in buffers else value
+                for key, value in state["model"].items()
+            }
         # Frozen weights (LoRA's base model) change only through in-place writes, which bump their version
         # counters: unchanged ones are neither copied nor compared. Trainable ones are always checked, since
         # fused optimizers write them without bumping the counter.
         frozen = [p for p in self.model.parameters() if not p.requires_grad]
-        handle = checkpointer.save(state, step, tier=tier, data_position=position, user_metadata=metadata,
-                                   overlap=overlap, frozen=frozen)
+        handle = checkpointer.save(
+            state,
+            step,
+            tier=tier,
+            data_position=position,
+            user_metadata=metadata,
+            overlap=overlap,
+            frozen=frozen,
+        )
         if overlap:
             self._copying = handle
         return handle
@@ -183,14 +230,19 @@ class TorchState:
 
         self._step_hook = _innermost(self.optimizer).register_step_pre_hook(before_step)
 
-    def restore(self, checkpointer: Checkpointer, validate: Callable[[], float] | None = None,
-                rtol: float = DEFAULT_VALIDATION_RTOL) -> int | None:
+    def restore(
+        self,
+        checkpointer: Checkpointer,
+        validate: Callable[[], float] | None = None,
+        rtol: float = DEFAULT_VALIDATION_RTOL,
+    ) -> int | None:
         """Load the newest good checkpoint into the model etc.; returns its step, or None if there is none.
 
         With ``validate`` (e.g. the loss on a fixed batch), each candidate is
         loaded and its value compared with the one recorded at save time; a
         mismatch beyond ``rtol`` rejects it and the next older one is tried.
         """
+
         def accept(restored: Restored) -> bool:
             self.load_state_dict(restored.state)
             recorded = restored.manifest.user_metadata.get(VALIDATION_KEY)
@@ -215,7 +267,11 @@ def _min_over_ranks(checkpointer: Checkpointer) -> Callable[[int], int] | None:
 
     if checkpointer.world.world_size < 2 or not dist.is_available() or not dist.is_initialized():
         return None
-    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+    device = (
+        torch.device("cuda", torch.cuda.current_device())
+        if dist.get_backend() == "nccl"
+        else torch.device("cpu")
+    )
 
     def minimum(value: int) -> int:
         tensor = torch.tensor([value], dtype=torch.int64, device=device)
@@ -232,7 +288,9 @@ def _innermost(optimizer: Any) -> torch.optim.Optimizer:
     while isinstance(getattr(inner, "optimizer", None), torch.optim.Optimizer):
         inner = inner.optimizer
     if not isinstance(inner, torch.optim.Optimizer):
-        raise CheckpointConfigError(f"overlap needs a torch.optim.Optimizer to hook; got {type(optimizer).__name__}")
+        raise CheckpointConfigError(
+            f"overlap needs a torch.optim.Optimizer to hook; got {type(optimizer).__name__}"
+        )
     return inner
 
 

@@ -68,7 +68,9 @@ def load_manifest(store: Store, checkpoint_id: str) -> Manifest:
         raise CheckpointCorrupt(checkpoint_id, f"manifest cannot be read ({_why(exc)})") from None
     manifest = manifest_from_json(text, checkpoint_id)
     if manifest.checkpoint_id != checkpoint_id:
-        raise CheckpointCorrupt(checkpoint_id, f"manifest names another checkpoint ({manifest.checkpoint_id})")
+        raise CheckpointCorrupt(
+            checkpoint_id, f"manifest names another checkpoint ({manifest.checkpoint_id})"
+        )
     return manifest
 
 
@@ -102,7 +104,9 @@ def ancestors(store: Store, manifest: Manifest) -> list[Manifest]:
         try:
             parent = load_manifest(store, current.parent)
         except CheckpointError as exc:
-            raise ParentMissing(manifest.checkpoint_id, f"parent {current.parent} is unusable: {exc}") from None
+            raise ParentMissing(
+                manifest.checkpoint_id, f"parent {current.parent} is unusable: {exc}"
+            ) from None
         chain.append(parent)
         seen.add(parent.checkpoint_id)
         current = parent
@@ -115,20 +119,28 @@ def _needed_files(manifest: Manifest, chain: Sequence[Manifest]) -> dict[str, Fi
     for leaf in manifest.leaves.values():
         for ref in leaf.chunks:
             if ref.file not in listed:
-                raise ParentMissing(manifest.checkpoint_id, f"chunk file {ref.file} is in no manifest of its chain")
+                raise ParentMissing(
+                    manifest.checkpoint_id, f"chunk file {ref.file} is in no manifest of its chain"
+                )
             needed[ref.file] = listed[ref.file]
     return needed
 
 
-def read_leaves(store: Store, manifest: Manifest, chain: Sequence[Manifest]) -> dict[str, bytearray]:
+def read_leaves(
+    store: Store, manifest: Manifest, chain: Sequence[Manifest]
+) -> dict[str, bytearray]:
     """Every leaf's raw bytes, after verifying every file they (and the manifest) depend on."""
     buffers = {key: bytearray(leaf.raw_bytes) for key, leaf in manifest.leaves.items()}
     # Keyed by (offset, stored size): an empty chunk and the next chunk share an offset.
-    targets: dict[str, dict[tuple[int, int], list[tuple[ChunkRef, memoryview]]]] = defaultdict(lambda: defaultdict(list))
+    targets: dict[str, dict[tuple[int, int], list[tuple[ChunkRef, memoryview]]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
     for key, leaf in manifest.leaves.items():
         view, position = memoryview(buffers[key]), 0
         for ref in leaf.chunks:
-            targets[ref.file][ref.offset, ref.stored_bytes].append((ref, view[position:position + ref.raw_bytes]))
+            targets[ref.file][ref.offset, ref.stored_bytes].append(
+                (ref, view[position : position + ref.raw_bytes])
+            )
             position += ref.raw_bytes
     with _read_pool() as pool:
         for entry in _needed_files(manifest, chain).values():
@@ -160,8 +172,10 @@ def check_files(store: Store, manifest: Manifest) -> None:
             kind = "folder" if info.get("type") == "directory" else str(info.get("type"))
             raise CheckpointCorrupt(manifest.checkpoint_id, f"{entry.path} is a {kind}, not a file")
         if info.get("size") != entry.size_bytes:
-            raise CheckpointCorrupt(manifest.checkpoint_id, f"file {entry.path} has {info.get('size')} bytes, "
-                                                            f"manifest says {entry.size_bytes}")
+            raise CheckpointCorrupt(
+                manifest.checkpoint_id,
+                f"file {entry.path} has {info.get('size')} bytes, manifest says {entry.size_bytes}",
+            )
 
 
 @contextmanager
@@ -172,7 +186,9 @@ def _file_errors(checkpoint_id: str, path: str) -> Iterator[None]:
     except FileNotFoundError:
         raise CheckpointCorrupt(checkpoint_id, f"file {path} is missing") from None
     except OSError as exc:
-        raise CheckpointCorrupt(checkpoint_id, f"file {path} cannot be read ({_why(exc)})") from None
+        raise CheckpointCorrupt(
+            checkpoint_id, f"file {path} cannot be read ({_why(exc)})"
+        ) from None
 
 
 def _why(exc: OSError) -> str:
@@ -188,8 +204,9 @@ def _exists(store: Store, path: str) -> bool:
         return False
 
 
-def _stream_file(store: Store, entry: FileEntry, chunks: Targets, checkpoint_id: str,
-                 pool: ThreadPoolExecutor) -> None:
+def _stream_file(
+    store: Store, entry: FileEntry, chunks: Targets, checkpoint_id: str, pool: ThreadPoolExecutor
+) -> None:
     with _file_errors(checkpoint_id, entry.path):
         if entry.segments is None:
             _stream_whole_file(store, entry, chunks, checkpoint_id)
@@ -197,8 +214,14 @@ def _stream_file(store: Store, entry: FileEntry, chunks: Targets, checkpoint_id:
             _stream_segments(store, entry, entry.segments, chunks, checkpoint_id, pool)
 
 
-def _stream_segments(store: Store, entry: FileEntry, segments: tuple[int, ...], chunks: Targets,
-                     checkpoint_id: str, pool: ThreadPoolExecutor) -> None:
+def _stream_segments(
+    store: Store,
+    entry: FileEntry,
+    segments: tuple[int, ...],
+    chunks: Targets,
+    checkpoint_id: str,
+    pool: ThreadPoolExecutor,
+) -> None:
     """Format 2: verify the file's Merkle root, decoding the chunks in ``chunks`` on the way."""
     _check_chunks_are_segments(entry, segments, chunks, checkpoint_id)
     digests: list[bytes] = []
@@ -215,15 +238,21 @@ def _stream_segments(store: Store, entry: FileEntry, segments: tuple[int, ...], 
                 buffer = targets[0][1] if raw_target else memoryview(bytearray(length))
                 got = reader.readinto(buffer)
                 if got != length:
-                    raise CheckpointCorrupt(checkpoint_id, f"file {entry.path} has {offset + got} bytes, "
-                                                           f"manifest says {entry.size_bytes}")
+                    raise CheckpointCorrupt(
+                        checkpoint_id,
+                        f"file {entry.path} has {offset + got} bytes, "
+                        f"manifest says {entry.size_bytes}",
+                    )
                 pending.append(pool.submit(_check_segment, buffer, targets, checkpoint_id))
                 if len(pending) >= limit:
                     digests.append(pending.popleft().result())
                 offset += length
             if handle.read(1):
-                raise CheckpointCorrupt(checkpoint_id, f"file {entry.path} has more bytes than the "
-                                                       f"{entry.size_bytes} its manifest says")
+                raise CheckpointCorrupt(
+                    checkpoint_id,
+                    f"file {entry.path} has more bytes than the "
+                    f"{entry.size_bytes} its manifest says",
+                )
             while pending:
                 digests.append(pending.popleft().result())
     finally:
@@ -233,8 +262,9 @@ def _stream_segments(store: Store, entry: FileEntry, segments: tuple[int, ...], 
         raise CheckpointCorrupt(checkpoint_id, f"file {entry.path} fails its sha256 check")
 
 
-def _check_chunks_are_segments(entry: FileEntry, segments: tuple[int, ...], chunks: Targets,
-                               checkpoint_id: str) -> None:
+def _check_chunks_are_segments(
+    entry: FileEntry, segments: tuple[int, ...], chunks: Targets, checkpoint_id: str
+) -> None:
     starts: dict[int, int] = {}
     offset = 0
     for length in segments:
@@ -243,12 +273,18 @@ def _check_chunks_are_segments(entry: FileEntry, segments: tuple[int, ...], chun
     for (start, stored), targets in chunks.items():
         ref = targets[0][0]
         if stored and starts.get(start) != stored:
-            raise CheckpointCorrupt(checkpoint_id, f"chunk at {entry.path}:{start} is not one of the file's segments")
+            raise CheckpointCorrupt(
+                checkpoint_id, f"chunk at {entry.path}:{start} is not one of the file's segments"
+            )
         if ref.codec is Codec.RAW and ref.raw_bytes != stored:
-            raise CheckpointCorrupt(checkpoint_id, f"raw chunk at {entry.path}:{start} has two sizes")
+            raise CheckpointCorrupt(
+                checkpoint_id, f"raw chunk at {entry.path}:{start} has two sizes"
+            )
 
 
-def _check_segment(stored: memoryview, targets: list[tuple[ChunkRef, memoryview]], checkpoint_id: str) -> bytes:
+def _check_segment(
+    stored: memoryview, targets: list[tuple[ChunkRef, memoryview]], checkpoint_id: str
+) -> bytes:
     """Hash one stored segment and decode it into its destinations; returns its digest."""
     digest = sha256_digest(stored)
     if not targets:
@@ -263,15 +299,20 @@ def _check_segment(stored: memoryview, targets: list[tuple[ChunkRef, memoryview]
     return digest
 
 
-def _decompress_into(stored: Any, ref: ChunkRef, targets: list[tuple[ChunkRef, memoryview]],
-                     checkpoint_id: str) -> None:
+def _decompress_into(
+    stored: Any, ref: ChunkRef, targets: list[tuple[ChunkRef, memoryview]], checkpoint_id: str
+) -> None:
     """Decompress one stored chunk into every destination that wants it; corrupt data raises."""
     try:
         raw = zstandard.ZstdDecompressor().decompress(stored, max_output_size=ref.raw_bytes)
     except zstandard.ZstdError as exc:
-        raise CheckpointCorrupt(checkpoint_id, f"chunk at {ref.file}:{ref.offset} does not decompress ({exc})") from None
+        raise CheckpointCorrupt(
+            checkpoint_id, f"chunk at {ref.file}:{ref.offset} does not decompress ({exc})"
+        ) from None
     if len(raw) != ref.raw_bytes:
-        raise CheckpointCorrupt(checkpoint_id, f"chunk at {ref.file}:{ref.offset} decodes to the wrong size")
+        raise CheckpointCorrupt(
+            checkpoint_id, f"chunk at {ref.file}:{ref.offset} decodes to the wrong size"
+        )
     for _, view in targets:
         view[:] = raw
 
@@ -288,7 +329,10 @@ def _stream_whole_file(store: Store, entry: FileEntry, chunks: Targets, checkpoi
             position += _read_chunk(handle, hasher, chunks[offset, stored], checkpoint_id)
         position += _hash_span(handle, hasher, None)
     if position != entry.size_bytes:
-        raise CheckpointCorrupt(checkpoint_id, f"file {entry.path} has {position} bytes, manifest says {entry.size_bytes}")
+        raise CheckpointCorrupt(
+            checkpoint_id,
+            f"file {entry.path} has {position} bytes, manifest says {entry.size_bytes}",
+        )
     if hasher.hexdigest() != entry.sha256:
         raise CheckpointCorrupt(checkpoint_id, f"file {entry.path} fails its sha256 check")
 
@@ -306,7 +350,9 @@ def _hash_span(handle: IO[bytes], hasher: Any, length: int | None) -> int:
     return total
 
 
-def _read_chunk(handle: IO[bytes], hasher: Any, targets: list[tuple[ChunkRef, memoryview]], checkpoint_id: str) -> int:
+def _read_chunk(
+    handle: IO[bytes], hasher: Any, targets: list[tuple[ChunkRef, memoryview]], checkpoint_id: str
+) -> int:
     ref = targets[0][0]
     if ref.codec is Codec.RAW:
         first = targets[0][1]

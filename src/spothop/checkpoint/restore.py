@@ -68,9 +68,14 @@ def _array(entry: LeafEntry, buffer: bytearray) -> Any:
     return np.frombuffer(buffer, dtype=np.dtype(entry.dtype)).reshape(entry.shape)
 
 
-def restore_newest(stores: Sequence[Store], world: WorldLayout, validate: Validator | None,
-                   apply_rng: bool, steps: frozenset[int] | None = None,
-                   max_step: int | None = None) -> Restored | None:
+def restore_newest(
+    stores: Sequence[Store],
+    world: WorldLayout,
+    validate: Validator | None,
+    apply_rng: bool,
+    steps: frozenset[int] | None = None,
+    max_step: int | None = None,
+) -> Restored | None:
     """The newest candidate that loads, verifies and validates; ``steps`` (when given) limits the
     candidates to those steps (the ones every rank has committed), ``max_step`` to steps at most it."""
     candidates: list[tuple[Manifest, Store]] = []
@@ -81,25 +86,40 @@ def restore_newest(stores: Sequence[Store], world: WorldLayout, validate: Valida
         reasons += damaged
     if not candidates and not reasons:
         return None
-    candidates.sort(key=lambda c: (c[0].step, c[0].wall_time_unix_s, c[0].tier is Tier.LOCAL), reverse=True)
+    candidates.sort(
+        key=lambda c: (c[0].step, c[0].wall_time_unix_s, c[0].tier is Tier.LOCAL), reverse=True
+    )
     for manifest, store in candidates:
         why = _try(manifest, store, world, validate, steps, max_step)
         if isinstance(why, Restored):
             if apply_rng:
                 restore_rng(dict(manifest.rng))
-            log.info("restored checkpoint %s (step %d) from %s", manifest.checkpoint_id, manifest.step, store.url)
+            log.info(
+                "restored checkpoint %s (step %d) from %s",
+                manifest.checkpoint_id,
+                manifest.step,
+                store.url,
+            )
             return why
         log.warning("skipping checkpoint %s in %s: %s", manifest.checkpoint_id, store.url, why)
         reasons.append((manifest.checkpoint_id, why))
     raise NoValidCheckpoint(", ".join(s.url for s in stores), reasons)
 
 
-def _try(manifest: Manifest, store: Store, world: WorldLayout, validate: Validator | None,
-         steps: frozenset[int] | None, max_step: int | None) -> Restored | str:
+def _try(
+    manifest: Manifest,
+    store: Store,
+    world: WorldLayout,
+    validate: Validator | None,
+    steps: frozenset[int] | None,
+    max_step: int | None,
+) -> Restored | str:
     if manifest.world.world_size != world.world_size:
         return f"written by {manifest.world.world_size} ranks, this run has {world.world_size}"
     if steps is not None and manifest.step not in steps:
-        return f"step {manifest.step} was not committed by every one of the {world.world_size} ranks"
+        return (
+            f"step {manifest.step} was not committed by every one of the {world.world_size} ranks"
+        )
     if max_step is not None and manifest.step > max_step:
         return f"another rank can only go back to step {max_step}"
     try:
@@ -115,27 +135,45 @@ def _try(manifest: Manifest, store: Store, world: WorldLayout, validate: Validat
     return restored if accepted else "validation hook rejected it"
 
 
-def steps_every_rank_committed(durable_url: str, local_url: str, world: WorldLayout,
-                               storage_options: Mapping[str, Any] | None = None) -> frozenset[int]:
+def steps_every_rank_committed(
+    durable_url: str,
+    local_url: str,
+    world: WorldLayout,
+    storage_options: Mapping[str, Any] | None = None,
+) -> frozenset[int]:
     """Steps each rank has committed where this process can see it: in the durable store
     (``DURABLE_URL/rank-NNNNN``), or in a local snapshot folder on this machine (ranks of other
     machines keep theirs out of sight). Only these steps are candidates for a multi-rank restore."""
     steps: frozenset[int] | None = None
     for rank in range(world.world_size):
         folder = f"rank-{rank:05d}"
-        peers = (Store(f"{durable_url.rstrip('/')}/{folder}", storage_options),
-                 Store(f"{local_url.rstrip('/')}/{folder}"))
-        found = frozenset(m.step for peer in peers for m in committed(peer)[0]
-                          if m.world.world_size == world.world_size)
+        peers = (
+            Store(f"{durable_url.rstrip('/')}/{folder}", storage_options),
+            Store(f"{local_url.rstrip('/')}/{folder}"),
+        )
+        found = frozenset(
+            m.step
+            for peer in peers
+            for m in committed(peer)[0]
+            if m.world.world_size == world.world_size
+        )
         steps = found if steps is None else steps & found
     return steps or frozenset()
 
 
-_NOTHING, _NOTHING_VALID = -1, -2  # what a rank proposes when it has no checkpoint / none that loads
+_NOTHING, _NOTHING_VALID = (
+    -1,
+    -2,
+)  # what a rank proposes when it has no checkpoint / none that loads
 
 
-def restore_agreed(stores: list[Store], world: WorldLayout, validate: Validator | None,
-                   steps: frozenset[int] | None, agree: Callable[[int], int]) -> Restored | None:
+def restore_agreed(
+    stores: list[Store],
+    world: WorldLayout,
+    validate: Validator | None,
+    steps: frozenset[int] | None,
+    agree: Callable[[int], int],
+) -> Restored | None:
     """Every rank proposes the newest step it can load; all go to the smallest proposal, and again
     while some rank cannot load that one. Each round is two collectives on every rank, so all ranks
     run the same number of rounds; the step only goes down, so the rounds end."""
@@ -146,13 +184,21 @@ def restore_agreed(stores: list[Store], world: WorldLayout, validate: Validator 
             restored = restore_newest(stores, world, validate, False, steps, ceiling)
         except NoValidCheckpoint as exc:
             restored, failure = None, exc
-        mine = restored.step if restored is not None else _NOTHING_VALID if failure is not None else _NOTHING
+        mine = (
+            restored.step
+            if restored is not None
+            else _NOTHING_VALID
+            if failure is not None
+            else _NOTHING
+        )
         agreed = agree(mine)
         if agreed < 0:  # some rank has nothing it can load: every rank takes this branch alike
             if agreed == _NOTHING and -agree(-mine) == _NOTHING:
                 return None  # no rank has any checkpoint: all start afresh
-            raise failure or NoValidCheckpoint(", ".join(s.url for s in stores),
-                                               [("rank", "another rank has no checkpoint it can load")])
+            raise failure or NoValidCheckpoint(
+                ", ".join(s.url for s in stores),
+                [("rank", "another rank has no checkpoint it can load")],
+            )
         if agree(1 if mine == agreed else 0) == 1:
             return restored
         ceiling = agreed

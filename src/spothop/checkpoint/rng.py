@@ -24,15 +24,21 @@ def capture_rng() -> dict[str, Any]:
     key = np.asarray(numpy_state["state"]["key"], dtype="<u4")
     state: dict[str, Any] = {
         "python": tree.flatten(random.getstate()).tree,
-        "numpy": {"bit_generator": numpy_state["bit_generator"], "key": _b64(key.tobytes()),
-                  "pos": int(numpy_state["state"]["pos"]), "has_gauss": int(numpy_state["has_gauss"]),
-                  "gauss": float(numpy_state["gauss"])},
+        "numpy": {
+            "bit_generator": numpy_state["bit_generator"],
+            "key": _b64(key.tobytes()),
+            "pos": int(numpy_state["state"]["pos"]),
+            "has_gauss": int(numpy_state["has_gauss"]),
+            "gauss": float(numpy_state["gauss"]),
+        },
     }
     torch = sys.modules.get("torch")
     if torch is not None:
         state["torch_cpu"] = _b64(torch.get_rng_state().numpy().tobytes())
         if torch.cuda.is_available() and torch.cuda.is_initialized():
-            state["torch_cuda"] = [_b64(s.numpy().tobytes()) for s in torch.cuda.get_rng_state_all()]
+            state["torch_cuda"] = [
+                _b64(s.numpy().tobytes()) for s in torch.cuda.get_rng_state_all()
+            ]
     return state
 
 
@@ -43,8 +49,14 @@ def restore_rng(state: dict[str, Any]) -> None:
     if "numpy" in state:
         saved = state["numpy"]
         key = np.frombuffer(base64.b64decode(saved["key"]), dtype="<u4").astype(np.uint32)
-        np.random.set_state({"bit_generator": saved["bit_generator"], "state": {"key": key, "pos": saved["pos"]},
-                             "has_gauss": saved["has_gauss"], "gauss": saved["gauss"]})
+        np.random.set_state(
+            {
+                "bit_generator": saved["bit_generator"],
+                "state": {"key": key, "pos": saved["pos"]},
+                "has_gauss": saved["has_gauss"],
+                "gauss": saved["gauss"],
+            }
+        )
     torch = sys.modules.get("torch")
     if torch is None:
         return

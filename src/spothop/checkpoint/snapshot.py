@@ -77,8 +77,14 @@ class HostBuffers:
     def get(self, key: str) -> _Held | None:
         return self._held.get(key)
 
-    def put(self, key: str, host: Any, source: Any = None, saved_as: str | None = None,
-            dirty: set[int] | None = None) -> None:
+    def put(
+        self,
+        key: str,
+        host: Any,
+        source: Any = None,
+        saved_as: str | None = None,
+        dirty: set[int] | None = None,
+    ) -> None:
         self._held[key] = _Held(host, source, saved_as, dirty if dirty is not None else set())
 
     def keep_only(self, keys: Mapping[str, Any]) -> None:
@@ -91,7 +97,11 @@ class HostBuffers:
 
 def unprepared(state: Any, buffers: HostBuffers) -> list[tuple[str, Any]]:
     """The array leaves of ``state`` (by leaf path) that have no kept buffer fitting them yet."""
-    return [(key, value) for key, value in tree.flatten(state).arrays.items() if not _fits(buffers.get(key), value)]
+    return [
+        (key, value)
+        for key, value in tree.flatten(state).arrays.items()
+        if not _fits(buffers.get(key), value)
+    ]
 
 
 def _fits(old: _Held | None, value: Any) -> bool:
@@ -99,7 +109,11 @@ def _fits(old: _Held | None, value: Any) -> bool:
     if old is None:
         return False
     if isinstance(value, np.ndarray):
-        return isinstance(old.host, np.ndarray) and old.host.dtype == value.dtype and old.host.shape == value.shape
+        return (
+            isinstance(old.host, np.ndarray)
+            and old.host.dtype == value.dtype
+            and old.host.shape == value.shape
+        )
     from spothop.checkpoint import _torch_arrays as ta
 
     return bool(ta.fits(old.host, value))
@@ -131,7 +145,9 @@ class Snapshot:
     version_keys: dict[str, Any]
     blocking_s: float
     copied_bytes: int
-    matched_chunks: int = 0  # chunks found equal to the delta base by byte comparison: not copied, not hashed
+    matched_chunks: int = (
+        0  # chunks found equal to the delta base by byte comparison: not copied, not hashed
+    )
 
 
 @dataclass
@@ -140,10 +156,17 @@ class _Counts:
     matched: int = 0
 
 
-def take_snapshot(flat: tree.Flattened, base: DeltaBase | None, track_versions: bool,
-                  buffers: HostBuffers | None = None, skip_unchanged: bool = False, *,
-                  save_id: str | None = None, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-                  frozen: frozenset[str] = frozenset()) -> Snapshot:
+def take_snapshot(
+    flat: tree.Flattened,
+    base: DeltaBase | None,
+    track_versions: bool,
+    buffers: HostBuffers | None = None,
+    skip_unchanged: bool = False,
+    *,
+    save_id: str | None = None,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    frozen: frozenset[str] = frozenset(),
+) -> Snapshot:
     """Copy a flattened state's arrays to host memory; with ``base`` (a delta), skip what is provably unchanged.
 
     With ``buffers``, host copies are reused between saves (see the module doc);
@@ -166,9 +189,22 @@ def take_snapshot(flat: tree.Flattened, base: DeltaBase | None, track_versions: 
     compare = base if buffers is not None else None
     pending: list[_Pending] = []  # leaves to compare with their kept copies, all in one batch
     if torch_keys:
-        _torch_leaves(flat.arrays, torch_keys, base, track_versions, keys, held, leaves,
-                      skip_unchanged and buffers is not None, compare, saved_as, chunk_bytes, counts, pending,
-                      frozen if buffers is not None else frozenset())
+        _torch_leaves(
+            flat.arrays,
+            torch_keys,
+            base,
+            track_versions,
+            keys,
+            held,
+            leaves,
+            skip_unchanged and buffers is not None,
+            compare,
+            saved_as,
+            chunk_bytes,
+            counts,
+            pending,
+            frozen if buffers is not None else frozenset(),
+        )
     for key, value in flat.arrays.items():
         if not isinstance(value, np.ndarray):
             continue
@@ -184,21 +220,40 @@ def take_snapshot(flat: tree.Flattened, base: DeltaBase | None, track_versions: 
             copy = np.array(value, copy=True, order="C")
         held.put(key, copy, saved_as=saved_as)
         counts.copied += copy.nbytes
-        leaves[key] = HostLeaf(key, "numpy", copy.dtype.str, tuple(copy.shape),
-                               copy.reshape(-1).view(np.uint8), owner=copy)
+        leaves[key] = HostLeaf(
+            key,
+            "numpy",
+            copy.dtype.str,
+            tuple(copy.shape),
+            copy.reshape(-1).view(np.uint8),
+            owner=copy,
+        )
     for leaf in _compare_pending(pending, chunk_bytes, counts):
         leaves[leaf.key] = leaf
     if buffers is None:
         held.clear()
     ordered = [leaves[k] for k in flat.arrays]
-    return Snapshot(flat.tree, ordered, keys, time.perf_counter() - started, counts.copied, counts.matched)
+    return Snapshot(
+        flat.tree, ordered, keys, time.perf_counter() - started, counts.copied, counts.matched
+    )
 
 
-def _torch_leaves(arrays: Mapping[str, Any], torch_keys: list[str], base: DeltaBase | None,
-                  track_versions: bool, keys: dict[str, Any], held: HostBuffers,
-                  out: dict[str, HostLeaf], skip_unchanged: bool, compare: DeltaBase | None,
-                  saved_as: str | None, chunk_bytes: int, counts: _Counts, pending: list[_Pending],
-                  frozen: frozenset[str]) -> None:
+def _torch_leaves(
+    arrays: Mapping[str, Any],
+    torch_keys: list[str],
+    base: DeltaBase | None,
+    track_versions: bool,
+    keys: dict[str, Any],
+    held: HostBuffers,
+    out: dict[str, HostLeaf],
+    skip_unchanged: bool,
+    compare: DeltaBase | None,
+    saved_as: str | None,
+    chunk_bytes: int,
+    counts: _Counts,
+    pending: list[_Pending],
+    frozen: frozenset[str],
+) -> None:
     """Fill ``out`` with the torch leaves, counting the bytes actually copied and the chunks matched;
     leaves to compare with their kept copies on the host go to ``pending`` instead."""
     from spothop.checkpoint import _torch_arrays as ta
@@ -211,7 +266,9 @@ def _torch_leaves(arrays: Mapping[str, Any], torch_keys: list[str], base: DeltaB
         reuse = _unchanged(base, key, tensor) if track_versions or key in frozen else None
         old = held.get(key)
         if reuse is not None:
-            out[key] = HostLeaf(key, "torch", ta.dtype_name(tensor), tuple(tensor.shape), None, reuse=reuse)
+            out[key] = HostLeaf(
+                key, "torch", ta.dtype_name(tensor), tuple(tensor.shape), None, reuse=reuse
+            )
             continue
         matched = _compare_torch(key, tensor, old, compare, chunk_bytes, counts)
         if matched is not None:
@@ -221,28 +278,53 @@ def _torch_leaves(arrays: Mapping[str, Any], torch_keys: list[str], base: DeltaB
                 pending.append(matched)
             else:
                 out[key] = matched
-        elif ((skip_unchanged or key in frozen) and old is not None and old.source is not None
-              and old.source.matches(tensor)):
+        elif (
+            (skip_unchanged or key in frozen)
+            and old is not None
+            and old.source is not None
+            and old.source.matches(tensor)
+        ):
             # Unchanged since the previous save: its host copy is still exact. A full save now stores
             # exactly these bytes, so the buffer holds that save; a delta leaves its record alone.
             if saved_as is not None:
                 old.saved_as, old.dirty = saved_as, set()
-            out[key] = HostLeaf(key, "torch", ta.dtype_name(old.host), tuple(old.host.shape),
-                                ta.as_bytes(old.host), owner=old.host)
+            out[key] = HostLeaf(
+                key,
+                "torch",
+                ta.dtype_name(old.host),
+                tuple(old.host.shape),
+                ta.as_bytes(old.host),
+                owner=old.host,
+            )
         else:
             to_copy.append(key)
             into.append(old.host if old is not None and ta.fits(old.host, tensor) else None)
     for key, host in zip(to_copy, ta.host_copies([arrays[k] for k in to_copy], into), strict=True):
         held.put(key, host, keys[key], saved_as)
-        out[key] = HostLeaf(key, "torch", ta.dtype_name(host), tuple(host.shape), ta.as_bytes(host), owner=host)
+        out[key] = HostLeaf(
+            key, "torch", ta.dtype_name(host), tuple(host.shape), ta.as_bytes(host), owner=host
+        )
         counts.copied += host.numel() * host.element_size()
 
 
-def _base_chunks(compare: DeltaBase | None, key: str, old: _Held | None, kind: str, dtype: str,
-                 shape: tuple[int, ...], nbytes: int, chunk_bytes: int) -> tuple[ChunkRef, ...] | None:
+def _base_chunks(
+    compare: DeltaBase | None,
+    key: str,
+    old: _Held | None,
+    kind: str,
+    dtype: str,
+    shape: tuple[int, ...],
+    nbytes: int,
+    chunk_bytes: int,
+) -> tuple[ChunkRef, ...] | None:
     """The base's chunks of ``key`` when ``old`` (the retained host copy) holds that checkpoint's bytes
     in the layout this save will cut; None: compare nothing, copy and hash as usual."""
-    if compare is None or old is None or nbytes == 0 or old.saved_as != compare.manifest.checkpoint_id:
+    if (
+        compare is None
+        or old is None
+        or nbytes == 0
+        or old.saved_as != compare.manifest.checkpoint_id
+    ):
         return None
     entry = compare.manifest.leaves.get(key)
     if entry is None or (entry.kind, entry.dtype, entry.shape) != (kind, dtype, shape):
@@ -272,8 +354,14 @@ class _Pending:
     dirty: set[int]
 
 
-def _compare_torch(key: str, tensor: Any, old: _Held | None, compare: DeltaBase | None, chunk_bytes: int,
-                   counts: _Counts) -> HostLeaf | _Pending | None:
+def _compare_torch(
+    key: str,
+    tensor: Any,
+    old: _Held | None,
+    compare: DeltaBase | None,
+    chunk_bytes: int,
+    counts: _Counts,
+) -> HostLeaf | _Pending | None:
     """The delta leaf of a tensor found by comparing it with its retained host copy (on the device for a
     device tensor; on the host later, with every other leaf, as a :class:`_Pending`); None: not possible."""
     from spothop.checkpoint import _torch_arrays as ta
@@ -281,8 +369,16 @@ def _compare_torch(key: str, tensor: Any, old: _Held | None, compare: DeltaBase 
     if old is None or not ta.fits(old.host, tensor):
         return None
     dtype, shape = ta.dtype_name(tensor), tuple(tensor.shape)
-    chunks = _base_chunks(compare, key, old, "torch", dtype, shape, tensor.numel() * tensor.element_size(),
-                          chunk_bytes)
+    chunks = _base_chunks(
+        compare,
+        key,
+        old,
+        "torch",
+        dtype,
+        shape,
+        tensor.numel() * tensor.element_size(),
+        chunk_bytes,
+    )
     if chunks is None:
         return None
     host = ta.as_bytes(old.host)
@@ -303,16 +399,32 @@ def _compare_torch(key: str, tensor: Any, old: _Held | None, compare: DeltaBase 
     return HostLeaf(key, "torch", dtype, shape, host, owner=old.host, known=known)
 
 
-def _compare_numpy(key: str, value: np.ndarray[Any, Any], old: _Held | None, compare: DeltaBase | None,
-                   chunk_bytes: int) -> _Pending | None:
+def _compare_numpy(
+    key: str,
+    value: np.ndarray[Any, Any],
+    old: _Held | None,
+    compare: DeltaBase | None,
+    chunk_bytes: int,
+) -> _Pending | None:
     if old is None or not _fits(old, value) or not value.flags.c_contiguous:
         return None
     shape = tuple(value.shape)
-    chunks = _base_chunks(compare, key, old, "numpy", value.dtype.str, shape, value.nbytes, chunk_bytes)
+    chunks = _base_chunks(
+        compare, key, old, "numpy", value.dtype.str, shape, value.nbytes, chunk_bytes
+    )
     if chunks is None:
         return None
-    return _Pending(key, "numpy", value.dtype.str, shape, value.reshape(-1).view(np.uint8),
-                    old.host.reshape(-1).view(np.uint8), old.host, chunks, old.dirty)
+    return _Pending(
+        key,
+        "numpy",
+        value.dtype.str,
+        shape,
+        value.reshape(-1).view(np.uint8),
+        old.host.reshape(-1).view(np.uint8),
+        old.host,
+        chunks,
+        old.dirty,
+    )
 
 
 def _compare_pending(pending: list[_Pending], chunk_bytes: int, counts: _Counts) -> list[HostLeaf]:
@@ -322,22 +434,46 @@ def _compare_pending(pending: list[_Pending], chunk_bytes: int, counts: _Counts)
     def window(index: int) -> slice:
         return slice(index * chunk_bytes, (index + 1) * chunk_bytes)
 
-    checked = [(which, index) for which, leaf in enumerate(pending)
-               for index in range(len(leaf.chunks)) if index not in leaf.dirty]
-    same = bulk.equal([(pending[which].live[window(index)], pending[which].host[window(index)])
-                       for which, index in checked])
+    checked = [
+        (which, index)
+        for which, leaf in enumerate(pending)
+        for index in range(len(leaf.chunks))
+        if index not in leaf.dirty
+    ]
+    same = bulk.equal(
+        [
+            (pending[which].live[window(index)], pending[which].host[window(index)])
+            for which, index in checked
+        ]
+    )
     changed = [[index in leaf.dirty for index in range(len(leaf.chunks))] for leaf in pending]
     for (which, index), equal in zip(checked, same, strict=True):
         changed[which][index] = not equal
-    bulk.copy([(leaf.host[window(index)], leaf.live[window(index)])
-               for which, leaf in enumerate(pending) for index, differs in enumerate(changed[which]) if differs])
-    return [HostLeaf(leaf.key, leaf.kind, leaf.dtype, leaf.shape, leaf.host, owner=leaf.owner,
-                     known=_record(leaf.chunks, changed[which], leaf.dirty, counts))
-            for which, leaf in enumerate(pending)]
+    bulk.copy(
+        [
+            (leaf.host[window(index)], leaf.live[window(index)])
+            for which, leaf in enumerate(pending)
+            for index, differs in enumerate(changed[which])
+            if differs
+        ]
+    )
+    return [
+        HostLeaf(
+            leaf.key,
+            leaf.kind,
+            leaf.dtype,
+            leaf.shape,
+            leaf.host,
+            owner=leaf.owner,
+            known=_record(leaf.chunks, changed[which], leaf.dirty, counts),
+        )
+        for which, leaf in enumerate(pending)
+    ]
 
 
-def _record(chunks: tuple[ChunkRef, ...], changed: list[bool], dirty: set[int],
-            counts: _Counts) -> tuple[ChunkRef | None, ...]:
+def _record(
+    chunks: tuple[ChunkRef, ...], changed: list[bool], dirty: set[int], counts: _Counts
+) -> tuple[ChunkRef | None, ...]:
     """Per chunk: the base's ref when equal to it, else None (to hash and write). The changed chunks were
     copied into the buffer, which no longer holds the base there: they are marked dirty."""
     known: list[ChunkRef | None] = []

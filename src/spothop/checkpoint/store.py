@@ -34,9 +34,13 @@ from fsspec.implementations.local import LocalFileSystem
 from spothop.checkpoint.errors import CheckpointConfigError, CheckpointWriteError
 from spothop.paths import atomic_write_text
 
-_WHY = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
-        errno.EACCES: "permission denied", errno.EROFS: "the file system is read-only",
-        errno.EPERM: "operation not permitted"}
+_WHY = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is used up",
+    errno.EACCES: "permission denied",
+    errno.EROFS: "the file system is read-only",
+    errno.EPERM: "operation not permitted",
+}
 
 # Bytes written between two writeback kicks: large enough that each kick is one big sequential
 # request, small enough that the disk starts within a few chunks of the first write.
@@ -77,12 +81,19 @@ class _EarlyWriteback:
         self._written = self._kicked = 0
 
     def write(self, data: Any, /) -> int:
-        count = self._handle.write(data)  # a buffered file writes all of it (payloads ≥ its buffer go direct)
+        count = self._handle.write(
+            data
+        )  # a buffered file writes all of it (payloads ≥ its buffer go direct)
         self._written += count
         if self._written - self._kicked >= WRITEBACK_WINDOW_BYTES:
             self._handle.flush()  # the kernel can only write out what it has been given
             # A hint: on failure the pages simply wait for the final fsync, which reports real errors.
-            self._kick(self._handle.fileno(), self._kicked, self._written - self._kicked, SYNC_FILE_RANGE_WRITE)
+            self._kick(
+                self._handle.fileno(),
+                self._kicked,
+                self._written - self._kicked,
+                SYNC_FILE_RANGE_WRITE,
+            )
             self._kicked = self._written
         return count
 
@@ -115,7 +126,9 @@ class PositionalFile:
                 self._prefix = self._ends.pop(self._prefix)
             if self._prefix - self._kicked >= WRITEBACK_WINDOW_BYTES:
                 # A hint: on failure the pages simply wait for the final fsync, which reports real errors.
-                self._kick(self._fd, self._kicked, self._prefix - self._kicked, SYNC_FILE_RANGE_WRITE)
+                self._kick(
+                    self._fd, self._kicked, self._prefix - self._kicked, SYNC_FILE_RANGE_WRITE
+                )
                 self._kicked = self._prefix
 
 
@@ -155,7 +168,11 @@ class Store:
             if self.is_local:
                 Path(target).parent.mkdir(parents=True, exist_ok=True)
                 with open(target, "wb") as handle:
-                    yield handle if _sync_file_range is None else _EarlyWriteback(handle, _sync_file_range)
+                    yield (
+                        handle
+                        if _sync_file_range is None
+                        else _EarlyWriteback(handle, _sync_file_range)
+                    )
                     handle.flush()
                     os.fsync(handle.fileno())
             else:
@@ -171,14 +188,18 @@ class Store:
 
         Local stores only (object stores take streams: use :meth:`open_write`)."""
         if not self.is_local:
-            raise CheckpointConfigError(f"{self.url} is not a local folder: positional writes need one")
+            raise CheckpointConfigError(
+                f"{self.url} is not a local folder: positional writes need one"
+            )
         target = Path(self.path(relative))
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
             try:
                 if size is not None:
-                    os.ftruncate(fd, size)  # the file's length is known: a short write cannot go unnoticed
+                    os.ftruncate(
+                        fd, size
+                    )  # the file's length is known: a short write cannot go unnoticed
                 yield PositionalFile(fd, _sync_file_range)
                 os.fsync(fd)
             finally:
@@ -222,9 +243,15 @@ class Store:
             return []
         except NotADirectoryError:
             raise self._not_a_folder() from None
-        if len(entries) == 1 and entries[0]["type"] == "file" and entries[0]["name"].rstrip("/") == self.root:
+        if (
+            len(entries) == 1
+            and entries[0]["type"] == "file"
+            and entries[0]["name"].rstrip("/") == self.root
+        ):
             raise self._not_a_folder()  # listing a file lists the file itself
-        return sorted(e["name"].rstrip("/").rsplit("/", 1)[-1] for e in entries if e["type"] == "directory")
+        return sorted(
+            e["name"].rstrip("/").rsplit("/", 1)[-1] for e in entries if e["type"] == "directory"
+        )
 
     def remove(self, relative: str) -> None:
         """Delete a file or a folder tree; a missing one is not an error."""
@@ -239,8 +266,10 @@ class Store:
         self.remove(probe)
 
     def _not_a_folder(self) -> CheckpointConfigError:
-        return CheckpointConfigError(f"checkpoint location {self.url} is a file, not a folder: give a folder "
-                                     "(it is created if missing) or an object-store URL such as s3://bucket/run")
+        return CheckpointConfigError(
+            f"checkpoint location {self.url} is a file, not a folder: give a folder "
+            "(it is created if missing) or an object-store URL such as s3://bucket/run"
+        )
 
     def _write_error(self, relative: str, exc: OSError) -> CheckpointWriteError:
         why = _WHY.get(exc.errno or 0, str(exc))

@@ -59,7 +59,9 @@ def _encode(value: Any, path: str, arrays: dict[str, Any], th: Any) -> Any:
         return value
     if isinstance(value, np.ndarray) or (th is not None and th.is_tensor(value)):
         if isinstance(value, np.ndarray) and value.dtype.hasobject:
-            raise CheckpointConfigError(f"state value at {path or '/'!r} is an object array; store numbers only")
+            raise CheckpointConfigError(
+                f"state value at {path or '/'!r} is an object array; store numbers only"
+            )
         key = path or "/"
         arrays[key] = value
         return {LEAF_TAG: key}
@@ -84,9 +86,13 @@ def _encode(value: Any, path: str, arrays: dict[str, Any], th: Any) -> Any:
 def _encode_mapping(value: Mapping[Any, Any], path: str, arrays: dict[str, Any], th: Any) -> Any:
     segments = [str(k) for k in value]
     if len(set(segments)) != len(segments):
-        raise CheckpointConfigError(f"state dict at {path or '/'!r} has keys that differ only in type")
-    encoded = [(_encode(k, f"{path}/#key", {}, th), _encode(v, f"{path}/{s}", arrays, th))
-               for (k, v), s in zip(value.items(), segments, strict=True)]
+        raise CheckpointConfigError(
+            f"state dict at {path or '/'!r} has keys that differ only in type"
+        )
+    encoded = [
+        (_encode(k, f"{path}/#key", {}, th), _encode(v, f"{path}/{s}", arrays, th))
+        for (k, v), s in zip(value.items(), segments, strict=True)
+    ]
     plain = all(isinstance(k, str) and k not in TAGS for k in value)
     return {k: v for k, v in encoded} if plain else {DICT_TAG: [[k, v] for k, v in encoded]}
 
@@ -98,7 +104,7 @@ def unflatten(tree: Any, load_leaf: Callable[[str], Any]) -> Any:
     if not isinstance(tree, dict):
         return tree
     if len(tree) == 1:
-        (tag, payload), = tree.items()
+        ((tag, payload),) = tree.items()
         if tag in TAGS:
             return _decode_tagged(tag, payload, load_leaf)
     return {k: unflatten(v, load_leaf) for k, v in tree.items()}

@@ -21,8 +21,10 @@ import typer
 
 from spothop.agent.options import OPTIONS, Option, pass_through
 
-agent_app = typer.Typer(help="The on-instance spot agent: notices, worker supervision, the emergency protocol.",
-                        no_args_is_help=True)
+agent_app = typer.Typer(
+    help="The on-instance spot agent: notices, worker supervision, the emergency protocol.",
+    no_args_is_help=True,
+)
 
 _COMMAND = "command"
 
@@ -31,27 +33,44 @@ def run_command(**values: Any) -> None:
     """Supervise CMD; on an interruption notice stop it, release its leases, record it, exit 75."""
     argv, env = pass_through(values)
     command = values.get(_COMMAND) or []
-    os.execve(sys.executable, [sys.executable, "-m", "spothop.agent", "run", *argv, "--", *command],
-              {**os.environ, **env})
+    os.execve(
+        sys.executable,
+        [sys.executable, "-m", "spothop.agent", "run", *argv, "--", *command],
+        {**os.environ, **env},
+    )
 
 
 def _parameter(option: Option) -> inspect.Parameter:
     kind: Any = option.type if option.type in (bool, int, float, Path) else str
     info = typer.Option(option.flag, help=option.help, metavar=option.metavar, show_default=False)
     annotation: Any = Annotated[bool, info] if kind is bool else Annotated[kind | None, info]
-    return inspect.Parameter(option.dest, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
-                             default=False if kind is bool else None)
+    return inspect.Parameter(
+        option.dest,
+        inspect.Parameter.KEYWORD_ONLY,
+        annotation=annotation,
+        default=False if kind is bool else None,
+    )
 
 
 def _signature() -> inspect.Signature:
-    command = inspect.Parameter(_COMMAND, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
-        list[str] | None, typer.Argument(help="the worker command and its arguments (after --)", metavar="-- CMD...")])
+    command = inspect.Parameter(
+        _COMMAND,
+        inspect.Parameter.KEYWORD_ONLY,
+        default=None,
+        annotation=Annotated[
+            list[str] | None,
+            typer.Argument(
+                help="the worker command and its arguments (after --)", metavar="-- CMD..."
+            ),
+        ],
+    )
     return inspect.Signature([command, *(_parameter(o) for o in OPTIONS)])
 
 
 # typer reads a command's options from its signature: give it the table's.
 run_command.__signature__ = _signature()  # type: ignore[attr-defined]
-run_command.__annotations__ = {p.name: p.annotation for p in run_command.__signature__.parameters.values()}  # type: ignore[attr-defined]
+_parameters = run_command.__signature__.parameters.values()  # type: ignore[attr-defined]
+run_command.__annotations__ = {p.name: p.annotation for p in _parameters}
 agent_app.command("run", context_settings={"allow_interspersed_args": False})(run_command)
 
 

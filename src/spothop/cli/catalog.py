@@ -30,18 +30,34 @@ from spothop.resources.sources.skypilot import (
     iter_skypilot_paths,
 )
 
-catalog_app = typer.Typer(help="Import, compare and summarise offering catalogs.", no_args_is_help=True)
+catalog_app = typer.Typer(
+    help="Import, compare and summarise offering catalogs.", no_args_is_help=True
+)
 
 FORMATS = ("skypilot",)
 
 
 @catalog_app.command("import")
 def import_(
-    paths: Annotated[list[Path], typer.Argument(help="vms.csv files, or folders holding */vms.csv")],
+    paths: Annotated[
+        list[Path], typer.Argument(help="vms.csv files, or folders holding */vms.csv")
+    ],
     fmt: Annotated[str, typer.Option("--format", help="source format: skypilot")] = "skypilot",
-    provider: Annotated[str | None, typer.Option("--provider", help="provider name (default: the name of the folder the file is in)")] = None,
-    price_date: Annotated[str | None, typer.Option("--price-date", help="date the prices were taken, YYYY-MM-DD (default: today)")] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="read and report, but save nothing")] = False,
+    provider: Annotated[
+        str | None,
+        typer.Option(
+            "--provider", help="provider name (default: the name of the folder the file is in)"
+        ),
+    ] = None,
+    price_date: Annotated[
+        str | None,
+        typer.Option(
+            "--price-date", help="date the prices were taken, YYYY-MM-DD (default: today)"
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="read and report, but save nothing")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
 ) -> None:
     """Import offerings from another tool's catalog; every row is imported or reported with its reason.
@@ -54,7 +70,9 @@ def import_(
     date = _parse_date(price_date)
     for path in paths:
         if not path.exists():
-            raise NotFoundError(f"{path} does not exist; give SkyPilot vms.csv files or folders that hold them")
+            raise NotFoundError(
+                f"{path} does not exist; give SkyPilot vms.csv files or folders that hold them"
+            )
     files = list(iter_skypilot_paths(paths))
     if not files:
         raise CatalogError(f"no vms.csv found under {', '.join(map(str, paths))}")
@@ -67,8 +85,10 @@ def import_(
             _print_report(report, saved.get(report.provider))
     # Refused rows are a partial import (exit 5), all refused a failed one (exit 1): docs/cli.md.
     # Rows out of scope (CPU-only types) are no failure: every SkyPilot catalog has them.
-    code = exit_for_counts(sum(len(r.offerings) for r in reports),
-                           sum(not e.out_of_scope for r in reports for e in r.refused))
+    code = exit_for_counts(
+        sum(len(r.offerings) for r in reports),
+        sum(not e.out_of_scope for r in reports for e in r.refused),
+    )
     if code:
         raise typer.Exit(code)
 
@@ -92,17 +112,22 @@ def _save(reports: list[ImportReport]) -> dict[str, Path]:
     saved = {}
     for name, offerings in by_provider.items():
         if offerings:
-            comment = f"Imported by `spothop catalog import` on {dt.date.today()} from:\n" + "\n".join(sources[name])
+            comment = (
+                f"Imported by `spothop catalog import` on {dt.date.today()} from:\n"
+                + "\n".join(sources[name])
+            )
             saved[name] = save_user_offerings(name, offerings, comment)
     return saved
 
 
 def _print_report(report: ImportReport, saved: Path | None) -> None:
-    console.print(Text.assemble(
-        (str(report.path), "bold"),
-        f" ({report.provider}): {report.rows} rows, {len(report.offerings)} imported, {len(report.refused)} refused"
-        + (f" → saved to {saved}" if saved else ""),
-    ))
+    console.print(
+        Text.assemble(
+            (str(report.path), "bold"),
+            f" ({report.provider}): {report.rows} rows, {len(report.offerings)} imported, {len(report.refused)} refused"
+            + (f" → saved to {saved}" if saved else ""),
+        )
+    )
     reasons = Counter(_reason_kind(e.reason) for e in report.refused)
     if reasons:
         rows = [[count, reason] for reason, count in reasons.most_common()]
@@ -120,10 +145,18 @@ def _reason_kind(reason: str) -> str:
 
 @catalog_app.command("diff")
 def diff(
-    old: Annotated[str, typer.Argument(help="old catalog: a spothop CSV file, a folder of them, or 'builtin'")],
-    new: Annotated[str, typer.Argument(help="new catalog: a spothop CSV file, a folder of them, or 'builtin'")],
-    min_change: Annotated[float, typer.Option("--min-change", help="ignore price moves below this many percent")] = 0.0,
-    as_json: Annotated[bool, typer.Option("--json", help="print the change events as JSON")] = False,
+    old: Annotated[
+        str, typer.Argument(help="old catalog: a spothop CSV file, a folder of them, or 'builtin'")
+    ],
+    new: Annotated[
+        str, typer.Argument(help="new catalog: a spothop CSV file, a folder of them, or 'builtin'")
+    ],
+    min_change: Annotated[
+        float, typer.Option("--min-change", help="ignore price moves below this many percent")
+    ] = 0.0,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="print the change events as JSON")
+    ] = False,
 ) -> None:
     """Compare two catalogs: offerings added and removed, prices and specs changed."""
     if not min_change >= 0:  # `not >=` also refuses NaN
@@ -135,7 +168,9 @@ def diff(
     kinds = Counter(c.kind for c in changes)
     for change in changes:
         console.print(change.describe(), highlight=False)
-    summary = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in sorted(kinds.items())) or "no changes"
+    summary = (
+        ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in sorted(kinds.items())) or "no changes"
+    )
     console.print(Text(summary, style="bold"))
 
 
@@ -144,7 +179,9 @@ def _load_side(spec: str) -> list[Offering]:
         return builtin_offerings()
     path = Path(spec)
     if not path.exists():
-        raise CatalogError(f"catalog {spec!r} does not exist (give a CSV file, a folder, or 'builtin')")
+        raise CatalogError(
+            f"catalog {spec!r} does not exist (give a CSV file, a folder, or 'builtin')"
+        )
     result = read_catalog_path(path)
     for error in result.errors:
         err_console.print(Text.assemble(("skipped", "yellow"), f" {error}"))
@@ -158,7 +195,10 @@ def warn_refused(catalog: Catalog) -> None:
     if len(catalog.refused) > 5:
         note(f"  … {len(catalog.refused) - 5} more rows of imported catalogs skipped", stderr=True)
     if catalog.refused:
-        note(f"  fix or re-import the files in {user_catalog_dir()} (`spothop catalog import`)", stderr=True)
+        note(
+            f"  fix or re-import the files in {user_catalog_dir()} (`spothop catalog import`)",
+            stderr=True,
+        )
 
 
 @catalog_app.command("summary")
@@ -171,10 +211,25 @@ def summary(as_json: Annotated[bool, typer.Option("--json", help="print JSON")] 
         print_json([r.to_dict() for r in rows])
         return
     columns = ["provider", "offerings", "spot", "regions", "GPU models", "prices from", "source"]
-    console.print(table(f"{len(catalog)} offerings (imports in {user_catalog_dir()})", columns, [
-        [r.provider, r.offerings, r.with_spot, r.regions, len(r.gpus),
-         f"{r.oldest_price} … {r.newest_price}", ", ".join(r.sources)] for r in rows
-    ], right=["offerings", "spot", "regions", "GPU models"]))
+    console.print(
+        table(
+            f"{len(catalog)} offerings (imports in {user_catalog_dir()})",
+            columns,
+            [
+                [
+                    r.provider,
+                    r.offerings,
+                    r.with_spot,
+                    r.regions,
+                    len(r.gpus),
+                    f"{r.oldest_price} … {r.newest_price}",
+                    ", ".join(r.sources),
+                ]
+                for r in rows
+            ],
+            right=["offerings", "spot", "regions", "GPU models"],
+        )
+    )
 
 
 def register(app: typer.Typer) -> None:

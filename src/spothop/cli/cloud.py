@@ -20,17 +20,31 @@ from spothop.providers.local.store import CloudStore
 from spothop.providers.local.world import World, load_world
 from spothop.providers.local.world_view import world_view
 
-cloud_app = typer.Typer(help="The embedded local cloud: simulated clouds whose instances are real processes.", no_args_is_help=True)
+cloud_app = typer.Typer(
+    help="The embedded local cloud: simulated clouds whose instances are real processes.",
+    no_args_is_help=True,
+)
 
-WorldOption = Annotated[Path | None, typer.Option("--world", envvar="SPOTHOP_WORLD", help="world file (default: the built-in world)")]
+WorldOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--world", envvar="SPOTHOP_WORLD", help="world file (default: the built-in world)"
+    ),
+]
 JsonOption = Annotated[bool, typer.Option("--json", help="print JSON")]
-_MAINTENANCE_CODES = "; ".join(f"{name}: {', '.join(sorted(h.MAINTENANCE_CODES))}"
-                               for name, h in PROTOCOLS.items() if h.MAINTENANCE_CODES)
+_MAINTENANCE_CODES = "; ".join(
+    f"{name}: {', '.join(sorted(h.MAINTENANCE_CODES))}"
+    for name, h in PROTOCOLS.items()
+    if h.MAINTENANCE_CODES
+)
 
 
 def _providers(world: World, world_path: Path | None) -> dict[str, LocalProvider]:
     store = CloudStore()
-    return {name: LocalProvider(name, world=world, world_path=world_path, store=store) for name in world.cloud_names}
+    return {
+        name: LocalProvider(name, world=world, world_path=world_path, store=store)
+        for name in world.cloud_names
+    }
 
 
 @cloud_app.command("world")
@@ -41,32 +55,70 @@ def world_command(world_path: WorldOption = None, as_json: JsonOption = False) -
     anchor = stored_anchor(next(iter(providers.values())).store)
     if anchor is not None and anchor.speed != world.speed:
         # Showing never re-anchors the shared clock (only a launch does): say so, since the speeds differ.
-        note(f"the local cloud's clock runs at speed {anchor.speed:g} (anchored by {anchor.world or 'a world'}); "
-             f"shown at this world's speed {world.speed:g} from the same instant, the clock left as it is",
-             stderr=True)
+        note(
+            f"the local cloud's clock runs at speed {anchor.speed:g} (anchored by {anchor.world or 'a world'}); "
+            f"shown at this world's speed {world.speed:g} from the same instant, the clock left as it is",
+            stderr=True,
+        )
     view = world_view(world, providers)
     if as_json:
         print_json(view.to_dict())
         return
-    columns = ["cloud", "protocol", "notice", "location", "instance type", "GPUs", "spot now", "$/h spot", "$/h OD"]
-    console.print(table(
-        f"{view.origin}: {view.clouds} clouds, seed {view.seed}, {view.speed:g}× time",
-        columns,
-        [[m.provider, m.protocol, f"{m.notice_lead_time_s:g} s", m.zone or m.region, m.instance_type, m.gpu,
-          "yes" if m.available else "NO", money(m.spot_usd_per_hour), money(m.on_demand_usd_per_hour)] for m in view.markets],
-        right=["notice", "$/h spot", "$/h OD"],
-    ))
+    columns = [
+        "cloud",
+        "protocol",
+        "notice",
+        "location",
+        "instance type",
+        "GPUs",
+        "spot now",
+        "$/h spot",
+        "$/h OD",
+    ]
+    console.print(
+        table(
+            f"{view.origin}: {view.clouds} clouds, seed {view.seed}, {view.speed:g}× time",
+            columns,
+            [
+                [
+                    m.provider,
+                    m.protocol,
+                    f"{m.notice_lead_time_s:g} s",
+                    m.zone or m.region,
+                    m.instance_type,
+                    m.gpu,
+                    "yes" if m.available else "NO",
+                    money(m.spot_usd_per_hour),
+                    money(m.on_demand_usd_per_hour),
+                ]
+                for m in view.markets
+            ],
+            right=["notice", "$/h spot", "$/h OD"],
+        )
+    )
 
 
 @cloud_app.command("launch")
 def launch(
-    cloud: Annotated[str, typer.Argument(help="a cloud of the world (`spothop cloud world` lists them)")],
+    cloud: Annotated[
+        str, typer.Argument(help="a cloud of the world (`spothop cloud world` lists them)")
+    ],
     instance_type: Annotated[str, typer.Argument(help="instance type, as the cloud spells it")],
     location: Annotated[str, typer.Argument(help="zone (or region, for region-priced clouds)")],
-    command: Annotated[str, typer.Option("--command", help="bootstrap command (default: idle until terminated)")] = "",
-    on_demand: Annotated[bool, typer.Option("--on-demand", help="launch on-demand instead of spot")] = False,
-    max_price: Annotated[float | None, typer.Option("--max-price", help="spot bid, USD per instance-hour",
-                                                     callback=PRICE_USD_PER_HOUR.option_callback("--max-price"))] = None,
+    command: Annotated[
+        str, typer.Option("--command", help="bootstrap command (default: idle until terminated)")
+    ] = "",
+    on_demand: Annotated[
+        bool, typer.Option("--on-demand", help="launch on-demand instead of spot")
+    ] = False,
+    max_price: Annotated[
+        float | None,
+        typer.Option(
+            "--max-price",
+            help="spot bid, USD per instance-hour",
+            callback=PRICE_USD_PER_HOUR.option_callback("--max-price"),
+        ),
+    ] = None,
     world_path: WorldOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -76,23 +128,41 @@ def launch(
     offering = world.offering(cloud, location, instance_type)
     region = offering.region if offering else location
     zone = offering.zone if offering else None
-    instance = provider.launch(LaunchRequest(
-        instance_type=instance_type, region=region, zone=zone, spot=not on_demand,
-        bootstrap_command=shlex.split(command), max_price_usd_per_hour=max_price,
-    ))
+    instance = provider.launch(
+        LaunchRequest(
+            instance_type=instance_type,
+            region=region,
+            zone=zone,
+            spot=not on_demand,
+            bootstrap_command=shlex.split(command),
+            max_price_usd_per_hour=max_price,
+        )
+    )
     _show([instance], as_json)
 
 
 @cloud_app.command("ls")
-def ls(world_path: WorldOption = None, show_all: Annotated[bool, typer.Option("--all", help="include ended instances")] = False, as_json: JsonOption = False) -> None:
+def ls(
+    world_path: WorldOption = None,
+    show_all: Annotated[bool, typer.Option("--all", help="include ended instances")] = False,
+    as_json: JsonOption = False,
+) -> None:
     """List instances with their state, notice, billed time and cost."""
     world = load_world(world_path)
-    found = [i for p in _providers(world, world_path).values() for i in p.list_instances() if show_all or i.state.is_alive]
+    found = [
+        i
+        for p in _providers(world, world_path).values()
+        for i in p.list_instances()
+        if show_all or i.state.is_alive
+    ]
     _show(found, as_json)
 
 
 @cloud_app.command("terminate")
-def terminate(instance_ids: Annotated[list[str], typer.Argument(help="instance ids")], world_path: WorldOption = None) -> None:
+def terminate(
+    instance_ids: Annotated[list[str], typer.Argument(help="instance ids")],
+    world_path: WorldOption = None,
+) -> None:
     """Terminate instances (an unknown or ended id is a no-op, as clouds do)."""
     world = load_world(world_path)
     providers = _providers(world, world_path)
@@ -105,10 +175,22 @@ def terminate(instance_ids: Annotated[list[str], typer.Argument(help="instance i
 @cloud_app.command("preempt")
 def preempt(
     instance_id: Annotated[str, typer.Argument(help="instance id")],
-    lead_time: Annotated[float | None, typer.Option("--lead-time", help="seconds from notice to reclaim (default: the cloud's)",
-                                                          callback=LEAD_TIME_S.option_callback("--lead-time"))] = None,
-    advance: Annotated[float | None, typer.Option("--advance", help="give the cloud's advance notice (a rebalance recommendation) now and the final notice this many seconds later",
-                                                        callback=LEAD_TIME_S.option_callback("--advance"))] = None,
+    lead_time: Annotated[
+        float | None,
+        typer.Option(
+            "--lead-time",
+            help="seconds from notice to reclaim (default: the cloud's)",
+            callback=LEAD_TIME_S.option_callback("--lead-time"),
+        ),
+    ] = None,
+    advance: Annotated[
+        float | None,
+        typer.Option(
+            "--advance",
+            help="give the cloud's advance notice (a rebalance recommendation) now and the final notice this many seconds later",
+            callback=LEAD_TIME_S.option_callback("--advance"),
+        ),
+    ] = None,
     world_path: WorldOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -120,13 +202,39 @@ def preempt(
 @cloud_app.command("maintenance")
 def maintenance_command(
     instance_id: Annotated[str, typer.Argument(help="instance id")],
-    code: Annotated[str | None, typer.Option("--code", help=f"event to schedule, as the cloud's protocol spells it ({_MAINTENANCE_CODES})")] = None,
-    in_s: Annotated[float, typer.Option("--in", help="seconds from now (the cloud's clock) to the event's NotBefore",
-                                                callback=DURATION_S.option_callback("--in"))] = 0.0,
-    window: Annotated[float, typer.Option("--window", help="seconds from NotBefore to NotAfter",
-                                                  callback=DURATION_S.option_callback("--window"))] = DEFAULT_WINDOW_S,
-    description: Annotated[str, typer.Option("--description", help="the event's description (default: the cloud's wording)")] = "",
-    cancel: Annotated[str | None, typer.Option("--cancel", help="cancel this active event id ('all': every active one)")] = None,
+    code: Annotated[
+        str | None,
+        typer.Option(
+            "--code",
+            help=f"event to schedule, as the cloud's protocol spells it ({_MAINTENANCE_CODES})",
+        ),
+    ] = None,
+    in_s: Annotated[
+        float,
+        typer.Option(
+            "--in",
+            help="seconds from now (the cloud's clock) to the event's NotBefore",
+            callback=DURATION_S.option_callback("--in"),
+        ),
+    ] = 0.0,
+    window: Annotated[
+        float,
+        typer.Option(
+            "--window",
+            help="seconds from NotBefore to NotAfter",
+            callback=DURATION_S.option_callback("--window"),
+        ),
+    ] = DEFAULT_WINDOW_S,
+    description: Annotated[
+        str,
+        typer.Option(
+            "--description", help="the event's description (default: the cloud's wording)"
+        ),
+    ] = "",
+    cancel: Annotated[
+        str | None,
+        typer.Option("--cancel", help="cancel this active event id ('all': every active one)"),
+    ] = None,
     world_path: WorldOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -153,13 +261,24 @@ def maintenance_command(
         console.print(f"No scheduled events on {instance_id}.")
         return
     now = provider.clock.now()
-    console.print(table(
-        f"{instance_id}: scheduled events",
-        ["event id", "code", "state", "starts in", "window", "description"],
-        [[e.event_id, e.code, e.state, f"{e.not_before - now:,.0f} s", f"{e.not_after - e.not_before:,.0f} s", e.description]
-         for e in events],
-        right=["starts in", "window"],
-    ))
+    console.print(
+        table(
+            f"{instance_id}: scheduled events",
+            ["event id", "code", "state", "starts in", "window", "description"],
+            [
+                [
+                    e.event_id,
+                    e.code,
+                    e.state,
+                    f"{e.not_before - now:,.0f} s",
+                    f"{e.not_after - e.not_before:,.0f} s",
+                    e.description,
+                ]
+                for e in events
+            ],
+            right=["starts in", "window"],
+        )
+    )
 
 
 def _provider_of(instance_id: str, world_path: Path | None) -> LocalProvider:
@@ -178,12 +297,33 @@ def _show(found: list[Instance], as_json: bool) -> None:
     if not found:
         console.print("No instances.")
         return
-    columns = ["id", "cloud", "location", "type", "market", "state", "billed s", "cost $", "notice → reclaim", "metadata"]
+    columns = [
+        "id",
+        "cloud",
+        "location",
+        "type",
+        "market",
+        "state",
+        "billed s",
+        "cost $",
+        "notice → reclaim",
+        "metadata",
+    ]
     rows = [
-        [i.instance_id, i.provider, i.zone or i.region, i.instance_type, "spot" if i.spot else "on-demand", i.state.value,
-         f"{i.billed_seconds:,.0f}", money(i.cost_microusd / MICROUSD_PER_USD, 6),
-         f"{i.termination_time - i.notice_time:g} s" if i.notice_time is not None and i.termination_time is not None else None,
-         i.metadata_url]
+        [
+            i.instance_id,
+            i.provider,
+            i.zone or i.region,
+            i.instance_type,
+            "spot" if i.spot else "on-demand",
+            i.state.value,
+            f"{i.billed_seconds:,.0f}",
+            money(i.cost_microusd / MICROUSD_PER_USD, 6),
+            f"{i.termination_time - i.notice_time:g} s"
+            if i.notice_time is not None and i.termination_time is not None
+            else None,
+            i.metadata_url,
+        ]
         for i in found
     ]
     console.print(table(None, columns, rows, right=["billed s", "cost $"]))

@@ -34,7 +34,9 @@ def describe_outside_error(exc: BaseException) -> OutsideError | None:
     if database is not None:
         return database
     redis_exc = sys.modules.get("redis.exceptions")
-    if redis_exc is not None and isinstance(exc, redis_exc.ConnectionError | redis_exc.TimeoutError):
+    if redis_exc is not None and isinstance(
+        exc, redis_exc.ConnectionError | redis_exc.TimeoutError
+    ):
         return OutsideError(
             f"Redis did not answer: {_first_line(exc)}; check the redis:// URL and that the server is running",
             EXIT_UNAVAILABLE,
@@ -62,7 +64,10 @@ def _os_error(exc: OSError) -> OutsideError:
     if isinstance(exc, FileNotFoundError):
         return OutsideError(f"{reason}:{where}", EXIT_NOT_FOUND)
     if isinstance(exc, IsADirectoryError | NotADirectoryError | FileExistsError | PermissionError):
-        return OutsideError(f"{reason}:{where}; give a path of the right kind (a file, or a folder) that you may use", EXIT_BAD_INPUT)
+        return OutsideError(
+            f"{reason}:{where}; give a path of the right kind (a file, or a folder) that you may use",
+            EXIT_BAD_INPUT,
+        )
     if isinstance(exc, ConnectionError | TimeoutError):
         return OutsideError(f"a service did not answer: {reason}", EXIT_UNAVAILABLE)
     return OutsideError(f"{reason}:{where}", EXIT_FAILED)

@@ -44,7 +44,11 @@ def _print_version(value: bool) -> None:
 @app.callback()
 def _root(
     version: bool = typer.Option(
-        False, "--version", help="print the version and exit", is_eager=True, callback=_print_version
+        False,
+        "--version",
+        help="print the version and exit",
+        is_eager=True,
+        callback=_print_version,
     ),
 ) -> None:
     """Run GPU batch work on the cheapest reliable spot capacity across clouds."""

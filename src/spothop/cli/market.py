@@ -22,7 +22,9 @@ from spothop.market.reliability import ReliabilityBook
 from spothop.market.sources import formats_help, price_format_names
 from spothop.market.trace_markets import evidence_from_traces, trace_files
 
-market_app = typer.Typer(help="Spot price history, forecasts and market reliability.", no_args_is_help=True)
+market_app = typer.Typer(
+    help="Spot price history, forecasts and market reliability.", no_args_is_help=True
+)
 
 _UNITS_S = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([mhdw])\s*$")
@@ -33,8 +35,10 @@ def catalog_fix(types: list[str]) -> str:
     """How to give stored ``provider/type`` names their GPU: import a catalog for each provider."""
     providers = sorted({name.partition("/")[0] for name in types})
     imports = "; ".join(f"`spothop catalog import vms.csv --provider {p}`" for p in providers)
-    return (f"to fix, import a catalog that lists these types ({imports}; it replaces that provider's built-in "
-            "rows), then run `spothop market import` again")
+    return (
+        f"to fix, import a catalog that lists these types ({imports}; it replaces that provider's built-in "
+        "rows), then run `spothop market import` again"
+    )
 
 
 def parse_when(text: str, now: datetime | None = None) -> datetime:
@@ -42,16 +46,24 @@ def parse_when(text: str, now: datetime | None = None) -> datetime:
     match = _RELATIVE.match(text)
     if match:
         try:
-            stamp = (now or datetime.now(UTC)) - timedelta(seconds=float(match.group(1)) * _UNITS_S[match.group(2)])
+            stamp = (now or datetime.now(UTC)) - timedelta(
+                seconds=float(match.group(1)) * _UNITS_S[match.group(2)]
+            )
         except (OverflowError, ValueError):  # a span that reaches before year 1
-            raise ConfigError(f"--since/--until {text!r} reaches before {YEAR_FIRST}; use a shorter span") from None
+            raise ConfigError(
+                f"--since/--until {text!r} reaches before {YEAR_FIRST}; use a shorter span"
+            ) from None
     else:
         try:
             stamp = datetime.fromisoformat(text.strip())
         except ValueError:
-            raise ConfigError(f"--since/--until {text!r}: use a span like 7d, 12h, 2w or a date like 2020-01-01") from None
+            raise ConfigError(
+                f"--since/--until {text!r}: use a span like 7d, 12h, 2w or a date like 2020-01-01"
+            ) from None
     # Bounded, so an hourly grid cannot reach the year 9999 (spothop.bounds: 2006 to 2100).
-    return check_datetime(stamp.replace(tzinfo=UTC) if stamp.tzinfo is None else stamp, "--since/--until")
+    return check_datetime(
+        stamp.replace(tzinfo=UTC) if stamp.tzinfo is None else stamp, "--since/--until"
+    )
 
 
 def _duration_s(text: str) -> float:
@@ -77,8 +89,12 @@ def _gpu_names(gpu: str | None) -> list[str] | None:
 
 def import_prices(
     files: Annotated[list[Path], typer.Argument(help=f"price files, any of: {formats_help()}")],
-    fmt: Annotated[str | None, typer.Option(
-        "--format", help=f"{', '.join(price_format_names())} (default: detected from the file)")] = None,
+    fmt: Annotated[
+        str | None,
+        typer.Option(
+            "--format", help=f"{', '.join(price_format_names())} (default: detected from the file)"
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
     """Import price history into the store; re-importing a file adds nothing.
@@ -90,26 +106,49 @@ def import_prices(
     # Points stored before `spothop catalog import` taught spothop their type get their GPU now.
     filled = store.fill_gpu_counts()
     # Rejected lines are a partial import (exit 5), all rejected a failed one (exit 1): docs/cli.md.
-    code = exit_for_counts(sum(r.read - len(r.rejected) for r in reports), sum(len(r.rejected) for r in reports))
+    code = exit_for_counts(
+        sum(r.read - len(r.rejected) for r in reports), sum(len(r.rejected) for r in reports)
+    )
     if as_json:
         print_json([r.to_dict() for r in reports])
         raise typer.Exit(code)
-    rows = [[Path(r.path).name, r.format, r.read, r.added, len(r.duplicates), len(r.rejected), len(r.out_of_order)]
-            for r in reports]
-    console.print(table("price import", ["file", "format", "read", "added", "duplicates", "rejected", "out of order"],
-                        rows, right=["read", "added", "duplicates", "rejected", "out of order"]))
+    rows = [
+        [
+            Path(r.path).name,
+            r.format,
+            r.read,
+            r.added,
+            len(r.duplicates),
+            len(r.rejected),
+            len(r.out_of_order),
+        ]
+        for r in reports
+    ]
+    console.print(
+        table(
+            "price import",
+            ["file", "format", "read", "added", "duplicates", "rejected", "out of order"],
+            rows,
+            right=["read", "added", "duplicates", "rejected", "out of order"],
+        )
+    )
     problems = [p for r in reports for p in r.problems]
     for problem in problems[:PROBLEMS_SHOWN]:
         err_console.print(f"  {problem}", highlight=False)
     if len(problems) > PROBLEMS_SHOWN:
         err_console.print(f"  … and {len(problems) - PROBLEMS_SHOWN} more (--json lists all)")
     if filled:
-        err_console.print(f"{filled} stored point(s) of types the catalog now lists got their GPU and per-GPU price",
-                          highlight=False)
+        err_console.print(
+            f"{filled} stored point(s) of types the catalog now lists got their GPU and per-GPU price",
+            highlight=False,
+        )
     missing = sorted({t for r in reports for t in r.no_gpu_count})
     if missing:
-        err_console.print(f"per-GPU prices unavailable (not in the catalog, prices kept per instance): {', '.join(missing)}"
-                          f"; {catalog_fix(missing)}", highlight=False)
+        err_console.print(
+            f"per-GPU prices unavailable (not in the catalog, prices kept per instance): {', '.join(missing)}"
+            f"; {catalog_fix(missing)}",
+            highlight=False,
+        )
     if code:
         raise typer.Exit(code)
 
@@ -118,11 +157,19 @@ def import_prices(
 
 
 def prices(
-    gpu: Annotated[str | None, typer.Option("--gpu", help="GPU name or family (A100, V100)")] = None,
-    since: Annotated[str, typer.Option("--since", help="7d, 12h, 2w before now, or a date (2020-01-01)")] = "7d",
-    until: Annotated[str | None, typer.Option("--until", help="end: a span before now or a date")] = None,
+    gpu: Annotated[
+        str | None, typer.Option("--gpu", help="GPU name or family (A100, V100)")
+    ] = None,
+    since: Annotated[
+        str, typer.Option("--since", help="7d, 12h, 2w before now, or a date (2020-01-01)")
+    ] = "7d",
+    until: Annotated[
+        str | None, typer.Option("--until", help="end: a span before now or a date")
+    ] = None,
     provider: Annotated[str | None, typer.Option("--provider", help="only this provider")] = None,
-    plot: Annotated[Path | None, typer.Option("--plot", help="also draw the prices to this PNG")] = None,
+    plot: Annotated[
+        Path | None, typer.Option("--plot", help="also draw the prices to this PNG")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
     """Price history per market in a window, with the last price, range and a 6-hour forecast."""
@@ -131,16 +178,24 @@ def prices(
     found = store.points(since=start, until=end, gpus=_gpu_names(gpu), provider=provider)
     if not found:
         held = store.time_range()
-        span = f"the store holds prices from {held[0]:%Y-%m-%d %H:%M} to {held[1]:%Y-%m-%d %H:%M} UTC" if held \
+        span = (
+            f"the store holds prices from {held[0]:%Y-%m-%d %H:%M} to {held[1]:%Y-%m-%d %H:%M} UTC"
+            if held
             else "the store holds no prices yet (`spothop market import FILE`)"
-        console.print(f"No prices{f' for {gpu}' if gpu else ''} since {start:%Y-%m-%d %H:%M} UTC; {span}.",
-                      highlight=False)
+        )
+        console.print(
+            f"No prices{f' for {gpu}' if gpu else ''} since {start:%Y-%m-%d %H:%M} UTC; {span}.",
+            highlight=False,
+        )
         unmatched = store.types_without_gpu() if gpu else []
         if unmatched:
             # A type the catalog lacks has no GPU in the store, so --gpu cannot find it (AWS p2.* carry K80s).
-            console.print(f"{len(unmatched)} stored instance type(s) have no GPU because the catalog does not list "
-                          f"them, so --gpu cannot match them: {', '.join(unmatched)}. See them with --provider "
-                          f"instead of --gpu; {catalog_fix(unmatched)}.", highlight=False)
+            console.print(
+                f"{len(unmatched)} stored instance type(s) have no GPU because the catalog does not list "
+                f"them, so --gpu cannot match them: {', '.join(unmatched)}. See them with --provider "
+                f"instead of --gpu; {catalog_fix(unmatched)}.",
+                highlight=False,
+            )
         raise typer.Exit(1)
     grouped: dict[Any, list[StoredPrice]] = {}
     for point in found:
@@ -150,14 +205,44 @@ def prices(
     if as_json:
         print_json([w.to_dict() for w in windows])
     else:
-        columns = ["provider", "location", "instance type", "market", "GPU", "points", "last $/h", "min", "max",
-                   "$/GPU-h", f"{FORECAST_HORIZON_H}h forecast", "method"]
-        console.print(table(f"{len(windows)} price series since {start:%Y-%m-%d %H:%M} UTC", columns,
-                            [[w.series.market.provider, w.series.market.location, w.series.market.instance_type,
-                              w.series.market_kind, w.gpu, w.points, f"{w.last_usd_per_hour:.4f}",
-                              f"{w.min_usd_per_hour:.4f}", f"{w.max_usd_per_hour:.4f}", _fmt(w.last_usd_per_gpu_hour),
-                              f"{w.forecast_usd_per_hour:.4f}", w.forecast_method] for w in windows],
-                            right=columns[5:11]))
+        columns = [
+            "provider",
+            "location",
+            "instance type",
+            "market",
+            "GPU",
+            "points",
+            "last $/h",
+            "min",
+            "max",
+            "$/GPU-h",
+            f"{FORECAST_HORIZON_H}h forecast",
+            "method",
+        ]
+        console.print(
+            table(
+                f"{len(windows)} price series since {start:%Y-%m-%d %H:%M} UTC",
+                columns,
+                [
+                    [
+                        w.series.market.provider,
+                        w.series.market.location,
+                        w.series.market.instance_type,
+                        w.series.market_kind,
+                        w.gpu,
+                        w.points,
+                        f"{w.last_usd_per_hour:.4f}",
+                        f"{w.min_usd_per_hour:.4f}",
+                        f"{w.max_usd_per_hour:.4f}",
+                        _fmt(w.last_usd_per_gpu_hour),
+                        f"{w.forecast_usd_per_hour:.4f}",
+                        w.forecast_method,
+                    ]
+                    for w in windows
+                ],
+                right=columns[5:11],
+            )
+        )
     if plot is not None:
         _plot(grouped, plot)
         if not as_json:
@@ -177,10 +262,19 @@ def _plot(grouped: dict[Any, list[StoredPrice]], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(11, 5.5))
     for key, points in sorted(grouped.items()):
         per_gpu = all(p.usd_per_gpu_second is not None for p in points)
-        ys = [(p.usd_per_gpu_second or 0) * 3600 if per_gpu else p.price_usd_per_hour for p in points]
-        when = np.array([p.timestamp.replace(tzinfo=None) for p in points], dtype="datetime64[ms]")  # UTC
-        ax.step(when, ys, where="post", linewidth=1,
-                label=f"{key.market.slug}{'' if per_gpu else ' (per instance)'}")
+        ys = [
+            (p.usd_per_gpu_second or 0) * 3600 if per_gpu else p.price_usd_per_hour for p in points
+        ]
+        when = np.array(
+            [p.timestamp.replace(tzinfo=None) for p in points], dtype="datetime64[ms]"
+        )  # UTC
+        ax.step(
+            when,
+            ys,
+            where="post",
+            linewidth=1,
+            label=f"{key.market.slug}{'' if per_gpu else ' (per instance)'}",
+        )
     ax.set_ylabel("USD per GPU-hour (per instance-hour where the GPU count is unknown)")
     ax.set_title("spot price history")
     if len(grouped) <= 20:  # a legend of more lines hides the plot
@@ -195,8 +289,13 @@ def _plot(grouped: dict[Any, list[StoredPrice]], path: Path) -> None:
 
 
 def reliability(
-    traces: Annotated[Path | None, typer.Option("--traces", help="compute from a folder of Can't Be Late / SpotHedge traces")] = None,
-    window: Annotated[str, typer.Option("--window", help="sliding window (7d: the last week)")] = "7d",
+    traces: Annotated[
+        Path | None,
+        typer.Option("--traces", help="compute from a folder of Can't Be Late / SpotHedge traces"),
+    ] = None,
+    window: Annotated[
+        str, typer.Option("--window", help="sliding window (7d: the last week)")
+    ] = "7d",
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
     """Per market: preemption rate λ, mean time between preemptions, availability, score."""
@@ -211,18 +310,49 @@ def reliability(
         print_json([r.to_dict() for r in ranked])
         return
     if not ranked:
-        console.print("No preemption history yet; pass --traces DIR to score markets from published traces.")
+        console.print(
+            "No preemption history yet; pass --traces DIR to score markets from published traces."
+        )
         raise typer.Exit(1)
-    columns = ["provider", "location", "instance type", "GPU", "λ /h", "MTBP", "avail", "score", "preempt", "inst-h",
-               "lifetime", "regain", "prior"]
-    rows = [[r.market.provider, r.market.location, r.market.instance_type, r.gpu, f"{r.preemption_rate_per_h:.3f}",
-             _hours(r.mean_time_between_preemptions_s), f"{r.availability:.2f}", f"{r.score:.3f}", r.preemptions,
-             f"{r.instance_hours:.1f}", _hours(r.mean_lifetime_s), _hours(r.mean_time_to_regain_s),
-             f"{r.prior.source} {r.prior.rate_per_h:.3f}/h"] for r in ranked]
+    columns = [
+        "provider",
+        "location",
+        "instance type",
+        "GPU",
+        "λ /h",
+        "MTBP",
+        "avail",
+        "score",
+        "preempt",
+        "inst-h",
+        "lifetime",
+        "regain",
+        "prior",
+    ]
+    rows = [
+        [
+            r.market.provider,
+            r.market.location,
+            r.market.instance_type,
+            r.gpu,
+            f"{r.preemption_rate_per_h:.3f}",
+            _hours(r.mean_time_between_preemptions_s),
+            f"{r.availability:.2f}",
+            f"{r.score:.3f}",
+            r.preemptions,
+            f"{r.instance_hours:.1f}",
+            _hours(r.mean_lifetime_s),
+            _hours(r.mean_time_to_regain_s),
+            f"{r.prior.source} {r.prior.rate_per_h:.3f}/h",
+        ]
+        for r in ranked
+    ]
     title = f"{len(ranked)} markets, most reliable first (window {window}{', from traces' if traces else ''})"
     console.print(table(title, columns, rows, right=columns[4:12]))
-    note("score = availability × exp(−λ × 1 h); λ shrunk towards the provider+GPU prior "
-         "(Gamma–Poisson); see docs/market.md.")
+    note(
+        "score = availability × exp(−λ × 1 h); λ shrunk towards the provider+GPU prior "
+        "(Gamma–Poisson); see docs/market.md."
+    )
 
 
 def _hours(seconds: float | None) -> str | None:

@@ -15,26 +15,64 @@ from spothop.resources.offering import DEFAULT_EFFICIENCY, Offering
 
 
 def offers(
-    gpu: Annotated[str | None, typer.Option("--gpu", help="GPU name, alias or family (H100, nvidia-tesla-v100, A10G)")] = None,
-    count: Annotated[int | None, typer.Option("--count", help="exact number of GPUs per instance")] = None,
-    min_gpu_memory: Annotated[float | None, typer.Option("--min-gpu-memory", help="GiB of memory per GPU, at least")] = None,
-    min_tflops: Annotated[float | None, typer.Option("--min-tflops", help="effective TFLOPS per GPU, at least")] = None,
-    interconnect: Annotated[str | None, typer.Option("--interconnect", help="nvswitch, nvlink, xgmi, pcie or none")] = None,
-    provider: Annotated[list[str] | None, typer.Option("--provider", help="only these providers (repeatable)")] = None,
-    region: Annotated[list[str] | None, typer.Option("--region", help="only these regions (repeatable)")] = None,
-    spot: Annotated[bool, typer.Option("--spot/--on-demand", help="which market's prices to filter and sort by")] = True,
-    max_price: Annotated[float | None, typer.Option("--max-price", help="USD per GPU-hour, at most")] = None,
-    sort: Annotated[str, typer.Option("--sort", help="price (USD per GPU-hour) or tflops (USD per effective TFLOPS-hour)")] = SortKey.GPU_HOUR,
-    limit: Annotated[int | None, typer.Option("--limit", help="show at most this many rows")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="print a JSON array of offerings")] = False,
+    gpu: Annotated[
+        str | None,
+        typer.Option("--gpu", help="GPU name, alias or family (H100, nvidia-tesla-v100, A10G)"),
+    ] = None,
+    count: Annotated[
+        int | None, typer.Option("--count", help="exact number of GPUs per instance")
+    ] = None,
+    min_gpu_memory: Annotated[
+        float | None, typer.Option("--min-gpu-memory", help="GiB of memory per GPU, at least")
+    ] = None,
+    min_tflops: Annotated[
+        float | None, typer.Option("--min-tflops", help="effective TFLOPS per GPU, at least")
+    ] = None,
+    interconnect: Annotated[
+        str | None, typer.Option("--interconnect", help="nvswitch, nvlink, xgmi, pcie or none")
+    ] = None,
+    provider: Annotated[
+        list[str] | None, typer.Option("--provider", help="only these providers (repeatable)")
+    ] = None,
+    region: Annotated[
+        list[str] | None, typer.Option("--region", help="only these regions (repeatable)")
+    ] = None,
+    spot: Annotated[
+        bool, typer.Option("--spot/--on-demand", help="which market's prices to filter and sort by")
+    ] = True,
+    max_price: Annotated[
+        float | None, typer.Option("--max-price", help="USD per GPU-hour, at most")
+    ] = None,
+    sort: Annotated[
+        str,
+        typer.Option(
+            "--sort", help="price (USD per GPU-hour) or tflops (USD per effective TFLOPS-hour)"
+        ),
+    ] = SortKey.GPU_HOUR,
+    limit: Annotated[
+        int | None, typer.Option("--limit", help="show at most this many rows")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="print a JSON array of offerings")
+    ] = False,
 ) -> None:
     """List offerings matching the filters, cheapest first."""
     if gpu is not None and not gpu.strip():  # an empty --gpu would silently mean "any GPU"
-        raise ConfigError("--gpu is empty: give a GPU name, alias or family (`spothop gpus` lists them), or drop it")
+        raise ConfigError(
+            "--gpu is empty: give a GPU name, alias or family (`spothop gpus` lists them), or drop it"
+        )
     query = OfferQuery(
-        gpu=gpu, count=count, min_gpu_memory_gib=min_gpu_memory, min_tflops=min_tflops,
-        interconnect=interconnect, providers=tuple(provider or ()), regions=tuple(region or ()),
-        spot=spot, max_usd_per_gpu_hour=max_price, sort=sort, limit=limit,
+        gpu=gpu,
+        count=count,
+        min_gpu_memory_gib=min_gpu_memory,
+        min_tflops=min_tflops,
+        interconnect=interconnect,
+        providers=tuple(provider or ()),
+        regions=tuple(region or ()),
+        spot=spot,
+        max_usd_per_gpu_hour=max_price,
+        sort=sort,
+        limit=limit,
     )
     catalog = load_catalog()
     warn_refused(catalog)
@@ -48,11 +86,30 @@ def offers(
         console.print(f"No {market} offerings match. Loosen a filter, or try --on-demand.")
         raise typer.Exit(1)
     rows = [_row(o, spot) for o in found]
-    columns = ["provider", "location", "instance type", "GPUs", "GiB/GPU", "link", "$/h", "$/GPU-h", "$/eff-TFLOPS-h", "vs OD"]
+    columns = [
+        "provider",
+        "location",
+        "instance type",
+        "GPUs",
+        "GiB/GPU",
+        "link",
+        "$/h",
+        "$/GPU-h",
+        "$/eff-TFLOPS-h",
+        "vs OD",
+    ]
     noun = "offering" if len(found) == 1 else "offerings"
-    console.print(table(f"{len(found)} {market} {noun}, by {'USD per GPU-hour' if sort == SortKey.GPU_HOUR else 'USD per effective TFLOPS-hour'}",
-                        columns, rows, right=columns[3:5] + columns[6:]))
-    note(f"Effective TFLOPS: probe-measured where marked *, else nominal dense BF16 × {DEFAULT_EFFICIENCY:.2f}.")
+    console.print(
+        table(
+            f"{len(found)} {market} {noun}, by {'USD per GPU-hour' if sort == SortKey.GPU_HOUR else 'USD per effective TFLOPS-hour'}",
+            columns,
+            rows,
+            right=columns[3:5] + columns[6:],
+        )
+    )
+    note(
+        f"Effective TFLOPS: probe-measured where marked *, else nominal dense BF16 × {DEFAULT_EFFICIENCY:.2f}."
+    )
 
 
 def _row(o: Offering, spot: bool) -> list[Any]:
@@ -61,14 +118,23 @@ def _row(o: Offering, spot: bool) -> list[Any]:
     saving = f"{100 * (1 - price / od):.0f}% off" if spot and od and price else None
     measured = "*" if o.measured_tflops_per_gpu is not None else ""
     return [
-        o.provider, o.location, o.instance_type, f"{o.gpu_count}× {o.gpu}", f"{o.gpu_memory_gib:g}", o.interconnect.value,
-        money(price, 2), money(o.usd_per_gpu_hour(spot)), f"{o.usd_per_effective_tflops_hour(spot) or 0:.5f}{measured}",
+        o.provider,
+        o.location,
+        o.instance_type,
+        f"{o.gpu_count}× {o.gpu}",
+        f"{o.gpu_memory_gib:g}",
+        o.interconnect.value,
+        money(price, 2),
+        money(o.usd_per_gpu_hour(spot)),
+        f"{o.usd_per_effective_tflops_hour(spot) or 0:.5f}{measured}",
         saving,
     ]
 
 
 def gpus(
-    query: Annotated[str | None, typer.Argument(help="a name, alias or family; all models if omitted")] = None,
+    query: Annotated[
+        str | None, typer.Argument(help="a name, alias or family; all models if omitted")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
     """List known GPU models with their published figures and aliases."""
@@ -76,13 +142,36 @@ def gpus(
     if as_json:
         print_json([m.to_dict() for m in models])
         return
-    columns = ["model", "family", "arch", "memory", "GB/s", "FP32", "BF16", "FP8", "NVLink GB/s", "aliases"]
+    columns = [
+        "model",
+        "family",
+        "arch",
+        "memory",
+        "GB/s",
+        "FP32",
+        "BF16",
+        "FP8",
+        "NVLink GB/s",
+        "aliases",
+    ]
     rows = [
-        [m.name, m.family, m.architecture, f"{m.memory_gib:g} GiB {m.memory_type.value}", f"{m.memory_bandwidth_gbps:,.0f}",
-         f"{m.fp32_tflops:g}", m.bf16_tflops, m.fp8_tflops, m.nvlink_bandwidth_gbps, ", ".join(m.aliases[:4])]
+        [
+            m.name,
+            m.family,
+            m.architecture,
+            f"{m.memory_gib:g} GiB {m.memory_type.value}",
+            f"{m.memory_bandwidth_gbps:,.0f}",
+            f"{m.fp32_tflops:g}",
+            m.bf16_tflops,
+            m.fp8_tflops,
+            m.nvlink_bandwidth_gbps,
+            ", ".join(m.aliases[:4]),
+        ]
         for m in models
     ]
-    console.print(table(f"{len(models)} GPU models (dense TFLOPS)", columns, rows, right=columns[3:9]))
+    console.print(
+        table(f"{len(models)} GPU models (dense TFLOPS)", columns, rows, right=columns[3:9])
+    )
 
 
 def register(app: typer.Typer) -> None:

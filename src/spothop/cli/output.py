@@ -44,7 +44,12 @@ def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
 
 
-def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence[str] = ()) -> Table:
+def table(
+    title: str | None,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    right: Sequence[str] = (),
+) -> Table:
     """A rich table; columns named in ``right`` are right-aligned (numbers)."""
     out = Table(title=title, header_style="bold", show_lines=False)
     for name in columns:

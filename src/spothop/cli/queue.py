@@ -36,7 +36,9 @@ SPEC_HELP = "batch job spec (YAML): name, input, function or command, output (do
 @queue_app.command("submit")
 def submit_spec(
     spec_path: Annotated[Path, typer.Argument(help=SPEC_HELP)],
-    url: Annotated[str | None, typer.Option("--url", help=f"{URL_HELP}; overrides the spec's queue")] = None,
+    url: Annotated[
+        str | None, typer.Option("--url", help=f"{URL_HELP}; overrides the spec's queue")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
     """Split a batch job's input into shards and enqueue them; submitting again adds nothing."""
@@ -48,7 +50,15 @@ def submit_spec(
         counts = queue.stats()
     shards = counts.total
     if as_json:
-        print_json({"job": spec.name, "shards": shards, "added": added, "queue": spec.queue, "output": spec.output})
+        print_json(
+            {
+                "job": spec.name,
+                "shards": shards,
+                "added": added,
+                "queue": spec.queue,
+                "output": spec.output,
+            }
+        )
         return
     console.print(f"{spec.name}: {shards} shard(s), {added} new, output to {spec.output}")
 
@@ -56,8 +66,12 @@ def submit_spec(
 @queue_app.command("work")
 def work_spec(
     spec_path: Annotated[Path, typer.Argument(help=SPEC_HELP)],
-    worker: Annotated[str | None, typer.Option("--worker", help="worker name (default: HOST-PID)")] = None,
-    url: Annotated[str | None, typer.Option("--url", help=f"{URL_HELP}; overrides the spec's queue")] = None,
+    worker: Annotated[
+        str | None, typer.Option("--worker", help="worker name (default: HOST-PID)")
+    ] = None,
+    url: Annotated[
+        str | None, typer.Option("--url", help=f"{URL_HELP}; overrides the spec's queue")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
     """Work on a submitted batch job's shards with its function or command until none is left.
@@ -70,7 +84,9 @@ def work_spec(
 
     spec = _load(spec_path, url)
     if spec.function is None and spec.command is None:
-        raise ConfigError(f"{spec_path}: the spec names no 'function' (module:attribute) or 'command' to run per shard")
+        raise ConfigError(
+            f"{spec_path}: the spec names no 'function' (module:attribute) or 'command' to run per shard"
+        )
     # As with `python -m`, a spec's `function: mypkg.embed:process` is found from the current folder.
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
@@ -81,14 +97,27 @@ def work_spec(
     # retried to success is not a failure; a dead one is (docs/cli.md).
     code = exit_for_counts(counts.done, counts.dead)
     if as_json:
-        print_json({"job": spec.name, **report.to_dict(), "done": counts.done, "dead": counts.dead, "exit_code": code})
+        print_json(
+            {
+                "job": spec.name,
+                **report.to_dict(),
+                "done": counts.done,
+                "dead": counts.dead,
+                "exit_code": code,
+            }
+        )
     else:
-        console.print(f"{spec.name}: {report.committed} committed, {report.failed} failed, {report.released} released, "
-                      f"{report.lost} lost lease(s){' (stopped)' if report.stopped else ''}")
+        console.print(
+            f"{spec.name}: {report.committed} committed, {report.failed} failed, {report.released} released, "
+            f"{report.lost} lost lease(s){' (stopped)' if report.stopped else ''}"
+        )
         if counts.dead:
-            note(f"{counts.dead} of {counts.total} shard(s) dead after their attempts, {counts.done} done: "
-                 f"`spothop queue dead {spec.name}` shows why, `--retry` queues them again", style="yellow",
-                 stderr=True)
+            note(
+                f"{counts.dead} of {counts.total} shard(s) dead after their attempts, {counts.done} done: "
+                f"`spothop queue dead {spec.name}` shows why, `--retry` queues them again",
+                style="yellow",
+                stderr=True,
+            )
     if code:
         raise typer.Exit(code)
 
@@ -119,8 +148,12 @@ def stats(
 @queue_app.command("dead")
 def dead(
     job: Annotated[str, typer.Argument(help="the job (queue) name")],
-    shards: Annotated[list[str] | None, typer.Argument(help="with --retry: only these shards")] = None,
-    retry: Annotated[bool, typer.Option("--retry", help="make dead shards pending again with fresh attempts")] = False,
+    shards: Annotated[
+        list[str] | None, typer.Argument(help="with --retry: only these shards")
+    ] = None,
+    retry: Annotated[
+        bool, typer.Option("--retry", help="make dead shards pending again with fresh attempts")
+    ] = False,
     url: Annotated[str | None, typer.Option("--url", help=URL_HELP)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
@@ -134,11 +167,21 @@ def dead(
                 console.print(f"{count} dead shard(s) of {job} queued again")
             return
         if shards:
-            raise ConfigError("shard ids are only taken with --retry: `spothop queue dead JOB --retry SHARD…`")
+            raise ConfigError(
+                "shard ids are only taken with --retry: `spothop queue dead JOB --retry SHARD…`"
+            )
         records = queue.dead()
     if as_json:
         print_json([r.to_dict() for r in records])
         return
-    rows = [[r.id, r.attempts, r.failures, (r.last_error or "")[:ERROR_PREVIEW_CHARS]] for r in records]
-    console.print(table(f"dead letters of {job}", ["shard", "attempts", "failures", "last error"], rows,
-                        right=["attempts", "failures"]))
+    rows = [
+        [r.id, r.attempts, r.failures, (r.last_error or "")[:ERROR_PREVIEW_CHARS]] for r in records
+    ]
+    console.print(
+        table(
+            f"dead letters of {job}",
+            ["shard", "attempts", "failures", "last error"],
+            rows,
+            right=["attempts", "failures"],
+        )
+    )

@@ -50,7 +50,9 @@ NAIVE = "naive"
 _TIE = 1e-9  # relative MAE difference below which two forecasts are equal
 
 
-def hourly_prices(times: Sequence[datetime], prices: Sequence[float]) -> tuple[datetime, FloatArray]:
+def hourly_prices(
+    times: Sequence[datetime], prices: Sequence[float]
+) -> tuple[datetime, FloatArray]:
     """Sample a step-function price on the hour, from the first whole hour to the last point.
 
     Returns the first hour and ``y`` (``y[t]`` holds at ``first + t`` hours).
@@ -83,8 +85,9 @@ def candidate_forecasts(y: FloatArray, horizon_h: int) -> dict[str, FloatArray]:
     return out
 
 
-def _choose(errors: dict[str, FloatArray], cumulative: dict[str, FloatArray], origin: int,
-            horizon_h: int) -> str:
+def _choose(
+    errors: dict[str, FloatArray], cumulative: dict[str, FloatArray], origin: int, horizon_h: int
+) -> str:
     """The candidate used at ``origin``: best over the known past window, if it beats naive by the margin."""
     high = origin - horizon_h + 1  # forecasts made at s <= origin − h have known outcomes
     low = max(0, high - SELECTION_WINDOW_H)
@@ -119,7 +122,9 @@ class PriceForecast:
         return self.origin + timedelta(hours=self.horizon_h)
 
 
-def _errors(y: FloatArray, horizon_h: int) -> tuple[dict[str, FloatArray], dict[str, FloatArray], dict[str, FloatArray]]:
+def _errors(
+    y: FloatArray, horizon_h: int
+) -> tuple[dict[str, FloatArray], dict[str, FloatArray], dict[str, FloatArray]]:
     forecasts = candidate_forecasts(y, horizon_h)
     known = y.size - horizon_h
     errors = {n: np.abs(f[:known] - y[horizon_h:]) for n, f in forecasts.items()}
@@ -127,7 +132,9 @@ def _errors(y: FloatArray, horizon_h: int) -> tuple[dict[str, FloatArray], dict[
     return forecasts, errors, cumulative
 
 
-def forecast_price(times: Sequence[datetime], prices: Sequence[float], horizon_h: int) -> PriceForecast:
+def forecast_price(
+    times: Sequence[datetime], prices: Sequence[float], horizon_h: int
+) -> PriceForecast:
     """Forecast one series' price ``horizon_h`` hours after its last hour (see the module docstring)."""
     if not times or len(times) != len(prices):
         raise ValueError("forecast_price needs equal-length, non-empty times and prices")
@@ -140,12 +147,18 @@ def forecast_price(times: Sequence[datetime], prices: Sequence[float], horizon_h
     window = high - low
 
     def mae(name: str) -> float | None:
-        return float(cumulative[name][high] - cumulative[name][low]) / window if window > 0 else None
+        return (
+            float(cumulative[name][high] - cumulative[name][low]) / window if window > 0 else None
+        )
 
     return PriceForecast(
-        origin=first + timedelta(hours=origin), horizon_h=horizon_h,
-        price_usd_per_hour=float(forecasts[method][origin]), method=method, fell_back=method == NAIVE,
-        validation_mae=mae(method), naive_validation_mae=mae(NAIVE),
+        origin=first + timedelta(hours=origin),
+        horizon_h=horizon_h,
+        price_usd_per_hour=float(forecasts[method][origin]),
+        method=method,
+        fell_back=method == NAIVE,
+        validation_mae=mae(method),
+        naive_validation_mae=mae(NAIVE),
     )
 
 
@@ -177,8 +190,13 @@ class SeriesBacktest:
         return "better" if self.mae < self.naive_mae else "worse"
 
 
-def backtest_series(name: str, times: Sequence[datetime], prices: Sequence[float],
-                    horizon_h: int, test_fraction: float = TEST_FRACTION) -> SeriesBacktest | None:
+def backtest_series(
+    name: str,
+    times: Sequence[datetime],
+    prices: Sequence[float],
+    horizon_h: int,
+    test_fraction: float = TEST_FRACTION,
+) -> SeriesBacktest | None:
     """Walk the selection rule over the last ``test_fraction`` of the series (None if too short)."""
     _, y = hourly_prices(times, prices)
     split = int(y.size * (1 - test_fraction))
@@ -187,13 +205,19 @@ def backtest_series(name: str, times: Sequence[datetime], prices: Sequence[float
         return None
     _, errors, cumulative = _errors(y, horizon_h)
     chosen = [_choose(errors, cumulative, t, horizon_h) for t in range(split, known)]
-    model_errors = np.asarray([errors[c][t] for c, t in zip(chosen, range(split, known), strict=True)])
+    model_errors = np.asarray(
+        [errors[c][t] for c, t in zip(chosen, range(split, known), strict=True)]
+    )
     naive_errors = errors[NAIVE][split:known]
-    actual = y[split + horizon_h:]
+    actual = y[split + horizon_h :]
     return SeriesBacktest(
-        name=name, horizon_h=horizon_h, origins=known - split,
-        mae=float(model_errors.mean()), mape_pct=float(100 * np.mean(model_errors / actual)),
-        naive_mae=float(naive_errors.mean()), naive_mape_pct=float(100 * np.mean(naive_errors / actual)),
+        name=name,
+        horizon_h=horizon_h,
+        origins=known - split,
+        mae=float(model_errors.mean()),
+        mape_pct=float(100 * np.mean(model_errors / actual)),
+        naive_mae=float(naive_errors.mean()),
+        naive_mape_pct=float(100 * np.mean(naive_errors / actual)),
         model_share=float(np.mean([c != NAIVE for c in chosen])),
         moving=bool(np.any(np.diff(y[split:]) != 0)),
     )
@@ -232,8 +256,14 @@ def summarise(results: Sequence[SeriesBacktest], horizon_h: int) -> BacktestSumm
         return float(np.mean(values)) if values else float("nan")
 
     return BacktestSummary(
-        horizon_h=horizon_h, series=len(rows), moving=sum(r.moving for r in rows),
-        better=verdicts.count("better"), worse=verdicts.count("worse"), ties=verdicts.count("tie"),
-        mae=mean([r.mae for r in rows]), naive_mae=mean([r.naive_mae for r in rows]),
-        mape_pct=mean([r.mape_pct for r in rows]), naive_mape_pct=mean([r.naive_mape_pct for r in rows]),
+        horizon_h=horizon_h,
+        series=len(rows),
+        moving=sum(r.moving for r in rows),
+        better=verdicts.count("better"),
+        worse=verdicts.count("worse"),
+        ties=verdicts.count("tie"),
+        mae=mean([r.mae for r in rows]),
+        naive_mae=mean([r.naive_mae for r in rows]),
+        mape_pct=mean([r.mape_pct for r in rows]),
+        naive_mape_pct=mean([r.naive_mape_pct for r in rows]),
     )

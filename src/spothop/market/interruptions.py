@@ -65,32 +65,59 @@ class InterruptionStore:
         """
         m = interruption.market
         with self.engine.begin() as conn:
-            conn.execute(interruptions.insert().values(
-                provider=m.provider, region=m.region, zone=m.zone, instance_type=m.instance_type,
-                notice_kind=interruption.notice_kind, lead_time_s=interruption.lead_time_s,
-                time_unix_s=interruption.time_unix_s, cause=interruption.cause,
-                instance_id=interruption.instance_id))
+            conn.execute(
+                interruptions.insert().values(
+                    provider=m.provider,
+                    region=m.region,
+                    zone=m.zone,
+                    instance_type=m.instance_type,
+                    notice_kind=interruption.notice_kind,
+                    lead_time_s=interruption.lead_time_s,
+                    time_unix_s=interruption.time_unix_s,
+                    cause=interruption.cause,
+                    instance_id=interruption.instance_id,
+                )
+            )
 
-    def record_run(self, market: MarketId, start_unix_s: float, end_unix_s: float, instance_id: str = "") -> None:
+    def record_run(
+        self, market: MarketId, start_unix_s: float, end_unix_s: float, instance_id: str = ""
+    ) -> None:
         """Record that one instance ran in ``market`` from ``start`` to ``end`` (unix seconds)."""
         if end_unix_s < start_unix_s:
             raise ValueError(f"run ends ({end_unix_s}) before it starts ({start_unix_s})")
         with self.engine.begin() as conn:
-            conn.execute(exposure.insert().values(
-                provider=market.provider, region=market.region, zone=market.zone,
-                instance_type=market.instance_type, instance_id=instance_id,
-                start_unix_s=start_unix_s, end_unix_s=end_unix_s))
+            conn.execute(
+                exposure.insert().values(
+                    provider=market.provider,
+                    region=market.region,
+                    zone=market.zone,
+                    instance_type=market.instance_type,
+                    instance_id=instance_id,
+                    start_unix_s=start_unix_s,
+                    end_unix_s=end_unix_s,
+                )
+            )
 
     def interruptions(self, since_unix_s: float | None = None) -> list[Interruption]:
         query = select(interruptions).order_by(interruptions.c.time_unix_s)
         if since_unix_s is not None:
             query = query.where(interruptions.c.time_unix_s >= since_unix_s)
         with self.engine.connect() as conn:
-            return [Interruption(MarketId(r.provider, r.region, r.zone, r.instance_type), r.notice_kind,
-                                 r.lead_time_s, r.time_unix_s, r.cause, r.instance_id)
-                    for r in conn.execute(query)]
+            return [
+                Interruption(
+                    MarketId(r.provider, r.region, r.zone, r.instance_type),
+                    r.notice_kind,
+                    r.lead_time_s,
+                    r.time_unix_s,
+                    r.cause,
+                    r.instance_id,
+                )
+                for r in conn.execute(query)
+            ]
 
-    def evidence(self, now_unix_s: float, gpu_of: GpuOf, window_s: float = WINDOW_S) -> list[MarketEvidence]:
+    def evidence(
+        self, now_unix_s: float, gpu_of: GpuOf, window_s: float = WINDOW_S
+    ) -> list[MarketEvidence]:
         """Per market: preemptions and instance-hours in ``[now − window_s, now]``.
 
         A run overlapping the window counts only its part inside it; mean
@@ -99,8 +126,11 @@ class InterruptionStore:
         since = now_unix_s - window_s
         seconds: dict[MarketId, float] = defaultdict(float)
         with self.engine.connect() as conn:
-            runs = conn.execute(select(exposure).where(
-                and_(exposure.c.end_unix_s >= since, exposure.c.start_unix_s <= now_unix_s)))
+            runs = conn.execute(
+                select(exposure).where(
+                    and_(exposure.c.end_unix_s >= since, exposure.c.start_unix_s <= now_unix_s)
+                )
+            )
             for r in runs:
                 market = MarketId(r.provider, r.region, r.zone, r.instance_type)
                 seconds[market] += min(r.end_unix_s, now_unix_s) - max(r.start_unix_s, since)
@@ -109,9 +139,15 @@ class InterruptionStore:
             if event.time_unix_s <= now_unix_s:
                 counts[event.market] += 1
         return [
-            MarketEvidence(market=m, gpu=gpu_of(m), instance_hours=seconds[m] / SECONDS_PER_HOUR,
-                           preemptions=counts[m], lifetime_s_total=seconds[m], lifetimes_ended=counts[m],
-                           source="spothop interruptions")
+            MarketEvidence(
+                market=m,
+                gpu=gpu_of(m),
+                instance_hours=seconds[m] / SECONDS_PER_HOUR,
+                preemptions=counts[m],
+                lifetime_s_total=seconds[m],
+                lifetimes_ended=counts[m],
+                source="spothop interruptions",
+            )
             for m in sorted(set(seconds) | set(counts))
         ]
 
@@ -127,18 +163,26 @@ def catalog_gpu_of() -> GpuOf:
     from spothop.market.price_store import catalog_gpu_lookup
 
     lookup = catalog_gpu_lookup()
-    return lambda m: (known[0] if (known := lookup(m.provider, m.instance_type)) else "unknown")
+    return lambda m: known[0] if (known := lookup(m.provider, m.instance_type)) else "unknown"
 
 
-def reliability_from_store(now_unix_s: float, url: str | None = None, window_s: float = WINDOW_S,
-                           gpu_of: GpuOf | None = None) -> ReliabilityBook:
+def reliability_from_store(
+    now_unix_s: float,
+    url: str | None = None,
+    window_s: float = WINDOW_S,
+    gpu_of: GpuOf | None = None,
+) -> ReliabilityBook:
     """The reliability book of spothop's own interruption history over the window ending ``now``."""
     evidence = InterruptionStore(url).evidence(now_unix_s, gpu_of or catalog_gpu_of(), window_s)
     return ReliabilityBook.from_evidence(evidence)
 
 
-def mean_time_between_preemptions_s(market: MarketId, now_unix_s: float | None = None,
-                                    url: str | None = None, gpu: str | None = None) -> float:
+def mean_time_between_preemptions_s(
+    market: MarketId,
+    now_unix_s: float | None = None,
+    url: str | None = None,
+    gpu: str | None = None,
+) -> float:
     """``1/λ`` for ``market`` in seconds, from the store's history (priors where it has none).
 
     For the checkpoint interval; with no history at all this is the default

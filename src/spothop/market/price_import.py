@@ -34,7 +34,9 @@ def resolve_format(path: Path, fmt: str | None) -> PriceSource:
     return detect_price_source(path) if fmt is None else price_source(fmt, path)
 
 
-def read_price_file(path: str | Path, fmt: str | None = None) -> tuple[list[PriceRecord], list[PriceProblem]]:
+def read_price_file(
+    path: str | Path, fmt: str | None = None
+) -> tuple[list[PriceRecord], list[PriceProblem]]:
     """Read a price file of any registered format into records and the problems met.
 
     The records keep the file's order (the store reports out-of-order points from it).
@@ -43,7 +45,14 @@ def read_price_file(path: str | Path, fmt: str | None = None) -> tuple[list[Pric
     source = resolve_format(path, fmt)
     imported = source.read(path)
     records = [
-        PriceRecord(source.key(p), p.timestamp, p.price_usd_per_hour, str(path), line=p.line, record=p.record)
+        PriceRecord(
+            source.key(p),
+            p.timestamp,
+            p.price_usd_per_hour,
+            str(path),
+            line=p.line,
+            record=p.record,
+        )
         for p in imported.points
     ]
     return records, list(imported.problems)

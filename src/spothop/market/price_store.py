@@ -66,7 +66,9 @@ def catalog_gpu_lookup() -> GpuLookup:
     """A lookup over the catalog spothop decides with (built-in plus user imports)."""
     from spothop.resources.catalog import load_catalog
 
-    table = {(o.provider, o.instance_type): (o.gpu, o.gpu_count) for o in load_catalog(measured=False)}
+    table = {
+        (o.provider, o.instance_type): (o.gpu, o.gpu_count) for o in load_catalog(measured=False)
+    }
     return lambda provider, instance_type: table.get((provider, instance_type))
 
 
@@ -109,9 +111,14 @@ class ImportReport(AddResult):
     def to_dict(self) -> dict[str, Any]:
         """The JSON form: counts, and every problem as ``path:line: reason``."""
         return {
-            "path": self.path, "format": self.format, "read": self.read, "added": self.added,
-            "duplicates": [str(p) for p in self.duplicates], "rejected": [str(p) for p in self.rejected],
-            "out_of_order": [str(p) for p in self.out_of_order], "per_gpu_unavailable": self.no_gpu_count,
+            "path": self.path,
+            "format": self.format,
+            "read": self.read,
+            "added": self.added,
+            "duplicates": [str(p) for p in self.duplicates],
+            "rejected": [str(p) for p in self.rejected],
+            "out_of_order": [str(p) for p in self.out_of_order],
+            "per_gpu_unavailable": self.no_gpu_count,
         }
 
 
@@ -135,14 +142,19 @@ def _when(ms: int) -> datetime:
 
 
 def _problem(record: PriceRecord, reason: str) -> PriceProblem:
-    return PriceProblem(path=record.source or "live", line=record.line, record=record.record, reason=reason)
+    return PriceProblem(
+        path=record.source or "live", line=record.line, record=record.record, reason=reason
+    )
 
 
 def _series_filter(key: PriceSeriesKey) -> Any:
     m = key.market
     return and_(
-        prices.c.provider == m.provider, prices.c.region == m.region, prices.c.zone == m.zone,
-        prices.c.instance_type == m.instance_type, prices.c.market == key.market_kind,
+        prices.c.provider == m.provider,
+        prices.c.region == m.region,
+        prices.c.zone == m.zone,
+        prices.c.instance_type == m.instance_type,
+        prices.c.market == key.market_kind,
         prices.c.product == key.product,
     )
 
@@ -182,16 +194,26 @@ def out_of_order(records: Sequence[PriceRecord]) -> list[PriceProblem]:
         step = 1 if stamp > previous else -1
         expected = direction.setdefault(key, step)
         if step != expected:
-            found.append(_problem(record, f"out of order: {stamp.isoformat()} after "
-                                          f"{previous.isoformat()} (imported; the store orders by time)"))
+            found.append(
+                _problem(
+                    record,
+                    f"out of order: {stamp.isoformat()} after "
+                    f"{previous.isoformat()} (imported; the store orders by time)",
+                )
+            )
     return found
 
 
 class PriceStore:
     """Price history in the store (SQLite by default, PostgreSQL by URL); tables made on first use."""
 
-    def __init__(self, url: str | None = None, *, engine: Engine | None = None,
-                 gpu_lookup: GpuLookup | None = None) -> None:
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        engine: Engine | None = None,
+        gpu_lookup: GpuLookup | None = None,
+    ) -> None:
         self.engine = engine or shared_engine(url or default_database_url())
         ensure_tables(self.engine)
         self._gpu_lookup = gpu_lookup
@@ -211,13 +233,23 @@ class PriceStore:
         result = self.add(records)
         report = ImportReport(path=str(path), format=chosen, read=len(records) + len(problems))
         report.added, report.no_gpu_count = result.added, result.no_gpu_count
-        report.duplicates = [p for p in problems if p.reason.startswith("duplicate")] + result.duplicates
-        report.rejected = [p for p in problems if not p.reason.startswith("duplicate")] + result.rejected
+        report.duplicates = [
+            p for p in problems if p.reason.startswith("duplicate")
+        ] + result.duplicates
+        report.rejected = [
+            p for p in problems if not p.reason.startswith("duplicate")
+        ] + result.rejected
         report.out_of_order = out_of_order(records)
         return report
 
-    def record_prices(self, points: Iterable[SpotPriceLike], *, spot: bool = True, product: str = "",
-                      source: str = "live") -> AddResult:
+    def record_prices(
+        self,
+        points: Iterable[SpotPriceLike],
+        *,
+        spot: bool = True,
+        product: str = "",
+        source: str = "live",
+    ) -> AddResult:
         """Store an adapter's live price reads (``Provider.spot_prices()``); same contract as imports.
 
         A point with a non-finite or non-positive price, or with no region or
@@ -228,16 +260,34 @@ class PriceStore:
         for index, point in enumerate(points, start=1):
             price = float(point.price_usd_per_hour)
             if not (math.isfinite(price) and price > 0):
-                rejected.append(PriceProblem(path=source, record=index, reason=f"price {price} <= 0 or not finite"))
+                rejected.append(
+                    PriceProblem(
+                        path=source, record=index, reason=f"price {price} <= 0 or not finite"
+                    )
+                )
                 continue
             if not (point.provider and point.region and point.instance_type):
-                rejected.append(PriceProblem(path=source, record=index, reason=(
-                    f"no provider, region or instance type in {point.provider!r}/{point.region!r}/"
-                    f"{point.instance_type!r}: a price belongs to a named market")))
+                rejected.append(
+                    PriceProblem(
+                        path=source,
+                        record=index,
+                        reason=(
+                            f"no provider, region or instance type in {point.provider!r}/{point.region!r}/"
+                            f"{point.instance_type!r}: a price belongs to a named market"
+                        ),
+                    )
+                )
                 continue
             market = MarketId.of(point.provider, point.region, point.zone, point.instance_type)
-            records.append(PriceRecord(PriceSeriesKey(market, spot, product),
-                                       datetime.fromtimestamp(point.timestamp, tz=UTC), price, source, record=index))
+            records.append(
+                PriceRecord(
+                    PriceSeriesKey(market, spot, product),
+                    datetime.fromtimestamp(point.timestamp, tz=UTC),
+                    price,
+                    source,
+                    record=index,
+                )
+            )
         result = self.add(records)
         result.rejected = rejected + result.rejected
         return result
@@ -254,19 +304,27 @@ class PriceStore:
             for key, batch in by_series.items():
                 rows.extend(self._new_rows(conn, key, batch, result, missing_gpu))
             for start in range(0, len(rows), _INSERT_CHUNK):
-                _insert_ignoring_conflicts(conn, rows[start:start + _INSERT_CHUNK])
+                _insert_ignoring_conflicts(conn, rows[start : start + _INSERT_CHUNK])
         result.added = len(rows)
         result.no_gpu_count = sorted(missing_gpu)
         return result
 
-    def _new_rows(self, conn: Connection, key: PriceSeriesKey, batch: list[PriceRecord],
-                  result: AddResult, missing_gpu: set[str]) -> list[dict[str, Any]]:
+    def _new_rows(
+        self,
+        conn: Connection,
+        key: PriceSeriesKey,
+        batch: list[PriceRecord],
+        result: AddResult,
+        missing_gpu: set[str],
+    ) -> list[dict[str, Any]]:
         stamps = [_ms(r.timestamp) for r in batch]
         stored = {
             row.time_unix_ms: row.price_usd_per_hour
             for row in conn.execute(
                 select(prices.c.time_unix_ms, prices.c.price_usd_per_hour).where(
-                    _series_filter(key), prices.c.time_unix_ms.between(min(stamps), max(stamps))))
+                    _series_filter(key), prices.c.time_unix_ms.between(min(stamps), max(stamps))
+                )
+            )
         }
         gpu = self._gpu(key.market.provider, key.market.instance_type)
         if gpu is None:
@@ -275,20 +333,38 @@ class PriceStore:
         rows: list[dict[str, Any]] = []
         for record, ms in zip(batch, stamps, strict=True):
             if ms in stored:
-                differs = "" if stored[ms] == record.price_usd_per_hour else (
-                    f" (stored price {stored[ms]} kept, not {record.price_usd_per_hour})")
-                result.duplicates.append(_problem(record, f"duplicate: {key.slug} at "
-                                                          f"{record.timestamp.isoformat()} already stored{differs}"))
+                differs = (
+                    ""
+                    if stored[ms] == record.price_usd_per_hour
+                    else (f" (stored price {stored[ms]} kept, not {record.price_usd_per_hour})")
+                )
+                result.duplicates.append(
+                    _problem(
+                        record,
+                        f"duplicate: {key.slug} at "
+                        f"{record.timestamp.isoformat()} already stored{differs}",
+                    )
+                )
                 continue
             stored[ms] = record.price_usd_per_hour
-            rows.append({
-                "provider": m.provider, "region": m.region, "zone": m.zone, "instance_type": m.instance_type,
-                "market": key.market_kind, "product": key.product, "time_unix_ms": ms,
-                "price_usd_per_hour": record.price_usd_per_hour,
-                "gpu": gpu[0] if gpu else None, "gpu_count": gpu[1] if gpu else None,
-                "usd_per_gpu_second": record.price_usd_per_hour / gpu[1] / SECONDS_PER_HOUR if gpu else None,
-                "source": record.source[-512:],
-            })
+            rows.append(
+                {
+                    "provider": m.provider,
+                    "region": m.region,
+                    "zone": m.zone,
+                    "instance_type": m.instance_type,
+                    "market": key.market_kind,
+                    "product": key.product,
+                    "time_unix_ms": ms,
+                    "price_usd_per_hour": record.price_usd_per_hour,
+                    "gpu": gpu[0] if gpu else None,
+                    "gpu_count": gpu[1] if gpu else None,
+                    "usd_per_gpu_second": record.price_usd_per_hour / gpu[1] / SECONDS_PER_HOUR
+                    if gpu
+                    else None,
+                    "source": record.source[-512:],
+                }
+            )
         return rows
 
     def fill_gpu_counts(self) -> int:
@@ -302,10 +378,16 @@ class PriceStore:
                     continue
                 filled += conn.execute(
                     update(prices)
-                    .where(prices.c.provider == provider, prices.c.instance_type == instance_type,
-                           prices.c.gpu.is_(None))
-                    .values(gpu=gpu[0], gpu_count=gpu[1],
-                            usd_per_gpu_second=prices.c.price_usd_per_hour / gpu[1] / SECONDS_PER_HOUR)
+                    .where(
+                        prices.c.provider == provider,
+                        prices.c.instance_type == instance_type,
+                        prices.c.gpu.is_(None),
+                    )
+                    .values(
+                        gpu=gpu[0],
+                        gpu_count=gpu[1],
+                        usd_per_gpu_second=prices.c.price_usd_per_hour / gpu[1] / SECONDS_PER_HOUR,
+                    )
                 ).rowcount
         return filled
 
@@ -314,27 +396,42 @@ class PriceStore:
     def types_without_gpu(self) -> list[str]:
         """``provider/instance_type`` of stored points with no GPU (the catalog lacked the type)."""
         with self.engine.connect() as conn:
-            return [f"{provider}/{instance_type}" for provider, instance_type in self._types_without_gpu(conn)]
+            return [
+                f"{provider}/{instance_type}"
+                for provider, instance_type in self._types_without_gpu(conn)
+            ]
 
     @staticmethod
     def _types_without_gpu(conn: Connection) -> list[tuple[str, str]]:
-        query = (select(prices.c.provider, prices.c.instance_type).where(prices.c.gpu.is_(None)).distinct()
-                 .order_by(prices.c.provider, prices.c.instance_type))
+        query = (
+            select(prices.c.provider, prices.c.instance_type)
+            .where(prices.c.gpu.is_(None))
+            .distinct()
+            .order_by(prices.c.provider, prices.c.instance_type)
+        )
         return [(row.provider, row.instance_type) for row in conn.execute(query)]
 
     def time_range(self) -> tuple[datetime, datetime] | None:
         """The first and last instants the store holds prices for, or None when empty."""
         with self.engine.connect() as conn:
-            low, high = conn.execute(select(func.min(prices.c.time_unix_ms), func.max(prices.c.time_unix_ms))).one()
+            low, high = conn.execute(
+                select(func.min(prices.c.time_unix_ms), func.max(prices.c.time_unix_ms))
+            ).one()
         return None if low is None else (_when(low), _when(high))
 
     def count(self) -> int:
         with self.engine.connect() as conn:
             return int(conn.execute(select(func.count()).select_from(prices)).scalar_one())
 
-    def points(self, *, since: datetime | None = None, until: datetime | None = None,
-               gpus: Sequence[str] | None = None, series: PriceSeriesKey | None = None,
-               provider: str | None = None) -> list[StoredPrice]:
+    def points(
+        self,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        gpus: Sequence[str] | None = None,
+        series: PriceSeriesKey | None = None,
+        provider: str | None = None,
+    ) -> list[StoredPrice]:
         """Stored points, oldest first, filtered by time, canonical GPU names, series or provider."""
         query = select(prices).order_by(prices.c.time_unix_ms, prices.c.id)
         if since is not None:
@@ -349,8 +446,15 @@ class PriceStore:
             query = query.where(prices.c.provider == provider)
         with self.engine.connect() as conn:
             return [
-                StoredPrice(_key_of(row), _when(row.time_unix_ms), row.price_usd_per_hour, row.gpu,
-                            row.gpu_count, row.usd_per_gpu_second, row.source)
+                StoredPrice(
+                    _key_of(row),
+                    _when(row.time_unix_ms),
+                    row.price_usd_per_hour,
+                    row.gpu,
+                    row.gpu_count,
+                    row.usd_per_gpu_second,
+                    row.source,
+                )
                 for row in conn.execute(query)
             ]
 
@@ -367,7 +471,14 @@ class PriceStore:
         for point in self.points(**filters):
             grouped[point.series].append(point)
         return [
-            SeriesSummary(key, len(pts), pts[0].timestamp, pts[-1].timestamp, pts[-1].price_usd_per_hour,
-                          pts[-1].gpu, pts[-1].gpu_count)
+            SeriesSummary(
+                key,
+                len(pts),
+                pts[0].timestamp,
+                pts[-1].timestamp,
+                pts[-1].price_usd_per_hour,
+                pts[-1].gpu,
+                pts[-1].gpu_count,
+            )
             for key, pts in sorted(grouped.items())
         ]

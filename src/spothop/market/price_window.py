@@ -39,15 +39,34 @@ class PriceWindow:
     forecast_fell_back_to_naive: bool
 
     @classmethod
-    def of(cls, points: Sequence[StoredPrice], history: Sequence[StoredPrice],
-           horizon_h: int = FORECAST_HORIZON_H) -> PriceWindow:
+    def of(
+        cls,
+        points: Sequence[StoredPrice],
+        history: Sequence[StoredPrice],
+        horizon_h: int = FORECAST_HORIZON_H,
+    ) -> PriceWindow:
         """``points``: the window's, oldest first (at least one); ``history``: every stored point of the series."""
         last = points[-1]
         values = [p.price_usd_per_hour for p in points]
-        forecast = forecast_price([p.timestamp for p in history], [p.price_usd_per_hour for p in history], horizon_h)
-        return cls(last.series, last.gpu, last.gpu_count, len(points), points[0].timestamp, last.timestamp,
-                   last.price_usd_per_hour, min(values), max(values), last.usd_per_gpu_second,
-                   forecast.price_usd_per_hour, horizon_h, forecast.method, forecast.fell_back)
+        forecast = forecast_price(
+            [p.timestamp for p in history], [p.price_usd_per_hour for p in history], horizon_h
+        )
+        return cls(
+            last.series,
+            last.gpu,
+            last.gpu_count,
+            len(points),
+            points[0].timestamp,
+            last.timestamp,
+            last.price_usd_per_hour,
+            min(values),
+            max(values),
+            last.usd_per_gpu_second,
+            forecast.price_usd_per_hour,
+            horizon_h,
+            forecast.method,
+            forecast.fell_back,
+        )
 
     @property
     def last_usd_per_gpu_hour(self) -> float | None:
@@ -57,12 +76,21 @@ class PriceWindow:
     def to_dict(self) -> dict[str, Any]:
         market = self.series.market
         return {
-            **market.to_dict(), "location": market.location, "market": self.series.market_kind,
-            "product": self.series.product, "gpu": self.gpu, "gpu_count": self.gpu_count, "points": self.points,
-            "first": self.first.isoformat(), "last": self.last.isoformat(),
-            "last_usd_per_hour": self.last_usd_per_hour, "min_usd_per_hour": self.min_usd_per_hour,
-            "max_usd_per_hour": self.max_usd_per_hour, "last_usd_per_gpu_second": self.last_usd_per_gpu_second,
+            **market.to_dict(),
+            "location": market.location,
+            "market": self.series.market_kind,
+            "product": self.series.product,
+            "gpu": self.gpu,
+            "gpu_count": self.gpu_count,
+            "points": self.points,
+            "first": self.first.isoformat(),
+            "last": self.last.isoformat(),
+            "last_usd_per_hour": self.last_usd_per_hour,
+            "min_usd_per_hour": self.min_usd_per_hour,
+            "max_usd_per_hour": self.max_usd_per_hour,
+            "last_usd_per_gpu_second": self.last_usd_per_gpu_second,
             "last_usd_per_gpu_hour": self.last_usd_per_gpu_hour,
             f"forecast_{self.forecast_horizon_h}h_usd_per_hour": self.forecast_usd_per_hour,
-            "forecast_method": self.forecast_method, "forecast_fell_back_to_naive": self.forecast_fell_back_to_naive,
+            "forecast_method": self.forecast_method,
+            "forecast_fell_back_to_naive": self.forecast_fell_back_to_naive,
         }

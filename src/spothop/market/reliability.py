@@ -100,8 +100,13 @@ class ProviderSignals:
     advisor_bucket: AdvisorBucket | None = None
 
     def __post_init__(self) -> None:
-        if self.placement_score is not None and not 1 <= self.placement_score <= PLACEMENT_SCORE_MAX:
-            raise ValueError(f"placement score must be 1..{PLACEMENT_SCORE_MAX}, got {self.placement_score}")
+        if (
+            self.placement_score is not None
+            and not 1 <= self.placement_score <= PLACEMENT_SCORE_MAX
+        ):
+            raise ValueError(
+                f"placement score must be 1..{PLACEMENT_SCORE_MAX}, got {self.placement_score}"
+            )
 
 
 @dataclass(frozen=True)
@@ -128,7 +133,8 @@ class MarketEvidence:
             self,
             instance_hours=self.instance_hours + other.instance_hours,
             preemptions=self.preemptions + other.preemptions,
-            up_s=self.up_s + other.up_s, down_s=self.down_s + other.down_s,
+            up_s=self.up_s + other.up_s,
+            down_s=self.down_s + other.down_s,
             recoveries=self.recoveries + other.recoveries,
             lifetime_s_total=self.lifetime_s_total + other.lifetime_s_total,
             lifetimes_ended=self.lifetimes_ended + other.lifetimes_ended,
@@ -145,25 +151,34 @@ class MarketEvidence:
         return self.up_s / observed if observed > 0 else None
 
 
-def evidence_from_trace(trace: AvailabilityTrace, market: MarketId, gpu: str,
-                        window_s: float | None = WINDOW_S, end_tick: int | None = None) -> MarketEvidence:
+def evidence_from_trace(
+    trace: AvailabilityTrace,
+    market: MarketId,
+    gpu: str,
+    window_s: float | None = WINDOW_S,
+    end_tick: int | None = None,
+) -> MarketEvidence:
     """Evidence from the ``window_s`` seconds of ``trace`` ending at ``end_tick`` (default: its end).
 
     ``window_s=None`` uses everything before ``end_tick``.
     """
     end = len(trace) if end_tick is None else end_tick
     ticks = end if window_s is None else min(end, max(1, math.ceil(window_s / trace.tick_s)))
-    counts = trace.counts[end - ticks:end]
+    counts = trace.counts[end - ticks : end]
     ok = counts >= 1
     drops = int(np.count_nonzero(ok[:-1] & ~ok[1:]))
     up_s = float(np.count_nonzero(ok)) * trace.tick_s
     return MarketEvidence(
-        market=market, gpu=gpu,
+        market=market,
+        gpu=gpu,
         instance_hours=float(counts.sum()) * trace.tick_s / SECONDS_PER_HOUR,
         preemptions=int(np.clip(counts[:-1] - counts[1:], 0, None).sum()),
-        up_s=up_s, down_s=float(counts.size) * trace.tick_s - up_s,
+        up_s=up_s,
+        down_s=float(counts.size) * trace.tick_s - up_s,
         recoveries=int(np.count_nonzero(~ok[:-1] & ok[1:])),
-        lifetime_s_total=up_s, lifetimes_ended=drops, source=trace.source or trace.name,
+        lifetime_s_total=up_s,
+        lifetimes_ended=drops,
+        source=trace.source or trace.name,
     )
 
 
@@ -177,7 +192,9 @@ class Prior:
     source: str
 
 
-DEFAULT_PRIOR = Prior(DEFAULT_PRIOR_RATE_PER_H, DEFAULT_PRIOR_H, DEFAULT_PRIOR_AVAILABILITY, "default")
+DEFAULT_PRIOR = Prior(
+    DEFAULT_PRIOR_RATE_PER_H, DEFAULT_PRIOR_H, DEFAULT_PRIOR_AVAILABILITY, "default"
+)
 
 
 def pooled_prior(evidence: Sequence[MarketEvidence], source: str) -> Prior | None:
@@ -189,12 +206,18 @@ def pooled_prior(evidence: Sequence[MarketEvidence], source: str) -> Prior | Non
     rate = sum(e.preemptions for e in exposed) / total_t
     strength = DEFAULT_PRIOR_H
     if len(exposed) >= 2 and rate > 0:
-        spread = sum(e.instance_hours * (e.preemptions / e.instance_hours - rate) ** 2 for e in exposed)
+        spread = sum(
+            e.instance_hours * (e.preemptions / e.instance_hours - rate) ** 2 for e in exposed
+        )
         effective_t = total_t - sum(e.instance_hours**2 for e in exposed) / total_t
-        var_between = max(0.0, (spread - (len(exposed) - 1) * rate) / effective_t) if effective_t > 0 else 0.0
+        var_between = (
+            max(0.0, (spread - (len(exposed) - 1) * rate) / effective_t) if effective_t > 0 else 0.0
+        )
         strength = MAX_PRIOR_H if var_between == 0 else rate / var_between
     observed = sum(e.up_s + e.down_s for e in evidence)
-    availability = sum(e.up_s for e in evidence) / observed if observed > 0 else DEFAULT_PRIOR_AVAILABILITY
+    availability = (
+        sum(e.up_s for e in evidence) / observed if observed > 0 else DEFAULT_PRIOR_AVAILABILITY
+    )
     return Prior(rate, min(MAX_PRIOR_H, max(MIN_PRIOR_H, strength)), availability, source)
 
 
@@ -221,7 +244,11 @@ class Reliability:
 
     @property
     def mean_time_between_preemptions_s(self) -> float:
-        return SECONDS_PER_HOUR / self.preemption_rate_per_h if self.preemption_rate_per_h > 0 else math.inf
+        return (
+            SECONDS_PER_HOUR / self.preemption_rate_per_h
+            if self.preemption_rate_per_h > 0
+            else math.inf
+        )
 
     @property
     def risk(self) -> float:
@@ -231,14 +258,24 @@ class Reliability:
         """The JSON form; an infinite mean time between preemptions (λ = 0) is ``None``."""
         mtbp = self.mean_time_between_preemptions_s
         return {
-            **self.market.to_dict(), "gpu": self.gpu,
-            "preemption_rate_per_h": self.preemption_rate_per_h, "raw_rate_per_h": self.raw_rate_per_h,
+            **self.market.to_dict(),
+            "gpu": self.gpu,
+            "preemption_rate_per_h": self.preemption_rate_per_h,
+            "raw_rate_per_h": self.raw_rate_per_h,
             "mean_time_between_preemptions_s": None if math.isinf(mtbp) else mtbp,
-            "availability": self.availability, "raw_availability": self.raw_availability, "score": self.score,
-            "preemptions": self.preemptions, "instance_hours": self.instance_hours,
-            "mean_lifetime_s": self.mean_lifetime_s, "mean_time_to_regain_s": self.mean_time_to_regain_s,
-            "prior": {"source": self.prior.source, "rate_per_h": self.prior.rate_per_h,
-                      "strength_h": self.prior.strength_h, "availability": self.prior.availability},
+            "availability": self.availability,
+            "raw_availability": self.raw_availability,
+            "score": self.score,
+            "preemptions": self.preemptions,
+            "instance_hours": self.instance_hours,
+            "mean_lifetime_s": self.mean_lifetime_s,
+            "mean_time_to_regain_s": self.mean_time_to_regain_s,
+            "prior": {
+                "source": self.prior.source,
+                "rate_per_h": self.prior.rate_per_h,
+                "strength_h": self.prior.strength_h,
+                "availability": self.prior.availability,
+            },
         }
 
 
@@ -247,25 +284,40 @@ def score_of(availability: float, rate_per_h: float) -> float:
     return float(min(1.0, max(0.0, availability * math.exp(-rate_per_h * REFERENCE_RUN_H))))
 
 
-def assess(evidence: MarketEvidence, prior: Prior, signals: ProviderSignals | None = None) -> Reliability:
+def assess(
+    evidence: MarketEvidence, prior: Prior, signals: ProviderSignals | None = None
+) -> Reliability:
     """One market's reliability from its evidence and its group's prior (provider signals override)."""
     if signals and signals.advisor_bucket is not None:
-        prior = replace(prior, rate_per_h=ADVISOR_BUCKET_RATE_PER_H[signals.advisor_bucket],
-                        source=f"advisor {signals.advisor_bucket.value}")
+        prior = replace(
+            prior,
+            rate_per_h=ADVISOR_BUCKET_RATE_PER_H[signals.advisor_bucket],
+            source=f"advisor {signals.advisor_bucket.value}",
+        )
     if signals and signals.placement_score is not None:
         prior = replace(prior, availability=signals.placement_score / PLACEMENT_SCORE_MAX)
     alpha, beta = prior.rate_per_h * prior.strength_h, prior.strength_h
     rate = (alpha + evidence.preemptions) / (beta + evidence.instance_hours)
     observed_h = (evidence.up_s + evidence.down_s) / SECONDS_PER_HOUR
-    availability = (prior.availability * AVAILABILITY_PRIOR_H + evidence.up_s / SECONDS_PER_HOUR) / (
-        AVAILABILITY_PRIOR_H + observed_h)
+    availability = (
+        prior.availability * AVAILABILITY_PRIOR_H + evidence.up_s / SECONDS_PER_HOUR
+    ) / (AVAILABILITY_PRIOR_H + observed_h)
     return Reliability(
-        market=evidence.market, gpu=evidence.gpu, preemption_rate_per_h=rate,
-        raw_rate_per_h=evidence.raw_rate_per_h, availability=availability,
-        raw_availability=evidence.raw_availability, score=score_of(availability, rate),
-        instance_hours=evidence.instance_hours, preemptions=evidence.preemptions,
-        mean_lifetime_s=evidence.lifetime_s_total / evidence.lifetimes_ended if evidence.lifetimes_ended else None,
-        mean_time_to_regain_s=evidence.down_s / evidence.recoveries if evidence.recoveries else None,
+        market=evidence.market,
+        gpu=evidence.gpu,
+        preemption_rate_per_h=rate,
+        raw_rate_per_h=evidence.raw_rate_per_h,
+        availability=availability,
+        raw_availability=evidence.raw_availability,
+        score=score_of(availability, rate),
+        instance_hours=evidence.instance_hours,
+        preemptions=evidence.preemptions,
+        mean_lifetime_s=evidence.lifetime_s_total / evidence.lifetimes_ended
+        if evidence.lifetimes_ended
+        else None,
+        mean_time_to_regain_s=evidence.down_s / evidence.recoveries
+        if evidence.recoveries
+        else None,
         prior=prior,
     )
 
@@ -287,15 +339,22 @@ class ReliabilityBook:
     else its provider's, else the pooled or default prior — never "no idea".
     """
 
-    def __init__(self, markets: Mapping[MarketId, Reliability], priors: Mapping[tuple[str, str], Prior],
-                 global_prior: Prior) -> None:
+    def __init__(
+        self,
+        markets: Mapping[MarketId, Reliability],
+        priors: Mapping[tuple[str, str], Prior],
+        global_prior: Prior,
+    ) -> None:
         self.markets = dict(markets)
         self._priors = dict(priors)  # keys: (provider, gpu) and (provider, "")
         self.global_prior = global_prior
 
     @classmethod
-    def from_evidence(cls, evidence: Iterable[MarketEvidence],
-                      signals: Mapping[MarketId, ProviderSignals] | None = None) -> ReliabilityBook:
+    def from_evidence(
+        cls,
+        evidence: Iterable[MarketEvidence],
+        signals: Mapping[MarketId, ProviderSignals] | None = None,
+    ) -> ReliabilityBook:
         merged = merge_evidence(evidence)
         groups: dict[tuple[str, str], list[MarketEvidence]] = defaultdict(list)
         for item in merged:
@@ -303,12 +362,17 @@ class ReliabilityBook:
             groups[(item.market.provider, "")].append(item)
         global_prior = pooled_prior(merged, "all markets") or DEFAULT_PRIOR
         # A group of one market would shrink it towards itself: only groups of two or more count.
-        priors = {key: p for key, items in groups.items() if len(items) >= 2
-                  and (p := pooled_prior(items, f"{key[0]} {key[1] or 'all GPUs'}")) is not None}
+        priors = {
+            key: p
+            for key, items in groups.items()
+            if len(items) >= 2
+            and (p := pooled_prior(items, f"{key[0]} {key[1] or 'all GPUs'}")) is not None
+        }
         book = cls({}, priors, global_prior)
         for item in merged:
-            book.markets[item.market] = assess(item, book.prior_for(item.market, item.gpu),
-                                               (signals or {}).get(item.market))
+            book.markets[item.market] = assess(
+                item, book.prior_for(item.market, item.gpu), (signals or {}).get(item.market)
+            )
         return book
 
     def prior_for(self, market: MarketId, gpu: str | None) -> Prior:

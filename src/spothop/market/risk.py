@@ -62,7 +62,8 @@ class RiskMonitor:
             self._fired.discard(market)  # the run is broken: the market may fire again later
             return None
         rising = len(history) == self.rises + 1 and all(
-            b - a > self.min_rise for a, b in itertools.pairwise(history))
+            b - a > self.min_rise for a, b in itertools.pairwise(history)
+        )
         if not rising or market in self._fired:
             return None
         self._fired.add(market)
@@ -72,8 +73,14 @@ class RiskMonitor:
         return event
 
 
-def risk_windows(trace: AvailabilityTrace, market: MarketId, gpu: str, prior: Prior,
-                 step_s: float = 86400.0, window_s: float = WINDOW_S) -> list[tuple[float, float]]:
+def risk_windows(
+    trace: AvailabilityTrace,
+    market: MarketId,
+    gpu: str,
+    prior: Prior,
+    step_s: float = 86400.0,
+    window_s: float = WINDOW_S,
+) -> list[tuple[float, float]]:
     """``(window end offset s, risk)`` for windows of ``window_s`` ending every ``step_s`` along a trace."""
     step = max(1, round(step_s / trace.tick_s))
     out = []
@@ -83,8 +90,9 @@ def risk_windows(trace: AvailabilityTrace, market: MarketId, gpu: str, prior: Pr
     return out
 
 
-def rising_risk_events(market: MarketId, risks: Sequence[tuple[float, float]],
-                       monitor: RiskMonitor | None = None) -> list[RisingRiskEvent]:
+def rising_risk_events(
+    market: MarketId, risks: Sequence[tuple[float, float]], monitor: RiskMonitor | None = None
+) -> list[RisingRiskEvent]:
     """Replay ``(at, risk)`` windows through a monitor; every event it raised."""
     monitor = monitor or RiskMonitor()
     return [e for at, risk in risks if (e := monitor.observe(market, at, risk)) is not None]

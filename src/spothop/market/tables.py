@@ -51,7 +51,13 @@ prices = Table(
     Column("usd_per_gpu_second", Float, nullable=True),
     Column("source", String(512), nullable=False, default=""),
     UniqueConstraint(
-        "provider", "region", "zone", "instance_type", "market", "product", "time_unix_ms",
+        "provider",
+        "region",
+        "zone",
+        "instance_type",
+        "market",
+        "product",
+        "time_unix_ms",
         name="uq_market_prices_point",
     ),
 )
@@ -85,6 +91,7 @@ exposure = Table(
     Column("start_unix_s", Float, nullable=False),
     Column("end_unix_s", Float, nullable=False),
 )
+
 
 def ensure_tables(engine: Engine) -> None:
     """Bring the store's schema up to date, market tables included (once per engine per process)."""

@@ -39,8 +39,9 @@ def trace_files(folder: Path) -> list[Path]:
     return sorted(folder.rglob("*.json"))
 
 
-def evidence_from_traces(paths: Iterable[Path], window_s: float | None = WINDOW_S,
-                         gpu_lookup: GpuLookup | None = None) -> list[tuple[MarketEvidence, AvailabilityTrace]]:
+def evidence_from_traces(
+    paths: Iterable[Path], window_s: float | None = WINDOW_S, gpu_lookup: GpuLookup | None = None
+) -> list[tuple[MarketEvidence, AvailabilityTrace]]:
     """Each trace file's evidence (its last ``window_s``) beside the trace it came from."""
     lookup = gpu_lookup or catalog_gpu_lookup()
     out = []

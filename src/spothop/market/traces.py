@@ -118,7 +118,9 @@ def _prices(
     try:
         array = np.asarray(prices, dtype=np.float64)
     except (ValueError, TypeError, OverflowError):
-        raise TraceError(str(path), "key 'prices' holds something that is not a number", "fix it") from None
+        raise TraceError(
+            str(path), "key 'prices' holds something that is not a number", "fix it"
+        ) from None
     if not np.all(np.isfinite(array)) or np.any(array <= 0):
         raise TraceError(
             str(path), "key 'prices' holds a non-positive or non-finite price", "fix it"
@@ -149,8 +151,11 @@ def read_cant_be_late(
     tick_s = _gap_seconds(path, doc)
     data = _int_data(path, doc)
     if len(data) * tick_s > TRACE_SPAN_S.high:
-        raise TraceError(str(path), f"{len(data)} ticks of {tick_s:g} s span more than {TRACE_SPAN_S.describe()}",
-                         "split the trace or use longer ticks")
+        raise TraceError(
+            str(path),
+            f"{len(data)} ticks of {tick_s:g} s span more than {TRACE_SPAN_S.describe()}",
+            "split the trace or use longer ticks",
+        )
     detected = detect_kind(path)
     if kind is None:
         if detected is None:
@@ -341,7 +346,9 @@ def read_bamboo_counts(path: str | Path, tick_s: float = DEFAULT_EVENT_TICK_S) -
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except UnicodeDecodeError as exc:
-        raise TraceError(str(path), f"not a text file ({exc})", "pass a running-count log") from None
+        raise TraceError(
+            str(path), f"not a text file ({exc})", "pass a running-count log"
+        ) from None
     raw = [_parse_count(path, n, text) for n, text in enumerate(lines, start=1) if text.strip()]
     if not raw:
         raise TraceError(str(path), "no samples", "pass a non-empty running-count log")
@@ -351,8 +358,11 @@ def read_bamboo_counts(path: str | Path, tick_s: float = DEFAULT_EVENT_TICK_S) -
     start = samples[0].timestamp
     times = [(s.timestamp - start).total_seconds() for s in samples]
     if times[-1] > TRACE_SPAN_S.high:
-        raise TraceError(str(path), f"the samples span {times[-1] / 86_400:.0f} days, more than "
-                                    f"{TRACE_SPAN_S.describe()}", "split the log")
+        raise TraceError(
+            str(path),
+            f"the samples span {times[-1] / 86_400:.0f} days, more than {TRACE_SPAN_S.describe()}",
+            "split the log",
+        )
     values = [s.running_count for s in samples]
     ticks = _step_to_ticks(times, values, tick_s, initial=values[0])
     trace = AvailabilityTrace(

@@ -64,7 +64,9 @@ class Capabilities:
 
     spot: bool = True
     on_demand: bool = True
-    notice_lead_time_s: float | None = None  # the cloud's documented final-notice lead; None: no notice
+    notice_lead_time_s: float | None = (
+        None  # the cloud's documented final-notice lead; None: no notice
+    )
     advance_notice: bool = False  # a signal before the final notice (AWS rebalance recommendation)
     notice_protocol: str | None = None  # which on-instance watcher reads its notices
     per_zone_spot_prices: bool = True

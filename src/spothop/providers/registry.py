@@ -64,7 +64,9 @@ def _family(name: str) -> ProviderFamily:
         ) from None
     family = getattr(module, attribute)
     if not isinstance(family, ProviderFamily):
-        raise TypeError(f"{_FAMILIES[name]} is not a ProviderFamily (it needs names() and create())")
+        raise TypeError(
+            f"{_FAMILIES[name]} is not a ProviderFamily (it needs names() and create())"
+        )
     return family
 
 

@@ -116,7 +116,9 @@ class ShardQueue(abc.ABC):
         for record in self.records(ShardState.LEASED):
             if record.worker != worker:
                 continue
-            lease = Lease(self.job, record.id, record.payload, record.token, worker, 0.0, record.attempts)
+            lease = Lease(
+                self.job, record.id, record.payload, record.token, worker, 0.0, record.attempts
+            )
             try:
                 self.release(lease)
             except LeaseLost:

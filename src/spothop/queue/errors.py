@@ -55,7 +55,9 @@ class UnknownLeaseError(QueueError, NotFoundError):
     def __init__(self, job: str, shard_id: str) -> None:
         self.job = job
         self.shard_id = shard_id
-        super().__init__(f"job {job!r} has no shard {shard_id!r}: the lease is not one of this queue's")
+        super().__init__(
+            f"job {job!r} has no shard {shard_id!r}: the lease is not one of this queue's"
+        )
 
 
 class LeaseLost(QueueError):
@@ -69,7 +71,9 @@ class LeaseLost(QueueError):
         self.job = job
         self.shard_id = shard_id
         self.token = token
-        super().__init__(f"lease on shard {shard_id!r} of job {job!r} (token {token}) is lost: {why}")
+        super().__init__(
+            f"lease on shard {shard_id!r} of job {job!r} (token {token}) is lost: {why}"
+        )
 
 
 class AlreadyCompletedError(QueueError):

@@ -138,9 +138,18 @@ class QueueStats:
         return self.pending + self.leased + self.done + self.dead
 
     def as_dict(self) -> dict[str, Any]:
-        return {"job": self.job, "pending": self.pending, "leased": self.leased, "done": self.done,
-                "dead": self.dead, "total": self.total, "attempts": self.attempts,
-                "failures": self.failures, "releases": self.releases, "reclaims": self.reclaims}
+        return {
+            "job": self.job,
+            "pending": self.pending,
+            "leased": self.leased,
+            "done": self.done,
+            "dead": self.dead,
+            "total": self.total,
+            "attempts": self.attempts,
+            "failures": self.failures,
+            "releases": self.releases,
+            "reclaims": self.reclaims,
+        }
 
 
 def check_job_name(job: str) -> str:
@@ -160,7 +169,9 @@ def check_shard(shard: Shard) -> str:
     try:
         text = json.dumps(shard.payload, sort_keys=True, allow_nan=False)
     except (TypeError, ValueError) as exc:
-        raise MalformedShardError(f"shard {shard.id!r}: payload is not JSON-serialisable: {exc}") from exc
+        raise MalformedShardError(
+            f"shard {shard.id!r}: payload is not JSON-serialisable: {exc}"
+        ) from exc
     if len(text.encode()) > MAX_PAYLOAD_BYTES:
         raise MalformedShardError(
             f"shard {shard.id!r}: payload is {len(text.encode())} bytes, over {MAX_PAYLOAD_BYTES}; "
@@ -173,4 +184,6 @@ def decode_payload(job: str, shard_id: str, text: str | bytes) -> Any:
     try:
         return json.loads(text)
     except ValueError as exc:
-        raise MalformedShardError(f"job {job!r} shard {shard_id!r}: stored payload is not JSON: {exc}") from exc
+        raise MalformedShardError(
+            f"job {job!r} shard {shard_id!r}: stored payload is not JSON: {exc}"
+        ) from exc

@@ -25,4 +25,6 @@ def open_queue(url: str | None, job: str, *, clock: Clock | None = None) -> Shar
         from spothop.queue.sql_backend import SqlQueue
 
         return SqlQueue(job, url, clock=clock)
-    raise ConfigError(f"unsupported queue URL {url!r}: use sqlite:///PATH, postgresql://HOST/DB or redis://HOST:PORT/DB")
+    raise ConfigError(
+        f"unsupported queue URL {url!r}: use sqlite:///PATH, postgresql://HOST/DB or redis://HOST:PORT/DB"
+    )

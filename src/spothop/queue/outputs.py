@@ -101,8 +101,10 @@ class OutputStore:
         except FileNotFoundError:
             pass  # another publisher (the worker, or finalize) moved it first
         if not self.fs.exists(final):
-            raise QueueError(f"shard {shard_id!r} is done (token {token}) but its output "
-                             f"{temp!r} is gone and {final!r} was never published")
+            raise QueueError(
+                f"shard {shard_id!r} is done (token {token}) but its output "
+                f"{temp!r} is gone and {final!r} was never published"
+            )
 
     def discard(self, shard_id: str, token: int) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -124,7 +126,6 @@ class OutputStore:
             if token.isdigit():
                 found.append((shard_id, int(token)))
         return found
-
 
     def _list(self, folder: str) -> list[str]:
         # Object stores have no empty folders, and s3fs caches listings: ask afresh.

@@ -45,7 +45,9 @@ local function valid_lease(id, token)
 end
 """
 
-ENQUEUE = PRELUDE + """
+ENQUEUE = (
+    PRELUDE
+    + """
 local meta = base .. ':meta'
 if redis.call('EXISTS', meta) == 0 then
   redis.call('HSET', meta, 'max_attempts', ARGV[3], 'backoff_base_ms', ARGV[4], 'backoff_max_ms', ARGV[5], 'seq', 0)
@@ -71,8 +73,11 @@ redis.call('HSET', meta, 'seq', seq)
 redis.call('HINCRBY', counts, 'pending', added)
 return added
 """
+)
 
-CLAIM = PRELUDE + """
+CLAIM = (
+    PRELUDE
+    + """
 local n, lease, worker, min_idle = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])
 if not job_exists() then return {{'nojob'}} end
 local max_attempts = tonumber(redis.call('HGET', base .. ':meta', 'max_attempts'))
@@ -129,8 +134,11 @@ if #out < n then
 end
 return out
 """
+)
 
-HEARTBEAT = PRELUDE + """
+HEARTBEAT = (
+    PRELUDE
+    + """
 local id, token, lease, worker = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
 local f, err = valid_lease(id, token)
 if not f then return err end
@@ -140,8 +148,11 @@ redis.call('HSET', skey(id), 'deadline', now + lease)
 redis.call('XCLAIM', stream, GROUP, worker, 0, f[4], 'JUSTID')
 return {'ok', now + lease}
 """
+)
 
-COMPLETE = PRELUDE + """
+COMPLETE = (
+    PRELUDE
+    + """
 local id, token, ref = ARGV[3], tonumber(ARGV[4]), ARGV[5]
 local f = redis.call('HMGET', skey(id), 'state', 'token', 'output_ref')
 if not f[1] then return missing() end
@@ -156,8 +167,11 @@ drop_entry(g[4])
 move('leased', 'done')
 return {'ok'}
 """
+)
 
-RELEASE = PRELUDE + """
+RELEASE = (
+    PRELUDE
+    + """
 local id, token = ARGV[3], tonumber(ARGV[4])
 local f, err = valid_lease(id, token)
 if not f then return err end
@@ -171,8 +185,11 @@ redis.call('HINCRBY', counts, 'releases', 1)
 move('leased', 'pending')
 return {'ok'}
 """
+)
 
-FAIL = PRELUDE + """
+FAIL = (
+    PRELUDE
+    + """
 local id, token, message = ARGV[3], tonumber(ARGV[4]), ARGV[5]
 local f, err = valid_lease(id, token)
 if not f then return err end
@@ -195,8 +212,11 @@ redis.call('ZADD', base .. ':delayed', now + backoff, id)
 move('leased', 'pending')
 return {'ok', 'pending'}
 """
+)
 
-RETRY_DEAD = PRELUDE + """
+RETRY_DEAD = (
+    PRELUDE
+    + """
 if not job_exists() then return {'nojob'} end
 local ids = {}
 for i = 3, #ARGV do ids[#ids + 1] = ARGV[i] end
@@ -215,3 +235,4 @@ for _, id in ipairs(ids) do
 end
 return {'ok', n}
 """
+)

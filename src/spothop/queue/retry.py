@@ -38,7 +38,9 @@ def with_retry(
             return call()
         except transient as exc:
             if attempt == attempts:
-                raise QueueUnavailableError(f"{what}: backend unreachable after {attempts} tries: {exc}") from exc
+                raise QueueUnavailableError(
+                    f"{what}: backend unreachable after {attempts} tries: {exc}"
+                ) from exc
             log.warning("%s: %s; retrying in %.2fs", what, exc, delay)
             sleep(delay)
             delay = min(delay * 2, RETRY_MAX_DELAY_S)

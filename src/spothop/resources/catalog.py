@@ -187,14 +187,18 @@ def csv_header(reader: csv.DictReader[str], origin: str, skipped: int = 0) -> li
         raise CatalogError(f"{origin}:{skipped + 1}: the header is not CSV ({exc})") from None
 
 
-def csv_rows(reader: csv.DictReader[str], origin: str, skipped: int = 0) -> Iterator[tuple[int, dict[Any, Any]]]:
+def csv_rows(
+    reader: csv.DictReader[str], origin: str, skipped: int = 0
+) -> Iterator[tuple[int, dict[Any, Any]]]:
     """``(line, row)`` for each row after the header; a row csv itself cannot read (a field over its
     size limit) is a :class:`CatalogError` naming the line, since the rows after it cannot be trusted."""
     try:
         for index, row in enumerate(reader):
             yield skipped + 2 + index, row
     except csv.Error as exc:
-        raise CatalogError(f"{origin}:{skipped + reader.line_num + 1}: not readable as CSV ({exc})") from None
+        raise CatalogError(
+            f"{origin}:{skipped + reader.line_num + 1}: not readable as CSV ({exc})"
+        ) from None
 
 
 def read_catalog_text(text: str, origin: str, rates: RateTable | None = None) -> LoadResult:
@@ -218,11 +222,22 @@ def read_catalog_text(text: str, origin: str, rates: RateTable | None = None) ->
     result = LoadResult()
     for line, row in csv_rows(reader, origin, skip):
         if None in row:
-            result.errors.append(CatalogRowError(origin, line, None, f"{len(header) + len(row[None])} fields, expected {len(header)}"))
+            result.errors.append(
+                CatalogRowError(
+                    origin,
+                    line,
+                    None,
+                    f"{len(header) + len(row[None])} fields, expected {len(header)}",
+                )
+            )
             continue
         if None in row.values():  # csv fills the columns a short row lacks with None
             given = sum(value is not None for value in row.values())
-            result.errors.append(CatalogRowError(origin, line, None, f"{given} fields, expected {len(header)}: a truncated row"))
+            result.errors.append(
+                CatalogRowError(
+                    origin, line, None, f"{given} fields, expected {len(header)}: a truncated row"
+                )
+            )
             continue
         try:
             result.offerings.append(offering_from_row(row, rates, source=origin))
@@ -237,7 +252,9 @@ def read_catalog_file(path: Path, rates: RateTable | None = None) -> LoadResult:
     except OSError as exc:
         raise CatalogError(f"cannot read catalog {path}: {exc.strerror}") from None
     except UnicodeDecodeError as exc:
-        raise CatalogError(f"{path}: not a text file (byte {exc.start} is not UTF-8); a catalog is CSV text") from None
+        raise CatalogError(
+            f"{path}: not a text file (byte {exc.start} is not UTF-8); a catalog is CSV text"
+        ) from None
     return read_catalog_text(text, str(path), rates)
 
 
@@ -262,10 +279,21 @@ def format_catalog_csv(offerings: Iterable[Offering], comment: str = "") -> str:
     for o in offerings:
         writer.writerow(
             [
-                o.provider, o.region, o.zone or "", o.instance_type, o.gpu, o.gpu_count,
-                _num(o.vcpus), _num(o.memory_gib), _num(o.local_disk_gib), _num(o.network_bandwidth_gbps),
-                o.interconnect.value, o.currency, _num(o.on_demand_price_original),
-                _num(o.spot_price_original), o.price_date.isoformat(),
+                o.provider,
+                o.region,
+                o.zone or "",
+                o.instance_type,
+                o.gpu,
+                o.gpu_count,
+                _num(o.vcpus),
+                _num(o.memory_gib),
+                _num(o.local_disk_gib),
+                _num(o.network_bandwidth_gbps),
+                o.interconnect.value,
+                o.currency,
+                _num(o.on_demand_price_original),
+                _num(o.spot_price_original),
+                o.price_date.isoformat(),
             ]
         )
     return out.getvalue()
@@ -286,7 +314,9 @@ def _builtin_result() -> LoadResult:
     result = LoadResult()
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".csv"):
-            result.extend(read_catalog_text(entry.read_text(encoding="utf-8"), f"builtin:{entry.name}"))
+            result.extend(
+                read_catalog_text(entry.read_text(encoding="utf-8"), f"builtin:{entry.name}")
+            )
     return result
 
 
@@ -300,7 +330,9 @@ def builtin_offerings() -> list[Offering]:
                 f"the exchange rates in {', '.join(overrides)} make built-in prices absurd "
                 f"({result.errors[0]}); check the rates there (USD per one unit of the currency)"
             )
-        raise CatalogError("built-in catalog is malformed: " + "; ".join(map(str, result.errors[:5])))
+        raise CatalogError(
+            "built-in catalog is malformed: " + "; ".join(map(str, result.errors[:5]))
+        )
     return list(result.offerings)
 
 
@@ -311,7 +343,9 @@ class Catalog:
     file, line and field): the rest of the catalog is still there, and the command line reports them.
     """
 
-    def __init__(self, offerings: Iterable[Offering] = (), refused: Sequence[CatalogRowError] = ()) -> None:
+    def __init__(
+        self, offerings: Iterable[Offering] = (), refused: Sequence[CatalogRowError] = ()
+    ) -> None:
         self._by_key: dict[MarketId, Offering] = {}
         self.refused = list(refused)
         self.add(offerings)
@@ -334,12 +368,17 @@ class Catalog:
     def providers(self) -> list[str]:
         return sorted({o.provider for o in self._by_key.values()})
 
-    def get(self, provider: str, region: str, zone: str | None, instance_type: str) -> Offering | None:
+    def get(
+        self, provider: str, region: str, zone: str | None, instance_type: str
+    ) -> Offering | None:
         return self._by_key.get(MarketId.of(provider, region, zone, instance_type))
 
     def with_measurements(self, lookup: Callable[[str, str], float | None]) -> Catalog:
         """A copy whose offerings carry the probe's measured TFLOPS where there is one."""
-        return Catalog((o.with_measured_tflops(lookup(o.provider, o.instance_type)) for o in self), self.refused)
+        return Catalog(
+            (o.with_measured_tflops(lookup(o.provider, o.instance_type)) for o in self),
+            self.refused,
+        )
 
     def query(self, query: OfferQuery) -> list[Offering]:
         return query.apply(self._by_key.values())
@@ -358,7 +397,10 @@ def load_catalog(include_user: bool = True, measured: bool = True) -> Catalog:
     if include_user and folder.is_dir():
         result = read_catalog_path(folder)
         for error in result.errors:
-            log.warning("imported catalog row skipped: %s (re-run `spothop catalog import` or fix the file)", error)
+            log.warning(
+                "imported catalog row skipped: %s (re-run `spothop catalog import` or fix the file)",
+                error,
+            )
         refused = result.errors
         # An import is a provider's whole catalog: it replaces the built-in rows of that provider.
         imported = {o.provider for o in result.offerings}
@@ -374,7 +416,9 @@ def load_catalog(include_user: bool = True, measured: bool = True) -> Catalog:
 def _user_folder() -> Path:
     folder = user_catalog_dir()
     if folder.exists() and not folder.is_dir():
-        raise CatalogError(f"{folder} is a file, but imported catalogs are kept in a folder there; move the file away")
+        raise CatalogError(
+            f"{folder} is a file, but imported catalogs are kept in a folder there; move the file away"
+        )
     return folder
 
 
@@ -425,22 +469,30 @@ class OfferQuery:
 
     def __post_init__(self) -> None:
         # The command line's flag names: a bad value is reported as the user typed it.
-        for flag, value, bound in (("--count", self.count, INSTANCE_GPU_COUNT),
-                                   ("--min-gpu-memory", self.min_gpu_memory_gib, GPU_MEMORY_GIB),
-                                   ("--min-tflops", self.min_tflops, TFLOPS),
-                                   ("--max-price", self.max_usd_per_gpu_hour, USD_PER_GPU_HOUR)):
+        for flag, value, bound in (
+            ("--count", self.count, INSTANCE_GPU_COUNT),
+            ("--min-gpu-memory", self.min_gpu_memory_gib, GPU_MEMORY_GIB),
+            ("--min-tflops", self.min_tflops, TFLOPS),
+            ("--max-price", self.max_usd_per_gpu_hour, USD_PER_GPU_HOUR),
+        ):
             if value is not None:
                 bound.check(value, flag)
         if self.limit is not None and self.limit < 1:
-            raise ConfigError(f"--limit must be at least 1 (leave it out to see every row), got {self.limit}")
+            raise ConfigError(
+                f"--limit must be at least 1 (leave it out to see every row), got {self.limit}"
+            )
         if self.sort not in SortKey.CHOICES:
-            raise ConfigError(f"--sort must be one of {', '.join(SortKey.CHOICES)}, got {self.sort!r}")
+            raise ConfigError(
+                f"--sort must be one of {', '.join(SortKey.CHOICES)}, got {self.sort!r}"
+            )
         if self.interconnect is not None:
             try:
                 Interconnect(self.interconnect.lower())
             except ValueError:
                 choices = ", ".join(i.value for i in Interconnect)
-                raise ConfigError(f"--interconnect must be one of {choices}, got {self.interconnect!r}") from None
+                raise ConfigError(
+                    f"--interconnect must be one of {choices}, got {self.interconnect!r}"
+                ) from None
 
     def apply(self, offerings: Iterable[Offering]) -> list[Offering]:
         gpus = {m.name for m in match_gpus(self.gpu)} if self.gpu else None
@@ -470,7 +522,13 @@ class OfferQuery:
             if self.sort == SortKey.GPU_HOUR
             else o.usd_per_effective_tflops_hour(self.spot)
         )
-        return (value if value is not None else float("inf"), o.provider, o.region, o.zone or "", o.instance_type)
+        return (
+            value if value is not None else float("inf"),
+            o.provider,
+            o.region,
+            o.zone or "",
+            o.instance_type,
+        )
 
 
 def check_names(query: OfferQuery, offerings: Iterable[Offering]) -> None:

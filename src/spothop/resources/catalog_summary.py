@@ -36,10 +36,23 @@ def summarise(offerings: Iterable[Offering]) -> list[ProviderSummary]:
     for name in sorted(groups):
         items = groups[name]
         dates = sorted(o.price_date for o in items)
-        out.append(ProviderSummary(
-            provider=name, offerings=len(items), with_spot=sum(o.spot_price_usd_per_hour is not None for o in items),
-            regions=len({o.region for o in items}), gpus=tuple(sorted({o.gpu for o in items})),
-            oldest_price=dates[0].isoformat(), newest_price=dates[-1].isoformat(),
-            sources=tuple(sorted({"builtin" if o.source.startswith(BUILTIN_SOURCE_PREFIX) else "imported" for o in items})),
-        ))
+        out.append(
+            ProviderSummary(
+                provider=name,
+                offerings=len(items),
+                with_spot=sum(o.spot_price_usd_per_hour is not None for o in items),
+                regions=len({o.region for o in items}),
+                gpus=tuple(sorted({o.gpu for o in items})),
+                oldest_price=dates[0].isoformat(),
+                newest_price=dates[-1].isoformat(),
+                sources=tuple(
+                    sorted(
+                        {
+                            "builtin" if o.source.startswith(BUILTIN_SOURCE_PREFIX) else "imported"
+                            for o in items
+                        }
+                    )
+                ),
+            )
+        )
     return out

@@ -115,10 +115,14 @@ def load_rates(override_path: Path | None = None) -> RateTable:
 
 def _read(path: Path) -> str:
     if path.is_dir():
-        raise CurrencyError(f"rate file {path} is a folder; a rate table is a YAML file ({_LAYOUT})")
+        raise CurrencyError(
+            f"rate file {path} is a folder; a rate table is a YAML file ({_LAYOUT})"
+        )
     try:
         return path.read_text(encoding="utf-8")
     except OSError as exc:
         raise CurrencyError(f"cannot read rate file {path}: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
-        raise CurrencyError(f"{path}: not a text file (byte {exc.start} is not UTF-8); {_LAYOUT}") from None
+        raise CurrencyError(
+            f"{path}: not a text file (byte {exc.start} is not UTF-8); {_LAYOUT}"
+        ) from None

@@ -161,16 +161,30 @@ def _spec_changes(a: Offering, b: Offering) -> list[CatalogChange]:
 def _price_changes(a: Offering, b: Offering, min_pct: float) -> list[CatalogChange]:
     out: list[CatalogChange] = []
     pairs: Sequence[tuple[Market, float | None, float | None, float | None, float | None]] = (
-        ("on_demand", a.on_demand_price_usd_per_hour, b.on_demand_price_usd_per_hour,
-         a.on_demand_price_original, b.on_demand_price_original),
-        ("spot", a.spot_price_usd_per_hour, b.spot_price_usd_per_hour, a.spot_price_original, b.spot_price_original),
+        (
+            "on_demand",
+            a.on_demand_price_usd_per_hour,
+            b.on_demand_price_usd_per_hour,
+            a.on_demand_price_original,
+            b.on_demand_price_original,
+        ),
+        (
+            "spot",
+            a.spot_price_usd_per_hour,
+            b.spot_price_usd_per_hour,
+            a.spot_price_original,
+            b.spot_price_original,
+        ),
     )
     for market, old, new, old_original, new_original in pairs:
         if old == new:
             continue
         same_currency = a.currency == b.currency
         change = PriceChanged(
-            b, market, old, new,
+            b,
+            market,
+            old,
+            new,
             old_original=old_original if same_currency else None,
             new_original=new_original if same_currency else None,
         )
@@ -200,9 +214,17 @@ def _merge(current: Offering | None, change: CatalogChange) -> Offering:
     if current is None or isinstance(change, OfferingAdded):
         return change.offering
     if isinstance(change, PriceChanged):
-        column = "on_demand_price_usd_per_hour" if change.market == "on_demand" else "spot_price_usd_per_hour"
-        original = "on_demand_price_original" if change.market == "on_demand" else "spot_price_original"
-        return current.model_copy(update={column: change.new_usd_per_hour, original: getattr(change.offering, original)})
+        column = (
+            "on_demand_price_usd_per_hour"
+            if change.market == "on_demand"
+            else "spot_price_usd_per_hour"
+        )
+        original = (
+            "on_demand_price_original" if change.market == "on_demand" else "spot_price_original"
+        )
+        return current.model_copy(
+            update={column: change.new_usd_per_hour, original: getattr(change.offering, original)}
+        )
     if isinstance(change, SpecChanged):
         return current.model_copy(update={change.field: getattr(change.offering, change.field)})
     return change.offering

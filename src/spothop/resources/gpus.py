@@ -46,17 +46,22 @@ class GpuModel(BaseModel):
     family: str = Field(description="what a user types to mean every variant, e.g. 'A100'")
     vendor: str
     architecture: str
-    compute_capability: str | None = Field(None, description="CUDA compute capability; None for non-NVIDIA")
+    compute_capability: str | None = Field(
+        None, description="CUDA compute capability; None for non-NVIDIA"
+    )
     memory_gib: float = Field(gt=0)
     memory_type: MemoryType
     memory_bandwidth_gbps: float = Field(gt=0, description="device memory bandwidth, GB/s")
     nvlink_bandwidth_gbps: float | None = Field(
-        None, description="total GPU-to-GPU link bandwidth (NVLink, Infinity Fabric), GB/s; None if the part has none"
+        None,
+        description="total GPU-to-GPU link bandwidth (NVLink, Infinity Fabric), GB/s; None if the part has none",
     )
     form_factor: str = Field(description="SXM, PCIe, OAM, ...")
     fp32_tflops: float = Field(gt=0, description="non-tensor FP32")
     tf32_tflops: float | None = Field(None, description="dense TF32 tensor")
-    fp16_tflops: float | None = Field(None, description="dense FP16 tensor (or packed FP16 without tensor cores)")
+    fp16_tflops: float | None = Field(
+        None, description="dense FP16 tensor (or packed FP16 without tensor cores)"
+    )
     bf16_tflops: float | None = Field(None, description="dense BF16 tensor")
     fp8_tflops: float | None = Field(None, description="dense FP8 tensor")
     aliases: tuple[str, ...] = ()
@@ -68,7 +73,9 @@ class GpuModel(BaseModel):
         chain = [self.fp32_tflops, self.tf32_tflops, self.bf16_tflops, self.fp8_tflops]
         known = [x for x in chain if x is not None]
         if known != sorted(known):
-            raise ValueError(f"{self.name}: TFLOPS must not fall from FP32 to TF32 to BF16 to FP8: {chain}")
+            raise ValueError(
+                f"{self.name}: TFLOPS must not fall from FP32 to TF32 to BF16 to FP8: {chain}"
+            )
         return self
 
     def to_dict(self) -> dict[str, Any]:
@@ -100,7 +107,9 @@ def normalise_gpu_name(name: str) -> str:
     key = name.strip().lower()
     key = re.sub(r"^gpu_\d+x_", "", key)
     # Not \b: "_" is a word character, and "Tesla_V100" must lose its vendor word too.
-    key = re.sub(r"(?<![a-z0-9])(nvidia|tesla|amd|instinct|geforce|radeon|quadro)(?![a-z0-9])", " ", key)
+    key = re.sub(
+        r"(?<![a-z0-9])(nvidia|tesla|amd|instinct|geforce|radeon|quadro)(?![a-z0-9])", " ", key
+    )
     return re.sub(r"[^a-z0-9]", "", key)
 
 
@@ -176,8 +185,13 @@ class GpuCatalog:
         spellings: dict[str, str] = {}
         for model in self.models.values():
             for spelling in (model.name, model.family, *model.aliases):
-                spellings.setdefault(normalise_gpu_name(spelling), model.name if spelling != model.family else model.family)
-        close = difflib.get_close_matches(normalise_gpu_name(name), list(spellings), n=limit * 3, cutoff=0.5)
+                spellings.setdefault(
+                    normalise_gpu_name(spelling),
+                    model.name if spelling != model.family else model.family,
+                )
+        close = difflib.get_close_matches(
+            normalise_gpu_name(name), list(spellings), n=limit * 3, cutoff=0.5
+        )
         out: list[str] = []
         for key in close:
             if spellings[key] not in out:
@@ -194,7 +208,11 @@ def _memory_matches(model: GpuModel, memory_gib: float) -> bool:
 @cache
 def gpu_catalog() -> GpuCatalog:
     """The built-in GPU models, loaded once from ``data/gpus.yaml``."""
-    text = importlib_resources.files("spothop.resources").joinpath("data/gpus.yaml").read_text(encoding="utf-8")
+    text = (
+        importlib_resources.files("spothop.resources")
+        .joinpath("data/gpus.yaml")
+        .read_text(encoding="utf-8")
+    )
     raw = yaml.safe_load(text)
     return GpuCatalog(GpuModel.model_validate(entry) for entry in raw["gpus"])
 

@@ -49,7 +49,11 @@ class MarketId:
         for name in ("provider", "region", "zone", "instance_type"):
             value = getattr(self, name)
             if not isinstance(value, str):
-                hint = " (a regional market's zone is \"\", not None; MarketId.of converts)" if value is None else ""
+                hint = (
+                    ' (a regional market\'s zone is "", not None; MarketId.of converts)'
+                    if value is None
+                    else ""
+                )
                 raise ValueError(f"MarketId.{name} must be a string, got {value!r}{hint}")
         if not self.provider:
             raise ValueError("MarketId.provider must not be empty")
@@ -71,8 +75,12 @@ class MarketId:
 
     def to_dict(self) -> dict[str, str]:
         """``{"provider", "region", "zone", "instance_type"}``, the JSON form."""
-        return {"provider": self.provider, "region": self.region, "zone": self.zone,
-                "instance_type": self.instance_type}
+        return {
+            "provider": self.provider,
+            "region": self.region,
+            "zone": self.zone,
+            "instance_type": self.instance_type,
+        }
 
     @property
     def slug(self) -> str:

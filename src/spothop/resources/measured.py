@@ -34,7 +34,9 @@ from spothop.resources.probe import Backend, Dtype, ProbeResult
 
 MEASURED_FILE = "measured.json"
 FORMAT_VERSION = 1
-MEASURED_TFLOPS = Bound(0, TFLOPS.high, TFLOPS.unit, low_open=True)  # a figure of 0 is no measurement
+MEASURED_TFLOPS = Bound(
+    0, TFLOPS.high, TFLOPS.unit, low_open=True
+)  # a figure of 0 is no measurement
 MEASURED_GBPS = Bound(0, 1_000_000, "GB/s", low_open=True)  # HBM3e is ~8,000 GB/s
 RUN_COUNT = Bound(1, 1_000_000, "runs", integer=True)
 
@@ -68,7 +70,9 @@ def record_probe(provider: str, instance_type: str, result: ProbeResult) -> Meas
     instance type deliver", and a CPU figure would silently replace a GPU's.
     """
     if not provider.strip() or not instance_type.strip():
-        raise ConfigError(f"record needs a provider and an instance type; got {provider!r}/{instance_type!r}")
+        raise ConfigError(
+            f"record needs a provider and an instance type; got {provider!r}/{instance_type!r}"
+        )
     if result.backend is not Backend.TORCH_CUDA:
         raise ConfigError(
             f"this probe ran on {result.device_name} (backend {result.backend.value}), not a GPU; "
@@ -89,10 +93,18 @@ def measured_tflops(provider: str, instance_type: str) -> float | None:
     BF16 when any record has it, else FP16, else FP32 (as ``GpuModel.nominal_tflops``
     chooses); several records are combined as a mean weighted by timed runs.
     """
-    records = [r for r in _load(measured_path()).records if (r.provider, r.instance_type) == (provider, instance_type)]
+    records = [
+        r
+        for r in _load(measured_path()).records
+        if (r.provider, r.instance_type) == (provider, instance_type)
+    ]
     for dtype in Dtype:
         key = f"{dtype.value}_tflops"
-        weighted = [(value, r.result.samples.get(key, 1)) for r in records if (value := r.result.tflops(dtype)) is not None]
+        weighted = [
+            (value, r.result.samples.get(key, 1))
+            for r in records
+            if (value := r.result.tflops(dtype)) is not None
+        ]
         if weighted:
             total = sum(weight for _, weight in weighted)
             return sum(value * weight for value, weight in weighted) / total
@@ -131,10 +143,14 @@ def _parse(path: Path) -> _MeasuredFile:
     except (OSError, UnicodeDecodeError, RecursionError) as exc:
         raise SpothopError(f"{path}: cannot read the measured figures ({exc}); {fix}") from None
     except json.JSONDecodeError as exc:
-        raise SpothopError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg}); {fix}") from None
+        raise SpothopError(
+            f"{path}: not valid JSON (line {exc.lineno}: {exc.msg}); {fix}"
+        ) from None
     if not isinstance(raw, dict) or raw.get("version") != FORMAT_VERSION:
         version = raw.get("version") if isinstance(raw, dict) else None
-        raise SpothopError(f"{path}: expected a measured-figures file of version {FORMAT_VERSION}, got {version!r}; {fix}")
+        raise SpothopError(
+            f"{path}: expected a measured-figures file of version {FORMAT_VERSION}, got {version!r}; {fix}"
+        )
     try:
         data = _MeasuredFile.model_validate(raw)
     except ValidationError as exc:

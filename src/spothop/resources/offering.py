@@ -163,4 +163,8 @@ class Offering(BaseModel):
         return data
 
     def with_measured_tflops(self, tflops_per_gpu: float | None) -> Offering:
-        return self if tflops_per_gpu is None else self.model_copy(update={"measured_tflops_per_gpu": tflops_per_gpu})
+        return (
+            self
+            if tflops_per_gpu is None
+            else self.model_copy(update={"measured_tflops_per_gpu": tflops_per_gpu})
+        )

@@ -102,20 +102,31 @@ class ProbeResult(BaseModel):
     fp16_tflops: float | None = None
     fp32_tflops: float | None = None
     memory_bandwidth_gbps: float | None = Field(None, description="device copy, read + write, GB/s")
-    h2d_bandwidth_gbps: float | None = Field(None, description="pinned host to device, GB/s; None without a GPU")
+    h2d_bandwidth_gbps: float | None = Field(
+        None, description="pinned host to device, GB/s; None without a GPU"
+    )
     p2p_bandwidth_gbps: tuple[PeerBandwidth, ...] = ()
     matmul_n: dict[str, int] = Field(
-        default_factory=dict, description="matrix side used per figure; below sizes.matmul_n when the budget forced it"
+        default_factory=dict,
+        description="matrix side used per figure; below sizes.matmul_n when the budget forced it",
     )
-    samples: dict[str, int] = Field(default_factory=dict, description="timed runs behind each figure")
-    unsupported: dict[str, str] = Field(default_factory=dict, description="figure -> why it was not measured")
+    samples: dict[str, int] = Field(
+        default_factory=dict, description="timed runs behind each figure"
+    )
+    unsupported: dict[str, str] = Field(
+        default_factory=dict, description="figure -> why it was not measured"
+    )
     sizes: ProbeSizes
     budget_s: float
     duration_s: float
     measured_at: datetime
 
     def tflops(self, dtype: Dtype) -> float | None:
-        return {Dtype.BF16: self.bf16_tflops, Dtype.FP16: self.fp16_tflops, Dtype.FP32: self.fp32_tflops}[dtype]
+        return {
+            Dtype.BF16: self.bf16_tflops,
+            Dtype.FP16: self.fp16_tflops,
+            Dtype.FP32: self.fp32_tflops,
+        }[dtype]
 
     @property
     def headline_tflops(self) -> float | None:
@@ -245,8 +256,17 @@ def _measure_all(device: _Device, run: _Run) -> dict[str, Any]:
     phases -= 1
     peers = []
     for src, dst in pairs:
-        seconds, count = run.timed(f"GPU{src} -> GPU{dst}", device.peer_copy(src, dst, transfer), run.share(phases))
-        peers.append(PeerBandwidth(src_gpu=src, dst_gpu=dst, bandwidth_gbps=transfer / seconds / BYTES_PER_GB, samples=count))
+        seconds, count = run.timed(
+            f"GPU{src} -> GPU{dst}", device.peer_copy(src, dst, transfer), run.share(phases)
+        )
+        peers.append(
+            PeerBandwidth(
+                src_gpu=src,
+                dst_gpu=dst,
+                bandwidth_gbps=transfer / seconds / BYTES_PER_GB,
+                samples=count,
+            )
+        )
         phases -= 1
     if device.gpu_count < 2:
         out["unsupported"]["p2p_bandwidth_gbps"] = "needs two or more GPUs"
@@ -311,7 +331,9 @@ def _open_device(backend: Backend | None, clock: Clock) -> _Device:
 # -- NumPy on the CPU --------------------------------------------------------------
 
 NUMPY_NO_BF16 = "NumPy has no bfloat16 type"
-NUMPY_NO_FP16 = "NumPy's float16 matmul has no BLAS kernel (it runs in software), so a figure would mislead"
+NUMPY_NO_FP16 = (
+    "NumPy's float16 matmul has no BLAS kernel (it runs in software), so a figure would mislead"
+)
 NO_GPU = "no GPU: host-to-device needs one"
 
 
@@ -329,7 +351,10 @@ class _NumpyDevice:
         if dtype is Dtype.FP16:
             return NUMPY_NO_FP16
         rng = np.random.default_rng(0)
-        a, b = rng.standard_normal((n, n), dtype=np.float32), rng.standard_normal((n, n), dtype=np.float32)
+        a, b = (
+            rng.standard_normal((n, n), dtype=np.float32),
+            rng.standard_normal((n, n), dtype=np.float32),
+        )
         c = np.empty((n, n), dtype=np.float32)
         return self._timed(lambda: np.matmul(a, b, out=c))
 
@@ -448,4 +473,3 @@ class _TorchDevice:
             return float(start.elapsed_time(end)) / 1000.0  # elapsed_time is in ms
 
         return on_gpu
-

@@ -19,7 +19,8 @@ from spothop.state.registry import metadata
 _ID = 128  # instance ids, worker ids and job ids are far shorter than this
 
 agent_heartbeats = Table(
-    "agent_heartbeats", metadata,
+    "agent_heartbeats",
+    metadata,
     Column("instance_id", String(_ID), primary_key=True),
     Column("worker_id", String(_ID), nullable=False, default=""),
     Column("job_id", String(_ID), nullable=False, default=""),
@@ -33,7 +34,8 @@ agent_heartbeats = Table(
 )
 
 agent_events = Table(
-    "agent_events", metadata,
+    "agent_events",
+    metadata,
     Column("event_id", String(64), primary_key=True),
     Column("schema_version", Integer, nullable=False),
     Column("kind", String(32), nullable=False),
@@ -51,7 +53,8 @@ agent_events = Table(
 )
 
 agent_requests = Table(
-    "agent_requests", metadata,
+    "agent_requests",
+    metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("instance_id", String(_ID), nullable=False),
     Column("kind", String(16), nullable=False),  # "checkpoint" | "stop"

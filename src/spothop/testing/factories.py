@@ -37,23 +37,43 @@ _TYPES = (
 def make_offering(**overrides: Any) -> Offering:
     """An H100 offering of the fake provider in ``fake-1a``; ``overrides`` set any field."""
     fields: dict[str, Any] = {
-        "provider": DEFAULT_PROVIDER, "region": DEFAULT_REGION, "zone": DEFAULT_ZONES[0],
-        "instance_type": _TYPES[0][0], "gpu": _TYPES[0][1], "gpu_count": _TYPES[0][2], "vcpus": _TYPES[0][3],
-        "memory_gib": _TYPES[0][4], "interconnect": Interconnect.NONE,
-        "on_demand_price_usd_per_hour": _TYPES[0][5], "spot_price_usd_per_hour": _TYPES[0][6],
-        "price_date": PRICE_DATE, "source": "spothop.testing",
+        "provider": DEFAULT_PROVIDER,
+        "region": DEFAULT_REGION,
+        "zone": DEFAULT_ZONES[0],
+        "instance_type": _TYPES[0][0],
+        "gpu": _TYPES[0][1],
+        "gpu_count": _TYPES[0][2],
+        "vcpus": _TYPES[0][3],
+        "memory_gib": _TYPES[0][4],
+        "interconnect": Interconnect.NONE,
+        "on_demand_price_usd_per_hour": _TYPES[0][5],
+        "spot_price_usd_per_hour": _TYPES[0][6],
+        "price_date": PRICE_DATE,
+        "source": "spothop.testing",
     }
     fields.update(overrides)
     return Offering(**fields)
 
 
-def make_offerings(provider: str = DEFAULT_PROVIDER, region: str = DEFAULT_REGION,
-                   zones: tuple[str, ...] = DEFAULT_ZONES) -> list[Offering]:
+def make_offerings(
+    provider: str = DEFAULT_PROVIDER,
+    region: str = DEFAULT_REGION,
+    zones: tuple[str, ...] = DEFAULT_ZONES,
+) -> list[Offering]:
     """The default types in every zone: a small multi-zone catalog."""
     return [
-        make_offering(provider=provider, region=region, zone=zone, instance_type=name, gpu=gpu, gpu_count=count,
-                      vcpus=vcpus, memory_gib=memory, on_demand_price_usd_per_hour=on_demand,
-                      spot_price_usd_per_hour=spot)
+        make_offering(
+            provider=provider,
+            region=region,
+            zone=zone,
+            instance_type=name,
+            gpu=gpu,
+            gpu_count=count,
+            vcpus=vcpus,
+            memory_gib=memory,
+            on_demand_price_usd_per_hour=on_demand,
+            spot_price_usd_per_hour=spot,
+        )
         for zone in zones
         for name, gpu, count, vcpus, memory, on_demand, spot in _TYPES
     ]
@@ -73,9 +93,15 @@ def make_markets(provider: str = DEFAULT_PROVIDER, **overrides: Any) -> list[Fak
 def make_instance(**overrides: Any) -> Instance:
     """A running spot instance of the default offering; ``overrides`` set any field."""
     fields: dict[str, Any] = {
-        "instance_id": "fake-000000000001", "provider": DEFAULT_PROVIDER, "region": DEFAULT_REGION,
-        "zone": DEFAULT_ZONES[0], "instance_type": _TYPES[0][0], "spot": True, "state": InstanceState.RUNNING,
-        "launched_at": 0.0, "price_usd_per_hour": _TYPES[0][6],
+        "instance_id": "fake-000000000001",
+        "provider": DEFAULT_PROVIDER,
+        "region": DEFAULT_REGION,
+        "zone": DEFAULT_ZONES[0],
+        "instance_type": _TYPES[0][0],
+        "spot": True,
+        "state": InstanceState.RUNNING,
+        "launched_at": 0.0,
+        "price_usd_per_hour": _TYPES[0][6],
     }
     fields.update(overrides)
     return Instance(**fields)

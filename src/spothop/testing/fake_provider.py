@@ -61,7 +61,9 @@ from spothop.testing.factories import make_markets
 from spothop.testing.market import FakeMarket, fixed_cost_microusd
 
 FAKE_NAME = "fake"
-FAKE_NOTICE_LEAD_TIME_S = 120.0  # the fake's default final-notice lead (any documented value would do)
+FAKE_NOTICE_LEAD_TIME_S = (
+    120.0  # the fake's default final-notice lead (any documented value would do)
+)
 FAKE_LAUNCH_DELAY_S = 30.0  # clock seconds from launch to running
 
 FAKE_ERROR_CODES = ErrorCodes(
@@ -129,7 +131,9 @@ class FakeProvider(Provider):
         self.gpu_quota = dict(gpu_quota or {})
         unknown = sorted(set(self.gpu_quota) - {"spot", "on_demand"})
         if unknown:
-            raise ConfigError(f"gpu_quota takes the keys 'spot' and 'on_demand', not {', '.join(unknown)}")
+            raise ConfigError(
+                f"gpu_quota takes the keys 'spot' and 'on_demand', not {', '.join(unknown)}"
+            )
         self.markets = list(markets) if markets is not None else make_markets(provider=name)
         for market in self.markets:
             if market.offering.provider != name:
@@ -164,27 +168,46 @@ class FakeProvider(Provider):
             if price is None or (instance_types and m.offering.instance_type not in instance_types):
                 continue
             o = m.offering
-            out.append(SpotPrice(
-                provider=self.name, region=o.region, zone=o.zone, instance_type=o.instance_type,
-                price_usd_per_hour=price, timestamp=now, available=m.available and not self._full(m),
-            ))
+            out.append(
+                SpotPrice(
+                    provider=self.name,
+                    region=o.region,
+                    zone=o.zone,
+                    instance_type=o.instance_type,
+                    price_usd_per_hour=price,
+                    timestamp=now,
+                    available=m.available and not self._full(m),
+                )
+            )
         return out
 
     def market(self, instance_type: str, location: str | None = None) -> FakeMarket:
         """The market of ``instance_type`` in ``location`` (zone or region; None: the only one)."""
-        found = [m for m in self.markets if m.offering.instance_type == instance_type
-                 and location in (None, m.offering.zone, m.offering.region)]
+        found = [
+            m
+            for m in self.markets
+            if m.offering.instance_type == instance_type
+            and location in (None, m.offering.zone, m.offering.region)
+        ]
         if len(found) != 1:
             where = f" in {location}" if location else ""
-            sold = "; ".join(f"{m.offering.instance_type} in {m.offering.location}" for m in self.markets)
-            raise ConfigError(f"{self.name} has {len(found)} markets for {instance_type}{where} (it sells: {sold})")
+            sold = "; ".join(
+                f"{m.offering.instance_type} in {m.offering.location}" for m in self.markets
+            )
+            raise ConfigError(
+                f"{self.name} has {len(found)} markets for {instance_type}{where} (it sells: {sold})"
+            )
         return found[0]
 
-    def set_spot_price(self, instance_type: str, price_usd_per_hour: float, location: str | None = None) -> None:
+    def set_spot_price(
+        self, instance_type: str, price_usd_per_hour: float, location: str | None = None
+    ) -> None:
         """The market's spot price from now on."""
         self.market(instance_type, location).set_price(price_usd_per_hour, self.clock.now())
 
-    def set_available(self, instance_type: str, available: bool, location: str | None = None) -> None:
+    def set_available(
+        self, instance_type: str, available: bool, location: str | None = None
+    ) -> None:
         """Open or close the market's spot capacity from now on."""
         self.market(instance_type, location).available = available
 
@@ -224,23 +247,38 @@ class FakeProvider(Provider):
             price = self._check(request, market, now)
             self._check_quota(request, market)
             instance = Instance(
-                instance_id=self._new_id(), provider=self.name, region=market.offering.region, zone=zone,
-                instance_type=request.instance_type, spot=request.spot, state=InstanceState.PENDING,
-                launched_at=now, price_usd_per_hour=price, name=request.name, tags=dict(request.tags),
+                instance_id=self._new_id(),
+                provider=self.name,
+                region=market.offering.region,
+                zone=zone,
+                instance_type=request.instance_type,
+                spot=request.spot,
+                state=InstanceState.PENDING,
+                launched_at=now,
+                price_usd_per_hour=price,
+                name=request.name,
+                tags=dict(request.tags),
             )
-            self._records[instance.instance_id] = _Record(instance, market, running_at=now + self.launch_delay_s)
+            self._records[instance.instance_id] = _Record(
+                instance, market, running_at=now + self.launch_delay_s
+            )
             return self._view(self._records[instance.instance_id], now)
 
     def _market_for(self, request: LaunchRequest) -> FakeMarket:
         for m in self.markets:
             o = m.offering
-            if o.instance_type == request.instance_type and o.region == request.region and (
-                request.zone is None or request.zone == o.zone
+            if (
+                o.instance_type == request.instance_type
+                and o.region == request.region
+                and (request.zone is None or request.zone == o.zone)
             ):
                 return m
-        sold = "; ".join(sorted({f"{m.offering.instance_type} in {m.offering.location}" for m in self.markets}))
+        sold = "; ".join(
+            sorted({f"{m.offering.instance_type} in {m.offering.location}" for m in self.markets})
+        )
         raise InvalidRequest(
-            self.name, self.codes.invalid_parameter,
+            self.name,
+            self.codes.invalid_parameter,
             f"{request.instance_type} is not offered in {request.zone or request.region}",
             hint=f"{self.name} sells: {sold}",
         )
@@ -249,17 +287,31 @@ class FakeProvider(Provider):
         o = market.offering
         if not request.spot:
             if o.on_demand_price_usd_per_hour is None:
-                raise InvalidRequest(self.name, self.codes.invalid_parameter, f"{o.instance_type} has no on-demand market")
+                raise InvalidRequest(
+                    self.name,
+                    self.codes.invalid_parameter,
+                    f"{o.instance_type} has no on-demand market",
+                )
             return o.on_demand_price_usd_per_hour
         price = market.price_at(now)
         if price is None:
-            raise InvalidRequest(self.name, self.codes.invalid_parameter, f"{o.instance_type} in {o.location} has no spot market")
+            raise InvalidRequest(
+                self.name,
+                self.codes.invalid_parameter,
+                f"{o.instance_type} in {o.location} has no spot market",
+            )
         if not market.available or self._full(market):
-            raise CapacityUnavailable(self.name, self.codes.capacity_unavailable,
-                                      f"no spot capacity for {o.instance_type} in {o.location} right now")
+            raise CapacityUnavailable(
+                self.name,
+                self.codes.capacity_unavailable,
+                f"no spot capacity for {o.instance_type} in {o.location} right now",
+            )
         if request.max_price_usd_per_hour is not None and request.max_price_usd_per_hour < price:
-            raise PriceTooLow(self.name, self.codes.bid_refused,
-                              f"max price {request.max_price_usd_per_hour:.4f} is below the spot price {price:.4f} USD/h")
+            raise PriceTooLow(
+                self.name,
+                self.codes.bid_refused,
+                f"max price {request.max_price_usd_per_hour:.4f} is below the spot price {price:.4f} USD/h",
+            )
         return price
 
     def _check_quota(self, request: LaunchRequest, market: FakeMarket) -> None:
@@ -267,10 +319,15 @@ class FakeProvider(Provider):
         quota = self.gpu_quota.get(kind)
         if quota is None:
             return
-        used = sum(r.market.offering.gpu_count for r in self._alive() if r.instance.spot == request.spot)
+        used = sum(
+            r.market.offering.gpu_count for r in self._alive() if r.instance.spot == request.spot
+        )
         if used + market.offering.gpu_count > quota:
-            raise QuotaExceeded(self.name, FAKE_QUOTA_EXCEEDED,
-                                f"{kind} GPU quota is {quota}; {used} in use, {market.offering.gpu_count} more asked")
+            raise QuotaExceeded(
+                self.name,
+                FAKE_QUOTA_EXCEEDED,
+                f"{kind} GPU quota is {quota}; {used} in use, {market.offering.gpu_count} more asked",
+            )
 
     def _full(self, market: FakeMarket) -> bool:
         if market.capacity is None:
@@ -336,7 +393,9 @@ class FakeProvider(Provider):
             record = self._record(instance_id)
             now = self.clock.now()
             if not self._state(record, now).is_alive:
-                raise ConfigError(f"instance {instance_id} is {self._state(record, now).value}; only a live instance can be preempted")
+                raise ConfigError(
+                    f"instance {instance_id} is {self._state(record, now).value}; only a live instance can be preempted"
+                )
             lead = self.capabilities.notice_lead_time_s if lead_time_s is None else lead_time_s
             start = now if at_s is None else at_s
             if lead is None or lead < 0:
@@ -344,10 +403,14 @@ class FakeProvider(Provider):
             if start < now:
                 raise ConfigError(f"at_s {start} is in the past (the clock reads {now})")
             if advance_s is not None and (not self.capabilities.advance_notice or advance_s <= 0):
-                raise ConfigError(f"advance_s needs a provider with advance notices and a value > 0, got {advance_s}")
+                raise ConfigError(
+                    f"advance_s needs a provider with advance notices and a value > 0, got {advance_s}"
+                )
             notice = start + (advance_s or 0.0)
             record.advance_notice_time = start if advance_s is not None else None
-            record.instance = replace(record.instance, notice_time=notice, termination_time=notice + lead)
+            record.instance = replace(
+                record.instance, notice_time=notice, termination_time=notice + lead
+            )
             return self._view(record, now)
 
     def advance_notice_time(self, instance_id: str) -> float | None:
@@ -360,7 +423,9 @@ class FakeProvider(Provider):
     def _record(self, instance_id: str) -> _Record:
         record = self._records.get(instance_id)
         if record is None:
-            raise InstanceNotFound(self.name, self.codes.instance_not_found, f"no instance {instance_id!r}")
+            raise InstanceNotFound(
+                self.name, self.codes.instance_not_found, f"no instance {instance_id!r}"
+            )
         return record
 
     def _state(self, record: _Record, now: float) -> InstanceState:
@@ -388,7 +453,11 @@ class FakeProvider(Provider):
         # A notice scripted for later is not yet visible, as a cloud would not show it.
         visible = i.notice_time is not None and now >= i.notice_time
         return replace(
-            i, state=state, ended_at=ended_at, billed_seconds=billed, cost_microusd=cost,
+            i,
+            state=state,
+            ended_at=ended_at,
+            billed_seconds=billed,
+            cost_microusd=cost,
             notice_time=i.notice_time if visible else None,
             termination_time=i.termination_time if visible else None,
         )
@@ -401,7 +470,17 @@ class FakeFamily:
     :class:`FakeProvider`; options of other families are ignored.
     """
 
-    _OPTIONS = frozenset({"markets", "clock", "notice_lead_time_s", "advance_notice", "launch_delay_s", "gpu_quota", "codes"})
+    _OPTIONS = frozenset(
+        {
+            "markets",
+            "clock",
+            "notice_lead_time_s",
+            "advance_notice",
+            "launch_delay_s",
+            "gpu_quota",
+            "codes",
+        }
+    )
 
     def names(self, **_: Any) -> list[str]:
         return [FAKE_NAME]

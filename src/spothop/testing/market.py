@@ -94,4 +94,6 @@ def fixed_cost_microusd(price_usd_per_hour: float, seconds: float) -> int:
 
 def _check_price(price: float) -> None:
     if not (math.isfinite(price) and price > 0):
-        raise ConfigError(f"a spot price must be a finite number of USD per hour above 0, got {price}")
+        raise ConfigError(
+            f"a spot price must be a finite number of USD per hour above 0, got {price}"
+        )

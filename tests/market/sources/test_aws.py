@@ -91,13 +91,16 @@ def test_unreadable_files_raise(tmp_path):
         AwsJson().read(not_cli)
 
 
-@pytest.mark.parametrize(("zone", "region"), [
-    ("us-east-1a", "us-east-1"),
-    ("us-gov-west-1b", "us-gov-west-1"),
-    ("ap-southeast-2c", "ap-southeast-2"),
-    ("us-west-2-lax-1a", "us-west-2"),  # a Local Zone
-    ("not-a-zone", "not-a-zone"),
-])
+@pytest.mark.parametrize(
+    ("zone", "region"),
+    [
+        ("us-east-1a", "us-east-1"),
+        ("us-gov-west-1b", "us-gov-west-1"),
+        ("ap-southeast-2c", "ap-southeast-2"),
+        ("us-west-2-lax-1a", "us-west-2"),  # a Local Zone
+        ("not-a-zone", "not-a-zone"),
+    ],
+)
 def test_an_aws_zone_names_its_region(zone: str, region: str) -> None:
     assert region_of_zone(zone) == region
 
@@ -106,12 +109,18 @@ def test_every_point_is_keyed_to_its_zone_and_region() -> None:
     source = AwsCsv()
     points = source.read(shared_path("prices", "aws-spot-price-history-p2-p3-2019-2020.csv")).points
     keys = {source.key(p) for p in points}
-    assert {(k.market.region, k.market.zone) for k in keys if k.market.zone == "eu-west-1c"} == {("eu-west-1", "eu-west-1c")}
-    assert all(k.market.provider == "aws" and k.market.zone.startswith(k.market.region) for k in keys)
+    assert {(k.market.region, k.market.zone) for k in keys if k.market.zone == "eu-west-1c"} == {
+        ("eu-west-1", "eu-west-1c")
+    }
+    assert all(
+        k.market.provider == "aws" and k.market.zone.startswith(k.market.region) for k in keys
+    )
     assert points[0].line == 2 and points[-1].line == 16_561
 
 
 def test_a_json_point_knows_its_record_number() -> None:
-    path = shared_path("prices", "aws-describe-spot-price-history-raw", "us-east-2", "p3.2xlarge.json")
+    path = shared_path(
+        "prices", "aws-describe-spot-price-history-raw", "us-east-2", "p3.2xlarge.json"
+    )
     points = AwsJson().read(path).points
     assert [p.record for p in points[:3]] == [1, 2, 3] and all(p.line is None for p in points)

@@ -26,7 +26,11 @@ EXPECTED_FORMAT = {"aws-spot-price-history-p2-p3-2019-2020.csv": "aws-csv"}
 def expected_format(path: Path) -> str:
     if path.name in EXPECTED_FORMAT:
         return EXPECTED_FORMAT[path.name]
-    return "aws-json" if path.parent.parent.name == "aws-describe-spot-price-history-raw" else "azure-csv"
+    return (
+        "aws-json"
+        if path.parent.parent.name == "aws-describe-spot-price-history-raw"
+        else "azure-csv"
+    )
 
 
 def test_the_shared_data_has_price_files_of_every_built_in_format() -> None:
@@ -51,13 +55,18 @@ def test_the_help_text_and_the_format_list_come_from_the_registry() -> None:
     assert all(f"{s.name}: {s.description}" in text for s in registry.price_sources())
 
 
-@pytest.mark.parametrize(("name", "content"), [
-    ("x.csv", "a,b,c\n1,2,3\n"),
-    ("x.json", '{"Prices": []}'),
-    ("empty.csv", ""),
-    ("x.parquet", "PAR1\x00\x01"),
-])
-def test_a_file_no_source_claims_is_refused_with_the_known_formats(tmp_path: Path, name: str, content: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("x.csv", "a,b,c\n1,2,3\n"),
+        ("x.json", '{"Prices": []}'),
+        ("empty.csv", ""),
+        ("x.parquet", "PAR1\x00\x01"),
+    ],
+)
+def test_a_file_no_source_claims_is_refused_with_the_known_formats(
+    tmp_path: Path, name: str, content: str
+) -> None:
     path = tmp_path / name
     path.write_text(content)
     with pytest.raises(TraceError) as info:
@@ -70,7 +79,9 @@ def test_a_file_no_source_claims_is_refused_with_the_known_formats(tmp_path: Pat
 def test_an_unknown_format_name_is_refused_with_the_known_ones(tmp_path: Path) -> None:
     path = tmp_path / "x.csv"
     path.write_text("Date,NC6\n2/24/2020,$0.2\n")
-    with pytest.raises(TraceError, match=r"unknown format 'gcp-csv'; choose one of aws-csv, aws-json, azure-csv"):
+    with pytest.raises(
+        TraceError, match=r"unknown format 'gcp-csv'; choose one of aws-csv, aws-json, azure-csv"
+    ):
         read_price_file(path, "gcp-csv")
     with pytest.raises(TraceError, match="no such file"):
         read_price_file(tmp_path / "absent.csv")
@@ -98,9 +109,18 @@ class TsvPrices(PriceSource):
         from datetime import datetime
 
         lines = path.read_text().splitlines()[1:]
-        points = [PricePoint(timestamp=datetime.fromisoformat(w), region=r, zone="", instance_type=t, product="",
-                             price_usd_per_hour=float(p), line=n)
-                  for n, (w, r, t, p) in enumerate((line.split("\t") for line in lines), start=2)]
+        points = [
+            PricePoint(
+                timestamp=datetime.fromisoformat(w),
+                region=r,
+                zone="",
+                instance_type=t,
+                product="",
+                price_usd_per_hour=float(p),
+                line=n,
+            )
+            for n, (w, r, t, p) in enumerate((line.split("\t") for line in lines), start=2)
+        ]
         return PriceImport(points, [])
 
     def key(self, point: PricePoint) -> PriceSeriesKey:
@@ -115,7 +135,9 @@ def plugin() -> Iterator[TsvPrices]:
     registry.unregister(source.name)
 
 
-def test_a_registered_format_is_detected_imported_and_listed(plugin: TsvPrices, tmp_path: Path) -> None:
+def test_a_registered_format_is_detected_imported_and_listed(
+    plugin: TsvPrices, tmp_path: Path
+) -> None:
     path = tmp_path / "prices.tsv"
     path.write_text("when\tregion\ttype\tprice\n2024-01-01T00:00:00+00:00\twest\tg1\t0.5\n")
     store = PriceStore(f"sqlite:///{tmp_path}/p.db", gpu_lookup=lambda p, t: None)
@@ -123,10 +145,15 @@ def test_a_registered_format_is_detected_imported_and_listed(plugin: TsvPrices, 
     assert (report.format, report.added) == ("example-tsv", 1)
     (point,) = store.points()
     assert point.series.market == MarketId("example", "west", "", "g1")
-    assert "example-tsv" in registry.price_format_names() and "example-tsv" in registry.formats_help()
+    assert (
+        "example-tsv" in registry.price_format_names() and "example-tsv" in registry.formats_help()
+    )
 
 
-TRACES = sorted(trace_files(shared_path("traces", "cant-be-late")) + trace_files(shared_path("traces", "spothedge-gcp-a100")))
+TRACES = sorted(
+    trace_files(shared_path("traces", "cant-be-late"))
+    + trace_files(shared_path("traces", "spothedge-gcp-a100"))
+)
 
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: f"{p.parent.name}/{p.name}")

@@ -28,10 +28,17 @@ def test_each_simulated_cloud_answers_with_its_protocols_codes() -> None:
 def test_an_id_shape_checks_prefix_alphabet_length_and_leading_character() -> None:
     shape = InstanceIdShape(prefix="n-", alphabet=DECIMAL_DIGITS, length=4, leading="123456789")
     assert shape.matches("n-1234") and not shape.matches("n-0123")
-    assert not shape.matches("n-12345") and not shape.matches("x-1234") and not shape.matches("n-12a4")
+    assert (
+        not shape.matches("n-12345") and not shape.matches("x-1234") and not shape.matches("n-12a4")
+    )
 
 
 def test_a_cloud_without_a_bid_code_refuses_a_bid_as_an_invalid_parameter() -> None:
     codes = ErrorCodes("NoCapacity", "NotFound", "BadValue", "Internal")
     assert codes.bid_refused == "BadValue"
-    assert ErrorCodes("NoCapacity", "NotFound", "BadValue", "Internal", price_too_low="BidTooLow").bid_refused == "BidTooLow"
+    assert (
+        ErrorCodes(
+            "NoCapacity", "NotFound", "BadValue", "Internal", price_too_low="BidTooLow"
+        ).bid_refused
+        == "BidTooLow"
+    )

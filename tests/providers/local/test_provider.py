@@ -37,17 +37,28 @@ def _pids(directory: Path) -> tuple[int, int]:
 
 
 def _launch(provider: LocalProvider, command: str = FAMILY, **kwargs):  # type: ignore[no-untyped-def]
-    request = LaunchRequest(instance_type="g5.xlarge", region="us-east-1", zone="us-east-1a",
-                            bootstrap_command=["bash", "-c", command], **kwargs)
+    request = LaunchRequest(
+        instance_type="g5.xlarge",
+        region="us-east-1",
+        zone="us-east-1a",
+        bootstrap_command=["bash", "-c", command],
+        **kwargs,
+    )
     return provider.launch(request)
 
 
 def _imds(url: str, path: str) -> tuple[int, str]:
-    token_request = urllib.request.Request(f"{url}/latest/api/token", method="PUT",
-                                           headers={"X-aws-ec2-metadata-token-ttl-seconds": "60"})
+    token_request = urllib.request.Request(
+        f"{url}/latest/api/token",
+        method="PUT",
+        headers={"X-aws-ec2-metadata-token-ttl-seconds": "60"},
+    )
     token = urllib.request.urlopen(token_request, timeout=5).read().decode()
     try:
-        with urllib.request.urlopen(urllib.request.Request(f"{url}{path}", headers={"X-aws-ec2-metadata-token": token}), timeout=5) as r:
+        with urllib.request.urlopen(
+            urllib.request.Request(f"{url}{path}", headers={"X-aws-ec2-metadata-token": token}),
+            timeout=5,
+        ) as r:
             return r.status, r.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, ""
@@ -56,7 +67,9 @@ def _imds(url: str, path: str) -> tuple[int, str]:
 def test_launched_instance_runs_and_terminate_ends_its_whole_group(aws):
     instance = _launch(aws)
     # Pending until the launch delay has passed (a slow machine may already be past it).
-    assert instance.state in (InstanceState.PENDING, InstanceState.RUNNING) and instance.metadata_url
+    assert (
+        instance.state in (InstanceState.PENDING, InstanceState.RUNNING) and instance.metadata_url
+    )
     running = aws.wait(instance.instance_id, [InstanceState.RUNNING], scaled(10))
     assert running.state is InstanceState.RUNNING
     directory = aws.store.instances_dir / instance.instance_id
@@ -66,7 +79,11 @@ def test_launched_instance_runs_and_terminate_ends_its_whole_group(aws):
     ended = aws.wait(instance.instance_id, [InstanceState.TERMINATED], scaled(15))
     assert ended.state is InstanceState.TERMINATED
     wait_for(lambda: not pid_alive(leader) and not pid_alive(child))
-    assert ended.billed_seconds > 0 and ended.cost_microusd > 0 and isinstance(ended.cost_microusd, int)
+    assert (
+        ended.billed_seconds > 0
+        and ended.cost_microusd > 0
+        and isinstance(ended.cost_microusd, int)
+    )
     aws.terminate(instance.instance_id)  # idempotent
     aws.terminate("i-0doesnotexist")  # unknown: a no-op, as the contract says
     assert aws.describe(instance.instance_id).state is InstanceState.TERMINATED
@@ -74,18 +91,33 @@ def test_launched_instance_runs_and_terminate_ends_its_whole_group(aws):
 
 def test_metadata_endpoint_speaks_the_clouds_protocol(aws):
     instance = _launch(aws)
-    assert _imds(instance.metadata_url, "/latest/meta-data/instance-id") == (200, instance.instance_id)
-    assert _imds(instance.metadata_url, "/latest/meta-data/placement/availability-zone") == (200, "us-east-1a")
+    assert _imds(instance.metadata_url, "/latest/meta-data/instance-id") == (
+        200,
+        instance.instance_id,
+    )
+    assert _imds(instance.metadata_url, "/latest/meta-data/placement/availability-zone") == (
+        200,
+        "us-east-1a",
+    )
     assert _imds(instance.metadata_url, "/latest/meta-data/spot/instance-action")[0] == 404
 
 
 def test_injected_preemption_gives_the_notice_then_sigkills_at_the_deadline(aws):
-    instance = _launch(aws, command="trap '' TERM; " + FAMILY)  # ignores SIGTERM: only SIGKILL ends it
+    instance = _launch(
+        aws, command="trap '' TERM; " + FAMILY
+    )  # ignores SIGTERM: only SIGKILL ends it
     aws.wait(instance.instance_id, [InstanceState.RUNNING], scaled(10))
     leader, child = _pids(aws.store.instances_dir / instance.instance_id)
-    lead = scaled(4.0)  # room to read the notice and look before it runs out, on a loaded machine too
+    lead = scaled(
+        4.0
+    )  # room to read the notice and look before it runs out, on a loaded machine too
     aws.preempt(instance.instance_id, lead_time_s=lead)
-    _status, body = wait_for(lambda: (r := _imds(instance.metadata_url, "/latest/meta-data/spot/instance-action"))[0] == 200 and r)
+    _status, body = wait_for(
+        lambda: (
+            (r := _imds(instance.metadata_url, "/latest/meta-data/spot/instance-action"))[0] == 200
+            and r
+        )
+    )
     action = json.loads(body)
     assert action["action"] == "terminate"
     noticed = aws.describe(instance.instance_id)
@@ -104,12 +136,20 @@ def test_injected_preemption_gives_the_notice_then_sigkills_at_the_deadline(aws)
 def test_gcp_instance_sees_preempted_true(providers):
     gcp = LocalProvider("gcp-sim", world=load_world())
     providers.append(gcp)
-    instance = gcp.launch(LaunchRequest(instance_type="g2-standard-4", region="us-central1", zone="us-central1-a",
-                                        bootstrap_command=["sleep", "300"]))
+    instance = gcp.launch(
+        LaunchRequest(
+            instance_type="g2-standard-4",
+            region="us-central1",
+            zone="us-central1-a",
+            bootstrap_command=["sleep", "300"],
+        )
+    )
 
     def preempted() -> str:
-        request = urllib.request.Request(f"{instance.metadata_url}/computeMetadata/v1/instance/preempted",
-                                         headers={"Metadata-Flavor": "Google"})
+        request = urllib.request.Request(
+            f"{instance.metadata_url}/computeMetadata/v1/instance/preempted",
+            headers={"Metadata-Flavor": "Google"},
+        )
         return urllib.request.urlopen(request, timeout=5).read().decode()
 
     assert preempted() == "FALSE"
@@ -125,15 +165,21 @@ def test_bootstrap_exit_shuts_the_instance_down_and_billing_is_recorded(aws):
     row = aws.store.instance(instance.instance_id)
     assert row is not None and row["exit_code"] == 3 and "code 3" in row["end_reason"]
     rows = aws.store.billing_rows(instance.instance_id)
-    assert rows and sum(r["cost_micro_usd"] for r in rows) == pytest.approx(ended.cost_microusd, abs=2)
+    assert rows and sum(r["cost_micro_usd"] for r in rows) == pytest.approx(
+        ended.cost_microusd, abs=2
+    )
     assert 1.0 <= ended.billed_seconds <= 10
 
 
 def test_on_demand_is_billed_at_list_price(aws):
     instance = _launch(aws, spot=False, command="sleep 1")
     ended = aws.wait(instance.instance_id, [InstanceState.TERMINATED], scaled(15))
-    assert ended.price_usd_per_hour == pytest.approx(aws.world.offering("aws-sim", "us-east-1a", "g5.xlarge").on_demand_price_usd_per_hour)
-    assert ended.cost_microusd == pytest.approx(ended.price_usd_per_hour * ended.billed_seconds / 3600 * 1e6, rel=0.05)
+    assert ended.price_usd_per_hour == pytest.approx(
+        aws.world.offering("aws-sim", "us-east-1a", "g5.xlarge").on_demand_price_usd_per_hour
+    )
+    assert ended.cost_microusd == pytest.approx(
+        ended.price_usd_per_hour * ended.billed_seconds / 3600 * 1e6, rel=0.05
+    )
 
 
 def test_bad_launches_raise_typed_errors_with_the_clouds_code(aws):
@@ -150,7 +196,14 @@ def test_bad_launches_raise_typed_errors_with_the_clouds_code(aws):
 
 def test_registry_finds_every_cloud_of_the_world():
     names = provider_names()
-    assert {"aws-sim", "gcp-sim", "azure-sim", "aliyun-sim", "tencent-sim", "volcengine-sim"} <= set(names)
+    assert {
+        "aws-sim",
+        "gcp-sim",
+        "azure-sim",
+        "aliyun-sim",
+        "tencent-sim",
+        "volcengine-sim",
+    } <= set(names)
     assert get_provider("azure-sim").capabilities.notice_lead_time_s == 30
     assert get_provider("aws-sim").capabilities.advance_notice
     with pytest.raises(ConfigError, match="unknown provider 'ibm'"):
@@ -189,7 +242,12 @@ def test_launch_is_refused_exactly_when_the_trace_says_unavailable(world_file, p
     rng = random.Random(5)
     down = [i for i, c in enumerate(trace.counts) if c == 0]
     up = [i for i, c in enumerate(trace.counts) if c > 0]
-    request = LaunchRequest(instance_type="p3.2xlarge", region="us-east-1", zone="us-east-1a", bootstrap_command=["sleep", "60"])
+    request = LaunchRequest(
+        instance_type="p3.2xlarge",
+        region="us-east-1",
+        zone="us-east-1a",
+        bootstrap_command=["sleep", "60"],
+    )
     for tick in rng.sample(down, 25):
         clock.t = start + tick * trace.tick_s + trace.tick_s / 2
         with pytest.raises(CapacityUnavailable) as info:
@@ -273,15 +331,27 @@ def test_market_preemption_gives_advance_then_final_notice_then_reclaims(world_f
     drop = provider._market.next_preemption_after(key, now)
     # The market starts with this test's fresh cloud, so for seed 9 its first drop is fixed:
     # up at launch, and down between 10 and 40 simulated minutes later.
-    assert provider._market.is_available(key, now) and drop is not None, "seed 9's market should be up at start"
-    assert 600 <= drop - now <= 40 * 60, f"seed 9's first drop moved to {drop - now:.0f} s; pick another seed"
+    assert provider._market.is_available(key, now) and drop is not None, (
+        "seed 9's market should be up at start"
+    )
+    assert 600 <= drop - now <= 40 * 60, (
+        f"seed 9's first drop moved to {drop - now:.0f} s; pick another seed"
+    )
     (script := provider.store.root / "watch.py").write_text(WATCHER)
-    instance = provider.launch(LaunchRequest(instance_type="g5.xlarge", region="us-east-1", zone="us-east-1a",
-                                             bootstrap_command=["python", str(script)]))
+    instance = provider.launch(
+        LaunchRequest(
+            instance_type="g5.xlarge",
+            region="us-east-1",
+            zone="us-east-1a",
+            bootstrap_command=["python", str(script)],
+        )
+    )
     ended = provider.wait(instance.instance_id, [InstanceState.PREEMPTED], scaled(90))
     assert ended.state is InstanceState.PREEMPTED
     assert ended.termination_time == pytest.approx(drop, abs=1e-6)
     tick_sim_s = 0.1 * 60 * 3  # the host looks every 0.1 s wall; allow three ticks
     assert ended.termination_time - ended.notice_time == pytest.approx(120, abs=tick_sim_s)
-    seen = json.loads((provider.store.instances_dir / instance.instance_id / "seen.json").read_text())
+    seen = json.loads(
+        (provider.store.instances_dir / instance.instance_id / "seen.json").read_text()
+    )
     assert set(seen) == {"rebalance", "action"}

@@ -58,13 +58,19 @@ def test_bandwidth_follows_link_order() -> None:
 
 def test_known_per_link_speed_replaces_the_default() -> None:
     topo = _topology({(0, 1): _nv(4)}, 2)
-    fast = topo.model_copy(update={"gpus": tuple(g.model_copy(update={"nvlink_gbps_per_link": 50.0}) for g in topo.gpus)})
+    fast = topo.model_copy(
+        update={
+            "gpus": tuple(g.model_copy(update={"nvlink_gbps_per_link": 50.0}) for g in topo.gpus)
+        }
+    )
     assert bandwidth_matrix_gbps(fast)[0][1] == 200.0
     assert bandwidth_matrix_gbps(topo)[0][1] == 4 * NVLINK_GBPS_PER_LINK
 
 
 def test_cost_is_normalised_to_the_best_pair() -> None:
-    costs = cost_matrix(_topology({(0, 1): _nv(2), (0, 2): Link(kind=LinkKind.SYS)}, 3, Link(kind=LinkKind.PIX)))
+    costs = cost_matrix(
+        _topology({(0, 1): _nv(2), (0, 2): Link(kind=LinkKind.SYS)}, 3, Link(kind=LinkKind.PIX))
+    )
     assert costs[0][1] == 1.0
     assert costs[0][2] == pytest.approx(2 * NVLINK_GBPS_PER_LINK / 6.0)
     assert costs[1][2] == pytest.approx(2 * NVLINK_GBPS_PER_LINK / 12.0)
@@ -91,8 +97,16 @@ def test_choose_prefers_the_nvlinked_pairs_over_low_indices() -> None:
     topo = _topology({(0, 2): _nv(4), (1, 3): _nv(4)}, 4, Link(kind=LinkKind.SYS))
     assert choose_gpus(topo, 2) == [0, 2]
     # Four GPUs of eight: the two bridged pairs that share a PCIe switch beat two apart.
-    cells = {(0, 1): _nv(4), (2, 3): _nv(4), (4, 5): _nv(4), (6, 7): _nv(4), (4, 6): Link(kind=LinkKind.PIX),
-             (4, 7): Link(kind=LinkKind.PIX), (5, 6): Link(kind=LinkKind.PIX), (5, 7): Link(kind=LinkKind.PIX)}
+    cells = {
+        (0, 1): _nv(4),
+        (2, 3): _nv(4),
+        (4, 5): _nv(4),
+        (6, 7): _nv(4),
+        (4, 6): Link(kind=LinkKind.PIX),
+        (4, 7): Link(kind=LinkKind.PIX),
+        (5, 6): Link(kind=LinkKind.PIX),
+        (5, 7): Link(kind=LinkKind.PIX),
+    }
     assert choose_gpus(_topology(cells, 8, Link(kind=LinkKind.SYS)), 4) == [4, 5, 6, 7]
 
 

@@ -28,35 +28,105 @@ EXPECTED = {
     "telegraf-xml/rtx-3080-v12.xml": (SourceFormat.SMI_XML, 1, "NVIDIA GeForce RTX 3080", 10240),
     "telegraf-xml/rtx-3080-v13.xml": (SourceFormat.SMI_XML, 1, "NVIDIA GeForce RTX 3080", 10240),
     "telegraf-xml/rtx-3090-v12.xml": (SourceFormat.SMI_XML, 1, "NVIDIA GeForce RTX 3090", 24576),
-    "telegraf-xml/rtx-4000-sff-ada-v13.xml": (SourceFormat.SMI_XML, 1, "NVIDIA RTX 4000 SFF Ada Generation", 20475),
+    "telegraf-xml/rtx-4000-sff-ada-v13.xml": (
+        SourceFormat.SMI_XML,
+        1,
+        "NVIDIA RTX 4000 SFF Ada Generation",
+        20475,
+    ),
     "telegraf-xml/tesla-t4.xml": (SourceFormat.SMI_XML, 1, "Tesla T4", 15360),
     "thamada-text/A100SXMx4_smi.txt": (SourceFormat.SMI_TABLE, 4, "NVIDIA A100-SXM4-80GB", 81920),
-    "thamada-text/A100SXMx4_smi_-a.txt": (SourceFormat.SMI_QUERY_TEXT, 4, "NVIDIA A100-SXM4-80GB", 81920),
+    "thamada-text/A100SXMx4_smi_-a.txt": (
+        SourceFormat.SMI_QUERY_TEXT,
+        4,
+        "NVIDIA A100-SXM4-80GB",
+        81920,
+    ),
     "thamada-text/A40x10_smi.txt": (SourceFormat.SMI_TABLE, 10, "NVIDIA A40", 46068),
     "thamada-text/A40x10_smi_-a.txt": (SourceFormat.SMI_QUERY_TEXT, 10, "NVIDIA A40", 46068),
     "thamada-text/H100NVLx2_smi.txt": (SourceFormat.SMI_TABLE, 2, "NVIDIA H100 NVL", 95830),
     "thamada-text/H100NVLx2_smi_-a.txt": (SourceFormat.SMI_QUERY_TEXT, 2, "NVIDIA H100 NVL", 95830),
     "thamada-text/H100SXMx8_smi.txt": (SourceFormat.SMI_TABLE, 8, "NVIDIA H100 80GB HBM3", 81559),
-    "thamada-text/H100SXMx8_smi_-a.txt": (SourceFormat.SMI_QUERY_TEXT, 8, "NVIDIA H100 80GB HBM3", 81559),
+    "thamada-text/H100SXMx8_smi_-a.txt": (
+        SourceFormat.SMI_QUERY_TEXT,
+        8,
+        "NVIDIA H100 80GB HBM3",
+        81559,
+    ),
     "thamada-text/L40S_smi.txt": (SourceFormat.SMI_TABLE, 1, "NVIDIA L40S", 46068),
     "thamada-text/L40S_smi_-a.txt": (SourceFormat.SMI_QUERY_TEXT, 1, "NVIDIA L40S", 46068),
     "thamada-text/L4_smi.txt": (SourceFormat.SMI_TABLE, 1, "NVIDIA L4", 23034),
     "thamada-text/L4_smi_-a.txt": (SourceFormat.SMI_QUERY_TEXT, 1, "NVIDIA L4", 23034),
     "thamada-text/MI300X_smi.txt": (SourceFormat.ROCM_SMI, 1, "AMD Instinct MI300X", None),
     "thamada-text/MI300X_x4_smi.txt": (SourceFormat.ROCM_SMI, 4, "AMD Instinct MI300X", None),
-    "thamada-text/MI300X_x4_smi_-a.txt": (SourceFormat.ROCM_SMI, 4, "AMD Instinct MI300X OAM", None),
-    "thamada-text/RTX2000Ada_smi.txt": (SourceFormat.SMI_TABLE, 1, "NVIDIA RTX 2000 Ada Gene...", 16380),
-    "thamada-text/RTX2000Ada_smi_-a.txt": (SourceFormat.SMI_QUERY_TEXT, 1, "NVIDIA RTX 2000 Ada Generation", 16380),
+    "thamada-text/MI300X_x4_smi_-a.txt": (
+        SourceFormat.ROCM_SMI,
+        4,
+        "AMD Instinct MI300X OAM",
+        None,
+    ),
+    "thamada-text/RTX2000Ada_smi.txt": (
+        SourceFormat.SMI_TABLE,
+        1,
+        "NVIDIA RTX 2000 Ada Gene...",
+        16380,
+    ),
+    "thamada-text/RTX2000Ada_smi_-a.txt": (
+        SourceFormat.SMI_QUERY_TEXT,
+        1,
+        "NVIDIA RTX 2000 Ada Generation",
+        16380,
+    ),
     "thamada-text/RTX3090_smi.txt": (SourceFormat.SMI_TABLE, 2, "NVIDIA GeForce RTX 3090", 24576),
-    "thamada-text/RTX3090_smi_-a.txt": (SourceFormat.SMI_QUERY_TEXT, 2, "NVIDIA GeForce RTX 3090", 24576),
-    "thamada-text/RTX4000Ada_smi.txt": (SourceFormat.SMI_TABLE, 1, "NVIDIA RTX 4000 Ada Gene...", 20475),
-    "thamada-text/RTX4000Ada_smi_-a.txt": (SourceFormat.SMI_QUERY_TEXT, 1, "NVIDIA RTX 4000 Ada Generation", 20475),
-    "thamada-text/RTX4060Ti_smi.txt": (SourceFormat.SMI_TABLE, 2, "NVIDIA GeForce RTX 4060 Ti", 16380),
-    "thamada-text/RTX4060Ti_smi_-a.txt": (SourceFormat.SMI_QUERY_TEXT, 2, "NVIDIA GeForce RTX 4060 Ti", 16380),
+    "thamada-text/RTX3090_smi_-a.txt": (
+        SourceFormat.SMI_QUERY_TEXT,
+        2,
+        "NVIDIA GeForce RTX 3090",
+        24576,
+    ),
+    "thamada-text/RTX4000Ada_smi.txt": (
+        SourceFormat.SMI_TABLE,
+        1,
+        "NVIDIA RTX 4000 Ada Gene...",
+        20475,
+    ),
+    "thamada-text/RTX4000Ada_smi_-a.txt": (
+        SourceFormat.SMI_QUERY_TEXT,
+        1,
+        "NVIDIA RTX 4000 Ada Generation",
+        20475,
+    ),
+    "thamada-text/RTX4060Ti_smi.txt": (
+        SourceFormat.SMI_TABLE,
+        2,
+        "NVIDIA GeForce RTX 4060 Ti",
+        16380,
+    ),
+    "thamada-text/RTX4060Ti_smi_-a.txt": (
+        SourceFormat.SMI_QUERY_TEXT,
+        2,
+        "NVIDIA GeForce RTX 4060 Ti",
+        16380,
+    ),
     "thamada-text/RTX4090_smi.txt": (SourceFormat.SMI_TABLE, 8, "NVIDIA GeForce RTX 4090", 24564),
-    "thamada-text/RTX4090_smi_-a.txt": (SourceFormat.SMI_QUERY_TEXT, 8, "NVIDIA GeForce RTX 4090", 24564),
-    "thamada-text/RTX6000Ada_x8_smi.txt": (SourceFormat.SMI_TABLE, 8, "NVIDIA RTX 6000 Ada Gene...", 49140),
-    "thamada-text/RTX6000Ada_x8_smi_-a.txt": (SourceFormat.SMI_QUERY_TEXT, 8, "NVIDIA RTX 6000 Ada Generation", 49140),
+    "thamada-text/RTX4090_smi_-a.txt": (
+        SourceFormat.SMI_QUERY_TEXT,
+        8,
+        "NVIDIA GeForce RTX 4090",
+        24564,
+    ),
+    "thamada-text/RTX6000Ada_x8_smi.txt": (
+        SourceFormat.SMI_TABLE,
+        8,
+        "NVIDIA RTX 6000 Ada Gene...",
+        49140,
+    ),
+    "thamada-text/RTX6000Ada_x8_smi_-a.txt": (
+        SourceFormat.SMI_QUERY_TEXT,
+        8,
+        "NVIDIA RTX 6000 Ada Generation",
+        49140,
+    ),
     "topo/8x_rtx4090_pcie_topo.txt": (SourceFormat.TOPO_MATRIX, 8, None, None),
     "topo/dgx_a100_40gb_topo_PARTIAL.txt": (SourceFormat.TOPO_MATRIX, 8, None, None),
 }
@@ -67,7 +137,9 @@ def _id(path: Path) -> str:
 
 
 def _unsupported(path: Path) -> str | None:
-    return next((what for suffix, what in UNSUPPORTED_MARKERS.items() if path.name.endswith(suffix)), None)
+    return next(
+        (what for suffix, what in UNSUPPORTED_MARKERS.items() if path.name.endswith(suffix)), None
+    )
 
 
 @pytest.mark.parametrize("path", sample_files(), ids=_id)

@@ -24,7 +24,12 @@ def test_xml_a100_fields() -> None:
     assert gpu.pci_bus_id == "00000000:01:00.0"
     # The GPU's own 80 GB, not one of its MIG slices' 19968 MiB.
     assert gpu.memory_total_mib == 81920
-    assert (gpu.pcie_gen_current, gpu.pcie_gen_max, gpu.pcie_link_width_current, gpu.pcie_link_width_max) == (4, 4, 16, 16)
+    assert (
+        gpu.pcie_gen_current,
+        gpu.pcie_gen_max,
+        gpu.pcie_link_width_current,
+        gpu.pcie_link_width_max,
+    ) == (4, 4, 16, 16)
     assert topo.links is None
     assert topo.notes == ("attached_gpus says 4 but the log describes 1",)
 
@@ -46,9 +51,15 @@ def test_query_text_h100_sxm() -> None:
     topo = parse_smi_query(read("thamada-text/H100SXMx8_smi_-a.txt"))
     assert (topo.driver_version, topo.cuda_version) == ("565.57.01", "12.7")
     assert topo.gpu_count == 8
-    assert [g.pci_bus_id for g in topo.gpus][:3] == ["00000000:18:00.0", "00000000:2A:00.0", "00000000:3A:00.0"]
+    assert [g.pci_bus_id for g in topo.gpus][:3] == [
+        "00000000:18:00.0",
+        "00000000:2A:00.0",
+        "00000000:3A:00.0",
+    ]
     assert topo.gpus[0].uuid == "GPU-b42dd28e-ffdd-8720-1df0-98bd8cdc05b1"
-    assert {(g.pcie_gen_current, g.pcie_gen_max, g.pcie_link_width_current) for g in topo.gpus} == {(5, 5, 16)}
+    assert {(g.pcie_gen_current, g.pcie_gen_max, g.pcie_link_width_current) for g in topo.gpus} == {
+        (5, 5, 16)
+    }
     # The sample lists no NVLinks; the NVSwitch fabric state says the GPUs joined it.
     assert {g.fabric_state for g in topo.gpus} == {"Completed"}
     assert {g.nvlink_active_links for g in topo.gpus} == {None}
@@ -57,7 +68,12 @@ def test_query_text_h100_sxm() -> None:
 def test_query_text_reads_nested_sections_by_path() -> None:
     # "Max : 4" under PCIe Generation and "Max : 8x" under Link Width must not be confused.
     gpu = parse_smi_query(read("thamada-text/RTX4060Ti_smi_-a.txt")).gpus[0]
-    assert (gpu.pcie_gen_max, gpu.pcie_gen_current, gpu.pcie_link_width_max, gpu.pcie_link_width_current) == (4, 4, 8, 4)
+    assert (
+        gpu.pcie_gen_max,
+        gpu.pcie_gen_current,
+        gpu.pcie_link_width_max,
+        gpu.pcie_link_width_current,
+    ) == (4, 4, 8, 4)
 
 
 def test_query_text_idle_gpu_reports_gen1() -> None:
@@ -90,7 +106,8 @@ def test_rocm_concise_and_log() -> None:
 
 
 @pytest.mark.parametrize(
-    "relative", ["thamada-text/H100SXMx8_smi_-a.txt", "telegraf-xml/a10g.xml", "thamada-text/L4_smi.txt"]
+    "relative",
+    ["thamada-text/H100SXMx8_smi_-a.txt", "telegraf-xml/a10g.xml", "thamada-text/L4_smi.txt"],
 )
 def test_product_names_resolve_to_catalog_models(relative: str) -> None:
     gpu = parse_any(read(relative)).gpus[0]
@@ -104,12 +121,32 @@ def test_product_names_resolve_to_catalog_models(relative: str) -> None:
     ("parse", "text", "message"),
     [
         (parse_smi_xml, "<nvidia_smi_log><gpu>", r"line 1, column \d+: expected well-formed"),
-        (parse_smi_xml, "<?xml version='1.0'?>\n<other/>", r"line 1: expected a <nvidia_smi_log> root element; got <other>"),
+        (
+            parse_smi_xml,
+            "<?xml version='1.0'?>\n<other/>",
+            r"line 1: expected a <nvidia_smi_log> root element; got <other>",
+        ),
         (parse_smi_xml, "<nvidia_smi_log></nvidia_smi_log>", r"expected at least one <gpu>"),
-        (parse_smi_query, "==============NVSMI LOG==============\n\nDriver Version : 1\n", r"line 3: expected at least one 'GPU <bus id>' block"),
-        (parse_smi_query, "==NVSMI LOG==\nGPU 00000000:01:00.0\n    Product Brand : NVIDIA\n", r"line 3: the block for GPU 00000000:01:00.0 ends without a 'Product Name"),
-        (parse_smi_table, "| NVIDIA-SMI 550 | Bus-Id |\n|   0  NVIDIA L4   On  |   00000000:01:00.0 Off |\n", r"line 3: expected the memory 'used MiB / total MiB' line under GPU 0"),
-        (parse_rocm_smi, "== ROCm System Management Interface ==\n== Concise Info ==\n", r"expected GPU rows in `rocm-smi` output"),
+        (
+            parse_smi_query,
+            "==============NVSMI LOG==============\n\nDriver Version : 1\n",
+            r"line 3: expected at least one 'GPU <bus id>' block",
+        ),
+        (
+            parse_smi_query,
+            "==NVSMI LOG==\nGPU 00000000:01:00.0\n    Product Brand : NVIDIA\n",
+            r"line 3: the block for GPU 00000000:01:00.0 ends without a 'Product Name",
+        ),
+        (
+            parse_smi_table,
+            "| NVIDIA-SMI 550 | Bus-Id |\n|   0  NVIDIA L4   On  |   00000000:01:00.0 Off |\n",
+            r"line 3: expected the memory 'used MiB / total MiB' line under GPU 0",
+        ),
+        (
+            parse_rocm_smi,
+            "== ROCm System Management Interface ==\n== Concise Info ==\n",
+            r"expected GPU rows in `rocm-smi` output",
+        ),
     ],
 )
 def test_malformed_input_names_the_line(parse, text: str, message: str) -> None:  # type: ignore[no-untyped-def]
@@ -118,7 +155,10 @@ def test_malformed_input_names_the_line(parse, text: str, message: str) -> None:
 
 
 def test_unknown_text_is_refused_with_what_is_supported() -> None:
-    with pytest.raises(TopologyParseError, match=r"line 1: expected output of `nvidia-smi topo -m`.*got 'hello world'"):
+    with pytest.raises(
+        TopologyParseError,
+        match=r"line 1: expected output of `nvidia-smi topo -m`.*got 'hello world'",
+    ):
         parse_any("hello world\n")
     with pytest.raises(TopologyParseError, match="the input is empty"):
         parse_any("   \n")

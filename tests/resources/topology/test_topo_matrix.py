@@ -91,7 +91,10 @@ def test_legacy_soc_means_sys() -> None:
 
 def test_link_ordering() -> None:
     nv12, nv4 = Link(kind=LinkKind.NV, nvlink_count=12), Link(kind=LinkKind.NV, nvlink_count=4)
-    pix, pxb, phb, node, sys_ = (Link(kind=k) for k in (LinkKind.PIX, LinkKind.PXB, LinkKind.PHB, LinkKind.NODE, LinkKind.SYS))
+    pix, pxb, phb, node, sys_ = (
+        Link(kind=k)
+        for k in (LinkKind.PIX, LinkKind.PXB, LinkKind.PHB, LinkKind.NODE, LinkKind.SYS)
+    )
     assert nv12 > nv4 > pix > pxb > phb > sys_
     assert node >= phb and phb >= node  # one tier
     assert sorted([sys_, nv4, pxb, pix, nv12]) == [sys_, pxb, pix, nv4, nv12]
@@ -101,14 +104,29 @@ def test_link_ordering() -> None:
     ("text", "message"),
     [
         ("", r"line 1: expected the `nvidia-smi topo -m` header"),
-        ("\tGPU0\tGPU1\nGPU0\t X \tFOO\n", r"line 2: row GPU0, column GPU1: expected X, NV<count>, PIX.*got 'FOO'"),
+        (
+            "\tGPU0\tGPU1\nGPU0\t X \tFOO\n",
+            r"line 2: row GPU0, column GPU1: expected X, NV<count>, PIX.*got 'FOO'",
+        ),
         ("\tGPU0\tGPU1\nGPU0\t X \n", r"line 2: row GPU0 has 1 cells, expected 2"),
-        ("\tGPU0\tGPU1\nGPU0\t X \tSYS\nGPU9\tSYS\t X \n", r"line 3: expected a row for one of GPU0, GPU1; got 'GPU9'"),
-        ("\tGPU0\tGPU1\nGPU0\tSYS\t X \n", r"line 2: row GPU0, column GPU0: expected X \(self\); got SYS"),
-        ("\tGPU0\tGPU1\nGPU0\t X \tSYS\t0-7\n", r"line 2: row GPU0 has 1 values after the device columns, expected at most 0"),
+        (
+            "\tGPU0\tGPU1\nGPU0\t X \tSYS\nGPU9\tSYS\t X \n",
+            r"line 3: expected a row for one of GPU0, GPU1; got 'GPU9'",
+        ),
+        (
+            "\tGPU0\tGPU1\nGPU0\tSYS\t X \n",
+            r"line 2: row GPU0, column GPU0: expected X \(self\); got SYS",
+        ),
+        (
+            "\tGPU0\tGPU1\nGPU0\t X \tSYS\t0-7\n",
+            r"line 2: row GPU0 has 1 values after the device columns, expected at most 0",
+        ),
         ("\tGPU0\tGPU1\n", r"line 2: expected at least one device row"),
         ("\tGPU0\tGPU1\nGPU0\t X \tNV\n", r"got 'NV'"),
-        ("\tGPU0\tGPU1\nGPU0\t X \tSYS\nGPU0\t X \tSYS\n", r"line 3: second row for GPU0 \(first on line 2\)"),
+        (
+            "\tGPU0\tGPU1\nGPU0\t X \tSYS\nGPU0\t X \tSYS\n",
+            r"line 3: second row for GPU0 \(first on line 2\)",
+        ),
     ],
 )
 def test_malformed_matrix_names_the_line(text: str, message: str) -> None:

@@ -36,5 +36,7 @@ def make_watcher(protocol: str, base_url: str | None, **kwargs: Any) -> Watcher:
     """The watcher for ``protocol``; AgentConfigError naming the known ones for an unknown name."""
     cls = WATCHERS.get(protocol)
     if cls is None:
-        raise AgentConfigError(f"unknown notice protocol {protocol!r}; known: {', '.join(sorted(WATCHERS))}")
+        raise AgentConfigError(
+            f"unknown notice protocol {protocol!r}; known: {', '.join(sorted(WATCHERS))}"
+        )
     return cls(base_url, **kwargs)

@@ -47,23 +47,35 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 _OPENER = urllib.request.build_opener(_NoRedirect, urllib.request.ProxyHandler({}))
 
 
-def fetch(method: str, url: str, timeout_s: float, headers: Mapping[str, str] | None = None,
-          body: bytes | None = None) -> Reply:
+def fetch(
+    method: str,
+    url: str,
+    timeout_s: float,
+    headers: Mapping[str, str] | None = None,
+    body: bytes | None = None,
+) -> Reply:
     """One request; no proxies, no redirects. Raises NoticeEndpointError on any transport failure."""
     request = urllib.request.Request(url, data=body, method=method, headers=dict(headers or {}))
     try:
         with _OPENER.open(request, timeout=timeout_s) as response:
             raw = response.read(MAX_REPLY_BYTES)
-            return Reply(response.status, raw.decode("utf-8", "replace"),
-                         {k.lower(): v for k, v in response.headers.items()})
+            return Reply(
+                response.status,
+                raw.decode("utf-8", "replace"),
+                {k.lower(): v for k, v in response.headers.items()},
+            )
     except urllib.error.HTTPError as exc:
         try:
             raw = exc.read(MAX_REPLY_BYTES)
         except OSError:
             raw = b""
-        return Reply(exc.code, raw.decode("utf-8", "replace"), {k.lower(): v for k, v in exc.headers.items()})
+        return Reply(
+            exc.code, raw.decode("utf-8", "replace"), {k.lower(): v for k, v in exc.headers.items()}
+        )
     except (urllib.error.URLError, OSError, ValueError) as exc:
         # urllib wraps a timeout while sending in URLError; one while waiting for the answer comes bare.
         if isinstance(exc, TimeoutError) or isinstance(getattr(exc, "reason", None), TimeoutError):
-            raise EndpointTimeout(f"{method} {url}: timed out, no answer within {timeout_s:g} s") from exc
+            raise EndpointTimeout(
+                f"{method} {url}: timed out, no answer within {timeout_s:g} s"
+            ) from exc
         raise NoticeEndpointError(f"{method} {url}: {exc}") from exc

@@ -34,7 +34,11 @@ def parse_china_standard(text: str) -> float | None:
     """``2018-08-18 12:05:33`` in UTC+8 → unix seconds; an ISO string with a zone is read as such."""
     value = text.strip()
     try:
-        return datetime.strptime(value, _TENCENT_FORMAT).replace(tzinfo=CHINA_STANDARD_TIME).timestamp()
+        return (
+            datetime.strptime(value, _TENCENT_FORMAT)
+            .replace(tzinfo=CHINA_STANDARD_TIME)
+            .timestamp()
+        )
     except ValueError:
         return parse_iso_utc(value) if value.endswith("Z") else None
 

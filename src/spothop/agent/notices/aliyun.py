@@ -61,7 +61,9 @@ class AliyunWatcher(PathWatcher):
     def _fetch_token(self) -> None:
         if not self.base_url:
             raise NoticeEndpointError("no metadata URL for protocol aliyun")
-        reply = fetch("PUT", self.base_url + TOKEN_PATH, self.timeout_s, {TTL_HEADER: str(ALIYUN_TOKEN_TTL_S)})
+        reply = fetch(
+            "PUT", self.base_url + TOKEN_PATH, self.timeout_s, {TTL_HEADER: str(ALIYUN_TOKEN_TTL_S)}
+        )
         if reply.status == 200 and reply.body.strip():
             self._hardened, self._token = True, reply.body.strip()
             self._token_expires = self.clock() + ALIYUN_TOKEN_TTL_S * TOKEN_REFRESH_FRACTION
@@ -76,7 +78,9 @@ class AliyunWatcher(PathWatcher):
         reason = self._normal_mode_reason
         return (f"normal mode without a token: {reason}",) if reason else ()
 
-    def _get(self, path: str, headers: dict[str, str] | None = None, timeout_s: float | None = None) -> Reply:
+    def _get(
+        self, path: str, headers: dict[str, str] | None = None, timeout_s: float | None = None
+    ) -> Reply:
         reply = super()._get(path, headers, timeout_s)
         if reply.status == 401 and self._hardened is not False:
             self._token = None

@@ -68,7 +68,9 @@ ACTION_PATH = "/latest/meta-data/spot/instance-action"
 TERMINATION_PATH = "/latest/meta-data/spot/termination-time"
 REBALANCE_PATH = "/latest/meta-data/events/recommendations/rebalance"
 MAINTENANCE_PATH = "/latest/meta-data/events/maintenance/scheduled"
-MAINTENANCE_PAST_STATES = frozenset({"completed", "canceled"})  # EC2 docs: history, not a coming event
+MAINTENANCE_PAST_STATES = frozenset(
+    {"completed", "canceled"}
+)  # EC2 docs: history, not a coming event
 IDENTITY_PATHS = {
     "instance_id": "/latest/meta-data/instance-id",
     "instance_type": "/latest/meta-data/instance-type",
@@ -84,10 +86,14 @@ class AwsWatcher(Watcher):
     documented_lead_s: ClassVar[float | None] = AWS_SPOT_NOTICE_S
     default_poll_interval_s: ClassVar[float] = AWS_POLL_INTERVAL_S
 
-    def __init__(self, base_url: str | None, *, token_ttl_s: int = AWS_TOKEN_TTL_S, **kwargs: Any) -> None:
+    def __init__(
+        self, base_url: str | None, *, token_ttl_s: int = AWS_TOKEN_TTL_S, **kwargs: Any
+    ) -> None:
         super().__init__(base_url, **kwargs)
         self.token_ttl_s = token_ttl_s
-        self.imdsv1_reason: str | None = None  # why the watcher reads IMDSv1 (no token); None: IMDSv2
+        self.imdsv1_reason: str | None = (
+            None  # why the watcher reads IMDSv1 (no token); None: IMDSv2
+        )
         self._token: str | None = None
         self._token_expires = 0.0
         self._fallback_logged = False
@@ -95,7 +101,9 @@ class AwsWatcher(Watcher):
 
     @property
     def fallbacks(self) -> tuple[str, ...]:
-        return (f"IMDSv1 without a session token: {self.imdsv1_reason}",) if self.imdsv1_reason else ()
+        return (
+            (f"IMDSv1 without a session token: {self.imdsv1_reason}",) if self.imdsv1_reason else ()
+        )
 
     # -- the session token ---------------------------------------------------
 
@@ -104,10 +112,17 @@ class AwsWatcher(Watcher):
         if not self.base_url:
             raise NoticeEndpointError("no metadata URL for protocol aws")
         try:
-            reply = fetch("PUT", self.base_url + TOKEN_PATH, self.timeout_s, {TTL_HEADER: str(self.token_ttl_s)})
+            reply = fetch(
+                "PUT",
+                self.base_url + TOKEN_PATH,
+                self.timeout_s,
+                {TTL_HEADER: str(self.token_ttl_s)},
+            )
         except EndpointTimeout:
-            self._fall_back(f"the token PUT got no answer within {self.timeout_s:g} s "
-                            "(a container behind a PUT response hop limit of 1?)")
+            self._fall_back(
+                f"the token PUT got no answer within {self.timeout_s:g} s "
+                "(a container behind a PUT response hop limit of 1?)"
+            )
             return None
         if reply.status == 200 and reply.body.strip():
             self._token, self.imdsv1_reason = reply.body.strip(), None
@@ -135,7 +150,9 @@ class AwsWatcher(Watcher):
 
     def _imds(self, path: str) -> Reply:
         reply = self._get(path, self._token_headers())
-        if reply.status == 401:  # a token expired or revoked early, or IMDSv1 turned off: a new token, once
+        if (
+            reply.status == 401
+        ):  # a token expired or revoked early, or IMDSv1 turned off: a new token, once
             token = self._refresh_token()
             reply = self._get(path, {TOKEN_HEADER: token} if token else {})
         if reply.status not in (200, 404):
@@ -154,8 +171,15 @@ class AwsWatcher(Watcher):
         if rebalance.status == 200:
             stamp = _json_field(rebalance.body, "noticeTime")
             when = parse_iso_utc(stamp) if stamp else None
-            notices.append(advance_notice(self.protocol, "rebalance-recommendation", seen_at=seen,
-                                          raw=rebalance.body, notice_time=when))
+            notices.append(
+                advance_notice(
+                    self.protocol,
+                    "rebalance-recommendation",
+                    seen_at=seen,
+                    raw=rebalance.body,
+                    notice_time=when,
+                )
+            )
         maintenance = self._imds(MAINTENANCE_PATH)
         if maintenance.status == 200:
             notices += self._scheduled(maintenance.body, seen)
@@ -170,7 +194,9 @@ class AwsWatcher(Watcher):
         if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
             if not self._bad_maintenance_logged:
                 self._bad_maintenance_logged = True
-                log.warning("%s is not a JSON list of events, skipped: %r", MAINTENANCE_PATH, body[:200])
+                log.warning(
+                    "%s is not a JSON list of events, skipped: %r", MAINTENANCE_PATH, body[:200]
+                )
             return []
         notices = []
         for event in events:
@@ -181,10 +207,16 @@ class AwsWatcher(Watcher):
             not_before = event.get("NotBefore")
             start = parse_rfc1123(not_before) if isinstance(not_before, str) else None
             event_id = event.get("EventId")
-            notices.append(advance_notice(
-                self.protocol, f"scheduled-event:{code}", seen_at=seen, raw=json.dumps(event),
-                deadline=start if start is not None else seen,
-                event_id=event_id if isinstance(event_id, str) else None))
+            notices.append(
+                advance_notice(
+                    self.protocol,
+                    f"scheduled-event:{code}",
+                    seen_at=seen,
+                    raw=json.dumps(event),
+                    deadline=start if start is not None else seen,
+                    event_id=event_id if isinstance(event_id, str) else None,
+                )
+            )
         return notices
 
     def _final(self, body: str, seen: float) -> Notice:
@@ -197,8 +229,14 @@ class AwsWatcher(Watcher):
                 deadline = parse_iso_utc(fallback.body) if fallback.status == 200 else None
             except NoticeEndpointError:
                 deadline = None
-        return final_notice(self.protocol, f"instance-action:{action}", seen_at=seen, deadline=deadline,
-                            documented_lead_s=self.documented_lead_s, raw=body)
+        return final_notice(
+            self.protocol,
+            f"instance-action:{action}",
+            seen_at=seen,
+            deadline=deadline,
+            documented_lead_s=self.documented_lead_s,
+            raw=body,
+        )
 
     def self_check(self) -> Identity:
         values: dict[str, str] = {}
@@ -207,8 +245,13 @@ class AwsWatcher(Watcher):
             if reply.status != 200:
                 raise NoticeEndpointError(f"IMDS has no {path} (HTTP {reply.status})")
             values[name] = reply.body.strip()
-        return Identity(values["instance_id"], values["instance_type"], values["region"], values["zone"],
-                        fallbacks=self.fallbacks)
+        return Identity(
+            values["instance_id"],
+            values["instance_type"],
+            values["region"],
+            values["zone"],
+            fallbacks=self.fallbacks,
+        )
 
 
 def _json_field(body: str, key: str) -> str | None:

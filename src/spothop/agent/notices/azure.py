@@ -38,7 +38,9 @@ EVENTS_PATH = "/metadata/scheduledevents?api-version=2020-07-01"
 COMPUTE_PATH = "/metadata/instance/compute?api-version=2021-02-01"
 HEADERS = {"Metadata": "true"}
 FINAL_EVENT_TYPES = frozenset({"Preempt", "Terminate"})
-AZURE_POLL_INTERVAL_S = 0.25  # IMDS docs: 5 requests/s per VM, 429 past that; one GET a poll, 4 a second
+AZURE_POLL_INTERVAL_S = (
+    0.25  # IMDS docs: 5 requests/s per VM, 429 past that; one GET a poll, 4 a second
+)
 
 
 class AzureWatcher(Watcher):
@@ -56,17 +58,26 @@ class AzureWatcher(Watcher):
         try:
             document: Any = json.loads(reply.body)
         except ValueError as exc:
-            raise NoticeEndpointError(f"scheduled events are not JSON: {reply.body[:120]!r}") from exc
+            raise NoticeEndpointError(
+                f"scheduled events are not JSON: {reply.body[:120]!r}"
+            ) from exc
         events = document.get("Events") if isinstance(document, dict) else None
         if not isinstance(events, list):
-            raise NoticeEndpointError(f"scheduled events without an Events list: {reply.body[:120]!r}")
+            raise NoticeEndpointError(
+                f"scheduled events without an Events list: {reply.body[:120]!r}"
+            )
         return [n for e in events if (n := self._notice(e, seen)) is not None]
 
     def _notice(self, event: Any, seen: float) -> Notice | None:
         if not isinstance(event, dict):
             raise NoticeEndpointError(f"a scheduled event that is not an object: {event!r:.120}")
         resources = event.get("Resources")
-        if self.vm_name and isinstance(resources, list) and resources and self.vm_name not in resources:
+        if (
+            self.vm_name
+            and isinstance(resources, list)
+            and resources
+            and self.vm_name not in resources
+        ):
             return None
         kind = str(event.get("EventType", ""))
         raw = json.dumps(event, separators=(",", ":"))
@@ -74,11 +85,24 @@ class AzureWatcher(Watcher):
         deadline = parse_rfc1123(not_before) if isinstance(not_before, str) and not_before else None
         event_id = str(event.get("EventId") or "") or None
         if kind in FINAL_EVENT_TYPES:
-            return final_notice(self.protocol, kind, seen_at=seen, deadline=deadline,
-                                documented_lead_s=self.documented_lead_s, raw=raw, event_id=event_id)
+            return final_notice(
+                self.protocol,
+                kind,
+                seen_at=seen,
+                deadline=deadline,
+                documented_lead_s=self.documented_lead_s,
+                raw=raw,
+                event_id=event_id,
+            )
         # Maintenance (Reboot, Redeploy, Freeze) keeps its NotBefore, as AWS's scheduled events do.
-        return advance_notice(self.protocol, kind or "unknown-event", seen_at=seen, raw=raw,
-                              deadline=deadline, event_id=event_id)
+        return advance_notice(
+            self.protocol,
+            kind or "unknown-event",
+            seen_at=seen,
+            raw=raw,
+            deadline=deadline,
+            event_id=event_id,
+        )
 
     def acknowledge(self, notice: Notice) -> None:
         """Approve the event (StartRequests), so the platform need not wait for NotBefore. Never raises."""
@@ -86,13 +110,23 @@ class AzureWatcher(Watcher):
             return
         body = json.dumps({"StartRequests": [{"EventId": notice.event_id}]}).encode()
         try:
-            reply = fetch("POST", self.base_url + EVENTS_PATH, self.timeout_s,
-                          {**HEADERS, "Content-Type": "application/json"}, body)
+            reply = fetch(
+                "POST",
+                self.base_url + EVENTS_PATH,
+                self.timeout_s,
+                {**HEADERS, "Content-Type": "application/json"},
+                body,
+            )
         except NoticeEndpointError as exc:
             log.warning("could not acknowledge event %s: %s", notice.event_id, exc)
             return
         if reply.status != 200:
-            log.warning("acknowledging event %s: HTTP %s %s", notice.event_id, reply.status, reply.body[:200])
+            log.warning(
+                "acknowledging event %s: HTTP %s %s",
+                notice.event_id,
+                reply.status,
+                reply.body[:200],
+            )
 
     def self_check(self) -> Identity:
         reply = self._expect(self._get(COMPUTE_PATH, HEADERS), COMPUTE_PATH)
@@ -104,5 +138,9 @@ class AzureWatcher(Watcher):
             raise NoticeEndpointError("instance compute metadata has no VM name")
         self.vm_name = str(compute["name"])
         self.poll()  # the scheduled-events document itself must parse
-        return Identity(instance_id=self.vm_name, instance_type=str(compute.get("vmSize", "")),
-                        region=str(compute.get("location", "")), zone=str(compute.get("zone", "")))
+        return Identity(
+            instance_id=self.vm_name,
+            instance_type=str(compute.get("vmSize", "")),
+            region=str(compute.get("location", "")),
+            zone=str(compute.get("zone", "")),
+        )

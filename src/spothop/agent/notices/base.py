@@ -38,7 +38,9 @@ from spothop.agent.model import Identity, Notice, final_notice
 from spothop.agent.notices._http import Reply, fetch
 
 HTTP_TIMEOUT_S = 2.0  # a link-local endpoint answers in milliseconds; 2 s means it is not answering
-POLL_INTERVAL_S = 1.0  # for a protocol that declares none: once a second, what Azure's guidance asks
+POLL_INTERVAL_S = (
+    1.0  # for a protocol that declares none: once a second, what Azure's guidance asks
+)
 Clock = Callable[[], float]
 
 
@@ -46,17 +48,31 @@ class Watcher(ABC):
     """One cloud's notice endpoint. Subclasses set the class attributes and implement two methods."""
 
     protocol: ClassVar[str]
-    documented_lead_s: ClassVar[float | None] = None  # the cloud's final-notice lead, for skew capping
+    documented_lead_s: ClassVar[float | None] = (
+        None  # the cloud's final-notice lead, for skew capping
+    )
     long_poll: ClassVar[bool] = False  # poll() itself waits for a change: no sleep between polls
-    default_poll_interval_s: ClassVar[float] = POLL_INTERVAL_S  # each protocol declares its own, with its source
+    default_poll_interval_s: ClassVar[float] = (
+        POLL_INTERVAL_S  # each protocol declares its own, with its source
+    )
 
-    def __init__(self, base_url: str | None, *, poll_interval_s: float | None = None,
-                 timeout_s: float = HTTP_TIMEOUT_S, assumed_lead_s: float | None = None,
-                 clock: Clock = time.time) -> None:
+    def __init__(
+        self,
+        base_url: str | None,
+        *,
+        poll_interval_s: float | None = None,
+        timeout_s: float = HTTP_TIMEOUT_S,
+        assumed_lead_s: float | None = None,
+        clock: Clock = time.time,
+    ) -> None:
         self.base_url = (base_url or "").rstrip("/")
-        self.poll_interval_s = poll_interval_s if poll_interval_s is not None else self.default_poll_interval_s
+        self.poll_interval_s = (
+            poll_interval_s if poll_interval_s is not None else self.default_poll_interval_s
+        )
         self.timeout_s = timeout_s
-        self.assumed_lead_s = assumed_lead_s if assumed_lead_s is not None else self.documented_lead_s
+        self.assumed_lead_s = (
+            assumed_lead_s if assumed_lead_s is not None else self.documented_lead_s
+        )
         self.clock = clock
 
     @abstractmethod
@@ -78,7 +94,9 @@ class Watcher(ABC):
 
     # -- helpers for subclasses ----------------------------------------------
 
-    def _get(self, path: str, headers: dict[str, str] | None = None, timeout_s: float | None = None) -> Reply:
+    def _get(
+        self, path: str, headers: dict[str, str] | None = None, timeout_s: float | None = None
+    ) -> Reply:
         if not self.base_url:
             raise NoticeEndpointError(f"no metadata URL for protocol {self.protocol}")
         reply = fetch("GET", self.base_url + path, timeout_s or self.timeout_s, headers)
@@ -88,7 +106,9 @@ class Watcher(ABC):
 
     def _expect(self, reply: Reply, path: str, statuses: tuple[int, ...] = (200,)) -> Reply:
         if reply.status not in statuses:
-            raise NoticeEndpointError(f"GET {path}: unexpected HTTP {reply.status}: {reply.body[:200]!r}")
+            raise NoticeEndpointError(
+                f"GET {path}: unexpected HTTP {reply.status}: {reply.body[:200]!r}"
+            )
         return reply
 
 
@@ -117,8 +137,16 @@ class PathWatcher(Watcher):
             return []
         self._expect(reply, self.notice_path)
         deadline = self.parse_time(reply.body)
-        return [final_notice(self.protocol, "termination-time", seen_at=seen, deadline=deadline,
-                             documented_lead_s=self.documented_lead_s, raw=reply.body)]
+        return [
+            final_notice(
+                self.protocol,
+                "termination-time",
+                seen_at=seen,
+                deadline=deadline,
+                documented_lead_s=self.documented_lead_s,
+                raw=reply.body,
+            )
+        ]
 
     def self_check(self) -> Identity:
         values: dict[str, str] = {}
@@ -126,6 +154,13 @@ class PathWatcher(Watcher):
             reply = self._expect(self._get(path, self.headers()), path)
             values[name] = reply.body.strip()
         if not values.get("instance_id"):
-            raise NoticeEndpointError(f"{self.protocol} metadata answered with an empty instance id")
-        return Identity(values["instance_id"], values.get("instance_type", ""), values.get("region", ""),
-                        values.get("zone", ""), fallbacks=self.fallbacks)
+            raise NoticeEndpointError(
+                f"{self.protocol} metadata answered with an empty instance id"
+            )
+        return Identity(
+            values["instance_id"],
+            values.get("instance_type", ""),
+            values.get("region", ""),
+            values.get("zone", ""),
+            fallbacks=self.fallbacks,
+        )

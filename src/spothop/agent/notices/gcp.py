@@ -59,19 +59,37 @@ class GcpWatcher(Watcher):
         seen = self.clock()
         if preempted == "TRUE":
             lead = self.assumed_lead_s
-            notices.append(final_notice(self.protocol, "preempted", seen_at=seen,
-                                        deadline=seen + lead if lead is not None else None,
-                                        documented_lead_s=lead, raw=preempted))
+            notices.append(
+                final_notice(
+                    self.protocol,
+                    "preempted",
+                    seen_at=seen,
+                    deadline=seen + lead if lead is not None else None,
+                    documented_lead_s=lead,
+                    raw=preempted,
+                )
+            )
         maintenance = self._get(MAINTENANCE_PATH, FLAVOR)
         value = self._expect(maintenance, MAINTENANCE_PATH).body.strip()
         if value == MAINTENANCE_TERMINATE:
-            notices.append(final_notice(self.protocol, "maintenance-event", seen_at=seen,
-                                        deadline=seen + GCP_MAINTENANCE_NOTICE_S,
-                                        documented_lead_s=GCP_MAINTENANCE_NOTICE_S, raw=value))
+            notices.append(
+                final_notice(
+                    self.protocol,
+                    "maintenance-event",
+                    seen_at=seen,
+                    deadline=seen + GCP_MAINTENANCE_NOTICE_S,
+                    documented_lead_s=GCP_MAINTENANCE_NOTICE_S,
+                    raw=value,
+                )
+            )
         elif value == MAINTENANCE_MIGRATE:
-            notices.append(advance_notice(self.protocol, "maintenance-event", seen_at=seen, raw=value))
+            notices.append(
+                advance_notice(self.protocol, "maintenance-event", seen_at=seen, raw=value)
+            )
         elif value != MAINTENANCE_NONE:
-            raise NoticeEndpointError(f"{MAINTENANCE_PATH} reads {value[:80]!r}, not a documented value")
+            raise NoticeEndpointError(
+                f"{MAINTENANCE_PATH} reads {value[:80]!r}, not a documented value"
+            )
         return notices
 
     def _read_preempted(self) -> str:
@@ -80,7 +98,9 @@ class GcpWatcher(Watcher):
             timeout = self.timeout_s
         else:
             wait_s = max(1, math.ceil(self.poll_interval_s))
-            path = f"{PREEMPTED_PATH}?wait_for_change=true&timeout_sec={wait_s}&last_etag={self._etag}"
+            path = (
+                f"{PREEMPTED_PATH}?wait_for_change=true&timeout_sec={wait_s}&last_etag={self._etag}"
+            )
             timeout = self.timeout_s + wait_s
         reply = self._expect(self._get(path, FLAVOR, timeout_s=timeout), PREEMPTED_PATH)
         value = reply.body.strip()
@@ -92,11 +112,23 @@ class GcpWatcher(Watcher):
 
     def self_check(self) -> Identity:
         values = {}
-        for name, key in (("instance_id", "id"), ("instance_type", "machine-type"), ("zone", "zone")):
+        for name, key in (
+            ("instance_id", "id"),
+            ("instance_type", "machine-type"),
+            ("zone", "zone"),
+        ):
             reply = self._expect(self._get(f"{ROOT}/instance/{key}", FLAVOR), key)
             if reply.headers.get("metadata-flavor") != "Google":
-                raise NoticeEndpointError("the endpoint does not answer with Metadata-Flavor: Google")
-            values[name] = reply.body.strip().rsplit("/", 1)[-1]  # projects/<p>/zones/<zone> → <zone>
+                raise NoticeEndpointError(
+                    "the endpoint does not answer with Metadata-Flavor: Google"
+                )
+            values[name] = reply.body.strip().rsplit("/", 1)[
+                -1
+            ]  # projects/<p>/zones/<zone> → <zone>
         zone = values["zone"]
-        return Identity(instance_id=values["instance_id"], instance_type=values["instance_type"], zone=zone,
-                        region=zone.rsplit("-", 1)[0] if "-" in zone else "")
+        return Identity(
+            instance_id=values["instance_id"],
+            instance_type=values["instance_type"],
+            zone=zone,
+            region=zone.rsplit("-", 1)[0] if "-" in zone else "",
+        )

@@ -32,5 +32,6 @@ class SigtermWatcher(Watcher):
 
 def sigterm_notice(seen_at: float, grace_s: float) -> Notice:
     """The final notice a SIGTERM stands for: the deadline is ``grace_s`` from now."""
-    return final_notice("sigterm", "sigterm", seen_at=seen_at, deadline=seen_at + grace_s,
-                        documented_lead_s=grace_s)
+    return final_notice(
+        "sigterm", "sigterm", seen_at=seen_at, deadline=seen_at + grace_s, documented_lead_s=grace_s
+    )

@@ -91,8 +91,11 @@ def price_source(name: str, path: Path | None = None) -> PriceSource:
     try:
         return _price[name]
     except KeyError:
-        raise TraceError(str(path or name), f"unknown format {name!r}",
-                         f"choose one of {', '.join(price_format_names())}") from None
+        raise TraceError(
+            str(path or name),
+            f"unknown format {name!r}",
+            f"choose one of {', '.join(price_format_names())}",
+        ) from None
 
 
 def claiming_price_source(path: Path) -> PriceSource | None:
@@ -107,8 +110,11 @@ def detect_price_source(path: Path) -> PriceSource:
     source = claiming_price_source(path)
     if source is not None:
         return source
-    raise TraceError(str(path), "unknown price file format",
-                     f"known formats: {', '.join(price_format_names())}; pass --format to choose one")
+    raise TraceError(
+        str(path),
+        "unknown price file format",
+        f"known formats: {', '.join(price_format_names())}; pass --format to choose one",
+    )
 
 
 def trace_source_of(path: Path) -> TraceSource:
@@ -117,7 +123,11 @@ def trace_source_of(path: Path) -> TraceSource:
         if source.detect(path):
             return source
     known = "; ".join(f"{s.name} ({s.description})" for s in trace_sources())
-    raise TraceError(str(path), "cannot tell the market from the file and folder names", f"known trace names: {known}")
+    raise TraceError(
+        str(path),
+        "cannot tell the market from the file and folder names",
+        f"known trace names: {known}",
+    )
 
 
 __all__ = [

@@ -75,7 +75,9 @@ def _point(fields: Mapping[str, Any], where: int, by_line: bool) -> PricePoint:
     )
 
 
-def _collect(path: Path, records: Iterable[tuple[int, Mapping[str, Any]]], by_line: bool) -> PriceImport:
+def _collect(
+    path: Path, records: Iterable[tuple[int, Mapping[str, Any]]], by_line: bool
+) -> PriceImport:
     points: list[PricePoint] = []
     problems: list[PriceProblem] = []
     seen: dict[tuple[datetime, str, str, str], int] = {}
@@ -86,8 +88,14 @@ def _collect(path: Path, records: Iterable[tuple[int, Mapping[str, Any]]], by_li
             if key in seen:
                 raise ValueError(f"duplicate of {'line' if by_line else 'record'} {seen[key]}")
         except ValueError as exc:
-            problems.append(PriceProblem(path=str(path), line=where if by_line else None,
-                                         record=None if by_line else where, reason=str(exc)))
+            problems.append(
+                PriceProblem(
+                    path=str(path),
+                    line=where if by_line else None,
+                    record=None if by_line else where,
+                    reason=str(exc),
+                )
+            )
             continue
         seen[key] = where
         points.append(point)
@@ -106,7 +114,9 @@ class AwsCsv(_AwsHistory):
     """A CSV naming the columns above; their order does not matter, extra columns are ignored."""
 
     name: ClassVar[str] = "aws-csv"
-    description: ClassVar[str] = "AWS spot price history CSV (Timestamp,AvailabilityZone,InstanceType,...)"
+    description: ClassVar[str] = (
+        "AWS spot price history CSV (Timestamp,AvailabilityZone,InstanceType,...)"
+    )
     positions: ClassVar[Literal["line", "record"]] = "line"
 
     def detect(self, head: FileHead) -> bool:
@@ -118,8 +128,11 @@ class AwsCsv(_AwsHistory):
             reader = csv.DictReader(handle)
             absent = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
             if absent:
-                raise TraceError(str(path), f"header lacks {', '.join(absent)}",
-                                 f"the header must name {','.join(COLUMNS)}")
+                raise TraceError(
+                    str(path),
+                    f"header lacks {', '.join(absent)}",
+                    f"the header must name {','.join(COLUMNS)}",
+                )
             rows = [(reader.line_num, row) for row in reader]
         return _collect(path, rows, by_line=True)
 
@@ -139,11 +152,16 @@ class AwsJson(_AwsHistory):
         try:
             doc = json.loads(path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise TraceError(str(path), f"not valid JSON ({exc})", "pass the CLI's JSON output") from exc
+            raise TraceError(
+                str(path), f"not valid JSON ({exc})", "pass the CLI's JSON output"
+            ) from exc
         history = doc.get(HISTORY_KEY) if isinstance(doc, dict) else None
         if not isinstance(history, list):
-            raise TraceError(str(path), f"key '{HISTORY_KEY}' missing or not a list",
-                             "pass `aws ec2 describe-spot-price-history` JSON output")
+            raise TraceError(
+                str(path),
+                f"key '{HISTORY_KEY}' missing or not a list",
+                "pass `aws ec2 describe-spot-price-history` JSON output",
+            )
         records = [(i, r if isinstance(r, dict) else {}) for i, r in enumerate(history, start=1)]
         return _collect(path, records, by_line=False)
 

@@ -38,7 +38,9 @@ AZURE_LOW_PRIORITY_PRODUCT = "low-priority"
 _DATE_COLUMN = "Date"
 # Azure region names put the geography last ("eastus", "northcentralus"); the
 # dataset's file names put it first ("us_east.csv", "us_north_central.csv").
-_GEOGRAPHY_PREFIXES = frozenset({"us", "europe", "asia", "australia", "brazil", "canada", "japan", "uk", "india", "korea"})
+_GEOGRAPHY_PREFIXES = frozenset(
+    {"us", "europe", "asia", "australia", "brazil", "canada", "japan", "uk", "india", "korea"}
+)
 
 
 def azure_size_name(column: str) -> str:
@@ -80,8 +82,11 @@ def read_azure_low_priority_csv(path: str | Path, region: str | None = None) -> 
         reader = csv.DictReader(handle)
         header = reader.fieldnames or []
         if _DATE_COLUMN not in header or len(header) < 2:
-            raise TraceError(str(path), "header lacks 'Date' and VM size columns",
-                             "expected 'Date,NC6,NC6s v3,...' (one column per VM size)")
+            raise TraceError(
+                str(path),
+                "header lacks 'Date' and VM size columns",
+                "expected 'Date,NC6,NC6s v3,...' (one column per VM size)",
+            )
         rows = [(reader.line_num, row) for row in reader]
     points: list[PricePoint] = []
     problems: list[PriceProblem] = []
@@ -93,7 +98,9 @@ def read_azure_low_priority_csv(path: str | Path, region: str | None = None) -> 
             problems.append(PriceProblem(path=str(path), line=line, reason=str(exc)))
             continue
         if day in seen:
-            problems.append(PriceProblem(path=str(path), line=line, reason=f"duplicate of line {seen[day]}"))
+            problems.append(
+                PriceProblem(path=str(path), line=line, reason=f"duplicate of line {seen[day]}")
+            )
             continue
         seen[day] = line
         for column in header:
@@ -103,10 +110,21 @@ def read_azure_low_priority_csv(path: str | Path, region: str | None = None) -> 
             try:
                 price = parse_price_usd_per_hour(cell)
             except ValueError as exc:
-                problems.append(PriceProblem(path=str(path), line=line, reason=f"column {column!r}: {exc}"))
+                problems.append(
+                    PriceProblem(path=str(path), line=line, reason=f"column {column!r}: {exc}")
+                )
                 continue
-            points.append(PricePoint(timestamp=day, region=region, zone=REGIONAL, instance_type=azure_size_name(column),
-                                     product=AZURE_LOW_PRIORITY_PRODUCT, price_usd_per_hour=price, line=line))
+            points.append(
+                PricePoint(
+                    timestamp=day,
+                    region=region,
+                    zone=REGIONAL,
+                    instance_type=azure_size_name(column),
+                    product=AZURE_LOW_PRIORITY_PRODUCT,
+                    price_usd_per_hour=price,
+                    line=line,
+                )
+            )
     return PriceImport(points, problems)
 
 
@@ -114,7 +132,9 @@ class AzureLowPriorityCsv(PriceSource):
     """The daily low-priority table above; regional prices, the region from the file name."""
 
     name: ClassVar[str] = "azure-csv"
-    description: ClassVar[str] = "Azure low-priority daily table (Date,NC6,NC6s v3,...), region from the file name"
+    description: ClassVar[str] = (
+        "Azure low-priority daily table (Date,NC6,NC6s v3,...), region from the file name"
+    )
     provider: ClassVar[str] = PROVIDER
     positions: ClassVar[Literal["line", "record"]] = "line"
 
@@ -126,8 +146,11 @@ class AzureLowPriorityCsv(PriceSource):
         return read_azure_low_priority_csv(path)
 
     def key(self, point: PricePoint) -> PriceSeriesKey:
-        return PriceSeriesKey(MarketId(PROVIDER, point.region, REGIONAL, point.instance_type), spot=True,
-                              product=point.product)
+        return PriceSeriesKey(
+            MarketId(PROVIDER, point.region, REGIONAL, point.instance_type),
+            spot=True,
+            product=point.product,
+        )
 
 
 SOURCES = (AzureLowPriorityCsv(),)

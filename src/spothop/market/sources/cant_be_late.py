@@ -41,20 +41,30 @@ def _gcp_region_of_zone(zone: str) -> str:
     return region if dash and len(letter) == 1 and letter.isalpha() else zone
 
 
-REGION_OF_ZONE: Mapping[str, Callable[[str], str]] = {aws.PROVIDER: aws.region_of_zone, GCP: _gcp_region_of_zone}
-_CLOUD_IN_FOLDER = re.compile(r"(?:^|[-_])(" + "|".join(map(re.escape, REGION_OF_ZONE)) + r")(?:$|[-_])")
+REGION_OF_ZONE: Mapping[str, Callable[[str], str]] = {
+    aws.PROVIDER: aws.region_of_zone,
+    GCP: _gcp_region_of_zone,
+}
+_CLOUD_IN_FOLDER = re.compile(
+    r"(?:^|[-_])(" + "|".join(map(re.escape, REGION_OF_ZONE)) + r")(?:$|[-_])"
+)
 
 
 def _provider(path: Path) -> str | None:
     """The cloud the nearest folder names, or None."""
-    return next((m.group(1) for part in reversed(path.parts[:-1]) if (m := _CLOUD_IN_FOLDER.search(part))), None)
+    return next(
+        (m.group(1) for part in reversed(path.parts[:-1]) if (m := _CLOUD_IN_FOLDER.search(part))),
+        None,
+    )
 
 
 class CantBeLateTraces(TraceSource):
     """``<zone>_<token>.json`` under a folder naming the cloud (see the module docstring)."""
 
     name: ClassVar[str] = "cant-be-late"
-    description: ClassVar[str] = "Can't Be Late / SpotHedge traces: <zone>_<gpu>_<count>.json in a folder naming the cloud"
+    description: ClassVar[str] = (
+        "Can't Be Late / SpotHedge traces: <zone>_<gpu>_<count>.json in a folder naming the cloud"
+    )
 
     def detect(self, path: Path) -> bool:
         return _parts(path) is not None
@@ -62,8 +72,11 @@ class CantBeLateTraces(TraceSource):
     def market(self, path: Path) -> tuple[MarketId, str]:
         parts = _parts(path)
         if parts is None:
-            raise TraceError(str(path), "not a Can't Be Late / SpotHedge trace name",
-                             "name it <zone>_<gpu>_<count>.json in a folder naming the cloud (…-aws-…)")
+            raise TraceError(
+                str(path),
+                "not a Can't Be Late / SpotHedge trace name",
+                "name it <zone>_<gpu>_<count>.json in a folder naming the cloud (…-aws-…)",
+            )
         provider, zone, token = parts
         instance_type = INSTANCE_TYPES.get((provider, token), token)
         return MarketId(provider, REGION_OF_ZONE[provider](zone), zone, instance_type), token

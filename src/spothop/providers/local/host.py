@@ -69,7 +69,9 @@ from spothop.providers.local.world import load_world
 from spothop.resources.market_id import MarketId
 
 TICK_WALL_S = 0.1  # how often the host looks at the world; notices land within a tick
-BILLING_ROW_SIM_S = 60.0  # one billing row per simulated minute (the instance row is updated every tick)
+BILLING_ROW_SIM_S = (
+    60.0  # one billing row per simulated minute (the instance row is updated every tick)
+)
 INSTANCE_ID_ENV = "SPOTHOP_INSTANCE_ID"
 
 
@@ -91,7 +93,9 @@ class Host:
         world_path = self.spec.get("world_path")
         self.world = load_world(Path(world_path) if world_path else None)
         self.clock: SimClock = cloud_clock(self.store, self.world)
-        self.key = MarketId.of(self.spec["cloud"], self.spec["region"], self.spec["zone"], self.spec["instance_type"])
+        self.key = MarketId.of(
+            self.spec["cloud"], self.spec["region"], self.spec["zone"], self.spec["instance_type"]
+        )
         self.market: SpotMarket = spot_market(self.store, self.world, [self.key])
         self.notices = NoticeState(clock=self.clock.now)
         self.plan = _Plan()
@@ -112,9 +116,13 @@ class Host:
         server = MetadataServer(
             self.spec["protocol"],
             InstanceMetadata(
-                instance_id=self.instance_id, instance_type=self.spec["instance_type"],
-                region=self.spec["region"], zone=self.spec["location"], provider=self.spec["cloud"],
-                launch_time=self.spec["launched_at"], spot=self.spec["spot"],
+                instance_id=self.instance_id,
+                instance_type=self.spec["instance_type"],
+                region=self.spec["region"],
+                zone=self.spec["location"],
+                provider=self.spec["cloud"],
+                launch_time=self.spec["launched_at"],
+                spot=self.spec["spot"],
             ),
             self.notices,
             options=self.world.cloud(self.spec["cloud"]).metadata_options,
@@ -135,7 +143,9 @@ class Host:
             return self._finish(InstanceState.TERMINATED, "terminated before boot")
         self._start_worker(metadata_url)
         self.billed_to = self.row_start = self.running_at = self.clock.now()
-        self.store.update_instance(self.instance_id, state=InstanceState.RUNNING.value, running_at=self.running_at)
+        self.store.update_instance(
+            self.instance_id, state=InstanceState.RUNNING.value, running_at=self.running_at
+        )
         while True:
             now = self.clock.now()
             self._bill(now)
@@ -154,22 +164,38 @@ class Host:
         if ending is not None:
             grace_s = self.world.cloud(self.spec["cloud"]).terminate_grace_s
             self._kill_worker(signal.SIGTERM, grace_s=grace_s / self.world.speed)
-            return self._finish(InstanceState.TERMINATED, f"scheduled event {ending.code} ({ending.event_id})")
+            return self._finish(
+                InstanceState.TERMINATED, f"scheduled event {ending.code} ({ending.event_id})"
+            )
         self._plan_notices(now)
         if self.plan.advance_at is not None and now >= self.plan.advance_at:
             self.notices.recommend_rebalance(self.plan.advance_at)
-        if self.plan.notice_at is not None and now >= self.plan.notice_at and self.plan.terminate_at is not None:
+        if (
+            self.plan.notice_at is not None
+            and now >= self.plan.notice_at
+            and self.plan.terminate_at is not None
+        ):
             if self.notices.termination_time is None:
                 self.notices.schedule_termination(self.plan.notice_at, self.plan.terminate_at)
                 self.store.update_instance(
-                    self.instance_id, state=InstanceState.NOTICED.value,
-                    notice_time=self.plan.notice_at, termination_time=self.plan.terminate_at,
+                    self.instance_id,
+                    state=InstanceState.NOTICED.value,
+                    notice_time=self.plan.notice_at,
+                    termination_time=self.plan.terminate_at,
                 )
             if now >= self.plan.terminate_at:
                 self._kill_worker(signal.SIGKILL)
                 return self._finish(InstanceState.PREEMPTED, "spot capacity reclaimed")
-        if self.worker is not None and self.worker.poll() is not None and self.plan.terminate_at is None:
-            return self._finish(InstanceState.TERMINATED, f"bootstrap command exited with code {self.worker.returncode}", self.worker.returncode)
+        if (
+            self.worker is not None
+            and self.worker.poll() is not None
+            and self.plan.terminate_at is None
+        ):
+            return self._finish(
+                InstanceState.TERMINATED,
+                f"bootstrap command exited with code {self.worker.returncode}",
+                self.worker.returncode,
+            )
         return None
 
     def _maintenance(self, now: float) -> ScheduledEvent | None:
@@ -178,8 +204,12 @@ class Host:
         if not events:
             return None
         current, ending = maintenance.advance(self.spec["protocol"], events, now)
-        if current != events:  # only when an event completes: a user's new event in between would be lost
-            self.store.update_instance(self.instance_id, scheduled_events=maintenance.encode(current))
+        if (
+            current != events
+        ):  # only when an event completes: a user's new event in between would be lost
+            self.store.update_instance(
+                self.instance_id, scheduled_events=maintenance.encode(current)
+            )
         self.notices.set_scheduled_events(current)
         return ending
 
@@ -191,22 +221,38 @@ class Host:
         if injected is not None:
             advance = self.row.get("preempt_advance_s")
             if advance is None:
-                self.plan = _Plan(advance_at=self.plan.advance_at, notice_at=now, terminate_at=now + float(injected))
+                self.plan = _Plan(
+                    advance_at=self.plan.advance_at,
+                    notice_at=now,
+                    terminate_at=now + float(injected),
+                )
             else:
                 notice_at = now + float(advance)
-                self.plan = _Plan(advance_at=now, notice_at=notice_at, terminate_at=notice_at + float(injected))
+                self.plan = _Plan(
+                    advance_at=now, notice_at=notice_at, terminate_at=notice_at + float(injected)
+                )
             return
         if not self.spec["spot"]:
             return
-        drop = self.market.next_preemption_after(self.key, now) if self.market.is_available(self.key, now) else now
+        drop = (
+            self.market.next_preemption_after(self.key, now)
+            if self.market.is_available(self.key, now)
+            else now
+        )
         if drop is None:
             return
         advance = self.spec.get("advance_notice_s")
         if advance is not None and now >= drop - lead - advance:
-            self.plan.advance_at = max(now, drop - lead - advance) if self.plan.advance_at is None else self.plan.advance_at
+            self.plan.advance_at = (
+                max(now, drop - lead - advance)
+                if self.plan.advance_at is None
+                else self.plan.advance_at
+            )
         if now >= drop - lead:
             # A drop sooner than the cloud's lead time still gets a notice, with what time is left.
-            self.plan = _Plan(advance_at=self.plan.advance_at, notice_at=now, terminate_at=max(drop, now))
+            self.plan = _Plan(
+                advance_at=self.plan.advance_at, notice_at=now, terminate_at=max(drop, now)
+            )
 
     # -- billing and records ------------------------------------------------
 
@@ -234,7 +280,9 @@ class Host:
 
     def _close_billing_row(self, price: float) -> None:
         if self.billed_to > self.row_start:
-            self.store.add_billing(self.instance_id, self.row_start, self.billed_to, price, round(self.row_cost))
+            self.store.add_billing(
+                self.instance_id, self.row_start, self.billed_to, price, round(self.row_cost)
+            )
         self.row_start, self.row_cost = self.billed_to, 0.0
 
     def _finish(self, state: InstanceState, reason: str, exit_code: int | None = None) -> int:
@@ -243,8 +291,13 @@ class Host:
             self._bill(now)
             self._close_billing_row(self._price(now))
         self.store.update_instance(
-            self.instance_id, state=state.value, ended_at=now, end_reason=reason,
-            exit_code=exit_code if exit_code is not None else (self.worker.returncode if self.worker else None),
+            self.instance_id,
+            state=state.value,
+            ended_at=now,
+            end_reason=reason,
+            exit_code=exit_code
+            if exit_code is not None
+            else (self.worker.returncode if self.worker else None),
         )
         return 0
 
@@ -252,16 +305,23 @@ class Host:
 
     def _start_worker(self, metadata_url: str) -> None:
         env = {**os.environ, **self.spec["env"]}
-        env.update({
-            METADATA_URL_ENV: metadata_url,
-            METADATA_PROTOCOL_ENV: self.spec["protocol"],
-            INSTANCE_ID_ENV: self.instance_id,
-        })
+        env.update(
+            {
+                METADATA_URL_ENV: metadata_url,
+                METADATA_PROTOCOL_ENV: self.spec["protocol"],
+                INSTANCE_ID_ENV: self.instance_id,
+            }
+        )
         log = open(self.directory / "console.log", "ab")  # noqa: SIM115 - handed to the child, closed with it
         command = self.spec["command"] or ["sleep", "infinity"]
         self.worker = subprocess.Popen(
-            command, cwd=self.directory, env=env, stdout=log, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, start_new_session=True,
+            command,
+            cwd=self.directory,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
         )
         log.close()
         self.store.update_instance(self.instance_id, worker_pgid=self.worker.pid)
@@ -273,7 +333,9 @@ class Host:
         self._signal_instance(sig)
         if sig != signal.SIGKILL:
             deadline = time.monotonic() + grace_s
-            while time.monotonic() < deadline and (self.worker.poll() is None or descendants(os.getpid())):
+            while time.monotonic() < deadline and (
+                self.worker.poll() is None or descendants(os.getpid())
+            ):
                 reap_children(keep=self.worker.pid)
                 time.sleep(0.05)
             self._signal_instance(signal.SIGKILL)

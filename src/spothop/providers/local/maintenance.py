@@ -35,7 +35,9 @@ from typing import Any
 from spothop.errors import ConfigError
 from spothop.providers.local.metadata import PROTOCOLS, ScheduledEvent
 
-DEFAULT_WINDOW_S = 3600.0  # how long an event may run after NotBefore unless told (EC2 windows run about an hour)
+DEFAULT_WINDOW_S = (
+    3600.0  # how long an event may run after NotBefore unless told (EC2 windows run about an hour)
+)
 
 
 def events_of(row: dict[str, Any]) -> list[ScheduledEvent]:
@@ -49,18 +51,29 @@ def encode(events: Sequence[ScheduledEvent]) -> str:
     return json.dumps([asdict(e) for e in events], separators=(",", ":"))
 
 
-def new_event(protocol: str, code: str, not_before: float, window_s: float, description: str) -> ScheduledEvent:
+def new_event(
+    protocol: str, code: str, not_before: float, window_s: float, description: str
+) -> ScheduledEvent:
     """A new active event in ``protocol``'s terms; ConfigError for a code or times it cannot take."""
     handler = PROTOCOLS[protocol]
     if not handler.MAINTENANCE_CODES:
-        raise ConfigError(f"the {protocol} metadata protocol serves no scheduled maintenance events")
+        raise ConfigError(
+            f"the {protocol} metadata protocol serves no scheduled maintenance events"
+        )
     if code not in handler.MAINTENANCE_CODES:
-        raise ConfigError(f"--code {code!r} is not a scheduled event of the {protocol} protocol; use one of "
-                          f"{', '.join(sorted(handler.MAINTENANCE_CODES))}")
+        raise ConfigError(
+            f"--code {code!r} is not a scheduled event of the {protocol} protocol; use one of "
+            f"{', '.join(sorted(handler.MAINTENANCE_CODES))}"
+        )
     if window_s < 0:
         raise ConfigError(f"--window must be ≥ 0 seconds, got {window_s}")
-    return ScheduledEvent(handler.new_event_id(), code, not_before, not_before + window_s,
-                          description=description or handler.maintenance_description(code))
+    return ScheduledEvent(
+        handler.new_event_id(),
+        code,
+        not_before,
+        not_before + window_s,
+        description=description or handler.maintenance_description(code),
+    )
 
 
 def cancel(events: Sequence[ScheduledEvent], event_id: str | None) -> list[ScheduledEvent]:
@@ -68,12 +81,20 @@ def cancel(events: Sequence[ScheduledEvent], event_id: str | None) -> list[Sched
     active = {e.event_id for e in events if e.state == "active"}
     if event_id is not None and event_id not in active:
         known = ", ".join(sorted(active)) or "none"
-        raise ConfigError(f"no active scheduled event {event_id!r} on this instance (active: {known})")
-    return [replace(e, state="canceled") if e.event_id in active and event_id in (None, e.event_id) else e
-            for e in events]
+        raise ConfigError(
+            f"no active scheduled event {event_id!r} on this instance (active: {known})"
+        )
+    return [
+        replace(e, state="canceled")
+        if e.event_id in active and event_id in (None, e.event_id)
+        else e
+        for e in events
+    ]
 
 
-def advance(protocol: str, events: Sequence[ScheduledEvent], now: float) -> tuple[list[ScheduledEvent], ScheduledEvent | None]:
+def advance(
+    protocol: str, events: Sequence[ScheduledEvent], now: float
+) -> tuple[list[ScheduledEvent], ScheduledEvent | None]:
     """The events as they stand at ``now``, and the event that ends the instance now, if one does.
 
     An ending event due now is marked completed and returned; any other active
@@ -83,7 +104,12 @@ def advance(protocol: str, events: Sequence[ScheduledEvent], now: float) -> tupl
     out: list[ScheduledEvent] = []
     ending: ScheduledEvent | None = None
     for event in events:
-        if event.state == "active" and ending is None and event.code in ends and now >= event.not_before:
+        if (
+            event.state == "active"
+            and ending is None
+            and event.code in ends
+            and now >= event.not_before
+        ):
             ending = event = replace(event, state="completed")
         elif event.state == "active" and now >= event.not_after:
             event = replace(event, state="completed")

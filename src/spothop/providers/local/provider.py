@@ -62,6 +62,7 @@ from spothop.resources.offering import Offering
 
 HOST_READY_TIMEOUT_S = 20.0  # a host must serve its metadata endpoint within this (wall) time
 
+
 class LocalProvider(Provider):
     """One simulated cloud of a world. See the module docstring for its rules."""
 
@@ -99,8 +100,12 @@ class LocalProvider(Provider):
         self._market = self._own_market()
 
     def _own_market(self) -> SpotMarket:
-        return spot_market(self.store, self.world, [k for k in self.world.market_sources if k.provider == self.name],
-                           start_s=self._market_start_s)
+        return spot_market(
+            self.store,
+            self.world,
+            [k for k in self.world.market_sources if k.provider == self.name],
+            start_s=self._market_start_s,
+        )
 
     @property
     def clock(self) -> Clock:
@@ -111,7 +116,9 @@ class LocalProvider(Provider):
         """Anchor the shared clock and market start (a launch runs the cloud; display never does)."""
         cloud_clock(self.store, self.world, market_start_s=self._market_start_s)
         stored = market_start(self.store)
-        if stored != self._market_start_s:  # another process anchored first: its market is the cloud's
+        if (
+            stored != self._market_start_s
+        ):  # another process anchored first: its market is the cloud's
             self._market_start_s = stored
             self._market = self._own_market()
 
@@ -120,18 +127,26 @@ class LocalProvider(Provider):
     def list_offerings(self) -> list[Offering]:
         return list(self.world.offerings[self.name])
 
-    def spot_prices(self, instance_types: Sequence[str] | None = None, at: float | None = None) -> list[SpotPrice]:
+    def spot_prices(
+        self, instance_types: Sequence[str] | None = None, at: float | None = None
+    ) -> list[SpotPrice]:
         t = self.clock.now() if at is None else at
         out = []
         for o in self.world.offerings[self.name]:
             if instance_types and o.instance_type not in instance_types:
                 continue
             key = self.world.market_key(self.name, o)
-            out.append(SpotPrice(
-                provider=self.name, region=o.region, zone=o.zone, instance_type=o.instance_type,
-                price_usd_per_hour=self._market.price_usd_per_hour(key, t), timestamp=t,
-                available=self._market.is_available(key, t),
-            ))
+            out.append(
+                SpotPrice(
+                    provider=self.name,
+                    region=o.region,
+                    zone=o.zone,
+                    instance_type=o.instance_type,
+                    price_usd_per_hour=self._market.price_usd_per_hour(key, t),
+                    timestamp=t,
+                    available=self._market.is_available(key, t),
+                )
+            )
         return out
 
     # -- launch -------------------------------------------------------------
@@ -146,29 +161,54 @@ class LocalProvider(Provider):
             price = self._market.price_usd_per_hour(key, now)
         else:
             if offering.on_demand_price_usd_per_hour is None:
-                raise InvalidRequest(self.name, self.codes.invalid_parameter, f"{offering.instance_type} has no on-demand market")
+                raise InvalidRequest(
+                    self.name,
+                    self.codes.invalid_parameter,
+                    f"{offering.instance_type} has no on-demand market",
+                )
             price = offering.on_demand_price_usd_per_hour
         instance_id = self._instance_ids.new()
         directory = self.store.instances_dir / instance_id
         directory.mkdir(parents=True)
         spec = {
-            "instance_id": instance_id, "cloud": self.name, "protocol": self.spec.protocol,
-            "region": offering.region, "zone": offering.zone, "location": offering.location,
+            "instance_id": instance_id,
+            "cloud": self.name,
+            "protocol": self.spec.protocol,
+            "region": offering.region,
+            "zone": offering.zone,
+            "location": offering.location,
             "instance_type": offering.instance_type,
-            "spot": request.spot, "price_usd_per_hour": price, "launched_at": now,
-            "notice_lead_time_s": self.spec.notice_lead_time_s, "advance_notice_s": self.spec.advance_notice_s,
-            "launch_delay_s": self.spec.launch_delay_s, "command": list(request.bootstrap_command),
-            "env": dict(request.env), "world_path": str(self.world_path.resolve()) if self.world_path else None,
+            "spot": request.spot,
+            "price_usd_per_hour": price,
+            "launched_at": now,
+            "notice_lead_time_s": self.spec.notice_lead_time_s,
+            "advance_notice_s": self.spec.advance_notice_s,
+            "launch_delay_s": self.spec.launch_delay_s,
+            "command": list(request.bootstrap_command),
+            "env": dict(request.env),
+            "world_path": str(self.world_path.resolve()) if self.world_path else None,
             "cloud_root": str(self.store.root),
         }
         (directory / "instance.json").write_text(json.dumps(spec, indent=2))
-        self.store.add_instance({
-            "instance_id": instance_id, "cloud": self.name, "region": offering.region, "zone": offering.zone,
-            "instance_type": offering.instance_type, "spot": request.spot, "state": InstanceState.PENDING.value,
-            "launched_at": now, "price_usd_per_hour": price, "billed_seconds": 0.0, "cost_micro_usd": 0,
-            "directory": str(directory), "name": request.name, "tags": dict(request.tags),
-            "terminate_requested": False,
-        })
+        self.store.add_instance(
+            {
+                "instance_id": instance_id,
+                "cloud": self.name,
+                "region": offering.region,
+                "zone": offering.zone,
+                "instance_type": offering.instance_type,
+                "spot": request.spot,
+                "state": InstanceState.PENDING.value,
+                "launched_at": now,
+                "price_usd_per_hour": price,
+                "billed_seconds": 0.0,
+                "cost_micro_usd": 0,
+                "directory": str(directory),
+                "name": request.name,
+                "tags": dict(request.tags),
+                "terminate_requested": False,
+            }
+        )
         self._start_host(instance_id, directory)
         return self.describe(instance_id)
 
@@ -176,9 +216,12 @@ class LocalProvider(Provider):
         location = request.zone or request.region
         offering = self.world.offering(self.name, location, request.instance_type)
         if offering is None or (request.zone is None and offering.region != request.region):
-            sold = sorted({f"{o.instance_type} in {o.location}" for o in self.world.offerings[self.name]})
+            sold = sorted(
+                {f"{o.instance_type} in {o.location}" for o in self.world.offerings[self.name]}
+            )
             raise InvalidRequest(
-                self.name, self.codes.invalid_parameter,
+                self.name,
+                self.codes.invalid_parameter,
                 f"{request.instance_type} is not offered in {location}",
                 hint=f"{self.name} sells: {'; '.join(sold)}",
             )
@@ -186,16 +229,27 @@ class LocalProvider(Provider):
 
     def _check_spot(self, request: LaunchRequest, key: Any, now: float) -> None:
         if not self._market.is_available(key, now):
-            raise CapacityUnavailable(self.name, self.codes.capacity_unavailable, f"no spot capacity for {key.instance_type} in {key.zone} right now")
+            raise CapacityUnavailable(
+                self.name,
+                self.codes.capacity_unavailable,
+                f"no spot capacity for {key.instance_type} in {key.zone} right now",
+            )
         price = self._market.price_usd_per_hour(key, now)
         if request.max_price_usd_per_hour is not None and request.max_price_usd_per_hour < price:
-            raise PriceTooLow(self.name, self.codes.bid_refused, f"max price {request.max_price_usd_per_hour:.4f} is below the spot price {price:.4f} USD/h")
+            raise PriceTooLow(
+                self.name,
+                self.codes.bid_refused,
+                f"max price {request.max_price_usd_per_hour:.4f} is below the spot price {price:.4f} USD/h",
+            )
 
     def _start_host(self, instance_id: str, directory: Path) -> None:
         log = open(directory / "host.log", "ab")  # noqa: SIM115 - the child keeps it
         process = subprocess.Popen(
             [sys.executable, "-m", "spothop.providers.local.host", str(directory)],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
         )
         log.close()
         deadline = time.monotonic() + HOST_READY_TIMEOUT_S
@@ -208,15 +262,23 @@ class LocalProvider(Provider):
             time.sleep(0.05)
         process.kill()
         tail = (directory / "host.log").read_text(errors="replace")[-2000:]
-        self.store.update_instance(instance_id, state=InstanceState.FAILED.value, end_reason="host did not start")
-        raise ProviderError(self.name, self.codes.internal_error, f"instance host did not start: {tail.strip() or 'no output'}")
+        self.store.update_instance(
+            instance_id, state=InstanceState.FAILED.value, end_reason="host did not start"
+        )
+        raise ProviderError(
+            self.name,
+            self.codes.internal_error,
+            f"instance host did not start: {tail.strip() or 'no output'}",
+        )
 
     # -- describe, list, terminate, preempt -------------------------------------
 
     def describe(self, instance_id: str) -> Instance:
         row = self.store.instance(instance_id)
         if row is None or row["cloud"] != self.name:
-            raise InstanceNotFound(self.name, self.codes.instance_not_found, f"no instance {instance_id!r}")
+            raise InstanceNotFound(
+                self.name, self.codes.instance_not_found, f"no instance {instance_id!r}"
+            )
         return self._instance(self._reap(row))
 
     def list_instances(self) -> list[Instance]:
@@ -230,7 +292,9 @@ class LocalProvider(Provider):
         if row["host_pid"]:
             kill_process(row["host_pid"], signal.SIGTERM)
 
-    def preempt(self, instance_id: str, lead_time_s: float | None = None, advance_s: float | None = None) -> Instance:
+    def preempt(
+        self, instance_id: str, lead_time_s: float | None = None, advance_s: float | None = None
+    ) -> Instance:
         """Inject an interruption: notice now, reclaim after ``lead_time_s`` (default: the cloud's lead).
 
         With ``advance_s`` the cloud's advance signal (AWS's rebalance
@@ -241,9 +305,13 @@ class LocalProvider(Provider):
         """
         row = self.store.instance(instance_id)
         if row is None or row["cloud"] != self.name:
-            raise InstanceNotFound(self.name, self.codes.instance_not_found, f"no instance {instance_id!r}")
+            raise InstanceNotFound(
+                self.name, self.codes.instance_not_found, f"no instance {instance_id!r}"
+            )
         if not InstanceState(row["state"]).is_alive:
-            raise ConfigError(f"instance {instance_id} is {row['state']}; only a live instance can be preempted")
+            raise ConfigError(
+                f"instance {instance_id} is {row['state']}; only a live instance can be preempted"
+            )
         if not row["spot"]:
             # The imitated clouds reclaim spot capacity only, and their interruption notices
             # (AWS instance-action, GCP preempted, Azure Preempt, ...) exist for spot instances
@@ -260,14 +328,22 @@ class LocalProvider(Provider):
             raise ConfigError(f"--lead-time must be ≥ 0 seconds, got {lead}")
         if advance_s is not None:
             if self.spec.advance_notice_s is None:
-                raise ConfigError(f"{self.name} gives no advance notice (its world entry has no 'advance_notice_s'); drop --advance")
+                raise ConfigError(
+                    f"{self.name} gives no advance notice (its world entry has no 'advance_notice_s'); drop --advance"
+                )
             if advance_s <= 0:
                 raise ConfigError(f"--advance must be > 0 seconds, got {advance_s}")
         self.store.update_instance(instance_id, preempt_lead_s=lead, preempt_advance_s=advance_s)
         return self.describe(instance_id)
 
-    def schedule_maintenance(self, instance_id: str, code: str, in_s: float,
-                             window_s: float = maintenance.DEFAULT_WINDOW_S, description: str = "") -> ScheduledEvent:
+    def schedule_maintenance(
+        self,
+        instance_id: str,
+        code: str,
+        in_s: float,
+        window_s: float = maintenance.DEFAULT_WINDOW_S,
+        description: str = "",
+    ) -> ScheduledEvent:
         """Schedule a maintenance event ``code`` from ``in_s`` seconds from now (the cloud's clock) for ``window_s``.
 
         Its metadata endpoint shows it within a host tick. ConfigError for a
@@ -277,11 +353,17 @@ class LocalProvider(Provider):
         row = self._live_row(instance_id, "get a scheduled event")
         if in_s < 0:
             raise ConfigError(f"--in must be ≥ 0 seconds, got {in_s}")
-        event = maintenance.new_event(self.spec.protocol, code, self.clock.now() + in_s, window_s, description)
-        self.store.update_instance(instance_id, scheduled_events=maintenance.encode([*maintenance.events_of(row), event]))
+        event = maintenance.new_event(
+            self.spec.protocol, code, self.clock.now() + in_s, window_s, description
+        )
+        self.store.update_instance(
+            instance_id, scheduled_events=maintenance.encode([*maintenance.events_of(row), event])
+        )
         return event
 
-    def cancel_maintenance(self, instance_id: str, event_id: str | None = None) -> list[ScheduledEvent]:
+    def cancel_maintenance(
+        self, instance_id: str, event_id: str | None = None
+    ) -> list[ScheduledEvent]:
         """Cancel the instance's active event ``event_id`` (None: all of them); return its events."""
         row = self._live_row(instance_id, "have its scheduled events canceled")
         events = maintenance.cancel(maintenance.events_of(row), event_id)
@@ -292,37 +374,63 @@ class LocalProvider(Provider):
         """Every scheduled event of the instance, past ones included; InstanceNotFound for an unknown id."""
         row = self.store.instance(instance_id)
         if row is None or row["cloud"] != self.name:
-            raise InstanceNotFound(self.name, "InvalidInstanceID.NotFound", f"no instance {instance_id!r}")
+            raise InstanceNotFound(
+                self.name, "InvalidInstanceID.NotFound", f"no instance {instance_id!r}"
+            )
         return maintenance.events_of(row)
 
     def _live_row(self, instance_id: str, what: str) -> dict[str, Any]:
         row = self.store.instance(instance_id)
         if row is None or row["cloud"] != self.name:
-            raise InstanceNotFound(self.name, "InvalidInstanceID.NotFound", f"no instance {instance_id!r}")
+            raise InstanceNotFound(
+                self.name, "InvalidInstanceID.NotFound", f"no instance {instance_id!r}"
+            )
         if not InstanceState(row["state"]).is_alive:
-            raise ConfigError(f"instance {instance_id} is {row['state']}; only a live instance can {what}")
+            raise ConfigError(
+                f"instance {instance_id} is {row['state']}; only a live instance can {what}"
+            )
         return row
 
     def _reap(self, row: dict[str, Any]) -> dict[str, Any]:
         """A live instance whose host died is failed: the machine under it is gone."""
-        if InstanceState(row["state"]).is_alive and row["host_pid"] and not pid_alive(row["host_pid"]):
+        if (
+            InstanceState(row["state"]).is_alive
+            and row["host_pid"]
+            and not pid_alive(row["host_pid"])
+        ):
             fresh = self.store.instance(row["instance_id"]) or row
             if InstanceState(fresh["state"]).is_alive:
                 if fresh["worker_pgid"]:
                     kill_group(fresh["worker_pgid"], signal.SIGKILL)
-                self.store.update_instance(row["instance_id"], state=InstanceState.FAILED.value, end_reason="instance host died", ended_at=self.clock.now())
+                self.store.update_instance(
+                    row["instance_id"],
+                    state=InstanceState.FAILED.value,
+                    end_reason="instance host died",
+                    ended_at=self.clock.now(),
+                )
                 fresh = self.store.instance(row["instance_id"]) or fresh
             return fresh
         return row
 
     def _instance(self, row: dict[str, Any]) -> Instance:
         return Instance(
-            instance_id=row["instance_id"], provider=self.name, region=row["region"], zone=row["zone"],
-            instance_type=row["instance_type"], spot=row["spot"], state=InstanceState(row["state"]),
-            launched_at=row["launched_at"], price_usd_per_hour=row["price_usd_per_hour"], ended_at=row["ended_at"],
-            billed_seconds=row["billed_seconds"], cost_microusd=int(row["cost_micro_usd"]),
-            notice_time=row["notice_time"], termination_time=row["termination_time"],
-            metadata_url=row["metadata_url"], name=row["name"], tags=row["tags"],
+            instance_id=row["instance_id"],
+            provider=self.name,
+            region=row["region"],
+            zone=row["zone"],
+            instance_type=row["instance_type"],
+            spot=row["spot"],
+            state=InstanceState(row["state"]),
+            launched_at=row["launched_at"],
+            price_usd_per_hour=row["price_usd_per_hour"],
+            ended_at=row["ended_at"],
+            billed_seconds=row["billed_seconds"],
+            cost_microusd=int(row["cost_micro_usd"]),
+            notice_time=row["notice_time"],
+            termination_time=row["termination_time"],
+            metadata_url=row["metadata_url"],
+            name=row["name"],
+            tags=row["tags"],
         )
 
     def wait(self, instance_id: str, states: Sequence[InstanceState], timeout_s: float) -> Instance:
@@ -353,7 +461,9 @@ class LocalFamily:
     def create(self, name: str, world_path: Path | None = None, **_: Any) -> LocalProvider:
         path = world_path or _world_path_from_env()
         world = load_world(path)
-        return LocalProvider(world.cloud_names[0] if name == "local" else name, world=world, world_path=path)
+        return LocalProvider(
+            world.cloud_names[0] if name == "local" else name, world=world, world_path=path
+        )
 
 
 LOCAL_FAMILY = LocalFamily()

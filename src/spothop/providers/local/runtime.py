@@ -59,12 +59,21 @@ def stored_anchor(store: CloudStore) -> ClockAnchor | None:
     if values[_SPEED] is None or values[_SIM_START] is None or values[_WALL_START] is None:
         return None
     try:
-        speed, sim_start, wall_start = (float(values[k] or "") for k in (_SPEED, _SIM_START, _WALL_START))
+        speed, sim_start, wall_start = (
+            float(values[k] or "") for k in (_SPEED, _SIM_START, _WALL_START)
+        )
     except ValueError:
         speed = math.nan
-    if not (math.isfinite(speed) and speed > 0 and math.isfinite(sim_start) and math.isfinite(wall_start)):
-        raise ConfigError(f"the local cloud's clock anchor in {store.root / 'cloud.db'} is damaged "
-                          f"(speed {values[_SPEED]!r}); remove that file to start the local cloud afresh")
+    if not (
+        math.isfinite(speed)
+        and speed > 0
+        and math.isfinite(sim_start)
+        and math.isfinite(wall_start)
+    ):
+        raise ConfigError(
+            f"the local cloud's clock anchor in {store.root / 'cloud.db'} is damaged "
+            f"(speed {values[_SPEED]!r}); remove that file to start the local cloud afresh"
+        )
     return ClockAnchor(speed, sim_start, wall_start, values[_WORLD])
 
 
@@ -94,10 +103,15 @@ def cloud_clock(store: CloudStore, world: World, market_start_s: float | None = 
     """
     now = time.time()
     # The market's axis starts with the clock, in one write, so no process sees a time before it.
-    stored = store.set_state_default({
-        _SIM_START: repr(now), _WALL_START: repr(now), _SPEED: repr(world.speed), _WORLD: world.origin,
-        _MARKET_START: repr(now if market_start_s is None else min(market_start_s, now)),
-    })
+    stored = store.set_state_default(
+        {
+            _SIM_START: repr(now),
+            _WALL_START: repr(now),
+            _SPEED: repr(world.speed),
+            _WORLD: world.origin,
+            _MARKET_START: repr(now if market_start_s is None else min(market_start_s, now)),
+        }
+    )
     anchor = stored_anchor(store)
     assert anchor is not None  # set just above
     if anchor.speed == world.speed:
@@ -111,7 +125,14 @@ def cloud_clock(store: CloudStore, world: World, market_start_s: float | None = 
             f"{world.speed:g}. Terminate them (`spothop cloud terminate ID…`) or use a world with speed {anchor.speed:g}"
         )
     sim_now = anchor.clock().now()
-    store.set_state({_SIM_START: repr(sim_now), _WALL_START: repr(now), _SPEED: repr(world.speed), _WORLD: world.origin})
+    store.set_state(
+        {
+            _SIM_START: repr(sim_now),
+            _WALL_START: repr(now),
+            _SPEED: repr(world.speed),
+            _WORLD: world.origin,
+        }
+    )
     return SimClock(world.speed, sim_now, now)
 
 
@@ -125,8 +146,14 @@ def market_start(store: CloudStore, *, anchor: bool = True) -> float:
     return float(store.set_state_default({_MARKET_START: repr(time.time())})[_MARKET_START])
 
 
-def spot_market(store: CloudStore, world: World, keys: list[MarketId] | None = None, *,
-                anchor: bool = True, start_s: float | None = None) -> SpotMarket:
+def spot_market(
+    store: CloudStore,
+    world: World,
+    keys: list[MarketId] | None = None,
+    *,
+    anchor: bool = True,
+    start_s: float | None = None,
+) -> SpotMarket:
     """The world's spot market (or just ``keys`` of it: a host needs only its own), starting at
     ``start_s`` if given, else at :func:`market_start`."""
     sources = world.market_sources

@@ -71,9 +71,13 @@ instances = Table(
     Column("name", String),
     Column("tags", Text, nullable=False, default="{}"),
     Column("preempt_lead_s", Float),  # a request: give a notice with this lead time now
-    Column("preempt_advance_s", Float),  # with it: an advance notice now, the final notice this much later
+    Column(
+        "preempt_advance_s", Float
+    ),  # with it: an advance notice now, the final notice this much later
     Column("terminate_requested", Boolean, nullable=False, default=False),
-    Column("scheduled_events", Text),  # JSON list of maintenance events (see .maintenance); NULL: none
+    Column(
+        "scheduled_events", Text
+    ),  # JSON list of maintenance events (see .maintenance); NULL: none
 )
 
 billing = Table(
@@ -110,13 +114,18 @@ class CloudStore:
 
     def get_state(self, key: str) -> str | None:
         with self.engine.connect() as conn:
-            value: str | None = conn.execute(select(world_state.c.value).where(world_state.c.key == key)).scalar()
+            value: str | None = conn.execute(
+                select(world_state.c.value).where(world_state.c.key == key)
+            ).scalar()
             return value
 
     def set_state_default(self, values: Mapping[str, str]) -> dict[str, str]:
         """Store each value unless one is already stored; returns what is stored now."""
         with self.engine.begin() as conn:
-            stored = {key: value for key, value in conn.execute(select(world_state.c.key, world_state.c.value))}
+            stored = {
+                key: value
+                for key, value in conn.execute(select(world_state.c.key, world_state.c.value))
+            }
             for key, value in values.items():
                 if key not in stored:
                     conn.execute(insert(world_state).values(key=key, value=value))
@@ -139,7 +148,11 @@ class CloudStore:
 
     def instance(self, instance_id: str) -> dict[str, Any] | None:
         with self.engine.connect() as conn:
-            row = conn.execute(select(instances).where(instances.c.instance_id == instance_id)).mappings().first()
+            row = (
+                conn.execute(select(instances).where(instances.c.instance_id == instance_id))
+                .mappings()
+                .first()
+            )
         return _decode(row) if row is not None else None
 
     def all_instances(self, cloud: str | None = None) -> list[dict[str, Any]]:
@@ -151,22 +164,35 @@ class CloudStore:
 
     def update_instance(self, instance_id: str, **values: Any) -> None:
         with self.engine.begin() as conn:
-            conn.execute(update(instances).where(instances.c.instance_id == instance_id).values(**values))
+            conn.execute(
+                update(instances).where(instances.c.instance_id == instance_id).values(**values)
+            )
 
-    def add_billing(self, instance_id: str, start_s: float, end_s: float, price: float, cost_micro_usd: int) -> None:
+    def add_billing(
+        self, instance_id: str, start_s: float, end_s: float, price: float, cost_micro_usd: int
+    ) -> None:
         with self.engine.begin() as conn:
             conn.execute(
                 insert(billing).values(
-                    instance_id=instance_id, start_s=start_s, end_s=end_s,
-                    price_usd_per_hour=price, cost_micro_usd=cost_micro_usd,
+                    instance_id=instance_id,
+                    start_s=start_s,
+                    end_s=end_s,
+                    price_usd_per_hour=price,
+                    cost_micro_usd=cost_micro_usd,
                 )
             )
 
     def billing_rows(self, instance_id: str) -> list[dict[str, Any]]:
         with self.engine.connect() as conn:
-            rows = conn.execute(
-                select(billing).where(billing.c.instance_id == instance_id).order_by(billing.c.start_s)
-            ).mappings().all()
+            rows = (
+                conn.execute(
+                    select(billing)
+                    .where(billing.c.instance_id == instance_id)
+                    .order_by(billing.c.start_s)
+                )
+                .mappings()
+                .all()
+            )
         return [dict(r) for r in rows]
 
 
@@ -177,7 +203,9 @@ def _add_missing_columns(engine: Engine) -> None:
             have = {c["name"] for c in inspect(conn).get_columns(table.name)}
             for column in table.columns:
                 if column.name not in have and column.nullable:
-                    conn.exec_driver_sql(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {column.type.compile(engine.dialect)}')
+                    conn.exec_driver_sql(
+                        f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {column.type.compile(engine.dialect)}'
+                    )
 
 
 def _decode(row: Any) -> dict[str, Any]:

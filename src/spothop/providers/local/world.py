@@ -61,10 +61,18 @@ DEFAULT_WORLD = "default-world.yaml"
 # Every number of a world file is checked against one of these (spothop.bounds):
 # a NaN, an infinity or an absurd magnitude is refused naming the key and the value.
 LAUNCH_DELAY_S = Bound(0, 3600, "s")  # no cloud takes an hour to boot; a longer delay is a typo
-GRACE_S = Bound(0, 3600, "s")  # a terminate's SIGTERM-to-SIGKILL; real clouds give seconds to minutes
-MEAN_TIME_S = Bound(0, 10 * 365 * SECONDS_PER_DAY, "s", low_open=True)  # up to a decade between events
-ADVANCE_NOTICE_S = Bound(0, SECONDS_PER_DAY, "s", low_open=True)  # a lead time, and there must be one
-TICK_S = Bound(1, SECONDS_PER_DAY, "s")  # the generator steps per tick: under a second would never end
+GRACE_S = Bound(
+    0, 3600, "s"
+)  # a terminate's SIGTERM-to-SIGKILL; real clouds give seconds to minutes
+MEAN_TIME_S = Bound(
+    0, 10 * 365 * SECONDS_PER_DAY, "s", low_open=True
+)  # up to a decade between events
+ADVANCE_NOTICE_S = Bound(
+    0, SECONDS_PER_DAY, "s", low_open=True
+)  # a lead time, and there must be one
+TICK_S = Bound(
+    1, SECONDS_PER_DAY, "s"
+)  # the generator steps per tick: under a second would never end
 CAPACITY = Bound(1, 100_000, "instances", integer=True)
 SPOT_RATIO = Bound(0, 1, low_open=True)
 PRICE_STD_RATIO = Bound(0, 10)
@@ -76,11 +84,14 @@ class SyntheticSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    mean_time_between_preemptions_s: Annotated[float, MEAN_TIME_S.annotated("mean_time_between_preemptions_s")]
+    mean_time_between_preemptions_s: Annotated[
+        float, MEAN_TIME_S.annotated("mean_time_between_preemptions_s")
+    ]
     mean_outage_s: Annotated[float, MEAN_TIME_S.annotated("mean_outage_s")]
     capacity: Annotated[int, CAPACITY.annotated("capacity")] = 4
     spot_ratio: Annotated[float, SPOT_RATIO.annotated("spot_ratio")] | None = Field(
-        default=None, description="default: the catalog's spot/on-demand ratio")
+        default=None, description="default: the catalog's spot/on-demand ratio"
+    )
     price_std_ratio: Annotated[float, PRICE_STD_RATIO.annotated("price_std_ratio")] = 0.1
     tick_s: Annotated[float, TICK_S.annotated("tick_s")] = 60.0
 
@@ -88,7 +99,9 @@ class SyntheticSpec(BaseModel):
     def _outage_spans_a_tick(self) -> SyntheticSpec:
         # The generator draws outages on its tick; a shorter mean could not be played.
         if self.mean_outage_s < self.tick_s:
-            raise ValueError(f"mean_outage_s ({self.mean_outage_s:g}) must be at least tick_s ({self.tick_s:g}); raise it or lower tick_s")
+            raise ValueError(
+                f"mean_outage_s ({self.mean_outage_s:g}) must be at least tick_s ({self.tick_s:g}); raise it or lower tick_s"
+            )
         return self
 
 
@@ -98,9 +111,12 @@ class MarketSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     trace: str | None = None
-    kind: str | None = Field(default=None, description="override a trace's polarity: unavailable_flag or available_count")
+    kind: str | None = Field(
+        default=None, description="override a trace's polarity: unavailable_flag or available_count"
+    )
     start_offset_s: Annotated[float, DURATION_S.annotated("start_offset_s")] | None = Field(
-        default=0.0, description="None: drawn from the seed")
+        default=0.0, description="None: drawn from the seed"
+    )
     synthetic: SyntheticSpec | None = None
 
     @model_validator(mode="after")
@@ -142,7 +158,9 @@ class CloudSpec(BaseModel):
     @model_validator(mode="after")
     def _known_protocol(self) -> CloudSpec:
         if self.protocol not in PROTOCOLS:
-            raise ValueError(f"unknown protocol {self.protocol!r}; use one of {', '.join(sorted(PROTOCOLS))}")
+            raise ValueError(
+                f"unknown protocol {self.protocol!r}; use one of {', '.join(sorted(PROTOCOLS))}"
+            )
         try:
             check_options(self.protocol, self.metadata_options)
         except ConfigError as exc:
@@ -158,7 +176,9 @@ class CloudSpec(BaseModel):
         pairs = [f"{m.instance_type} in {m.location}" for m in self.markets]
         dupes = _repeated(pairs)
         if dupes:
-            raise ValueError(f"markets overrides {', '.join(dupes)} more than once; keep one entry per market")
+            raise ValueError(
+                f"markets overrides {', '.join(dupes)} more than once; keep one entry per market"
+            )
         for m in self.markets:
             if m.location not in self.locations or m.instance_type not in self.instance_types:
                 raise ValueError(
@@ -176,7 +196,9 @@ class WorldSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     seed: Annotated[int, SEED.annotated("seed")] = 0
-    speed: Annotated[float, SPEED.annotated("speed")] = Field(default=1.0, description="simulated seconds per wall second")
+    speed: Annotated[float, SPEED.annotated("speed")] = Field(
+        default=1.0, description="simulated seconds per wall second"
+    )
     clouds: list[CloudSpec] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -194,7 +216,9 @@ class World:
         self.spec = spec
         self.origin = origin
         self.base_dir = base_dir
-        self.offerings: dict[str, list[Offering]] = {c.name: _offerings_for(c, origin) for c in spec.clouds}
+        self.offerings: dict[str, list[Offering]] = {
+            c.name: _offerings_for(c, origin) for c in spec.clouds
+        }
 
     @property
     def seed(self) -> int:
@@ -212,7 +236,9 @@ class World:
         for cloud in self.spec.clouds:
             if cloud.name == name:
                 return cloud
-        raise ConfigError(f"{self.origin}: no cloud named {name!r}; the world has {', '.join(self.cloud_names)}")
+        raise ConfigError(
+            f"{self.origin}: no cloud named {name!r}; the world has {', '.join(self.cloud_names)}"
+        )
 
     def offering(self, cloud: str, location: str, instance_type: str) -> Offering | None:
         for o in self.offerings[cloud]:
@@ -230,14 +256,26 @@ class World:
         traces: dict[tuple[str, str | None], AvailabilityTrace] = {}
         sources: dict[MarketId, MarketSource] = {}
         for i, cloud in enumerate(self.spec.clouds):
-            overrides = {(m.location, m.instance_type): (f"clouds.{i}.markets.{j}", m) for j, m in enumerate(cloud.markets)}
+            overrides = {
+                (m.location, m.instance_type): (f"clouds.{i}.markets.{j}", m)
+                for j, m in enumerate(cloud.markets)
+            }
             for offering in self.offerings[cloud.name]:
-                where, spec = overrides.get((offering.location, offering.instance_type), (f"clouds.{i}.market", cloud.market))
-                sources[self.market_key(cloud.name, offering)] = self._source(spec, where, offering, traces)
+                where, spec = overrides.get(
+                    (offering.location, offering.instance_type),
+                    (f"clouds.{i}.market", cloud.market),
+                )
+                sources[self.market_key(cloud.name, offering)] = self._source(
+                    spec, where, offering, traces
+                )
         return sources
 
     def _source(
-        self, spec: MarketSpec, where: str, offering: Offering, traces: dict[tuple[str, str | None], AvailabilityTrace]
+        self,
+        spec: MarketSpec,
+        where: str,
+        offering: Offering,
+        traces: dict[tuple[str, str | None], AvailabilityTrace],
     ) -> MarketSource:
         on_demand = offering.on_demand_price_usd_per_hour or offering.spot_price_usd_per_hour or 1.0
         catalog_ratio = _spot_ratio(offering)
@@ -261,8 +299,10 @@ class World:
         if trace.prices_usd_per_hour is not None:
             return MarketSource(trace=trace, start_offset_s=spec.start_offset_s)
         return MarketSource(
-            trace=trace, start_offset_s=spec.start_offset_s,
-            spot_ratio=catalog_ratio, on_demand_price_usd_per_hour=on_demand,
+            trace=trace,
+            start_offset_s=spec.start_offset_s,
+            spot_ratio=catalog_ratio,
+            on_demand_price_usd_per_hour=on_demand,
         )
 
     def _read_trace(self, name: str, kind: str | None, where: str) -> AvailabilityTrace:
@@ -272,13 +312,17 @@ class World:
             path = self.base_dir / path
         if not path.is_file():
             found = "is not a file" if path.exists() else "not found"
-            raise ConfigError(f"{self.origin}: key {where}.trace: trace {name!r} {found} (looked at {path}); "
-                              "fix the 'trace' path, relative to the world file")
+            raise ConfigError(
+                f"{self.origin}: key {where}.trace: trace {name!r} {found} (looked at {path}); "
+                "fix the 'trace' path, relative to the world file"
+            )
         choices = " or ".join(f"'kind: {k.value}'" for k in TraceKind)
         try:
             parsed_kind = TraceKind(kind) if kind else None
         except ValueError:
-            raise ConfigError(f"{self.origin}: key {where}.kind: {kind!r} is not a trace kind; use {choices}") from None
+            raise ConfigError(
+                f"{self.origin}: key {where}.kind: {kind!r} is not a trace kind; use {choices}"
+            ) from None
         try:
             return read_trace(path, kind=parsed_kind)
         except TraceError as exc:
@@ -302,7 +346,9 @@ def _offerings_for(cloud: CloudSpec, origin: str) -> list[Offering]:
     catalog = [o for o in builtin_offerings() if o.provider == cloud.catalog]
     if not catalog:
         providers = sorted({o.provider for o in builtin_offerings()})
-        raise ConfigError(f"{origin}: cloud {cloud.name!r}: catalog {cloud.catalog!r} is not a built-in provider ({', '.join(providers)})")
+        raise ConfigError(
+            f"{origin}: cloud {cloud.name!r}: catalog {cloud.catalog!r} is not a built-in provider ({', '.join(providers)})"
+        )
     out: list[Offering] = []
     for instance_type in cloud.instance_types:
         rows = [o for o in catalog if o.instance_type == instance_type]
@@ -314,9 +360,15 @@ def _offerings_for(cloud: CloudSpec, origin: str) -> list[Offering]:
         for location in cloud.locations:
             match = next((o for o in rows if location in (o.zone, o.region)), None)
             if match is not None:
-                out.append(match.model_copy(update={"provider": cloud.name, "source": f"world:{cloud.name}"}))
+                out.append(
+                    match.model_copy(
+                        update={"provider": cloud.name, "source": f"world:{cloud.name}"}
+                    )
+                )
     if not out:
-        raise ConfigError(f"{origin}: cloud {cloud.name!r}: none of its instance types is sold in {', '.join(cloud.locations)}")
+        raise ConfigError(
+            f"{origin}: cloud {cloud.name!r}: none of its instance types is sold in {', '.join(cloud.locations)}"
+        )
     return out
 
 
@@ -331,7 +383,9 @@ def parse_world(text: str, origin: str, base_dir: Path | None = None) -> World:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(top level)"
         message = first["msg"].removeprefix("Value error, ")
-        bounded = isinstance(first.get("ctx", {}).get("error"), ValueOutOfRange)  # it names the value itself
+        bounded = isinstance(
+            first.get("ctx", {}).get("error"), ValueOutOfRange
+        )  # it names the value itself
         given = "" if bounded or first["type"] == "missing" else f", got {first.get('input')!r:.80}"
         raise ConfigError(f"{origin}: key {where}: {message}{given}") from None
     return World(spec, origin, base_dir)
@@ -340,12 +394,18 @@ def parse_world(text: str, origin: str, base_dir: Path | None = None) -> World:
 def load_world(path: Path | None = None) -> World:
     """The world in ``path``, or the default world shipped in the package."""
     if path is None:
-        text = importlib_resources.files("spothop.providers.local").joinpath(f"data/{DEFAULT_WORLD}").read_text(encoding="utf-8")
+        text = (
+            importlib_resources.files("spothop.providers.local")
+            .joinpath(f"data/{DEFAULT_WORLD}")
+            .read_text(encoding="utf-8")
+        )
         return parse_world(text, f"builtin:{DEFAULT_WORLD}")
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise NotFoundError(f"world file {path} does not exist; give a world YAML file (README: the local cloud)") from None
+        raise NotFoundError(
+            f"world file {path} does not exist; give a world YAML file (README: the local cloud)"
+        ) from None
     except OSError as exc:
         raise ConfigError(f"cannot read world file {path}: {exc.strerror}") from None
     except UnicodeDecodeError:

@@ -43,8 +43,13 @@ class WorldView:
     markets: tuple[MarketView, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"origin": self.origin, "seed": self.seed, "speed": self.speed, "clouds": self.clouds,
-                "markets": [m.to_dict() for m in self.markets]}
+        return {
+            "origin": self.origin,
+            "seed": self.seed,
+            "speed": self.speed,
+            "clouds": self.clouds,
+            "markets": [m.to_dict() for m in self.markets],
+        }
 
 
 def world_view(world: World, providers: Mapping[str, LocalProvider]) -> WorldView:
@@ -54,13 +59,27 @@ def world_view(world: World, providers: Mapping[str, LocalProvider]) -> WorldVie
         spec = world.cloud(name)
         for price in provider.spot_prices():
             offering = world.offering(name, price.zone or price.region, price.instance_type)
-            markets.append(MarketView(
-                provider=name, protocol=spec.protocol, notice_lead_time_s=spec.notice_lead_time_s,
-                advance_notice_s=spec.advance_notice_s, region=price.region, zone=price.zone,
-                instance_type=price.instance_type,
-                gpu=f"{offering.gpu_count}x {offering.gpu}" if offering else None,
-                available=price.available, spot_usd_per_hour=price.price_usd_per_hour,
-                on_demand_usd_per_hour=offering.on_demand_price_usd_per_hour if offering else None,
-            ))
-    return WorldView(origin=world.origin, seed=world.seed, speed=world.speed, clouds=len(world.cloud_names),
-                     markets=tuple(markets))
+            markets.append(
+                MarketView(
+                    provider=name,
+                    protocol=spec.protocol,
+                    notice_lead_time_s=spec.notice_lead_time_s,
+                    advance_notice_s=spec.advance_notice_s,
+                    region=price.region,
+                    zone=price.zone,
+                    instance_type=price.instance_type,
+                    gpu=f"{offering.gpu_count}x {offering.gpu}" if offering else None,
+                    available=price.available,
+                    spot_usd_per_hour=price.price_usd_per_hour,
+                    on_demand_usd_per_hour=offering.on_demand_price_usd_per_hour
+                    if offering
+                    else None,
+                )
+            )
+    return WorldView(
+        origin=world.origin,
+        seed=world.seed,
+        speed=world.speed,
+        clouds=len(world.cloud_names),
+        markets=tuple(markets),
+    )

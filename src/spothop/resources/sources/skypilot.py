@@ -45,7 +45,15 @@ from spothop.resources.gpus import GpuModel, gpu_catalog, resolve_gpu
 from spothop.resources.market_id import MarketId
 from spothop.resources.offering import Interconnect, Offering
 
-REQUIRED_COLUMNS = ("InstanceType", "AcceleratorName", "AcceleratorCount", "vCPUs", "MemoryGiB", "Price", "Region")
+REQUIRED_COLUMNS = (
+    "InstanceType",
+    "AcceleratorName",
+    "AcceleratorCount",
+    "vCPUs",
+    "MemoryGiB",
+    "Price",
+    "Region",
+)
 
 MIB_PER_GIB = 1024
 
@@ -72,8 +80,15 @@ class ImportReport:
             "provider": self.provider,
             "rows": self.rows,
             "imported": len(self.offerings),
-            "refused": [{"line": e.line, "field": e.field, "reason": e.reason, "out_of_scope": e.out_of_scope}
-                        for e in self.refused],
+            "refused": [
+                {
+                    "line": e.line,
+                    "field": e.field,
+                    "reason": e.reason,
+                    "out_of_scope": e.out_of_scope,
+                }
+                for e in self.refused
+            ],
             "saved_to": str(saved_to) if saved_to else None,
         }
 
@@ -108,7 +123,9 @@ def import_skypilot_file(
             f"{path}: not a text file (byte {exc.start} is not UTF-8); give a SkyPilot vms.csv"
         ) from None
     if provider is None:
-        provider = plain_name(provider_from_path(path), f"the provider taken from {path} (give --provider NAME)")
+        provider = plain_name(
+            provider_from_path(path), f"the provider taken from {path} (give --provider NAME)"
+        )
     return import_skypilot_text(text, str(path), provider, price_date, rates)
 
 
@@ -135,9 +152,16 @@ def import_skypilot_text(
     for row in every_row:
         # csv gives a short row's missing columns as None and a long row's extra fields under None.
         if None in row.data or None in row.data.values():
-            given = sum(v is not None for k, v in row.data.items() if k is not None) + len(row.data.get(None) or ())  # type: ignore[call-overload]
-            report.refused.append(CatalogRowError(origin, row.line, None, f"{given} fields, the header has "
-                                                  f"{len(header)}: a truncated or misquoted row"))
+            extra = row.data.get(None) or ()  # type: ignore[call-overload]
+            given = sum(v is not None for k, v in row.data.items() if k is not None) + len(extra)
+            report.refused.append(
+                CatalogRowError(
+                    origin,
+                    row.line,
+                    None,
+                    f"{given} fields, the header has {len(header)}: a truncated or misquoted row",
+                )
+            )
         else:
             rows.append(row)
     hosts = _gcp_hosts(rows)
@@ -151,7 +175,14 @@ def import_skypilot_text(
             continue
         first = seen.setdefault(offering.market_id, row.line)
         if first != row.line:
-            report.refused.append(CatalogRowError(origin, row.line, None, f"duplicate of line {first} (same region, zone and instance type)"))
+            report.refused.append(
+                CatalogRowError(
+                    origin,
+                    row.line,
+                    None,
+                    f"duplicate of line {first} (same region, zone and instance type)",
+                )
+            )
             continue
         report.offerings.append(offering)
     return report
@@ -176,15 +207,21 @@ class _Context:
     price_date: dt.date
     rates: RateTable
 
-    def refuse(self, row: _Row, column: str | None, reason: str, *, out_of_scope: bool = False) -> CatalogRowError:
+    def refuse(
+        self, row: _Row, column: str | None, reason: str, *, out_of_scope: bool = False
+    ) -> CatalogRowError:
         return CatalogRowError(self.origin, row.line, column, reason, out_of_scope=out_of_scope)
 
     def offering(self, row: _Row, hosts: dict[tuple[str, float], _Row]) -> Offering:
         accelerator = row.get("AcceleratorName")
         instance_type = row.get("InstanceType")
         if not accelerator:
-            raise self.refuse(row, "AcceleratorName", f"CPU-only instance type {instance_type!r}: spothop catalogs GPU offerings",
-                              out_of_scope=True)
+            raise self.refuse(
+                row,
+                "AcceleratorName",
+                f"CPU-only instance type {instance_type!r}: spothop catalogs GPU offerings",
+                out_of_scope=True,
+            )
         count = self.number(row, "AcceleratorCount")
         gpu = self.gpu(row, accelerator, instance_type)
         vm_price = 0.0
@@ -192,7 +229,8 @@ class _Context:
         if not instance_type:  # a GCP accelerator row: price it on its host VM
             if gpu.family not in GCP_N1_ATTACHABLE_FAMILIES:
                 raise self.refuse(
-                    row, "InstanceType",
+                    row,
+                    "InstanceType",
                     f"GCP accelerator row for {accelerator}: GCP attaches it only to its own machine types "
                     "(A2, A3, G2, ...), whose rows carry it; only "
                     f"{', '.join(sorted(GCP_N1_ATTACHABLE_FAMILIES))} attach to an n1 host",
@@ -200,7 +238,11 @@ class _Context:
                 )
             host = _gcp_host_for(hosts, row.get("AvailabilityZone"), int(count))
             if host is None:
-                raise self.refuse(row, "InstanceType", f"GCP accelerator row for {accelerator} has no n1 host VM in zone {row.get('AvailabilityZone')!r}")
+                raise self.refuse(
+                    row,
+                    "InstanceType",
+                    f"GCP accelerator row for {accelerator} has no n1 host VM in zone {row.get('AvailabilityZone')!r}",
+                )
             instance_type = f"{host.get('InstanceType')}+{int(count)}x{accelerator}"
             vm_price = self.number(host, "Price")
             vm_spot = self.optional_price(host, "SpotPrice")
@@ -212,13 +254,22 @@ class _Context:
         spot_total = None if spot is None or vm_spot is None else spot + vm_spot
         try:
             return Offering(
-                provider=self.provider, region=row.get("Region"), zone=row.get("AvailabilityZone") or None,
-                instance_type=instance_type, gpu=gpu.name, gpu_count=int(count), vcpus=vcpus, memory_gib=memory,
+                provider=self.provider,
+                region=row.get("Region"),
+                zone=row.get("AvailabilityZone") or None,
+                instance_type=instance_type,
+                gpu=gpu.name,
+                gpu_count=int(count),
+                vcpus=vcpus,
+                memory_gib=memory,
                 interconnect=infer_interconnect(gpu, int(count)),
                 on_demand_price_usd_per_hour=self.rates.to_usd(price, "USD"),
-                spot_price_usd_per_hour=spot_total, currency="USD",
-                on_demand_price_original=price, spot_price_original=spot_total,
-                price_date=self.price_date, source=f"{self.origin}:{row.line}",
+                spot_price_usd_per_hour=spot_total,
+                currency="USD",
+                on_demand_price_original=price,
+                spot_price_original=spot_total,
+                price_date=self.price_date,
+                source=f"{self.origin}:{row.line}",
             )
         except ValidationError as exc:
             first = exc.errors()[0]
@@ -246,7 +297,9 @@ class _Context:
         back = read_catalog_text(format_catalog_csv([offering]), self.origin, self.rates)
         if back.errors:
             error = back.errors[0]
-            raise self.refuse(row, _SKYPILOT_COLUMN.get(error.field or "", error.field), error.reason)
+            raise self.refuse(
+                row, _SKYPILOT_COLUMN.get(error.field or "", error.field), error.reason
+            )
 
     def optional_price(self, row: _Row, column: str) -> float | None:
         # Lambda leaves SpotPrice empty; Vast writes 0.00. Both mean "no spot market".
@@ -288,9 +341,17 @@ COLUMN_BOUNDS = {
 }
 
 # spothop catalog columns back to the SkyPilot column a user sees in the file.
-_SKYPILOT_COLUMN = {"region": "Region", "zone": "AvailabilityZone", "instance_type": "InstanceType",
-                    "vcpus": "vCPUs", "memory_gib": "MemoryGiB", "gpu_count": "AcceleratorCount",
-                    "on_demand_price": "Price", "spot_price": "SpotPrice", "gpu": "AcceleratorName"}
+_SKYPILOT_COLUMN = {
+    "region": "Region",
+    "zone": "AvailabilityZone",
+    "instance_type": "InstanceType",
+    "vcpus": "vCPUs",
+    "memory_gib": "MemoryGiB",
+    "gpu_count": "AcceleratorCount",
+    "on_demand_price": "Price",
+    "spot_price": "SpotPrice",
+    "gpu": "AcceleratorName",
+}
 
 
 def _gpu_memory_gib(gpu_info: str, count: float) -> float | None:

@@ -56,7 +56,9 @@ EXACT_SEARCH_MAX_GPUS = 16
 _TIE_TOLERANCE = 1e-9
 
 
-def estimated_bandwidth_gbps(link: Link | None, nvlink_gbps_per_link: float = NVLINK_GBPS_PER_LINK) -> float:
+def estimated_bandwidth_gbps(
+    link: Link | None, nvlink_gbps_per_link: float = NVLINK_GBPS_PER_LINK
+) -> float:
     """Estimated one-way GB/s over ``link``; an unknown link is taken as SYS."""
     if link is None:
         return SOCKET_INTERCONNECT_GBPS
@@ -76,7 +78,9 @@ def bandwidth_matrix_gbps(topology: Topology) -> list[list[float]]:
 def _pair_gbps(topology: Topology, i: int, j: int) -> float:
     per_link = [g.nvlink_gbps_per_link for g in (topology.gpus[i], topology.gpus[j])]
     known = [x for x in per_link if x is not None]
-    return estimated_bandwidth_gbps(topology.link(i, j), min(known) if known else NVLINK_GBPS_PER_LINK)
+    return estimated_bandwidth_gbps(
+        topology.link(i, j), min(known) if known else NVLINK_GBPS_PER_LINK
+    )
 
 
 def cost_matrix(topology: Topology) -> list[list[float]]:
@@ -146,7 +150,9 @@ def _greedy(costs: list[list[float]], k: int) -> list[int]:
         chosen = _grow(costs, [seed], k)
         total = set_cost(costs, chosen)
         if total < best_cost - _TIE_TOLERANCE or (
-            abs(total - best_cost) <= _TIE_TOLERANCE and best is not None and sorted(chosen) < sorted(best)
+            abs(total - best_cost) <= _TIE_TOLERANCE
+            and best is not None
+            and sorted(chosen) < sorted(best)
         ):
             best, best_cost = chosen, total
     assert best is not None  # n >= k >= 1, so at least one seed ran

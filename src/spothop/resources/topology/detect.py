@@ -57,14 +57,19 @@ def parse_any(text: str) -> Topology:
                 problem = exc.errors()[0]
                 where = ".".join(map(str, problem["loc"])) or "the GPUs"
                 raise TopologyParseError(
-                    f"the output describes an inconsistent machine ({where}: {problem['msg']})") from None
+                    f"the output describes an inconsistent machine ({where}: {problem['msg']})"
+                ) from None
     head = text[:4096]
     for marker, what in _UNSUPPORTED:
         if marker in head:
-            raise TopologyParseError(f"unsupported format: this is {what}; spothop reads {SUPPORTED}")
+            raise TopologyParseError(
+                f"unsupported format: this is {what}; spothop reads {SUPPORTED}"
+            )
     first = next((line.strip() for line in text.splitlines() if line.strip()), "")
     raise TopologyParseError(
-        f"line 1: expected output of {SUPPORTED}; got {first[:60]!r}" if first else "the input is empty"
+        f"line 1: expected output of {SUPPORTED}; got {first[:60]!r}"
+        if first
+        else "the input is empty"
     )
 
 
@@ -75,7 +80,9 @@ def parse_file(path: str | Path) -> Topology:
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
-        raise NotFoundError(f"{path}: no such file; give the saved output of `nvidia-smi topo -m` (or -q -x, -a)") from None
+        raise NotFoundError(
+            f"{path}: no such file; give the saved output of `nvidia-smi topo -m` (or -q -x, -a)"
+        ) from None
     except OSError as exc:
         raise TopologyParseError(f"{path}: cannot read ({exc.strerror or exc})") from None
     try:

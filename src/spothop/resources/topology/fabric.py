@@ -18,7 +18,9 @@ from __future__ import annotations
 from spothop.errors import SpothopError
 from spothop.resources.topology.model import Link, LinkKind, Topology
 
-FABRIC_JOINED = "Completed"  # nvidia-smi's fabric state once the fabric manager has registered the GPU
+FABRIC_JOINED = (
+    "Completed"  # nvidia-smi's fabric state once the fabric manager has registered the GPU
+)
 
 # Bidirectional GB/s of one NVLink: NVLink 3 (Ampere) and 4 (Hopper) carry 50,
 # NVLink 5 (Blackwell) 100 (NVIDIA NVLink product pages). A100: 600 / 50 = 12
@@ -44,7 +46,9 @@ def with_fabric_links(topology: Topology) -> Topology:
     assert count is not None
     nv = Link(kind=LinkKind.NV, nvlink_count=count)
     self_link = Link(kind=LinkKind.SELF)
-    links = tuple(tuple(self_link if i == j else nv for j in range(len(gpus))) for i in range(len(gpus)))
+    links = tuple(
+        tuple(self_link if i == j else nv for j in range(len(gpus))) for i in range(len(gpus))
+    )
     note = (
         f"links inferred: every GPU reports NVSwitch fabric state {FABRIC_JOINED!r}, so each pair has the "
         f"GPU's full NV{count} (as `nvidia-smi topo -m` prints on such a board)"

@@ -98,7 +98,9 @@ class GpuDevice(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     index: int = Field(ge=0, description="position in the output, as CUDA_VISIBLE_DEVICES counts")
-    name: str | None = Field(None, description="product name as printed, e.g. 'NVIDIA H100 80GB HBM3'")
+    name: str | None = Field(
+        None, description="product name as printed, e.g. 'NVIDIA H100 80GB HBM3'"
+    )
     uuid: str | None = None
     pci_bus_id: str | None = Field(None, description="e.g. '00000000:18:00.0'")
     memory_total_mib: int | None = Field(None, ge=0)
@@ -106,9 +108,13 @@ class GpuDevice(BaseModel):
     pcie_gen_max: int | None = None
     pcie_link_width_current: int | None = Field(None, description="lanes, e.g. 16")
     pcie_link_width_max: int | None = None
-    nvlink_active_links: int | None = Field(None, description="active NVLinks when the output lists them")
+    nvlink_active_links: int | None = Field(
+        None, description="active NVLinks when the output lists them"
+    )
     nvlink_gbps_per_link: float | None = Field(None, description="per-link speed when listed, GB/s")
-    fabric_state: str | None = Field(None, description="NVSwitch fabric state ('Completed' when joined)")
+    fabric_state: str | None = Field(
+        None, description="NVSwitch fabric state ('Completed' when joined)"
+    )
     cpu_affinity: str | None = Field(None, description="CPU list, e.g. '0-55,112-167'")
     numa_affinity: str | None = Field(None, description="NUMA node(s) local to the GPU")
 
@@ -145,7 +151,9 @@ class Topology(BaseModel):
     gpu_nic_links: LinkMatrix = ()
     driver_version: str | None = None
     cuda_version: str | None = None
-    legend: dict[str, str] = Field(default_factory=dict, description="the matrix legend, 'PIX' -> meaning")
+    legend: dict[str, str] = Field(
+        default_factory=dict, description="the matrix legend, 'PIX' -> meaning"
+    )
     notes: tuple[str, ...] = Field((), description="what was odd about the input (truncation, ...)")
 
     @model_validator(mode="after")
@@ -155,10 +163,13 @@ class Topology(BaseModel):
         if len(set(indices)) != n:  # choose_gpus answers in indices: two GPUs cannot share one
             repeated = sorted({i for i in indices if indices.count(i) > 1})
             raise ValueError(f"GPU index {', '.join(map(str, repeated))} appears more than once")
-        if self.links is not None and (len(self.links) != n or any(len(r) != n for r in self.links)):
+        if self.links is not None and (
+            len(self.links) != n or any(len(r) != n for r in self.links)
+        ):
             raise ValueError(f"links must be {n}x{n}")
         if self.gpu_nic_links and (
-            len(self.gpu_nic_links) != n or any(len(r) != len(self.nics) for r in self.gpu_nic_links)
+            len(self.gpu_nic_links) != n
+            or any(len(r) != len(self.nics) for r in self.gpu_nic_links)
         ):
             raise ValueError(f"gpu_nic_links must be {n}x{len(self.nics)}")
         return self

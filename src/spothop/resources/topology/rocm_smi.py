@@ -50,7 +50,9 @@ def _concise(lines: list[str]) -> list[GpuDevice]:
         following = lines[at + 1] if at + 1 < len(lines) else ""
         name = following.strip()
         if not name or name.startswith("=") or _CONCISE_ROW.match(following):
-            raise TopologyParseError(f"line {at + 2}: expected the device name under GPU {row.group(1)}")
+            raise TopologyParseError(
+                f"line {at + 2}: expected the device name under GPU {row.group(1)}"
+            )
         gpus.append(GpuDevice(index=int(row.group(1)), name=name))
     return gpus
 
@@ -60,7 +62,9 @@ def _log(lines: list[str]) -> list[GpuDevice]:
     for line in lines:
         entry = _LOG_LINE.match(line)
         if entry:
-            fields.setdefault(int(entry.group(1)), {}).setdefault(entry.group("key"), entry.group("value"))
+            fields.setdefault(int(entry.group(1)), {}).setdefault(
+                entry.group("key"), entry.group("value")
+            )
     return [
         GpuDevice(
             index=index,

@@ -68,13 +68,15 @@ def parse_smi_query(text: str) -> Topology:
         )
     gpus = tuple(_query_gpu(i, bus, fields, end) for i, (end, bus, fields) in enumerate(blocks))
     notes = _count_note(header.get("Attached GPUs"), len(gpus))
-    return with_fabric_links(Topology(
-        source_format=SourceFormat.SMI_QUERY_TEXT,
-        gpus=gpus,
-        driver_version=known_text(header.get("Driver Version")),
-        cuda_version=known_text(header.get("CUDA Version")),
-        notes=notes,
-    ))
+    return with_fabric_links(
+        Topology(
+            source_format=SourceFormat.SMI_QUERY_TEXT,
+            gpus=gpus,
+            driver_version=known_text(header.get("Driver Version")),
+            cuda_version=known_text(header.get("CUDA Version")),
+            notes=notes,
+        )
+    )
 
 
 def _read_block(lines: list[str], at: int) -> tuple[dict[Path, str], int]:
@@ -140,9 +142,16 @@ def parse_smi_table(text: str) -> Topology:
             )
         name = row.group(2).strip()
         if name.endswith("..."):
-            notes.append(f"GPU {row.group(1)}: nvidia-smi cut the name to {name!r}; `nvidia-smi -q` has it whole")
+            notes.append(
+                f"GPU {row.group(1)}: nvidia-smi cut the name to {name!r}; `nvidia-smi -q` has it whole"
+            )
         gpus.append(
-            GpuDevice(index=int(row.group(1)), name=name, pci_bus_id=row.group(4), memory_total_mib=int(memory.group(2)))
+            GpuDevice(
+                index=int(row.group(1)),
+                name=name,
+                pci_bus_id=row.group(4),
+                memory_total_mib=int(memory.group(2)),
+            )
         )
     if not gpus:
         raise TopologyParseError(

@@ -45,13 +45,15 @@ def parse_smi_xml(text: str) -> Topology:
     attached = leading_int(root.findtext("attached_gpus"))
     if attached is not None and attached != len(gpus):
         notes.append(f"attached_gpus says {attached} but the log describes {len(gpus)}")
-    return with_fabric_links(Topology(
-        source_format=SourceFormat.SMI_XML,
-        gpus=gpus,
-        driver_version=known_text(root.findtext("driver_version")),
-        cuda_version=known_text(root.findtext("cuda_version")),
-        notes=tuple(notes),
-    ))
+    return with_fabric_links(
+        Topology(
+            source_format=SourceFormat.SMI_XML,
+            gpus=gpus,
+            driver_version=known_text(root.findtext("driver_version")),
+            cuda_version=known_text(root.findtext("cuda_version")),
+            notes=tuple(notes),
+        )
+    )
 
 
 def _gpu(index: int, el: ET.Element) -> GpuDevice:

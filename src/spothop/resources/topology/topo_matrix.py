@@ -69,7 +69,9 @@ def parse_topo_matrix(text: str) -> Topology:
     lines = _strip_ansi(text).splitlines()
     header_at = next((i for i, line in enumerate(lines) if line.strip()), None)
     if header_at is None:
-        raise TopologyParseError("line 1: expected the `nvidia-smi topo -m` header row; the input is empty")
+        raise TopologyParseError(
+            "line 1: expected the `nvidia-smi topo -m` header row; the input is empty"
+        )
     devices, affinity_cols = _parse_header(lines[header_at], header_at + 1)
     rows, end = _parse_rows(lines, header_at + 1, devices, affinity_cols)
     legend = _parse_legend(lines[end:])
@@ -97,7 +99,9 @@ def _parse_header(line: str, line_no: int) -> tuple[list[str], list[str]]:
         )
     first_affinity = min((at for at, _ in affinity), default=len(line))
     if any(rest.find(d) > first_affinity for d in devices):
-        raise TopologyParseError(f"line {line_no}: device columns must come before {CPU_AFFINITY!r}")
+        raise TopologyParseError(
+            f"line {line_no}: device columns must come before {CPU_AFFINITY!r}"
+        )
     return devices, [name for _, name in sorted(affinity)]
 
 
@@ -118,7 +122,9 @@ def _parse_rows(
                 f"line {line_no}: expected a row for one of {', '.join(devices)}; got {name!r}"
             )
         if name in rows:
-            raise TopologyParseError(f"line {line_no}: second row for {name} (first on line {rows[name].line_no})")
+            raise TopologyParseError(
+                f"line {line_no}: second row for {name} (first on line {rows[name].line_no})"
+            )
         if len(values) < len(devices):
             raise TopologyParseError(
                 f"line {line_no}: row {name} has {len(values)} cells, expected {len(devices)} "
@@ -133,7 +139,9 @@ def _parse_rows(
         rows[name] = _Row(line_no, values[: len(devices)], extras)
         at += 1
     if not rows:
-        raise TopologyParseError(f"line {start + 1}: expected at least one device row after the header")
+        raise TopologyParseError(
+            f"line {start + 1}: expected at least one device row after the header"
+        )
     return rows, at
 
 
@@ -203,12 +211,19 @@ def _build(
 
 
 def _parse_row_cells(name: str, row: _Row, devices: list[str]) -> dict[str, Link]:
-    parsed = {col: _parse_cell(c, row.line_no, name, col) for col, c in zip(devices, row.cells, strict=True)}
+    parsed = {
+        col: _parse_cell(c, row.line_no, name, col)
+        for col, c in zip(devices, row.cells, strict=True)
+    }
     if parsed[name] != SELF_LINK:
-        raise TopologyParseError(f"line {row.line_no}: row {name}, column {name}: expected X (self); got {parsed[name].label}")
+        raise TopologyParseError(
+            f"line {row.line_no}: row {name}, column {name}: expected X (self); got {parsed[name].label}"
+        )
     for col, link in parsed.items():
         if col != name and link == SELF_LINK:
-            raise TopologyParseError(f"line {row.line_no}: row {name}, column {col}: X is only for a device's own column")
+            raise TopologyParseError(
+                f"line {row.line_no}: row {name}, column {col}: X is only for a device's own column"
+            )
     return parsed
 
 

@@ -177,39 +177,70 @@ def test_scheduled_events_are_an_empty_list_until_the_cloud_schedules_one(
 ) -> None:
     server = serve("aws")
     assert get(server, SCHEDULED) == (200, "[]")
-    notices.set_scheduled_events([
-        ScheduledEvent("instance-event-0d59937288b749b32", "instance-stop", T0 + 600, T0 + 4200,
-                       description="The instance is running on degraded hardware"),
-        ScheduledEvent("instance-event-01", "system-reboot", T0 - 7200, T0 - 3600, state="completed"),
-    ])
+    notices.set_scheduled_events(
+        [
+            ScheduledEvent(
+                "instance-event-0d59937288b749b32",
+                "instance-stop",
+                T0 + 600,
+                T0 + 4200,
+                description="The instance is running on degraded hardware",
+            ),
+            ScheduledEvent(
+                "instance-event-01", "system-reboot", T0 - 7200, T0 - 3600, state="completed"
+            ),
+        ]
+    )
     status, body = get(server, SCHEDULED)
     assert status == 200
     assert json.loads(body) == [
-        {"NotBefore": "1 Jan 2026 00:10:00 GMT", "Code": "instance-stop",
-         "Description": "The instance is running on degraded hardware",
-         "EventId": "instance-event-0d59937288b749b32", "NotAfter": "1 Jan 2026 01:10:00 GMT", "State": "active"},
-        {"NotBefore": "31 Dec 2025 22:00:00 GMT", "Code": "system-reboot", "Description": "",
-         "EventId": "instance-event-01", "NotAfter": "31 Dec 2025 23:00:00 GMT", "State": "completed"},
+        {
+            "NotBefore": "1 Jan 2026 00:10:00 GMT",
+            "Code": "instance-stop",
+            "Description": "The instance is running on degraded hardware",
+            "EventId": "instance-event-0d59937288b749b32",
+            "NotAfter": "1 Jan 2026 01:10:00 GMT",
+            "State": "active",
+        },
+        {
+            "NotBefore": "31 Dec 2025 22:00:00 GMT",
+            "Code": "system-reboot",
+            "Description": "",
+            "EventId": "instance-event-01",
+            "NotAfter": "31 Dec 2025 23:00:00 GMT",
+            "State": "completed",
+        },
     ]
-    ondemand = serve("aws", spot=False)  # maintenance is not a spot matter: on-demand instances see it too
+    ondemand = serve(
+        "aws", spot=False
+    )  # maintenance is not a spot matter: on-demand instances see it too
     assert json.loads(get(ondemand, SCHEDULED)[1])[0]["Code"] == "instance-stop"
 
 
 def test_event_times_are_printed_as_ec2_prints_them() -> None:
-    assert aws_event_time(1548061243) == "21 Jan 2019 09:00:43 GMT"  # the EC2 documentation's example
-    assert aws_event_time(T0 + 86400 * 4 + 0.9) == "5 Jan 2026 00:00:00 GMT"  # whole seconds, no zero padding
+    assert (
+        aws_event_time(1548061243) == "21 Jan 2019 09:00:43 GMT"
+    )  # the EC2 documentation's example
+    assert (
+        aws_event_time(T0 + 86400 * 4 + 0.9) == "5 Jan 2026 00:00:00 GMT"
+    )  # whole seconds, no zero padding
 
 
 def test_refused_tokens_are_403_and_plain_gets_are_served(serve: Serve) -> None:
     server = serve("aws", options={"tokens": "refused"})
     assert call(server.url, "/latest/api/token", "PUT", {TTL: "60"}).status == 403
     assert call(server.url, "/latest/meta-data/instance-id").body == "i-0123456789abcdef0"
-    assert call(server.url, "/latest/meta-data/instance-id", headers={TOKEN: "made-up"}).status == 401
+    assert (
+        call(server.url, "/latest/meta-data/instance-id", headers={TOKEN: "made-up"}).status == 401
+    )
 
 
 def test_optional_tokens_serve_gets_with_and_without_one(serve: Serve) -> None:
     server = serve("aws", options={"tokens": "optional"})
-    assert get(server, "/latest/meta-data/instance-id") == (200, "i-0123456789abcdef0")  # with a token
+    assert get(server, "/latest/meta-data/instance-id") == (
+        200,
+        "i-0123456789abcdef0",
+    )  # with a token
     assert call(server.url, "/latest/meta-data/instance-id").status == 200  # without
 
 

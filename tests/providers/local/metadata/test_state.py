@@ -131,13 +131,21 @@ def test_scheduled_events_are_replaced_as_a_whole_and_only_a_change_bumps_the_ve
     assert state.version == version + 1 and state.scheduled_events == (canceled,)
 
 
-@pytest.mark.parametrize(("fields", "message"), [
-    ({"code": ""}, "needs a code"),
-    ({"state": "pending"}, "not one of"),
-    ({"not_after": 1000.0}, "before not_before"),
-])
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"code": ""}, "needs a code"),
+        ({"state": "pending"}, "not one of"),
+        ({"not_after": 1000.0}, "before not_before"),
+    ],
+)
 def test_a_malformed_scheduled_event_is_refused(fields: dict[str, object], message: str) -> None:
-    values: dict[str, object] = {"event_id": "instance-event-1", "code": "instance-stop",
-                                 "not_before": 1600.0, "not_after": 5200.0, **fields}
+    values: dict[str, object] = {
+        "event_id": "instance-event-1",
+        "code": "instance-stop",
+        "not_before": 1600.0,
+        "not_after": 5200.0,
+        **fields,
+    }
     with pytest.raises(ValueError, match=message):
         ScheduledEvent(**values)  # type: ignore[arg-type]

@@ -318,7 +318,12 @@ def serve_leaves(leaves: Mapping[str, str], root: str, path: str) -> Response:
 
 
 def issue_token(
-    request: Request, tokens: TokenStore, ttl_header: str, ttl_min_s: int, ttl_max_s: int, echo_ttl: bool
+    request: Request,
+    tokens: TokenStore,
+    ttl_header: str,
+    ttl_min_s: int,
+    ttl_max_s: int,
+    echo_ttl: bool,
 ) -> Response:
     """The IMDSv2-style session token PUT (AWS; Alibaba's token mode copies it).
 

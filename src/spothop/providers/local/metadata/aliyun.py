@@ -80,7 +80,14 @@ class AliyunMetadataHandler(MetadataHandler):
         return serve_leaves(self._leaves(self.notices.snapshot()), ROOT, request.path)
 
     def _issue_token(self, request: Request) -> Response:
-        return issue_token(request, self.meta_server.tokens, ALIYUN_TOKEN_TTL_HEADER, ALIYUN_TOKEN_TTL_MIN_S, ALIYUN_TOKEN_TTL_MAX_S, echo_ttl=False)
+        return issue_token(
+            request,
+            self.meta_server.tokens,
+            ALIYUN_TOKEN_TTL_HEADER,
+            ALIYUN_TOKEN_TTL_MIN_S,
+            ALIYUN_TOKEN_TTL_MAX_S,
+            echo_ttl=False,
+        )
 
     def _leaves(self, notices: NoticeSnapshot) -> dict[str, str]:
         md = self.metadata

@@ -79,9 +79,17 @@ AWS_SPOT_ACTION = "terminate"  # the local cloud only reclaims; EC2 may also sto
 ROOT = "/latest"
 # EC2 API InstanceStatusEvent: the codes of scheduled events.
 AWS_MAINTENANCE_CODES = frozenset(
-    {"instance-stop", "instance-retirement", "instance-reboot", "system-reboot", "system-maintenance"}
+    {
+        "instance-stop",
+        "instance-retirement",
+        "instance-reboot",
+        "system-reboot",
+        "system-maintenance",
+    }
 )
-AWS_MAINTENANCE_ENDS = frozenset({"instance-stop", "instance-retirement"})  # the instance is stopped or gone after
+AWS_MAINTENANCE_ENDS = frozenset(
+    {"instance-stop", "instance-retirement"}
+)  # the instance is stopped or gone after
 # Local descriptions (EC2 writes its own words); "[Completed]"/"[Canceled]" are not prefixed here: State says it.
 AWS_MAINTENANCE_DESCRIPTIONS = {
     "instance-stop": "The instance is scheduled to be stopped",
@@ -129,7 +137,9 @@ class AwsImdsHandler(MetadataHandler):
     """IMDSv2 with ``HttpTokens=required`` by default; option ``tokens`` as the module says."""
 
     OPTIONS = frozenset({"tokens"})
-    OPTION_VALUES: ClassVar[Mapping[str, frozenset[str]]] = MappingProxyType({"tokens": TOKEN_MODES})
+    OPTION_VALUES: ClassVar[Mapping[str, frozenset[str]]] = MappingProxyType(
+        {"tokens": TOKEN_MODES}
+    )
     MAINTENANCE_CODES = AWS_MAINTENANCE_CODES
     MAINTENANCE_ENDS = AWS_MAINTENANCE_ENDS
     ERROR_CODES = ERROR_CODES
@@ -137,7 +147,9 @@ class AwsImdsHandler(MetadataHandler):
 
     @classmethod
     def new_event_id(cls) -> str:
-        return "instance-event-" + secrets.token_hex(9)[:17]  # EC2's shape: instance-event-0d59937288b749b32
+        return (
+            "instance-event-" + secrets.token_hex(9)[:17]
+        )  # EC2's shape: instance-event-0d59937288b749b32
 
     @classmethod
     def maintenance_description(cls, code: str) -> str:
@@ -164,7 +176,14 @@ class AwsImdsHandler(MetadataHandler):
         return serve_leaves(self._leaves(self.notices.snapshot()), ROOT, request.path)
 
     def _issue_token(self, request: Request) -> Response:
-        return issue_token(request, self.meta_server.tokens, AWS_TOKEN_TTL_HEADER, AWS_TOKEN_TTL_MIN_S, AWS_TOKEN_TTL_MAX_S, echo_ttl=True)
+        return issue_token(
+            request,
+            self.meta_server.tokens,
+            AWS_TOKEN_TTL_HEADER,
+            AWS_TOKEN_TTL_MIN_S,
+            AWS_TOKEN_TTL_MAX_S,
+            echo_ttl=True,
+        )
 
     def _leaves(self, notices: NoticeSnapshot) -> dict[str, str]:
         md = self.metadata

@@ -61,7 +61,9 @@ class InstanceMetadata:
     project_id: str = "spothop-local"
 
 
-SCHEDULED_EVENT_STATES = frozenset({"active", "completed", "canceled"})  # EC2 scheduled-event states
+SCHEDULED_EVENT_STATES = frozenset(
+    {"active", "completed", "canceled"}
+)  # EC2 scheduled-event states
 
 
 @dataclass(frozen=True)
@@ -85,9 +87,13 @@ class ScheduledEvent:
         if not self.code:
             raise ValueError("a scheduled event needs a code")
         if self.state not in SCHEDULED_EVENT_STATES:
-            raise ValueError(f"scheduled event state {self.state!r} is not one of {sorted(SCHEDULED_EVENT_STATES)}")
+            raise ValueError(
+                f"scheduled event state {self.state!r} is not one of {sorted(SCHEDULED_EVENT_STATES)}"
+            )
         if self.not_after < self.not_before:
-            raise ValueError(f"scheduled event {self.event_id}: not_after {self.not_after} is before not_before {self.not_before}")
+            raise ValueError(
+                f"scheduled event {self.event_id}: not_after {self.not_after} is before not_before {self.not_before}"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         """Every field, JSON-ready (times in unix seconds of the cloud's clock)."""
