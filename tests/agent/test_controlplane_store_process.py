@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 
 from spothop.agent import read_events
-from spothop.agent.controlplane import EmbeddedControlPlane, Heartbeat
+from spothop.agent.controlplane import EmbeddedControlPlane, Heartbeat, QueueLeases
 from spothop.agent.controlplane.embedded import StoreRefused
+from spothop.agent.emergency import release_leases
 from spothop.agent.errors import ControlPlaneError
+from spothop.queue import Shard, open_queue
 from tests.agent.store_process import (
     agent_command,
     kill_quietly,
@@ -96,6 +98,22 @@ def test_restarts_are_bounded_then_calls_fail_as_unreachable(store_url: str) -> 
                  what="the plane to give up")  # the calls racing the death fail as "exited during heartbeat"
         assert "not restarting it again yet" in _error(lambda: plane.requests())
         assert plane.restarts == 1
+
+
+def test_a_store_process_gone_for_good_leaves_the_release_to_the_queue(tmp_path: Path, store_url: str) -> None:
+    queue_url = f"sqlite:///{tmp_path / 'queue.db'}"
+    with open_queue(queue_url, "job-1") as queue:
+        queue.enqueue([Shard(f"s{i}", {"i": i}) for i in range(3)])
+        queue.claim("w-9", 2, lease_s=600)
+    with EmbeddedControlPlane(store_url, "i-1", queue=QueueLeases(queue_url, "job-1"), max_restarts=0) as plane:
+        plane.heartbeat(_beat("running", 1.0))
+        pid = plane.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: "not restarting it again yet" in _error(lambda: plane.requests()), what="the plane to give up")
+        assert release_leases("w-9", plane, None, plane.queue) == (2, "queue", None)
+    with open_queue(queue_url, "job-1") as queue:
+        assert queue.stats().leased == 0
 
 
 def test_a_store_that_cannot_be_opened_is_a_control_plane_error_a_refusal_is_not(tmp_path: Path) -> None:
