@@ -29,6 +29,7 @@ run: $(STAMP_RUN)
 
 test: $(STAMP_DEV)
 	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
 	$(BIN)/pytest -q
 

@@ -25,8 +25,14 @@ AGENT_PATH = re.compile(r"^/v1/agents/(?P<instance>[^/]+)/(?P<rest>.+)$")
 class ControlServer(StubServer):
     """Serves the agent API over a real store; :attr:`received` is every request, JSON bodies decoded."""
 
-    def __init__(self, store_url: str, *, token: str | None = None, queue: QueueLeases | None = None,
-                 port: int = 0) -> None:
+    def __init__(
+        self,
+        store_url: str,
+        *,
+        token: str | None = None,
+        queue: QueueLeases | None = None,
+        port: int = 0,
+    ) -> None:
         super().__init__(self._route, port=port)
         self.store_url, self.token, self.queue = store_url, token, queue
         self.fail_next = 0
@@ -39,13 +45,20 @@ class ControlServer(StubServer):
 
     @property
     def received(self) -> list[tuple[str, str, dict[str, str], Any]]:
-        return [(method, path, headers, json.loads(body) if body else None)
-                for method, path, headers, body in self.requests]
+        return [
+            (method, path, headers, json.loads(body) if body else None)
+            for method, path, headers, body in self.requests
+        ]
 
     def _route(self, handler: StubHandler) -> Answer:
-        if self.token is not None and handler.headers.get("Authorization") != f"Bearer {self.token}":
+        if (
+            self.token is not None
+            and handler.headers.get("Authorization") != f"Bearer {self.token}"
+        ):
             return 401, json.dumps({"error": "bad token"})
-        status, answer = self.serve(handler.command, handler.path, json.loads(handler.body) if handler.body else None)
+        status, answer = self.serve(
+            handler.command, handler.path, json.loads(handler.body) if handler.body else None
+        )
         with self.lock:
             if self.fail_next > 0:
                 self.fail_next -= 1
@@ -54,8 +67,9 @@ class ControlServer(StubServer):
 
     def plane(self, instance_id: str) -> StoreControlPlane:
         with self.lock:
-            return self._planes.setdefault(instance_id, StoreControlPlane(self.store_url, instance_id,
-                                                                             queue=self.queue))
+            return self._planes.setdefault(
+                instance_id, StoreControlPlane(self.store_url, instance_id, queue=self.queue)
+            )
 
     def paths(self) -> list[str]:
         return [path for _, path, _, _ in self.received]

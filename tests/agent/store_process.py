@@ -48,7 +48,11 @@ def store_processes(agent_pid: int) -> list[int]:
             ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
         except (OSError, ValueError, IndexError):
             continue  # exited while we looked
-        if ppid == agent_pid and HOST_MODULE.encode() in cmdline and process_running(int(entry.name)):
+        if (
+            ppid == agent_pid
+            and HOST_MODULE.encode() in cmdline
+            and process_running(int(entry.name))
+        ):
             found.append(int(entry.name))
     return found
 
@@ -68,7 +72,9 @@ def stored_beat(store_url: str, instance_id: str) -> tuple[str, float] | None:
 
     try:
         with shared_engine(store_url).connect() as conn:
-            row = conn.execute(select(agent_heartbeats).where(agent_heartbeats.c.instance_id == instance_id)).first()
+            row = conn.execute(
+                select(agent_heartbeats).where(agent_heartbeats.c.instance_id == instance_id)
+            ).first()
     except (OperationalError, ProgrammingError):  # the store process has not migrated the store yet
         return None
     return (row.state, row.time_unix_s) if row is not None else None

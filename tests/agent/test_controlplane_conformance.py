@@ -50,7 +50,9 @@ def case(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
     if request.param == "embedded-postgres":
         schema = request.getfixturevalue("pg_schema")
         url = f"{POSTGRES_URL}?options=-csearch_path%3D{schema}"
-        with EmbeddedControlPlane(url, instance_id, queue=queue) as plane:  # its store process stops at close
+        with EmbeddedControlPlane(
+            url, instance_id, queue=queue
+        ) as plane:  # its store process stops at close
             yield Case(plane, url, instance_id)
         return
     url = f"sqlite:///{tmp_path / 'store.db'}"
@@ -59,15 +61,28 @@ def case(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
             yield Case(plane, url, instance_id)
         return
     with ControlServer(url, token=TOKEN, queue=queue) as server:
-        yield Case(HttpControlPlane(server.url, instance_id, token=TOKEN, spool_dir=tmp_path / "agent"), url,
-                   instance_id)
+        yield Case(
+            HttpControlPlane(server.url, instance_id, token=TOKEN, spool_dir=tmp_path / "agent"),
+            url,
+            instance_id,
+        )
 
 
 def _interruption(instance_id: str) -> Interruption:
-    return Interruption(instance_id=instance_id, provider="aws-sim", region="us-east-1", zone="us-east-1a",
-                        instance_type="g5.xlarge", protocol="aws", notice_kind="final", cause="instance-action",
-                        notice_time_unix_s=1_800_000_000.0, lead_time_s=110.0, saved="saved",
-                        steps_s={"stop": 0.001})
+    return Interruption(
+        instance_id=instance_id,
+        provider="aws-sim",
+        region="us-east-1",
+        zone="us-east-1a",
+        instance_type="g5.xlarge",
+        protocol="aws",
+        notice_kind="final",
+        cause="instance-action",
+        notice_time_unix_s=1_800_000_000.0,
+        lead_time_s=110.0,
+        saved="saved",
+        steps_s={"stop": 0.001},
+    )
 
 
 def test_an_event_recorded_twice_is_stored_once_as_its_model(case: Case) -> None:
@@ -75,7 +90,9 @@ def test_an_event_recorded_twice_is_stored_once_as_its_model(case: Case) -> None
     case.plane.record(event)
     case.plane.record(event)
     with shared_engine(case.store_url).connect() as conn:
-        rows = conn.execute(select(agent_events).where(agent_events.c.instance_id == case.instance_id)).all()
+        rows = conn.execute(
+            select(agent_events).where(agent_events.c.instance_id == case.instance_id)
+        ).all()
     assert len(rows) == 1 and rows[0].kind == "worker_started"
     import json
 
@@ -86,17 +103,33 @@ def test_an_interruption_reaches_the_preemption_history_once(case: Case) -> None
     event = _interruption(case.instance_id)
     case.plane.record(event)
     case.plane.record(event)
-    got = [i for i in InterruptionStore(case.store_url).interruptions() if i.instance_id == case.instance_id]
+    got = [
+        i
+        for i in InterruptionStore(case.store_url).interruptions()
+        if i.instance_id == case.instance_id
+    ]
     assert [(i.market.provider, i.market.zone, i.lead_time_s, i.cause) for i in got] == [
-        ("aws-sim", "us-east-1a", 110.0, "aws:instance-action")]
+        ("aws-sim", "us-east-1a", 110.0, "aws:instance-action")
+    ]
 
 
 def test_register_and_heartbeats_keep_one_row_per_instance(case: Case) -> None:
-    case.plane.register(Registration(instance_id=case.instance_id, provider="aws-sim", worker_id="w", notice_blind=True,
-                                     reasons=("metadata endpoint: refused",)))
-    case.plane.heartbeat(Heartbeat(case.instance_id, "w", 1_800_000_010.0, "running", 7, 0, None, False))
+    case.plane.register(
+        Registration(
+            instance_id=case.instance_id,
+            provider="aws-sim",
+            worker_id="w",
+            notice_blind=True,
+            reasons=("metadata endpoint: refused",),
+        )
+    )
+    case.plane.heartbeat(
+        Heartbeat(case.instance_id, "w", 1_800_000_010.0, "running", 7, 0, None, False)
+    )
     with shared_engine(case.store_url).connect() as conn:
-        rows = conn.execute(select(agent_heartbeats).where(agent_heartbeats.c.instance_id == case.instance_id)).all()
+        rows = conn.execute(
+            select(agent_heartbeats).where(agent_heartbeats.c.instance_id == case.instance_id)
+        ).all()
     assert [(r.state, r.worker_pid, r.notice_blind) for r in rows] == [("running", 7, False)]
 
 
@@ -113,8 +146,10 @@ def test_requests_come_oldest_first_until_acknowledged(case: Case) -> None:
     first = add_request(engine, case.instance_id, "checkpoint", "rebalance")
     second = add_request(engine, case.instance_id, "stop", "drain", deadline_unix_s=1_800_000_100.0)
     got = case.plane.requests()
-    assert [(r.request_id, r.kind, r.reason) for r in got] == [(first, "checkpoint", "rebalance"),
-                                                                (second, "stop", "drain")]
+    assert [(r.request_id, r.kind, r.reason) for r in got] == [
+        (first, "checkpoint", "rebalance"),
+        (second, "stop", "drain"),
+    ]
     assert got[1].deadline_unix_s == 1_800_000_100.0
     case.plane.acknowledge(first)
     assert [r.request_id for r in case.plane.requests()] == [second]

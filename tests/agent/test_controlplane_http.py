@@ -28,12 +28,18 @@ def _free_port() -> int:
 
 
 def _plane(url: str, tmp_path: Path, **options: float) -> HttpControlPlane:
-    return HttpControlPlane(url, "i-1", token=TOKEN, spool_dir=tmp_path / "agent", backoff_s=0.01, **options)
+    return HttpControlPlane(
+        url, "i-1", token=TOKEN, spool_dir=tmp_path / "agent", backoff_s=0.01, **options
+    )
 
 
 def _stored_ids(server: ControlServer) -> list[str]:
-    return [e["event_id"] for method, path, _, body in server.received if path.endswith("/events")
-            for e in body["events"]]
+    return [
+        e["event_id"]
+        for method, path, _, body in server.received
+        if path.endswith("/events")
+        for e in body["events"]
+    ]
 
 
 def test_every_call_carries_the_bearer_token_and_json(tmp_path: Path) -> None:
@@ -43,20 +49,29 @@ def test_every_call_carries_the_bearer_token_and_json(tmp_path: Path) -> None:
         plane.record(Exited(instance_id="i-1", code=0))
     assert server.paths() == ["/v1/agents/i-1/heartbeat", "/v1/agents/i-1/events"]
     for _, _, headers, _body in server.received:
-        assert headers["Authorization"] == f"Bearer {TOKEN}" and headers["Content-Type"] == "application/json"
+        assert (
+            headers["Authorization"] == f"Bearer {TOKEN}"
+            and headers["Content-Type"] == "application/json"
+        )
     assert server.received[1][3]["events"][0]["kind"] == "exited"
 
 
-def test_events_wait_in_the_spool_through_an_outage_and_are_sent_once_it_ends(tmp_path: Path) -> None:
+def test_events_wait_in_the_spool_through_an_outage_and_are_sent_once_it_ends(
+    tmp_path: Path,
+) -> None:
     port = _free_port()
     plane = _plane(f"http://127.0.0.1:{port}", tmp_path)
     events = [WorkerExited(instance_id="i-1", code=n) for n in range(3)]
     started = time.monotonic()
     for event in events:
         plane.record(event)  # nobody listens: refused, never raised
-    assert time.monotonic() - started < 5  # refused at once, then not tried again within the backoff window
-    assert [json.loads(line)["event_id"] for line in (tmp_path / "agent" / SPOOL_FILE).read_text().splitlines()] \
-        == [e.event_id for e in events]
+    assert (
+        time.monotonic() - started < 5
+    )  # refused at once, then not tried again within the backoff window
+    assert [
+        json.loads(line)["event_id"]
+        for line in (tmp_path / "agent" / SPOOL_FILE).read_text().splitlines()
+    ] == [e.event_id for e in events]
     with ControlServer(f"sqlite:///{tmp_path / 'store.db'}", token=TOKEN, port=port) as server:
         plane._down_until = 0.0  # the backoff window is over
         assert plane.flush(5) == 0
@@ -86,8 +101,9 @@ def test_a_lost_reply_makes_the_agent_resend_and_the_server_stores_it_once(tmp_p
         assert conn.execute(select(func.count()).select_from(agent_events)).scalar() == 1
 
 
-def test_a_refused_token_is_a_clear_error_that_never_shows_the_token(tmp_path: Path,
-                                                                    caplog: pytest.LogCaptureFixture) -> None:
+def test_a_refused_token_is_a_clear_error_that_never_shows_the_token(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     with ControlServer(f"sqlite:///{tmp_path / 'store.db'}", token="the-right-one") as server:
         plane = _plane(server.url, tmp_path)
         with pytest.raises(ControlPlaneAuthError, match="refused the agent's token") as raised:
@@ -117,8 +133,9 @@ def test_5xx_is_retried_with_backoff_and_a_hung_server_times_out(tmp_path: Path)
         assert time.monotonic() - started < 2.5
 
 
-def test_the_spool_is_bounded_and_drops_the_oldest_with_a_count(tmp_path: Path,
-                                                                 caplog: pytest.LogCaptureFixture) -> None:
+def test_the_spool_is_bounded_and_drops_the_oldest_with_a_count(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     spool = EventSpool(tmp_path, max_events=3)
     events = [WorkerExited(instance_id="i-1", code=n).to_dict() for n in range(5)]
     with caplog.at_level(logging.WARNING):

@@ -50,8 +50,9 @@ def plane(store_url: str) -> Iterator[EmbeddedControlPlane]:
         yield plane
 
 
-def test_a_killed_store_process_is_restarted_and_the_next_heartbeat_is_stored(plane: EmbeddedControlPlane,
-                                                                              store_url: str) -> None:
+def test_a_killed_store_process_is_restarted_and_the_next_heartbeat_is_stored(
+    plane: EmbeddedControlPlane, store_url: str
+) -> None:
     plane.heartbeat(_beat("running", 1.0))
     first = plane.pid
     assert first is not None
@@ -94,32 +95,51 @@ def test_restarts_are_bounded_then_calls_fail_as_unreachable(store_url: str) -> 
         plane.heartbeat(_beat("running", 2.0))  # it has to be up before it is killed again
         os.kill(second, signal.SIGKILL)
         wait_for(lambda: not process_running(second), what="the second store process to die")
-        wait_for(lambda: "not restarting it again yet" in _error(lambda: plane.heartbeat(_beat("running", 3.0))),
-                 what="the plane to give up")  # the calls racing the death fail as "exited during heartbeat"
+        wait_for(
+            lambda: (
+                "not restarting it again yet"
+                in _error(lambda: plane.heartbeat(_beat("running", 3.0)))
+            ),
+            what="the plane to give up",
+        )  # the calls racing the death fail as "exited during heartbeat"
         assert "not restarting it again yet" in _error(lambda: plane.requests())
         assert plane.restarts == 1
 
 
-def test_a_store_process_gone_for_good_leaves_the_release_to_the_queue(tmp_path: Path, store_url: str) -> None:
+def test_a_store_process_gone_for_good_leaves_the_release_to_the_queue(
+    tmp_path: Path, store_url: str
+) -> None:
     queue_url = f"sqlite:///{tmp_path / 'queue.db'}"
     with open_queue(queue_url, "job-1") as queue:
         queue.enqueue([Shard(f"s{i}", {"i": i}) for i in range(3)])
         queue.claim("w-9", 2, lease_s=600)
-    with EmbeddedControlPlane(store_url, "i-1", queue=QueueLeases(queue_url, "job-1"), max_restarts=0) as plane:
+    with EmbeddedControlPlane(
+        store_url, "i-1", queue=QueueLeases(queue_url, "job-1"), max_restarts=0
+    ) as plane:
         plane.heartbeat(_beat("running", 1.0))
         pid = plane.pid
         assert pid is not None
         os.kill(pid, signal.SIGKILL)
-        wait_for(lambda: "not restarting it again yet" in _error(lambda: plane.requests()), what="the plane to give up")
+        wait_for(
+            lambda: "not restarting it again yet" in _error(lambda: plane.requests()),
+            what="the plane to give up",
+        )
         assert release_leases("w-9", plane, None, plane.queue) == (2, "queue", None)
     with open_queue(queue_url, "job-1") as queue:
         assert queue.stats().leased == 0
 
 
-def test_a_store_that_cannot_be_opened_is_a_control_plane_error_a_refusal_is_not(tmp_path: Path) -> None:
+def test_a_store_that_cannot_be_opened_is_a_control_plane_error_a_refusal_is_not(
+    tmp_path: Path,
+) -> None:
     missing = f"sqlite:///{tmp_path / 'missing' / 'dir' / 'store.db'}"
-    with EmbeddedControlPlane(missing, "i-1") as plane, pytest.raises(ControlPlaneError, match="cannot be opened"):
-        plane.heartbeat(_beat("running", 1.0))  # an outage: the emergency protocol falls back on the queue
+    with (
+        EmbeddedControlPlane(missing, "i-1") as plane,
+        pytest.raises(ControlPlaneError, match="cannot be opened"),
+    ):
+        plane.heartbeat(
+            _beat("running", 1.0)
+        )  # an outage: the emergency protocol falls back on the queue
     with EmbeddedControlPlane(f"sqlite:///{tmp_path / 'store.db'}", "i-1") as plane:
         with pytest.raises(StoreRefused, match="ValueError"):  # the store answered: not an outage
             plane.acknowledge("not-a-request-id")
@@ -131,7 +151,9 @@ def test_the_store_process_ignores_sigterm_and_exits_when_the_plane_closes(store
     plane.heartbeat(_beat("running", 1.0))
     pid = plane.pid
     assert pid is not None
-    os.kill(pid, signal.SIGTERM)  # a final notice sent to every process must not stop it mid-protocol
+    os.kill(
+        pid, signal.SIGTERM
+    )  # a final notice sent to every process must not stop it mid-protocol
     plane.heartbeat(_beat("preempting", 2.0))
     assert plane.restarts == 0
     plane.close()
@@ -141,24 +163,49 @@ def test_the_store_process_ignores_sigterm_and_exits_when_the_plane_closes(store
 
 
 def _run_agent(tmp_path: Path, store_url: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(agent_command("run", "--protocol", "sigterm", "--no-probe", "--state-dir",
-                                          str(tmp_path / "agent"), "--poll-interval", "0.05", "--instance-id", "i-run",
-                                          "--control-plane", store_url, "--heartbeat-interval", "0.1",
-                                          "--", "sleep", "60"),
-                            env={**os.environ, "SPOTHOP_TEST_MODULES_DIR": str(tmp_path)})
+    return subprocess.Popen(
+        agent_command(
+            "run",
+            "--protocol",
+            "sigterm",
+            "--no-probe",
+            "--state-dir",
+            str(tmp_path / "agent"),
+            "--poll-interval",
+            "0.05",
+            "--instance-id",
+            "i-run",
+            "--control-plane",
+            store_url,
+            "--heartbeat-interval",
+            "0.1",
+            "--",
+            "sleep",
+            "60",
+        ),
+        env={**os.environ, "SPOTHOP_TEST_MODULES_DIR": str(tmp_path)},
+    )
 
 
-def test_an_agent_whose_store_process_is_killed_gets_a_new_one_and_keeps_beating(tmp_path: Path,
-                                                                                 store_url: str) -> None:
+def test_an_agent_whose_store_process_is_killed_gets_a_new_one_and_keeps_beating(
+    tmp_path: Path, store_url: str
+) -> None:
     agent = _run_agent(tmp_path, store_url)
     try:
         wait_for(lambda: stored_beat(store_url, "i-run"), timeout_s=60, what="a first heartbeat")
         [first] = store_processes(agent.pid)
         os.kill(first, signal.SIGKILL)
         killed_at = time.time()
-        wait_for(lambda: store_processes(agent.pid) not in ([], [first]), timeout_s=30, what="a new store process")
-        wait_for(lambda: (stored_beat(store_url, "i-run") or ("", 0.0))[1] > killed_at, timeout_s=30,
-                 what="a heartbeat stored after the kill")
+        wait_for(
+            lambda: store_processes(agent.pid) not in ([], [first]),
+            timeout_s=30,
+            what="a new store process",
+        )
+        wait_for(
+            lambda: (stored_beat(store_url, "i-run") or ("", 0.0))[1] > killed_at,
+            timeout_s=30,
+            what="a heartbeat stored after the kill",
+        )
         assert agent.poll() is None
     finally:
         agent.terminate()
@@ -166,7 +213,9 @@ def test_an_agent_whose_store_process_is_killed_gets_a_new_one_and_keeps_beating
     assert read_events(tmp_path / "agent", "interruption")  # the emergency protocol ran as usual
 
 
-def test_the_store_process_exits_when_the_agent_is_sigkilled(tmp_path: Path, store_url: str) -> None:
+def test_the_store_process_exits_when_the_agent_is_sigkilled(
+    tmp_path: Path, store_url: str
+) -> None:
     agent = _run_agent(tmp_path, store_url)
     try:
         wait_for(lambda: stored_beat(store_url, "i-run"), timeout_s=60, what="a first heartbeat")

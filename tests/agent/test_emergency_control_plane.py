@@ -35,7 +35,9 @@ from tests.waiting import scaled, wait_for
 WORKER = str(Path(__file__).with_name("queue_worker.py"))
 JOB = "job-cp"
 TOKEN = "instance-token-7"
-GRACE_S = 3.0  # the notice's lead; the worker ignores the stop, so its budget (lead − margin) runs out
+GRACE_S = (
+    3.0  # the notice's lead; the worker ignores the stop, so its budget (lead − margin) runs out
+)
 
 
 @dataclass
@@ -57,18 +59,55 @@ def setup(tmp_path: Path) -> Setup:
     return Setup(tmp_path, queue_url, f"sqlite:///{tmp_path / 'store.db'}")
 
 
-def _preempt(setup: Setup, control_plane: str, instance_id: str) -> subprocess.CompletedProcess[str]:
+def _preempt(
+    setup: Setup, control_plane: str, instance_id: str
+) -> subprocess.CompletedProcess[str]:
     """Run the agent until the worker holds its leases, SIGTERM it, and return how it ended."""
-    command = [sys.executable, "-m", "spothop.agent", "run", "--protocol", "sigterm", "--no-probe",
-               "--sigterm-grace", str(GRACE_S), "--safety-margin", "1", "--poll-interval", "0.05",
-               "--heartbeat-interval", "0.2", "--state-dir", str(setup.state), "--instance-id", instance_id,
-               "--cloud", "aws-sim", "--queue-url", setup.queue_url, "--job-id", JOB, "--control-plane", control_plane,
-               "--", sys.executable, WORKER, str(setup.tmp), setup.queue_url, JOB, "2"]
+    command = [
+        sys.executable,
+        "-m",
+        "spothop.agent",
+        "run",
+        "--protocol",
+        "sigterm",
+        "--no-probe",
+        "--sigterm-grace",
+        str(GRACE_S),
+        "--safety-margin",
+        "1",
+        "--poll-interval",
+        "0.05",
+        "--heartbeat-interval",
+        "0.2",
+        "--state-dir",
+        str(setup.state),
+        "--instance-id",
+        instance_id,
+        "--cloud",
+        "aws-sim",
+        "--queue-url",
+        setup.queue_url,
+        "--job-id",
+        JOB,
+        "--control-plane",
+        control_plane,
+        "--",
+        sys.executable,
+        WORKER,
+        str(setup.tmp),
+        setup.queue_url,
+        JOB,
+        "2",
+    ]
     path = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(PROJECT_ROOT)]))
     env = {**os.environ, "PYTHONPATH": path, "SPOTHOP_AGENT_TOKEN": TOKEN}
-    agent = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    agent = subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
-        wait_for(lambda: (setup.tmp / "started").exists(), timeout_s=30, what="the worker's two leases")
+        wait_for(
+            lambda: (setup.tmp / "started").exists(), timeout_s=30, what="the worker's two leases"
+        )
         wait_for(lambda: read_events(setup.state, "self_check"), what="the agent's self-check")
         agent.send_signal(signal.SIGTERM)
         out, err = agent.communicate(timeout=scaled(60))
@@ -96,7 +135,9 @@ def embedded_store(request: pytest.FixtureRequest, setup: Setup) -> str:
     return f"{POSTGRES_URL}?options=-csearch_path%3D{schema}"
 
 
-def test_embedded_the_leases_go_back_and_the_interruption_reaches_the_store(setup: Setup, embedded_store: str) -> None:
+def test_embedded_the_leases_go_back_and_the_interruption_reaches_the_store(
+    setup: Setup, embedded_store: str
+) -> None:
     done = _preempt(setup, embedded_store, "i-embedded")
     assert done.returncode == EXIT_PREEMPTED, done.stderr
     _leases_are_back(setup)
@@ -105,28 +146,47 @@ def test_embedded_the_leases_go_back_and_the_interruption_reaches_the_store(setu
     with shared_engine(embedded_store).connect() as conn:
         kinds = {r.kind for r in conn.execute(select(agent_events.c.kind))}
         [beat] = conn.execute(select(agent_heartbeats)).all()
-    assert {"self_check", "save_requested", "saved", "leases_released", "interruption", "exited"} <= kinds
+    assert {
+        "self_check",
+        "save_requested",
+        "saved",
+        "leases_released",
+        "interruption",
+        "exited",
+    } <= kinds
     assert beat.instance_id == "i-embedded" and beat.provider == "aws-sim"
     assert len(_interruptions(embedded_store, "i-embedded")) == 1
     [recorded] = read_events(setup.state, "interruption_recorded")
     steps = recorded["steps_s"]
-    print(f"embedded emergency steps_s: release {steps['release']:.4f} record {steps['record']:.4f}")
+    print(
+        f"embedded emergency steps_s: release {steps['release']:.4f} record {steps['record']:.4f}"
+    )
 
 
 @pytest.fixture
 def server(setup: Setup) -> Iterator[ControlServer]:
-    with ControlServer(setup.store_url, token=TOKEN, queue=QueueLeases(setup.queue_url, JOB)) as server:
+    with ControlServer(
+        setup.store_url, token=TOKEN, queue=QueueLeases(setup.queue_url, JOB)
+    ) as server:
         yield server
 
 
-def test_http_the_server_releases_the_leases_and_stores_every_event(setup: Setup, server: ControlServer) -> None:
+def test_http_the_server_releases_the_leases_and_stores_every_event(
+    setup: Setup, server: ControlServer
+) -> None:
     done = _preempt(setup, server.url, "i-http")
     assert done.returncode == EXIT_PREEMPTED, done.stderr
     _leases_are_back(setup)
     paths = server.paths()
-    assert {"/v1/agents/register", "/v1/agents/i-http/heartbeat", "/v1/agents/i-http/events"} <= set(paths)
+    assert {
+        "/v1/agents/register",
+        "/v1/agents/i-http/heartbeat",
+        "/v1/agents/i-http/events",
+    } <= set(paths)
     assert "/v1/agents/i-http/leases/release" in paths
-    assert all(headers["Authorization"] == f"Bearer {TOKEN}" for _, _, headers, _ in server.received)
+    assert all(
+        headers["Authorization"] == f"Bearer {TOKEN}" for _, _, headers, _ in server.received
+    )
     [released] = read_events(setup.state, "leases_released")
     assert (released["count"], released["via"]) == (2, "control-plane")
     assert len(_interruptions(setup.store_url, "i-http")) == 1
@@ -144,7 +204,9 @@ def _closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def test_http_unreachable_the_queue_takes_the_leases_and_the_events_wait_in_the_spool(setup: Setup) -> None:
+def test_http_unreachable_the_queue_takes_the_leases_and_the_events_wait_in_the_spool(
+    setup: Setup,
+) -> None:
     port = _closed_port()
     done = _preempt(setup, f"http://127.0.0.1:{port}", "i-offline")
     assert done.returncode == EXIT_PREEMPTED, done.stderr

@@ -28,8 +28,14 @@ log = logging.getLogger(__name__)
 class ControlLink:
     """Registers, beats and polls ``plane`` every ``interval_s`` until :meth:`close`."""
 
-    def __init__(self, plane: ControlPlane, registration: Callable[[], Registration],
-                 beat: Callable[[], Heartbeat], interval_s: float, wake: threading.Event) -> None:
+    def __init__(
+        self,
+        plane: ControlPlane,
+        registration: Callable[[], Registration],
+        beat: Callable[[], Heartbeat],
+        interval_s: float,
+        wake: threading.Event,
+    ) -> None:
         self.plane = plane
         self.registration = registration
         self.beat = beat
@@ -55,7 +61,9 @@ class ControlLink:
     def step(self) -> None:
         """One round: register (until it worked), heartbeat, requests."""
         if not self.registered:
-            self.registered = self._try("register", lambda: self.plane.register(self.registration()))
+            self.registered = self._try(
+                "register", lambda: self.plane.register(self.registration())
+            )
         self._try("heartbeat", lambda: self.plane.heartbeat(self.beat()))
         self._try("requests", self._poll_requests)
 

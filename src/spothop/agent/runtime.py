@@ -75,30 +75,61 @@ class Agent:
     reached; ``releaser`` replaces both for releasing leases.
     """
 
-    def __init__(self, config: AgentConfig, *, watcher: Watcher | None = None, plane: ControlPlane | None = None,
-                 releaser: LeaseReleaser | None = None, queue: QueueLeases | None = None,
-                 upload: Upload | None = None, log_sink: LogSink | None = None, echo_json: bool = False) -> None:
+    def __init__(
+        self,
+        config: AgentConfig,
+        *,
+        watcher: Watcher | None = None,
+        plane: ControlPlane | None = None,
+        releaser: LeaseReleaser | None = None,
+        queue: QueueLeases | None = None,
+        upload: Upload | None = None,
+        log_sink: LogSink | None = None,
+        echo_json: bool = False,
+    ) -> None:
         self.config = config
         self.watcher = watcher or make_watcher(
-            config.protocol, config.metadata_url, poll_interval_s=config.poll_interval_s,
-            assumed_lead_s=config.assumed_lead_s)
+            config.protocol,
+            config.metadata_url,
+            poll_interval_s=config.poll_interval_s,
+            assumed_lead_s=config.assumed_lead_s,
+        )
         self.queue = queue or queue_leases(config.queue_url, config.job_id)
         self.plane: ControlPlane = plane or NoControlPlane(self.queue)
         self.releaser, self.upload = releaser, upload
         self.events = EventLog(config.state_dir, echo_json=echo_json)
-        self.reporter = Reporter(self.events, self.plane, Stamp(
-            instance_id=config.instance_id, provider=config.cloud or config.protocol, job_id=config.job_id or "",
-            worker_id=config.worker_id))
+        self.reporter = Reporter(
+            self.events,
+            self.plane,
+            Stamp(
+                instance_id=config.instance_id,
+                provider=config.cloud or config.protocol,
+                job_id=config.job_id or "",
+                worker_id=config.worker_id,
+            ),
+        )
         self.control = ControlDir(config.state_dir / "control")
-        self.supervisor = Supervisor(config.command, self._worker_env(), config.state_dir / "worker.log",
-                                     restart_limit=config.restart_limit,
-                                     restart_backoff_s=config.restart_backoff_s, log_sink=log_sink)
+        self.supervisor = Supervisor(
+            config.command,
+            self._worker_env(),
+            config.state_dir / "worker.log",
+            restart_limit=config.restart_limit,
+            restart_backoff_s=config.restart_backoff_s,
+            log_sink=log_sink,
+        )
         self.notices: collections.deque[Notice] = collections.deque()
         self.wake = threading.Event()
-        self.watch = WatcherThread(WatchLoop(self.watcher, self._emit, poll_interval_s=self.watcher.poll_interval_s,
-                                             endpoint_lost_polls=config.endpoint_lost_polls))
-        self.link = ControlLink(self.plane, self._registration, self._heartbeat, config.heartbeat_interval_s,
-                                self.wake)
+        self.watch = WatcherThread(
+            WatchLoop(
+                self.watcher,
+                self._emit,
+                poll_interval_s=self.watcher.poll_interval_s,
+                endpoint_lost_polls=config.endpoint_lost_polls,
+            )
+        )
+        self.link = ControlLink(
+            self.plane, self._registration, self._heartbeat, config.heartbeat_interval_s, self.wake
+        )
         self.check = SelfCheck(notice_blind=True, reasons=("not checked yet",))
         self._restart_at: float | None = None
         self._state = "starting"
@@ -107,11 +138,21 @@ class Agent:
 
     def _worker_env(self) -> dict[str, str]:
         c = self.config
-        env = {**os.environ, **c.extra_env, channel.AGENT_DIR_ENV: str(c.state_dir / "control"),
-               channel.WORKER_ID_ENV: c.worker_id, channel.INSTANCE_ID_ENV: c.instance_id}
-        env.pop(TOKEN_ENV, None)  # the control plane's credential is the agent's, not the job's code's
-        for name, value in ((channel.JOB_ID_ENV, c.job_id), (channel.QUEUE_URL_ENV, c.queue_url),
-                            (channel.CHECKPOINT_URL_ENV, c.checkpoint_url)):
+        env = {
+            **os.environ,
+            **c.extra_env,
+            channel.AGENT_DIR_ENV: str(c.state_dir / "control"),
+            channel.WORKER_ID_ENV: c.worker_id,
+            channel.INSTANCE_ID_ENV: c.instance_id,
+        }
+        env.pop(
+            TOKEN_ENV, None
+        )  # the control plane's credential is the agent's, not the job's code's
+        for name, value in (
+            (channel.JOB_ID_ENV, c.job_id),
+            (channel.QUEUE_URL_ENV, c.queue_url),
+            (channel.CHECKPOINT_URL_ENV, c.checkpoint_url),
+        ):
             if value:
                 env[name] = value
         return env
@@ -153,13 +194,19 @@ class Agent:
             self.reporter.report(Probe, ran=False, reason=f"instance type unknown: {exc}")
             return
         outcome = probe_first_boot(self.config.cloud, identity.instance_type)
-        self.reporter.report(Probe, ran=outcome.ran, reason=outcome.reason, duration_s=round(outcome.duration_s, 3))
+        self.reporter.report(
+            Probe, ran=outcome.ran, reason=outcome.reason, duration_s=round(outcome.duration_s, 3)
+        )
 
     def _start(self) -> None:
         self.control.reset()
         pid = self.supervisor.start()
-        self.reporter.report(WorkerStarted, pid=pid, command=tuple(self.config.command),
-                             restarts=self.supervisor.restarts)
+        self.reporter.report(
+            WorkerStarted,
+            pid=pid,
+            command=tuple(self.config.command),
+            restarts=self.supervisor.restarts,
+        )
         self._set_state("running")
 
     def _set_state(self, state: str) -> None:
@@ -176,25 +223,44 @@ class Agent:
         try:
             return self._run()
         finally:
-            if previous is not None:  # run in-process (tests, a library caller): leave SIGTERM as it was
+            if (
+                previous is not None
+            ):  # run in-process (tests, a library caller): leave SIGTERM as it was
                 signal.signal(signal.SIGTERM, previous)
 
     def _run(self) -> int:
-        self.events.set_status(instance_id=self.config.instance_id, protocol=self.config.protocol,
-                               notice_blind=False, blind_reasons=[])
+        self.events.set_status(
+            instance_id=self.config.instance_id,
+            protocol=self.config.protocol,
+            notice_blind=False,
+            blind_reasons=[],
+        )
         if self.config.probe_first_boot:
             self._probe_first_boot()
         self._start()
         self.check = self.self_check()
         identity = self.check.identity
-        self.reporter.identify(instance_id=identity.instance_id, region=identity.region, zone=identity.zone,
-                               instance_type=identity.instance_type)
-        self.reporter.report(SelfCheckEvent, protocol=self.config.protocol, notice_blind=self.check.notice_blind,
-                             reasons=self.check.reasons, identity=dataclasses.asdict(identity))
-        self.events.set_status(notice_blind=self.check.notice_blind, blind_reasons=list(self.check.reasons))
+        self.reporter.identify(
+            instance_id=identity.instance_id,
+            region=identity.region,
+            zone=identity.zone,
+            instance_type=identity.instance_type,
+        )
+        self.reporter.report(
+            SelfCheckEvent,
+            protocol=self.config.protocol,
+            notice_blind=self.check.notice_blind,
+            reasons=self.check.reasons,
+            identity=dataclasses.asdict(identity),
+        )
+        self.events.set_status(
+            notice_blind=self.check.notice_blind, blind_reasons=list(self.check.reasons)
+        )
         if self.check.notice_blind:
             log.error("notice-blind: %s", "; ".join(self.check.reasons))
-            self.reporter.report(NoticeBlind, protocol=self.config.protocol, reasons=self.check.reasons)
+            self.reporter.report(
+                NoticeBlind, protocol=self.config.protocol, reasons=self.check.reasons
+            )
         self.watch.start()
         self.link.start()
         try:
@@ -225,27 +291,52 @@ class Agent:
             if code is not None:
                 return code
             if self.watch.ensure_alive():
-                self.reporter.report(WatcherRestarted, protocol=self.watcher.protocol, restarts=self.watch.restarts)
+                self.reporter.report(
+                    WatcherRestarted, protocol=self.watcher.protocol, restarts=self.watch.restarts
+                )
 
     def _advance(self, notice: Notice) -> None:
         seq = self.control.request_checkpoint(f"{notice.protocol}:{notice.cause}")
-        self.reporter.report(AdvanceNotice, protocol=notice.protocol, cause=notice.cause, notice_id=notice.event_id,
-                             notice_time_unix_s=notice.notice_time, deadline_unix_s=notice.deadline,
-                             lead_time_s=notice.lead_time_s, checkpoint_seq=seq)
+        self.reporter.report(
+            AdvanceNotice,
+            protocol=notice.protocol,
+            cause=notice.cause,
+            notice_id=notice.event_id,
+            notice_time_unix_s=notice.notice_time,
+            deadline_unix_s=notice.deadline,
+            lead_time_s=notice.lead_time_s,
+            checkpoint_seq=seq,
+        )
 
     def _request(self, request: ControlRequest) -> None:
         """What the control plane asked: a checkpoint now, or a stop (a final notice of its own)."""
-        self.reporter.report(RequestReceived, request_id=request.request_id, request=request.kind,
-                             reason=request.reason)
+        self.reporter.report(
+            RequestReceived,
+            request_id=request.request_id,
+            request=request.kind,
+            reason=request.reason,
+        )
         if request.kind == "checkpoint":
             self.control.request_checkpoint(f"control-plane:{request.reason or 'checkpoint'}")
         elif request.kind == "stop":
             now = time.time()
             deadline = request.deadline_unix_s if request.deadline_unix_s is not None else now
-            self.notices.append(final_notice("control-plane", "stop-requested", seen_at=now, deadline=deadline,
-                                             documented_lead_s=None, raw=request.reason))
+            self.notices.append(
+                final_notice(
+                    "control-plane",
+                    "stop-requested",
+                    seen_at=now,
+                    deadline=deadline,
+                    documented_lead_s=None,
+                    raw=request.reason,
+                )
+            )
         else:
-            log.warning("ignoring control-plane request %s of unknown kind %r", request.request_id, request.kind)
+            log.warning(
+                "ignoring control-plane request %s of unknown kind %r",
+                request.request_id,
+                request.kind,
+            )
         self.link.acknowledge(request)
 
     def _supervise(self) -> int | None:
@@ -271,28 +362,57 @@ class Agent:
         return None
 
     def _release(self, why: str) -> None:
-        count, via, error = release_leases(self.config.worker_id, self.plane, self.releaser, self.queue)
+        count, via, error = release_leases(
+            self.config.worker_id, self.plane, self.releaser, self.queue
+        )
         self.reporter.report(LeasesReleased, count=count, cause=why, via=via, error=error)
 
     def _registration(self) -> Registration:
-        return Registration(**self.reporter.stamp.__dict__, protocol=self.config.protocol,
-                            notice_blind=self.check.notice_blind, reasons=self.check.reasons)
+        return Registration(
+            **self.reporter.stamp.__dict__,
+            protocol=self.config.protocol,
+            notice_blind=self.check.notice_blind,
+            reasons=self.check.reasons,
+        )
 
     def _heartbeat(self) -> Heartbeat:
-        return Heartbeat(self.reporter.stamp.instance_id, self.config.worker_id, time.time(), self._state,
-                         self.supervisor.pid, self.supervisor.restarts, self.control.worker_heartbeat(),
-                         self.check.notice_blind, job_id=self.config.job_id or "",
-                         provider=self.reporter.stamp.provider)
+        return Heartbeat(
+            self.reporter.stamp.instance_id,
+            self.config.worker_id,
+            time.time(),
+            self._state,
+            self.supervisor.pid,
+            self.supervisor.restarts,
+            self.control.worker_heartbeat(),
+            self.check.notice_blind,
+            job_id=self.config.job_id or "",
+            provider=self.reporter.stamp.provider,
+        )
 
     def _preempted(self, notice: Notice) -> int:
         self._set_state("preempting")
-        self.reporter.report(FinalNotice, protocol=notice.protocol, cause=notice.cause, notice_id=notice.event_id,
-                             notice_time_unix_s=notice.notice_time, deadline_unix_s=notice.deadline,
-                             lead_time_s=notice.lead_time_s, raw=notice.raw)
+        self.reporter.report(
+            FinalNotice,
+            protocol=notice.protocol,
+            cause=notice.cause,
+            notice_id=notice.event_id,
+            notice_time_unix_s=notice.notice_time,
+            deadline_unix_s=notice.deadline,
+            lead_time_s=notice.lead_time_s,
+            raw=notice.raw,
+        )
         ctx = EmergencyContext(
-            supervisor=self.supervisor, control=self.control, reporter=self.reporter, plane=self.plane,
-            worker_id=self.config.worker_id, safety_margin_s=self.config.safety_margin_s, releaser=self.releaser,
-            queue=self.queue, upload=self.upload, acknowledge=self.watcher.acknowledge)
+            supervisor=self.supervisor,
+            control=self.control,
+            reporter=self.reporter,
+            plane=self.plane,
+            worker_id=self.config.worker_id,
+            safety_margin_s=self.config.safety_margin_s,
+            releaser=self.releaser,
+            queue=self.queue,
+            upload=self.upload,
+            acknowledge=self.watcher.acknowledge,
+        )
         run_emergency(notice, ctx)
         self._set_state("preempted")
         return model.EXIT_PREEMPTED

@@ -82,8 +82,14 @@ class NoControlPlane:
         pass
 
 
-def open_control_plane(spec: str | None, *, instance_id: str, state_dir: Path, token: str | None = None,
-                       queue: QueueLeases | None = None) -> ControlPlane:
+def open_control_plane(
+    spec: str | None,
+    *,
+    instance_id: str,
+    state_dir: Path,
+    token: str | None = None,
+    queue: QueueLeases | None = None,
+) -> ControlPlane:
     """The control plane ``spec`` names: None or a database URL (embedded), ``http(s)://…``, or ``none``.
 
     ``queue`` is the job's queue, for the embedded and ``none`` planes' releases
@@ -98,5 +104,7 @@ def open_control_plane(spec: str | None, *, instance_id: str, state_dir: Path, t
         return NoControlPlane(queue)
     if spec.startswith(("http://", "https://")):
         return HttpControlPlane(spec, instance_id, token=token, spool_dir=state_dir)
-    raise AgentConfigError(f"--control-plane {spec!r}: give a database URL (sqlite:///PATH, postgresql://HOST/DB),"
-                           " an http(s):// URL of spothop server, or 'none'")
+    raise AgentConfigError(
+        f"--control-plane {spec!r}: give a database URL (sqlite:///PATH, postgresql://HOST/DB),"
+        " an http(s):// URL of spothop server, or 'none'"
+    )

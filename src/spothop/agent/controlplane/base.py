@@ -95,9 +95,13 @@ class ControlRequest:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ControlRequest:
         deadline = data.get("deadline_unix_s")
-        return cls(request_id=str(data["request_id"]), kind=str(data["kind"]), reason=str(data.get("reason") or ""),
-                   created_unix_s=float(data.get("created_unix_s") or 0.0),
-                   deadline_unix_s=float(deadline) if deadline is not None else None)
+        return cls(
+            request_id=str(data["request_id"]),
+            kind=str(data["kind"]),
+            reason=str(data.get("reason") or ""),
+            created_unix_s=float(data.get("created_unix_s") or 0.0),
+            deadline_unix_s=float(deadline) if deadline is not None else None,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

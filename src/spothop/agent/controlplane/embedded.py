@@ -62,7 +62,9 @@ log = logging.getLogger(__name__)
 CALL_TIMEOUT_S = 10.0  # one store call; SQLite or a near PostgreSQL answers in milliseconds
 START_TIMEOUT_S = 60.0  # importing SQLAlchemy and migrating on a busy machine
 STOP_TIMEOUT_S = 5.0
-MAX_RESTARTS = 10  # within RESTART_WINDOW_S: a store down for longer is retried again later, never for good
+MAX_RESTARTS = (
+    10  # within RESTART_WINDOW_S: a store down for longer is retried again later, never for good
+)
 RESTART_WINDOW_S = 600.0
 RESTART_BACKOFF_S = 0.2  # doubled per restart, up to RESTART_BACKOFF_MAX_S
 RESTART_BACKOFF_MAX_S = 5.0
@@ -84,8 +86,12 @@ class _Reply:
 class _StoreProcess:
     """One store process and the thread that reads its replies."""
 
-    def __init__(self, argv: list[str], on_exit: weakref.WeakMethod[Callable[[_StoreProcess, int], None]]) -> None:
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
+    def __init__(
+        self, argv: list[str], on_exit: weakref.WeakMethod[Callable[[_StoreProcess, int], None]]
+    ) -> None:
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True
+        )
         self.started = time.monotonic()
         self.ready = threading.Event()
         self.exited = False
@@ -94,8 +100,12 @@ class _StoreProcess:
         self._lock = threading.Lock()
         self._on_exit = on_exit
         assert self.proc.stdout is not None  # both are PIPE
-        threading.Thread(target=self._read, args=(self.proc.stdout,), name="control-plane-store-reader",
-                         daemon=True).start()
+        threading.Thread(
+            target=self._read,
+            args=(self.proc.stdout,),
+            name="control-plane-store-reader",
+            daemon=True,
+        ).start()
 
     @property
     def pid(self) -> int:
@@ -129,8 +139,10 @@ class _StoreProcess:
 
     def call(self, method: str, arg: Any, *, start_timeout_s: float, call_timeout_s: float) -> Any:
         if not self.ready.wait(max(0.0, self.started + start_timeout_s - time.monotonic())):
-            raise ControlPlaneError(f"the embedded store process (pid {self.pid}) was not ready within "
-                                    f"{start_timeout_s:g} s; is the store reachable?")
+            raise ControlPlaneError(
+                f"the embedded store process (pid {self.pid}) was not ready within "
+                f"{start_timeout_s:g} s; is the store reachable?"
+            )
         reply = _Reply()
         with self._lock:
             if self.exited:
@@ -144,16 +156,26 @@ class _StoreProcess:
                 self.proc.stdin.flush()
             except OSError as exc:  # the process is gone; the reader will see it exit
                 self._pending.pop(call_id, None)
-                raise ControlPlaneError(f"the embedded store process (pid {self.pid}) is gone: {exc}") from exc
+                raise ControlPlaneError(
+                    f"the embedded store process (pid {self.pid}) is gone: {exc}"
+                ) from exc
         if not reply.done.wait(call_timeout_s):
             with self._lock:
                 self._pending.pop(call_id, None)
-            log.warning("the embedded store process (pid %d) did not answer %s within %g s; restarting it",
-                        self.pid, method, call_timeout_s)
+            log.warning(
+                "the embedded store process (pid %d) did not answer %s within %g s; restarting it",
+                self.pid,
+                method,
+                call_timeout_s,
+            )
             self.proc.kill()  # it serves calls in order: every later call would wait behind this one
-            raise ControlPlaneError(f"the embedded store process did not answer {method} within {call_timeout_s:g} s")
+            raise ControlPlaneError(
+                f"the embedded store process did not answer {method} within {call_timeout_s:g} s"
+            )
         if reply.message is None:
-            raise ControlPlaneError(f"the embedded store process (pid {self.pid}) exited during {method}")
+            raise ControlPlaneError(
+                f"the embedded store process (pid {self.pid}) exited during {method}"
+            )
         error = reply.message.get("error")
         if error is not None:
             text = f"{error.get('type')}: {error.get('message')}"
@@ -178,9 +200,16 @@ class _StoreProcess:
 class EmbeddedControlPlane:
     """spothop's store at ``url`` (default: the default database) for ``instance_id``, through a store process."""
 
-    def __init__(self, url: str | None, instance_id: str, *, queue: QueueLeases | None = None,
-                 call_timeout_s: float = CALL_TIMEOUT_S, start_timeout_s: float = START_TIMEOUT_S,
-                 max_restarts: int = MAX_RESTARTS) -> None:
+    def __init__(
+        self,
+        url: str | None,
+        instance_id: str,
+        *,
+        queue: QueueLeases | None = None,
+        call_timeout_s: float = CALL_TIMEOUT_S,
+        start_timeout_s: float = START_TIMEOUT_S,
+        max_restarts: int = MAX_RESTARTS,
+    ) -> None:
         self.url = url
         self.instance_id = instance_id
         self.queue = queue
@@ -188,8 +217,12 @@ class EmbeddedControlPlane:
         self.start_timeout_s = start_timeout_s
         self.max_restarts = max_restarts
         self.restarts = 0
-        self._recent_restarts: collections.deque[float] = collections.deque()  # monotonic times, in the window
-        self._current: list[_StoreProcess | None] = [None]  # shared with the finalizer, which must not hold self
+        self._recent_restarts: collections.deque[float] = (
+            collections.deque()
+        )  # monotonic times, in the window
+        self._current: list[_StoreProcess | None] = [
+            None
+        ]  # shared with the finalizer, which must not hold self
         self._closed = threading.Event()
         self._lock = threading.Lock()
         # A plane dropped without close() still stops its process (and so does the interpreter's exit).
@@ -236,17 +269,25 @@ class EmbeddedControlPlane:
                 while self._recent_restarts and self._recent_restarts[0] < now - RESTART_WINDOW_S:
                     self._recent_restarts.popleft()
                 if len(self._recent_restarts) >= self.max_restarts:
-                    raise ControlPlaneError(f"the embedded store process was restarted {len(self._recent_restarts)} "
-                                            f"times in {RESTART_WINDOW_S:g} s and exited again; not restarting it "
-                                            "again yet (see the agent's log for why)")
+                    raise ControlPlaneError(
+                        f"the embedded store process was restarted {len(self._recent_restarts)} "
+                        f"times in {RESTART_WINDOW_S:g} s and exited again; not restarting it "
+                        "again yet (see the agent's log for why)"
+                    )
                 self._recent_restarts.append(now)
                 self.restarts += 1
-                log.warning("restarting the embedded store process (restart %d; at most %d in %g s)",
-                            self.restarts, self.max_restarts, RESTART_WINDOW_S)
+                log.warning(
+                    "restarting the embedded store process (restart %d; at most %d in %g s)",
+                    self.restarts,
+                    self.max_restarts,
+                    RESTART_WINDOW_S,
+                )
             try:
                 process = _StoreProcess(self._argv(), weakref.WeakMethod(self._exited))
             except OSError as exc:
-                raise ControlPlaneError(f"the embedded store process cannot be started: {exc}") from exc
+                raise ControlPlaneError(
+                    f"the embedded store process cannot be started: {exc}"
+                ) from exc
             self._current[0] = process
             return process
 
@@ -255,7 +296,7 @@ class EmbeddedControlPlane:
         if self._closed.is_set():
             return
         log.warning("the embedded store process (pid %d) exited with code %s", process.pid, code)
-        delay = min(RESTART_BACKOFF_S * 2 ** self.restarts, RESTART_BACKOFF_MAX_S)
+        delay = min(RESTART_BACKOFF_S * 2**self.restarts, RESTART_BACKOFF_MAX_S)
         if self._closed.wait(delay) or self._process is not process:
             return  # closed meanwhile, or a call restarted it first
         try:
@@ -264,8 +305,9 @@ class EmbeddedControlPlane:
             log.error("%s", exc)
 
     def _call(self, method: str, arg: Any = None) -> Any:
-        return self._live().call(method, arg, start_timeout_s=self.start_timeout_s,
-                                 call_timeout_s=self.call_timeout_s)
+        return self._live().call(
+            method, arg, start_timeout_s=self.start_timeout_s, call_timeout_s=self.call_timeout_s
+        )
 
     # -- the contract ------------------------------------------------------------
 
@@ -295,9 +337,15 @@ class EmbeddedControlPlane:
             self.start()
         except ControlPlaneError as exc:
             log.warning("the embedded store process is not available (%s)", exc)
-        if self.queue is not None:  # the fallback release may be needed: have the queue imported by then
-            threading.Thread(target=_prepare_quietly, args=(self.queue,), name="control-plane-prepare",
-                             daemon=True).start()
+        if (
+            self.queue is not None
+        ):  # the fallback release may be needed: have the queue imported by then
+            threading.Thread(
+                target=_prepare_quietly,
+                args=(self.queue,),
+                name="control-plane-prepare",
+                daemon=True,
+            ).start()
 
     def flush(self, timeout_s: float) -> int:
         del timeout_s

@@ -63,13 +63,25 @@ def answer(plane: StoreControlPlane, line: bytes) -> dict[str, Any]:
         request = json.loads(line)
         call_id, method = request["id"], METHODS[request["method"]]
     except (ValueError, KeyError, TypeError) as exc:
-        return {"id": None, "error": {"type": "ValueError", "message": f"not a request line: {exc}",
-                                      "control_plane": False}}
+        return {
+            "id": None,
+            "error": {
+                "type": "ValueError",
+                "message": f"not a request line: {exc}",
+                "control_plane": False,
+            },
+        }
     try:
         return {"id": call_id, "result": method(plane, request.get("arg"))}
     except Exception as exc:  # every failure is the caller's to handle: it goes back typed
-        return {"id": call_id, "error": {"type": type(exc).__name__, "message": str(exc),
-                                         "control_plane": isinstance(exc, ControlPlaneError)}}
+        return {
+            "id": call_id,
+            "error": {
+                "type": type(exc).__name__,
+                "message": str(exc),
+                "control_plane": isinstance(exc, ControlPlaneError),
+            },
+        }
 
 
 def serve(plane: StoreControlPlane, requests: IO[bytes], replies: IO[bytes]) -> None:
@@ -87,20 +99,34 @@ def _write(replies: IO[bytes], message: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m spothop.agent.controlplane.host",
-                                     description="the embedded control plane's store process (started by the agent)")
-    parser.add_argument("--url", default=None, help="the store's database URL (default: spothop's default)")
+    parser = argparse.ArgumentParser(
+        prog="python -m spothop.agent.controlplane.host",
+        description="the embedded control plane's store process (started by the agent)",
+    )
+    parser.add_argument(
+        "--url", default=None, help="the store's database URL (default: spothop's default)"
+    )
     parser.add_argument("--instance-id", required=True)
     parser.add_argument("--queue-url", default=None)
     parser.add_argument("--job-id", default=None)
     args = parser.parse_args(argv)
-    for signum in (signal.SIGTERM, signal.SIGINT):  # the agent's exit (stdin closing) is what stops us
+    for signum in (
+        signal.SIGTERM,
+        signal.SIGINT,
+    ):  # the agent's exit (stdin closing) is what stops us
         signal.signal(signum, signal.SIG_IGN)
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
-                        format="spothop control-plane host: %(levelname)s %(message)s")
+    logging.basicConfig(
+        level=logging.WARNING,
+        stream=sys.stderr,
+        format="spothop control-plane host: %(levelname)s %(message)s",
+    )
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # anything printed goes to the log, not the protocol
-    plane = StoreControlPlane(args.url, args.instance_id, queue=queue_leases(args.queue_url, args.job_id))
+    os.dup2(
+        sys.stderr.fileno(), sys.stdout.fileno()
+    )  # anything printed goes to the log, not the protocol
+    plane = StoreControlPlane(
+        args.url, args.instance_id, queue=queue_leases(args.queue_url, args.job_id)
+    )
     with contextlib.suppress(BrokenPipeError):  # the agent is gone: nothing left to answer
         serve(plane, sys.stdin.buffer, replies)
     return 0

@@ -65,9 +65,19 @@ RETRIED_STATUSES = frozenset({429, 500, 502, 503, 504})
 class HttpControlPlane:
     """``spothop server`` at ``base_url`` (``http(s)://host[:port][/prefix]``) for instance ``instance_id``."""
 
-    def __init__(self, base_url: str, instance_id: str, *, token: str | None, spool_dir: Path,
-                 timeout_s: float = HTTP_TIMEOUT_S, attempts: int = ATTEMPTS, backoff_s: float = BACKOFF_S,
-                 backoff_max_s: float = BACKOFF_MAX_S, spool: EventSpool | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        instance_id: str,
+        *,
+        token: str | None,
+        spool_dir: Path,
+        timeout_s: float = HTTP_TIMEOUT_S,
+        attempts: int = ATTEMPTS,
+        backoff_s: float = BACKOFF_S,
+        backoff_max_s: float = BACKOFF_MAX_S,
+        spool: EventSpool | None = None,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.instance_id = instance_id
         self._token = token
@@ -110,7 +120,9 @@ class HttpControlPlane:
                     log.error("the control plane refused the agent's events: %s", exc)
                     break
                 except ControlPlaneError as exc:
-                    log.warning("control plane unreachable; %d events spooled: %s", len(self.spool), exc)
+                    log.warning(
+                        "control plane unreachable; %d events spooled: %s", len(self.spool), exc
+                    )
                     break
                 self.spool.remove(str(e["event_id"]) for e in batch)
             return len(self.spool)
@@ -119,21 +131,29 @@ class HttpControlPlane:
         answer = self._call("POST", f"{self._agent_path}/leases/release", {"worker_id": worker_id})
         released = answer.get("released") if isinstance(answer, dict) else None
         if not isinstance(released, int) or isinstance(released, bool):
-            raise ControlPlaneError(f"{self.base_url}: leases/release answered {answer!r}, not {{'released': N}}")
+            raise ControlPlaneError(
+                f"{self.base_url}: leases/release answered {answer!r}, not {{'released': N}}"
+            )
         return released
 
     def requests(self) -> list[ControlRequest]:
         answer = self._call("GET", f"{self._agent_path}/requests")
         items = answer.get("requests") if isinstance(answer, dict) else None
         if not isinstance(items, list):
-            raise ControlPlaneError(f"{self.base_url}: requests answered {answer!r}, not {{'requests': [...]}}")
+            raise ControlPlaneError(
+                f"{self.base_url}: requests answered {answer!r}, not {{'requests': [...]}}"
+            )
         try:
             return [ControlRequest.from_dict(item) for item in items]
         except (KeyError, TypeError, ValueError) as exc:
-            raise ControlPlaneError(f"{self.base_url}: a request without request_id/kind: {exc}") from exc
+            raise ControlPlaneError(
+                f"{self.base_url}: a request without request_id/kind: {exc}"
+            ) from exc
 
     def acknowledge(self, request_id: str) -> None:
-        self._call("POST", f"{self._agent_path}/requests/{urllib.parse.quote(request_id, safe='')}/ack", {})
+        self._call(
+            "POST", f"{self._agent_path}/requests/{urllib.parse.quote(request_id, safe='')}/ack", {}
+        )
 
     def prepare(self) -> None:
         """Nothing to import: urllib is loaded already."""
@@ -146,8 +166,14 @@ class HttpControlPlane:
     def _in_backoff(self) -> bool:
         return time.monotonic() < self._down_until
 
-    def _call(self, method: str, path: str, body: dict[str, Any] | None = None, *,
-              attempts: int | None = None) -> Any:
+    def _call(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        *,
+        attempts: int | None = None,
+    ) -> Any:
         """One call with retries; the decoded JSON answer (None for an empty body)."""
         if self._in_backoff():
             left = self._down_until - time.monotonic()
@@ -156,7 +182,9 @@ class HttpControlPlane:
         tries = attempts or self.attempts
         for attempt in range(tries):
             if attempt:
-                time.sleep(random.uniform(0, min(self.backoff_max_s, self.backoff_s * 2 ** (attempt - 1))))
+                time.sleep(
+                    random.uniform(0, min(self.backoff_max_s, self.backoff_s * 2 ** (attempt - 1)))
+                )
             try:
                 answer = self._send(method, path, body)
             except _Retryable as exc:
@@ -166,7 +194,9 @@ class HttpControlPlane:
             return answer
         self._outage_s = min(OUTAGE_BACKOFF_MAX_S, max(self.backoff_s, self._outage_s * 2))
         self._down_until = time.monotonic() + random.uniform(self._outage_s / 2, self._outage_s)
-        raise ControlPlaneError(f"{method} {self.base_url}{path} failed {tries} times; last: {last}")
+        raise ControlPlaneError(
+            f"{method} {self.base_url}{path} failed {tries} times; last: {last}"
+        )
 
     def _send(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
         headers = {"Accept": "application/json"}
@@ -176,7 +206,9 @@ class HttpControlPlane:
         if body is not None:
             data = json.dumps(body, default=str).encode()
             headers["Content-Type"] = "application/json"
-        request = urllib.request.Request(self.base_url + path, data=data, method=method, headers=headers)
+        request = urllib.request.Request(
+            self.base_url + path, data=data, method=method, headers=headers
+        )
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
                 raw = response.read()
@@ -185,10 +217,13 @@ class HttpControlPlane:
             if exc.code in (401, 403):
                 raise ControlPlaneAuthError(
                     f"{method} {self.base_url}{path}: HTTP {exc.code} {detail!r}: the control plane refused the "
-                    "agent's token; pass the instance's token with --token or $SPOTHOP_AGENT_TOKEN") from exc
+                    "agent's token; pass the instance's token with --token or $SPOTHOP_AGENT_TOKEN"
+                ) from exc
             if exc.code in RETRIED_STATUSES:
                 raise _Retryable(f"HTTP {exc.code} {detail!r}") from exc
-            raise ControlPlaneError(f"{method} {self.base_url}{path}: HTTP {exc.code} {detail!r}") from exc
+            raise ControlPlaneError(
+                f"{method} {self.base_url}{path}: HTTP {exc.code} {detail!r}"
+            ) from exc
         except (urllib.error.URLError, OSError) as exc:  # refused, unresolvable, timed out, reset
             raise _Retryable(f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}") from exc
         if not raw.strip():
@@ -196,7 +231,9 @@ class HttpControlPlane:
         try:
             return json.loads(raw)
         except ValueError as exc:
-            raise ControlPlaneError(f"{method} {self.base_url}{path}: an answer that is not JSON: {raw[:200]!r}") from exc
+            raise ControlPlaneError(
+                f"{method} {self.base_url}{path}: an answer that is not JSON: {raw[:200]!r}"
+            ) from exc
 
 
 class _Retryable(Exception):

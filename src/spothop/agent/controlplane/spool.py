@@ -38,8 +38,13 @@ SPOOL_MAX_BYTES = 16 * 1024 * 1024  # a few MB of JSON: nothing on an instance's
 class EventSpool:
     """Events not yet accepted by the control plane, in order, bounded by count and bytes."""
 
-    def __init__(self, directory: Path, *, max_events: int = SPOOL_MAX_EVENTS,
-                 max_bytes: int = SPOOL_MAX_BYTES) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        max_events: int = SPOOL_MAX_EVENTS,
+        max_bytes: int = SPOOL_MAX_BYTES,
+    ) -> None:
         self.path = directory / SPOOL_FILE
         self.max_events = max_events
         self.max_bytes = max_bytes
@@ -106,12 +111,19 @@ class EventSpool:
             dropped += 1
         if dropped:
             self.dropped += dropped
-            log.warning("event spool full (%d events, %d bytes at most): dropped the %d oldest, %d in all",
-                        self.max_events, self.max_bytes, dropped, self.dropped)
+            log.warning(
+                "event spool full (%d events, %d bytes at most): dropped the %d oldest, %d in all",
+                self.max_events,
+                self.max_bytes,
+                dropped,
+                self.dropped,
+            )
 
     def _save(self) -> None:
         text = "".join(line + "\n" for line in self._lines.values())
         try:
             atomic_write_text(self.path, text)
-        except OSError as exc:  # a full disk: the events are still in memory, and sent if the link returns
+        except (
+            OSError
+        ) as exc:  # a full disk: the events are still in memory, and sent if the link returns
             log.error("could not write the event spool %s: %s", self.path, exc)

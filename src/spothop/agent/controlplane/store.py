@@ -54,7 +54,9 @@ def ensure_agent_schema(engine: Engine) -> None:
 class StoreControlPlane:
     """spothop's store at ``url`` (default: the default database), for the instance ``instance_id``."""
 
-    def __init__(self, url: str | None, instance_id: str, *, queue: QueueLeases | None = None) -> None:
+    def __init__(
+        self, url: str | None, instance_id: str, *, queue: QueueLeases | None = None
+    ) -> None:
         self.url = url
         self.instance_id = instance_id
         self.queue = queue
@@ -74,8 +76,10 @@ class StoreControlPlane:
                     engine = shared_engine(self.url or default_database_url())
                     ensure_agent_schema(engine)
                 except Exception as exc:
-                    raise ControlPlaneError(f"the embedded store {self.url or 'default'} cannot be opened: "
-                                            f"{exc}; check --control-plane") from exc
+                    raise ControlPlaneError(
+                        f"the embedded store {self.url or 'default'} cannot be opened: "
+                        f"{exc}; check --control-plane"
+                    ) from exc
                 self._engine = engine
             return self._engine
 
@@ -98,7 +102,9 @@ class StoreControlPlane:
         """Open the store, the preemption history and the queue once, now, so that the emergency protocol's
         record and release pay none of their first-use cost; logs a failure, never raises."""
         try:
-            _ = self.history  # the store and the preemption history, so the interruption's record is fast
+            _ = (
+                self.history
+            )  # the store and the preemption history, so the interruption's record is fast
         except Exception as exc:  # the steps that need it will report the failure themselves
             log.warning("opening the embedded control plane's store failed: %s", exc)
         try:
@@ -110,11 +116,20 @@ class StoreControlPlane:
     # -- the contract ------------------------------------------------------------
 
     def register(self, registration: Registration) -> None:
-        self._upsert_heartbeat({
-            "instance_id": registration.instance_id, "worker_id": registration.worker_id,
-            "job_id": registration.job_id, "provider": registration.provider,
-            "time_unix_s": registration.time_unix_s, "state": "registered", "worker_pid": None,
-            "worker_restarts": 0, "worker_heartbeat_unix_s": None, "notice_blind": registration.notice_blind})
+        self._upsert_heartbeat(
+            {
+                "instance_id": registration.instance_id,
+                "worker_id": registration.worker_id,
+                "job_id": registration.job_id,
+                "provider": registration.provider,
+                "time_unix_s": registration.time_unix_s,
+                "state": "registered",
+                "worker_pid": None,
+                "worker_restarts": 0,
+                "worker_heartbeat_unix_s": None,
+                "notice_blind": registration.notice_blind,
+            }
+        )
 
     def heartbeat(self, beat: Heartbeat) -> None:
         self._upsert_heartbeat(beat.to_dict())
@@ -136,14 +151,29 @@ class StoreControlPlane:
 
         engine = self.engine
         payload = event.to_dict()
-        row = {"event_id": event.event_id, "schema_version": event.schema_version, "kind": event.kind,
-               "instance_id": event.instance_id, "job_id": event.job_id, "provider": event.provider,
-               "region": event.region, "zone": event.zone, "instance_type": event.instance_type,
-               "time_unix_s": event.time_unix_s, "received_unix_s": time.time(),
-               "payload": json.dumps(payload, default=str)}
-        insert = (_dialect_insert(engine)(agent_events).values(**row)
-                  .on_conflict_do_nothing(index_elements=["event_id"]).returning(agent_events.c.event_id))
-        with engine.begin() as conn:  # RETURNING, not rowcount: psycopg reports -1 for this statement
+        row = {
+            "event_id": event.event_id,
+            "schema_version": event.schema_version,
+            "kind": event.kind,
+            "instance_id": event.instance_id,
+            "job_id": event.job_id,
+            "provider": event.provider,
+            "region": event.region,
+            "zone": event.zone,
+            "instance_type": event.instance_type,
+            "time_unix_s": event.time_unix_s,
+            "received_unix_s": time.time(),
+            "payload": json.dumps(payload, default=str),
+        }
+        insert = (
+            _dialect_insert(engine)(agent_events)
+            .values(**row)
+            .on_conflict_do_nothing(index_elements=["event_id"])
+            .returning(agent_events.c.event_id)
+        )
+        with (
+            engine.begin() as conn
+        ):  # RETURNING, not rowcount: psycopg reports -1 for this statement
             inserted = conn.execute(insert).first() is not None
         if not inserted or not isinstance(event, Interruption):
             return
@@ -164,13 +194,23 @@ class StoreControlPlane:
 
         from spothop.state.agent_tables import agent_requests as t
 
-        query = (select(t).where(t.c.instance_id == self.instance_id, t.c.acknowledged_unix_s.is_(None))
-                 .order_by(t.c.id))
+        query = (
+            select(t)
+            .where(t.c.instance_id == self.instance_id, t.c.acknowledged_unix_s.is_(None))
+            .order_by(t.c.id)
+        )
         with self.engine.connect() as conn:
             rows = conn.execute(query).mappings().all()
-        return [ControlRequest(request_id=str(r["id"]), kind=r["kind"], reason=r["reason"],
-                               created_unix_s=r["created_unix_s"], deadline_unix_s=r["deadline_unix_s"])
-                for r in rows]
+        return [
+            ControlRequest(
+                request_id=str(r["id"]),
+                kind=r["kind"],
+                reason=r["reason"],
+                created_unix_s=r["created_unix_s"],
+                deadline_unix_s=r["deadline_unix_s"],
+            )
+            for r in rows
+        ]
 
     def acknowledge(self, request_id: str) -> None:
         from sqlalchemy import update
@@ -178,8 +218,11 @@ class StoreControlPlane:
         from spothop.state.agent_tables import agent_requests as t
 
         with self.engine.begin() as conn:
-            conn.execute(update(t).where(t.c.id == int(request_id), t.c.instance_id == self.instance_id)
-                         .values(acknowledged_unix_s=time.time()))
+            conn.execute(
+                update(t)
+                .where(t.c.id == int(request_id), t.c.instance_id == self.instance_id)
+                .values(acknowledged_unix_s=time.time())
+            )
 
     def flush(self, timeout_s: float) -> int:
         del timeout_s
@@ -189,8 +232,13 @@ class StoreControlPlane:
         """Nothing to close: the engine is shared per URL within the process."""
 
 
-def add_request(engine: Engine, instance_id: str, kind: str, reason: str = "",
-                deadline_unix_s: float | None = None) -> str:
+def add_request(
+    engine: Engine,
+    instance_id: str,
+    kind: str,
+    reason: str = "",
+    deadline_unix_s: float | None = None,
+) -> str:
     """Ask ``instance_id`` for ``kind`` (``checkpoint`` or ``stop``): what the controller will call; the id."""
     from spothop.agent.controlplane.base import REQUEST_KINDS
     from spothop.state.agent_tables import agent_requests
@@ -199,9 +247,15 @@ def add_request(engine: Engine, instance_id: str, kind: str, reason: str = "",
         raise ControlPlaneError(f"unknown request kind {kind!r}; known: {', '.join(REQUEST_KINDS)}")
     ensure_agent_schema(engine)
     with engine.begin() as conn:
-        result = conn.execute(agent_requests.insert().values(
-            instance_id=instance_id, kind=kind, reason=reason, created_unix_s=time.time(),
-            deadline_unix_s=deadline_unix_s))
+        result = conn.execute(
+            agent_requests.insert().values(
+                instance_id=instance_id,
+                kind=kind,
+                reason=reason,
+                created_unix_s=time.time(),
+                deadline_unix_s=deadline_unix_s,
+            )
+        )
     key = result.inserted_primary_key
     assert key is not None  # an INSERT of one row always has its key
     return str(key[0])
@@ -224,6 +278,13 @@ def _record_interruption(history: InterruptionStore, event: Interruption) -> Non
     from spothop.resources.market_id import MarketId
 
     market = MarketId(event.provider, event.region, event.zone, event.instance_type)
-    history.record_interruption(Preemption(
-        market, event.cause, event.lead_time_s, event.notice_time_unix_s,
-        cause=f"{event.protocol}:{event.cause}", instance_id=event.instance_id))
+    history.record_interruption(
+        Preemption(
+            market,
+            event.cause,
+            event.lead_time_s,
+            event.notice_time_unix_s,
+            cause=f"{event.protocol}:{event.cause}",
+            instance_id=event.instance_id,
+        )
+    )
