@@ -75,6 +75,7 @@ _LAZY: dict[str, str] = {
             "EventFormatError",
             "ControlPlaneError",
             "ControlPlaneAuthError",
+            "StoreRefused",
         ),
         "spothop.agent.errors",
     ),
@@ -115,6 +116,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time each comes 
         ControlPlaneError,
         EventFormatError,
         NoticeEndpointError,
+        StoreRefused,
     )
     from spothop.checkpoint import Checkpointer
     from spothop.checkpoint.errors import (
@@ -201,6 +203,7 @@ __all__ = [
     "QuotaExceeded",
     "RateLimited",
     "SpothopError",
+    "StoreRefused",
     "StoreTooNew",
     "TopologyParseError",
     "TorchState",

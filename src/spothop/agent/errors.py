@@ -8,8 +8,10 @@
     └── AgentError                  the on-instance agent failed at something on purpose
         ├── NoticeEndpointError     the metadata endpoint was unreachable or gave a bad answer (exit 4)
         ├── EventFormatError        a stored or received agent event is not an event
-        └── ControlPlaneError       the control plane refused a call or did not answer
-            └── ControlPlaneAuthError   it refused the agent's token (HTTP 401/403)
+        ├── ControlPlaneError       the control plane refused a call or did not answer
+        │   └── ControlPlaneAuthError   it refused the agent's token (HTTP 401/403)
+        └── StoreRefused            the embedded plane's store process answered with the store's or
+                                    queue's own error (not an outage, so no fallback)
 """
 
 from __future__ import annotations
@@ -53,3 +55,7 @@ class ControlPlaneAuthError(ControlPlaneError):
 
 class EventFormatError(AgentError):
     """A stored or received agent event is not an event: a required field is missing or of the wrong type."""
+
+
+class StoreRefused(AgentError):
+    """The store process answered, with an error of the store or the queue behind it (not an outage)."""

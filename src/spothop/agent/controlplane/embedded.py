@@ -52,7 +52,7 @@ from typing import IO, Any
 from spothop.agent.controlplane.base import ControlRequest, Heartbeat, Registration
 from spothop.agent.controlplane.queue_leases import QueueLeases
 from spothop.agent.controlplane.store import add_request, ensure_agent_schema
-from spothop.agent.errors import AgentError, ControlPlaneError
+from spothop.agent.errors import ControlPlaneError, StoreRefused
 from spothop.agent.eventmodel import AgentEvent
 
 __all__ = ["EmbeddedControlPlane", "StoreRefused", "add_request", "ensure_agent_schema"]
@@ -69,10 +69,6 @@ RESTART_WINDOW_S = 600.0
 RESTART_BACKOFF_S = 0.2  # doubled per restart, up to RESTART_BACKOFF_MAX_S
 RESTART_BACKOFF_MAX_S = 5.0
 HOST_MODULE = "spothop.agent.controlplane.host"
-
-
-class StoreRefused(AgentError):
-    """The store process answered, with an error of the store or the queue behind it (not an outage)."""
 
 
 class _Reply:
