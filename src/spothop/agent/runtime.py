@@ -24,6 +24,7 @@ import signal
 import threading
 import time
 from types import FrameType
+from typing import Any
 
 from spothop.agent import model
 from spothop.agent.config import AgentConfig
@@ -299,12 +300,7 @@ class Agent:
         seq = self.control.request_checkpoint(f"{notice.protocol}:{notice.cause}")
         self.reporter.report(
             AdvanceNotice,
-            protocol=notice.protocol,
-            cause=notice.cause,
-            notice_id=notice.event_id,
-            notice_time_unix_s=notice.notice_time,
-            deadline_unix_s=notice.deadline,
-            lead_time_s=notice.lead_time_s,
+            **_notice_fields(notice),
             checkpoint_seq=seq,
         )
 
@@ -393,12 +389,7 @@ class Agent:
         self._set_state("preempting")
         self.reporter.report(
             FinalNotice,
-            protocol=notice.protocol,
-            cause=notice.cause,
-            notice_id=notice.event_id,
-            notice_time_unix_s=notice.notice_time,
-            deadline_unix_s=notice.deadline,
-            lead_time_s=notice.lead_time_s,
+            **_notice_fields(notice),
             raw=notice.raw,
         )
         ctx = EmergencyContext(
@@ -416,3 +407,15 @@ class Agent:
         run_emergency(notice, ctx)
         self._set_state("preempted")
         return model.EXIT_PREEMPTED
+
+
+def _notice_fields(notice: Notice) -> dict[str, Any]:
+    """What an advance and a final notice event both carry of the notice."""
+    return {
+        "protocol": notice.protocol,
+        "cause": notice.cause,
+        "notice_id": notice.event_id,
+        "notice_time_unix_s": notice.notice_time,
+        "deadline_unix_s": notice.deadline,
+        "lead_time_s": notice.lead_time_s,
+    }

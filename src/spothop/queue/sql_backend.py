@@ -402,41 +402,30 @@ class SqlQueue(ShardQueue):
             query = select(shards_table).where(c.job == self.job).order_by(c.seq)
             if state is not None:
                 query = query.where(c.state == state.value)
-            return [
-                ShardRecord(
-                    r.shard_id,
-                    decode_payload(self.job, r.shard_id, r.payload),
-                    ShardState(r.state),
-                    r.token,
-                    r.attempts,
-                    r.failures,
-                    r.releases,
-                    r.output_ref,
-                    r.last_error,
-                    r.worker if r.state == ShardState.LEASED.value else None,
-                )
-                for r in conn.execute(query)
-            ]
+            return [self._record(r) for r in conn.execute(query)]
 
         return self._run(body, "records")
 
     def get(self, shard_id: str) -> ShardRecord:
         def body(conn: Connection) -> ShardRecord:
-            r = self._shard_row(conn, shard_id)
-            return ShardRecord(
-                r.shard_id,
-                decode_payload(self.job, r.shard_id, r.payload),
-                ShardState(r.state),
-                r.token,
-                r.attempts,
-                r.failures,
-                r.releases,
-                r.output_ref,
-                r.last_error,
-                r.worker if r.state == ShardState.LEASED.value else None,
-            )
+            return self._record(self._shard_row(conn, shard_id))
 
         return self._run(body, "get")
+
+    def _record(self, r: Any) -> ShardRecord:
+        """A shard row as the library's record; the worker is named only while it holds a lease."""
+        return ShardRecord(
+            r.shard_id,
+            decode_payload(self.job, r.shard_id, r.payload),
+            ShardState(r.state),
+            r.token,
+            r.attempts,
+            r.failures,
+            r.releases,
+            r.output_ref,
+            r.last_error,
+            r.worker if r.state == ShardState.LEASED.value else None,
+        )
 
     def retry_dead(self, shard_ids: Sequence[str] | None = None) -> int:
         def body(conn: Connection) -> int:
