@@ -1,0 +1,178 @@
+"""What :func:`~spothop.jobs.controller.decide.decide` sees: one frozen snapshot of the world.
+
+The observer (``jobs/controller/observe.py``) builds a :class:`Snapshot` from
+the job store (jobs, their attempts, cooldowns), the providers
+(``list_instances``, by tag), the agents' events recorded after the
+controller's cursor, the queue's stats per batch job and the market
+(:func:`spothop.scheduler.market_view.gather_market_view`). ``decide`` reads
+nothing else: no clock (``now`` is the snapshot's), no I/O, so the same
+snapshot always gives the same actions, on real clouds, on the local cloud
+and in ``spothop simulate`` on a virtual clock.
+
+Contract for whoever builds one:
+
+- ``jobs`` holds every job that is not terminal, plus terminal ones that
+  still own a live instance (so it is terminated); each with **all** its
+  attempts, oldest first (``decide`` derives interruptions, retries and failed
+  markets from them).
+- ``instances`` holds what the providers listed, keyed by instance id,
+  spothop-tagged instances included whether or not an attempt names them;
+  ``listed_providers`` names the providers whose listing succeeded this pass:
+  an instance missing from a provider that did not answer is *unknown*, not
+  gone, and ``decide`` never ends an attempt for it.
+- ``events`` are the agents' typed events since the cursor, oldest first.
+  ``decide`` folds them into the attempts they are about (by instance id) and
+  returns the :class:`~spothop.jobs.controller.actions.UpdateAttempt` /
+  ``EndAttempt`` actions that persist them, so once they are carried out the
+  next snapshot needs the events no more (the cursor may advance).
+- ``cooldowns`` maps a market (or a zone: ``instance_type == ""``) to the
+  unix time its cooldown ends; expired ones may be left in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from spothop.agent.eventmodel import AgentEvent
+from spothop.jobs.controller._interim import (
+    AttemptState,
+    EndReason,
+    JobSpec,
+    JobState,
+    MarketKind,
+    MarketView,
+)
+from spothop.providers.base import Instance
+from spothop.queue.model import QueueStats
+from spothop.resources.market_id import MarketId
+
+TAG_JOB = (
+    "spothop-job"  # the tags every launch carries (written to the store before the launch call)
+)
+TAG_NODE = "spothop-node"
+TAG_TOKEN = "spothop-token"
+
+
+@dataclass(frozen=True)
+class AttemptView:
+    """One instance attempt of one node, as the store holds it (times in unix seconds)."""
+
+    attempt_id: str
+    job_id: str
+    node: int
+    launch_token: str
+    provider: str
+    region: str
+    zone: str | None
+    instance_type: str
+    market_kind: MarketKind
+    price_usd_per_hour: float
+    state: AttemptState
+    launched_at: float
+    instance_id: str | None = None
+    running_at: float | None = None
+    noticed_at: float | None = None
+    notice_final: bool = False  # False: an advance notice (or none yet)
+    notice_deadline_s: float | None = None  # when the cloud takes it, where the notice says
+    notice_blind: bool = False  # its agent said it may miss a notice
+    ended_at: float | None = None
+    end_reason: EndReason | None = None
+    exit_code: int | None = None
+    error_code: str | None = None  # the cloud's own code, for a failed launch
+
+    @property
+    def market(self) -> MarketId:
+        return MarketId.of(self.provider, self.region, self.zone, self.instance_type)
+
+    @property
+    def ended(self) -> bool:
+        return self.state is AttemptState.ENDED
+
+    @property
+    def alive(self) -> bool:
+        """Not ended: launching, booting, running or noticed."""
+        return not self.ended
+
+    @property
+    def interrupted(self) -> bool:
+        """The cloud took it back, or gave it a final notice (an advance notice alone does not count)."""
+        return self.end_reason is EndReason.PREEMPTED or (self.alive and self.notice_final)
+
+    @property
+    def interrupted_at(self) -> float | None:
+        if not self.interrupted:
+            return None
+        return self.noticed_at if self.noticed_at is not None else self.ended_at
+
+    def with_(self, **changes: Any) -> AttemptView:
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class JobView:
+    """One job: its spec, its state and every attempt it made, oldest first.
+
+    ``shards_enqueued``/``outputs_published`` and ``cancel_requested`` are the
+    store's record of those steps (job events or columns); ``queue`` is the
+    batch queue's stats, ``None`` for a task job or before its shards exist.
+    """
+
+    job_id: str
+    spec: JobSpec
+    state: JobState
+    attempts: tuple[AttemptView, ...] = ()
+    created_at: float = 0.0
+    on_demand_forced: bool = False
+    cancel_requested: bool = False
+    queue: QueueStats | None = None
+    shards_enqueued: bool = False
+    outputs_published: bool = False
+    reason: str = ""
+
+    @property
+    def interruptions(self) -> int:
+        return sum(1 for a in self.attempts if a.interrupted)
+
+    @property
+    def interruption_times(self) -> tuple[float, ...]:
+        """When each interruption happened, oldest first."""
+        return tuple(sorted(t for a in self.attempts if (t := a.interrupted_at) is not None))
+
+    @property
+    def retries_used(self) -> int:
+        """Worker failures so far (attempts that ended ``worker_failed``)."""
+        return sum(1 for a in self.attempts if a.end_reason is EndReason.WORKER_FAILED)
+
+    @property
+    def node_count(self) -> int:
+        """Task jobs: ``num_nodes``; batch jobs: ``workers``."""
+        return int(self.spec.workers if str(self.spec.kind) == "batch" else self.spec.num_nodes)
+
+    def node_attempts(self, node: int) -> tuple[AttemptView, ...]:
+        return tuple(a for a in self.attempts if a.node == node)
+
+    def node_done(self, node: int) -> bool:
+        return any(a.end_reason is EndReason.SUCCEEDED for a in self.node_attempts(node))
+
+    def with_(self, **changes: Any) -> JobView:
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything one ``decide`` pass reads (see the module docstring for the contract)."""
+
+    now: float
+    jobs: tuple[JobView, ...]
+    market: MarketView
+    cooldowns: Mapping[MarketId, float] = field(default_factory=dict)
+    instances: Mapping[str, Instance] = field(default_factory=dict)
+    listed_providers: frozenset[str] = frozenset()
+    events: tuple[AgentEvent, ...] = ()
+
+    def cooled(self, market: MarketId) -> bool:
+        """True while ``market`` or its whole zone is cooling down."""
+        zone = MarketId(market.provider, market.region, market.zone, "")
+        return any(self.cooldowns.get(m, float("-inf")) > self.now for m in (market, zone))
