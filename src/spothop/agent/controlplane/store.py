@@ -175,6 +175,8 @@ class StoreControlPlane:
             engine.begin() as conn
         ):  # RETURNING, not rowcount: psycopg reports -1 for this statement
             inserted = conn.execute(insert).first() is not None
+        if inserted:
+            _wake_controller()
         if not inserted or not isinstance(event, Interruption):
             return
         try:
@@ -259,6 +261,16 @@ def add_request(
     key = result.inserted_primary_key
     assert key is not None  # an INSERT of one row always has its key
     return str(key[0])
+
+
+def _wake_controller() -> None:
+    """Poke the home's controller (:mod:`spothop.state.wake`): best effort, never raises."""
+    try:
+        from spothop.state.wake import poke
+
+        poke()
+    except Exception:  # a controller that cannot be woken runs its periodic pass instead
+        pass
 
 
 def _dialect_insert(engine: Engine) -> Any:
