@@ -33,6 +33,8 @@ code  name                        meaning
     │   ├── UnknownJobError         no queue (job) of that name was ever created (exit 3, also a NotFoundError)
     │   ├── MalformedShardError     a shard id or payload that cannot be stored or read back
     │   ├── BatchSpecError          a batch job spec that does not validate (names the field)
+    │   ├── JobSpecError            a job spec that does not validate: field path, value, what was expected
+    │   │   └── StorageUnreachable  a checkpoint or output URL that cannot be written, found before launch
     │   ├── AgentConfigError        a bad agent option: unknown protocol, bad hook spec
     │   ├── ValueOutOfRange         a number that is not finite or not in its field's range
     │   └── CatalogError            a catalog file that cannot be read at all
@@ -144,6 +146,23 @@ class UnknownGpuError(ConfigError):
         super().__init__(
             f"unknown GPU {name!r}{hint} (`spothop gpus` lists every known model and alias)"
         )
+
+
+class JobSpecError(ConfigError):
+    """A job spec (``spothop launch FILE``) that does not validate.
+
+    ``problems`` holds one ``(field path, message)`` per fault, such as
+    ``("resources.accelerators", "unknown GPU 'A10X'; did you mean 'A10G'? ...")``;
+    the message joins them, prefixed with the file.
+    """
+
+    def __init__(self, message: str, problems: Sequence[tuple[str, str]] = ()) -> None:
+        self.problems = list(problems)
+        super().__init__(message)
+
+
+class StorageUnreachable(JobSpecError):
+    """A job's checkpoint or output URL cannot be written (probed before anything is paid for)."""
 
 
 class CurrencyError(ConfigError):

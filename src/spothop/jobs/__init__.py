@@ -1,1 +1,36 @@
-"""Jobs: the spec, the lifecycle, the store and the controller (decide, then act)."""
+"""Jobs: the spec a user writes, its lifecycle, its store and the controller.
+
+Names re-exported here are imported on first use (``from spothop.jobs import
+load_job``), so importing one module of the package loads only what it needs::
+
+    JobSpec, load_job                       a validated job file (spothop.jobs.spec; docs/jobs.md)
+    JobKind, MarketChoice, Tolerance        the spec's choices
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from spothop._lazy import lazy_exports
+
+# name → the module of this package it is imported from on first use; one line a name.
+_LAZY: dict[str, str] = {
+    "JobKind": "spothop.jobs.spec",
+    "JobSpec": "spothop.jobs.spec",
+    "MarketChoice": "spothop.jobs.spec",
+    "Tolerance": "spothop.jobs.spec",
+    "load_job": "spothop.jobs.spec",
+}
+
+if TYPE_CHECKING:
+    from spothop.jobs.spec import JobKind, JobSpec, MarketChoice, Tolerance, load_job
+
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
+
+__all__ = [
+    "JobKind",
+    "JobSpec",
+    "MarketChoice",
+    "Tolerance",
+    "load_job",
+]
