@@ -95,6 +95,7 @@ _LAZY: dict[str, str] = {
         "spothop.checkpoint.errors",
     ),
     **dict.fromkeys(("TraceError", "TraceNotFound"), "spothop.market.errors"),
+    **dict.fromkeys(("NoCandidates", "NoCapacityNow"), "spothop.scheduler.errors"),
     **dict.fromkeys(
         (
             "QueueError",
@@ -146,6 +147,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time each comes 
         UnknownLeaseError,
     )
     from spothop.resources.catalog import load_catalog
+    from spothop.scheduler.errors import NoCandidates, NoCapacityNow
     from spothop.worker.sdk import (
         checkpoint_requested,
         heartbeat,
@@ -195,6 +197,8 @@ __all__ = [
     "JobSpecError",
     "LeaseLost",
     "MalformedShardError",
+    "NoCandidates",
+    "NoCapacityNow",
     "NoValidCheckpoint",
     "NotFoundError",
     "NoticeEndpointError",

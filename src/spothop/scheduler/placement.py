@@ -1,0 +1,521 @@
+"""Placement: rank every way to run a job by the expected cost of *useful* work.
+
+``rank(view, req, profile, kinds)`` looks at each offering of the
+:class:`~spothop.scheduler.market_view.MarketView` in each market kind asked
+for (spot, on-demand, the user's reserved pools), keeps those that meet the
+:class:`~spothop.scheduler.requirements.Requirements`, and scores each::
+
+    score = (price_usd_per_hour / goodput + egress_usd / horizon_h) / effective_tflops
+
+in USD per useful TFLOPS-hour (``usd_per_useful_tflops_hour``), where
+
+- ``effective_tflops`` is the instance's: per-GPU effective TFLOPS (measured,
+  else nominal × efficiency) × GPUs;
+- ``goodput`` (:mod:`spothop.scheduler.goodput`) is the share of paid time
+  that yields kept work, from the market's preemption rate λ, the checkpoint
+  interval and save cost, the restart and the provider's boot time; on-demand
+  and reserved capacity are not preempted (λ = 0);
+- ``egress_usd`` (:mod:`spothop.scheduler.egress`) is what bringing the job's
+  data (inputs and newest checkpoint, ``profile.data_gib``) from
+  ``profile.data_location`` costs; it is paid once, so it is spread over the
+  ``horizon_h`` useful hours the placement is expected to carry.
+
+So a cheap stormy market can lose to a slightly dearer calm one, and a move
+to another cloud is made only when the saving over the horizon pays for the
+bytes.
+
+Contract of :func:`rank`:
+
+- **Pure and deterministic**: no I/O, no clock; the order does not depend on
+  the order of the view's offerings (ties break on provider, region, zone,
+  instance type, then kind: spot, on-demand, reserved).
+- **Fast**: the view's columns (:meth:`MarketView.table`) are scored at once
+  with numpy; :class:`Candidate` objects are built only for the rows read, so
+  100,000 offerings rank within 100 ms (``bench/placement.py``).
+- A spot candidate needs a spot price and capacity now (``available``); an
+  on-demand one an on-demand price; a reserved one a pool in
+  ``reserved`` whose (provider, instance type, zone) is an offering that meets
+  the requirements (a pool with ``zone`` ``None`` matches every zone).
+- ``exclude`` holds markets to skip — a :class:`MarketId` skips it in every
+  kind, a ``(MarketId, MarketKind)`` pair in that kind only (cool-downs).
+- :class:`Ranking` says how many offerings each requirement excluded
+  (``excluded``, keys from :data:`~spothop.scheduler.requirements.FILTERS`
+  plus ``market``: met every filter but had no price or capacity in the kinds
+  asked for, and ``excluded_markets``) and which excluded the most
+  (``most_excluding``), so an empty ranking explains itself
+  (:meth:`Ranking.explain`, :meth:`Ranking.raise_if_empty`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, overload
+
+import numpy as np
+
+from spothop.errors import ConfigError
+from spothop.resources.market_id import MarketId
+from spothop.resources.offering import Offering
+from spothop.scheduler.egress import EgressTable, egress_table
+from spothop.scheduler.errors import NoCandidates, NoCapacityNow
+from spothop.scheduler.goodput import goodput_array
+from spothop.scheduler.market_view import MarketKind, MarketView, OfferingTable
+from spothop.scheduler.requirements import FILTERS, INTERCONNECT_RANK, Requirements
+
+# The checkpoint cost and restart a job pays when its spec says nothing: a few GiB of
+# state to object storage (~30 s, the checkpoint library's own initial estimate) and a
+# restore plus warm-up of about a minute.
+DEFAULT_SAVE_S = 30.0
+DEFAULT_RESTART_S = 60.0
+# One useful hour: a one-off egress cost must pay for itself within an hour of work
+# unless the caller knows the job runs longer (its remaining work, its deadline).
+DEFAULT_HORIZON_H = 1.0
+
+KIND_ORDER: tuple[MarketKind, ...] = (MarketKind.SPOT, MarketKind.ON_DEMAND, MarketKind.RESERVED)
+
+
+@dataclass(frozen=True)
+class WorkProfile:
+    """What the job's work costs to interrupt and to move.
+
+    ``checkpoint_interval_s`` ``None``: auto (Young/Daly per market).
+    ``save_s``: seconds one checkpoint save costs; ``restart_s``: seconds from
+    a booted instance to work resuming. ``data_gib``: inputs plus the newest
+    checkpoint, which live at ``data_location`` ``(provider, region)`` (``None``:
+    nowhere yet, nothing to move). ``horizon_h``: useful hours the placement is
+    expected to carry, over which egress is spread.
+    """
+
+    checkpoint_interval_s: float | None = None
+    save_s: float = DEFAULT_SAVE_S
+    restart_s: float = DEFAULT_RESTART_S
+    data_gib: float = 0.0
+    data_location: tuple[str, str] | None = None
+    horizon_h: float = DEFAULT_HORIZON_H
+
+    def __post_init__(self) -> None:
+        if self.checkpoint_interval_s is not None and not self.checkpoint_interval_s > 0:
+            raise ConfigError(
+                f"checkpoint interval must be positive seconds, got {self.checkpoint_interval_s}"
+            )
+        for name in ("save_s", "restart_s", "data_gib"):
+            value = getattr(self, name)
+            if not (value >= 0 and math.isfinite(value)):
+                raise ConfigError(f"{name} must be a finite non-negative number, got {value!r}")
+        if not self.horizon_h > 0:
+            raise ConfigError(f"horizon_h must be positive hours, got {self.horizon_h!r}")
+        if self.data_location is not None:
+            object.__setattr__(self, "data_location", tuple(self.data_location))
+
+
+@dataclass(frozen=True)
+class ReservedPool:
+    """Capacity the user owns: ``count`` instances of a type in a zone, at a rate already paid.
+
+    ``price_usd_per_hour`` is the marginal price of using it (0: sunk), which
+    is why reserved candidates rank first.
+    """
+
+    provider: str
+    instance_type: str
+    zone: str | None = None
+    count: int = 1
+    price_usd_per_hour: float = 0.0
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One way to run one node: an offering in a market kind, with its score and every factor of it."""
+
+    offering: Offering
+    market_kind: MarketKind
+    price_usd_per_hour: float
+    preemption_rate_per_h: float
+    effective_tflops: float
+    goodput: float
+    egress_usd: float
+    score: float  # usd_per_useful_tflops_hour; lower is better
+    factors: dict[str, float] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def market_id(self) -> MarketId:
+        return self.offering.market_id
+
+    @property
+    def spot(self) -> bool:
+        return self.market_kind is MarketKind.SPOT
+
+    @property
+    def usd_per_useful_tflops_hour(self) -> float:
+        return self.score
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: the market, the kind, the score and every factor; an infinite score is ``None``."""
+        return {
+            **self.market_id.to_dict(),
+            "market_kind": self.market_kind.value,
+            "gpu": self.offering.gpu,
+            "gpu_count": self.offering.gpu_count,
+            "price_usd_per_hour": self.price_usd_per_hour,
+            "preemption_rate_per_h": self.preemption_rate_per_h,
+            "effective_tflops": self.effective_tflops,
+            "goodput": self.goodput,
+            "egress_usd": self.egress_usd,
+            "usd_per_useful_tflops_hour": self.score if math.isfinite(self.score) else None,
+            "factors": {k: (v if math.isfinite(v) else None) for k, v in self.factors.items()},
+        }
+
+
+class CandidateList(Sequence[Candidate]):
+    """The ranked candidates, best first; each :class:`Candidate` is built when first read."""
+
+    def __init__(self, build: Any, count: int) -> None:
+        self._build = build
+        self._count = count
+        self._cache: dict[int, Candidate] = {}
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> Candidate: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Candidate]: ...
+    def __getitem__(self, index: int | slice) -> Candidate | list[Candidate]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._count))]
+        if index < 0:
+            index += self._count
+        if not 0 <= index < self._count:
+            raise IndexError(index)
+        found = self._cache.get(index)
+        if found is None:
+            found = self._cache[index] = self._build(index)
+        return found
+
+    def __iter__(self) -> Iterator[Candidate]:
+        return (self[i] for i in range(self._count))
+
+    def __repr__(self) -> str:
+        return f"CandidateList({self._count} candidates)"
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """Candidates best first, with what each requirement excluded (see :func:`rank`)."""
+
+    candidates: Sequence[Candidate]
+    excluded: dict[str, int]
+    most_excluding: str | None
+    offerings: int = 0
+    requirements: Requirements = field(default_factory=Requirements)
+
+    def __len__(self) -> int:
+        return len(self.candidates)
+
+    def __bool__(self) -> bool:
+        return len(self.candidates) > 0
+
+    def explain(self) -> str:
+        """Why the ranking is what it is: which requirement excluded the most offerings."""
+        if self.offerings == 0:
+            return "the market view has no offerings (no provider listed any)"
+        if self.most_excluding is None:
+            return f"{len(self.candidates)} candidates from {self.offerings} offerings"
+        name = self.most_excluding
+        what = (
+            "had no price or capacity in the markets asked for"
+            if name == "market"
+            else "are in markets excluded now (cooling down)"
+            if name == "excluded_markets"
+            else f"fail {self.requirements.describe(name)}"
+        )
+        return (
+            f"{self.excluded[name]} of {self.offerings} offerings {what} "
+            f"(the requirement that excluded the most); excluded per requirement: "
+            + ", ".join(f"{k} {v}" for k, v in self.excluded.items() if v)
+        )
+
+    def raise_if_empty(self) -> None:
+        """Raise :class:`NoCandidates` (the spec excludes everything) or :class:`NoCapacityNow`."""
+        if self.candidates:
+            return
+        if self.most_excluding in ("market", "excluded_markets"):
+            raise NoCapacityNow(
+                f"no candidate now: {self.explain()}; try again later or widen the market"
+            )
+        raise NoCandidates(
+            f"no offering satisfies the job's requirements: {self.explain()}; relax that requirement"
+        )
+
+    def to_dict(self, limit: int | None = None) -> dict[str, Any]:
+        shown = self.candidates if limit is None else self.candidates[:limit]
+        return {
+            "offerings": self.offerings,
+            "candidates": [c.to_dict() for c in shown],
+            "candidate_count": len(self.candidates),
+            "excluded": dict(self.excluded),
+            "most_excluding": self.most_excluding,
+        }
+
+
+# -- filtering --------------------------------------------------------------------------
+
+
+def _codes_of(names: Sequence[str], wanted: Iterable[str]) -> np.ndarray:
+    index = {name: i for i, name in enumerate(names)}
+    return np.array([index[w] for w in wanted if w in index], dtype=np.int32)
+
+
+def _filter_masks(t: OfferingTable, req: Requirements) -> dict[str, np.ndarray]:
+    """name → bool mask of the rows *passing* that filter (only filters that are set)."""
+    masks: dict[str, np.ndarray] = {}
+    if req.providers_allow or req.providers_deny:
+        allowed = [p for p in t.provider_names if req.allows_provider(p)]
+        masks["providers"] = np.isin(t.provider, _codes_of(t.provider_names, allowed))
+    for name, column, names, wanted in (
+        ("regions", t.region, t.region_names, req.regions),
+        ("zones", t.zone, t.zone_names, tuple(z for z in req.zones if z)),
+        ("gpu", t.gpu, t.gpu_names, tuple(sorted(req.gpu_names))),
+    ):
+        if wanted or (name == "zones" and req.zones):
+            masks[name] = np.isin(column, _codes_of(names, wanted))
+    if req.gpus_per_node is not None:
+        masks["gpus_per_node"] = t.gpu_count == req.gpus_per_node
+    for name, values, bound in (
+        ("min_gpu_memory_gib", t.gpu_memory_gib, req.min_gpu_memory_gib),
+        ("min_tflops_per_gpu", t.effective_tflops_per_gpu, req.min_tflops_per_gpu),
+        ("min_cpus", t.vcpus, req.min_cpus),
+        ("min_memory_gib", t.memory_gib, req.min_memory_gib),
+    ):
+        if bound is not None:
+            masks[name] = values >= bound
+    if req.interconnect is not None:
+        masks["interconnect"] = t.interconnect_rank >= INTERCONNECT_RANK[req.interconnect]
+    if req.alternatives:
+        any_alt = np.zeros(len(t), dtype=bool)
+        for alt in req.alternatives:
+            any_alt |= _qualifying(t, alt)
+        masks["any_of"] = any_alt
+    return masks
+
+
+def _qualifying(t: OfferingTable, req: Requirements) -> np.ndarray:
+    ok = np.ones(len(t), dtype=bool)
+    for mask in _filter_masks(t, req).values():
+        ok &= mask
+    return ok
+
+
+def _market_codes(t: OfferingTable, market: MarketId) -> tuple[int, int, int, int] | None:
+    try:
+        return (
+            t.provider_names.index(market.provider),
+            t.region_names.index(market.region),
+            t.zone_names.index(market.zone),
+            t.instance_type_names.index(market.instance_type),
+        )
+    except ValueError:
+        return None
+
+
+def _excluded_rows(
+    t: OfferingTable, exclude: Iterable[MarketId | tuple[MarketId, MarketKind]]
+) -> dict[MarketKind, np.ndarray]:
+    """kind → bool mask of rows excluded in that kind."""
+    out = {kind: np.zeros(len(t), dtype=bool) for kind in KIND_ORDER}
+    for item in exclude:
+        market, kinds = (
+            (item, KIND_ORDER) if isinstance(item, MarketId) else (item[0], (MarketKind(item[1]),))
+        )
+        codes = _market_codes(t, market)
+        if codes is None:
+            continue
+        rows = (
+            (t.provider == codes[0])
+            & (t.region == codes[1])
+            & (t.zone == codes[2])
+            & (t.instance_type == codes[3])
+        )
+        for kind in kinds:
+            out[kind] |= rows
+    return out
+
+
+def _reserved_rows(
+    t: OfferingTable, pools: Sequence[ReservedPool]
+) -> tuple[np.ndarray, np.ndarray]:
+    """(row index, price) of each offering a reserved pool covers (the cheapest pool per row)."""
+    price = np.full(len(t), np.inf)
+    for pool in pools:
+        if pool.count < 1 or pool.provider not in t.provider_names:
+            continue
+        if pool.instance_type not in t.instance_type_names:
+            continue
+        rows = (t.provider == t.provider_names.index(pool.provider)) & (
+            t.instance_type == t.instance_type_names.index(pool.instance_type)
+        )
+        if pool.zone is not None:
+            if pool.zone not in t.zone_names:
+                continue
+            rows &= t.zone == t.zone_names.index(pool.zone)
+        price = np.where(rows, np.minimum(price, pool.price_usd_per_hour), price)
+    index = np.flatnonzero(np.isfinite(price))
+    return index, price[index]
+
+
+# -- ranking ----------------------------------------------------------------------------
+
+
+def _egress_usd(t: OfferingTable, profile: WorkProfile, table: EgressTable) -> np.ndarray:
+    if profile.data_location is None or profile.data_gib <= 0 or len(t) == 0:
+        return np.zeros(len(t))
+    regions = len(t.region_names)
+    place = t.provider.astype(np.int64) * regions + t.region
+    unique, inverse = np.unique(place, return_inverse=True)
+    costs = np.array(
+        [
+            table.cost_usd(
+                profile.data_gib,
+                profile.data_location,
+                (t.provider_names[int(p) // regions], t.region_names[int(p) % regions]),
+            )
+            for p in unique
+        ]
+    )
+    return costs[inverse]
+
+
+def rank(
+    view: MarketView,
+    req: Requirements,
+    profile: WorkProfile | None = None,
+    kinds: Iterable[MarketKind | str] = (MarketKind.SPOT,),
+    exclude: Iterable[MarketId | tuple[MarketId, MarketKind]] = frozenset(),
+    reserved: Sequence[ReservedPool] = (),
+    egress: EgressTable | None = None,
+) -> Ranking:
+    """Every qualifying (offering, kind), best (lowest score) first. Contract: module docstring."""
+    profile = profile or WorkProfile()
+    egress = egress or egress_table()
+    wanted = {MarketKind(k) for k in kinds}
+    t = view.table
+    n = len(t)
+
+    masks = _filter_masks(t, req)
+    qualifying = np.ones(n, dtype=bool)
+    for mask in masks.values():
+        qualifying &= mask
+    excluded = {name: int(n - np.count_nonzero(masks[name])) for name in FILTERS if name in masks}
+    skip = _excluded_rows(t, exclude)
+
+    tflops = t.effective_tflops_per_gpu * t.gpu_count
+    egress_usd = _egress_usd(t, profile, egress)
+    # Per kind: rows, price, λ.
+    parts: list[tuple[MarketKind, np.ndarray, np.ndarray, np.ndarray]] = []
+    priced_any = np.zeros(n, dtype=bool)
+    skipped_any = np.zeros(n, dtype=bool)
+    for kind in KIND_ORDER:
+        if kind not in wanted:
+            continue
+        if kind is MarketKind.SPOT:
+            offered = ~np.isnan(t.spot_price_usd_per_hour) & t.spot_available
+            rows = np.flatnonzero(qualifying & offered & ~skip[kind])
+            price = t.spot_price_usd_per_hour[rows]
+            rate = t.preemption_rate_per_h[rows]
+        elif kind is MarketKind.ON_DEMAND:
+            offered = ~np.isnan(t.on_demand_price_usd_per_hour)
+            rows = np.flatnonzero(qualifying & offered & ~skip[kind])
+            price = t.on_demand_price_usd_per_hour[rows]
+            rate = np.zeros(rows.size)
+        else:
+            pool_rows, pool_price = _reserved_rows(t, reserved)
+            offered = np.zeros(n, dtype=bool)
+            offered[pool_rows] = True
+            keep = qualifying[pool_rows] & ~skip[kind][pool_rows]
+            rows, price = pool_rows[keep], pool_price[keep]
+            rate = np.zeros(rows.size)
+        priced_any |= qualifying & offered
+        skipped_any |= qualifying & offered & skip[kind]
+        parts.append((kind, rows, price, rate))
+
+    excluded["market"] = int(np.count_nonzero(qualifying & ~priced_any))
+    excluded["excluded_markets"] = int(np.count_nonzero(skipped_any))
+
+    kind_code = {kind: i for i, kind in enumerate(KIND_ORDER)}
+    rows = np.concatenate([p[1] for p in parts]) if parts else np.empty(0, dtype=np.int64)
+    price = np.concatenate([p[2] for p in parts]) if parts else np.empty(0)
+    rate = np.concatenate([p[3] for p in parts]) if parts else np.empty(0)
+    kind_codes = (
+        np.concatenate([np.full(p[1].size, kind_code[p[0]], dtype=np.int8) for p in parts])
+        if parts
+        else np.empty(0, dtype=np.int8)
+    )
+    good, tau = goodput_array(
+        rate, profile.checkpoint_interval_s, profile.save_s, profile.restart_s, t.boot_s[rows]
+    )
+    egress_rows = egress_usd[rows]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        score = (price / good + egress_rows / profile.horizon_h) / tflops[rows]
+    score = np.where(np.isnan(score), np.inf, score)
+    order = np.lexsort(
+        (
+            kind_codes,
+            t.instance_type[rows],
+            t.zone[rows],
+            t.region[rows],
+            t.provider[rows],
+            score,
+        )
+    )
+
+    def build(i: int) -> Candidate:
+        j = int(order[i])
+        row = int(rows[j])
+        offering = t.offerings[row]
+        kind = KIND_ORDER[int(kind_codes[j])]
+        return Candidate(
+            offering=offering,
+            market_kind=kind,
+            price_usd_per_hour=float(price[j]),
+            preemption_rate_per_h=float(rate[j]),
+            effective_tflops=float(tflops[row]),
+            goodput=float(good[j]),
+            egress_usd=float(egress_rows[j]),
+            score=float(score[j]),
+            factors={
+                "price_usd_per_hour": float(price[j]),
+                "preemption_rate_per_h": float(rate[j]),
+                "reliability_score": float(t.reliability_score[row])
+                if kind is MarketKind.SPOT
+                else 1.0,
+                "checkpoint_interval_s": float(tau[j]),
+                "save_s": profile.save_s,
+                "restart_s": profile.restart_s,
+                "boot_s": float(t.boot_s[row]),
+                "goodput": float(good[j]),
+                "effective_tflops_per_gpu": float(t.effective_tflops_per_gpu[row]),
+                "gpu_count": float(t.gpu_count[row]),
+                "effective_tflops": float(tflops[row]),
+                "egress_usd": float(egress_rows[j]),
+                "data_gib": profile.data_gib,
+                "horizon_h": profile.horizon_h,
+                "usd_per_effective_tflops_hour": float(price[j] / tflops[row]),
+                "usd_per_useful_tflops_hour": float(score[j]),
+            },
+        )
+
+    most = max(
+        (name for name, count in excluded.items() if count > 0),
+        key=lambda name: excluded[name],
+        default=None,
+    )
+    return Ranking(
+        candidates=CandidateList(build, int(rows.size)),
+        excluded=excluded,
+        most_excluding=most,
+        offerings=n,
+        requirements=req,
+    )

@@ -1,0 +1,179 @@
+"""What a job needs from an instance, as the scheduler reads it: :class:`Requirements`.
+
+A :class:`Requirements` is the spec's ``resources``, ``providers``,
+``regions`` and ``zones`` reduced to filters over offerings. The job spec
+builds it (``JobSpec.requirements()``); nothing here parses YAML.
+
+Contract:
+
+- Every field is a filter; its default imposes nothing. An offering
+  *qualifies* when it passes every filter of the outer requirements **and**,
+  when ``alternatives`` is not empty, every filter of at least one
+  alternative (the spec's ``any_of``: the outer fields are what every choice
+  shares, each alternative one acceptable shape).
+- ``gpu`` is a canonical GPU name (``A100-SXM4-80GB``) or a family name
+  (``A100``: every variant), resolved through :mod:`spothop.resources.gpus`;
+  an unknown name raises :class:`~spothop.errors.UnknownGpuError` (with
+  suggestions) when the requirements are made, not when they are used.
+- ``gpus_per_node`` is exact: a job written for one GPU does not get eight.
+  ``min_*`` are lower bounds, per GPU where the name says so.
+- ``interconnect`` is the least link the GPUs of one instance need, ordered
+  none < pcie < nvlink/xgmi < nvswitch (:data:`INTERCONNECT_RANK`).
+- ``providers_allow`` empty allows every provider; ``providers_deny`` wins
+  over ``providers_allow``. ``regions`` and ``zones`` empty allow every place.
+- :data:`FILTERS` names each filter as :meth:`Requirements.failed` reports it
+  and as a ranking's ``excluded`` counts it, so a spec no offering satisfies
+  can say which requirement excluded the most offerings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from spothop.errors import ConfigError
+from spothop.resources.gpus import match_gpus
+from spothop.resources.offering import Interconnect, Offering
+
+INTERCONNECT_RANK: Mapping[Interconnect, int] = {
+    Interconnect.NONE: 0,
+    Interconnect.PCIE: 1,
+    Interconnect.NVLINK: 2,
+    Interconnect.XGMI: 2,  # AMD's Infinity Fabric plays NVLink's part
+    Interconnect.NVSWITCH: 3,
+}
+
+# The filters in the order they are checked and reported; each is a spec field's name.
+FILTERS: tuple[str, ...] = (
+    "providers",
+    "regions",
+    "zones",
+    "gpu",
+    "gpus_per_node",
+    "min_gpu_memory_gib",
+    "min_tflops_per_gpu",
+    "interconnect",
+    "min_cpus",
+    "min_memory_gib",
+    "any_of",
+)
+
+
+@dataclass(frozen=True)
+class Requirements:
+    """Filters over offerings (see the module docstring for the contract)."""
+
+    gpu: str | None = None
+    gpus_per_node: int | None = None
+    min_gpu_memory_gib: float | None = None
+    min_tflops_per_gpu: float | None = None
+    interconnect: Interconnect | None = None
+    min_cpus: float | None = None
+    min_memory_gib: float | None = None
+    providers_allow: tuple[str, ...] = ()
+    providers_deny: tuple[str, ...] = ()
+    regions: tuple[str, ...] = ()
+    zones: tuple[str, ...] = ()
+    alternatives: tuple[Requirements, ...] = ()
+    gpu_names: frozenset[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.gpus_per_node is not None and self.gpus_per_node < 1:
+            raise ConfigError(f"gpus_per_node must be at least 1, got {self.gpus_per_node}")
+        for name in ("min_gpu_memory_gib", "min_tflops_per_gpu", "min_cpus", "min_memory_gib"):
+            value = getattr(self, name)
+            if value is not None and not value >= 0:
+                raise ConfigError(f"{name} must be a non-negative number, got {value!r}")
+        if self.interconnect is not None:
+            object.__setattr__(self, "interconnect", Interconnect(self.interconnect))
+        for name in ("providers_allow", "providers_deny", "regions", "zones", "alternatives"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        names = frozenset(m.name for m in match_gpus(self.gpu)) if self.gpu else frozenset()
+        object.__setattr__(self, "gpu_names", names)
+
+    # -- per offering -------------------------------------------------------
+
+    def failed(self, offering: Offering) -> list[str]:
+        """The filters (names from :data:`FILTERS`) that ``offering`` fails; empty: it qualifies.
+
+        An offering failing every alternative reports ``any_of`` once.
+        """
+        failed = self._own_failures(offering)
+        if self.alternatives and all(alt.failed(offering) for alt in self.alternatives):
+            failed.append("any_of")
+        return failed
+
+    def qualifies(self, offering: Offering) -> bool:
+        return not self.failed(offering)
+
+    def _own_failures(self, o: Offering) -> list[str]:
+        checks = (
+            ("providers", self.allows_provider(o.provider)),
+            ("regions", not self.regions or o.region in self.regions),
+            ("zones", not self.zones or (o.zone is not None and o.zone in self.zones)),
+            ("gpu", not self.gpu_names or o.gpu in self.gpu_names),
+            ("gpus_per_node", self.gpus_per_node is None or o.gpu_count == self.gpus_per_node),
+            (
+                "min_gpu_memory_gib",
+                self.min_gpu_memory_gib is None or o.gpu_memory_gib >= self.min_gpu_memory_gib,
+            ),
+            (
+                "min_tflops_per_gpu",
+                self.min_tflops_per_gpu is None
+                or o.effective_tflops_per_gpu >= self.min_tflops_per_gpu,
+            ),
+            (
+                "interconnect",
+                self.interconnect is None
+                or INTERCONNECT_RANK[o.interconnect] >= INTERCONNECT_RANK[self.interconnect],
+            ),
+            ("min_cpus", self.min_cpus is None or o.vcpus >= self.min_cpus),
+            ("min_memory_gib", self.min_memory_gib is None or o.memory_gib >= self.min_memory_gib),
+        )
+        return [name for name, ok in checks if not ok]
+
+    def allows_provider(self, provider: str) -> bool:
+        if provider in self.providers_deny:
+            return False
+        return not self.providers_allow or provider in self.providers_allow
+
+    # -- description --------------------------------------------------------
+
+    def describe(self, name: str) -> str:
+        """What filter ``name`` asks for, in the spec's words (for "excluded the most" messages)."""
+        if name == "providers":
+            parts = []
+            if self.providers_allow:
+                parts.append("allow " + ", ".join(self.providers_allow))
+            if self.providers_deny:
+                parts.append("deny " + ", ".join(self.providers_deny))
+            return "providers: " + "; ".join(parts)
+        if name in ("regions", "zones"):
+            return f"{name}: " + ", ".join(getattr(self, name))
+        if name == "any_of":
+            return f"any_of ({len(self.alternatives)} alternatives)"
+        value = getattr(self, name, None)
+        return f"{name}: {getattr(value, 'value', value)}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (filters left at their default are omitted)."""
+        out: dict[str, Any] = {}
+        for name in (
+            "gpu",
+            "gpus_per_node",
+            "min_gpu_memory_gib",
+            "min_tflops_per_gpu",
+            "interconnect",
+            "min_cpus",
+            "min_memory_gib",
+        ):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = getattr(value, "value", value)
+        for name in ("providers_allow", "providers_deny", "regions", "zones"):
+            if getattr(self, name):
+                out[name] = list(getattr(self, name))
+        if self.alternatives:
+            out["alternatives"] = [alt.to_dict() for alt in self.alternatives]
+        return out
