@@ -3,7 +3,7 @@
 Names re-exported here are imported on first use (``from spothop.jobs import
 load_job``), so importing one module of the package loads only what it needs::
 
-    JobSpec, load_job                       a validated job file (spothop.jobs.spec; docs/jobs.md)
+    JobSpec, load_job, check_reachable      a validated job file (spothop.jobs.spec; docs/jobs.md)
     JobKind, MarketChoice, Tolerance        the spec's choices
 """
 
@@ -20,9 +20,11 @@ _LAZY: dict[str, str] = {
     "MarketChoice": "spothop.jobs.spec",
     "Tolerance": "spothop.jobs.spec",
     "load_job": "spothop.jobs.spec",
+    "check_reachable": "spothop.jobs.reachable",
 }
 
 if TYPE_CHECKING:
+    from spothop.jobs.reachable import check_reachable
     from spothop.jobs.spec import JobKind, JobSpec, MarketChoice, Tolerance, load_job
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY)
@@ -32,5 +34,6 @@ __all__ = [
     "JobSpec",
     "MarketChoice",
     "Tolerance",
+    "check_reachable",
     "load_job",
 ]
