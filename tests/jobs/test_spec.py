@@ -192,3 +192,60 @@ def test_the_spec_is_frozen() -> None:
     spec = load_job(_job())
     with pytest.raises(ValueError, match="frozen"):
         spec.name = "other"  # type: ignore[misc]
+
+
+def test_requirements_carry_the_resources_and_places() -> None:
+    spec = load_job(
+        _job(
+            resources={"accelerators": "A10G:1", "min_tflops": 20, "cpus": "4+", "memory_gib": 16},
+            providers={"allow": ["aws-sim"], "deny": ["gcp-sim"]},
+            regions=["us-east-1"],
+            zones=["us-east-1a"],
+        )
+    )
+    req = spec.requirements()
+    assert (req.gpu, req.gpus_per_node, req.min_tflops_per_gpu) == ("A10G", 1, 20)
+    assert (req.min_cpus, req.min_memory_gib) == (4, 16)
+    assert (req.providers_allow, req.providers_deny) == (("aws-sim",), ("gcp-sim",))
+    assert (req.regions, req.zones, req.alternatives) == (("us-east-1",), ("us-east-1a",), ())
+
+
+def test_a_gpu_named_without_a_count_means_one_and_no_gpu_means_any() -> None:
+    assert load_job(_job(resources={"gpu": "L4"})).requirements().gpus_per_node == 1
+    anything = load_job(_job()).requirements()
+    assert (anything.gpu, anything.gpus_per_node) == (None, None)
+
+
+def test_any_of_alternatives_inherit_what_they_leave_out() -> None:
+    spec = load_job(
+        _job(
+            resources={
+                "gpu": "A100",
+                "gpus_per_node": 8,
+                "cpus": 32,
+                "any_of": [
+                    {"accelerators": "H100:4", "providers": ["a"]},
+                    {"gpus_per_node": 4, "cpus": 16},
+                ],
+            },
+            providers={"allow": ["a", "b"]},
+        )
+    )
+    req = spec.requirements()
+    assert req.providers_allow == ("a", "b") and req.gpu is None  # the shared, outer filters
+    first, second = req.alternatives
+    assert (first.gpu, first.gpus_per_node, first.min_cpus, first.providers_allow) == (
+        "H100",
+        4,
+        32,
+        ("a",),
+    )
+    assert (second.gpu, second.gpus_per_node, second.min_cpus) == ("A100", 4, 16)
+
+
+def test_requirements_select_the_catalogs_offerings_of_the_asked_gpu() -> None:
+    from spothop.resources.catalog import builtin_offerings
+
+    req = load_job(_job(resources={"accelerators": "A10G:1"})).requirements()
+    chosen = [o for o in builtin_offerings() if req.qualifies(o)]
+    assert chosen and {(o.gpu, o.gpu_count) for o in chosen} == {("A10G", 1)}

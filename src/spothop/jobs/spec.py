@@ -42,7 +42,7 @@ import typing
 from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import yaml
 from pydantic import (
@@ -73,6 +73,9 @@ from spothop.errors import JobSpecError, NotFoundError, UnknownGpuError, ValueOu
 from spothop.queue.model import JOB_NAME_PATTERN
 from spothop.resources.gpus import gpu_catalog, normalise_gpu_name
 from spothop.resources.offering import Interconnect
+
+if TYPE_CHECKING:
+    from spothop.scheduler.requirements import Requirements
 
 # Numbers of a job spec, checked with spothop.bounds (a NaN, an infinity or an absurd value names the field):
 NUM_NODES = Bound(1, 1024, "nodes", integer=True)  # the largest training clusters rented on spot
@@ -317,10 +320,23 @@ class _Hardware(_Model):
 
     @property
     def gpu_count(self) -> int | None:
-        """GPUs per node asked for, or None where nothing says (one, to the scheduler)."""
+        """GPUs per node asked for: one where a GPU is named without a count (as in SkyPilot),
+        None (any count) where neither a GPU nor a count is given."""
         if self.accelerators is not None:
             return int(self.accelerators.rpartition(":")[2])
+        if self.gpus_per_node is None and self.gpu is not None:
+            return 1
         return self.gpus_per_node
+
+    def _filters(self) -> dict[str, Any]:
+        """This hardware's Requirements fields (GPU name and count are merged by the caller)."""
+        return {
+            "min_gpu_memory_gib": self.min_gpu_memory_gib,
+            "min_tflops_per_gpu": self.min_tflops,
+            "interconnect": self.interconnect,
+            "min_cpus": self.cpus,
+            "min_memory_gib": self.memory_gib,
+        }
 
 
 class AlternativeSpec(_Hardware):
@@ -523,6 +539,32 @@ class JobSpec(_Model):
         """How many instances the job runs at once: ``workers`` (batch) or ``num_nodes`` (task)."""
         return self.workers if self.kind is JobKind.BATCH else self.num_nodes
 
+    def requirements(self) -> Requirements:
+        """What the scheduler filters offerings by (``scheduler.Requirements``).
+
+        The job's ``providers``, ``regions`` and ``zones`` are the outer filters.
+        Without ``any_of`` the ``resources`` fields are outer filters too. With
+        it, each alternative becomes one ``Requirements`` of the
+        ``alternatives``: its own fields, the ``resources`` fields it leaves out
+        (a GPU it names replaces the job's GPU and count), and its own places,
+        which narrow the job's (an offering must pass both).
+        """
+        from spothop.scheduler.requirements import Requirements
+
+        places: dict[str, Any] = {
+            "providers_allow": tuple(self.providers.allow),
+            "providers_deny": tuple(self.providers.deny),
+            "regions": tuple(self.regions),
+            "zones": tuple(self.zones),
+        }
+        top = self.resources
+        if not top.any_of:
+            return Requirements(
+                gpu=top.gpu_name, gpus_per_node=top.gpu_count, **top._filters(), **places
+            )
+        alternatives = tuple(_alternative(top, alt) for alt in top.any_of)
+        return Requirements(alternatives=alternatives, **places)
+
     def to_json(self) -> str:
         """The spec as JSON, in the file's field names; :meth:`from_json` reads it back equal."""
         return self.model_dump_json(by_alias=True)
@@ -534,6 +576,26 @@ class JobSpec(_Model):
             return cls.model_validate_json(text)
         except ValidationError as exc:
             raise _spec_error(exc, "stored job spec: ") from None
+
+
+def _alternative(top: ResourcesSpec, alt: AlternativeSpec) -> Requirements:
+    from spothop.scheduler.requirements import Requirements
+
+    if alt.gpu_name is not None:
+        gpu, count = alt.gpu_name, alt.gpu_count
+    else:
+        gpu = top.gpu_name
+        count = alt.gpus_per_node if alt.gpus_per_node is not None else top.gpu_count
+    inherited = top._filters()
+    own = {k: v for k, v in alt._filters().items() if v is not None}
+    return Requirements(
+        gpu=gpu,
+        gpus_per_node=count,
+        **{**inherited, **own},
+        providers_allow=tuple(alt.providers or ()),
+        regions=tuple(alt.regions or ()),
+        zones=tuple(alt.zones or ()),
+    )
 
 
 # -- loading ----------------------------------------------------------------------------
