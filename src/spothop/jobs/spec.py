@@ -581,6 +581,8 @@ class JobSpec(_Model):
 def _alternative(top: ResourcesSpec, alt: AlternativeSpec) -> Requirements:
     from spothop.scheduler.requirements import Requirements
 
+    gpu: str | None
+    count: int | None
     if alt.gpu_name is not None:
         gpu, count = alt.gpu_name, alt.gpu_count
     else:
