@@ -94,6 +94,10 @@ _LAZY: dict[str, str] = {
         ),
         "spothop.checkpoint.errors",
     ),
+    **dict.fromkeys(
+        ("IllegalTransition", "JobNotFound", "AttemptNotFound", "JobChanged", "JobLeaseLost"),
+        "spothop.jobs.errors",
+    ),
     **dict.fromkeys(("TraceError", "TraceNotFound"), "spothop.market.errors"),
     **dict.fromkeys(("NoCandidates", "NoCapacityNow"), "spothop.scheduler.errors"),
     **dict.fromkeys(
@@ -133,6 +137,13 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time each comes 
         ValidationFailed,
     )
     from spothop.checkpoint.pytorch import TorchState
+    from spothop.jobs.errors import (
+        AttemptNotFound,
+        IllegalTransition,
+        JobChanged,
+        JobLeaseLost,
+        JobNotFound,
+    )
     from spothop.market.errors import TraceError, TraceNotFound
     from spothop.providers.registry import get_provider
     from spothop.queue import open_queue
@@ -176,6 +187,7 @@ __all__ = [
     "AgentConfigError",
     "AgentError",
     "AlreadyCompletedError",
+    "AttemptNotFound",
     "AuthFailed",
     "BatchSpecError",
     "CapacityUnavailable",
@@ -192,8 +204,12 @@ __all__ = [
     "CurrencyError",
     "EventFormatError",
     "FormatVersionError",
+    "IllegalTransition",
     "InstanceNotFound",
     "InvalidRequest",
+    "JobChanged",
+    "JobLeaseLost",
+    "JobNotFound",
     "JobSpecError",
     "LeaseLost",
     "MalformedShardError",

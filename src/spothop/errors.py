@@ -40,6 +40,11 @@ code  name                        meaning
     │   └── CatalogError            a catalog file that cannot be read at all
     │       └── CatalogRowError     one malformed row: file, line, field, reason
     ├── NotFoundError               what was named does not exist (a path, a job, a checkpoint)     exit 3
+    │   ├── JobNotFound             no job with that id in the job store (spothop.jobs.errors)
+    │   └── AttemptNotFound         no instance attempt with that id
+    ├── IllegalTransition           a job or attempt state change the lifecycle table refuses       exit 1
+    ├── JobChanged                  a job written by someone else since the version the writer read exit 1
+    ├── JobLeaseLost                a write under a controller's job lease that no longer holds     exit 1
     ├── StoreTooNew                 the store's schema was upgraded by a newer spothop than this    exit 1
     ├── TopologyParseError          nvidia-smi output that cannot be understood                     exit 2
     ├── QueueError                  the shard queue refused an operation                           exit 1

@@ -1,0 +1,176 @@
+"""What the job store hands out: frozen records of jobs, nodes, attempts, events and cooldowns, and its errors.
+
+:mod:`spothop.jobs.store` writes and reads them; every record has ``to_dict()``
+(the JSON form the CLI prints with ``--json``). Times are unix seconds.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from spothop.jobs.lifecycle import AttemptState, EndReason, JobState, NodeState
+from spothop.resources.market_id import MarketId
+from spothop.state.job_tables import job_attempts
+
+
+class StorableSpec(Protocol):
+    """What the store needs of a job spec (:class:`spothop.jobs.spec.JobSpec` is one)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def to_json(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class JobLease:
+    """A controller's lease on one job (:meth:`JobStore.claim_jobs`); pass it to writes to fence them."""
+
+    job_id: str
+    token: int
+    owner: str
+    expires_unix_s: float
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """One job as stored. ``spec_json`` is the spec's JSON; :meth:`spec` parses it."""
+
+    job_id: str
+    name: str
+    kind: str
+    spec_json: str
+    state: JobState
+    created_unix_s: float
+    updated_unix_s: float
+    interruptions: int
+    retries_used: int
+    on_demand_forced: bool
+    reason: str
+    version: int
+    lease_owner: str | None = None
+    nodes: tuple[NodeRecord, ...] = ()
+
+    def spec(self) -> Any:
+        """The :class:`spothop.jobs.spec.JobSpec` (parsed on each call)."""
+        # Imported when asked: the spec module loads pydantic, and the store's readers rarely need it.
+        spec_module = importlib.import_module("spothop.jobs.spec")
+        return spec_module.JobSpec.from_json(self.spec_json)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "job_id": self.job_id,
+            "name": self.name,
+            "kind": self.kind,
+            "state": str(self.state),
+            "created_unix_s": self.created_unix_s,
+            "updated_unix_s": self.updated_unix_s,
+            "interruptions": self.interruptions,
+            "retries_used": self.retries_used,
+            "on_demand_forced": self.on_demand_forced,
+            "reason": self.reason,
+            "version": self.version,
+            "nodes": [n.to_dict() for n in self.nodes],
+        }
+
+
+@dataclass(frozen=True)
+class NodeRecord:
+    """One node (task) or worker (batch) of a job, numbered from 0."""
+
+    job_id: str
+    node: int
+    state: NodeState
+    updated_unix_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"node": self.node, "state": str(self.state), "updated_unix_s": self.updated_unix_s}
+
+
+@dataclass(frozen=True)
+class AttemptRecord:
+    """One instance launched (or being launched) for one node of a job."""
+
+    attempt_id: str
+    job_id: str
+    node: int
+    launch_token: str
+    provider: str
+    region: str
+    zone: str
+    instance_type: str
+    market_kind: str
+    price_usd_per_hour: float
+    instance_id: str | None
+    state: AttemptState
+    launched_unix_s: float
+    running_unix_s: float | None
+    noticed_unix_s: float | None
+    ended_unix_s: float | None
+    end_reason: EndReason | None
+    error_code: str | None
+    error_message: str | None
+    exit_code: int | None
+
+    @property
+    def market_id(self) -> MarketId:
+        return MarketId(self.provider, self.region, self.zone, self.instance_type)
+
+    @property
+    def live(self) -> bool:
+        return self.state is not AttemptState.ENDED
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {name: getattr(self, name) for name in _ATTEMPT_COLUMNS}
+        out["state"] = str(self.state)
+        out["end_reason"] = None if self.end_reason is None else str(self.end_reason)
+        return out
+
+
+_ATTEMPT_COLUMNS = tuple(c.name for c in job_attempts.columns)
+
+
+@dataclass(frozen=True)
+class JobEvent:
+    """One event of one job; ``seq`` orders every job's events (ascending, gaps possible)."""
+
+    seq: int
+    job_id: str
+    time_unix_s: float
+    kind: str
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "job_id": self.job_id,
+            "time_unix_s": self.time_unix_s,
+            "kind": self.kind,
+            "data": dict(self.data),
+        }
+
+
+@dataclass(frozen=True)
+class Cooldown:
+    """A market kept out of placement until ``until_unix_s``, and why."""
+
+    market: MarketId
+    until_unix_s: float
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "market": self.market.to_dict(),
+            "until_unix_s": self.until_unix_s,
+            "reason": self.reason,
+        }
+
+
+def node_count(spec: object) -> int:
+    """How many nodes a spec asks for: ``workers`` for a batch job, else ``num_nodes`` (default 1)."""
+    kind = str(getattr(spec, "kind", "task"))
+    count = getattr(spec, "workers", None) if kind == "batch" else getattr(spec, "num_nodes", None)
+    return int(count) if count else 1
