@@ -11,6 +11,7 @@ from spothop.cli import agent as agent_cli
 from spothop.cli import catalog, ckpt, cloud, db, offers, probe, topo
 from spothop.cli import market as market_cli
 from spothop.cli import queue as queue_cli
+from spothop.cli import simulate as simulate_cli
 from spothop.cli.failures import describe_outside_error
 from spothop.cli.output import err_console, error_line
 from spothop.errors import EXIT_INTERRUPTED, EXIT_OK, SpothopError
@@ -33,6 +34,7 @@ market_cli.register(app)
 cloud.register(app)
 agent_cli.register(app)
 db.register(app)
+simulate_cli.register(app)
 
 
 def _print_version(value: bool) -> None:
