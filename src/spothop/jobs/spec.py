@@ -198,8 +198,13 @@ def _count(text: str) -> Any:
 
 
 def _no_nul(value: str) -> str:
+    """Text a shell command, a path or a stored spec can hold: no NUL, nothing UTF-8 cannot encode."""
     if "\x00" in value:
         raise ValueError("contains a NUL character, which no shell command or path can hold")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("is not valid text (a lone surrogate, which UTF-8 cannot hold)") from None
     return value
 
 

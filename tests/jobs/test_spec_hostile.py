@@ -1,0 +1,131 @@
+"""load_job refuses any content with a JobSpecError, never another exception: arbitrary mappings
+built from the spec's own field names, and real job files damaged (tests/hostile_text.py)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import BaseModel
+
+from spothop.errors import JobSpecError
+from spothop.jobs import skypilot
+from spothop.jobs.spec import (
+    AlternativeSpec,
+    BatchJobSpec,
+    CheckpointSpec,
+    JobSpec,
+    ProvidersSpec,
+    ReservedSpec,
+    ResourcesSpec,
+    SpreadSpec,
+    load_job,
+)
+from tests.hostile_text import FAST_PARSER_SETTINGS, JUNK, PROPERTY_SETTINGS, hostile, write_hostile
+from tests.jobs.test_spec import ISSUE_EXAMPLE
+from tests.jobs.test_spec_skypilot import SKYPILOT_TASK
+
+
+def _fields(*models: type[BaseModel]) -> list[str]:
+    return sorted({f.alias or name for m in models for name, f in m.model_fields.items()})
+
+
+# The spec's own field names (and SkyPilot's), so that most draws reach the validators behind them.
+TOP = [*_fields(JobSpec), "file_mounts"]
+NESTED = [
+    *_fields(
+        ResourcesSpec,
+        AlternativeSpec,
+        ProvidersSpec,
+        SpreadSpec,
+        ReservedSpec,
+        CheckpointSpec,
+        BatchJobSpec,
+    ),
+    *sorted(skypilot.RESOURCE_KEYS_MAPPED | skypilot.RESOURCE_KEYS_UNSUPPORTED),
+    "strategy",
+    "max_restarts_on_errors",
+]
+WORDS = [
+    "A10G:1",
+    "A100",
+    "H100:8",
+    "a10g:0",
+    "batch",
+    "task",
+    "spot",
+    "on-demand",
+    "auto",
+    "balanced",
+    "fail",
+    "6h",
+    "90m",
+    "1h30m",
+    "auto",
+    "s3://b/x",
+    "file://out",
+    "data/*.jsonl",
+    ".",
+    "aws-sim",
+    "us-east-1a",
+    "nvswitch",
+    "4+",
+    "python",
+]
+
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**30), max_value=10**30),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from(WORDS + list(JUNK)),
+    st.text(max_size=20),
+    st.dates(min_value=dt.date(1, 1, 1)),
+)
+keys = st.one_of(st.sampled_from(NESTED), st.text(max_size=8), st.integers(-3, 3), st.none())
+
+
+def _values(leaf: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.recursive(
+        leaf,
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=4), st.dictionaries(keys, inner, max_size=5)
+        ),
+        max_leaves=12,
+    )
+
+
+mappings = st.dictionaries(
+    st.one_of(st.sampled_from(TOP), keys), _values(scalars), min_size=0, max_size=10
+).map(lambda d: {"run": "python x.py", **d} if len(d) % 2 else d)
+
+
+@pytest.fixture(scope="module")
+def base_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("jobs")
+
+
+@FAST_PARSER_SETTINGS
+@given(data=mappings)
+def test_any_mapping_loads_or_is_a_job_spec_error(data: dict[Any, Any], base_dir: Path) -> None:
+    try:
+        spec = load_job(data, base_dir=base_dir)
+    except JobSpecError as exc:
+        assert str(exc)
+        return
+    assert JobSpec.from_json(spec.to_json()) == spec  # what loads can be stored and read back
+
+
+@PROPERTY_SETTINGS
+@given(text=hostile([ISSUE_EXAMPLE, SKYPILOT_TASK]))
+def test_any_damaged_job_file_loads_or_is_a_job_spec_error(text: str, base_dir: Path) -> None:
+    path = write_hostile(base_dir / "job.yaml", text)
+    try:
+        spec = load_job(path)
+    except JobSpecError:
+        return
+    assert JobSpec.from_json(spec.to_json()) == spec
