@@ -433,3 +433,23 @@ def test_a_job_leased_by_one_controller_is_fenced_from_another(
     [again] = first.claim_jobs("controller-1", lease_s=30)
     assert again.token == 3
     assert first.get_job(job_id).lease_owner == "controller-1"
+
+
+def test_a_real_job_spec_is_stored_and_read_back(store: JobStore, tmp_path: Path) -> None:
+    from spothop.jobs import load_job
+
+    spec = load_job(
+        {
+            "name": "embed",
+            "kind": "batch",
+            "workers": 3,
+            "resources": {"accelerators": "A10G:1"},
+            "run": "python embed.py",
+            "batch": {"inputs": ["data/*.jsonl"], "output": "out"},
+        },
+        base_dir=tmp_path,
+    )
+    job_id = store.create_job(spec)
+    job = store.get_job(job_id)
+    assert (job.name, job.kind, len(job.nodes)) == ("embed", "batch", 3)
+    assert job.spec() == spec
