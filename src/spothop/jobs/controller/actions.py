@@ -28,10 +28,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, ClassVar
 
-from spothop.jobs.controller._interim import AttemptState, Candidate, EndReason, JobState
+from spothop.jobs.lifecycle import AttemptState, EndReason, JobState
 from spothop.resources.market_id import MarketId
+from spothop.scheduler.placement import Candidate
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,8 @@ class Action:
 
 
 def _plain(value: Any) -> Any:
+    if isinstance(value, Enum):
+        return value.value
     if isinstance(value, MarketId):
         return value.to_dict()
     if hasattr(value, "to_dict"):

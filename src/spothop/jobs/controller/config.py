@@ -4,18 +4,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-COOLDOWN_S = (
-    30 * 60.0
-)  # preemptions cluster: a market that just took an instance often takes the next
-ZONE_OUTAGE_WINDOW_S = (
-    120.0  # instances of one zone lost within this of each other are lost "at once"
-)
-ZONE_OUTAGE_MIN_INSTANCES = 2  # one lost instance is a preemption, not an outage
-FAILOVER_K = 3  # after a launch failure, this many candidates are tried at once (issue G)
-LAUNCH_TIMEOUT_S = (
-    15 * 60.0
-)  # an attempt still launching with no instance after this was lost mid-launch
-DEFAULT_BOOT_S = 90.0  # a replacement's boot time when the market view has none for its provider
+# Preemptions cluster: a market that just took an instance often takes the next (issue G: 30 min).
+COOLDOWN_S = 30 * 60.0
+# Instances of one zone lost within this of each other were lost "at once" (an outage).
+ZONE_OUTAGE_WINDOW_S = 120.0
+# One lost instance is a preemption, not an outage.
+ZONE_OUTAGE_MIN_INSTANCES = 2
+# After a launch failure, this many candidates are launched at once (issue G: k = 3).
+FAILOVER_K = 3
+# An attempt still launching with no instance after this was lost mid-launch (a controller crash).
+LAUNCH_TIMEOUT_S = 15 * 60.0
+# A just-accepted launch may be missing from its provider's listing this long (EC2 lags ~1 min).
+LISTING_GRACE_S = 60.0
+# A handed-over instance asked to stop is terminated if it is still up after this.
+STOP_GRACE_S = 300.0
+# A market a launch of this job just failed in is skipped this long (capacity comes back).
+FAILED_MARKET_MEMORY_S = 15 * 60.0
+# Usable candidates read per kind per job: spread scans the best; the rest cost more than they add.
+CANDIDATE_LIMIT = 64
 
 
 @dataclass(frozen=True)
@@ -28,4 +34,7 @@ class ControllerConfig:
     zone_outage_min_instances: int = ZONE_OUTAGE_MIN_INSTANCES
     failover_k: int = FAILOVER_K
     launch_timeout_s: float = LAUNCH_TIMEOUT_S
-    default_boot_s: float = DEFAULT_BOOT_S
+    listing_grace_s: float = LISTING_GRACE_S
+    stop_grace_s: float = STOP_GRACE_S
+    failed_market_memory_s: float = FAILED_MARKET_MEMORY_S
+    candidate_limit: int = CANDIDATE_LIMIT

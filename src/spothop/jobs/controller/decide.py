@@ -1,20 +1,627 @@
 """``decide(snapshot) -> actions``: the controller's one decision, pure and deterministic.
 
-See docs/controller.md for the rules, in the order they apply.
+One pass, in this order (docs/controller.md has the tables):
+
+1. **Fold** the agents' events and the providers' listings into the attempts
+   (:mod:`.fold`): notices, exits, lost instances become attempt updates.
+2. **Cool down** every market an attempt was interrupted in (or got an
+   advance notice in) for ``cooldown_s`` from then, and every zone that lost
+   all its instances at once (``zone_outage_*``).
+3. **Orphans**: a spothop-tagged instance no attempt owns, or whose attempt
+   ended (a preempted one excepted, until its deadline), is terminated.
+4. **Jobs**, those recovering first (so they get reserved capacity and the
+   best markets before new jobs), then running, then pending, each oldest
+   first: cancel → fail (retries, dead shards, ``max_interruptions``) →
+   succeed (every node done; a batch queue drained and its outputs published)
+   → per node: hand over, replace, fail over or launch → the job's state.
+
+Pure: no I/O, no clock (time is ``snapshot.now``), no randomness; the same
+snapshot and config always give the same list, in the same order, and every
+state change it asks for is legal from the job's current state.
 """
 
 from __future__ import annotations
 
-from spothop.jobs.controller.actions import Action
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from spothop.jobs.controller.actions import (
+    Action,
+    CoolDown,
+    EndAttempt,
+    EnqueueShards,
+    ForceOnDemand,
+    Launch,
+    PublishOutputs,
+    RequestCheckpoint,
+    RequestStop,
+    SetJobState,
+    Terminate,
+    Waiting,
+)
 from spothop.jobs.controller.config import ControllerConfig
-from spothop.jobs.controller.snapshot import Snapshot
+from spothop.jobs.controller.fold import fold
+from spothop.jobs.controller.place import (
+    JobPlacement,
+    ReservedLedger,
+    blind_types_of,
+    cooled_markets,
+)
+from spothop.jobs.controller.snapshot import TAG_JOB, TAG_TOKEN, AttemptView, JobView, Snapshot
+from spothop.jobs.lifecycle import (
+    TRANSITIONS,
+    AttemptState,
+    EndReason,
+    JobState,
+)
+from spothop.jobs.spec import JobKind, OnMaxInterruptions
+from spothop.resources.market_id import MarketId
+from spothop.scheduler.market_view import MarketKind
+from spothop.scheduler.placement import Candidate
+from spothop.scheduler.spread import spread
+from spothop.scheduler.tolerance import NoticeBlindResponse
 
 
 def decide(snapshot: Snapshot, config: ControllerConfig | None = None) -> list[Action]:
-    """The actions that move the world in ``snapshot`` towards what its jobs want.
+    """The actions that move the world in ``snapshot`` towards what its jobs want (module docstring)."""
+    config = config or ControllerConfig()
+    jobs, actions = fold(snapshot, config)
+    cooldowns = _cooldowns(snapshot, jobs, config)
+    actions += cooldowns
+    actions += _orphans(snapshot, jobs, config)
+    p = _Pass(
+        snapshot,
+        config,
+        cooled=cooled_markets(snapshot, [c.market for c in cooldowns]),
+        blind_types=blind_types_of(jobs),
+        reserved=ReservedLedger.of(jobs),
+    )
+    for job in sorted(jobs, key=_priority):
+        actions += _JobDecision(p, job).actions()
+    return actions
 
-    Pure: no I/O, no clock (time is ``snapshot.now``), no randomness; the same
-    snapshot and config always give the same list, in the same order.
-    """
-    del snapshot, config
-    raise NotImplementedError("decide's rules land next (g-decide)")
+
+@dataclass
+class _Pass:
+    snapshot: Snapshot
+    config: ControllerConfig
+    cooled: frozenset[MarketId]
+    blind_types: frozenset[tuple[str, str]]
+    reserved: ReservedLedger
+
+
+_LOSSES = (EndReason.PREEMPTED, EndReason.FAILED, EndReason.TERMINATED, EndReason.WORKER_FAILED)
+
+
+def _priority(job: JobView) -> tuple[int, float, str]:
+    """Recovering jobs first (a node lost or about to be), then running ones, then pending; oldest first."""
+    recovering = job.state is JobState.RECOVERING or any(
+        a.interrupted and a.alive for a in job.attempts
+    )
+    for n in range(job.node_count):
+        attempts = job.node_attempts(n)
+        if attempts and not any(a.alive for a in attempts) and not job.node_done(n):
+            last = max(attempts, key=_launch_order)
+            recovering = recovering or last.end_reason in _LOSSES
+    rank = 0 if recovering else 2 if job.state is JobState.PENDING else 1
+    return (rank, job.created_at, job.job_id)
+
+
+# -- cooldowns and orphans -------------------------------------------------------------------
+
+
+def _lost_at(a: AttemptView) -> float | None:
+    if a.interrupted:
+        return a.interrupted_at
+    if a.end_reason is EndReason.FAILED:
+        return a.ended_at
+    return None
+
+
+def _cooldowns(
+    snapshot: Snapshot, jobs: Sequence[JobView], config: ControllerConfig
+) -> list[CoolDown]:
+    """Level-triggered: each cooldown is asked for until the snapshot holds one lasting as long."""
+    wanted = _market_cooldowns(snapshot.now, jobs, config)
+    wanted.update(_zone_outages(snapshot.now, jobs, config))
+    out = []
+    for market in sorted(wanted):
+        until, why = wanted[market]
+        if snapshot.cooldowns.get(market, float("-inf")) < until:
+            out.append(CoolDown(market, until, why))
+    return out
+
+
+def _market_cooldowns(
+    now: float, jobs: Sequence[JobView], config: ControllerConfig
+) -> dict[MarketId, tuple[float, str]]:
+    """A spot market that interrupted an attempt (or gave it an advance notice) cools from then."""
+    wanted: dict[MarketId, tuple[float, str]] = {}
+    for job in jobs:
+        for a in job.attempts:
+            t, why = a.interrupted_at, "preempted here"
+            if t is None and a.alive and a.state is AttemptState.NOTICED:
+                t, why = a.noticed_at, "advance notice here"
+            if t is None or a.market_kind is not MarketKind.SPOT:
+                continue
+            until = t + config.cooldown_s
+            if until > now and until > wanted.get(a.market, (0.0, ""))[0]:
+                wanted[a.market] = (until, f"{why} at {t:.0f} (job {job.job_id})")
+    return wanted
+
+
+def _zone_outages(
+    now: float, jobs: Sequence[JobView], config: ControllerConfig
+) -> dict[MarketId, tuple[float, str]]:
+    """A zone that lost at least ``zone_outage_min_instances`` within the window, and kept none."""
+    lost: dict[MarketId, list[float]] = {}
+    alive_in: set[MarketId] = set()
+    for job in jobs:
+        for a in job.attempts:
+            if not a.zone:
+                continue
+            zone = MarketId(a.provider, a.region, a.zone, "")
+            t = _lost_at(a)
+            if t is not None and now - t <= config.zone_outage_window_s:
+                lost.setdefault(zone, []).append(t)
+            elif a.alive and a.state is not AttemptState.NOTICED:
+                alive_in.add(zone)
+    wanted: dict[MarketId, tuple[float, str]] = {}
+    for zone, times in lost.items():
+        outage = (
+            len(times) >= config.zone_outage_min_instances
+            and zone not in alive_in
+            and max(times) - min(times) <= config.zone_outage_window_s
+        )
+        if outage:
+            wanted[zone] = (
+                max(times) + config.zone_cooldown_s,
+                f"zone outage: {len(times)} instances lost at once",
+            )
+    return wanted
+
+
+def _orphans(snapshot: Snapshot, jobs: Sequence[JobView], config: ControllerConfig) -> list[Action]:
+    by_instance = {a.instance_id: a for j in jobs for a in j.attempts if a.instance_id}
+    by_token = {a.launch_token: a for j in jobs for a in j.attempts}
+    out: list[Action] = []
+    for instance_id in sorted(snapshot.instances):
+        inst = snapshot.instances[instance_id]
+        if not inst.state.is_alive or TAG_JOB not in inst.tags:
+            continue
+        attempt = by_instance.get(instance_id) or by_token.get(inst.tags.get(TAG_TOKEN, ""))
+        if attempt is None:
+            if snapshot.now - inst.launched_at > config.listing_grace_s:
+                out.append(
+                    Terminate(
+                        instance_id, inst.provider, "orphan: tagged by spothop, owned by no attempt"
+                    )
+                )
+            continue
+        if attempt.alive:
+            continue
+        if attempt.end_reason is EndReason.PREEMPTED:
+            deadline = attempt.notice_deadline_s
+            if deadline is not None and deadline > snapshot.now:
+                continue  # the cloud takes it at its deadline; its emergency checkpoint may be uploading
+        why = attempt.end_reason.value if attempt.end_reason else "ended"
+        out.append(
+            Terminate(instance_id, inst.provider, f"its attempt ended ({why})", attempt.job_id)
+        )
+    return out
+
+
+# -- one job ---------------------------------------------------------------------------------
+
+
+@dataclass
+class _Node:
+    """One node's attempts this pass, and what it needs."""
+
+    index: int
+    attempts: tuple[AttemptView, ...]
+    alive: list[AttemptView] = field(default_factory=list)
+    healthy: list[AttemptView] = field(default_factory=list)
+    doomed: list[AttemptView] = field(default_factory=list)
+    blind_on_demand: bool = False  # a notice-blind instance goes to on-demand (conservative)
+
+    @property
+    def keeper(self) -> AttemptView | None:
+        running = [a for a in self.healthy if a.state is AttemptState.RUNNING]
+        return min(running, key=_run_order) if running else None
+
+    @property
+    def serving(self) -> bool:
+        """An instance does the node's work now: a healthy one, or one on advance notice still up."""
+        return self.keeper is not None or any(
+            a.state is AttemptState.NOTICED and not a.notice_final and a.running_at is not None
+            for a in self.doomed
+        )
+
+    @property
+    def ran_before(self) -> bool:
+        return any(a.running_at is not None or a.interrupted for a in self.attempts)
+
+    @property
+    def last(self) -> AttemptView | None:
+        return self.attempts[-1] if self.attempts else None
+
+
+def _launch_order(a: AttemptView) -> tuple[float, str]:
+    return (a.launched_at, a.attempt_id)
+
+
+def _run_order(a: AttemptView) -> tuple[float, float, str]:
+    return (
+        a.running_at if a.running_at is not None else a.launched_at,
+        a.launched_at,
+        a.attempt_id,
+    )
+
+
+class _JobDecision:
+    def __init__(self, p: _Pass, job: JobView) -> None:
+        self.p = p
+        self.job = job
+        self.spec = job.spec
+        self.now = p.snapshot.now
+        self.out: list[Action] = []
+        self.launched = 0  # launches asked in this pass (tokens count on from the attempts)
+        self._placement: JobPlacement | None = None
+
+    @property
+    def placement(self) -> JobPlacement:
+        if self._placement is None:
+            self._placement = JobPlacement(
+                self.p.snapshot, self.job, self.p.config, self.p.cooled, self.p.blind_types
+            )
+        return self._placement
+
+    @property
+    def batch(self) -> bool:
+        return self.spec.kind is JobKind.BATCH
+
+    # -- the order of the rules ------------------------------------------------------------
+
+    def actions(self) -> list[Action]:
+        job = self.job
+        if job.state.final:
+            self._release_all(EndReason.TERMINATED, f"the job is {job.state.value}")
+            return self.out
+        if job.cancel_requested:
+            self._release_all(EndReason.CANCELLED, "the job was cancelled")
+            self._move(JobState.CANCELLED, "cancelled by the user")
+            return self.out
+        failure = self._failure()
+        if failure is not None:
+            self._release_all(EndReason.TERMINATED, failure)
+            self._move(JobState.FAILED, failure)
+            return self.out
+        if self.batch and not job.shards_enqueued:
+            self.out.append(EnqueueShards(job.job_id))
+        if self._finished():
+            return self.out
+        forced = self._on_demand_forced()
+        nodes = self._nodes()
+        wanted = self._wanted(nodes)
+        for node in nodes:
+            self._handover(node)
+        self._release_idle(nodes)
+        self._launch(wanted, forced)
+        self._settle_state(nodes, wanted)
+        return self.out
+
+    # -- ending ----------------------------------------------------------------------------
+
+    def _release_all(self, reason: EndReason, detail: str) -> None:
+        for a in self.job.attempts:
+            if a.alive:
+                self._end(a, reason, detail, terminate=True)
+
+    def _end(self, a: AttemptView, reason: EndReason, detail: str, terminate: bool) -> None:
+        if terminate and a.instance_id:
+            self.out.append(Terminate(a.instance_id, a.provider, detail, a.job_id))
+        self.out.append(EndAttempt(a.attempt_id, a.job_id, reason, self.now, detail))
+
+    def _failure(self) -> str | None:
+        job, spec = self.job, self.spec
+        if job.retries_used > spec.max_retries:
+            failed = [a for a in job.attempts if a.end_reason is EndReason.WORKER_FAILED]
+            last = failed[-1]
+            return (
+                f"the worker of node {last.node} failed (exit {last.exit_code}) "
+                f"{job.retries_used} times; max_retries is {spec.max_retries}"
+            )
+        if self.batch and spec.batch is not None:
+            dead = job.queue.dead if job.queue is not None else len(job.dead_shards)
+            dead = max(dead, len(job.dead_shards))
+            allowed = spec.batch.allow_failed_shards
+            if dead > allowed:
+                shown = ", ".join(job.dead_shards[:20]) + (
+                    " …" if len(job.dead_shards) > 20 else ""
+                )
+                return f"{dead} shards were dead-lettered (allow_failed_shards: {allowed})" + (
+                    f": {shown}" if shown else ""
+                )
+        limit = spec.max_interruptions
+        if (
+            limit is not None
+            and job.interruptions >= limit
+            and spec.on_max_interruptions is OnMaxInterruptions.FAIL
+        ):
+            return f"max_interruptions ({limit}) reached: {job.interruptions} interruptions"
+        return None
+
+    def _on_demand_forced(self) -> bool:
+        job, limit = self.job, self.spec.max_interruptions
+        if job.on_demand_forced:
+            return True
+        if limit is not None and job.interruptions >= limit:
+            self.out.append(
+                ForceOnDemand(
+                    job.job_id,
+                    f"max_interruptions ({limit}) reached: {job.interruptions} interruptions; "
+                    "on-demand from now on (on_max_interruptions: on-demand)",
+                )
+            )
+            return True
+        return False
+
+    def _finished(self) -> bool:
+        """Succeed when the work is done (publishing a batch job's outputs first)."""
+        job = self.job
+        if self.batch:
+            q = job.queue
+            drained = job.shards_enqueued and q is not None and q.pending == 0 and q.leased == 0
+            if not drained:
+                return False
+            if not job.outputs_published:
+                self.out.append(PublishOutputs(job.job_id))
+                self._release_all(EndReason.SUCCEEDED, "released: the queue is drained")
+                return True
+            self._release_all(EndReason.SUCCEEDED, "released: the job succeeded")
+            self._move(JobState.SUCCEEDED, "every shard is done and the outputs are published")
+            return True
+        if all(job.node_done(n) for n in range(job.node_count)):
+            self._release_all(EndReason.SUCCEEDED, "released: every node is done")
+            self._move(JobState.SUCCEEDED, "every node's worker finished (exit 0)")
+            return True
+        return False
+
+    # -- nodes -----------------------------------------------------------------------------
+
+    def _nodes(self) -> list[_Node]:
+        boot_of = self.p.snapshot.market.boot_s_of
+        blind_response = self.placement.policy.notice_blind(self.placement.situation)
+        nodes = []
+        for n in range(self.job.node_count):
+            attempts = tuple(sorted(self.job.node_attempts(n), key=_launch_order))
+            node = _Node(n, attempts)
+            if not self.batch and self.job.node_done(n):
+                for a in attempts:
+                    if a.alive:
+                        self._end(a, EndReason.TERMINATED, f"node {n} is done", terminate=True)
+                nodes.append(node)
+                continue
+            for a in attempts:
+                if not a.alive:
+                    continue
+                if a.notice_final:
+                    lead = None if a.notice_deadline_s is None else a.notice_deadline_s - self.now
+                    boot = boot_of(a.provider)
+                    if lead is None or lead <= boot:
+                        # Too late to make before break: the replacement would boot after it dies.
+                        why = (
+                            "unknown lead"
+                            if lead is None
+                            else f"lead {lead:.0f} s ≤ boot {boot:.0f} s"
+                        )
+                        self._end(a, EndReason.PREEMPTED, f"final notice ({why})", terminate=False)
+                        continue
+                node.alive.append(a)
+                blind = (
+                    a.notice_blind
+                    and a.market_kind is MarketKind.SPOT
+                    and blind_response is not NoticeBlindResponse.KEEP
+                )
+                if a.state is AttemptState.NOTICED or blind:
+                    node.doomed.append(a)
+                    if blind and blind_response is NoticeBlindResponse.ON_DEMAND:
+                        node.blind_on_demand = True
+                else:
+                    node.healthy.append(a)
+            nodes.append(node)
+        return nodes
+
+    def _wanted(self, nodes: list[_Node]) -> list[_Node]:
+        """The nodes that should run an instance now (a task's unfinished ones; enough batch workers)."""
+        if not self.batch:
+            return [n for n in nodes if not self.job.node_done(n.index)]
+        q = self.job.queue
+        target = len(nodes)
+        if self.job.shards_enqueued and q is not None:
+            target = min(target, q.pending + q.leased)
+        occupied = [n for n in nodes if n.healthy]
+        # Nodes to (re)fill, in order: replacements, lost workers, never launched, finished ones.
+        rest = sorted(
+            (n for n in nodes if not n.healthy),
+            key=lambda n: (
+                0 if n.alive else 1 if n.ran_before else 2 if not n.attempts else 3,
+                n.index,
+            ),
+        )
+        return occupied + rest[: max(0, target - len(occupied))]
+
+    def _handover(self, node: _Node) -> None:
+        """With a healthy instance running, the node's other live instances stop (make-before-break)."""
+        keeper = node.keeper
+        if keeper is None:
+            return
+        for a in node.healthy:
+            if a is not keeper and a.state is AttemptState.RUNNING:
+                self._end(
+                    a, EndReason.SUPERSEDED, f"node {node.index} runs on {keeper.attempt_id}", True
+                )
+        for a in node.doomed:
+            if a.instance_id is None:
+                self._end(a, EndReason.SUPERSEDED, "replaced before it had an instance", False)
+            elif a.stop_requested_at is None:
+                self.out.append(
+                    RequestStop(
+                        self.job.job_id, a.instance_id, f"its replacement {keeper.attempt_id} runs"
+                    )
+                )
+            elif self.now - a.stop_requested_at > self.p.config.stop_grace_s:
+                why = f"still up {self.p.config.stop_grace_s:.0f} s after its stop request"
+                self._end(a, EndReason.SUPERSEDED, why, terminate=True)
+
+    def _release_idle(self, nodes: list[_Node]) -> None:
+        """A drained batch queue (nothing pending) releases the workers that hold no lease."""
+        q, busy = self.job.queue, self.job.busy_instances
+        if not self.batch or q is None or not self.job.shards_enqueued or q.pending or busy is None:
+            return
+        for node in nodes:
+            for a in list(node.healthy):
+                if a.state is AttemptState.RUNNING and a.instance_id not in busy:
+                    self._end(a, EndReason.SUCCEEDED, "released: nothing left to claim", True)
+                    node.healthy.remove(a)
+
+    # -- launching -------------------------------------------------------------------------
+
+    def _launch(self, wanted: list[_Node], forced: bool) -> None:
+        needy = [n for n in wanted if not n.healthy]
+        if not needy:
+            return
+        placement, ledger = self.placement, self.p.reserved
+        alive_markets = [a.market for n in wanted for a in n.healthy]
+        groups: dict[bool, list[_Node]] = {}
+        for node in needy:
+            groups.setdefault(forced or node.blind_on_demand, []).append(node)
+        for on_demand_only in sorted(groups):
+            options = placement.options(on_demand_only)
+            fresh: list[_Node] = []
+            for node in groups[on_demand_only]:
+                last = node.last
+                if last is not None and last.end_reason is EndReason.LAUNCH_FAILED:
+                    self._failover(node, options.reserved + options.choice.candidates, last)
+                    continue
+                pool = next((c for c in options.reserved if ledger.take(placement.pools, c)), None)
+                if pool is not None:
+                    self._launch_one(node, (pool,), "reserved capacity first")
+                    alive_markets.append(pool.market_id)
+                else:
+                    fresh.append(node)
+            if not fresh:
+                continue
+            if not options.choice.candidates:
+                for node in fresh:
+                    self.out.append(Waiting(self.job.job_id, node.index, options.choice.reason))
+                continue
+            s = self.spec.spread
+            picks = spread(
+                options.choice.candidates,
+                len(fresh),
+                s.min_zones,
+                s.min_instance_types,
+                alive_markets,
+            )
+            for node, pick in zip(fresh, picks, strict=True):
+                self._launch_one(node, (pick,), options.choice.reason)
+                alive_markets.append(pick.market_id)
+
+    def _failover(self, node: _Node, candidates: tuple[Candidate, ...], last: AttemptView) -> None:
+        k = self.p.config.failover_k
+        chosen = tuple(candidates[:k])
+        code = f" ({last.error_code})" if last.error_code else ""
+        if not chosen:
+            why = f"launch failed in {last.market.slug}{code} and no other candidate is usable now"
+            self.out.append(Waiting(self.job.job_id, node.index, why))
+            return
+        why = (
+            f"failover: launch failed in {last.market.slug}{code}; {len(chosen)} candidates at once"
+        )
+        self._launch_one(node, chosen, why, parallel=True)
+
+    def _launch_one(
+        self, node: _Node, candidates: tuple[Candidate, ...], why: str, parallel: bool = False
+    ) -> None:
+        replaces = max(node.doomed, key=_launch_order) if node.doomed else None
+        last = node.last
+        if replaces is not None:
+            blind = replaces.notice_blind and replaces.state is not AttemptState.NOTICED
+            lead = "notice-blind" if blind else "make-before-break"
+            why = f"{lead}: replacing {replaces.attempt_id}; {why}"
+            if blind and replaces.instance_id:
+                self.out.append(
+                    RequestCheckpoint(
+                        self.job.job_id, replaces.instance_id, "notice-blind: replaced"
+                    )
+                )
+        elif last is not None and last.end_reason is not EndReason.LAUNCH_FAILED:
+            ended = last.end_reason.value if last.end_reason else last.state.value
+            why = f"recovering node {node.index} ({last.attempt_id} {ended}); {why}"
+        token = f"{self.job.job_id}.a{len(self.job.attempts) + self.launched}"
+        self.launched += 1
+        self.out.append(
+            Launch(
+                self.job.job_id,
+                node.index,
+                tuple(candidates),
+                token,
+                why,
+                parallel=parallel,
+                replaces=replaces.attempt_id if replaces else None,
+            )
+        )
+
+    # -- the job's state -------------------------------------------------------------------
+
+    def _settle_state(self, nodes: list[_Node], wanted: list[_Node]) -> None:
+        running = [n for n in wanted if n.serving]
+        recovering = [n for n in wanted if not n.serving and n.ran_before]
+        if recovering:
+            n = recovering[0]
+            last = n.last
+            detail = (
+                f" ({last.attempt_id} {last.end_reason.value})" if last and last.end_reason else ""
+            )
+            target, why = JobState.RECOVERING, f"node {n.index} lost its instance{detail}"
+        elif wanted and (len(running) == len(wanted) or (self.batch and running)):
+            target, why = JobState.RUNNING, f"{len(running)} of {len(wanted)} nodes run"
+        elif self.launched or any(n.alive for n in nodes):
+            target, why = JobState.PROVISIONING, "launches under way"
+        else:
+            target, why = JobState.PENDING, "nothing could be launched now: waiting for capacity"
+        self._move(target, why)
+
+    def _move(self, target: JobState, why: str) -> None:
+        for state in _path(self.job.state, target):
+            self.out.append(SetJobState(self.job.job_id, state, why))
+
+
+def _path(current: JobState, target: JobState) -> list[JobState]:
+    """The legal steps from ``current`` to ``target`` (shortest, through live states); none if there
+    is no such path or they are the same state, except that a running job that must go back to
+    provisioning or pending goes to recovering instead."""
+    if current is target:
+        return []
+    if target in (JobState.PENDING, JobState.PROVISIONING) and current in (
+        JobState.RUNNING,
+        JobState.RECOVERING,
+    ):
+        target = JobState.RECOVERING
+        if current is target:
+            return []
+    seen = {current: [current]}
+    queue = deque([current])
+    while queue:
+        state = queue.popleft()
+        for nxt in sorted(TRANSITIONS[state]):
+            if nxt in seen or (nxt.final and nxt is not target):
+                continue
+            seen[nxt] = [*seen[state], nxt]
+            if nxt is target:
+                return seen[nxt][1:]
+            queue.append(nxt)
+    return []

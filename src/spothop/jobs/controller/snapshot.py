@@ -36,17 +36,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from spothop.agent.eventmodel import AgentEvent
-from spothop.jobs.controller._interim import (
-    AttemptState,
-    EndReason,
-    JobSpec,
-    JobState,
-    MarketKind,
-    MarketView,
-)
+from spothop.jobs.lifecycle import AttemptState, EndReason, JobState
+from spothop.jobs.spec import JobSpec
 from spothop.providers.base import Instance
 from spothop.queue.model import QueueStats
 from spothop.resources.market_id import MarketId
+from spothop.scheduler.market_view import MarketKind, MarketView
 
 TAG_JOB = (
     "spothop-job"  # the tags every launch carries (written to the store before the launch call)
@@ -81,6 +76,7 @@ class AttemptView:
     end_reason: EndReason | None = None
     exit_code: int | None = None
     error_code: str | None = None  # the cloud's own code, for a failed launch
+    stop_requested_at: float | None = None  # when a RequestStop for it was carried out
 
     @property
     def market(self) -> MarketId:
@@ -116,7 +112,9 @@ class JobView:
 
     ``shards_enqueued``/``outputs_published`` and ``cancel_requested`` are the
     store's record of those steps (job events or columns); ``queue`` is the
-    batch queue's stats, ``None`` for a task job or before its shards exist.
+    batch queue's stats, ``None`` for a task job or before its shards exist;
+    ``dead_shards`` and ``busy_instances`` come from the queue's records (a
+    lease's worker is the agent's worker id, mapped to its instance).
     """
 
     job_id: str
@@ -129,6 +127,9 @@ class JobView:
     queue: QueueStats | None = None
     shards_enqueued: bool = False
     outputs_published: bool = False
+    dead_shards: tuple[str, ...] = ()  # the ids of its dead-lettered shards
+    # Instances whose worker holds a shard lease now (None: not known, so none is released early).
+    busy_instances: frozenset[str] | None = None
     reason: str = ""
 
     @property
@@ -148,7 +149,7 @@ class JobView:
     @property
     def node_count(self) -> int:
         """Task jobs: ``num_nodes``; batch jobs: ``workers``."""
-        return int(self.spec.workers if str(self.spec.kind) == "batch" else self.spec.num_nodes)
+        return self.spec.node_count
 
     def node_attempts(self, node: int) -> tuple[AttemptView, ...]:
         return tuple(a for a in self.attempts if a.node == node)

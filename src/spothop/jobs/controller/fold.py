@@ -1,0 +1,267 @@
+"""Fold what was observed (agents' events, provider listings) into the attempts it is about.
+
+The first step of every ``decide`` pass, pure like the rest: each live
+attempt is brought up to date with the events about its instance (oldest
+first) and then with the provider's view of that instance, and every change
+becomes the :class:`UpdateAttempt` or :class:`EndAttempt` that persists it.
+The rules of ``decide`` then read the folded attempts only, so they give the
+same answer whether an event arrived in this pass or was stored long ago.
+
+What each observation means for a live attempt:
+
+============================  ===============================================
+observation                   the attempt
+============================  ===============================================
+``self_check`` blind,         ``notice_blind`` (kept off spot per tolerance)
+``notice_blind``
+``worker_started``            ``running`` (``running_at`` the event's time)
+``advance_notice``            ``noticed``, ``notice_final`` False
+``final_notice``,             ``noticed``, ``notice_final`` True, the deadline
+``interruption``
+``exited`` 0                  ended ``succeeded`` (exit code 0)
+``exited`` 75                 ended ``superseded`` if a later attempt of its
+                              node is live (a make-before-break handover),
+                              else ``preempted``
+``exited`` other              ended ``worker_failed`` (the exit code kept)
+instance pending / running    ``pending`` / ``running``
+instance noticed              ``noticed``, final, the instance's deadline
+instance preempted            ended ``preempted``
+instance terminated / failed  ended ``terminated`` / ``failed``
+instance missing (its         ended ``preempted`` if it was noticed, else
+provider listed)              ``failed``
+launching, no instance after  ended ``launch_failed``
+``launch_timeout_s``
+an instance tagged with the   adopted: its ``instance_id`` recorded
+attempt's token
+============================  ===============================================
+
+Events about an instance no live attempt names are ignored here (the
+orphan rule in ``decide`` looks at instances, not events).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from spothop.agent.eventmodel import (
+    AdvanceNotice,
+    AgentEvent,
+    Exited,
+    FinalNotice,
+    Interruption,
+    NoticeBlind,
+    SelfCheckEvent,
+    WorkerStarted,
+)
+from spothop.agent.model import EXIT_DONE, EXIT_PREEMPTED
+from spothop.jobs.controller.actions import Action, EndAttempt, UpdateAttempt
+from spothop.jobs.controller.config import ControllerConfig
+from spothop.jobs.controller.snapshot import TAG_TOKEN, AttemptView, JobView, Snapshot
+from spothop.jobs.lifecycle import AttemptState, EndReason
+from spothop.providers.base import Instance, InstanceState
+
+_ENDS = {
+    InstanceState.PREEMPTED: EndReason.PREEMPTED,
+    InstanceState.TERMINATED: EndReason.TERMINATED,
+    InstanceState.FAILED: EndReason.FAILED,
+}
+
+
+@dataclass
+class _Change:
+    """One attempt's changes in this pass: fields, a new state, or an end."""
+
+    view: AttemptView
+    fields: dict[str, Any] = field(default_factory=dict)
+    reasons: list[str] = field(default_factory=list)
+    end: EndAttempt | None = None
+
+    def set(self, reason: str, **changes: Any) -> None:
+        changes = {k: v for k, v in changes.items() if getattr(self.view, k) != v}
+        if not changes:
+            return
+        self.view = self.view.with_(**changes)
+        self.fields.update(changes)
+        self.reasons.append(reason)
+
+    def finish(
+        self, reason: EndReason, at_s: float, detail: str, exit_code: int | None = None
+    ) -> None:
+        if self.view.ended:
+            return
+        v = self.view
+        self.end = EndAttempt(v.attempt_id, v.job_id, reason, at_s, detail, exit_code)
+        self.view = v.with_(
+            state=AttemptState.ENDED,
+            ended_at=at_s,
+            end_reason=reason,
+            exit_code=exit_code if exit_code is not None else v.exit_code,
+        )
+
+    def actions(self) -> list[Action]:
+        out: list[Action] = []
+        fields = {k: v for k, v in self.fields.items() if k != "state"}
+        state = self.fields.get("state")
+        if (fields or state is not None) and not (self.end and not fields):
+            out.append(
+                UpdateAttempt(
+                    self.view.attempt_id,
+                    self.view.job_id,
+                    "; ".join(self.reasons),
+                    state=None if self.end else state,
+                    fields=fields,
+                )
+            )
+        if self.end is not None:
+            out.append(self.end)
+        return out
+
+
+def fold(snapshot: Snapshot, config: ControllerConfig) -> tuple[tuple[JobView, ...], list[Action]]:
+    """The snapshot's jobs with their live attempts brought up to date, and the actions that persist it."""
+    events = _events_by_instance(snapshot.events)
+    by_token = {
+        inst.tags[TAG_TOKEN]: inst for inst in snapshot.instances.values() if TAG_TOKEN in inst.tags
+    }
+    jobs: list[JobView] = []
+    actions: list[Action] = []
+    for job in snapshot.jobs:
+        changes = [_Change(a) for a in job.attempts]
+        for change in changes:
+            if change.view.alive:
+                _fold_attempt(change, changes, snapshot, events, by_token, config)
+        for change in changes:
+            actions.extend(change.actions())
+        jobs.append(job.with_(attempts=tuple(c.view for c in changes)))
+    return tuple(jobs), actions
+
+
+def _events_by_instance(events: Sequence[AgentEvent]) -> Mapping[str, list[AgentEvent]]:
+    out: dict[str, list[AgentEvent]] = defaultdict(list)
+    for event in events:
+        out[event.instance_id].append(event)
+    return out
+
+
+def _fold_attempt(
+    change: _Change,
+    siblings: Sequence[_Change],
+    snapshot: Snapshot,
+    events: Mapping[str, list[AgentEvent]],
+    by_token: Mapping[str, Instance],
+    config: ControllerConfig,
+) -> None:
+    view = change.view
+    if view.instance_id is None:
+        adopted = by_token.get(view.launch_token)
+        if adopted is None:
+            if snapshot.now - view.launched_at > config.launch_timeout_s:
+                change.finish(
+                    EndReason.LAUNCH_FAILED,
+                    snapshot.now,
+                    f"no instance appeared within {config.launch_timeout_s:.0f} s of the launch",
+                )
+            return
+        change.set(f"adopted instance {adopted.instance_id}", instance_id=adopted.instance_id)
+    instance_id = change.view.instance_id
+    assert instance_id is not None
+    for event in events.get(instance_id, ()):
+        _apply_event(change, siblings, event)
+        if change.view.ended:
+            return
+    _apply_instance(change, snapshot, config)
+
+
+def _apply_event(change: _Change, siblings: Sequence[_Change], event: AgentEvent) -> None:
+    t = event.time_unix_s
+    if isinstance(event, NoticeBlind) or (isinstance(event, SelfCheckEvent) and event.notice_blind):
+        change.set(
+            f"notice-blind ({', '.join(event.reasons) or 'its agent says so'})", notice_blind=True
+        )
+    elif isinstance(event, WorkerStarted):
+        if change.view.state in (AttemptState.LAUNCHING, AttemptState.PENDING):
+            change.set("its worker started", state=AttemptState.RUNNING, running_at=t)
+    elif isinstance(event, AdvanceNotice):
+        if not change.view.notice_final:
+            change.set(
+                f"advance notice ({event.cause or event.protocol})",
+                state=AttemptState.NOTICED,
+                noticed_at=change.view.noticed_at if change.view.noticed_at is not None else t,
+                notice_deadline_s=event.deadline_unix_s,
+            )
+    elif isinstance(event, FinalNotice | Interruption):
+        change.set(
+            f"final notice ({event.cause or event.protocol})",
+            state=AttemptState.NOTICED,
+            noticed_at=t if not change.view.notice_final else change.view.noticed_at,
+            notice_final=True,
+            notice_deadline_s=event.deadline_unix_s,
+        )
+    elif isinstance(event, Exited):
+        _apply_exit(change, siblings, event.code, t)
+
+
+def _apply_exit(change: _Change, siblings: Sequence[_Change], code: int, at_s: float) -> None:
+    view = change.view
+    if code == EXIT_DONE:
+        change.finish(EndReason.SUCCEEDED, at_s, "the worker finished (exit 0)", code)
+    elif code == EXIT_PREEMPTED:
+        successor = any(
+            s.view.alive
+            and s.view.node == view.node
+            and s.view.attempt_id != view.attempt_id
+            and (s.view.launched_at, s.view.attempt_id) > (view.launched_at, view.attempt_id)
+            for s in siblings
+        )
+        if successor:
+            change.finish(
+                EndReason.SUPERSEDED, at_s, "handed over to its replacement (exit 75)", code
+            )
+        else:
+            change.finish(EndReason.PREEMPTED, at_s, "preempted, resumable (exit 75)", code)
+    else:
+        change.finish(EndReason.WORKER_FAILED, at_s, f"the worker failed (exit {code})", code)
+
+
+def _apply_instance(change: _Change, snapshot: Snapshot, config: ControllerConfig) -> None:
+    view = change.view
+    if view.provider not in snapshot.listed_providers:
+        return  # its provider did not answer this pass: unknown, not gone
+    instance = snapshot.instances.get(view.instance_id or "")
+    now = snapshot.now
+    if instance is None:
+        if (
+            view.state is AttemptState.LAUNCHING
+            and now - view.launched_at <= config.listing_grace_s
+        ):
+            return  # accepted a moment ago; the listing may not show it yet
+        if view.notice_final or view.state is AttemptState.NOTICED:
+            change.finish(EndReason.PREEMPTED, now, "its instance is gone after a notice")
+        else:
+            change.finish(
+                EndReason.FAILED, now, "its instance is gone (not listed by its provider)"
+            )
+        return
+    state = instance.state
+    if state in _ENDS:
+        at = instance.ended_at or instance.termination_time or now
+        change.finish(_ENDS[state], at, f"its instance is {state.value}")
+        return
+    if state is InstanceState.PENDING and view.state is AttemptState.LAUNCHING:
+        change.set("its instance was accepted", state=AttemptState.PENDING)
+    elif state is InstanceState.RUNNING and view.state in (
+        AttemptState.LAUNCHING,
+        AttemptState.PENDING,
+    ):
+        change.set("its instance runs", state=AttemptState.RUNNING, running_at=now)
+    elif state is InstanceState.NOTICED and not view.notice_final:
+        change.set(
+            "its instance got an interruption notice",
+            state=AttemptState.NOTICED,
+            noticed_at=instance.notice_time if instance.notice_time is not None else now,
+            notice_final=True,
+            notice_deadline_s=instance.termination_time,
+        )

@@ -1,0 +1,227 @@
+"""Where a job's next instances may go: its usable candidates this pass, per tolerance.
+
+Pure, like ``decide`` that uses it. For one job, :class:`JobPlacement` ranks
+the market once per kind (``scheduler.placement.rank``) and then hands out
+candidates:
+
+- **Reserved first.** The spec's pools are ranked (their marginal price is
+  0, already paid) and used while a pool has room: its ``count`` minus the
+  live attempts on it, across every job of the snapshot, counted as this pass
+  hands them out (:class:`ReservedLedger`).
+- **Usable only.** Left out: spot markets cooling down (a preemption's
+  cooldown is about that spot market), every kind in a cooled zone (an
+  outage), the markets in the kind a launch of this job failed in within
+  ``failed_market_memory_s``, and spot on an instance type an agent reported
+  notice-blind when the tolerance does not keep such instances.
+- **The tolerance decides the rest** (``scheduler.tolerance``): which kinds,
+  in which order; ``market: on-demand`` and a job forced to on-demand
+  (``max_interruptions``) get on-demand only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from spothop.jobs.controller.config import ControllerConfig
+from spothop.jobs.controller.snapshot import JobView, Snapshot
+from spothop.jobs.lifecycle import EndReason
+from spothop.jobs.spec import JobSpec, MarketChoice
+from spothop.resources.market_id import MarketId
+from spothop.scheduler.market_view import MarketKind
+from spothop.scheduler.placement import (
+    DEFAULT_SAVE_S,
+    Candidate,
+    Ranking,
+    ReservedPool,
+    WorkProfile,
+    rank,
+)
+from spothop.scheduler.tolerance import (
+    Choice,
+    NoticeBlindResponse,
+    Situation,
+    TolerancePolicy,
+    policy_for,
+)
+
+PoolKey = tuple[str, str, str | None]  # provider, instance type, zone (None: any zone)
+
+
+def _zone_of(market: MarketId) -> MarketId:
+    return MarketId(market.provider, market.region, market.zone, "")
+
+
+def pools_of(spec: JobSpec) -> tuple[ReservedPool, ...]:
+    return tuple(
+        ReservedPool(provider=r.provider, instance_type=r.instance_type, zone=r.zone, count=r.count)
+        for r in spec.reserved
+    )
+
+
+def _pool_matches(key: PoolKey, provider: str, instance_type: str, zone: str | None) -> bool:
+    return key[0] == provider and key[1] == instance_type and (key[2] is None or key[2] == zone)
+
+
+@dataclass
+class ReservedLedger:
+    """How much of each reserved pool is in use, across the snapshot's jobs, as this pass hands it out."""
+
+    used: dict[PoolKey, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, jobs: Sequence[JobView]) -> ReservedLedger:
+        ledger = cls()
+        keys = sorted(
+            {(p.provider, p.instance_type, p.zone) for j in jobs for p in pools_of(j.spec)},
+            key=str,
+        )
+        for job in jobs:
+            for a in job.attempts:
+                if a.alive and a.market_kind is MarketKind.RESERVED:
+                    for key in keys:
+                        if _pool_matches(key, a.provider, a.instance_type, a.zone):
+                            ledger.used[key] = ledger.used.get(key, 0) + 1
+                            break
+        return ledger
+
+    def take(self, pools: Sequence[ReservedPool], candidate: Candidate) -> bool:
+        """Use one instance of the first pool with room that ``candidate`` is on; False if none has room."""
+        o = candidate.offering
+        for pool in pools:
+            key = (pool.provider, pool.instance_type, pool.zone)
+            fits = _pool_matches(key, o.provider, o.instance_type, o.zone)
+            if fits and self.used.get(key, 0) < pool.count:
+                self.used[key] = self.used.get(key, 0) + 1
+                return True
+        return False
+
+
+@dataclass(frozen=True)
+class Options:
+    """A node's launch options: reserved candidates with room first, then the tolerance's choice."""
+
+    reserved: tuple[Candidate, ...]
+    choice: Choice
+
+
+class JobPlacement:
+    """The usable candidates of one job in one pass (rankings computed on first use, then kept)."""
+
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        job: JobView,
+        config: ControllerConfig,
+        cooled: frozenset[MarketId],
+        blind_types: frozenset[tuple[str, str]],
+    ) -> None:
+        self.snapshot = snapshot
+        self.job = job
+        self.config = config
+        self.cooled = cooled
+        self.spec = job.spec
+        self.policy: TolerancePolicy = policy_for(str(self.spec.tolerance))
+        keeps_blind = self.policy.notice_blind(self.situation) is NoticeBlindResponse.KEEP
+        self.blind_types = frozenset() if keeps_blind else blind_types
+        self.pools = pools_of(self.spec)
+        self._rankings: dict[MarketKind, Ranking] = {}
+        self._usable: dict[MarketKind, tuple[Candidate, ...]] = {}
+
+    @property
+    def situation(self) -> Situation:
+        return Situation(
+            now=self.snapshot.now,
+            interruption_times=self.job.interruption_times,
+            prefer_spot=self.spec.market is not MarketChoice.AUTO,
+        )
+
+    def _failed(self, kind: MarketKind) -> frozenset[MarketId]:
+        horizon = self.snapshot.now - self.config.failed_market_memory_s
+        return frozenset(
+            a.market
+            for a in self.job.attempts
+            if a.end_reason is EndReason.LAUNCH_FAILED
+            and a.market_kind is kind
+            and (a.ended_at if a.ended_at is not None else a.launched_at) >= horizon
+        )
+
+    def ranking(self, kind: MarketKind) -> Ranking:
+        if kind not in self._rankings:
+            exclude: set[MarketId] = set(self._failed(kind))
+            if kind is MarketKind.SPOT:
+                exclude |= {m for m in self.cooled if m.instance_type}
+            ckpt = self.spec.checkpoint
+            profile = WorkProfile(
+                checkpoint_interval_s=ckpt.interval_s if ckpt else None,
+                save_s=(ckpt.save_cost_s or DEFAULT_SAVE_S) if ckpt else DEFAULT_SAVE_S,
+            )
+            self._rankings[kind] = rank(
+                self.snapshot.market,
+                self.spec.requirements(),
+                profile,
+                kinds=(kind,),
+                exclude=sorted(exclude),
+                reserved=self.pools if kind is MarketKind.RESERVED else (),
+            )
+        return self._rankings[kind]
+
+    def usable(self, kind: MarketKind) -> tuple[Candidate, ...]:
+        """The best ``candidate_limit`` candidates of ``kind`` that may be used now, best first."""
+        if kind not in self._usable:
+            if kind is MarketKind.RESERVED and not self.pools:
+                self._usable[kind] = ()
+            else:
+                found = _take(self._filtered(kind), self.config.candidate_limit)
+                self._usable[kind] = found
+        return self._usable[kind]
+
+    def _filtered(self, kind: MarketKind) -> Iterator[Candidate]:
+        for candidate in self.ranking(kind).candidates:
+            market = candidate.market_id
+            if _zone_of(market) in self.cooled:
+                continue
+            if (
+                kind is MarketKind.SPOT
+                and (market.provider, market.instance_type) in self.blind_types
+            ):
+                continue
+            yield candidate
+
+    def options(self, on_demand_only: bool) -> Options:
+        """Reserved candidates (not yet checked for room) and the tolerance's choice for one node."""
+        reserved = self.usable(MarketKind.RESERVED)
+        on_demand = self.usable(MarketKind.ON_DEMAND)
+        if on_demand_only or self.spec.market is MarketChoice.ON_DEMAND:
+            why = "on-demand only" if on_demand_only else "market: on-demand"
+            if not on_demand:
+                why += (
+                    f": no usable on-demand market ({self.ranking(MarketKind.ON_DEMAND).explain()})"
+                )
+            return Options(reserved, Choice(on_demand, why))
+        choice = self.policy.choose(self.usable(MarketKind.SPOT), on_demand, self.situation)
+        if not choice.candidates:
+            choice = Choice((), f"{choice.reason} ({self.ranking(MarketKind.SPOT).explain()})")
+        return Options(reserved, choice)
+
+
+def _take(candidates: Iterator[Candidate], limit: int) -> tuple[Candidate, ...]:
+    out: list[Candidate] = []
+    for candidate in candidates:
+        out.append(candidate)
+        if len(out) >= limit:
+            break
+    return tuple(out)
+
+
+def blind_types_of(jobs: Sequence[JobView]) -> frozenset[tuple[str, str]]:
+    """(provider, instance type) of every attempt an agent reported notice-blind."""
+    return frozenset(
+        (a.provider, a.instance_type) for j in jobs for a in j.attempts if a.notice_blind
+    )
+
+
+def cooled_markets(snapshot: Snapshot, extra: Sequence[MarketId] = ()) -> frozenset[MarketId]:
+    """Markets and zones cooling down at ``snapshot.now`` (plus those cooled in this pass)."""
+    live = {m for m, until in snapshot.cooldowns.items() if until > snapshot.now}
+    return frozenset(live | set(extra))
