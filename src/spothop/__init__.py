@@ -98,6 +98,9 @@ _LAZY: dict[str, str] = {
         ("IllegalTransition", "JobNotFound", "AttemptNotFound", "JobChanged", "JobLeaseLost"),
         "spothop.jobs.errors",
     ),
+    **dict.fromkeys(
+        ("ControllerRunning", "ControllerStartFailed"), "spothop.jobs.controller.daemon"
+    ),
     **dict.fromkeys(("TraceError", "TraceNotFound"), "spothop.market.errors"),
     **dict.fromkeys(("NoCandidates", "NoCapacityNow"), "spothop.scheduler.errors"),
     **dict.fromkeys(
@@ -137,6 +140,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time each comes 
         ValidationFailed,
     )
     from spothop.checkpoint.pytorch import TorchState
+    from spothop.jobs.controller.daemon import ControllerRunning, ControllerStartFailed
     from spothop.jobs.errors import (
         AttemptNotFound,
         IllegalTransition,
@@ -201,6 +205,8 @@ __all__ = [
     "ConfigError",
     "ControlPlaneAuthError",
     "ControlPlaneError",
+    "ControllerRunning",
+    "ControllerStartFailed",
     "CurrencyError",
     "EventFormatError",
     "FormatVersionError",

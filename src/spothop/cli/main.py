@@ -9,6 +9,7 @@ import typer
 from spothop import __version__
 from spothop.cli import agent as agent_cli
 from spothop.cli import catalog, ckpt, cloud, db, offers, probe, topo
+from spothop.cli import jobs as jobs_cli
 from spothop.cli import market as market_cli
 from spothop.cli import queue as queue_cli
 from spothop.cli import simulate as simulate_cli
@@ -35,6 +36,7 @@ cloud.register(app)
 agent_cli.register(app)
 db.register(app)
 simulate_cli.register(app)
+jobs_cli.register(app)
 
 
 def _print_version(value: bool) -> None:

@@ -1,0 +1,315 @@
+"""One controller per ``SPOTHOP_HOME``: the lock, the pid file, starting and stopping it.
+
+Files, under ``<home>/controller/``:
+
+- ``controller.lock`` — held (``fcntl.flock``, exclusive) by the running
+  controller for as long as it lives; the kernel lets go when the process
+  dies, SIGKILL included, so a stale lock is impossible;
+- ``controller.json`` — written by the controller once it holds the lock:
+  ``pid``, ``started_unix_s``, ``store_url``, ``log``;
+- ``controller.log`` — the background controller's output;
+- ``wake.sock`` — its :class:`~spothop.state.wake.Waker`.
+
+Rules:
+
+- :func:`acquire` takes the lock or raises :class:`ControllerRunning`
+  naming the pid that holds it ("a second controller on the same home says
+  which one runs").
+- :func:`status` never takes the lock for more than a probe: it says whether a
+  controller runs and which.
+- :func:`start_background` starts ``python -m spothop.cli.main controller run``
+  in a session of its own (it outlives the command that started it) unless one
+  runs, and returns once the new controller holds the lock (or raises with the
+  tail of its log if it died first).
+- :func:`stop` sends SIGTERM and waits until the lock is free; the instances
+  keep running (a controller's death never ends a job), and the next
+  controller adopts them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from spothop.errors import SpothopError
+from spothop.paths import spothop_home
+
+START_TIMEOUT_S = 30.0  # a background controller holds its lock within this (it imports the store)
+STOP_TIMEOUT_S = 20.0
+
+
+class ControllerRunning(SpothopError):
+    """Another controller holds this home's lock; ``pid`` is the one that runs."""
+
+    def __init__(self, home: Path, pid: int | None) -> None:
+        self.home = home
+        self.pid = pid
+        which = f"pid {pid}" if pid else "a process whose pid file is not written yet"
+        super().__init__(
+            f"a controller already runs for SPOTHOP_HOME {str(home)!r} ({which}); "
+            "`spothop controller status` shows it, `spothop controller stop` stops it"
+        )
+
+
+class ControllerStartFailed(SpothopError):
+    """The background controller exited before it took its lock."""
+
+
+def controller_dir(home: Path | None = None) -> Path:
+    return (home or spothop_home()) / "controller"
+
+
+@dataclass(frozen=True)
+class ControllerInfo:
+    """What ``controller.json`` says of the running controller."""
+
+    pid: int
+    started_unix_s: float
+    store_url: str | None
+    log: str | None
+    queue_url: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pid": self.pid,
+            "started_unix_s": self.started_unix_s,
+            "store_url": self.store_url,
+            "queue_url": self.queue_url,
+            "log": self.log,
+        }
+
+
+class Lock:
+    """The held lock of the running controller; :meth:`release` (or exit) lets go."""
+
+    def __init__(self, home: Path, handle: IO[str]) -> None:
+        self.home = home
+        self._handle = handle
+
+    def write_info(
+        self, store_url: str | None, log: str | None = None, queue_url: str | None = None
+    ) -> ControllerInfo:
+        info = ControllerInfo(os.getpid(), time.time(), store_url, log, queue_url or store_url)
+        path = controller_dir(self.home) / "controller.json"
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(info.to_dict()))
+        tmp.replace(path)
+        return info
+
+    def release(self) -> None:
+        with contextlib.suppress(OSError):
+            (controller_dir(self.home) / "controller.json").unlink()
+        self._handle.close()
+
+
+def _read_info(home: Path) -> ControllerInfo | None:
+    try:
+        data = json.loads((controller_dir(home) / "controller.json").read_text())
+        return ControllerInfo(
+            int(data["pid"]),
+            float(data["started_unix_s"]),
+            data.get("store_url"),
+            data.get("log"),
+            data.get("queue_url"),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+PROBE_GRACE_S = (
+    0.5  # status() holds the lock for microseconds to probe it: acquire retries past that
+)
+
+
+def acquire(home: Path | None = None) -> Lock:
+    """Take the home's controller lock, or raise :class:`ControllerRunning`."""
+    home = home or spothop_home()
+    directory = controller_dir(home)
+    directory.mkdir(parents=True, exist_ok=True)
+    handle = open(directory / "controller.lock", "a+")  # noqa: SIM115 - held for the controller's life
+    deadline = time.monotonic() + PROBE_GRACE_S
+    while True:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return Lock(home, handle)
+        except BlockingIOError:
+            if _read_info(home) is None and time.monotonic() < deadline:
+                time.sleep(0.01)  # a status() probe, or a controller still writing its info
+                continue
+            handle.close()
+            info = _read_info(home)
+            raise ControllerRunning(home, info.pid if info else None) from None
+
+
+def status(home: Path | None = None) -> ControllerInfo | None:
+    """The running controller of ``home``, or ``None`` if none holds the lock."""
+    home = home or spothop_home()
+    path = controller_dir(home) / "controller.lock"
+    if not path.exists():
+        return None
+    with open(path, "a+") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            # Held: a controller runs. Its info may not be written yet; wait a moment for it.
+            deadline = time.monotonic() + 2.0
+            info = _read_info(home)
+            while info is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+                info = _read_info(home)
+            return info or ControllerInfo(0, 0.0, None, None)
+        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    return None
+
+
+def start_background(
+    home: Path | None = None,
+    store_url: str | None = None,
+    extra_args: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+) -> ControllerInfo:
+    """The running controller of ``home``; started in the background first if none runs."""
+    home = home or spothop_home()
+    running = status(home)
+    if running is not None:
+        return running
+    directory = controller_dir(home)
+    directory.mkdir(parents=True, exist_ok=True)
+    log_path = directory / "controller.log"
+    command = [sys.executable, "-m", "spothop.cli.main", "controller", "run", *extra_args]
+    if store_url:
+        command += ["--store", store_url]
+    child_env = {**os.environ, **(env or {}), "SPOTHOP_HOME": str(home)}
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(
+            command,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env=child_env,
+        )
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        info = status(home)
+        if info is not None and info.pid:
+            return info
+        if process.poll() is not None:
+            # It lost a race to another controller (fine: that one runs), or it failed.
+            info = status(home)
+            if info is not None:
+                return info
+            tail = log_path.read_text(errors="replace")[-2000:].strip()
+            raise ControllerStartFailed(
+                f"the controller exited with {process.returncode} before it started: "
+                f"{tail or 'no output'} (its log: {log_path})"
+            )
+        time.sleep(0.05)
+    raise ControllerStartFailed(
+        f"the controller did not start within {START_TIMEOUT_S:g} s; its log: {log_path}"
+    )
+
+
+def stop(home: Path | None = None, timeout_s: float = STOP_TIMEOUT_S) -> ControllerInfo | None:
+    """SIGTERM the running controller and wait until its lock is free; what ran, or ``None``."""
+    home = home or spothop_home()
+    info = status(home)
+    if info is None or not info.pid:
+        return info
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(info.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if status(home) is None:
+            return info
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(info.pid, signal.SIGKILL)
+    return info
+
+
+# -- running the controller ------------------------------------------------------------
+
+EXCLUDED_PROVIDERS = ("fake", "local")  # the empty test cloud; the alias of the world's first cloud
+
+
+def default_providers(names: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Every provider the registry has (the local cloud's every cloud by default), by name."""
+    from spothop.providers.registry import get_provider, provider_names
+
+    chosen = names or tuple(n for n in provider_names() if n not in EXCLUDED_PROVIDERS)
+    return {name: get_provider(name) for name in chosen}
+
+
+def run_controller(
+    *,
+    home: Path | None = None,
+    store_url: str | None = None,
+    queue_url: str | None = None,
+    period_s: float | None = None,
+    poll_only: bool = False,
+    providers: tuple[str, ...] = (),
+    on_ready: Any = None,
+) -> int:
+    """Run this home's controller in this process until SIGTERM or SIGINT; 0.
+
+    Takes the lock first (:class:`ControllerRunning` if another holds it),
+    then the waker, then runs :class:`~spothop.jobs.controller.loop.Loop`.
+    Instances keep running when it ends; the next controller adopts them.
+    """
+    import logging
+
+    from spothop.db import default_database_url
+    from spothop.jobs.controller.loop import DEFAULT_PERIOD_S, Controller, Loop
+    from spothop.jobs.store import JobStore
+    from spothop.state.wake import Waker, wake_address
+
+    home = home or spothop_home()
+    lock = acquire(home)
+    waker = None
+    controller = None
+    try:
+        url = store_url or default_database_url()
+        lock.write_info(url, str(controller_dir(home) / "controller.log"), queue_url)
+        address = wake_address(home)
+        waker = Waker(address)
+        logging.basicConfig(
+            level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        )
+        store = JobStore(url)
+        controller = Controller(
+            store,
+            default_providers(providers),
+            store_url=url,
+            queue_url=queue_url,
+            home=home,
+            wake_address=address,
+        )
+        loop = Loop(controller.run_pass, waker, period_s or DEFAULT_PERIOD_S, poll_only)
+        previous = {
+            sig: signal.signal(sig, lambda *_: loop.stop())
+            for sig in (signal.SIGTERM, signal.SIGINT)
+        }
+        try:
+            if on_ready is not None:
+                on_ready(loop)
+            loop.run()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        return 0
+    finally:
+        if controller is not None:
+            controller.close()
+        if waker is not None:
+            waker.close()
+        lock.release()

@@ -1,0 +1,187 @@
+"""The reconcile loop: observe, decide, act — woken by events, with a slow periodic pass.
+
+One pass (:meth:`Controller.run_pass`) is
+:func:`~spothop.jobs.controller.observe.observe` (the store, the providers,
+the agents' events after the cursor, the queues, the market) →
+:func:`~spothop.jobs.controller.decide.decide` (pure) →
+:meth:`~spothop.jobs.controller.executor.Executor.execute`.
+
+Between passes the loop sleeps on the home's
+:class:`~spothop.state.wake.Waker`: the agent's store process pokes it after
+it records an event (a notice, an interruption, a worker's exit), the CLI
+after it creates or cancels a job, the executor after a launch ends; so a
+final notice becomes a replacement launch within one pass (well under 1 s),
+not after a polling period. With no poke, a pass runs every ``period_s``
+(default 10 s: what catches an instance the cloud ended without any agent
+event, e.g. a host that died). ``poll_only=True`` ignores pokes (the peers'
+fixed polling, for ``bench/recovery.py``'s reference column).
+
+A pass that raises is logged and counted (:attr:`Controller.failed_passes`),
+never the end of the loop: a store or a cloud that is down now may be back
+at the next pass.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from spothop.state.wake import Waker
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PERIOD_S = 10.0
+
+
+@dataclass
+class LoopStats:
+    passes: int = 0
+    failed_passes: int = 0
+    woken: int = 0
+    last_pass_s: float = 0.0
+    last_error: str | None = None
+    started_unix_s: float = field(default_factory=time.time)
+
+
+class Loop:
+    """Run ``step`` now, then after every poke or every ``period_s``, until :meth:`stop`."""
+
+    def __init__(
+        self,
+        step: Callable[[], object],
+        waker: Waker | None = None,
+        period_s: float = DEFAULT_PERIOD_S,
+        poll_only: bool = False,
+    ) -> None:
+        self.step = step
+        self.waker = waker
+        self.period_s = period_s
+        self.poll_only = poll_only
+        self.stats = LoopStats()
+        self._stop = threading.Event()
+
+    def stop(self) -> None:
+        """Ask the loop to end after the pass it is in (safe from a signal handler)."""
+        self._stop.set()
+        if self.waker is not None:
+            from spothop.state.wake import poke
+
+            poke(self.waker.address)
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def run_once(self) -> None:
+        started = time.monotonic()
+        try:
+            self.step()
+        except Exception as exc:  # the next pass may succeed: never let one end the loop
+            self.stats.failed_passes += 1
+            self.stats.last_error = f"{type(exc).__name__}: {exc}"
+            log.exception("controller pass failed")
+        finally:
+            self.stats.passes += 1
+            self.stats.last_pass_s = time.monotonic() - started
+
+    def run(self) -> LoopStats:
+        next_periodic = time.monotonic()
+        while not self._stop.is_set():
+            self.run_once()
+            if time.monotonic() >= next_periodic:
+                next_periodic = time.monotonic() + self.period_s
+            while not self._stop.is_set():
+                timeout = max(0.0, next_periodic - time.monotonic())
+                if self.waker is None:
+                    self._stop.wait(timeout)
+                    woke = False
+                else:
+                    woke = self.waker.wait(timeout)
+                if self._stop.is_set():
+                    break
+                if woke and not self.poll_only:
+                    self.stats.woken += 1
+                    break
+                if time.monotonic() >= next_periodic:
+                    break
+        return self.stats
+
+
+class Controller:
+    """One controller over one job store and a set of providers: :meth:`run_pass` is one reconcile.
+
+    Order within a pass: observe (facts synced) → ``decide`` → execute →
+    reconcile orphans → move the event cursor. Launches whose node already has
+    a launch in flight are dropped before execution (the executor would skip them).
+    """
+
+    def __init__(
+        self,
+        store: Any,
+        providers: Mapping[str, Any],
+        *,
+        store_url: str,
+        queue_url: str | None = None,
+        home: Path | None = None,
+        config: Any = None,
+        wake_address: str | None = None,
+        market_ttl_s: float = 5.0,
+    ) -> None:
+        from spothop.jobs.controller.executor import Executor
+        from spothop.jobs.controller.observe import Observer
+        from spothop.state.wake import poke
+
+        self.store = store
+        self.providers = providers
+        self.store_url = store_url
+        self.queue_url = queue_url or store_url
+        self.config = config
+        self.observer = Observer(
+            store, providers, queue_url=self.queue_url, market_ttl_s=market_ttl_s
+        )
+        self.executor = Executor(
+            store,
+            providers,
+            store_url=store_url,
+            queue_url=self.queue_url,
+            home=home,
+            wake=lambda: poke(wake_address),
+        )
+        self.last_actions: list[Any] = []
+        self.last_reports: list[Any] = []
+        self.orphans_terminated = 0
+        self.listeners: list[Callable[[float, list[Any]], None]] = []  # benches and tests
+
+    def run_pass(self) -> list[Any]:
+        from spothop.jobs.controller import Launch, decide
+        from spothop.jobs.orphans import reconcile
+
+        snapshot = self.observer.snapshot()
+        actions = decide(snapshot, self.config) if self.config is not None else decide(snapshot)
+        inflight = self.executor.launching()
+        actions = [
+            a for a in actions if not (isinstance(a, Launch) and (a.job_id, a.node) in inflight)
+        ]
+        decided_at = time.time()
+        reports = self.executor.execute(actions)
+        for listener in self.listeners:
+            listener(decided_at, actions)
+        observation = self.observer.last
+        if observation is not None:
+            self.orphans_terminated += len(
+                reconcile(self.store, self.store_url, self.providers, observation.instances)
+            )
+        self.observer.cursor.commit()
+        for report in reports:
+            if not report.ok:
+                log.warning("%s failed: %s", report.action, report.error)
+        self.last_actions, self.last_reports = actions, reports
+        return reports
+
+    def close(self) -> None:
+        self.executor.close()

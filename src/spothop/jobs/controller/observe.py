@@ -1,0 +1,476 @@
+"""Observe: everything one controller pass decides on, read in one place.
+
+:func:`observe` reads, and writes nothing but the attempts' *facts*:
+
+- the live jobs and their attempts (:class:`~spothop.jobs.store.JobStore`);
+- the instances every provider has that carry spothop's tags
+  (``spothop-job``; ``list_instances``), so an instance whose launch call
+  never returned (the controller died in it) is still found by its token;
+- the agents' events stored since the cursor (``agent_events``, typed by
+  :func:`spothop.agent.eventmodel.event_from_dict`), oldest first;
+- each batch job's queue counts (pending, leased, done, dead);
+- the persisted market cooldowns;
+- the market (:func:`spothop.scheduler.market_view.gather_market_view`),
+  at most every ``market_ttl_s`` (it is the slowest read; a pass woken by a
+  notice reuses the last one).
+
+Facts, not decisions, are brought up to date here, so that ``decide`` reads a
+store that agrees with the clouds: an attempt ``launching`` whose instance
+was found by its token gets its ``instance_id``; ``pending`` → ``running`` →
+``noticed`` follow the instance (the noticed time from the agent's
+``final_notice`` or the cloud's ``notice_time``). Ending an attempt is a
+decision (``EndAttempt``), never made here.
+
+The event cursor: agent events have no global sequence, so the cursor is a
+time (``received_unix_s``) with the ids seen within :data:`CURSOR_OVERLAP_S`
+before it; a pass reads from ``time − overlap`` and skips those ids, so an
+event committed late by a slow writer is still read once. The cursor moves
+only after the pass's actions are carried out (:meth:`EventCursor.commit`):
+a controller killed mid-pass reads the same events again, and none is lost.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import select
+
+from spothop.agent.eventmodel import AgentEvent, event_from_dict
+from spothop.jobs.lifecycle import AttemptState, JobState
+from spothop.jobs.store import AttemptRecord, JobRecord, JobStore
+from spothop.providers.base import Instance, InstanceState, Provider
+from spothop.state.agent_tables import agent_events
+
+log = logging.getLogger(__name__)
+
+TAG_JOB = "spothop-job"
+TAG_NODE = "spothop-node"
+TAG_TOKEN = "spothop-token"
+TAG_ATTEMPT = "spothop-attempt"
+TAG_STORE = (
+    "spothop-store"  # which job store launched it: a reconciler ends only its own store's orphans
+)
+CURSOR_NAME = "agent_events"
+CURSOR_OVERLAP_S = 30.0  # a writer's transaction commits well within this of its received time
+MAX_EVENTS_PER_PASS = 5000
+
+LIVE_JOB_STATES = tuple(s for s in JobState if not s.final)
+
+
+@dataclass
+class Observation:
+    """What one pass saw (see the module docstring); ``now`` is the controller's clock."""
+
+    now: float
+    jobs: tuple[JobRecord, ...]
+    attempts: Mapping[str, tuple[AttemptRecord, ...]]  # job id → its attempts, oldest first
+    instances: Mapping[str, Instance]  # instance id → instance, spothop-tagged only
+    events: tuple[AgentEvent, ...]
+    cooldowns: Mapping[Any, float]  # MarketId → until (unix s)
+    market: Any  # scheduler.market_view.MarketView
+    listed_providers: frozenset[str] = frozenset()
+    provider_errors: Mapping[str, str] = field(default_factory=dict)  # provider → why not read
+
+
+def store_tag(store_url: str) -> str:
+    """A short, stable name of a job store (its URL hashed; no secret in a tag)."""
+    import hashlib
+
+    from spothop.db import normalise_url
+
+    return hashlib.sha256(normalise_url(store_url).encode()).hexdigest()[:16]
+
+
+class EventCursor:
+    """Reads agent events after the persisted cursor; :meth:`commit` moves it (see the module docstring)."""
+
+    def __init__(self, store: JobStore) -> None:
+        self.store = store
+        self._pending: tuple[float, list[str]] | None = None
+
+    def _load(self) -> tuple[float, set[str]]:
+        raw = self.store.cursor(CURSOR_NAME)
+        if not raw:
+            return 0.0, set()
+        try:
+            data = json.loads(raw)
+            return float(data["t"]), set(data.get("ids", ()))
+        except (ValueError, KeyError, TypeError):
+            log.warning("the agent-event cursor %r does not parse; reading from the start", raw)
+            return 0.0, set()
+
+    def read(self) -> list[AgentEvent]:
+        since, seen = self._load()
+        t = agent_events
+        query = (
+            select(t.c.event_id, t.c.received_unix_s, t.c.payload)
+            .where(t.c.received_unix_s >= since - CURSOR_OVERLAP_S)
+            .order_by(t.c.received_unix_s, t.c.event_id)
+            .limit(MAX_EVENTS_PER_PASS + len(seen))
+        )
+        with self.store.engine.connect() as conn:
+            rows = conn.execute(query).all()
+        events: list[AgentEvent] = []
+        window: list[tuple[float, str]] = [(since, i) for i in seen]
+        newest = since
+        for event_id, received, payload in rows:
+            if event_id in seen:
+                continue
+            try:
+                events.append(event_from_dict(json.loads(payload)))
+            except Exception as exc:  # a bad row is skipped, once, and said so
+                log.warning("agent event %s does not parse: %s", event_id, exc)
+            window.append((received, event_id))
+            newest = max(newest, received)
+            if len(events) >= MAX_EVENTS_PER_PASS:
+                break
+        keep = [i for r, i in window if r >= newest - CURSOR_OVERLAP_S]
+        self._pending = (newest, keep)
+        return events
+
+    def commit(self) -> None:
+        """Move the cursor past what the last :meth:`read` returned."""
+        if self._pending is None:
+            return
+        newest, ids = self._pending
+        self.store.set_cursor(CURSOR_NAME, json.dumps({"t": newest, "ids": sorted(set(ids))}))
+        self._pending = None
+
+
+def tagged_instances(
+    providers: Mapping[str, Provider],
+) -> tuple[dict[str, Instance], dict[str, str]]:
+    """Every spothop-tagged instance of every provider; and the providers that could not be read."""
+    found: dict[str, Instance] = {}
+    errors: dict[str, str] = {}
+    for name, provider in providers.items():
+        try:
+            for instance in provider.list_instances():
+                if TAG_JOB in instance.tags:
+                    found[instance.instance_id] = instance
+        except Exception as exc:  # one cloud down must not blind the controller to the others
+            errors[name] = f"{type(exc).__name__}: {exc}"
+    return found, errors
+
+
+def queue_stats(queue_url: str | None, job_id: str) -> Any:
+    """The batch job's queue counts (:class:`~spothop.queue.model.QueueStats`), ``None`` before its shards exist."""
+    from spothop.queue import open_queue
+    from spothop.queue.errors import UnknownJobError
+
+    try:
+        with open_queue(queue_url, job_id) as queue:
+            return queue.stats()
+    except UnknownJobError:
+        return None
+
+
+def sync_attempt_facts(
+    store: JobStore,
+    attempts: Sequence[AttemptRecord],
+    instances: Mapping[str, Instance],
+    events: Sequence[AgentEvent],
+) -> list[AttemptRecord]:
+    """Bring live attempts' facts up to date with the clouds (module docstring); the attempts as now stored."""
+    by_token = {i.tags.get(TAG_TOKEN): i for i in instances.values() if i.tags.get(TAG_TOKEN)}
+    noticed = {e.instance_id: e.time_unix_s for e in events if e.kind == "final_notice"}
+    out: list[AttemptRecord] = []
+    for attempt in attempts:
+        current = attempt
+        if attempt.live:
+            try:
+                current = _sync_one(store, attempt, instances, by_token, noticed)
+            except Exception as exc:  # a refused update leaves the attempt as it was: next pass
+                log.warning("syncing attempt %s failed: %s", attempt.attempt_id, exc)
+        out.append(current)
+    return out
+
+
+_FOLLOW = {
+    InstanceState.PENDING: AttemptState.PENDING,
+    InstanceState.RUNNING: AttemptState.RUNNING,
+    InstanceState.NOTICED: AttemptState.NOTICED,
+}
+_ORDER = [AttemptState.LAUNCHING, AttemptState.PENDING, AttemptState.RUNNING, AttemptState.NOTICED]
+
+
+def _sync_one(
+    store: JobStore,
+    attempt: AttemptRecord,
+    instances: Mapping[str, Instance],
+    by_token: Mapping[str | None, Instance],
+    noticed: Mapping[str, float],
+) -> AttemptRecord:
+    instance = instances.get(attempt.instance_id or "") or by_token.get(attempt.launch_token)
+    if instance is None:
+        return attempt
+    fields: dict[str, Any] = {}
+    if attempt.instance_id != instance.instance_id:
+        fields["instance_id"] = instance.instance_id
+    target = _FOLLOW.get(instance.state)
+    if instance.instance_id in noticed and attempt.state in _ORDER:
+        target = AttemptState.NOTICED
+    if target is not None and _ORDER.index(target) > _ORDER.index(attempt.state):
+        if target is AttemptState.NOTICED:
+            fields["noticed_unix_s"] = noticed.get(instance.instance_id) or instance.notice_time
+        return store.update_attempt(attempt.attempt_id, state=target, **fields)
+    if fields:
+        attempt = store.update_attempt(attempt.attempt_id, event="attempt_adopted", **fields)
+    return attempt
+
+
+class Observer:
+    """Builds each pass's :class:`~spothop.jobs.controller.snapshot.Snapshot` (module docstring)."""
+
+    def __init__(
+        self,
+        store: JobStore,
+        providers: Mapping[str, Provider],
+        *,
+        queue_url: str | None = None,
+        market_ttl_s: float = 5.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.providers = providers
+        self.queue_url = queue_url
+        self.market_ttl_s = market_ttl_s
+        self.clock = clock
+        self.cursor = EventCursor(store)
+        self._market: Any = None
+        self._market_at = float("-inf")
+        self.last: Observation | None = None
+
+    def market(self) -> Any:
+        """The market view, read again when older than ``market_ttl_s`` (wall seconds)."""
+        from spothop.scheduler.market_view import gather_market_view
+
+        if self._market is None or time.monotonic() - self._market_at > self.market_ttl_s:
+            readable = []
+            for provider in self.providers.values():
+                try:
+                    provider.list_offerings()
+                    readable.append(provider)
+                except Exception as exc:
+                    log.warning("provider %s: no offerings this pass: %s", provider.name, exc)
+            self._market = gather_market_view(readable)
+            self._market_at = time.monotonic()
+        return self._market
+
+    def observe(self) -> Observation:
+        now = self.clock()
+        jobs = {j.job_id: j for j in self.store.list_jobs(LIVE_JOB_STATES)}
+        for job_id in live_attempt_jobs(self.store):
+            if job_id not in jobs:
+                jobs[job_id] = self.store.get_job(job_id)  # a final job that still owns an instance
+        instances, errors = tagged_instances(self.providers)
+        events = tuple(self.cursor.read())
+        attempts: dict[str, tuple[AttemptRecord, ...]] = {}
+        for job_id in jobs:
+            stored = self.store.attempts(job_id)
+            attempts[job_id] = tuple(sync_attempt_facts(self.store, stored, instances, events))
+        cooldowns = {m: c.until_unix_s for m, c in self.store.cooldowns(now).items()}
+        observation = Observation(
+            now=now,
+            jobs=tuple(jobs.values()),
+            attempts=attempts,
+            instances=instances,
+            events=events,
+            cooldowns=cooldowns,
+            market=self.market(),
+            listed_providers=frozenset(self.providers) - frozenset(errors),
+            provider_errors=errors,
+        )
+        self.last = observation
+        return observation
+
+    def snapshot(self) -> Any:
+        observation = self.observe()
+        stats = {
+            j.job_id: queue_stats(self.queue_url, j.job_id)
+            for j in observation.jobs
+            if j.kind == "batch"
+        }
+        return to_snapshot(observation, self.store, stats)
+
+
+def live_attempt_jobs(store: JobStore) -> list[str]:
+    """Jobs with an attempt not yet ended (whatever the job's state)."""
+    from spothop.state.job_tables import job_attempts
+
+    query = (
+        select(job_attempts.c.job_id)
+        .where(job_attempts.c.state != AttemptState.ENDED.value)
+        .distinct()
+    )
+    with store.engine.connect() as conn:
+        return sorted(r[0] for r in conn.execute(query))
+
+
+# -- the snapshot decide reads ----------------------------------------------------------
+
+JOB_FLAG_EVENTS = {
+    "cancel_requested": "cancel_requested",
+    "shards_enqueued": "shards_enqueued",
+    "outputs_published": "outputs_published",
+}
+
+
+@dataclass(frozen=True)
+class AgentFacts:
+    """What the agent on one instance said, folded from all its events (not only the new ones)."""
+
+    noticed_at: float | None = None
+    notice_final: bool = False
+    notice_deadline_s: float | None = None
+    notice_blind: bool = False
+    exit_code: int | None = None
+
+
+def agent_facts(store: JobStore, instance_ids: Sequence[str]) -> dict[str, AgentFacts]:
+    """Fold every stored event of each instance into its :class:`AgentFacts`.
+
+    Read from all of the instance's events each pass (indexed by instance id),
+    so that nothing about a live attempt depends on the cursor: a restarted
+    controller sees the same facts.
+    """
+    if not instance_ids:
+        return {}
+    t = agent_events
+    kinds = ("advance_notice", "final_notice", "notice_blind", "worker_exited", "exited")
+    query = (
+        select(t.c.instance_id, t.c.kind, t.c.payload)
+        .where(t.c.instance_id.in_(list(instance_ids)), t.c.kind.in_(kinds))
+        .order_by(t.c.time_unix_s, t.c.event_id)
+    )
+    with store.engine.connect() as conn:
+        rows = conn.execute(query).all()
+    facts: dict[str, dict[str, Any]] = {}
+    for instance_id, kind, payload in rows:
+        try:
+            data = json.loads(payload)
+        except ValueError:
+            continue
+        f = facts.setdefault(instance_id, {})
+        if kind in ("advance_notice", "final_notice"):
+            if f.get("notice_final") and kind == "advance_notice":
+                continue
+            f["noticed_at"] = f.get("noticed_at") or data.get("time_unix_s")
+            if kind == "final_notice" and not f.get("notice_final"):
+                f["noticed_at"] = data.get("time_unix_s")
+                f["notice_final"] = True
+            f["notice_deadline_s"] = data.get("deadline_unix_s")
+        elif kind == "notice_blind":
+            f["notice_blind"] = True
+        elif kind == "worker_exited":
+            f["worker_code"] = data.get("code")
+        elif kind == "exited":
+            f["agent_code"] = data.get("code")
+    out: dict[str, AgentFacts] = {}
+    for instance_id, f in facts.items():
+        agent_code, worker_code = f.get("agent_code"), f.get("worker_code")
+        if agent_code in (0, 75):
+            code = agent_code
+        else:
+            code = worker_code if worker_code is not None else agent_code
+        out[instance_id] = AgentFacts(
+            noticed_at=f.get("noticed_at"),
+            notice_final=bool(f.get("notice_final")),
+            notice_deadline_s=f.get("notice_deadline_s"),
+            notice_blind=bool(f.get("notice_blind")),
+            exit_code=None if code is None else int(code),
+        )
+    return out
+
+
+def attempt_view(record: AttemptRecord, facts: AgentFacts | None) -> Any:
+    from spothop.jobs.controller import snapshot
+
+    # The enums as the snapshot module names them (decide compares them with ``is``).
+    market_kind, attempt_state, end_reason = (
+        getattr(snapshot, n) for n in ("MarketKind", "AttemptState", "EndReason")
+    )
+    f = facts or AgentFacts()
+    return snapshot.AttemptView(
+        attempt_id=record.attempt_id,
+        job_id=record.job_id,
+        node=record.node,
+        launch_token=record.launch_token,
+        provider=record.provider,
+        region=record.region,
+        zone=record.zone or None,
+        instance_type=record.instance_type,
+        market_kind=market_kind(str(record.market_kind)),
+        price_usd_per_hour=record.price_usd_per_hour,
+        state=attempt_state(str(record.state)),
+        launched_at=record.launched_unix_s,
+        instance_id=record.instance_id,
+        running_at=record.running_unix_s,
+        noticed_at=record.noticed_unix_s or f.noticed_at,
+        notice_final=f.notice_final,
+        notice_deadline_s=f.notice_deadline_s,
+        notice_blind=f.notice_blind,
+        ended_at=record.ended_unix_s,
+        end_reason=None if record.end_reason is None else end_reason(str(record.end_reason)),
+        exit_code=record.exit_code if record.exit_code is not None else f.exit_code,
+        error_code=record.error_code,
+    )
+
+
+def job_flags(store: JobStore, job_id: str) -> dict[str, bool]:
+    flags = dict.fromkeys(JOB_FLAG_EVENTS.values(), False)
+    for event in store.events(job_id):
+        name = JOB_FLAG_EVENTS.get(event.kind)
+        if name:
+            flags[name] = True
+    return flags
+
+
+def to_snapshot(observation: Observation, store: JobStore, queue_stats: Mapping[str, Any]) -> Any:
+    """The :class:`~spothop.jobs.controller.snapshot.Snapshot` of one observation."""
+    from spothop.jobs.controller import snapshot
+    from spothop.jobs.controller.snapshot import JobView, Snapshot
+
+    job_state = vars(snapshot)["JobState"]  # the enum decide compares with ``is``
+
+    instance_ids = [
+        a.instance_id for atts in observation.attempts.values() for a in atts if a.instance_id
+    ]
+    facts = agent_facts(store, instance_ids)
+    views = []
+    for job in observation.jobs:
+        attempts = tuple(
+            attempt_view(a, facts.get(a.instance_id or ""))
+            for a in observation.attempts.get(job.job_id, ())
+        )
+        flags = job_flags(store, job.job_id)
+        views.append(
+            JobView(
+                job_id=job.job_id,
+                spec=job.spec(),
+                state=job_state(str(job.state)),
+                attempts=attempts,
+                created_at=job.created_unix_s,
+                on_demand_forced=job.on_demand_forced,
+                cancel_requested=flags["cancel_requested"],
+                queue=queue_stats.get(job.job_id),
+                shards_enqueued=flags["shards_enqueued"],
+                outputs_published=flags["outputs_published"],
+                reason=job.reason,
+            )
+        )
+    listed = frozenset(observation.listed_providers)
+    return Snapshot(
+        now=observation.now,
+        jobs=tuple(views),
+        market=observation.market,
+        cooldowns=dict(observation.cooldowns),
+        instances=dict(observation.instances),
+        listed_providers=listed,
+        events=tuple(observation.events),
+    )

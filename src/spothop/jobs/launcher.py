@@ -1,0 +1,144 @@
+"""What an instance of a job runs at boot: the agent, wrapping the job's setup and run.
+
+:func:`bootstrap` turns one attempt (job, node, attempt id, the spec's shell
+text) into the instance's bootstrap command and environment::
+
+    python -m spothop.agent run --control-plane <store url> --cloud <provider>
+        --job-id <job> [--queue-url <queue>] [--checkpoint-url <url>]
+        --restart-limit 0 --state-dir <home>/jobs/<job>/agents/<attempt> --no-probe
+        -- sh -c 'exec >><log> 2>&1; cd <workdir> && { <setup>; } && { <run>; }'
+
+Contracts:
+
+- The worker's output (stdout and stderr of setup and run) goes to one file
+  per attempt, :func:`attempt_log_path` — ``<home>/jobs/<job>/logs/node-<N>/<attempt>.log``
+  — which is what ``spothop logs`` reads, attempt after attempt, across every
+  recovery. The agent's own output stays with the instance (its console).
+- ``--restart-limit 0``: the agent does not restart a crashed worker; it exits
+  and the controller decides (exit 75: relaunch; 0: the node is done; any
+  other: a failure, retried as the spec's ``max_retries`` says).
+- The environment carries ``SPOTHOP_JOB_ID``, ``SPOTHOP_NODE_RANK``,
+  ``SPOTHOP_ATTEMPT_ID``, ``SPOTHOP_CHECKPOINT_URL`` (when the job has one),
+  ``SPOTHOP_PREEMPTION_RATE_PER_H`` (the λ of the market it was placed in, so
+  the checkpoint interval adapts to where the job runs), the spec's ``envs``,
+  ``SPOTHOP_HOME`` and the controller's wake address
+  (:data:`spothop.state.wake.WAKE_SOCKET_ENV`), so that the store process of
+  the agent pokes this home's controller after recording an event.
+- Nothing here launches anything: the executor hands the result to
+  ``provider.launch``.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from spothop.paths import spothop_home
+from spothop.state.wake import WAKE_SOCKET_ENV, wake_address
+
+RATE_ENV = "SPOTHOP_PREEMPTION_RATE_PER_H"
+NODE_RANK_ENV = "SPOTHOP_NODE_RANK"
+ATTEMPT_ID_ENV = "SPOTHOP_ATTEMPT_ID"
+
+
+@dataclass(frozen=True)
+class WorkerCommand:
+    """The shell text of a job and where it runs (from the job spec)."""
+
+    run: str
+    setup: str | None = None
+    workdir: str | None = None
+    envs: Mapping[str, str] = field(default_factory=dict)
+    checkpoint_url: str | None = None
+    queue_url: str | None = None  # batch jobs: the shard queue the workers pull from
+
+
+@dataclass(frozen=True)
+class Bootstrap:
+    command: tuple[str, ...]
+    env: dict[str, str]
+    log_path: Path
+
+
+def job_dir(job_id: str, home: Path | None = None) -> Path:
+    """``<home>/jobs/<job_id>``: the job's logs and its agents' state folders."""
+    return (home or spothop_home()) / "jobs" / job_id
+
+
+def attempt_log_path(job_id: str, node: int, attempt_id: str, home: Path | None = None) -> Path:
+    """Where the worker of ``attempt_id`` writes its output."""
+    return job_dir(job_id, home) / "logs" / f"node-{node}" / f"{attempt_id}.log"
+
+
+def worker_script(work: WorkerCommand, log_path: Path) -> str:
+    """The ``sh -c`` text: output to the attempt's log, then ``cd workdir && setup && run``."""
+    parts = [f"exec >>{shlex.quote(str(log_path))} 2>&1"]
+    steps = []
+    if work.workdir:
+        steps.append(f"cd {shlex.quote(work.workdir)}")
+    if work.setup and work.setup.strip():
+        steps.append("{\n" + work.setup.rstrip() + "\n}")
+    steps.append("{\n" + work.run.rstrip() + "\n}")
+    parts.append(" && ".join(steps))
+    return "\n".join(parts)
+
+
+def bootstrap(
+    work: WorkerCommand,
+    *,
+    job_id: str,
+    node: int,
+    attempt_id: str,
+    provider: str,
+    store_url: str,
+    preemption_rate_per_h: float | None = None,
+    home: Path | None = None,
+    python: str = sys.executable,
+) -> Bootstrap:
+    """The bootstrap command and environment of one attempt (see the module docstring)."""
+    home = home or spothop_home()
+    log_path = attempt_log_path(job_id, node, attempt_id, home)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    state_dir = job_dir(job_id, home) / "agents" / attempt_id
+    command = [
+        python,
+        "-m",
+        "spothop.agent",
+        "run",
+        "--control-plane",
+        store_url,
+        "--cloud",
+        provider,
+        "--job-id",
+        job_id,
+        "--restart-limit",
+        "0",
+        "--state-dir",
+        str(state_dir),
+        "--no-probe",
+    ]
+    if work.queue_url:
+        command += ["--queue-url", work.queue_url]
+    if work.checkpoint_url:
+        command += ["--checkpoint-url", work.checkpoint_url]
+    command += ["--", "sh", "-c", worker_script(work, log_path)]
+    env = {str(k): str(v) for k, v in work.envs.items()}
+    env.update(
+        {
+            "SPOTHOP_HOME": str(home),
+            WAKE_SOCKET_ENV: wake_address(home),
+            "SPOTHOP_JOB_ID": job_id,
+            NODE_RANK_ENV: str(node),
+            ATTEMPT_ID_ENV: attempt_id,
+        }
+    )
+    if work.checkpoint_url:
+        env["SPOTHOP_CHECKPOINT_URL"] = work.checkpoint_url
+    if work.queue_url:
+        env["SPOTHOP_QUEUE_URL"] = work.queue_url
+    if preemption_rate_per_h is not None:
+        env[RATE_ENV] = repr(float(preemption_rate_per_h))
+    return Bootstrap(tuple(command), env, log_path)
