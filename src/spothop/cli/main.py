@@ -8,7 +8,7 @@ import typer
 
 from spothop import __version__
 from spothop.cli import agent as agent_cli
-from spothop.cli import catalog, ckpt, cloud, db, offers, probe, topo
+from spothop.cli import catalog, ckpt, cloud, db, offers, plan, probe, topo
 from spothop.cli import jobs as jobs_cli
 from spothop.cli import market as market_cli
 from spothop.cli import queue as queue_cli
@@ -37,6 +37,7 @@ agent_cli.register(app)
 db.register(app)
 simulate_cli.register(app)
 jobs_cli.register(app)
+plan.register(app)
 
 
 def _print_version(value: bool) -> None:

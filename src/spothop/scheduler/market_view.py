@@ -27,7 +27,7 @@ Rules:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
@@ -35,14 +35,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from spothop.market.reliability import DEFAULT_PRIOR_RATE_PER_H, score_of
+from spothop.market.reliability import DEFAULT_PRIOR_RATE_PER_H, REFERENCE_RUN_H
 from spothop.resources.market_id import MarketId
 from spothop.resources.offering import Offering
 from spothop.scheduler.requirements import INTERCONNECT_RANK
 
 if TYPE_CHECKING:
     from spothop.market.reliability import ReliabilityBook
-    from spothop.providers.base import Provider
+    from spothop.providers.base import Provider, SpotPrice
 
 # Launch call to the agent's first heartbeat on a GPU image: 1-3 minutes on the
 # large clouds (SkyPilot and dstack both budget ~2 min); the middle of that range.
@@ -111,6 +111,7 @@ class OfferingTable:
     memory_gib: np.ndarray
     gpu_memory_gib: np.ndarray
     effective_tflops_per_gpu: np.ndarray
+    nominal_tflops_per_gpu: np.ndarray
     interconnect_rank: np.ndarray
     on_demand_price_usd_per_hour: np.ndarray
     spot_price_usd_per_hour: np.ndarray  # live where known, else the catalog's
@@ -163,15 +164,20 @@ class MarketView:
         gpu, gpu_names = _codes([o.gpu for o in offers])
         itype, itype_names = _codes([o.instance_type for o in offers])
         # Per-GPU facts come from the GPU model: look each model up once, not once per row.
-        facts: dict[tuple[str, float | None], tuple[float, float]] = {}
+        facts: dict[tuple[str, float | None], tuple[float, float, float]] = {}
         memory = np.empty(n)
         tflops = np.empty(n)
+        nominal = np.empty(n)
         for i, o in enumerate(offers):
             key = (o.gpu, o.measured_tflops_per_gpu)
             known = facts.get(key)
             if known is None:
-                known = facts[key] = (o.gpu_memory_gib, o.effective_tflops_per_gpu)
-            memory[i], tflops[i] = known
+                known = facts[key] = (
+                    o.gpu_memory_gib,
+                    o.effective_tflops_per_gpu,
+                    o.nominal_tflops_per_gpu,
+                )
+            memory[i], tflops[i], nominal[i] = known
         on_demand = np.fromiter(
             (
                 math.nan
@@ -185,28 +191,30 @@ class MarketView:
         spot = np.empty(n)
         available = np.empty(n, dtype=bool)
         rate = np.empty(n)
-        score = np.empty(n)
-        markets = self.markets
+        score = np.full(n, math.nan)  # NaN: no score reported, derived from λ below
+        # Keyed by plain tuples: hashing a tuple of four strings is cheaper than making a MarketId.
+        by_key = {
+            (m.provider, m.region, m.zone, m.instance_type): state
+            for m, state in self.markets.items()
+        }
         default_rate = self.default_preemption_rate_per_h
         for i, o in enumerate(offers):
-            state = markets.get(o.market_id) if markets else None
+            state = by_key.get((o.provider, o.region, o.zone or "", o.instance_type))
             catalog = o.spot_price_usd_per_hour
             if state is None:
                 spot[i] = math.nan if catalog is None else catalog
                 available[i] = True
                 rate[i] = default_rate
-                score[i] = score_of(DEFAULT_AVAILABILITY, default_rate)
                 continue
             live = state.spot_price_usd_per_hour
             price = live if live is not None else catalog
             spot[i] = math.nan if price is None else price
             available[i] = state.available
             rate[i] = state.preemption_rate_per_h
-            score[i] = (
-                state.reliability_score
-                if state.reliability_score is not None
-                else score_of(DEFAULT_AVAILABILITY, state.preemption_rate_per_h)
-            )
+            if state.reliability_score is not None:
+                score[i] = state.reliability_score
+        derived = np.clip(DEFAULT_AVAILABILITY * np.exp(-rate * REFERENCE_RUN_H), 0.0, 1.0)
+        score = np.where(np.isnan(score), derived, score)
         boot = np.array([self.boot_s_of(name) for name in provider_names], dtype=float)
         return OfferingTable(
             offerings=offers,
@@ -225,6 +233,7 @@ class MarketView:
             memory_gib=np.fromiter((o.memory_gib for o in offers), dtype=float, count=n),
             gpu_memory_gib=memory,
             effective_tflops_per_gpu=tflops,
+            nominal_tflops_per_gpu=nominal,
             interconnect_rank=np.fromiter(
                 (INTERCONNECT_RANK[o.interconnect] for o in offers), dtype=np.int8, count=n
             ),
@@ -239,7 +248,7 @@ class MarketView:
 
 def gather_market_view(
     providers: Iterable[Provider],
-    reliability: ReliabilityBook | None = None,
+    reliability: ReliabilityBook | Callable[[float], ReliabilityBook | None] | None = None,
     now: float | None = None,
     boot_s: Mapping[str, float] | None = None,
 ) -> MarketView:
@@ -248,44 +257,42 @@ def gather_market_view(
     ``now`` defaults to the newest spot price's timestamp (the providers'
     clock, which a simulated cloud runs faster than the wall), else 0.
     A zone's own spot price wins over its region's. λ and the score come from
-    ``reliability`` (its prior for markets it never saw), else the defaults.
+    ``reliability`` — a book, or a callable given ``now`` that returns one (the
+    book of the window ending at the providers' time) — using its prior for
+    markets it never saw; without one, the defaults.
     """
     offerings: list[Offering] = []
-    markets: dict[MarketId, MarketState] = {}
+    zonal: dict[MarketId, SpotPrice] = {}
+    regional: dict[tuple[str, str, str], SpotPrice] = {}
     newest = 0.0
     for provider in providers:
-        offers = provider.list_offerings()
-        offerings.extend(offers)
-        zonal: dict[MarketId, Any] = {}
-        regional: dict[tuple[str, str], Any] = {}
+        offerings.extend(provider.list_offerings())
         for price in provider.spot_prices():
             newest = max(newest, price.timestamp)
             if price.zone is None:
-                regional[(price.region, price.instance_type)] = price
+                regional[(price.provider, price.region, price.instance_type)] = price
             else:
-                zonal[
-                    MarketId.of(price.provider, price.region, price.zone, price.instance_type)
-                ] = price
-        for offer in offers:
-            market = offer.market_id
-            live = zonal.get(market) or regional.get((offer.region, offer.instance_type))
-            rate = (
-                reliability.preemption_rate_per_h(market, offer.gpu)
-                if reliability is not None
-                else DEFAULT_PREEMPTION_RATE_PER_H
-            )
-            known = reliability.get(market) if reliability is not None else None
-            markets[market] = MarketState(
-                market=market,
-                spot_price_usd_per_hour=None if live is None else live.price_usd_per_hour,
-                available=True if live is None else live.available,
-                preemption_rate_per_h=rate,
-                reliability_score=known.score if known is not None else None,
-                mean_outage_s=known.mean_time_to_regain_s if known is not None else None,
-            )
+                market = MarketId.of(price.provider, price.region, price.zone, price.instance_type)
+                zonal[market] = price
+    when = newest if now is None else now
+    book = reliability(when) if callable(reliability) else reliability
+    markets: dict[MarketId, MarketState] = {}
+    for offer in offerings:
+        market = offer.market_id
+        live = zonal.get(market) or regional.get(
+            (offer.provider, offer.region, offer.instance_type)
+        )
+        known = book.get(market) if book is not None else None
+        markets[market] = MarketState(
+            market=market,
+            spot_price_usd_per_hour=None if live is None else live.price_usd_per_hour,
+            available=True if live is None else live.available,
+            preemption_rate_per_h=book.preemption_rate_per_h(market, offer.gpu)
+            if book is not None
+            else DEFAULT_PREEMPTION_RATE_PER_H,
+            reliability_score=known.score if known is not None else None,
+            mean_outage_s=known.mean_time_to_regain_s if known is not None else None,
+        )
     return MarketView(
-        now=newest if now is None else now,
-        offerings=tuple(offerings),
-        markets=markets,
-        boot_s=dict(boot_s or {}),
+        now=when, offerings=tuple(offerings), markets=markets, boot_s=dict(boot_s or {})
     )

@@ -235,7 +235,9 @@ class Ranking:
         return (
             f"{self.excluded[name]} of {self.offerings} offerings {what} "
             f"(the requirement that excluded the most); excluded per requirement: "
-            + ", ".join(f"{k} {v}" for k, v in self.excluded.items() if v)
+            + ", ".join(
+                f"{k} {v}" for k, v in sorted(self.excluded.items(), key=lambda kv: -kv[1]) if v
+            )
         )
 
     def raise_if_empty(self) -> None:
@@ -282,11 +284,11 @@ def _filter_masks(t: OfferingTable, req: Requirements) -> dict[str, np.ndarray]:
     ):
         if wanted or (name == "zones" and req.zones):
             masks[name] = np.isin(column, _codes_of(names, wanted))
-    if req.gpus_per_node is not None:
-        masks["gpus_per_node"] = t.gpu_count == req.gpus_per_node
+    if req.node_gpus is not None:
+        masks["gpus_per_node"] = t.gpu_count == req.node_gpus
     for name, values, bound in (
         ("min_gpu_memory_gib", t.gpu_memory_gib, req.min_gpu_memory_gib),
-        ("min_tflops_per_gpu", t.effective_tflops_per_gpu, req.min_tflops_per_gpu),
+        ("min_tflops_per_gpu", t.nominal_tflops_per_gpu, req.min_tflops_per_gpu),
         ("min_cpus", t.vcpus, req.min_cpus),
         ("min_memory_gib", t.memory_gib, req.min_memory_gib),
     ):

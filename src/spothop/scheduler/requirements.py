@@ -15,8 +15,13 @@ Contract:
   (``A100``: every variant), resolved through :mod:`spothop.resources.gpus`;
   an unknown name raises :class:`~spothop.errors.UnknownGpuError` (with
   suggestions) when the requirements are made, not when they are used.
-- ``gpus_per_node`` is exact: a job written for one GPU does not get eight.
-  ``min_*`` are lower bounds, per GPU where the name says so.
+- ``gpus_per_node`` is exact: a job written for one GPU does not get eight
+  (the score counts every GPU's TFLOPS as useful, so idle GPUs would look
+  like a bargain). ``None`` means one, except on requirements with
+  ``alternatives``, where each alternative says its own (:attr:`node_gpus`).
+  ``min_*`` are lower bounds, per GPU where the name says so;
+  ``min_tflops_per_gpu`` is the catalog's *nominal* dense figure (what a
+  user looks up on a datasheet), not the measured or derated one.
 - ``interconnect`` is the least link the GPUs of one instance need, ordered
   none < pcie < nvlink/xgmi < nvswitch (:data:`INTERCONNECT_RANK`).
 - ``providers_allow`` empty allows every provider; ``providers_deny`` wins
@@ -113,7 +118,7 @@ class Requirements:
             ("regions", not self.regions or o.region in self.regions),
             ("zones", not self.zones or (o.zone is not None and o.zone in self.zones)),
             ("gpu", not self.gpu_names or o.gpu in self.gpu_names),
-            ("gpus_per_node", self.gpus_per_node is None or o.gpu_count == self.gpus_per_node),
+            ("gpus_per_node", self.node_gpus is None or o.gpu_count == self.node_gpus),
             (
                 "min_gpu_memory_gib",
                 self.min_gpu_memory_gib is None or o.gpu_memory_gib >= self.min_gpu_memory_gib,
@@ -121,7 +126,7 @@ class Requirements:
             (
                 "min_tflops_per_gpu",
                 self.min_tflops_per_gpu is None
-                or o.effective_tflops_per_gpu >= self.min_tflops_per_gpu,
+                or o.nominal_tflops_per_gpu >= self.min_tflops_per_gpu,
             ),
             (
                 "interconnect",
@@ -132,6 +137,13 @@ class Requirements:
             ("min_memory_gib", self.min_memory_gib is None or o.memory_gib >= self.min_memory_gib),
         )
         return [name for name, ok in checks if not ok]
+
+    @property
+    def node_gpus(self) -> int | None:
+        """The GPU count an offering must have: ``gpus_per_node``, else 1; None (any) with alternatives."""
+        if self.gpus_per_node is not None:
+            return self.gpus_per_node
+        return None if self.alternatives else 1
 
     def allows_provider(self, provider: str) -> bool:
         if provider in self.providers_deny:
@@ -153,6 +165,8 @@ class Requirements:
             return f"{name}: " + ", ".join(getattr(self, name))
         if name == "any_of":
             return f"any_of ({len(self.alternatives)} alternatives)"
+        if name == "gpus_per_node":
+            return f"gpus_per_node: {self.node_gpus}"
         value = getattr(self, name, None)
         return f"{name}: {getattr(value, 'value', value)}"
 

@@ -1,0 +1,206 @@
+"""``spothop plan FILE``: where a job would run, and why — every factor of every candidate's score.
+
+Loads the job file, asks the providers for offerings and live spot prices
+(the job's ``providers.allow``, else every registered provider but the test
+one), takes λ from spothop's own interruption history when the store has any
+(priors otherwise), ranks with :func:`spothop.scheduler.rank` and shows the
+spread :func:`spothop.scheduler.spread` would choose for the job's nodes or
+workers. Nothing is launched, and spothop's own store is only read.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from spothop.cli.output import console, note, print_json, table
+from spothop.db import DATABASE_URL_ENV
+from spothop.errors import SpothopError
+from spothop.jobs.spec import JobSpec, load_job
+from spothop.market.reliability import ReliabilityBook
+from spothop.paths import spothop_home
+from spothop.providers.base import Provider
+from spothop.providers.registry import get_provider, provider_names
+from spothop.scheduler.market_view import MarketKind, gather_market_view
+from spothop.scheduler.placement import (
+    DEFAULT_SAVE_S,
+    Candidate,
+    Ranking,
+    ReservedPool,
+    WorkProfile,
+    rank,
+)
+from spothop.scheduler.spread import spread
+
+TEST_PROVIDERS = ("fake",)  # the in-memory test cloud: used when named, never by default
+DEFAULT_LIMIT = 10
+
+_KINDS = {
+    "spot": (MarketKind.SPOT,),
+    "on-demand": (MarketKind.ON_DEMAND,),
+    "auto": (MarketKind.SPOT, MarketKind.ON_DEMAND),
+}
+
+
+def plan_inputs(
+    spec: JobSpec,
+) -> tuple[WorkProfile, tuple[MarketKind, ...], tuple[ReservedPool, ...]]:
+    """The scheduler's inputs from a job spec: work profile, market kinds, reserved pools.
+
+    ``market`` spot / on-demand / auto → spot, on-demand, both; reserved pools
+    in the spec add the reserved kind. A checkpoint's interval (``auto``: per
+    market, Young/Daly) and save cost go into the profile.
+    """
+    checkpoint = spec.checkpoint
+    profile = WorkProfile(
+        checkpoint_interval_s=checkpoint.interval_s if checkpoint else None,
+        save_s=checkpoint.save_cost_s
+        if checkpoint and checkpoint.save_cost_s is not None
+        else DEFAULT_SAVE_S,
+    )
+    kinds = _KINDS[str(getattr(spec.market, "value", spec.market))]
+    pools = tuple(ReservedPool(r.provider, r.instance_type, r.zone, r.count) for r in spec.reserved)
+    if pools:
+        kinds = (*kinds, MarketKind.RESERVED)
+    return profile, kinds, pools
+
+
+def _providers(spec: JobSpec, names: list[str] | None) -> list[Provider]:
+    wanted = (
+        names
+        or list(spec.providers.allow)
+        or [n for n in provider_names() if n not in TEST_PROVIDERS]
+    )
+    return [get_provider(n) for n in wanted if n not in spec.providers.deny]
+
+
+def _history(now: float) -> ReliabilityBook | None:
+    """The interruption history's book at ``now``, or None (priors) when there is no store to read.
+
+    A home without a database has no history: it is not created just to be read.
+    """
+    from spothop.market.interruptions import reliability_from_store
+
+    if not os.environ.get(DATABASE_URL_ENV) and not (spothop_home() / "spothop.db").exists():
+        return None
+    try:
+        return reliability_from_store(now)
+    except SpothopError:
+        return None
+
+
+def _cells(rank_no: int, c: Candidate) -> list[Any]:
+    f = c.factors
+    return [
+        rank_no,
+        c.market_id.provider,
+        c.market_id.location,
+        c.market_id.instance_type,
+        f"{c.offering.gpu_count}× {c.offering.gpu}",
+        c.market_kind.value,
+        f"{c.price_usd_per_hour:.3f}",
+        f"{c.preemption_rate_per_h:.3f}",
+        f"{f['checkpoint_interval_s'] / 60:.0f}",
+        f"{c.goodput:.3f}",
+        f"{c.effective_tflops:.0f}",
+        f"{c.egress_usd:.2f}",
+        f"{c.score:.5f}" if math.isfinite(c.score) else "inf",
+    ]
+
+
+COLUMNS = [
+    "#",
+    "provider",
+    "location",
+    "instance type",
+    "GPUs",
+    "market",
+    "$/h",
+    "λ/h",
+    "ckpt min",
+    "goodput",
+    "eff TFLOPS",
+    "egress $",
+    "$/useful-TFLOPS-h",
+]
+
+
+def _show(spec: JobSpec, ranking: Ranking, chosen: list[Candidate], limit: int) -> None:
+    shown = ranking.candidates[:limit]
+    console.print(
+        table(
+            f"{spec.name}: {len(ranking)} candidates from {ranking.offerings} offerings, "
+            "best (cheapest useful work) first",
+            COLUMNS,
+            [_cells(i + 1, c) for i, c in enumerate(shown)],
+            right=["#", *COLUMNS[6:]],
+        )
+    )
+    note(
+        "score = ($/h ÷ goodput + egress $ ÷ horizon h) ÷ effective TFLOPS; goodput from λ, the "
+        "checkpoint interval and save cost, restart and boot time (docs/placement.md)"
+    )
+    places = ", ".join(f"{c.market_id.slug} ({c.market_kind.value})" for c in chosen)
+    zones = len({(c.market_id.provider, c.market_id.location) for c in chosen})
+    types = len({(c.market_id.provider, c.market_id.instance_type) for c in chosen})
+    console.print(
+        f"spread for {spec.node_count} node(s), asked ≥{spec.spread.min_zones} zones and "
+        f"≥{spec.spread.min_instance_types} types, got {zones} and {types}: {places}"
+    )
+    if zones < spec.spread.min_zones or types < spec.spread.min_instance_types:
+        note("the market allows no wider spread for these requirements now")
+    excluded = {k: v for k, v in ranking.excluded.items() if v}
+    if excluded:
+        note("excluded: " + ", ".join(f"{k} {v}" for k, v in excluded.items()))
+
+
+def plan(
+    file: Annotated[Path, typer.Argument(help="the job file (YAML, or a SkyPilot task file)")],
+    provider: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--provider", help="ask only these providers (repeatable; default: the job's)"
+        ),
+    ] = None,
+    limit: Annotated[
+        int, typer.Option("--limit", min=1, help="show at most this many candidates")
+    ] = DEFAULT_LIMIT,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="print the ranking, the spread and what was excluded as JSON"),
+    ] = False,
+) -> None:
+    """Rank where a job would run by the expected cost of useful work, and show the spread chosen."""
+    spec = load_job(file)
+    req = spec.requirements()
+    profile, kinds, pools = plan_inputs(spec)
+    view = gather_market_view(_providers(spec, provider), _history)
+    ranking = rank(view, req, profile, kinds, reserved=pools)
+    ranking.raise_if_empty()
+    chosen = spread(
+        ranking.candidates,
+        spec.node_count,
+        spec.spread.min_zones,
+        spec.spread.min_instance_types,
+    )
+    if as_json:
+        print_json(
+            {
+                "job": spec.name,
+                "now": view.now,
+                "requirements": req.to_dict(),
+                "market_kinds": [k.value for k in kinds],
+                **ranking.to_dict(limit),
+                "spread": [c.to_dict() for c in chosen],
+            }
+        )
+        return
+    _show(spec, ranking, chosen, limit)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("plan")(plan)
