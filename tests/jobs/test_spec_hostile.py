@@ -3,11 +3,13 @@ built from the spec's own field names, and real job files damaged (tests/hostile
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel
@@ -99,9 +101,34 @@ def _values(leaf: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     )
 
 
-mappings = st.dictionaries(
+EXAMPLES = [yaml.safe_load(ISSUE_EXAMPLE), yaml.safe_load(SKYPILOT_TASK)]
+
+
+@st.composite
+def _damaged_spec(draw: st.DrawFn) -> dict[Any, Any]:
+    """A real job, one to three of its fields (or their sub-fields) replaced, dropped or added:
+    most draws stay close enough to valid to reach the checks behind the first one."""
+    spec = copy.deepcopy(draw(st.sampled_from(EXAMPLES)))
+    for _ in range(draw(st.integers(1, 3))):
+        target = spec
+        key = draw(st.sampled_from(sorted(target, key=str)))
+        if isinstance(target[key], dict) and target[key] and draw(st.booleans()):
+            target = target[key]
+            key = draw(st.sampled_from(sorted(target, key=str)))
+        action = draw(st.sampled_from(("replace", "replace", "drop", "add")))
+        if action == "replace":
+            target[key] = draw(_values(scalars))
+        elif action == "drop":
+            del target[key]
+        else:
+            target[draw(keys)] = draw(_values(scalars))
+    return spec
+
+
+_arbitrary = st.dictionaries(
     st.one_of(st.sampled_from(TOP), keys), _values(scalars), min_size=0, max_size=10
 ).map(lambda d: {"run": "python x.py", **d} if len(d) % 2 else d)
+mappings = st.one_of(_arbitrary, _damaged_spec(), _damaged_spec())
 
 
 @pytest.fixture(scope="module")
