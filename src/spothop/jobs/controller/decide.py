@@ -304,10 +304,10 @@ class _JobDecision:
             return self.out
         forced = self._on_demand_forced()
         nodes = self._nodes()
+        self._release_idle(nodes)
         wanted = self._wanted(nodes)
         for node in nodes:
             self._handover(node)
-        self._release_idle(nodes)
         self._launch(wanted, forced)
         self._settle_state(nodes, wanted)
         return self.out
