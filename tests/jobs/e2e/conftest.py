@@ -1,0 +1,184 @@
+"""The e2e harness: a fast local world, the real controller daemon, real instances, injected preemptions.
+
+Every test here runs real processes: ``spothop launch`` (in this process,
+through the CLI's ``main``) stores the job and starts the controller daemon
+(``python -m spothop.cli.main controller run``) in the background; the
+controller launches local-cloud instances whose host runs the agent, which
+runs the job's worker. Preemptions are injected with ``LocalProvider.preempt``.
+
+The world runs at ``speed`` 5 (simulated seconds per wall second) with calm
+markets (no preemption of their own), so every interruption is one a test
+injected; each cloud sells 2 types in 2 zones, so the 30-minute cooldowns of
+a handful of preemptions still leave spot markets to move to.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import signal
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from spothop.cli.main import main
+from spothop.jobs.controller import daemon
+from spothop.jobs.store import JobStore
+from spothop.providers.base import Instance, InstanceState
+from spothop.providers.local.provider import LocalProvider
+from spothop.providers.local.world import load_world
+from tests.waiting import process_running, wait_for
+
+SPEED = 5.0
+CALM = {
+    "synthetic": {
+        "mean_time_between_preemptions_s": 300_000_000,
+        "mean_outage_s": 60,
+        "capacity": 100,
+    }
+}
+WORLD = {
+    "seed": 11,
+    "speed": SPEED,
+    "clouds": [
+        {
+            "name": "aws-sim",
+            "protocol": "aws",
+            "catalog": "aws",
+            "notice_lead_time_s": 60,
+            "advance_notice_s": 60,
+            "launch_delay_s": 1,
+            "terminate_grace_s": 2,
+            "locations": ["us-east-1a", "us-east-1b"],
+            "instance_types": ["g5.xlarge", "g4dn.xlarge"],
+            "market": CALM,
+        },
+        {
+            "name": "gcp-sim",
+            "protocol": "gcp",
+            "catalog": "gcp",
+            "notice_lead_time_s": 30,
+            "launch_delay_s": 1,
+            "terminate_grace_s": 2,
+            "locations": ["us-central1-a", "us-central1-b"],
+            "instance_types": ["g2-standard-4", "n1-standard-4+1xnvidia-tesla-t4"],
+            "market": CALM,
+        },
+    ],
+}
+PERIOD_S = 2.0  # the controller's slow pass; notices wake it at once
+HERE = Path(__file__).parent
+
+
+@dataclass
+class Harness:
+    tmp: Path
+    world_path: Path
+    store_url: str
+    providers: dict[str, LocalProvider] = field(default_factory=dict)
+    extra_args: tuple[str, ...] = ()
+
+    # -- the CLI, in this process ----------------------------------------------------
+
+    def cli(self, *args: str) -> tuple[int, str]:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            code = main(list(args))
+        return code, out.getvalue()
+
+    def launch(self, spec: dict[str, Any], name: str = "job.yaml") -> str:
+        path = self.tmp / name
+        path.write_text(yaml.safe_dump(spec))
+        code, out = self.cli("launch", str(path), "--detach", "--json", *self.launch_args())
+        assert code == 0, out
+        return str(json.loads(out)["job_id"])
+
+    def launch_args(self) -> tuple[str, ...]:
+        return ("--store", self.store_url, *self.extra_args)
+
+    def status(self, job_id: str) -> dict[str, Any]:
+        code, out = self.cli("status", job_id, "--json", "--store", self.store_url)
+        assert code == 0, out
+        return dict(json.loads(out))
+
+    def store(self) -> JobStore:
+        return JobStore(self.store_url)
+
+    # -- the controller --------------------------------------------------------------
+
+    def start_controller(self) -> daemon.ControllerInfo:
+        return daemon.start_background(
+            store_url=self.store_url, extra_args=("--period", str(PERIOD_S), *self.extra_args)
+        )
+
+    def kill_controller(self) -> int:
+        info = daemon.status()
+        assert info is not None and info.pid
+        os.kill(info.pid, signal.SIGKILL)
+        wait_for(lambda: daemon.status() is None, 20, what="the killed controller's lock to free")
+        return info.pid
+
+    # -- the cloud -------------------------------------------------------------------
+
+    def instances(self) -> list[Instance]:
+        return [i for p in self.providers.values() for i in p.list_instances()]
+
+    def alive(self, job_id: str | None = None) -> list[Instance]:
+        return [
+            i
+            for i in self.instances()
+            if i.state.is_alive and (job_id is None or i.tags.get("spothop-job") == job_id)
+        ]
+
+    def running(self, job_id: str) -> list[Instance]:
+        return [i for i in self.alive(job_id) if i.state is InstanceState.RUNNING]
+
+    def preempt(self, instance: Instance, lead_time_s: float = 20.0) -> None:
+        """A final notice now, the reclaim ``lead_time_s`` simulated seconds later."""
+        self.providers[instance.provider].preempt(instance.instance_id, lead_time_s=lead_time_s)
+
+    def wait_state(
+        self, job_id: str, states: set[str], timeout_s: float, what: str
+    ) -> dict[str, Any]:
+        def reached() -> dict[str, Any] | None:
+            data = self.status(job_id)
+            return data if data["state"] in states else None
+
+        return wait_for(reached, timeout_s, what=what, interval_s=0.2)
+
+
+@pytest.fixture
+def harness(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Harness]:
+    world_path = tmp_path / "world.yaml"
+    world_path.write_text(yaml.safe_dump(WORLD))
+    monkeypatch.setenv("SPOTHOP_WORLD", str(world_path))
+    world = load_world(world_path)
+    store_url = f"sqlite:///{tmp_path / 'store.db'}"
+    h = Harness(
+        tmp_path,
+        world_path,
+        store_url,
+        {n: LocalProvider(n, world=world, world_path=world_path) for n in world.cloud_names},
+    )
+    try:
+        yield h
+    finally:
+        stopped = daemon.stop()
+        for provider in h.providers.values():
+            for instance in provider.list_instances():
+                provider.terminate(instance.instance_id)
+        for provider in h.providers.values():
+            for instance in provider.list_instances():
+                provider.wait(
+                    instance.instance_id,
+                    [InstanceState.TERMINATED, InstanceState.PREEMPTED, InstanceState.FAILED],
+                    20,
+                )
+        if stopped is not None and stopped.pid:
+            wait_for(lambda: not process_running(stopped.pid), 20, what="the controller's exit")
