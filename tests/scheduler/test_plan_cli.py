@@ -119,3 +119,28 @@ def test_a_bad_job_file_is_one_line_and_exit_2(
 def test_a_folder_is_not_a_job_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _run(capsys, "plan", str(tmp_path))
     assert code == EXIT_BAD_INPUT and "Traceback" not in err
+
+
+def test_data_to_move_adds_egress_outside_its_region(
+    job: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = _run(capsys, "plan", str(job), "--json", "--limit", "100")
+    assert code == 0, err
+    home = json.loads(out)["candidates"][0]
+    where = f"{home['provider']}/{home['region']}"
+    code, out, err = _run(
+        capsys, "plan", str(job), "--json", "--limit", "100", "--data-gib", "50", "--data-at", where
+    )
+    assert code == 0, err
+    moved = json.loads(out)["candidates"]
+    assert all(
+        (c["egress_usd"] == 0)
+        == ((c["provider"], c["region"]) == (home["provider"], home["region"]))
+        for c in moved
+    )
+    assert any(c["egress_usd"] > 0 for c in moved)
+
+
+def test_data_without_a_place_is_refused(job: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(capsys, "plan", str(job), "--data-gib", "5")
+    assert code == EXIT_BAD_INPUT and "--data-at" in err

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -19,7 +20,7 @@ import typer
 
 from spothop.cli.output import console, note, print_json, table
 from spothop.db import DATABASE_URL_ENV
-from spothop.errors import SpothopError
+from spothop.errors import ConfigError, SpothopError
 from spothop.jobs.spec import JobSpec, load_job
 from spothop.market.reliability import ReliabilityBook
 from spothop.paths import spothop_home
@@ -27,6 +28,7 @@ from spothop.providers.base import Provider
 from spothop.providers.registry import get_provider, provider_names
 from spothop.scheduler.market_view import MarketKind, gather_market_view
 from spothop.scheduler.placement import (
+    DEFAULT_HORIZON_H,
     DEFAULT_SAVE_S,
     Candidate,
     Ranking,
@@ -67,6 +69,19 @@ def plan_inputs(
     if pools:
         kinds = (*kinds, MarketKind.RESERVED)
     return profile, kinds, pools
+
+
+def _data_at(value: str | None, data_gib: float) -> tuple[str, str] | None:
+    if value is None:
+        if data_gib > 0:
+            raise ConfigError("--data-gib needs --data-at PROVIDER/REGION: where the data is now")
+        return None
+    provider, _, region = value.partition("/")
+    if not provider.strip() or not region.strip() or "/" in region:
+        raise ConfigError(
+            f"--data-at is PROVIDER/REGION (as `spothop offers` names them), got {value!r}"
+        )
+    return provider.strip(), region.strip()
 
 
 def _providers(spec: JobSpec, names: list[str] | None) -> list[Provider]:
@@ -169,6 +184,24 @@ def plan(
     limit: Annotated[
         int, typer.Option("--limit", min=1, help="show at most this many candidates")
     ] = DEFAULT_LIMIT,
+    data_gib: Annotated[
+        float,
+        typer.Option(
+            "--data-gib", min=0, help="GiB of inputs and checkpoint to move to the job (egress)"
+        ),
+    ] = 0.0,
+    data_at: Annotated[
+        str | None,
+        typer.Option(
+            "--data-at", help="where that data is now, as PROVIDER/REGION (needed with --data-gib)"
+        ),
+    ] = None,
+    horizon_h: Annotated[
+        float,
+        typer.Option(
+            "--horizon-h", min=0.001, help="useful hours the placement carries (egress spread over)"
+        ),
+    ] = DEFAULT_HORIZON_H,
     as_json: Annotated[
         bool,
         typer.Option("--json", help="print the ranking, the spread and what was excluded as JSON"),
@@ -178,6 +211,9 @@ def plan(
     spec = load_job(file)
     req = spec.requirements()
     profile, kinds, pools = plan_inputs(spec)
+    profile = replace(
+        profile, data_gib=data_gib, data_location=_data_at(data_at, data_gib), horizon_h=horizon_h
+    )
     view = gather_market_view(_providers(spec, provider), _history)
     ranking = rank(view, req, profile, kinds, reserved=pools)
     ranking.raise_if_empty()
