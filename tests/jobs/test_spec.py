@@ -249,3 +249,10 @@ def test_requirements_select_the_catalogs_offerings_of_the_asked_gpu() -> None:
     req = load_job(_job(resources={"accelerators": "A10G:1"})).requirements()
     chosen = [o for o in builtin_offerings() if req.qualifies(o)]
     assert chosen and {(o.gpu, o.gpu_count) for o in chosen} == {("A10G", 1)}
+
+
+def test_an_unknown_field_with_no_close_name_lists_the_fields_there() -> None:
+    error = _error(_job(checkpoint={"url": "c", "zzz": 1}))
+    assert "checkpoint.zzz: unknown field; the fields here are interval, save_cost_s, url" in str(
+        error
+    )

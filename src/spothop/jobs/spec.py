@@ -703,8 +703,9 @@ def _unknown_field(loc: tuple[Any, ...]) -> str:
         return "unknown field"
     known = sorted(f.alias or name for name, f in model.model_fields.items())
     close = difflib.get_close_matches(str(key), known, n=1) if isinstance(key, str) else []
-    hint = f"did you mean {close[0]!r}? " if close else ""
-    return f"unknown field; {hint}the fields here are {', '.join(known)}"
+    if close:
+        return f"unknown field; did you mean {close[0]!r}?"
+    return f"unknown field; the fields here are {', '.join(known)}"
 
 
 def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
