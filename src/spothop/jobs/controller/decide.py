@@ -154,29 +154,37 @@ def _market_cooldowns(
 def _zone_outages(
     now: float, jobs: Sequence[JobView], config: ControllerConfig
 ) -> dict[MarketId, tuple[float, str]]:
-    """A zone that lost at least ``zone_outage_min_instances`` within the window, and kept none."""
-    lost: dict[MarketId, list[float]] = {}
-    alive_in: set[MarketId] = set()
+    """A zone that lost at least ``zone_outage_min_instances`` within the window and kept none.
+
+    Kept: an instance of the zone that was up before the last loss and is still
+    up, or ended later for another reason (so what this pass itself ends, or
+    launches after the loss, does not change the verdict on a second pass).
+    """
+    in_zone: dict[MarketId, list[AttemptView]] = {}
     for job in jobs:
         for a in job.attempts:
-            if not a.zone:
-                continue
-            zone = MarketId(a.provider, a.region, a.zone, "")
+            if a.zone and a.instance_id:
+                in_zone.setdefault(MarketId(a.provider, a.region, a.zone, ""), []).append(a)
+    wanted: dict[MarketId, tuple[float, str]] = {}
+    for zone in sorted(in_zone):
+        times = []
+        for a in in_zone[zone]:
             t = _lost_at(a)
             if t is not None and now - t <= config.zone_outage_window_s:
-                lost.setdefault(zone, []).append(t)
-            elif a.alive and a.state is not AttemptState.NOTICED:
-                alive_in.add(zone)
-    wanted: dict[MarketId, tuple[float, str]] = {}
-    for zone, times in lost.items():
-        outage = (
-            len(times) >= config.zone_outage_min_instances
-            and zone not in alive_in
-            and max(times) - min(times) <= config.zone_outage_window_s
+                times.append(t)
+        if len(times) < config.zone_outage_min_instances:
+            continue
+        last = max(times)
+        kept = any(
+            a.launched_at <= last
+            and _lost_at(a) is None
+            and a.state is not AttemptState.NOTICED
+            and (a.alive or (a.ended_at is not None and a.ended_at >= last))
+            for a in in_zone[zone]
         )
-        if outage:
+        if not kept:
             wanted[zone] = (
-                max(times) + config.zone_cooldown_s,
+                last + config.zone_cooldown_s,
                 f"zone outage: {len(times)} instances lost at once",
             )
     return wanted
