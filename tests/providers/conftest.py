@@ -27,7 +27,7 @@ from spothop.testing import FakeProvider, make_market, make_offering
 from spothop.testing.fake_provider import FAKE_INSTANCE_IDS
 from tests.waiting import wait_for
 
-PROVIDERS = ["local", "fake"]
+PROVIDERS = ["local", "fake", "aws"]
 
 
 @dataclass
@@ -165,8 +165,14 @@ def _fake() -> Iterator[Harness]:
 
 
 @pytest.fixture(params=PROVIDERS)
-def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]:
-    if request.param == "local":
+def harness(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Harness]:
+    if request.param == "aws":  # EC2 on moto: tests/providers/aws/moto_cloud.py
+        from tests.providers.aws.moto_cloud import conformance_harness
+
+        yield from conformance_harness(monkeypatch, tmp_path, Harness)
+    elif request.param == "local":
         yield from _local(tmp_path)
     else:
         yield from _fake()

@@ -1,4 +1,8 @@
-"""Where providers are found by name. Adding a cloud is one line in ``_FAMILIES``.
+"""Where providers are found by name. Adding a cloud is one line in ``_FAMILIES``, or a package.
+
+A real cloud's adapter registers by being a package ``providers/<cloud>/``
+with a ``FAMILY`` attribute (a :class:`ProviderFamily`); the folder's name is
+the family's name and the extra that installs its SDK.
 
 A :class:`ProviderFamily` makes the providers of one adapter: a real cloud's
 adapter is a family of one name, the local cloud a family of every cloud its
@@ -22,6 +26,8 @@ Rules:
 from __future__ import annotations
 
 import importlib
+import pkgutil
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from spothop.errors import ConfigError
@@ -31,6 +37,12 @@ from spothop.providers.base import Provider
 _FAMILIES: dict[str, str] = {
     "local": "spothop.providers.local.provider:LOCAL_FAMILY",
     "fake": "spothop.testing.fake_provider:FAKE_FAMILY",
+    # Each real cloud's adapter: the package providers/<cloud>/, its FAMILY, named by its folder.
+    **{
+        m.name: f"spothop.providers.{m.name}:FAMILY"
+        for m in sorted(pkgutil.iter_modules([str(Path(__file__).parent)]), key=lambda m: m.name)
+        if m.ispkg and m.name != "local"
+    },
 }
 
 # The extra that installs each adapter's SDK, for the error message.

@@ -1,0 +1,178 @@
+"""EC2's error codes turned into spothop's error types, and the bounded retry of throttled calls.
+
+The codes are EC2's own (docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html),
+kept as the cloud spells them in ``ProviderError.code``. The codes the local
+cloud also raises come from its protocol table
+(:data:`spothop.providers.local.metadata.aws.ERROR_CODES`), so the simulated
+and the real adapter cannot disagree on them.
+
+A throttled call (``RequestLimitExceeded`` and its cousins) is retried with
+exponential backoff and full jitter (the delay before retry ``n`` is uniform in
+``[0, min(cap, base × 2ⁿ)]``), at most :data:`RETRY_ATTEMPTS` calls in all;
+then it is :class:`~spothop.errors.RateLimited`. Nothing else is retried here.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from spothop.errors import (
+    AuthFailed,
+    CapacityUnavailable,
+    InstanceNotFound,
+    InvalidRequest,
+    PriceTooLow,
+    ProviderError,
+    QuotaExceeded,
+    RateLimited,
+)
+from spothop.providers.local.metadata.aws import ERROR_CODES
+
+T = TypeVar("T")
+
+RETRY_ATTEMPTS = 5  # calls in all, the first included
+RETRY_BASE_S = 0.5  # the first backoff window
+RETRY_CAP_S = 20.0  # no window is wider than this
+
+CAPACITY_CODES = frozenset(
+    {
+        ERROR_CODES.capacity_unavailable,  # InsufficientInstanceCapacity
+        "InsufficientHostCapacity",
+        "InsufficientReservedInstanceCapacity",
+        "InsufficientCapacity",
+        "Unsupported",  # the type is not offered in that zone (now)
+    }
+)
+QUOTA_CODES = frozenset(
+    {
+        "MaxSpotInstanceCountExceeded",
+        "InstanceLimitExceeded",
+        "VcpuLimitExceeded",
+        "MaxSpotFleetRequestCountExceeded",
+        "MaxFleetCountExceeded",
+        "ResourceLimitExceeded",
+    }
+)
+AUTH_CODES = frozenset(
+    {
+        "UnauthorizedOperation",
+        "AuthFailure",
+        "InvalidClientTokenId",
+        "ExpiredToken",
+        "RequestExpired",
+        "SignatureDoesNotMatch",
+        "AccessDenied",
+        "AccessDeniedException",
+        "OptInRequired",
+        "PendingVerification",
+        "Blocked",
+    }
+)
+RATE_LIMIT_CODES = frozenset(
+    {
+        "RequestLimitExceeded",
+        "Throttling",
+        "ThrottlingException",
+        "RequestThrottled",
+        "TooManyRequestsException",
+        "SlowDown",
+    }
+)
+PRICE_CODES = frozenset({ERROR_CODES.price_too_low or "SpotMaxPriceTooLow"})
+NOT_FOUND_CODES = frozenset(
+    {ERROR_CODES.instance_not_found, "InvalidInstanceID.Malformed", "InvalidInstanceID"}
+)
+INVALID_CODES = frozenset(
+    {
+        ERROR_CODES.invalid_parameter,  # InvalidParameterValue
+        "InvalidParameterCombination",
+        "InvalidParameter",
+        "InvalidInstanceType",
+        "InvalidAMIID.NotFound",
+        "InvalidAMIID.Malformed",
+        "InvalidSubnetID.NotFound",
+        "InvalidGroup.NotFound",
+        "InvalidKeyPair.NotFound",
+        "InvalidUserData.Malformed",
+        "MissingParameter",
+        "ValidationError",
+    }
+)
+
+_HINTS = {
+    "OptInRequired": "the account has not enabled this region or service; enable it in the console, or pick another region",
+    "UnauthorizedOperation": "the credentials lack a permission; the message names the action",
+    "MaxSpotInstanceCountExceeded": "the account's spot instance quota is used up; ask for more in Service Quotas",
+    "VcpuLimitExceeded": "the account's vCPU quota for this instance family is used up; ask for more in Service Quotas",
+    "InstanceLimitExceeded": "the account's instance quota in this region is used up; ask for more in Service Quotas",
+}
+
+
+def client_error_parts(exc: BaseException) -> tuple[str, str, float | None]:
+    """(code, message, retry-after seconds or None) of a botocore ``ClientError``."""
+    response: dict[str, Any] = getattr(exc, "response", None) or {}
+    error = response.get("Error") or {}
+    code = str(error.get("Code") or type(exc).__name__)
+    message = str(error.get("Message") or exc)
+    headers = (response.get("ResponseMetadata") or {}).get("HTTPHeaders") or {}
+    retry_after = headers.get("retry-after")
+    try:
+        seconds = float(retry_after) if retry_after is not None else None
+    except ValueError:
+        seconds = None
+    return code, message, seconds
+
+
+def map_error(
+    provider: str, code: str, message: str, retry_after_s: float | None = None
+) -> ProviderError:
+    """The spothop error for one EC2 error code; unknown codes are a plain ProviderError."""
+    hint = _HINTS.get(code, "")
+    if code in RATE_LIMIT_CODES:
+        return RateLimited(provider, code, message, retry_after_s)
+    for codes, kind in (
+        (CAPACITY_CODES, CapacityUnavailable),
+        (QUOTA_CODES, QuotaExceeded),
+        (AUTH_CODES, AuthFailed),
+        (PRICE_CODES, PriceTooLow),
+        (NOT_FOUND_CODES, InstanceNotFound),
+        (INVALID_CODES, InvalidRequest),
+    ):
+        if code in codes:
+            return kind(provider, code, message, hint)
+    return ProviderError(provider, code, message, hint)
+
+
+def with_retries(
+    call: Callable[[], T],
+    provider: str,
+    sleep: Callable[[float], None],
+    *,
+    attempts: int = RETRY_ATTEMPTS,
+    base_s: float = RETRY_BASE_S,
+    cap_s: float = RETRY_CAP_S,
+    jitter: Callable[[], float] = random.random,
+) -> T:
+    """``call()``, retried while EC2 throttles it; a ClientError comes out as spothop's error.
+
+    Waits come from ``sleep`` (the provider's clock), so tests never wait. A
+    throttled call that stays throttled through ``attempts`` calls raises
+    :class:`RateLimited` with the cloud's code; the cloud's ``Retry-After``,
+    when it sends one, is the least wait before the next call.
+    """
+    from botocore.exceptions import ClientError
+
+    for attempt in range(attempts):
+        try:
+            return call()
+        except ClientError as exc:
+            code, message, retry_after = client_error_parts(exc)
+            if code not in RATE_LIMIT_CODES or attempt == attempts - 1:
+                if code in RATE_LIMIT_CODES:
+                    message = f"{message} (still throttled after {attempts} calls with backoff)"
+                raise map_error(provider, code, message, retry_after) from None
+            window = min(cap_s, base_s * 2**attempt)
+            sleep(max(retry_after or 0.0, jitter() * window))
+    raise AssertionError("unreachable: the last attempt raises or returns")

@@ -1,0 +1,85 @@
+"""What a provider may do beyond :class:`~spothop.providers.base.Provider`: mixins, found with isinstance.
+
+Generic code never asks which cloud it holds; it asks whether the provider
+has an ability (``isinstance(provider, FleetLauncher)``) and uses it through
+the mixin's interface, or falls back to the base interface when it has not.
+
+- :class:`FleetLauncher`: start several workers in one call, letting the
+  cloud choose among several instance types and zones (a cloud-side fleet).
+  Without it, a caller launches the workers one by one with
+  :meth:`Provider.launch`.
+- :class:`OfferingNotes`: what the last :meth:`Provider.list_offerings`
+  could not do as asked (a price API that could not be reached, so the
+  built-in catalog's prices stood in), for a catalog refresh to tell the user.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from spothop.errors import ConfigError, ProviderError
+from spothop.providers.base import Instance, LaunchRequest
+
+
+@dataclass(frozen=True)
+class FleetRequest:
+    """``count`` instances like ``template``, each of a type and zone the cloud picks.
+
+    ``template`` gives what every instance runs (bootstrap command, env, tags,
+    spot or on-demand, maximum price) and the first choice of type and zone;
+    ``alternatives`` are more ``(instance_type, zone)`` pairs the cloud may
+    use (``zone`` ``None``: any zone of ``template.region``). Every instance of
+    one fleet runs the same bootstrap and env, so a per-worker secret cannot be
+    in it: give the fleet's workers a token of the fleet, or launch one by one.
+    At least ``min_count`` must start, else the call raises and leaves nothing.
+    """
+
+    template: LaunchRequest
+    count: int
+    alternatives: Sequence[tuple[str, str | None]] = ()
+    min_count: int = 1
+
+    def __post_init__(self) -> None:
+        if self.count < 1:
+            raise ConfigError(f"a fleet needs a count of at least 1, got {self.count}")
+        if not 1 <= self.min_count <= self.count:
+            raise ConfigError(
+                f"a fleet's min_count must be between 1 and its count ({self.count}), got {self.min_count}"
+            )
+
+    @property
+    def choices(self) -> list[tuple[str, str | None]]:
+        """Every (instance_type, zone) the fleet may use, the template's first, without repeats."""
+        first = (self.template.instance_type, self.template.zone)
+        return list(dict.fromkeys([first, *self.alternatives]))
+
+
+@dataclass(frozen=True)
+class FleetResult:
+    """The instances a fleet started (at least ``min_count``) and what the cloud refused on the way.
+
+    ``refused`` holds one error per choice the cloud could not fill (no
+    capacity there, a quota), each with the cloud's own code.
+    """
+
+    instances: list[Instance]
+    refused: list[ProviderError] = field(default_factory=list)
+
+
+class FleetLauncher(ABC):
+    """A provider that starts several workers in one call across types and zones."""
+
+    @abstractmethod
+    def launch_fleet(self, request: FleetRequest) -> FleetResult:
+        """Start up to ``request.count`` instances; fewer than ``min_count`` raises a ProviderError
+        (the first refusal's type and code) and leaves none behind."""
+
+
+class OfferingNotes(ABC):
+    """A provider that says what its last offering list could not get as asked."""
+
+    @abstractmethod
+    def offering_notes(self) -> list[str]:
+        """One sentence per shortfall of the last ``list_offerings``/``spot_prices`` (empty: none)."""
