@@ -34,11 +34,8 @@ Contracts:
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
-import types
-import typing
 from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
@@ -69,9 +66,22 @@ from spothop.bounds import (
     VCPUS,
     Bound,
 )
-from spothop.errors import JobSpecError, NotFoundError, UnknownGpuError, ValueOutOfRange
+from spothop.errors import JobSpecError, NotFoundError
+from spothop.jobs.spec_messages import spec_error
+from spothop.jobs.spec_values import (
+    at_least,
+    base_dir_of,
+    check_envs,
+    check_gpu_name,
+    check_url,
+    env_value,
+    not_blank,
+    parse_accelerators,
+    parse_duration_s,
+    resolve_local,
+    valid_text,
+)
 from spothop.queue.model import JOB_NAME_PATTERN
-from spothop.resources.gpus import gpu_catalog, normalise_gpu_name
 from spothop.resources.offering import Interconnect
 
 if TYPE_CHECKING:
@@ -95,12 +105,6 @@ RESERVED_COUNT = Bound(1, INSTANCE_COUNT.high, "instances", integer=True)
 DEFAULT_SPREAD_WORKERS = 3  # from this many batch workers on, spread over 2 zones and 2 types
 NAME_PATTERN = r"^[a-z][a-z0-9-]*$"  # a provider's name, as world files and the registry spell it
 PLACE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,99}$"  # a region or zone name
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-RESERVED_ENV_PREFIX = "SPOTHOP_"  # the launcher sets SPOTHOP_JOB_ID, SPOTHOP_NODE_RANK, ...
-_DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)\s*([wdhms]))+\s*$")
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*([wdhms])")
-_UNIT_S = {"w": 7 * SECONDS_PER_DAY, "d": SECONDS_PER_DAY, "h": 3600, "m": 60, "s": 1}
-_MAX_SHOWN = 80  # characters of a bad value echoed in an error
 
 
 class JobKind(StrEnum):
@@ -134,147 +138,10 @@ class OnMaxInterruptions(StrEnum):
     FAIL = "fail"
 
 
-# -- value helpers (each raises ValueError, which pydantic places at the field) ----------
-
-
-def parse_duration_s(value: Any) -> Any:
-    """``"6h"``, ``"90m"``, ``"1h30m"``, ``"2d"``, ``"1w"`` or a number of seconds → seconds.
-
-    Anything else is returned unchanged for the field's bound to refuse.
-    """
-    if isinstance(value, str):
-        if not _DURATION.match(value):
-            raise ValueError(
-                "not a duration; write it like 6h, 90m, 1h30m, 2d or a number of seconds"
-            )
-        return sum(float(n) * _UNIT_S[u] for n, u in _DURATION_PART.findall(value))
-    return value
-
-
-def _at_least(value: Any) -> Any:
-    # SkyPilot writes "4+" for "at least 4"; a spothop minimum means the same.
-    if isinstance(value, str) and re.fullmatch(r"\s*\d+(\.\d+)?\s*\+?\s*", value):
-        return float(value.strip().rstrip("+"))
-    return value
-
-
-def check_gpu_name(name: str) -> str:
-    """The catalog's spelling of ``name`` (a model or a family), else ValueError with suggestions."""
-    catalog = gpu_catalog()
-    model = catalog.lookup(name)
-    if model is not None:
-        return model.name
-    key = normalise_gpu_name(name)
-    for family in sorted({m.family for m in catalog}):
-        if normalise_gpu_name(family) == key:
-            return family
-    raise ValueError(str(UnknownGpuError(name, catalog.suggest(name))))
-
-
-def _accelerators(value: Any) -> Any:
-    """``"A10G"``, ``"A10G:2"`` or ``{A10G: 2}`` → ``"A10G:2"`` in the catalog's spelling."""
-    if isinstance(value, Mapping):
-        if len(value) != 1:
-            raise ValueError(
-                "give one GPU as NAME:COUNT (e.g. A10G:1); for alternatives use resources.any_of"
-            )
-        ((name, count),) = value.items()
-    elif isinstance(value, str):
-        name, _, count_text = value.partition(":")
-        count = _count(count_text) if count_text else 1
-    else:
-        return value  # the str type check refuses it
-    if not isinstance(name, str) or not name.strip():
-        raise ValueError("give the GPU as NAME:COUNT, e.g. A10G:1")
-    count = INSTANCE_GPU_COUNT.check(count, "the GPU count")
-    return f"{check_gpu_name(name.strip())}:{count}"
-
-
-def _count(text: str) -> Any:
-    try:
-        return float(text) if "." in text else int(text)
-    except ValueError:
-        raise ValueError(f"the GPU count {text!r:.{_MAX_SHOWN}} is not a number") from None
-
-
-def _no_nul(value: str) -> str:
-    """Text a shell command, a path or a stored spec can hold: no NUL, nothing UTF-8 cannot encode."""
-    if "\x00" in value:
-        raise ValueError("contains a NUL character, which no shell command or path can hold")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError("is not valid text (a lone surrogate, which UTF-8 cannot hold)") from None
-    return value
-
-
-def _not_blank(value: str) -> str:
-    if not value.strip():
-        raise ValueError("is empty; give the command the job runs, e.g. run: python train.py")
-    return value
-
-
-def _env_value(value: Any) -> Any:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return str(value)
-    if value is None:
-        raise ValueError("has no value; give one (envs are set on every node)")
-    return value
-
-
-def _check_envs(envs: dict[str, str]) -> dict[str, str]:
-    for name, value in envs.items():
-        if not ENV_NAME.match(name):
-            raise ValueError(
-                f"{name!r:.{_MAX_SHOWN}} is not an environment variable name (letters, digits, _)"
-            )
-        if name.startswith(RESERVED_ENV_PREFIX):
-            raise ValueError(
-                f"{name!r}: names starting with {RESERVED_ENV_PREFIX} are spothop's own"
-            )
-        _no_nul(value)
-    return envs
-
-
-def _check_url(value: str) -> str:
-    scheme = value.split("://", 1)[0] if "://" in value else ""
-    if scheme:
-        import fsspec
-
-        known = fsspec.available_protocols()
-        if scheme not in known:
-            close = difflib.get_close_matches(scheme, known, n=1, cutoff=0.5)
-            hint = f"; did you mean {close[0]!r}" if close else ""
-            raise ValueError(f"unknown storage scheme {scheme!r}{hint} (an fsspec URL or a folder)")
-    return _no_nul(value)
-
-
-def resolve_local(value: str, base_dir: Path | None) -> str:
-    """``value`` made absolute against ``base_dir`` when it is a plain path or a ``file://`` URL;
-    other URLs (``s3://…``) and absolute paths unchanged. Globs stay globs."""
-    prefix = ""
-    path = value
-    if value.startswith("file://"):
-        prefix, path = "file://", value.removeprefix("file://")
-    elif "://" in value:
-        return value
-    path = os.path.expanduser(path)
-    if not os.path.isabs(path) and base_dir is not None:
-        path = os.path.normpath(os.path.join(base_dir, path))
-    return prefix + path
-
-
-def _base_dir(info: ValidationInfo) -> Path | None:
-    context = info.context
-    return context.get("base_dir") if isinstance(context, Mapping) else None
-
-
-Name = Annotated[str, AfterValidator(_no_nul), Field(pattern=NAME_PATTERN, max_length=63)]
+Name = Annotated[str, AfterValidator(valid_text), Field(pattern=NAME_PATTERN, max_length=63)]
 Place = Annotated[str, Field(pattern=PLACE_PATTERN)]
-Url = Annotated[str, Field(min_length=1), AfterValidator(_check_url)]
-Command = Annotated[str, AfterValidator(_no_nul)]
+Url = Annotated[str, Field(min_length=1), AfterValidator(check_url)]
+Command = Annotated[str, AfterValidator(valid_text)]
 
 
 class _Model(BaseModel):
@@ -287,7 +154,7 @@ class _Model(BaseModel):
 class _Hardware(_Model):
     """What one node needs: a GPU model and count, or lower bounds on what any GPU offers."""
 
-    accelerators: Annotated[str | None, BeforeValidator(_accelerators)] = Field(
+    accelerators: Annotated[str | None, BeforeValidator(parse_accelerators)] = Field(
         default=None, description="SkyPilot's spelling: NAME:COUNT, e.g. A10G:1"
     )
     gpu: Annotated[str, AfterValidator(check_gpu_name)] | None = None
@@ -299,9 +166,9 @@ class _Hardware(_Model):
         default=None, description="per GPU, the catalog's nominal (dense BF16) figure"
     )
     interconnect: Interconnect | None = None
-    cpus: Annotated[float, BeforeValidator(_at_least), VCPUS.annotated("cpus")] | None = None
+    cpus: Annotated[float, BeforeValidator(at_least), VCPUS.annotated("cpus")] | None = None
     memory_gib: (
-        Annotated[float, BeforeValidator(_at_least), MEMORY_GIB.annotated("memory_gib")] | None
+        Annotated[float, BeforeValidator(at_least), MEMORY_GIB.annotated("memory_gib")] | None
     ) = None
 
     @model_validator(mode="after")
@@ -421,7 +288,7 @@ class CheckpointSpec(_Model):
     @field_validator("url")
     @classmethod
     def _resolve(cls, value: str, info: ValidationInfo) -> str:
-        return resolve_local(value, _base_dir(info))
+        return resolve_local(value, base_dir_of(info))
 
     @field_serializer("interval_s")
     def _dump_interval(self, value: float | None) -> float | str:
@@ -441,12 +308,12 @@ class BatchJobSpec(_Model):
     @field_validator("inputs")
     @classmethod
     def _resolve_inputs(cls, value: list[str], info: ValidationInfo) -> list[str]:
-        return [resolve_local(_no_nul(v), _base_dir(info)) for v in value]
+        return [resolve_local(valid_text(v), base_dir_of(info)) for v in value]
 
     @field_validator("output")
     @classmethod
     def _resolve_output(cls, value: str, info: ValidationInfo) -> str:
-        return resolve_local(value, _base_dir(info))
+        return resolve_local(value, base_dir_of(info))
 
 
 # -- the job ----------------------------------------------------------------------------
@@ -475,9 +342,9 @@ class JobSpec(_Model):
     spread: SpreadSpec = Field(default_factory=SpreadSpec)
     reserved: list[ReservedSpec] = Field(default_factory=list)
     setup: Command | None = None
-    run: Annotated[Command, AfterValidator(_not_blank)]
+    run: Annotated[Command, AfterValidator(not_blank)]
     envs: Annotated[
-        dict[str, Annotated[str, BeforeValidator(_env_value)]], AfterValidator(_check_envs)
+        dict[str, Annotated[str, BeforeValidator(env_value)]], AfterValidator(check_envs)
     ] = Field(default_factory=dict)
     workdir: str | None = None
     checkpoint: CheckpointSpec | None = None
@@ -503,8 +370,8 @@ class JobSpec(_Model):
     def _resolve_workdir(cls, value: str | None, info: ValidationInfo) -> str | None:
         if value is None:
             return None
-        base = _base_dir(info)
-        path = resolve_local(_no_nul(value), base)
+        base = base_dir_of(info)
+        path = resolve_local(valid_text(value), base)
         if "://" in path:
             raise ValueError("workdir is a local folder, uploaded to each node; not a URL")
         if base is not None and not os.path.isdir(path):
@@ -580,7 +447,7 @@ class JobSpec(_Model):
         try:
             return cls.model_validate_json(text)
         except ValidationError as exc:
-            raise _spec_error(exc, "stored job spec: ") from None
+            raise spec_error(exc, "stored job spec: ", JobSpec) from None
 
 
 def _alternative(top: ResourcesSpec, alt: AlternativeSpec) -> Requirements:
@@ -639,7 +506,7 @@ def load_job(source: Mapping[str, Any] | Path | str, base_dir: Path | None = Non
     try:
         return JobSpec.model_validate(data, context={"base_dir": base})
     except ValidationError as exc:
-        raise _spec_error(exc, where) from None
+        raise spec_error(exc, where, JobSpec) from None
     except RecursionError:
         raise JobSpecError(f"{where}the spec is nested too deeply to be a job spec") from None
 
@@ -664,73 +531,3 @@ def _read_yaml(path: Path, where: str) -> Any:
 def _name_from(path: Path) -> str | None:
     name = re.sub(r"[^A-Za-z0-9._:=-]+", "-", path.stem).strip("-._:=")[:200]
     return name if name and JOB_NAME_PATTERN.match(name) else None
-
-
-def _spec_error(exc: ValidationError, where: str) -> JobSpecError:
-    problems = [_describe(error) for error in exc.errors()]
-    return JobSpecError(where + "; ".join(f"{p}: {m}" for p, m in problems), problems)
-
-
-def _describe(error: Any) -> tuple[str, str]:
-    loc = tuple(error["loc"])
-    path = ".".join(str(part) for part in loc) or "(top level)"
-    kind = error["type"]
-    message = str(error["msg"]).removeprefix("Value error, ")
-    if kind == "missing":
-        return path, "missing; " + _MISSING_HINT.get(str(loc[-1]), "this field is required")
-    if kind == "extra_forbidden":
-        return path, _unknown_field(loc)
-    bounded = isinstance(error.get("ctx", {}).get("error"), ValueOutOfRange)
-    value = error.get("input")
-    if bounded or isinstance(value, Mapping | list) or "got" in message:
-        return path, message  # the message names the value, or the value is a whole section
-    return path, f"{message}, got {value!r:.{_MAX_SHOWN}}"
-
-
-_MISSING_HINT = {
-    "name": "give the job a name (letters, digits, . _ : = -)",
-    "run": "give the command the job runs, e.g. run: python train.py",
-    "url": "give a folder or an fsspec URL such as s3://bucket/prefix",
-    "output": "give a folder or an fsspec URL for the shards' outputs",
-    "inputs": "give a list of files or globs, e.g. [data/*.jsonl]",
-}
-
-
-def _unknown_field(loc: tuple[Any, ...]) -> str:
-    model = _model_at(loc[:-1])
-    key = loc[-1]
-    if model is None:
-        return "unknown field"
-    known = sorted(f.alias or name for name, f in model.model_fields.items())
-    close = difflib.get_close_matches(str(key), known, n=1) if isinstance(key, str) else []
-    if close:
-        return f"unknown field; did you mean {close[0]!r}?"
-    return f"unknown field; the fields here are {', '.join(known)}"
-
-
-def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
-    """The model that the fields at ``loc`` (a pydantic error's location) belong to."""
-    model: type[BaseModel] | None = JobSpec
-    for part in loc:
-        if model is None:
-            return None
-        if isinstance(part, int):
-            continue  # an item of a list: the same model as the list's
-        field = next(
-            (f for n, f in model.model_fields.items() if part in (n, f.alias)),
-            None,
-        )
-        model = _model_in(field.annotation) if field is not None else None
-    return model
-
-
-def _model_in(annotation: Any) -> type[BaseModel] | None:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    origin = typing.get_origin(annotation)
-    if origin in (list, typing.Union, types.UnionType, Annotated):
-        for arg in typing.get_args(annotation):
-            found = _model_in(arg)
-            if found is not None:
-                return found
-    return None
