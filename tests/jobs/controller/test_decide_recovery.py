@@ -340,3 +340,13 @@ def test_a_custom_config_changes_the_cooldown() -> None:
         snapshot([job(attempts=[old])], events=[notice]), ControllerConfig(cooldown_s=60)
     )
     assert of_type(actions, CoolDown)[0].until_s == pytest.approx(NOW - 5 + 60)
+
+
+def test_an_old_instance_is_terminated_a_grace_after_its_replacement_ran_if_no_stop_was_recorded() -> (
+    None
+):
+    old = attempt(n=0, state=AttemptState.NOTICED, noticed_at=NOW - 4000)
+    new = attempt(n=1, zone=ZONES[1], state=AttemptState.RUNNING, running_at=NOW - 3600)
+    actions = decide(snapshot([job(attempts=[old, new])]))
+    assert [t.instance_id for t in of_type(actions, Terminate)] == [old.instance_id]
+    assert not of_type(actions, RequestStop)

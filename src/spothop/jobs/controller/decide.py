@@ -471,18 +471,22 @@ class _JobDecision:
                 self._end(
                     a, EndReason.SUPERSEDED, f"node {node.index} runs on {keeper.attempt_id}", True
                 )
+        grace = self.p.config.stop_grace_s
         for a in node.doomed:
+            # Asked to stop when the replacement ran, if the store does not say when it was asked.
+            asked = a.stop_requested_at
+            since = asked if asked is not None else keeper.running_at
             if a.instance_id is None:
                 self._end(a, EndReason.SUPERSEDED, "replaced before it had an instance", False)
-            elif a.stop_requested_at is None:
+            elif since is not None and self.now - since > grace:
+                why = f"still up {grace:.0f} s after its replacement {keeper.attempt_id} ran"
+                self._end(a, EndReason.SUPERSEDED, why, terminate=True)
+            elif asked is None:
                 self.out.append(
                     RequestStop(
                         self.job.job_id, a.instance_id, f"its replacement {keeper.attempt_id} runs"
                     )
                 )
-            elif self.now - a.stop_requested_at > self.p.config.stop_grace_s:
-                why = f"still up {self.p.config.stop_grace_s:.0f} s after its stop request"
-                self._end(a, EndReason.SUPERSEDED, why, terminate=True)
 
     def _release_idle(self, nodes: list[_Node]) -> None:
         """A drained batch queue (nothing pending) releases the workers that hold no lease."""
