@@ -226,3 +226,14 @@ def test_two_running_attempts_of_one_node_keep_the_first_that_ran() -> None:
     assert [t.instance_id for t in of_type(actions, Terminate)] == [second.instance_id]
     assert of_type(actions, EndAttempt)[0].reason is EndReason.SUPERSEDED
     assert AttemptState.RUNNING is first.state
+
+
+def test_an_exit_code_its_agent_reported_wins_over_the_instance_having_gone() -> None:
+    finished = attempt(exit_code=0)
+    gone = {finished.instance_id or "": instance_of(finished, InstanceState.TERMINATED)}
+    actions = decide(snapshot([job(attempts=[finished])], instances=gone))
+    assert of_type(actions, EndAttempt)[0].reason is EndReason.SUCCEEDED
+    assert of_type(actions, SetJobState)[-1].state is JobState.SUCCEEDED
+    vanished = decide(snapshot([job(attempts=[attempt(exit_code=75)])], instances={}))
+    assert of_type(vanished, EndAttempt)[0].reason is EndReason.PREEMPTED
+    assert launches(vanished)

@@ -26,7 +26,8 @@ observation                   the attempt
 instance pending / running    ``pending`` / ``running``
 instance noticed              ``noticed``, final, the instance's deadline
 instance preempted            ended ``preempted``
-instance terminated / failed  ended ``terminated`` / ``failed``
+instance terminated / failed  ended ``terminated`` / ``failed`` (but an exit code
+                              its agent reported wins: exited, as above)
 instance missing (its         ended ``preempted`` if it was noticed, else
 provider listed)              ``failed``
 launching, no instance after  ended ``launch_failed``
@@ -172,7 +173,7 @@ def _fold_attempt(
         _apply_event(change, siblings, event)
         if change.view.ended:
             return
-    _apply_instance(change, snapshot, config)
+    _apply_instance(change, siblings, snapshot, config)
 
 
 def _apply_event(change: _Change, siblings: Sequence[_Change], event: AgentEvent) -> None:
@@ -226,7 +227,9 @@ def _apply_exit(change: _Change, siblings: Sequence[_Change], code: int, at_s: f
         change.finish(EndReason.WORKER_FAILED, at_s, f"the worker failed (exit {code})", code)
 
 
-def _apply_instance(change: _Change, snapshot: Snapshot, config: ControllerConfig) -> None:
+def _apply_instance(
+    change: _Change, siblings: Sequence[_Change], snapshot: Snapshot, config: ControllerConfig
+) -> None:
     view = change.view
     if view.provider not in snapshot.listed_providers:
         return  # its provider did not answer this pass: unknown, not gone
@@ -238,7 +241,9 @@ def _apply_instance(change: _Change, snapshot: Snapshot, config: ControllerConfi
             and now - view.launched_at <= config.listing_grace_s
         ):
             return  # accepted a moment ago; the listing may not show it yet
-        if view.notice_final or view.state is AttemptState.NOTICED:
+        if view.exit_code is not None:  # its agent's exit was stored before the instance went
+            _apply_exit(change, siblings, view.exit_code, now)
+        elif view.notice_final or view.state is AttemptState.NOTICED:
             change.finish(EndReason.PREEMPTED, now, "its instance is gone after a notice")
         else:
             change.finish(
@@ -248,7 +253,10 @@ def _apply_instance(change: _Change, snapshot: Snapshot, config: ControllerConfi
     state = instance.state
     if state in _ENDS:
         at = instance.ended_at or instance.termination_time or now
-        change.finish(_ENDS[state], at, f"its instance is {state.value}")
+        if view.exit_code is not None:  # its agent's exit was stored before the instance ended
+            _apply_exit(change, siblings, view.exit_code, at)
+        else:
+            change.finish(_ENDS[state], at, f"its instance is {state.value}")
         return
     if state is InstanceState.PENDING and view.state is AttemptState.LAUNCHING:
         change.set("its instance was accepted", state=AttemptState.PENDING)
