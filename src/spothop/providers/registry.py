@@ -87,6 +87,11 @@ def family_names() -> list[str]:
     return list(_FAMILIES)
 
 
+def members(family: str, **options: Any) -> list[str]:
+    """The provider names one family serves (``members("local")``: every cloud of the world)."""
+    return _family(family).names(**options)
+
+
 def provider_names(**options: Any) -> list[str]:
     """Every provider name that can be asked for, family members expanded."""
     return [member for family in _FAMILIES for member in _family(family).names(**options)]

@@ -239,15 +239,38 @@ def stop(home: Path | None = None, timeout_s: float = STOP_TIMEOUT_S) -> Control
 
 # -- running the controller ------------------------------------------------------------
 
-EXCLUDED_PROVIDERS = ("fake", "local")  # the empty test cloud; the alias of the world's first cloud
+LOCAL_FAMILY = "local"  # the embedded cloud: every cloud of the world file, always there
+PROVIDERS_ENV = "SPOTHOP_PROVIDERS"  # real clouds the controller also uses, comma-separated
 
 
 def default_providers(names: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Every provider the registry has (the local cloud's every cloud by default), by name."""
-    from spothop.providers.registry import get_provider, provider_names
+    """The providers the controller launches on, by name.
 
-    chosen = names or tuple(n for n in provider_names() if n not in EXCLUDED_PROVIDERS)
-    return {name: get_provider(name) for name in chosen}
+    ``names`` when given; else every cloud of the local world plus the real clouds named in
+    ``$SPOTHOP_PROVIDERS``. A real cloud is opt-in: making its adapter looks for credentials
+    (boto3 asks the instance metadata service when nothing else is set), which a laptop has
+    no reason to wait for. A provider that cannot be made (SDK missing, no credentials) is
+    logged with its reason and left out, never fatal: the other clouds still run the jobs,
+    and a job that allows only that provider says no offering satisfies it.
+    """
+    import logging
+
+    from spothop.errors import SpothopError
+    from spothop.providers.registry import get_provider, members
+
+    if not names:
+        extra = os.environ.get(PROVIDERS_ENV, "")
+        names = (
+            *members(LOCAL_FAMILY),
+            *(n.strip() for n in extra.split(",") if n.strip()),
+        )
+    providers: dict[str, Any] = {}
+    for name in dict.fromkeys(names):
+        try:
+            providers[name] = get_provider(name)
+        except SpothopError as exc:
+            logging.getLogger(__name__).warning("provider %s left out: %s", name, exc)
+    return providers
 
 
 def run_controller(
