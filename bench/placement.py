@@ -9,7 +9,9 @@ preemption rate, seeded), then times, best of ``--repeat`` runs:
 - ``rank``: :func:`spothop.scheduler.rank` on that view for a one-GPU job
   over spot and on-demand, with data to move (egress on) — the figure the
   issue's target (≤ 100 ms for 100,000 offerings) judges;
-- ``rank+spread``: rank, then :func:`spread` 8 workers over ≥ 2 zones and types.
+- ``rank+spread``: rank, then :func:`spread` 8 workers over ≥ 2 zones and types
+  (which reads, orders and builds the best candidates: ``rank`` alone leaves
+  the order to the first read, so this is the figure with everything paid).
 
     .venv/bin/python -P bench/placement.py [--offerings 100000] [--repeat 5]
 

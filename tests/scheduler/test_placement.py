@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from spothop.errors import EXIT_BAD_INPUT, EXIT_UNAVAILABLE
 from spothop.market.reliability import MarketEvidence, ReliabilityBook
@@ -12,7 +15,7 @@ from spothop.resources.market_id import MarketId
 from spothop.scheduler.egress import egress_table
 from spothop.scheduler.errors import NoCandidates, NoCapacityNow
 from spothop.scheduler.market_view import MarketKind, MarketState, MarketView, gather_market_view
-from spothop.scheduler.placement import ReservedPool, WorkProfile, rank
+from spothop.scheduler.placement import CandidateList, ReservedPool, WorkProfile, rank
 from spothop.scheduler.requirements import Requirements
 from spothop.testing.factories import make_market, make_offering, make_offerings
 from spothop.testing.fake_provider import FakeProvider
@@ -184,3 +187,20 @@ def test_the_market_view_is_gathered_from_providers_and_the_reliability_book() -
     assert view.state_of(MarketId("nowhere", "r", "", "t")).available is True
     (only,) = rank(view, Requirements()).candidates
     assert only.offering == stormy and only.price_usd_per_hour == 1.2
+
+
+@given(
+    st.lists(st.sampled_from([0.5, 1.0, 1.5, 2.0, float("inf")]), min_size=1, max_size=3000),
+    st.lists(st.integers(0, 3000), max_size=5),
+)
+def test_the_lazy_order_is_always_a_prefix_of_the_full_stable_sort(
+    scores: list[float], reads: list[int]
+) -> None:
+    score = np.array(scores)
+    full = np.argsort(score, kind="stable")
+    ranked = CandidateList(score, lambda j: j)  # type: ignore[arg-type,return-value]
+    for read in reads:
+        if read < len(scores):
+            assert ranked[read] == full[read]
+    assert list(ranked.positions(10)) == list(full[:10])
+    assert list(ranked.positions()) == list(full)

@@ -91,6 +91,9 @@ class MarketState:
 class OfferingTable:
     """The view's offerings as columns, row ``i`` being ``offerings[i]``.
 
+    Rows are in market order — by provider, region, zone, instance type (the
+    same market listed twice keeps the order it came in) — not the view's.
+
     String columns are integer codes into the matching ``*_names`` tuple
     (sorted, so codes order like the names). Prices with no value are NaN.
     """
@@ -106,6 +109,8 @@ class OfferingTable:
     gpu_names: tuple[str, ...]
     instance_type: np.ndarray
     instance_type_names: tuple[str, ...]
+    place: np.ndarray  # code into place_names: (provider, region), where data moves from and to
+    place_names: tuple[tuple[str, str], ...]
     gpu_count: np.ndarray
     vcpus: np.ndarray
     memory_gib: np.ndarray
@@ -156,13 +161,22 @@ class MarketView:
     @cached_property
     def table(self) -> OfferingTable:
         """The offerings as columns (built on first use, then kept with the view)."""
-        offers = self.offerings
-        n = len(offers)
-        provider, provider_names = _codes([o.provider for o in offers])
-        region, region_names = _codes([o.region for o in offers])
-        zone, zone_names = _codes([o.zone or "" for o in offers])
+        n = len(self.offerings)
+        provider, provider_names = _codes([o.provider for o in self.offerings])
+        region, region_names = _codes([o.region for o in self.offerings])
+        zone, zone_names = _codes([o.zone or "" for o in self.offerings])
+        itype, itype_names = _codes([o.instance_type for o in self.offerings])
+        # Rows in market order (codes order like names): a stable sort by score then breaks
+        # ties the same way whatever order the providers listed their offerings in.
+        perm = np.lexsort((itype, zone, region, provider))
+        offers = tuple(self.offerings[i] for i in perm)
+        provider, region, zone, itype = provider[perm], region[perm], zone[perm], itype[perm]
         gpu, gpu_names = _codes([o.gpu for o in offers])
-        itype, itype_names = _codes([o.instance_type for o in offers])
+        place_pairs = sorted({(o.provider, o.region) for o in offers})
+        place_index = {pair: i for i, pair in enumerate(place_pairs)}
+        place = np.fromiter(
+            (place_index[(o.provider, o.region)] for o in offers), dtype=np.int32, count=n
+        )
         # Per-GPU facts come from the GPU model: look each model up once, not once per row.
         facts: dict[tuple[str, float | None], tuple[float, float, float]] = {}
         memory = np.empty(n)
@@ -228,6 +242,8 @@ class MarketView:
             gpu_names=gpu_names,
             instance_type=itype,
             instance_type_names=itype_names,
+            place=place,
+            place_names=tuple(place_pairs),
             gpu_count=np.fromiter((o.gpu_count for o in offers), dtype=np.int32, count=n),
             vcpus=np.fromiter((o.vcpus for o in offers), dtype=float, count=n),
             memory_gib=np.fromiter((o.memory_gib for o in offers), dtype=float, count=n),

@@ -27,8 +27,8 @@ bytes.
 Contract of :func:`rank`:
 
 - **Pure and deterministic**: no I/O, no clock; the order does not depend on
-  the order of the view's offerings (ties break on provider, region, zone,
-  instance type, then kind: spot, on-demand, reserved).
+  the order of the view's offerings (ties break on kind — spot, on-demand,
+  reserved — then provider, region, zone, instance type).
 - **Fast**: the view's columns (:meth:`MarketView.table`) are scored at once
   with numpy; :class:`Candidate` objects are built only for the rows read, so
   100,000 offerings rank within 100 ms (``bench/placement.py``).
@@ -49,7 +49,7 @@ Contract of :func:`rank`:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
 
@@ -168,16 +168,50 @@ class Candidate:
         }
 
 
-class CandidateList(Sequence[Candidate]):
-    """The ranked candidates, best first; each :class:`Candidate` is built when first read."""
+FIRST_SORTED = 256  # candidates put in order on first read; most callers read a handful
 
-    def __init__(self, build: Any, count: int) -> None:
+
+class CandidateList(Sequence[Candidate]):
+    """The ranked candidates, best first; each :class:`Candidate` is built when first read.
+
+    ``score[j]`` is candidate ``j``'s score in the order the rows were
+    gathered (kind by kind, rows in market order). The order best-first is the
+    stable sort of ``score`` — ties keep the gathered order — computed lazily:
+    reading the first candidates sorts only those whose score is within the
+    best :data:`FIRST_SORTED` (a partition, linear time); reading further
+    sorts more, up to the whole list. Every prefix is exactly the full
+    stable sort's.
+    """
+
+    def __init__(self, score: np.ndarray, build: Callable[[int], Candidate]) -> None:
+        self._score = score
         self._build = build
-        self._count = count
+        self._count = int(score.size)
+        self._order = np.empty(0, dtype=np.int64)
         self._cache: dict[int, Candidate] = {}
 
     def __len__(self) -> int:
         return self._count
+
+    def _ensure(self, needed: int) -> None:
+        """Put at least the first ``needed`` candidates in order."""
+        if needed <= self._order.size:
+            return
+        k = max(needed, 2 * self._order.size, FIRST_SORTED)
+        if 4 * k >= self._count:
+            self._order = np.argsort(self._score, kind="stable")
+            return
+        kth = np.partition(self._score, k - 1)[k - 1]
+        # Everything at or below the k-th score, in gathered order, then stably by score:
+        # nothing left out scores lower, so this is a prefix of the full stable sort.
+        pick = np.flatnonzero(self._score <= kth)
+        self._order = pick[np.argsort(self._score[pick], kind="stable")]
+
+    def positions(self, count: int | None = None) -> np.ndarray:
+        """The gathered positions of the best ``count`` (default: all) candidates, best first."""
+        count = self._count if count is None else min(count, self._count)
+        self._ensure(count)
+        return self._order[:count]
 
     @overload
     def __getitem__(self, index: int) -> Candidate: ...
@@ -192,7 +226,8 @@ class CandidateList(Sequence[Candidate]):
             raise IndexError(index)
         found = self._cache.get(index)
         if found is None:
-            found = self._cache[index] = self._build(index)
+            self._ensure(index + 1)
+            found = self._cache[index] = self._build(int(self._order[index]))
         return found
 
     def __iter__(self) -> Iterator[Candidate]:
@@ -374,20 +409,10 @@ def _reserved_rows(
 def _egress_usd(t: OfferingTable, profile: WorkProfile, table: EgressTable) -> np.ndarray:
     if profile.data_location is None or profile.data_gib <= 0 or len(t) == 0:
         return np.zeros(len(t))
-    regions = len(t.region_names)
-    place = t.provider.astype(np.int64) * regions + t.region
-    unique, inverse = np.unique(place, return_inverse=True)
-    costs = np.array(
-        [
-            table.cost_usd(
-                profile.data_gib,
-                profile.data_location,
-                (t.provider_names[int(p) // regions], t.region_names[int(p) % regions]),
-            )
-            for p in unique
-        ]
-    )
-    return costs[inverse]
+    source = profile.data_location
+    costs = np.array([table.cost_usd(profile.data_gib, source, place) for place in t.place_names])
+    out: np.ndarray = costs[t.place]
+    return out
 
 
 def rank(
@@ -462,19 +487,9 @@ def rank(
     with np.errstate(divide="ignore", invalid="ignore"):
         score = (price / good + egress_rows / profile.horizon_h) / tflops[rows]
     score = np.where(np.isnan(score), np.inf, score)
-    order = np.lexsort(
-        (
-            kind_codes,
-            t.instance_type[rows],
-            t.zone[rows],
-            t.region[rows],
-            t.provider[rows],
-            score,
-        )
-    )
+    # Rows are in market order within each kind, kinds in KIND_ORDER: a stable sort keeps that.
 
-    def build(i: int) -> Candidate:
-        j = int(order[i])
+    def build(j: int) -> Candidate:
         row = int(rows[j])
         offering = t.offerings[row]
         kind = KIND_ORDER[int(kind_codes[j])]
@@ -515,7 +530,7 @@ def rank(
         default=None,
     )
     return Ranking(
-        candidates=CandidateList(build, int(rows.size)),
+        candidates=CandidateList(score, build),
         excluded=excluded,
         most_excluding=most,
         offerings=n,
