@@ -182,3 +182,19 @@ def test_launch_serialises_its_candidates() -> None:
     assert data["action"] == "launch" and data["job_id"] == "j-1"
     assert data["candidates"][0]["market_kind"] == "spot"
     assert isinstance(Launch, type)
+
+
+def test_a_failover_uses_a_reserved_pool_only_while_it_has_room() -> None:
+    pool = {"provider": "fake", "instance_type": A100, "zone": ZONES[1], "count": 1}
+    with_pool = spec(reserved=[pool])
+    failed = ended(EndReason.LAUNCH_FAILED, zone=ZONES[0], instance_type=H100, instance_id=None)
+    lone = job(state=JobState.PROVISIONING, attempts=[failed], job_spec=with_pool)
+    (launch,) = launches(decide(snapshot([lone])))
+    assert launch.parallel and launch.candidates[0].market_kind is MarketKind.RESERVED
+    holder = job(
+        "j-0",
+        attempts=[attempt("j-0", zone=ZONES[1], kind=MarketKind.RESERVED)],
+        job_spec=with_pool,
+    )
+    (launch,) = launches(decide(snapshot([holder, lone])))
+    assert MarketKind.RESERVED not in {c.market_kind for c in launch.candidates}

@@ -515,10 +515,11 @@ class _JobDecision:
             fresh: list[_Node] = []
             for node in groups[on_demand_only]:
                 last = node.last
-                if last is not None and last.end_reason is EndReason.LAUNCH_FAILED:
-                    self._failover(node, options.reserved + options.choice.candidates, last)
-                    continue
                 pool = next((c for c in options.reserved if ledger.take(placement.pools, c)), None)
+                if last is not None and last.end_reason is EndReason.LAUNCH_FAILED:
+                    first = (pool,) if pool is not None else ()
+                    self._failover(node, first + options.choice.candidates, last)
+                    continue
                 if pool is not None:
                     self._launch_one(node, (pool,), "reserved capacity first")
                     alive_markets.append(pool.market_id)
