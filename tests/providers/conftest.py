@@ -23,6 +23,7 @@ from spothop.providers.local.metadata import PROTOCOLS
 from spothop.providers.local.metadata.codes import ErrorCodes, InstanceIdShape
 from spothop.providers.local.provider import LocalProvider
 from spothop.providers.local.world import load_world
+from spothop.providers.reservations import Reservation
 from spothop.testing import FakeProvider, make_market, make_offering
 from spothop.testing.fake_provider import FAKE_INSTANCE_IDS
 from tests.waiting import wait_for
@@ -42,6 +43,8 @@ class Harness:
     wait_state: Callable[
         [str, frozenset[InstanceState]], Instance
     ]  # until the instance is in one of them
+    # A launch into a reserved pool of one slot, in a market with no spot capacity (None: no pools).
+    reserved: LaunchRequest | None = None
 
 
 # -- the local cloud: a world of one cloud, two markets, fixed by traces ---------
@@ -69,7 +72,16 @@ clouds:
         trace: {down}
         kind: unavailable_flag
         start_offset_s: 0
+    reserved:
+      - instance_type: p3.2xlarge
+        location: us-east-1a
+        count: 1
+        price_usd_per_hour: {reserved_price}
+        id: {reservation}
 """
+# The reserved pool of both harnesses: one slot, in the market whose spot capacity is gone.
+RESERVATION = "cr-conformance"
+RESERVED_PRICE_USD_PER_HOUR = 1.25
 # Simulated seconds per wall second: billing shows in a short test without a long sleep.
 LOCAL_SPEED = 120.0
 
@@ -83,16 +95,27 @@ def _local(tmp_path: Path) -> Iterator[Harness]:
     up = _trace(tmp_path / "up_1node.json", 0)
     down = _trace(tmp_path / "down_1node.json", 1)
     world_path = tmp_path / "world.yaml"
-    world_path.write_text(_LOCAL_WORLD.format(speed=LOCAL_SPEED, up=up, down=down))
+    world_path.write_text(
+        _LOCAL_WORLD.format(
+            speed=LOCAL_SPEED,
+            up=up,
+            down=down,
+            reserved_price=RESERVED_PRICE_USD_PER_HOUR,
+            reservation=RESERVATION,
+        )
+    )
     provider = LocalProvider("aws-sim", world=load_world(world_path), world_path=world_path)
 
-    def request(instance_type: str, spot: bool = True) -> LaunchRequest:
+    def request(
+        instance_type: str, spot: bool = True, reservation: str | None = None
+    ) -> LaunchRequest:
         return LaunchRequest(
             instance_type=instance_type,
             region="us-east-1",
             zone="us-east-1a",
             spot=spot,
             bootstrap_command=["sleep", "600"],
+            reservation=reservation,
         )
 
     def pass_time(seconds: float) -> None:
@@ -119,6 +142,7 @@ def _local(tmp_path: Path) -> Iterator[Harness]:
         ids=PROTOCOLS["aws"].INSTANCE_IDS,
         pass_time=pass_time,
         wait_state=wait_state,
+        reserved=request("p3.2xlarge", spot=False, reservation=RESERVATION),
     )
     for instance in provider.list_instances():
         provider.terminate(instance.instance_id)
@@ -137,11 +161,20 @@ def _fake() -> Iterator[Harness]:
     clock = ManualClock(1_000_000.0)
     open_market = make_market(make_offering(instance_type="gpu.open"))
     closed = make_market(make_offering(instance_type="gpu.closed"), available=False)
-    provider = FakeProvider(markets=[open_market, closed], clock=clock)
+    pool = Reservation(
+        RESERVATION, "fake", "fake-1", "fake-1a", "gpu.closed", 1, RESERVED_PRICE_USD_PER_HOUR
+    )
+    provider = FakeProvider(markets=[open_market, closed], clock=clock, reservations=[pool])
 
-    def request(instance_type: str, spot: bool = True) -> LaunchRequest:
+    def request(
+        instance_type: str, spot: bool = True, reservation: str | None = None
+    ) -> LaunchRequest:
         return LaunchRequest(
-            instance_type=instance_type, region="fake-1", zone="fake-1a", spot=spot
+            instance_type=instance_type,
+            region="fake-1",
+            zone="fake-1a",
+            spot=spot,
+            reservation=reservation,
         )
 
     def wait_state(instance_id: str, states: frozenset[InstanceState]) -> Instance:
@@ -161,6 +194,7 @@ def _fake() -> Iterator[Harness]:
         ids=FAKE_INSTANCE_IDS,
         pass_time=clock.advance,
         wait_state=wait_state,
+        reserved=request("gpu.closed", spot=False, reservation=RESERVATION),
     )
 
 

@@ -8,8 +8,15 @@ from __future__ import annotations
 
 import pytest
 
-from spothop.errors import CapacityUnavailable, InstanceNotFound, InvalidRequest, PriceTooLow
+from spothop.errors import (
+    CapacityUnavailable,
+    InstanceNotFound,
+    InvalidRequest,
+    PriceTooLow,
+    ProviderError,
+)
 from spothop.providers.base import MICROUSD_PER_USD, InstanceState, LaunchRequest
+from spothop.providers.reservations import ReservedCapacity
 from spothop.resources.offering import Offering
 from tests.providers.conftest import Harness
 
@@ -141,3 +148,72 @@ def test_an_instance_serialises_itself(harness: Harness) -> None:
     data = instance.to_dict()
     assert data["instance_id"] == instance.instance_id and data["state"] == instance.state.value
     assert isinstance(data["cost_microusd"], int) and "cost_usd" not in data
+
+
+# -- reserved capacity (providers/reservations.py) -------------------------------------
+
+
+def test_an_unknown_reservation_is_refused_naming_it_and_leaves_nothing(harness: Harness) -> None:
+    """Every provider, with reserved pools or without, refuses a pool it does not hold."""
+    before = {i.instance_id for i in harness.provider.list_instances()}
+    request = LaunchRequest(
+        **{**harness.on_demand.__dict__, "spot": False, "reservation": "cr-no-such-pool"}
+    )
+    with pytest.raises(ProviderError, match="cr-no-such-pool"):
+        harness.provider.launch(request)
+    assert {i.instance_id for i in harness.provider.list_instances()} == before
+
+
+def _reserved(harness: Harness) -> tuple[ReservedCapacity, LaunchRequest]:
+    if harness.reserved is None or not isinstance(harness.provider, ReservedCapacity):
+        pytest.skip(f"{harness.provider.name} holds no reserved pools")
+    return harness.provider, harness.reserved
+
+
+def test_a_reserved_launch_runs_at_the_pools_rate_where_spot_has_no_capacity(
+    harness: Harness,
+) -> None:
+    provider, request = _reserved(harness)
+    [pool] = [p for p in provider.list_reservations() if p.reservation_id == request.reservation]
+    assert (pool.instance_type, pool.zone, pool.count, pool.in_use) == (
+        request.instance_type,
+        request.zone,
+        1,
+        0,
+    )
+    assert pool.to_dict()["free"] == 1
+    instance = harness.provider.launch(request)
+    assert not instance.spot
+    assert instance.price_usd_per_hour == pytest.approx(pool.price_usd_per_hour)
+    harness.wait_state(instance.instance_id, ALIVE)
+    # The spot market of that type has no capacity (harness.unavailable): the reserved one is untouched.
+    harness.pass_time(600)
+    running = harness.provider.describe(instance.instance_id)
+    assert running.state is InstanceState.RUNNING and running.notice_time is None
+    expected = pool.price_usd_per_hour * running.billed_seconds / 3600 * MICROUSD_PER_USD
+    assert running.cost_microusd == pytest.approx(expected, rel=0.02)
+
+
+def test_a_full_pool_refuses_with_the_capacity_code_until_a_slot_frees(harness: Harness) -> None:
+    provider, request = _reserved(harness)
+    first = harness.provider.launch(request)
+    assert [p.in_use for p in provider.list_reservations()] == [1]
+    with pytest.raises(CapacityUnavailable, match=str(request.reservation)) as info:
+        harness.provider.launch(request)
+    assert info.value.code == harness.codes.capacity_unavailable
+    harness.provider.terminate(first.instance_id)
+    harness.wait_state(first.instance_id, ENDED)
+    assert [p.in_use for p in provider.list_reservations()] == [0]
+    second = harness.provider.launch(request)
+    assert second.instance_id != first.instance_id
+
+
+def test_a_reserved_launch_must_fit_its_pool(harness: Harness) -> None:
+    _, request = _reserved(harness)
+    for change, says in (
+        ({"spot": True}, "spot=False"),
+        ({"instance_type": harness.spot.instance_type}, harness.spot.instance_type),
+    ):
+        with pytest.raises(InvalidRequest, match=says) as info:
+            harness.provider.launch(LaunchRequest(**{**request.__dict__, **change}))
+        assert info.value.code == harness.codes.invalid_parameter

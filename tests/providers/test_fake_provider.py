@@ -209,3 +209,33 @@ def test_the_documented_fallback_to_on_demand_bills_the_list_price() -> None:
     assert not instance.spot
     clock.advance(3600 + 30)
     assert provider.describe(instance.instance_id).cost_microusd == 4_000_000
+
+
+def test_reserved_pools_must_be_sold_and_are_never_preempted(clock: ManualClock) -> None:
+    from spothop.providers.reservations import Reservation
+
+    market = make_market(make_offering(instance_type="gpu.a"))
+    with pytest.raises(
+        ConfigError, match=r"reservation 'cr-1' .* is not of an offering 'fake' sells"
+    ):
+        FakeProvider(
+            markets=[market],
+            clock=clock,
+            reservations=[Reservation("cr-1", "fake", "fake-1", "fake-1a", "gpu.b", 1, 1.0)],
+        )
+    pool = Reservation("cr-1", "fake", "fake-1", "fake-1a", "gpu.a", 1, 1.0, in_use=7)
+    fake = FakeProvider(markets=[market], clock=clock, reservations=[pool])
+    assert [p.in_use for p in fake.list_reservations()] == [0]
+    instance = fake.launch(
+        LaunchRequest(
+            instance_type="gpu.a", region="fake-1", zone=None, spot=False, reservation="cr-1"
+        )
+    )
+    with pytest.raises(
+        ConfigError, match="reserved pool 'cr-1': reserved capacity is never preempted"
+    ):
+        fake.preempt(instance.instance_id)
+    clock.advance(3600)
+    assert fake.describe(instance.instance_id).cost_microusd == pytest.approx(
+        1_000_000 * (3600 - fake.launch_delay_s) / 3600, rel=1e-6
+    )

@@ -16,6 +16,12 @@ fake):
 - ``describe`` raises :class:`~spothop.errors.InstanceNotFound` for an id the
   cloud does not know; a terminated instance is still described (state
   ``terminated`` or ``preempted``) for as long as the cloud keeps its record.
+- ``launch`` with ``request.reservation`` set starts the instance in that
+  reserved pool of the account (:mod:`spothop.providers.reservations`): not
+  spot, never preempted, billed at the pool's rate, refused with
+  ``CapacityUnavailable`` once the pool is full. A provider that has no
+  reservation of that id (or none at all) raises a
+  :class:`~spothop.errors.ProviderError` naming it, and launches nothing.
 - ``terminate`` is idempotent: an unknown or already terminated instance
   returns silently. It returns fast; the instance may take a little longer
   to stop, which ``describe`` shows.
@@ -80,7 +86,8 @@ class LaunchRequest:
     ``zone`` ``None`` lets the provider choose within ``region``.
     ``bootstrap_command`` is what the instance runs at boot (normally the
     spothop agent); ``env`` is its environment, on top of the provider's own
-    variables (metadata URL and the like).
+    variables (metadata URL and the like). ``reservation``: the id of a
+    reserved pool to launch into (``spot`` False; see the module's contract).
     """
 
     instance_type: str
@@ -92,6 +99,7 @@ class LaunchRequest:
     name: str | None = None
     max_price_usd_per_hour: float | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
+    reservation: str | None = None
 
 
 @dataclass(frozen=True)

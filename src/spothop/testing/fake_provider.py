@@ -27,6 +27,11 @@ Rules beyond the Provider contract:
   advance notice first, and at a later time): the instance is ``noticed``
   from the notice on and ``preempted`` at its termination time, as the clock
   passes them. :meth:`FakeProvider.fail` ends one as ``failed`` at once.
+- ``reservations`` are reserved pools
+  (:class:`~spothop.providers.reservations.Reservation`, ``in_use`` ignored):
+  a launch with ``reservation`` set goes into one, not spot, billed at its
+  rate, never preempted (``preempt`` refuses it), ``CapacityUnavailable``
+  once ``count`` are alive; an unknown id is an ``InvalidRequest`` naming it.
 - ``requests`` records every launch request, in order, refused or not.
 """
 
@@ -56,6 +61,7 @@ from spothop.providers.base import (
     SpotPrice,
 )
 from spothop.providers.local.metadata.codes import HEX_DIGITS, ErrorCodes, InstanceIdShape
+from spothop.providers.reservations import Reservation, ReservedCapacity, check_reserved_request
 from spothop.resources.offering import Offering
 from spothop.testing.factories import make_markets
 from spothop.testing.market import FakeMarket, fixed_cost_microusd
@@ -99,9 +105,10 @@ class _Record:
     running_at: float
     advance_notice_time: float | None = None
     ended: InstanceState | None = None  # terminated or failed by a call
+    reservation: str | None = None  # the reserved pool it holds a slot of
 
 
-class FakeProvider(Provider):
+class FakeProvider(Provider, ReservedCapacity):
     """An in-memory cloud; see the module docstring for its rules.
 
     ``markets`` are the offerings it sells with their spot state (see
@@ -109,7 +116,8 @@ class FakeProvider(Provider):
     for this name). ``clock`` is any object with ``now()`` (default: a
     :class:`~spothop.market.ManualClock` at 0, which tests advance).
     ``gpu_quota`` maps ``"spot"`` / ``"on_demand"`` to the GPUs that may be
-    alive at once in that kind of market (absent: no limit).
+    alive at once in that kind of market (absent: no limit). ``reservations``:
+    the reserved pools it holds (each of an offering it sells).
     """
 
     def __init__(
@@ -123,6 +131,7 @@ class FakeProvider(Provider):
         launch_delay_s: float = FAKE_LAUNCH_DELAY_S,
         gpu_quota: Mapping[str, int] | None = None,
         codes: ErrorCodes = FAKE_ERROR_CODES,
+        reservations: Iterable[Reservation] = (),
     ) -> None:
         self.name = name
         self.clock: Clock = clock or ManualClock()
@@ -150,6 +159,19 @@ class FakeProvider(Provider):
             per_zone_spot_prices=True,
             max_price_bids=True,
         )
+        self.reservations = [replace(r, in_use=0) for r in reservations]
+        for pool in self.reservations:
+            sold = any(
+                m.offering.instance_type == pool.instance_type
+                and m.offering.region == pool.region
+                and m.offering.zone == pool.zone
+                for m in self.markets
+            )
+            if pool.provider != name or not sold:
+                raise ConfigError(
+                    f"reservation {pool.reservation_id!r} ({pool.provider}: {pool.instance_type} in "
+                    f"{pool.zone or pool.region}) is not of an offering {name!r} sells"
+                )
         self.requests: list[LaunchRequest] = []
         self._scripted: list[_Scripted] = []
         self._records: dict[str, _Record] = {}
@@ -234,9 +256,22 @@ class FakeProvider(Provider):
 
     # -- launch -------------------------------------------------------------
 
+    def list_reservations(self) -> list[Reservation]:
+        with self._lock:
+            alive = self._alive()
+            return [
+                replace(pool, in_use=sum(1 for r in alive if r.reservation == pool.reservation_id))
+                for pool in self.reservations
+            ]
+
     def launch(self, request: LaunchRequest) -> Instance:
         with self._lock:
             self.requests.append(request)
+            pool = None
+            if request.reservation is not None:
+                pool = check_reserved_request(
+                    self.name, self.codes.invalid_parameter, request, self.list_reservations()
+                )
             market = self._market_for(request)
             zone = market.offering.zone
             for i, scripted in enumerate(self._scripted):
@@ -244,8 +279,17 @@ class FakeProvider(Provider):
                     del self._scripted[i]
                     raise scripted.error
             now = self.clock.now()
-            price = self._check(request, market, now)
-            self._check_quota(request, market)
+            if pool is not None:
+                if pool.in_use >= pool.count:
+                    raise CapacityUnavailable(
+                        self.name,
+                        self.codes.capacity_unavailable,
+                        f"reservation {pool.reservation_id!r} is full: {pool.in_use} of {pool.count} in use",
+                    )
+                price = pool.price_usd_per_hour
+            else:
+                price = self._check(request, market, now)
+                self._check_quota(request, market)
             instance = Instance(
                 instance_id=self._new_id(),
                 provider=self.name,
@@ -260,7 +304,10 @@ class FakeProvider(Provider):
                 tags=dict(request.tags),
             )
             self._records[instance.instance_id] = _Record(
-                instance, market, running_at=now + self.launch_delay_s
+                instance,
+                market,
+                running_at=now + self.launch_delay_s,
+                reservation=request.reservation,
             )
             return self._view(self._records[instance.instance_id], now)
 
@@ -396,6 +443,11 @@ class FakeProvider(Provider):
                 raise ConfigError(
                     f"instance {instance_id} is {self._state(record, now).value}; only a live instance can be preempted"
                 )
+            if record.reservation is not None:
+                raise ConfigError(
+                    f"instance {instance_id} runs in the reserved pool {record.reservation!r}: "
+                    "reserved capacity is never preempted"
+                )
             lead = self.capabilities.notice_lead_time_s if lead_time_s is None else lead_time_s
             start = now if at_s is None else at_s
             if lead is None or lead < 0:
@@ -479,6 +531,7 @@ class FakeFamily:
             "launch_delay_s",
             "gpu_quota",
             "codes",
+            "reservations",
         }
     )
 

@@ -15,6 +15,11 @@ Contract notes beyond :class:`~spothop.providers.base.Provider`:
   with :class:`~spothop.errors.PriceTooLow`.
 - ``launch`` returns once the host is serving the metadata endpoint (the
   instance is ``pending`` until its launch delay has passed).
+- A launch with ``reservation`` goes into that reserved pool of the world file
+  (:mod:`spothop.providers.reservations`): an on-demand instance (never
+  preempted: the market's drops and ``preempt`` leave it alone) billed at the
+  pool's ``price_usd_per_hour``; ``CapacityUnavailable`` once ``count`` of
+  them are alive; ``InvalidRequest`` for an unknown pool, naming it.
 - ``terminate`` of an unknown or ended instance returns silently.
 - :meth:`LocalProvider.preempt` injects an interruption notice with a chosen
   lead time, as the market would; only into spot instances, as on the real clouds.
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -58,12 +64,13 @@ from spothop.providers.local.processes import kill_group, kill_process, pid_aliv
 from spothop.providers.local.runtime import cloud_clock, market_start, read_clock, spot_market
 from spothop.providers.local.store import CloudStore
 from spothop.providers.local.world import CloudSpec, World, load_world
+from spothop.providers.reservations import Reservation, ReservedCapacity, check_reserved_request
 from spothop.resources.offering import Offering
 
 HOST_READY_TIMEOUT_S = 20.0  # a host must serve its metadata endpoint within this (wall) time
 
 
-class LocalProvider(Provider):
+class LocalProvider(Provider, ReservedCapacity):
     """One simulated cloud of a world. See the module docstring for its rules."""
 
     def __init__(
@@ -151,7 +158,35 @@ class LocalProvider(Provider):
 
     # -- launch -------------------------------------------------------------
 
+    def list_reservations(self) -> list[Reservation]:
+        """The cloud's reserved pools (the world file's ``reserved:``), with their live instances counted."""
+        in_use: dict[str, int] = {}
+        for row in self.store.all_instances(self.name):
+            if row.get("reservation") and InstanceState(self._reap(row)["state"]).is_alive:
+                in_use[row["reservation"]] = in_use.get(row["reservation"], 0) + 1
+        return [
+            Reservation(
+                reservation_id=pool.reservation_id,
+                provider=self.name,
+                region=offering.region,
+                zone=offering.zone,
+                instance_type=pool.instance_type,
+                count=pool.count,
+                price_usd_per_hour=pool.price_usd_per_hour,
+                in_use=in_use.get(pool.reservation_id, 0),
+            )
+            for pool, offering in self.world.reserved_pools(self.name)
+        ]
+
     def launch(self, request: LaunchRequest) -> Instance:
+        if request.reservation is not None:
+            # Checked before anything else: a reserved launch names its pool, and the pool its place.
+            pool = check_reserved_request(
+                self.name, self.codes.invalid_parameter, request, self.list_reservations()
+            )
+            offering = self._offering_for(request)
+            self._anchor()
+            return self._start(request, offering, pool.price_usd_per_hour, self.clock.now(), pool)
         offering = self._offering_for(request)
         self._anchor()
         key = self.world.market_key(self.name, offering)
@@ -167,6 +202,17 @@ class LocalProvider(Provider):
                     f"{offering.instance_type} has no on-demand market",
                 )
             price = offering.on_demand_price_usd_per_hour
+        return self._start(request, offering, price, now, None)
+
+    def _start(
+        self,
+        request: LaunchRequest,
+        offering: Offering,
+        price: float,
+        now: float,
+        pool: Reservation | None,
+    ) -> Instance:
+        """Record the instance and start its host; a reserved one only while its pool has a free slot."""
         instance_id = self._instance_ids.new()
         directory = self.store.instances_dir / instance_id
         directory.mkdir(parents=True)
@@ -188,9 +234,10 @@ class LocalProvider(Provider):
             "env": dict(request.env),
             "world_path": str(self.world_path.resolve()) if self.world_path else None,
             "cloud_root": str(self.store.root),
+            "reservation": pool.reservation_id if pool else None,
         }
         (directory / "instance.json").write_text(json.dumps(spec, indent=2))
-        self.store.add_instance(
+        added = self.store.add_instance(
             {
                 "instance_id": instance_id,
                 "cloud": self.name,
@@ -207,8 +254,19 @@ class LocalProvider(Provider):
                 "name": request.name,
                 "tags": dict(request.tags),
                 "terminate_requested": False,
-            }
+                "reservation": pool.reservation_id if pool else None,
+            },
+            capacity=pool.count if pool else None,
         )
+        if not added:
+            assert pool is not None  # only a reserved launch has a capacity to be refused by
+            shutil.rmtree(directory, ignore_errors=True)
+            raise CapacityUnavailable(
+                self.name,
+                self.codes.capacity_unavailable,
+                f"reservation {pool.reservation_id!r} is full: its {pool.count} instance(s) of "
+                f"{pool.instance_type} in {offering.location} all run",
+            )
         self._start_host(instance_id, directory)
         return self.describe(instance_id)
 
@@ -311,6 +369,11 @@ class LocalProvider(Provider):
         if not InstanceState(row["state"]).is_alive:
             raise ConfigError(
                 f"instance {instance_id} is {row['state']}; only a live instance can be preempted"
+            )
+        if row.get("reservation"):
+            raise ConfigError(
+                f"instance {instance_id} runs in the reserved pool {row['reservation']!r}: reserved "
+                "capacity is never preempted; end it with `spothop cloud terminate`"
             )
         if not row["spot"]:
             # The imitated clouds reclaim spot capacity only, and their interruption notices

@@ -26,6 +26,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    func,
     insert,
     inspect,
     select,
@@ -78,7 +79,10 @@ instances = Table(
     Column(
         "scheduled_events", Text
     ),  # JSON list of maintenance events (see .maintenance); NULL: none
+    Column("reservation", String),  # the reserved pool it runs in; NULL: spot or on-demand
 )
+# The states of an instance that holds a reserved pool's slot (providers.base.InstanceState.is_alive).
+_LIVE_STATES = ("pending", "running", "noticed")
 
 billing = Table(
     "billing",
@@ -140,11 +144,30 @@ class CloudStore:
 
     # -- instances --------------------------------------------------------
 
-    def add_instance(self, row: Mapping[str, Any]) -> None:
+    def add_instance(self, row: Mapping[str, Any], *, capacity: int | None = None) -> bool:
+        """Record a new instance; with ``capacity``, only while fewer live instances hold its reservation.
+
+        The count and the insert are one transaction (SQLite's write lock), so
+        two launches racing for a pool's last slot cannot both get it. False:
+        the pool was full and nothing was written.
+        """
         values = dict(row)
         values["tags"] = json.dumps(dict(values.get("tags") or {}))
         with self.engine.begin() as conn:
+            if capacity is not None:
+                in_use = conn.execute(
+                    select(func.count())
+                    .select_from(instances)
+                    .where(
+                        instances.c.reservation == values["reservation"],
+                        instances.c.cloud == values["cloud"],
+                        instances.c.state.in_(_LIVE_STATES),
+                    )
+                ).scalar_one()
+                if in_use >= capacity:
+                    return False
             conn.execute(insert(instances).values(**values))
+        return True
 
     def instance(self, instance_id: str) -> dict[str, Any] | None:
         with self.engine.connect() as conn:

@@ -25,6 +25,12 @@ synthetic generator::
             instance_type: p3.2xlarge
             trace: traces/us-east-1a_v100_1.json   # relative to the world file
             start_offset_s: 0
+        reserved:                 # pools the account holds: never preempted, billed at their rate
+          - instance_type: g5.xlarge
+            location: us-east-1a
+            count: 1
+            price_usd_per_hour: 0.6
+            id: cr-east-g5        # optional; default "<location>/<instance_type>"
 
 A default world ships in the package, so the embedded default needs no file.
 Errors name the file, the key and the fix.
@@ -40,7 +46,14 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from spothop.bounds import DURATION_S, LEAD_TIME_S, SECONDS_PER_DAY, SPEED, Bound
+from spothop.bounds import (
+    DURATION_S,
+    LEAD_TIME_S,
+    PRICE_USD_PER_HOUR,
+    SECONDS_PER_DAY,
+    SPEED,
+    Bound,
+)
 from spothop.errors import ConfigError, NotFoundError, ValueOutOfRange
 from spothop.market import (
     AvailabilityTrace,
@@ -131,6 +144,26 @@ class MarketOverride(MarketSpec):
     instance_type: str
 
 
+class ReservedSpec(BaseModel):
+    """A reserved pool of one cloud: ``count`` instances of a type in a location, at a fixed rate."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    instance_type: str
+    location: str
+    count: Annotated[int, CAPACITY.annotated("count")]
+    price_usd_per_hour: Annotated[float, PRICE_USD_PER_HOUR.annotated("price_usd_per_hour")]
+    id: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]*$",
+        description='the pool\'s id in launch requests; default "<location>/<instance_type>"',
+    )
+
+    @property
+    def reservation_id(self) -> str:
+        return self.id or f"{self.location}/{self.instance_type}"
+
+
 class CloudSpec(BaseModel):
     """One simulated cloud."""
 
@@ -150,6 +183,7 @@ class CloudSpec(BaseModel):
     instance_types: list[str] = Field(min_length=1)
     market: MarketSpec
     markets: list[MarketOverride] = Field(default_factory=list)
+    reserved: list[ReservedSpec] = Field(default_factory=list)
     metadata_options: dict[str, str | bool] = Field(
         default_factory=dict,
         description="options of every instance's metadata endpoint, e.g. {tokens: refused} where the protocol hands out session tokens",
@@ -187,6 +221,21 @@ class CloudSpec(BaseModel):
                 )
         return self
 
+    @model_validator(mode="after")
+    def _reserved_in_the_cloud(self) -> CloudSpec:
+        for r in self.reserved:
+            if r.location not in self.locations or r.instance_type not in self.instance_types:
+                raise ValueError(
+                    f"reserved pool {r.instance_type} in {r.location} is not a market of this cloud; "
+                    "its location must be in 'locations' and its instance type in 'instance_types'"
+                )
+        dupes = _repeated([r.reservation_id for r in self.reserved])
+        if dupes:
+            raise ValueError(
+                f"reserved pools repeat the id {', '.join(dupes)}; give each pool its own 'id'"
+            )
+        return self
+
 
 def _repeated(values: list[str]) -> list[str]:
     return sorted({v for v in values if values.count(v) > 1})
@@ -219,6 +268,13 @@ class World:
         self.offerings: dict[str, list[Offering]] = {
             c.name: _offerings_for(c, origin) for c in spec.clouds
         }
+        for i, cloud in enumerate(spec.clouds):
+            for j, pool in enumerate(cloud.reserved):
+                if self.offering(cloud.name, pool.location, pool.instance_type) is None:
+                    raise ConfigError(
+                        f"{origin}: key clouds.{i}.reserved.{j}: the {cloud.catalog} catalog does not sell "
+                        f"{pool.instance_type} in {pool.location}; reserve a type sold there"
+                    )
 
     @property
     def seed(self) -> int:
@@ -245,6 +301,15 @@ class World:
             if o.instance_type == instance_type and location in (o.zone, o.region):
                 return o
         return None
+
+    def reserved_pools(self, cloud: str) -> list[tuple[ReservedSpec, Offering]]:
+        """The cloud's reserved pools, each with the offering it holds (checked to exist when loaded)."""
+        out = []
+        for pool in self.cloud(cloud).reserved:
+            offering = self.offering(cloud, pool.location, pool.instance_type)
+            assert offering is not None  # World.__init__ refused a pool of a type not sold there
+            out.append((pool, offering))
+        return out
 
     def market_key(self, cloud: str, offering: Offering) -> MarketId:
         """The market of ``offering`` in the world's cloud ``cloud`` (the world names its clouds)."""
