@@ -66,6 +66,7 @@ from spothop.providers.base import (
 )
 from spothop.providers.extensions import FleetLauncher, FleetRequest, FleetResult, OfferingNotes
 from spothop.providers.local.metadata.aws import ERROR_CODES
+from spothop.providers.reservations import refuse_reservation
 from spothop.resources.catalog import builtin_offerings
 from spothop.resources.offering import Offering
 
@@ -499,6 +500,7 @@ class AwsProvider(Provider, FleetLauncher, OfferingNotes):
         return render_user_data(request.bootstrap_command, env, install=self.install)
 
     def launch(self, request: LaunchRequest) -> Instance:
+        refuse_reservation(self.name, ERROR_CODES.invalid_parameter, request)  # no pools held yet
         region = sdk.check_region(self.name, self._session, request.region)
         user_data = self._user_data(request)  # refuses a credential before any call
         token = request.tags.get(TOKEN_TAG) or new_token()
@@ -547,6 +549,7 @@ class AwsProvider(Provider, FleetLauncher, OfferingNotes):
 
     def launch_fleet(self, request: FleetRequest) -> FleetResult:
         template = request.template
+        refuse_reservation(self.name, ERROR_CODES.invalid_parameter, template)
         region = sdk.check_region(self.name, self._session, template.region)
         user_data = self._user_data(template)
         token = template.tags.get(TOKEN_TAG) or new_token()
