@@ -139,7 +139,11 @@ class Harness:
     def running(self, job_id: str) -> list[Instance]:
         return [i for i in self.alive(job_id) if i.state is InstanceState.RUNNING]
 
-    def preempt(self, instance: Instance, lead_time_s: float = 20.0) -> None:
+    @property
+    def queue_url(self) -> str:
+        return self.extra_args[self.extra_args.index("--queue-url") + 1]
+
+    def preempt(self, instance: Instance, lead_time_s: float = 60.0) -> None:
         """A final notice now, the reclaim ``lead_time_s`` simulated seconds later."""
         self.providers[instance.provider].preempt(instance.instance_id, lead_time_s=lead_time_s)
 
@@ -165,6 +169,9 @@ def harness(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Harness
         world_path,
         store_url,
         {n: LocalProvider(n, world=world, world_path=world_path) for n in world.cloud_names},
+        # The shard queue in a database of its own: the workers' commits do not queue behind the
+        # job store's writes (the agents' store processes, the controller) on one SQLite file.
+        extra_args=("--queue-url", f"sqlite:///{tmp_path / 'queue.db'}"),
     )
     try:
         yield h

@@ -299,13 +299,19 @@ class Executor:
             return None
 
     def _record_launched(self, attempt: AttemptRecord, instance: Any) -> None:
-        self._safely(
-            self.store.update_attempt,
-            attempt.attempt_id,
-            state=AttemptState.PENDING,
-            instance_id=instance.instance_id,
-            zone=instance.zone or attempt.zone,
-        )
+        """The launch returned: the attempt gets its instance (the observer may have adopted it first)."""
+        current = self._safely(self.store.attempt, attempt.attempt_id)
+        if current is None or not current.live:
+            return
+        fields: dict[str, Any] = {}
+        if current.instance_id != instance.instance_id:
+            fields["instance_id"] = instance.instance_id
+        if instance.zone and current.zone != instance.zone:
+            fields["zone"] = instance.zone
+        if current.state is AttemptState.LAUNCHING:
+            fields["state"] = AttemptState.PENDING
+        if fields:
+            self._safely(self.store.update_attempt, attempt.attempt_id, **fields)
 
     def _launch_racer(
         self,

@@ -291,12 +291,13 @@ class Observer:
 
     def snapshot(self) -> Any:
         observation = self.observe()
-        stats = {
-            j.job_id: queue_stats(self.queue_url, j.job_id)
+        gone = frozenset(i for i, inst in observation.instances.items() if not inst.state.is_alive)
+        queues = {
+            j.job_id: queue_facts(self.queue_url, j.job_id, gone)
             for j in observation.jobs
             if j.kind == "batch"
         }
-        return to_snapshot(observation, self.store, stats)
+        return to_snapshot(observation, self.store, queues)
 
 
 def live_attempt_jobs(store: JobStore) -> list[str]:
@@ -388,7 +389,73 @@ def agent_facts(store: JobStore, instance_ids: Sequence[str]) -> dict[str, Agent
     return out
 
 
-def attempt_view(record: AttemptRecord, facts: AgentFacts | None) -> Any:
+def stop_requests(store: JobStore, instance_ids: Sequence[str]) -> dict[str, float]:
+    """When a stop was first asked of each instance (``agent_requests``, kind ``stop``)."""
+    from spothop.state.agent_tables import agent_requests as t
+
+    if not instance_ids:
+        return {}
+    query = (
+        select(t.c.instance_id, t.c.created_unix_s)
+        .where(t.c.instance_id.in_(list(instance_ids)), t.c.kind == "stop")
+        .order_by(t.c.created_unix_s)
+    )
+    out: dict[str, float] = {}
+    with store.engine.connect() as conn:
+        for instance_id, created in conn.execute(query):
+            out.setdefault(instance_id, float(created))
+    return out
+
+
+@dataclass(frozen=True)
+class QueueFacts:
+    """A batch job's queue, as ``decide`` reads it."""
+
+    stats: Any  # QueueStats
+    dead_shards: tuple[str, ...] = ()
+    busy_instances: frozenset[str] | None = None
+
+
+def queue_facts(
+    queue_url: str | None, job_id: str, gone: frozenset[str] = frozenset()
+) -> QueueFacts | None:
+    """Counts always; the dead shards' ids when there are some; the workers holding leases once
+    nothing is pending (only then may idle workers be released), else ``None`` (unknown).
+
+    A lease held by a worker whose instance is ``gone`` (ended: preempted, failed,
+    terminated) goes back to the queue here, at once: its agent could not hand it
+    back (killed before its emergency protocol ended), and waiting out the lease
+    would idle the job. Fenced tokens keep this safe even if the worker still ran.
+    """
+    from spothop.queue import open_queue
+    from spothop.queue.errors import UnknownJobError
+    from spothop.queue.model import ShardState
+
+    try:
+        with open_queue(queue_url, job_id) as queue:
+            stats = queue.stats()
+            if stats.leased:
+                holders = {r.worker for r in queue.records(ShardState.LEASED) if r.worker}
+                stale = sorted(holders & gone)
+                for worker in stale:
+                    released = queue.release_worker(worker)
+                    log.info("released %d leases of %s (its instance is gone)", released, worker)
+                if stale:
+                    stats = queue.stats()
+            dead = tuple(sorted(r.id for r in queue.records(ShardState.DEAD))) if stats.dead else ()
+            busy = (
+                frozenset(r.worker for r in queue.records(ShardState.LEASED) if r.worker)
+                if stats.pending == 0
+                else None
+            )
+    except UnknownJobError:
+        return None
+    return QueueFacts(stats, dead, busy)
+
+
+def attempt_view(
+    record: AttemptRecord, facts: AgentFacts | None, stop_requested_at: float | None = None
+) -> Any:
     from spothop.jobs.controller import snapshot
 
     # The enums as the snapshot module names them (decide compares them with ``is``).
@@ -419,6 +486,7 @@ def attempt_view(record: AttemptRecord, facts: AgentFacts | None) -> Any:
         end_reason=None if record.end_reason is None else end_reason(str(record.end_reason)),
         exit_code=record.exit_code if record.exit_code is not None else f.exit_code,
         error_code=record.error_code,
+        stop_requested_at=stop_requested_at,
     )
 
 
@@ -431,7 +499,9 @@ def job_flags(store: JobStore, job_id: str) -> dict[str, bool]:
     return flags
 
 
-def to_snapshot(observation: Observation, store: JobStore, queue_stats: Mapping[str, Any]) -> Any:
+def to_snapshot(
+    observation: Observation, store: JobStore, queues: Mapping[str, QueueFacts | None]
+) -> Any:
     """The :class:`~spothop.jobs.controller.snapshot.Snapshot` of one observation."""
     from spothop.jobs.controller import snapshot
     from spothop.jobs.controller.snapshot import JobView, Snapshot
@@ -442,13 +512,15 @@ def to_snapshot(observation: Observation, store: JobStore, queue_stats: Mapping[
         a.instance_id for atts in observation.attempts.values() for a in atts if a.instance_id
     ]
     facts = agent_facts(store, instance_ids)
+    stops = stop_requests(store, instance_ids)
     views = []
     for job in observation.jobs:
         attempts = tuple(
-            attempt_view(a, facts.get(a.instance_id or ""))
+            attempt_view(a, facts.get(a.instance_id or ""), stops.get(a.instance_id or ""))
             for a in observation.attempts.get(job.job_id, ())
         )
         flags = job_flags(store, job.job_id)
+        queue = queues.get(job.job_id)
         views.append(
             JobView(
                 job_id=job.job_id,
@@ -458,9 +530,11 @@ def to_snapshot(observation: Observation, store: JobStore, queue_stats: Mapping[
                 created_at=job.created_unix_s,
                 on_demand_forced=job.on_demand_forced,
                 cancel_requested=flags["cancel_requested"],
-                queue=queue_stats.get(job.job_id),
+                queue=None if queue is None else queue.stats,
                 shards_enqueued=flags["shards_enqueued"],
                 outputs_published=flags["outputs_published"],
+                dead_shards=() if queue is None else queue.dead_shards,
+                busy_instances=None if queue is None else queue.busy_instances,
                 reason=job.reason,
             )
         )
