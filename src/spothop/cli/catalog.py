@@ -1,4 +1,4 @@
-"""``spothop catalog``: import other catalogs, compare versions, summarise what is known."""
+"""``spothop catalog``: import other catalogs, refresh one from its cloud, compare versions, summarise."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from spothop.bounds import check_datetime
 from spothop.cli.output import console, err_console, note, print_json, table
 from spothop.errors import CatalogError, ConfigError, NotFoundError, exit_for_counts
 from spothop.paths import user_catalog_dir
+from spothop.providers.catalog_refresh import refresh_catalog
+from spothop.providers.registry import get_provider
 from spothop.resources.catalog import (
     Catalog,
     builtin_offerings,
@@ -172,6 +174,56 @@ def diff(
         ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in sorted(kinds.items())) or "no changes"
     )
     console.print(Text(summary, style="bold"))
+
+
+@catalog_app.command("refresh")
+def refresh(
+    provider: Annotated[
+        str,
+        typer.Option(
+            "--provider",
+            help="the provider to ask, by name (an unknown name is answered with the known ones)",
+        ),
+    ],
+    min_change: Annotated[
+        float, typer.Option("--min-change", help="ignore price moves below this many percent")
+    ] = 0.0,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="show the changes, but save nothing")
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="print the result and its change events as JSON")
+    ] = False,
+) -> None:
+    """Ask a provider for its offerings now and apply the changes to the stored catalog.
+
+    Only the regions the provider answered for are compared; the result is
+    saved as that provider's catalog in $SPOTHOP_HOME/catalog/ and used from
+    the next command on (no restart). Notes say what the provider could not
+    get live (a price API out of reach: the built-in prices stand in).
+    """
+    if not min_change >= 0:  # `not >=` also refuses NaN
+        raise ConfigError(f"--min-change must be zero or more percent, got {min_change}")
+    result = refresh_catalog(get_provider(provider), min_change_pct=min_change, save=not dry_run)
+    if as_json:
+        print_json(result.to_dict())
+        return
+    for text in result.notes:
+        note(f"note: {text}", stderr=True)
+    for change in result.changes:
+        console.print(change.describe(), highlight=False)
+    kinds = Counter(c.kind for c in result.changes)
+    summary = (
+        ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in sorted(kinds.items())) or "no changes"
+    )
+    where = f"saved to {result.saved}" if result.saved else "dry run: nothing saved"
+    console.print(
+        Text(
+            f"{result.provider} ({', '.join(result.regions)}): {result.live_offerings} live offerings, "
+            f"{summary}; {where}",
+            style="bold",
+        )
+    )
 
 
 def _load_side(spec: str) -> list[Offering]:

@@ -10,6 +10,9 @@ A throttled call (``RequestLimitExceeded`` and its cousins) is retried with
 exponential backoff and full jitter (the delay before retry ``n`` is uniform in
 ``[0, min(cap, base × 2ⁿ)]``), at most :data:`RETRY_ATTEMPTS` calls in all;
 then it is :class:`~spothop.errors.RateLimited`. Nothing else is retried here.
+An endpoint that does not answer, or answers with what is not an AWS reply,
+is a :class:`~spothop.errors.ProviderError` coded with botocore's exception
+name (``EndpointConnectionError``, ``ResponseParserError``).
 """
 
 from __future__ import annotations
@@ -162,11 +165,21 @@ def with_retries(
     :class:`RateLimited` with the cloud's code; the cloud's ``Retry-After``,
     when it sends one, is the least wait before the next call.
     """
-    from botocore.exceptions import ClientError
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+    from botocore.parsers import ResponseParserError
 
     for attempt in range(attempts):
         try:
             return call()
+        except NoCredentialsError as exc:
+            raise AuthFailed(provider, "NoCredentials", str(exc)) from None
+        except (
+            BotoCoreError,
+            ResponseParserError,
+        ) as exc:  # no answer, or one that is not EC2's (a proxy's HTML page)
+            raise ProviderError(
+                provider, type(exc).__name__, str(exc).splitlines()[0][:300]
+            ) from None
         except ClientError as exc:
             code, message, retry_after = client_error_parts(exc)
             if code not in RATE_LIMIT_CODES or attempt == attempts - 1:
