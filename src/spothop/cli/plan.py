@@ -1,8 +1,8 @@
 """``spothop plan FILE``: where a job would run, and why — every factor of every candidate's score.
 
 Loads the job file, asks the providers for offerings and live spot prices
-(the job's ``providers.allow``, else every registered provider but the test
-one), takes λ from spothop's own interruption history when the store has any
+(``--provider``, else the job's ``providers.allow``, else the controller's
+own: the local world's clouds and the real ones in ``$SPOTHOP_PROVIDERS``), takes λ from spothop's own interruption history when the store has any
 (priors otherwise), ranks with :func:`spothop.scheduler.rank` and shows the
 spread :func:`spothop.scheduler.spread` would choose for the job's nodes or
 workers. Nothing is launched, and spothop's own store is only read.
@@ -25,7 +25,7 @@ from spothop.jobs.spec import JobSpec, load_job
 from spothop.market.reliability import ReliabilityBook
 from spothop.paths import spothop_home
 from spothop.providers.base import Provider
-from spothop.providers.registry import get_provider, provider_names
+from spothop.providers.registry import get_provider
 from spothop.scheduler.market_view import MarketKind, gather_market_view
 from spothop.scheduler.placement import (
     DEFAULT_HORIZON_H,
@@ -38,7 +38,6 @@ from spothop.scheduler.placement import (
 )
 from spothop.scheduler.spread import spread
 
-TEST_PROVIDERS = ("fake",)  # the in-memory test cloud: used when named, never by default
 DEFAULT_LIMIT = 10
 
 _KINDS = {
@@ -85,12 +84,26 @@ def _data_at(value: str | None, data_gib: float) -> tuple[str, str] | None:
 
 
 def _providers(spec: JobSpec, names: list[str] | None) -> list[Provider]:
-    wanted = (
-        names
-        or list(spec.providers.allow)
-        or [n for n in provider_names() if n not in TEST_PROVIDERS]
-    )
-    return [get_provider(n) for n in wanted if n not in spec.providers.deny]
+    """The providers to ask: ``--provider``, else the job's ``providers.allow``, else the
+    controller's own (every cloud of the local world plus ``$SPOTHOP_PROVIDERS``).
+
+    A provider that cannot be made (SDK missing, no credentials) is left out with its
+    reason on stderr, as the controller leaves it out; a job that only it could carry is
+    then told no offering satisfies it.
+    """
+    from spothop.jobs.controller.daemon import default_providers
+
+    wanted = tuple(n for n in (names or spec.providers.allow) if n not in spec.providers.deny)
+    if not wanted:
+        made = default_providers()
+        return [p for name, p in made.items() if name not in spec.providers.deny]
+    providers: list[Provider] = []
+    for name in dict.fromkeys(wanted):
+        try:
+            providers.append(get_provider(name))
+        except SpothopError as exc:
+            note(f"provider {name} left out: {exc}", stderr=True)
+    return providers
 
 
 def _history(now: float) -> ReliabilityBook | None:
