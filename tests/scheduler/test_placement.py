@@ -204,3 +204,8 @@ def test_the_lazy_order_is_always_a_prefix_of_the_full_stable_sort(
             assert ranked[read] == full[read]
     assert list(ranked.positions(10)) == list(full[:10])
     assert list(ranked.positions()) == list(full)
+
+
+def test_a_view_without_offerings_says_to_check_the_providers() -> None:
+    with pytest.raises(NoCandidates, match="no provider listed any"):
+        rank(MarketView(0.0, ()), Requirements()).raise_if_empty()

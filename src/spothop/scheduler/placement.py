@@ -279,6 +279,11 @@ class Ranking:
         """Raise :class:`NoCandidates` (the spec excludes everything) or :class:`NoCapacityNow`."""
         if self.candidates:
             return
+        if self.offerings == 0:
+            raise NoCandidates(
+                "no offering to place the job on: no provider listed any; check the providers "
+                "the job allows (providers.allow) and that each can be reached"
+            )
         if self.most_excluding in ("market", "excluded_markets"):
             raise NoCapacityNow(
                 f"no candidate now: {self.explain()}; try again later or widen the market"
