@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -209,3 +210,38 @@ def test_the_lazy_order_is_always_a_prefix_of_the_full_stable_sort(
 def test_a_view_without_offerings_says_to_check_the_providers() -> None:
     with pytest.raises(NoCandidates, match="no provider listed any"):
         rank(MarketView(0.0, ()), Requirements()).raise_if_empty()
+
+
+class _RegionalPrices(FakeProvider):
+    """A cloud that prices spot per region: its spot prices carry no zone."""
+
+    def spot_prices(self, instance_types=None):  # type: ignore[no-untyped-def]
+        return [replace(p, zone=None) for p in super().spot_prices(instance_types)][:1]
+
+
+def test_a_regional_spot_price_is_every_zones_price_and_boot_times_reach_the_score() -> None:
+    a = make_offering(zone="fake-1a")
+    b = make_offering(zone="fake-1b")
+    provider = _RegionalPrices(
+        markets=[make_market(a, spot_price_usd_per_hour=0.7), make_market(b)]
+    )
+    view = gather_market_view([provider], now=5.0, boot_s={"fake": 600.0})
+    assert view.now == 5.0
+    assert view.state_of(a.market_id).spot_price_usd_per_hour == 0.7
+    assert view.state_of(b.market_id).spot_price_usd_per_hour == 0.7
+    slow = rank(view, Requirements()).candidates[0]
+    fast = rank(replace(view, boot_s={}), Requirements()).candidates[0]
+    assert slow.factors["boot_s"] == 600.0 and fast.factors["boot_s"] == 120.0
+    assert slow.goodput < fast.goodput
+
+
+def test_the_book_may_be_asked_at_the_providers_time() -> None:
+    offering = make_offering()
+    asked: list[float] = []
+
+    def book_at(now: float) -> ReliabilityBook:
+        asked.append(now)
+        return ReliabilityBook.from_evidence([])
+
+    gather_market_view([FakeProvider(markets=[make_market(offering)])], book_at)
+    assert asked == [0.0]  # the fake cloud's clock starts at 0
