@@ -50,12 +50,13 @@ class VirtualWorld:
         self.cooldowns: dict[Any, float] = {}
         self.events: list[AgentEvent] = []
         self.log: list[Action] = []
+        self.market = market()  # one view for the whole run: decide reads time from the snapshot
 
     def snapshot(self) -> Snapshot:
         return Snapshot(
             now=self.now,
             jobs=tuple(self.jobs.values()),
-            market=dataclasses.replace(market(), now=self.now),
+            market=self.market,
             cooldowns=dict(self.cooldowns),
             instances=dict(self.instances),
             listed_providers=frozenset({PROVIDER}),

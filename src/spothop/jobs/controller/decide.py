@@ -160,6 +160,11 @@ def _zone_outages(
     up, or ended later for another reason (so what this pass itself ends, or
     launches after the loss, does not change the verdict on a second pass).
     """
+    window = config.zone_outage_window_s
+    if not any(
+        (t := _lost_at(a)) is not None and now - t <= window for j in jobs for a in j.attempts
+    ):
+        return {}  # the common pass: nothing was lost lately
     in_zone: dict[MarketId, list[AttemptView]] = {}
     for job in jobs:
         for a in job.attempts:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 from spothop.agent.eventmodel import AgentEvent
@@ -132,16 +133,16 @@ class JobView:
     busy_instances: frozenset[str] | None = None
     reason: str = ""
 
-    @property
+    @cached_property
     def interruptions(self) -> int:
         return sum(1 for a in self.attempts if a.interrupted)
 
-    @property
+    @cached_property
     def interruption_times(self) -> tuple[float, ...]:
         """When each interruption happened, oldest first."""
         return tuple(sorted(t for a in self.attempts if (t := a.interrupted_at) is not None))
 
-    @property
+    @cached_property
     def retries_used(self) -> int:
         """Worker failures so far (attempts that ended ``worker_failed``)."""
         return sum(1 for a in self.attempts if a.end_reason is EndReason.WORKER_FAILED)
@@ -152,7 +153,15 @@ class JobView:
         return self.spec.node_count
 
     def node_attempts(self, node: int) -> tuple[AttemptView, ...]:
-        return tuple(a for a in self.attempts if a.node == node)
+        return self._by_node.get(node, ())
+
+    @cached_property
+    def _by_node(self) -> dict[int, tuple[AttemptView, ...]]:
+        """Derived values are cached on first use: a view is frozen, and ``with_`` makes a new one."""
+        out: dict[int, list[AttemptView]] = {}
+        for a in self.attempts:
+            out.setdefault(a.node, []).append(a)
+        return {node: tuple(found) for node, found in out.items()}
 
     def node_done(self, node: int) -> bool:
         return any(a.end_reason is EndReason.SUCCEEDED for a in self.node_attempts(node))
