@@ -103,6 +103,7 @@ _LAZY: dict[str, str] = {
     ),
     **dict.fromkeys(("TraceError", "TraceNotFound"), "spothop.market.errors"),
     **dict.fromkeys(("NoCandidates", "NoCapacityNow"), "spothop.scheduler.errors"),
+    "SimulationError": "spothop.scheduler.simulate.model",
     **dict.fromkeys(
         (
             "QueueError",
@@ -163,6 +164,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time each comes 
     )
     from spothop.resources.catalog import load_catalog
     from spothop.scheduler.errors import NoCandidates, NoCapacityNow
+    from spothop.scheduler.simulate.model import SimulationError
     from spothop.worker.sdk import (
         checkpoint_requested,
         heartbeat,
@@ -231,6 +233,7 @@ __all__ = [
     "QueueUnavailableError",
     "QuotaExceeded",
     "RateLimited",
+    "SimulationError",
     "SpothopError",
     "StorageUnreachable",
     "StoreRefused",

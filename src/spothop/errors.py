@@ -37,6 +37,7 @@ code  name                        meaning
     │   │   └── StorageUnreachable  a checkpoint or output URL that cannot be written, found before launch
     │   ├── AgentConfigError        a bad agent option: unknown protocol, bad hook spec
     │   ├── ValueOutOfRange         a number that is not finite or not in its field's range
+    │   ├── SimulationError         a simulation that cannot go on: a policy that never finishes, a window past its traces
     │   └── CatalogError            a catalog file that cannot be read at all
     │       └── CatalogRowError     one malformed row: file, line, field, reason
     ├── NotFoundError               what was named does not exist (a path, a job, a checkpoint)     exit 3
