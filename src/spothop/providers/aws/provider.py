@@ -691,11 +691,17 @@ class AwsProvider(Provider, FleetLauncher, OfferingNotes):
         return self.find_instances()
 
     def find_instances(self, tags: Mapping[str, str] | None = None) -> list[Instance]:
-        """Every instance spothop launched (it has ``spothop-token``), ended or not, that has ``tags``."""
+        """Every instance spothop launched (it has ``spothop-token``), ended or not, that has ``tags``.
+
+        Searched: the provider's regions, and any other region this provider launched into.
+        """
         filters = [{"Name": "tag-key", "Values": [TOKEN_TAG]}]
         filters += [{"Name": f"tag:{k}", "Values": [v]} for k, v in (tags or {}).items()]
         found = []
-        for region in self.regions:
+        launched_elsewhere = [
+            r for r in dict.fromkeys(self._region_of.values()) if r not in self.regions
+        ]
+        for region in [*self.regions, *launched_elsewhere]:
             for page in self._pages(region, "describe_instances", Filters=filters):
                 for reservation in page.get("Reservations", []):
                     for raw in reservation.get("Instances", []):
