@@ -40,6 +40,7 @@ real adapter.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -65,6 +66,36 @@ class InstanceState(StrEnum):
 
 
 @dataclass(frozen=True)
+class BillingRule:
+    """How a cloud turns an instance's running time into billed seconds, as data.
+
+    ``billed_seconds(usage_s)``: nothing for an instance that never ran;
+    otherwise at least ``minimum_s``, rounded up to whole ``increment_s``
+    (1: per second; 3600: per started hour). ``price_fixed_s``: the price at
+    launch holds this long (a protection period), the market's after.
+    ``source`` names the cloud's documentation. The default bills the exact
+    running time (a cloud that documents nothing else).
+    """
+
+    increment_s: float = 0.0  # 0: continuous (no rounding)
+    minimum_s: float = 0.0
+    price_fixed_s: float = 0.0
+    source: str = ""
+
+    def billed_seconds(self, usage_s: float) -> float:
+        if usage_s <= 0:
+            return 0.0
+        billed = max(usage_s, self.minimum_s)
+        if self.increment_s > 0:
+            # 1e-9: a float sum of ticks a hair over a whole increment is that increment
+            billed = math.ceil(billed / self.increment_s - 1e-9) * self.increment_s
+        return billed
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class Capabilities:
     """What a provider can do, as data. Generic code decides on these, never on the name."""
 
@@ -77,6 +108,7 @@ class Capabilities:
     notice_protocol: str | None = None  # which on-instance watcher reads its notices
     per_zone_spot_prices: bool = True
     max_price_bids: bool = False  # accepts a maximum spot price with the launch
+    billing: BillingRule = BillingRule()  # how running time becomes billed seconds
 
 
 @dataclass(frozen=True)
@@ -116,6 +148,7 @@ class Instance:
     launched_at: float
     price_usd_per_hour: float
     ended_at: float | None = None
+    running_at: float | None = None  # when billing started (None: it has not, or unknown)
     billed_seconds: float = 0.0
     cost_microusd: int = 0  # billed so far, integer micro-dollars
     notice_time: float | None = None  # when the interruption notice was given

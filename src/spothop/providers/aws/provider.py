@@ -65,7 +65,7 @@ from spothop.providers.base import (
     SpotPrice,
 )
 from spothop.providers.extensions import FleetLauncher, FleetRequest, FleetResult, OfferingNotes
-from spothop.providers.local.metadata.aws import ERROR_CODES
+from spothop.providers.local.metadata.aws import BILLING, ERROR_CODES
 from spothop.providers.reservations import refuse_reservation
 from spothop.resources.catalog import builtin_offerings
 from spothop.resources.offering import Offering
@@ -158,6 +158,7 @@ class AwsProvider(Provider, FleetLauncher, OfferingNotes):
             notice_protocol="aws",
             per_zone_spot_prices=True,
             max_price_bids=True,
+            billing=BILLING,  # EC2's rule, declared beside the imitated protocol
         )
         self._session = sdk.make_session(profile, session)
         sdk.check_credentials(name, self._session)

@@ -52,6 +52,7 @@ from spothop.providers.local import maintenance
 from spothop.providers.local.metadata import (
     METADATA_PROTOCOL_ENV,
     METADATA_URL_ENV,
+    PROTOCOLS,
     InstanceMetadata,
     MetadataServer,
     NoticeState,
@@ -97,6 +98,7 @@ class Host:
             self.spec["cloud"], self.spec["region"], self.spec["zone"], self.spec["instance_type"]
         )
         self.market: SpotMarket = spot_market(self.store, self.world, [self.key])
+        self.billing = PROTOCOLS[self.spec["protocol"]].BILLING
         self.notices = NoticeState(clock=self.clock.now)
         self.plan = _Plan()
         self.worker: subprocess.Popen[bytes] | None = None
@@ -258,20 +260,26 @@ class Host:
 
     def _price(self, t: float) -> float:
         if self.spec["spot"]:
+            # A protection period holds the price the instance was bought at (the cloud's rule).
+            if t < self.spec["launched_at"] + self.billing.price_fixed_s:
+                t = self.spec["launched_at"]
             return self.market.price_usd_per_hour(self.key, t)
         return float(self.spec["price_usd_per_hour"])
 
     def _bill(self, now: float) -> None:
+        """Bill up to ``now`` under the imitated cloud's rule (minimum, increments) at the price in force."""
         if now <= self.billed_to:
             return
         price = self._price(self.billed_to)
-        cost = price * (now - self.billed_to) / 3600.0 * MICROUSD_PER_USD
+        before = self.billing.billed_seconds(self.billed_to - self.running_at)
+        billed = self.billing.billed_seconds(now - self.running_at)
+        cost = price * (billed - before) / 3600.0 * MICROUSD_PER_USD
         self.cost_micro += cost
         self.row_cost += cost
         self.billed_to = now
         self.store.update_instance(
             self.instance_id,
-            billed_seconds=now - self.running_at,
+            billed_seconds=billed,
             cost_micro_usd=round(self.cost_micro),
             price_usd_per_hour=price,
         )

@@ -101,6 +101,7 @@ class LocalProvider(Provider, ReservedCapacity):
             notice_protocol=self.spec.protocol,
             per_zone_spot_prices=True,
             max_price_bids=True,
+            billing=PROTOCOLS[self.spec.protocol].BILLING,
         )
         # Built without writing: a provider that only shows prices leaves the shared anchor alone.
         self._market_start_s = market_start(self.store, anchor=False)
@@ -487,6 +488,7 @@ class LocalProvider(Provider, ReservedCapacity):
             launched_at=row["launched_at"],
             price_usd_per_hour=row["price_usd_per_hour"],
             ended_at=row["ended_at"],
+            running_at=row["running_at"],
             billed_seconds=row["billed_seconds"],
             cost_microusd=int(row["cost_micro_usd"]),
             notice_time=row["notice_time"],

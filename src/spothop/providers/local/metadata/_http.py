@@ -27,6 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar, cast
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from spothop.providers.base import BillingRule
 from spothop.providers.local.metadata.codes import ErrorCodes, InstanceIdShape
 from spothop.providers.local.metadata.state import Clock, InstanceMetadata, NoticeState
 
@@ -185,7 +186,8 @@ class MetadataHandler(BaseHTTPRequestHandler, abc.ABC):
     instance is gone (a stop, a retirement); see
     :mod:`spothop.providers.local.maintenance`. ``ERROR_CODES`` and
     ``INSTANCE_IDS`` are the imitated cloud's API error codes and instance-id
-    shape (:mod:`.codes`); every protocol declares both.
+    shape (:mod:`.codes`); every protocol declares both, and ``BILLING``, the
+    imitated cloud's billing rule (what the local cloud bills by).
     """
 
     OPTIONS: ClassVar[frozenset[str]] = frozenset()
@@ -194,6 +196,7 @@ class MetadataHandler(BaseHTTPRequestHandler, abc.ABC):
     MAINTENANCE_ENDS: ClassVar[frozenset[str]] = frozenset()
     ERROR_CODES: ClassVar[ErrorCodes]
     INSTANCE_IDS: ClassVar[InstanceIdShape]
+    BILLING: ClassVar[BillingRule]
 
     @classmethod
     def new_event_id(cls) -> str:

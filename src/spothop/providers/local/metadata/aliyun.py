@@ -26,6 +26,7 @@ on the notice state's clock.
 
 from __future__ import annotations
 
+from spothop.providers.base import BillingRule
 from spothop.providers.local.metadata._http import (
     MetadataHandler,
     Request,
@@ -45,6 +46,17 @@ ALIYUN_TOKEN_HEADER = "X-aliyun-ecs-metadata-token"
 ROOT = "/latest"
 
 
+# ECS preemptible (spot) instances are billed by the second; during the protection period
+# (1 hour by default) at the market price when bought, then at the real-time price:
+# https://www.alibabacloud.com/help/doc-detail/60400.htm (DescribeSpotPriceHistory, SpotDuration)
+# and https://www.alibabacloud.com/help/doc-detail/161331.htm ("Billing rules").
+BILLING = BillingRule(
+    increment_s=1,
+    price_fixed_s=3600,
+    source="https://www.alibabacloud.com/help/doc-detail/161331.htm",
+)
+
+
 # ECS API error codes (RunInstances: no stock, a spot price limit under the
 # public price) and its instance ids ("i-" and 20 lower-case letters or digits).
 ERROR_CODES = ErrorCodes(
@@ -61,6 +73,7 @@ class AliyunMetadataHandler(MetadataHandler):
     """``100.100.100.200/latest/meta-data``; option ``require_token`` (default False)."""
 
     ERROR_CODES = ERROR_CODES
+    BILLING = BILLING
     INSTANCE_IDS = INSTANCE_IDS
 
     OPTIONS = frozenset({"require_token"})

@@ -58,6 +58,7 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import ClassVar
 
+from spothop.providers.base import BillingRule
 from spothop.providers.local.metadata._http import (
     NO_ANSWER,
     MetadataHandler,
@@ -121,6 +122,11 @@ def scheduled_event_json(event: ScheduledEvent) -> dict[str, str]:
     }
 
 
+# EC2 bills Linux instances (on-demand, spot and reserved) per second with a 60-second
+# minimum: https://aws.amazon.com/ec2/pricing/ ("Per-second billing").
+BILLING = BillingRule(increment_s=1, minimum_s=60, source="https://aws.amazon.com/ec2/pricing/")
+
+
 # EC2 API error codes (docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html)
 # and its instance ids ("i-" and 17 hex digits; the local cloud's always start "i-0").
 ERROR_CODES = ErrorCodes(
@@ -143,6 +149,7 @@ class AwsImdsHandler(MetadataHandler):
     MAINTENANCE_CODES = AWS_MAINTENANCE_CODES
     MAINTENANCE_ENDS = AWS_MAINTENANCE_ENDS
     ERROR_CODES = ERROR_CODES
+    BILLING = BILLING
     INSTANCE_IDS = INSTANCE_IDS
 
     @classmethod

@@ -35,6 +35,7 @@ import json
 import uuid
 from typing import Any
 
+from spothop.providers.base import BillingRule
 from spothop.providers.local.metadata._http import MetadataHandler, Request, Response, rfc1123
 from spothop.providers.local.metadata.codes import HEX_DIGITS, ErrorCodes, InstanceIdShape
 from spothop.providers.local.metadata.state import NoticeSnapshot
@@ -94,6 +95,15 @@ def _error(status: int, message: str, **extra: Any) -> Response:
     return Response.json({"error": message, **extra}, status)
 
 
+# Azure bills VMs (Spot included) per second; from 1 June 2025 with a 5-minute minimum:
+# https://learn.microsoft.com/en-us/answers/questions/2259765 (Microsoft's notice, as answered).
+BILLING = BillingRule(
+    increment_s=1,
+    minimum_s=300,
+    source="https://learn.microsoft.com/en-us/answers/questions/2259765",
+)
+
+
 # Azure Resource Manager error codes (allocation failures, ARM's common codes);
 # no dedicated code for a max price under the market's. The local cloud names
 # VMs "vm-" and 12 hex digits (the IMDS vmId is derived from it).
@@ -110,6 +120,7 @@ class AzureImdsHandler(MetadataHandler):
     """``169.254.169.254/metadata`` with Scheduled Events."""
 
     ERROR_CODES = ERROR_CODES
+    BILLING = BILLING
     INSTANCE_IDS = INSTANCE_IDS
 
     def route(self, request: Request) -> Response:

@@ -39,6 +39,7 @@ from __future__ import annotations
 import hashlib
 import time
 
+from spothop.providers.base import BillingRule
 from spothop.providers.local.metadata._http import MetadataHandler, Request, Response, tree_lookup
 from spothop.providers.local.metadata.codes import DECIMAL_DIGITS, ErrorCodes, InstanceIdShape
 from spothop.providers.local.metadata.state import NoticeSnapshot
@@ -53,6 +54,13 @@ GCP_ETAG_HEX_CHARS = 16  # GCP's ETags are 16 hex digits
 
 def etag(value: str) -> str:
     return hashlib.sha256(value.encode()).hexdigest()[:GCP_ETAG_HEX_CHARS]
+
+
+# Compute Engine bills per second with a 1-minute minimum:
+# https://cloud.google.com/compute/vm-instance-pricing ("Billing model").
+BILLING = BillingRule(
+    increment_s=1, minimum_s=60, source="https://cloud.google.com/compute/vm-instance-pricing"
+)
 
 
 # Compute Engine API error codes and reasons (a zone out of resources, Google
@@ -71,6 +79,7 @@ class GcpMetadataHandler(MetadataHandler):
     """``metadata.google.internal`` with hanging GETs."""
 
     ERROR_CODES = ERROR_CODES
+    BILLING = BILLING
     INSTANCE_IDS = INSTANCE_IDS
 
     def route(self, request: Request) -> Response:

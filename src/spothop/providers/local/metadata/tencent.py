@@ -17,6 +17,7 @@ Local choices: only ``GET``/``HEAD`` are served (others are 405).
 
 from __future__ import annotations
 
+from spothop.providers.base import BillingRule
 from spothop.providers.local.metadata._http import (
     MetadataHandler,
     Request,
@@ -28,6 +29,13 @@ from spothop.providers.local.metadata.codes import LOWER_ALNUM, ErrorCodes, Inst
 from spothop.providers.local.metadata.state import NoticeSnapshot
 
 ROOT = "/latest"
+
+
+# CVM spot instances are pay-as-you-go: billed by the second, settled hourly, no minimum:
+# https://www.tencentcloud.com/document/product/213/17816 (Spot Instances overview).
+BILLING = BillingRule(
+    increment_s=1, source="https://www.tencentcloud.com/document/product/213/17816"
+)
 
 
 # CVM API error codes (tencentcloud.com/document/product/213/33281) and its
@@ -45,6 +53,7 @@ class TencentMetadataHandler(MetadataHandler):
     """``metadata.tencentyun.com/latest/meta-data``."""
 
     ERROR_CODES = ERROR_CODES
+    BILLING = BILLING
     INSTANCE_IDS = INSTANCE_IDS
 
     def route(self, request: Request) -> Response:

@@ -22,6 +22,7 @@ ISO 8601 UTC ``%Y-%m-%dT%H:%M:%SZ`` as AWS and Alibaba print it; the names
 
 from __future__ import annotations
 
+from spothop.providers.base import BillingRule
 from spothop.providers.local.metadata._http import (
     MetadataHandler,
     Request,
@@ -41,6 +42,11 @@ def _normalise(path: str) -> str:
     return path.lower().replace("-", "_")
 
 
+# ECS pay-as-you-go and spot instances are billed by the second, no minimum
+# (Volcengine ECS documentation, "Billing overview": pay-as-you-go).
+BILLING = BillingRule(increment_s=1, source="https://www.volcengine.com/docs/6396")
+
+
 # ECS API error codes as the local cloud imitates them (not enough resources,
 # an unknown instance) and its instance ids ("i-" and 20 lower-case letters or digits).
 ERROR_CODES = ErrorCodes(
@@ -56,6 +62,7 @@ class VolcengineMetadataHandler(MetadataHandler):
     """``100.96.0.96/latest``."""
 
     ERROR_CODES = ERROR_CODES
+    BILLING = BILLING
     INSTANCE_IDS = INSTANCE_IDS
 
     def route(self, request: Request) -> Response:

@@ -1,0 +1,365 @@
+"""The cost ledger: one billing record per instance attempt, and its reconciliation with the cloud's bill.
+
+The contract:
+
+1. **One record per attempt** (``job_attempts``), keyed by its attempt id:
+   job, node, provider, region, zone, instance type, market (spot /
+   on-demand / reserved), the price in force (``price_usd_per_hour``, its
+   ``currency`` and ``rate_source``), running and billed seconds under the
+   provider's :class:`~spothop.providers.base.BillingRule`, and the charge in
+   integer micro-dollars. Every recovery is an attempt of the same job, so a
+   job's cost is the sum of its records, whatever clouds it crossed.
+2. **spothop's own books.** The charge is computed here, from the attempt's
+   price and the instance's running time on the provider's clock
+   (``Instance.running_at`` … ``ended_at``); the provider's own figure
+   (``Instance.cost_microusd``) is kept beside it, never used for it, so
+   :meth:`Ledger.reconcile` compares two independent sums.
+3. **A missing price is missing.** An attempt without a usable price has
+   ``cost_microusd`` None and is listed as such; it never counts as 0.
+4. **Closed records stay.** Once the instance has ended, its record is
+   written for good: later updates leave it as it is, so a report still
+   holds after the cloud forgot the instance. An open record (still running)
+   is rewritten at each :meth:`Ledger.update` from the provider's count so far.
+5. **Fallback clock.** When the provider is not available or no longer knows
+   the instance, the running time comes from the attempt's own times
+   (``clock`` ``store``) and there is no provider figure to reconcile.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import delete, insert, select
+
+from spothop.errors import SpothopError
+from spothop.jobs.records import AttemptRecord
+from spothop.jobs.store import JobStore
+from spothop.observe.billing import charge, known_price, usd
+from spothop.providers.base import BillingRule, Instance, InstanceState, Provider
+from spothop.state.ledger_tables import ledger_records
+
+CURRENCY = "USD"
+RATE_PLACED = "placement"  # the price the controller placed the attempt at (the cloud's quote)
+CLOCK_PROVIDER = "provider"
+CLOCK_STORE = "store"
+UNKNOWN_RULE = BillingRule(source="unknown: the provider was not available")
+_RUNNING = (InstanceState.RUNNING, InstanceState.NOTICED)
+
+
+@dataclass(frozen=True)
+class LedgerRecord:
+    """One attempt's billing record (see the module's contract)."""
+
+    attempt_id: str
+    job_id: str
+    node: int
+    provider: str
+    region: str
+    zone: str
+    instance_type: str
+    market_kind: str
+    instance_id: str | None
+    currency: str
+    price_usd_per_hour: float | None
+    rate_source: str
+    clock: str
+    usage_start_unix_s: float | None
+    usage_end_unix_s: float | None
+    usage_s: float
+    billed_s: float
+    cost_microusd: int | None
+    provider_cost_microusd: int | None
+    rule: Mapping[str, Any]
+    tags: Mapping[str, str]
+    closed: bool
+
+    @property
+    def price_missing(self) -> bool:
+        return self.cost_microusd is None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, with ``cost_usd`` beside the micro-dollars."""
+        return {
+            "attempt_id": self.attempt_id,
+            "job_id": self.job_id,
+            "node": self.node,
+            "provider": self.provider,
+            "region": self.region,
+            "zone": self.zone,
+            "instance_type": self.instance_type,
+            "market": self.market_kind,
+            "instance_id": self.instance_id,
+            "currency": self.currency,
+            "price_usd_per_hour": self.price_usd_per_hour,
+            "price_missing": self.price_missing,
+            "rate_source": self.rate_source,
+            "clock": self.clock,
+            "usage_start_unix_s": self.usage_start_unix_s,
+            "usage_end_unix_s": self.usage_end_unix_s,
+            "usage_s": self.usage_s,
+            "billed_s": self.billed_s,
+            "cost_microusd": self.cost_microusd,
+            "cost_usd": usd(self.cost_microusd),
+            "provider_cost_microusd": self.provider_cost_microusd,
+            "rule": dict(self.rule),
+            "tags": dict(self.tags),
+            "closed": self.closed,
+        }
+
+
+@dataclass(frozen=True)
+class ReconcileLine:
+    """One attempt: the ledger's charge, the provider's, and their difference (provider − ledger)."""
+
+    attempt_id: str
+    instance_id: str | None
+    provider: str
+    ledger_microusd: int | None
+    provider_microusd: int | None
+
+    @property
+    def difference_microusd(self) -> int | None:
+        if self.ledger_microusd is None or self.provider_microusd is None:
+            return None
+        return self.provider_microusd - self.ledger_microusd
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "attempt_id": self.attempt_id,
+            "instance_id": self.instance_id,
+            "provider": self.provider,
+            "ledger_microusd": self.ledger_microusd,
+            "provider_microusd": self.provider_microusd,
+            "difference_microusd": self.difference_microusd,
+        }
+
+
+@dataclass(frozen=True)
+class Reconciliation:
+    """The ledger against the providers' bills: matched lines, and those one side cannot price."""
+
+    lines: tuple[ReconcileLine, ...] = field(default_factory=tuple)
+
+    @property
+    def matched(self) -> tuple[ReconcileLine, ...]:
+        return tuple(line for line in self.lines if line.difference_microusd is not None)
+
+    @property
+    def unmatched(self) -> tuple[ReconcileLine, ...]:
+        """Lines without a figure on one side (a missing price, a cloud that did not say)."""
+        return tuple(line for line in self.lines if line.difference_microusd is None)
+
+    @property
+    def ledger_microusd(self) -> int:
+        return sum(line.ledger_microusd or 0 for line in self.matched)
+
+    @property
+    def provider_microusd(self) -> int:
+        return sum(line.provider_microusd or 0 for line in self.matched)
+
+    @property
+    def difference_microusd(self) -> int:
+        """Provider − ledger over the matched lines (0: the books agree)."""
+        return sum(line.difference_microusd or 0 for line in self.matched)
+
+    @property
+    def differing(self) -> tuple[ReconcileLine, ...]:
+        return tuple(line for line in self.matched if line.difference_microusd != 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ledger_microusd": self.ledger_microusd,
+            "provider_microusd": self.provider_microusd,
+            "difference_microusd": self.difference_microusd,
+            "differing": [line.to_dict() for line in self.differing],
+            "unmatched": [line.to_dict() for line in self.unmatched],
+            "lines": [line.to_dict() for line in self.lines],
+        }
+
+
+Clock = Callable[[], float]
+
+
+class Ledger:
+    """The ledger on a job store's database, priced with ``providers`` (by name)."""
+
+    def __init__(
+        self,
+        store: JobStore,
+        providers: Mapping[str, Provider] | None = None,
+        *,
+        clock: Clock | None = None,
+    ) -> None:
+        self.store = store
+        self.providers = dict(providers or {})
+        self._clock: Clock = clock or time.time
+
+    # --- writing ----------------------------------------------------------------------
+
+    def update(self, job_id: str | None = None) -> list[LedgerRecord]:
+        """Bring the records of ``job_id``'s attempts (every job's if None) up to date; returns them all."""
+        closed = {r.attempt_id for r in self.records(job_id) if r.closed}
+        fresh = [self.price(a) for a in self.store.attempts(job_id) if a.attempt_id not in closed]
+        if fresh:
+            now = self._clock()
+            with self.store.engine.begin() as conn:
+                ids = [r.attempt_id for r in fresh]
+                conn.execute(delete(ledger_records).where(ledger_records.c.attempt_id.in_(ids)))
+                conn.execute(insert(ledger_records), [_row(r, now) for r in fresh])
+        return self.records(job_id)
+
+    def price(self, attempt: AttemptRecord) -> LedgerRecord:
+        """The record of one attempt, as the ledger prices it now (nothing written)."""
+        provider = self.providers.get(attempt.provider)
+        rule = provider.capabilities.billing if provider is not None else UNKNOWN_RULE
+        instance = _describe(provider, attempt.instance_id)
+        price = known_price(attempt.price_usd_per_hour, reserved=attempt.market_kind == "reserved")
+        if instance is not None:
+            start, end, usage_s, closed = _provider_usage(instance)
+            clock, provider_cost = CLOCK_PROVIDER, instance.cost_microusd
+            tags = {**dict(instance.tags)}
+        else:
+            start, end, usage_s, closed = self._store_usage(attempt)
+            clock, provider_cost, tags = CLOCK_STORE, None, {}
+        tags.setdefault("spothop-job", attempt.job_id)
+        tags.setdefault("spothop-node", str(attempt.node))
+        billed = charge(rule, usage_s, price)
+        return LedgerRecord(
+            attempt_id=attempt.attempt_id,
+            job_id=attempt.job_id,
+            node=attempt.node,
+            provider=attempt.provider,
+            region=attempt.region,
+            zone=attempt.zone,
+            instance_type=attempt.instance_type,
+            market_kind=attempt.market_kind,
+            instance_id=attempt.instance_id,
+            currency=CURRENCY,
+            price_usd_per_hour=price,
+            rate_source=RATE_PLACED,
+            clock=clock,
+            usage_start_unix_s=start,
+            usage_end_unix_s=end,
+            usage_s=billed.usage_s,
+            billed_s=billed.billed_s,
+            cost_microusd=billed.cost_microusd,
+            provider_cost_microusd=provider_cost,
+            rule=rule.to_dict(),
+            tags=tags,
+            closed=closed,
+        )
+
+    def _store_usage(
+        self, attempt: AttemptRecord
+    ) -> tuple[float | None, float | None, float, bool]:
+        start = attempt.running_unix_s
+        closed = not attempt.live
+        end = attempt.ended_unix_s if closed else None
+        if start is None:
+            return None, end, 0.0, closed
+        until = end if end is not None else self._clock()
+        return start, end, max(0.0, until - start), closed
+
+    # --- reading ----------------------------------------------------------------------
+
+    def records(
+        self, job_id: str | None = None, *, since_unix_s: float | None = None
+    ) -> list[LedgerRecord]:
+        """Stored records (one job's, or every job's), by usage start; ``since``: ended after it or open."""
+        query = select(ledger_records).order_by(
+            ledger_records.c.usage_start_unix_s, ledger_records.c.attempt_id
+        )
+        if job_id is not None:
+            query = query.where(ledger_records.c.job_id == job_id)
+        if since_unix_s is not None:
+            query = query.where(
+                ledger_records.c.usage_end_unix_s.is_(None)
+                | (ledger_records.c.usage_end_unix_s >= since_unix_s)
+            )
+        with self.store.engine.connect() as conn:
+            return [_record(dict(r._mapping)) for r in conn.execute(query)]
+
+    def reconcile(self, job_id: str | None = None) -> Reconciliation:
+        """The stored records against what each provider billed (update first for fresh figures)."""
+        return reconcile(self.records(job_id))
+
+
+def reconcile(records: Iterable[LedgerRecord]) -> Reconciliation:
+    """Each record's charge beside the provider's own (see :class:`Reconciliation`)."""
+    return Reconciliation(
+        tuple(
+            ReconcileLine(
+                r.attempt_id, r.instance_id, r.provider, r.cost_microusd, r.provider_cost_microusd
+            )
+            for r in records
+        )
+    )
+
+
+def total_microusd(records: Iterable[LedgerRecord]) -> int:
+    """The sum of the priced records (missing prices are not 0: list them with ``price_missing``)."""
+    return sum(r.cost_microusd for r in records if r.cost_microusd is not None)
+
+
+def _describe(provider: Provider | None, instance_id: str | None) -> Instance | None:
+    if provider is None or instance_id is None:
+        return None
+    try:
+        return provider.describe(instance_id)
+    except SpothopError:
+        return None  # the cloud no longer knows it (or cannot be asked): the store's times stand in
+
+
+def _provider_usage(instance: Instance) -> tuple[float | None, float | None, float, bool]:
+    """Running time on the provider's clock: from running_at (or launch) to its end."""
+    closed = not instance.state.is_alive
+    start = instance.running_at
+    if start is None and (instance.billed_seconds > 0 or instance.state in _RUNNING):
+        start = instance.launched_at  # a cloud that does not say when billing began: from launch
+    if start is None:
+        return None, instance.ended_at, 0.0, closed
+    if instance.ended_at is not None:
+        return start, instance.ended_at, max(0.0, instance.ended_at - start), closed
+    # Still running: the provider's count so far (its clock's now is the cloud's to know).
+    return start, None, instance.billed_seconds, closed
+
+
+def _row(r: LedgerRecord, now: float) -> dict[str, Any]:
+    return {
+        "attempt_id": r.attempt_id,
+        "job_id": r.job_id,
+        "node": r.node,
+        "provider": r.provider,
+        "region": r.region,
+        "zone": r.zone,
+        "instance_type": r.instance_type,
+        "market_kind": r.market_kind,
+        "instance_id": r.instance_id,
+        "currency": r.currency,
+        "price_usd_per_hour": r.price_usd_per_hour,
+        "rate_source": r.rate_source,
+        "clock": r.clock,
+        "usage_start_unix_s": r.usage_start_unix_s,
+        "usage_end_unix_s": r.usage_end_unix_s,
+        "usage_s": r.usage_s,
+        "billed_s": r.billed_s,
+        "cost_microusd": r.cost_microusd,
+        "provider_cost_microusd": r.provider_cost_microusd,
+        "rule_json": json.dumps(dict(r.rule)),
+        "tags_json": json.dumps(dict(r.tags)),
+        "closed": r.closed,
+        "updated_unix_s": now,
+    }
+
+
+def _record(m: Mapping[str, Any]) -> LedgerRecord:
+    values = {k: v for k, v in m.items() if k not in ("rule_json", "tags_json", "updated_unix_s")}
+    return LedgerRecord(
+        **values,
+        rule=json.loads(m["rule_json"]),
+        tags=json.loads(m["tags_json"]),
+    )
