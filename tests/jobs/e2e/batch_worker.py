@@ -20,6 +20,9 @@ from spothop.queue.outputs import OutputStore
 
 CLAIM = 8
 LEASE_S = 120.0
+WORK_S = float(
+    os.environ.get("WORK_S_PER_SHARD", "0")
+)  # a job whose shards take time (the spec's envs)
 
 
 def main() -> int:
@@ -38,6 +41,7 @@ def main() -> int:
             time.sleep(0.2)
             continue
         for lease in leases:
+            time.sleep(WORK_S)
             payload = lease.payload
             data = json.dumps(
                 {

@@ -16,11 +16,11 @@ SHARDS = 2000
 PREEMPTIONS = 5
 
 
-def batch_spec(tmp: Path, name: str = "embed") -> dict[str, Any]:
-    data = tmp / "data"
+def batch_spec(tmp: Path, name: str = "embed", shards: int = SHARDS) -> dict[str, Any]:
+    data = tmp / f"data-{name}"
     data.mkdir()
     with open(data / "records.jsonl", "w") as handle:
-        for i in range(SHARDS):
+        for i in range(shards):
             handle.write(json.dumps({"i": i}) + "\n")
     return {
         "name": name,
@@ -28,24 +28,26 @@ def batch_spec(tmp: Path, name: str = "embed") -> dict[str, Any]:
         "workers": 4,
         "market": "spot",
         "tolerance": "aggressive",
-        "run": f"{sys.executable} {HERE / 'batch_worker.py'} {tmp / 'out'}",
+        "run": f"{sys.executable} {HERE / 'batch_worker.py'} {tmp / f'out-{name}'}",
         "batch": {
             "inputs": [str(data / "*.jsonl")],
             "records_per_shard": 1,
-            "output": str(tmp / "out"),
+            "output": str(tmp / f"out-{name}"),
         },
     }
 
 
-def check_exactly_once(h: Harness, job_id: str, output: Path, queue_url: str | None = None) -> None:
+def check_exactly_once(
+    h: Harness, job_id: str, output: Path, queue_url: str | None = None, shards: int = SHARDS
+) -> None:
     with open_queue(queue_url or h.queue_url, job_id) as queue:
         stats = queue.stats()
-    assert (stats.done, stats.pending, stats.leased, stats.dead) == (SHARDS, 0, 0, 0)
+    assert (stats.done, stats.pending, stats.leased, stats.dead) == (shards, 0, 0, 0)
     store = OutputStore(str(output))
     published = store.published()
-    assert len(published) == SHARDS  # 0 lost
+    assert len(published) == shards  # 0 lost
     firsts = sorted(json.loads(store.read(s))["first"] for s in published)
-    assert firsts == list(range(SHARDS))  # every record once: 0 duplicated
+    assert firsts == list(range(shards))  # every record once: 0 duplicated
     assert store.temporaries() == []  # no loser's output left behind
 
 
@@ -73,5 +75,5 @@ def test_batch_job_survives_preemptions_with_every_shard_once(harness: Harness) 
     final = h.wait_state(job_id, {"succeeded", "failed", "cancelled"}, 120, what="the job to end")
     assert final["state"] == "succeeded", final["reason"]
     assert final["interruptions"] >= PREEMPTIONS
-    check_exactly_once(h, job_id, h.tmp / "out")
+    check_exactly_once(h, job_id, h.tmp / "out-embed")
     wait_for(lambda: not h.alive(job_id), 30, what="every worker released")
