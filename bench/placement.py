@@ -4,8 +4,13 @@ Builds a market of ``--offerings`` offerings (the built-in catalog's GPU
 types copied into many synthetic zones, each with its own spot price and
 preemption rate, seeded), then times, best of ``--repeat`` runs:
 
-- ``table``: turning the view's offerings into columns (once per view; the
-  controller builds one view per pass and ranks every job against it);
+- ``view cold``: :func:`gather_market_view` over providers that answer from
+  memory (their own calls cost nothing here), with no cache: the offerings
+  turned into columns, the prices, capacity and λ (a reliability book that knows
+  1% of the markets, priors for the rest) written in, and the table read;
+- ``view pass``: the same with a warm :class:`ViewCache` — what the
+  controller's observer pays every pass (the offerings did not change, only
+  prices, capacity and λ are written again);
 - ``rank``: :func:`spothop.scheduler.rank` on that view for a one-GPU job
   over spot and on-demand, with data to move (egress on) — the figure the
   issue's target (≤ 100 ms for 100,000 offerings) judges;
@@ -15,7 +20,8 @@ preemption rate, seeded), then times, best of ``--repeat`` runs:
 
     .venv/bin/python -P bench/placement.py [--offerings 100000] [--repeat 5]
 
-Prints ms, offerings per second and the ratio to the target (≤ 1.00 meets it).
+Prints ms, offerings per second and the ratio to the target (≤ 1.00 meets it);
+``pass`` is ``view pass`` + ``rank``, one controller pass for one job.
 """
 
 from __future__ import annotations
@@ -25,10 +31,19 @@ import random
 import sys
 import time
 from collections.abc import Callable
+from typing import cast
 
+from spothop.market.reliability import MarketEvidence, ReliabilityBook
+from spothop.providers.base import Capabilities, Provider, SpotPrice
 from spothop.resources.catalog import load_catalog
 from spothop.resources.offering import Offering
-from spothop.scheduler.market_view import MarketKind, MarketState, MarketView
+from spothop.scheduler.market_view import (
+    MarketKind,
+    MarketState,
+    MarketView,
+    ViewCache,
+    gather_market_view,
+)
 from spothop.scheduler.placement import WorkProfile, rank
 from spothop.scheduler.requirements import Requirements
 from spothop.scheduler.spread import spread
@@ -61,6 +76,50 @@ def make_market(count: int, seed: int = 14) -> MarketView:
     return MarketView(now=0.0, offerings=tuple(offerings), markets=markets)
 
 
+class _Listed:
+    """A provider answering from memory: the view's own cost, not the cloud's, is timed."""
+
+    capabilities = Capabilities(typical_boot_s=90.0)
+
+    def __init__(self, name: str, offerings: list[Offering], prices: list[SpotPrice]) -> None:
+        self.name = name
+        self._offerings = offerings
+        self._prices = prices
+
+    def list_offerings(self) -> list[Offering]:
+        return list(self._offerings)
+
+    def spot_prices(self) -> list[SpotPrice]:
+        return list(self._prices)
+
+
+def make_providers(view: MarketView, seed: int = 14) -> tuple[list[Provider], ReliabilityBook]:
+    """The view's offerings and live prices behind providers, and a book that knows 1% of them."""
+    rng = random.Random(seed)
+    by_provider: dict[str, tuple[list[Offering], list[SpotPrice]]] = {}
+    evidence = []
+    for o in view.offerings:
+        offerings, prices = by_provider.setdefault(o.provider, ([], []))
+        offerings.append(o)
+        state = view.state_of(o.market_id)
+        price = o.spot_price_usd_per_hour or 1.0
+        prices.append(
+            SpotPrice(o.provider, o.region, o.zone, o.instance_type, price, 0.0, state.available)
+        )
+        if rng.random() < 0.01:
+            hours = rng.uniform(1.0, 200.0)
+            evidence.append(
+                MarketEvidence(
+                    o.market_id,
+                    o.gpu,
+                    instance_hours=hours,
+                    preemptions=round(hours * state.preemption_rate_per_h),
+                )
+            )
+    providers = [cast(Provider, _Listed(n, *lists)) for n, lists in sorted(by_provider.items())]
+    return providers, ReliabilityBook.from_evidence(evidence)
+
+
 def best_ms(fn: Callable[[], object], repeat: int) -> float:
     best = float("inf")
     for _ in range(repeat):
@@ -82,10 +141,19 @@ def main(argv: list[str] | None = None) -> int:
     profile = WorkProfile(data_gib=50.0, data_location=(providers[0], view.offerings[0].region))
     kinds = (MarketKind.SPOT, MarketKind.ON_DEMAND)
 
-    def build_table() -> object:
-        return MarketView(view.now, view.offerings, view.markets).table
+    listed, book = make_providers(view)
 
-    table_ms = best_ms(build_table, max(1, args.repeat // 2))
+    def cold_view() -> object:
+        return gather_market_view(listed, book).table
+
+    cache = ViewCache()
+    _ = gather_market_view(listed, book, cache=cache).table  # warm: the offerings' columns kept
+
+    def pass_view() -> object:
+        return gather_market_view(listed, book, cache=cache).table
+
+    cold_ms = best_ms(cold_view, max(1, args.repeat // 2))
+    pass_ms = best_ms(pass_view, args.repeat)
     _ = view.table  # built once, as the controller's pass does
     ranking = rank(view, req, profile, kinds)
     rank_ms = best_ms(lambda: rank(view, req, profile, kinds), args.repeat)
@@ -99,9 +167,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"{'step':<12} {'ms':>9} {'offerings/s':>13} {'target ms':>10} {'ratio':>6}")
     for name, ms, target in (
-        ("table", table_ms, None),
+        ("view cold", cold_ms, None),
+        ("view pass", pass_ms, TARGET_MS * scale),
         ("rank", rank_ms, TARGET_MS * scale),
         ("rank+spread", both_ms, TARGET_MS * scale),
+        ("pass", pass_ms + rank_ms, TARGET_MS * scale),
     ):
         per_s = args.offerings / (ms / 1000.0)
         ratio = f"{ms / target:6.2f}" if target else f"{'-':>6}"

@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sqlalchemy import Engine, and_, select
+from sqlalchemy import Engine, and_, func, select
 
 from spothop.bounds import LEAD_TIME_S, UNIX_S
 from spothop.db import default_database_url, shared_engine
@@ -175,6 +175,58 @@ def reliability_from_store(
     """The reliability book of spothop's own interruption history over the window ending ``now``."""
     evidence = InterruptionStore(url).evidence(now_unix_s, gpu_of or catalog_gpu_of(), window_s)
     return ReliabilityBook.from_evidence(evidence)
+
+
+class HistoryBook:
+    """:func:`reliability_from_store` for a caller that asks every few seconds (the controller).
+
+    Call it with ``now`` (unix seconds, the providers' clock) for the book of
+    the window ending then. The store is opened once; each call costs one
+    small query (the newest interruption and run ids), and the book is built
+    again only when one of them moved or ``now`` is ``refresh_s`` past the
+    last build (the window slid) — else the last book is handed back.
+    ``builds`` counts the books built.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        engine: Engine | None = None,
+        window_s: float = WINDOW_S,
+        refresh_s: float = 300.0,
+        gpu_of: GpuOf | None = None,
+    ) -> None:
+        self.history = InterruptionStore(url, engine=engine)
+        self.window_s = window_s
+        self.refresh_s = refresh_s
+        self._gpu_of = gpu_of
+        self._book: ReliabilityBook | None = None
+        self._built_at = float("-inf")
+        self._marks: tuple[int | None, int | None] | None = None
+        self.builds = 0
+
+    def _newest(self) -> tuple[int | None, int | None]:
+        query = select(
+            select(func.max(interruptions.c.id)).scalar_subquery(),
+            select(func.max(exposure.c.id)).scalar_subquery(),
+        )
+        with self.history.engine.connect() as conn:
+            row = conn.execute(query).one()
+        return row[0], row[1]
+
+    def __call__(self, now_unix_s: float) -> ReliabilityBook:
+        marks = self._newest()
+        fresh = abs(now_unix_s - self._built_at) < self.refresh_s
+        if self._book is not None and marks == self._marks and fresh:
+            return self._book
+        if self._gpu_of is None:
+            self._gpu_of = catalog_gpu_of()
+        evidence = self.history.evidence(now_unix_s, self._gpu_of, self.window_s)
+        self._book = ReliabilityBook.from_evidence(evidence)
+        self._built_at, self._marks = now_unix_s, marks
+        self.builds += 1
+        return self._book
 
 
 def mean_time_between_preemptions_s(

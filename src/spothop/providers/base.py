@@ -109,6 +109,9 @@ class Capabilities:
     per_zone_spot_prices: bool = True
     max_price_bids: bool = False  # accepts a maximum spot price with the launch
     billing: BillingRule = BillingRule()  # how running time becomes billed seconds
+    # Launch call to the instance's agent up, in the provider's clock (a simulated cloud's
+    # seconds); what placement charges a restart for booting. None: unknown (a default is used).
+    typical_boot_s: float | None = None
 
 
 @dataclass(frozen=True)

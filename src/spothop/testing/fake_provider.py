@@ -158,6 +158,7 @@ class FakeProvider(Provider, ReservedCapacity):
             notice_protocol=None,  # no metadata endpoint: notices are read through describe()
             per_zone_spot_prices=True,
             max_price_bids=True,
+            typical_boot_s=launch_delay_s,
         )
         self.reservations = [replace(r, in_use=0) for r in reservations]
         for pool in self.reservations:

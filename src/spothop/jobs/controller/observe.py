@@ -244,21 +244,30 @@ class Observer:
         self.cursor = EventCursor(store)
         self._market: Any = None
         self._market_at = float("-inf")
+        self._views: Any = None  # the offerings' columns, kept between passes (ViewCache)
+        self._history: Any = None  # the store's interruption history as λ (HistoryBook)
         self.last: Observation | None = None
 
     def market(self) -> Any:
-        """The market view, read again when older than ``market_ttl_s`` (wall seconds)."""
-        from spothop.scheduler.market_view import gather_market_view
+        """The market view, read again when older than ``market_ttl_s`` (wall seconds).
+
+        λ comes from the store's interruption history (priors where it has none);
+        the offerings' columns are kept while the providers list the same ones.
+        """
+        from spothop.market.interruptions import HistoryBook
+        from spothop.scheduler.market_view import ViewCache, gather_market_view
 
         if self._market is None or time.monotonic() - self._market_at > self.market_ttl_s:
-            readable = []
-            for provider in self.providers.values():
-                try:
-                    provider.list_offerings()
-                    readable.append(provider)
-                except Exception as exc:
-                    log.warning("provider %s: no offerings this pass: %s", provider.name, exc)
-            self._market = gather_market_view(readable)
+            if self._views is None:
+                self._views = ViewCache()
+                self._history = HistoryBook(engine=self.store.engine)
+
+            def unlisted(provider: Provider, exc: Exception) -> None:
+                log.warning("provider %s: no offerings this pass: %s", provider.name, exc)
+
+            self._market = gather_market_view(
+                self.providers.values(), self._history, cache=self._views, on_error=unlisted
+            )
             self._market_at = time.monotonic()
         return self._market
 

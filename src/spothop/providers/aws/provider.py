@@ -159,6 +159,7 @@ class AwsProvider(Provider, FleetLauncher, OfferingNotes):
             per_zone_spot_prices=True,
             max_price_bids=True,
             billing=BILLING,  # EC2's rule, declared beside the imitated protocol
+            typical_boot_s=120.0,  # GPU AMI to agent up: 1-2 min (docs/placement.md, boot)
         )
         self._session = sdk.make_session(profile, session)
         sdk.check_credentials(name, self._session)

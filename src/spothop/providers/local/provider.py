@@ -102,6 +102,7 @@ class LocalProvider(Provider, ReservedCapacity):
             per_zone_spot_prices=True,
             max_price_bids=True,
             billing=PROTOCOLS[self.spec.protocol].BILLING,
+            typical_boot_s=self.spec.launch_delay_s,
         )
         # Built without writing: a provider that only shows prices leaves the shared anchor alone.
         self._market_start_s = market_start(self.store, anchor=False)
