@@ -66,8 +66,8 @@ def preempt_workers(h: Harness, job_id: str, count: int) -> list[str]:
     return preempted
 
 
-def test_batch_job_survives_preemptions_with_every_shard_once(harness: Harness) -> None:
-    h = harness
+def run_batch_with_preemptions(h: Harness) -> None:
+    """The Done-when batch scenario on whatever store and queue ``h`` is set up with."""
     spec = batch_spec(h.tmp)
     job_id = h.launch(spec)
     wait_for(lambda: len(h.running(job_id)) >= 2, 60, what="workers running", interval_s=0.1)
@@ -77,3 +77,7 @@ def test_batch_job_survives_preemptions_with_every_shard_once(harness: Harness) 
     assert final["interruptions"] >= PREEMPTIONS
     check_exactly_once(h, job_id, h.tmp / "out-embed")
     wait_for(lambda: not h.alive(job_id), 30, what="every worker released")
+
+
+def test_batch_job_survives_preemptions_with_every_shard_once(harness: Harness) -> None:
+    run_batch_with_preemptions(harness)
