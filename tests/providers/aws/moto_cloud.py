@@ -78,6 +78,7 @@ class Ec2Market:
     scores: dict[str, int] | None = (
         None  # type → spot placement score in every zone; None: no such API
     )
+    marked: dict[str, float] = field(default_factory=dict)  # instance id → when EC2 marked it
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
     def fail_next(self, operation: str, code: str, message: str = "", times: int = 1) -> None:
@@ -88,6 +89,36 @@ class Ec2Market:
         events.register("before-parameter-build.ec2", self._remember)
         events.register("before-call.ec2", self._answer)
         events.register("after-call.ec2.DescribeSpotPriceHistory", self._priced)
+        events.register("after-call.ec2.DescribeInstances", self._requested)
+
+    def interrupt(self, instance_id: str, at: float) -> None:
+        """EC2 marks the instance's spot request for termination (its notice), at ``at``."""
+        self.marked[instance_id] = at
+
+    def _requested(self, parsed: dict[str, Any], **_: Any) -> None:
+        # EC2 names the spot request of every spot instance; moto leaves it empty.
+        for reservation in parsed.get("Reservations", []):
+            for instance in reservation.get("Instances", []):
+                if instance.get("InstanceLifecycle") == "spot":
+                    instance["SpotInstanceRequestId"] = "sir-" + instance["InstanceId"][2:]
+
+    def _requests(self, params: dict[str, Any]) -> Any:
+        import datetime as dt
+
+        rows = []
+        for request_id in params.get("SpotInstanceRequestIds", []):
+            instance_id = "i-" + request_id[4:]
+            marked = instance_id in self.marked
+            status = {"Code": "marked-for-termination" if marked else "fulfilled"}
+            if marked:
+                status["UpdateTime"] = dt.datetime.fromtimestamp(self.marked[instance_id], dt.UTC)
+            rows.append(
+                {"SpotInstanceRequestId": request_id, "InstanceId": instance_id, "Status": status}
+            )
+        return AWSResponse("https://ec2.amazonaws.com/", 200, {}, None), {
+            "SpotInstanceRequests": rows,
+            "ResponseMetadata": {"HTTPStatusCode": 200, "HTTPHeaders": {}},
+        }
 
     def _remember(
         self, params: dict[str, Any], model: Any, context: dict[str, Any], **_: Any
@@ -103,6 +134,8 @@ class Ec2Market:
                 return _error(code, message)
         if operation == "RunInstances":
             return self._run(context.get("spothop_params", {}))
+        if operation == "DescribeSpotInstanceRequests":
+            return self._requests(context.get("spothop_params", {}))
         if operation == "GetSpotPlacementScores" and self.scores is not None:
             return self._score(context.get("spothop_params", {}))
         return None

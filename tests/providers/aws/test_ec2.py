@@ -205,6 +205,24 @@ def test_an_instance_the_cloud_took_back_reads_preempted_and_stops_costing_then(
     assert (instance.billed_seconds, instance.cost_microusd) == (3600.0, 360_000)
 
 
+def test_a_spot_request_marked_for_termination_reads_noticed_with_its_deadline(
+    ec2: tuple[AwsProvider, Ec2Market],
+) -> None:
+    provider, market = ec2
+    instance = provider.launch(request())
+    other = provider.launch(request(tags={"spothop-token": "tok-2"}))
+    at = float(int(provider.clock.now()))
+    market.interrupt(instance.instance_id, at)
+    noticed = provider.describe(instance.instance_id)
+    assert noticed.state is InstanceState.NOTICED
+    assert (noticed.notice_time, noticed.termination_time) == (at, at + 120)
+    listed = {i.instance_id: i.state for i in provider.list_instances()}
+    assert listed == {
+        instance.instance_id: InstanceState.NOTICED,
+        other.instance_id: InstanceState.RUNNING,
+    }
+
+
 def test_paging_follows_next_token_on_moto(ec2: tuple[AwsProvider, Ec2Market]) -> None:
     provider, market = ec2
     provider.page_size = 5

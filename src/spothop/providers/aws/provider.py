@@ -21,7 +21,10 @@ What each method asks of EC2 (every list call paginated with ``NextToken``):
   spot allocation across every type and zone asked, from a launch template
   made for the call and deleted after it.
 - ``describe`` / ``list_instances`` / ``terminate``: ``DescribeInstances``
-  (by id; by tag), ``TerminateInstances`` (idempotent).
+  (by id; by tag), ``TerminateInstances`` (idempotent); a live spot
+  instance whose request ``DescribeSpotInstanceRequests`` shows
+  ``marked-for-termination`` reads ``noticed`` (notice and termination times
+  from the status's ``UpdateTime`` and EC2's two minutes).
 
 Tags on every instance: the launch's own (``spothop-job``, ``spothop-node``,
 ``spothop-token``: the launch token, made here when the caller gave none),
@@ -105,6 +108,11 @@ _FAILURE_REASONS = frozenset(
         "Client.InvalidSnapshot.NotFound",
     }
 )
+# DescribeSpotInstanceRequests status codes of a request EC2 is about to interrupt.
+_INTERRUPTION_CODES = frozenset(
+    {"marked-for-termination", "marked-for-stop", "marked-for-hibernation"}
+)
+NOTICE_LEAD_TIME_S = 120.0  # EC2: the interruption notice comes two minutes before the action
 _REASON_TIME = re.compile(r"\((\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}) (?:GMT|UTC)\)")
 
 ENV_OPTIONS = {  # option → the environment variable that sets it when the option is not given
@@ -153,7 +161,7 @@ class AwsProvider(Provider, FleetLauncher, OfferingNotes):
         self.capabilities = Capabilities(
             spot=True,
             on_demand=True,
-            notice_lead_time_s=120.0,
+            notice_lead_time_s=NOTICE_LEAD_TIME_S,
             advance_notice=True,
             notice_protocol="aws",
             per_zone_spot_prices=True,
@@ -687,7 +695,7 @@ class AwsProvider(Provider, FleetLauncher, OfferingNotes):
 
     def describe(self, instance_id: str) -> Instance:
         region, raw = self._find(instance_id)
-        return self._instance(raw, region)
+        return self._instance(raw, region, self._notices(region, [raw]))
 
     def list_instances(self) -> list[Instance]:
         return self.find_instances()
@@ -704,12 +712,48 @@ class AwsProvider(Provider, FleetLauncher, OfferingNotes):
             r for r in dict.fromkeys(self._region_of.values()) if r not in self.regions
         ]
         for region in [*self.regions, *launched_elsewhere]:
+            raws = []
             for page in self._pages(region, "describe_instances", Filters=filters):
                 for reservation in page.get("Reservations", []):
-                    for raw in reservation.get("Instances", []):
-                        self._region_of[str(raw["InstanceId"])] = region
-                        found.append(self._instance(raw, region))
+                    raws.extend(reservation.get("Instances", []))
+            notices = self._notices(region, raws)
+            for raw in raws:
+                self._region_of[str(raw["InstanceId"])] = region
+                found.append(self._instance(raw, region, notices))
         return found
+
+    def _notices(self, region: str, raws: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+        """spot request id → when EC2 marked it for interruption, for the live spot instances given.
+
+        One ``DescribeSpotInstanceRequests`` call per 100 requests. This is the
+        API's view of the interruption notice, for a controller whose agent is
+        silent; a failed call only means no notice is seen here (the agent's
+        IMDS watcher still sees it).
+        """
+        ids = [
+            str(r["SpotInstanceRequestId"])
+            for r in raws
+            if r.get("SpotInstanceRequestId") and r["State"]["Name"] in ("pending", "running")
+        ]
+        marked: dict[str, float] = {}
+        for start in range(0, len(ids), FILTER_VALUES_MAX):
+            try:
+                answer = self._call(
+                    region,
+                    "describe_spot_instance_requests",
+                    SpotInstanceRequestIds=ids[start : start + FILTER_VALUES_MAX],
+                )
+            except (ProviderError, NotImplementedError) as exc:
+                log.debug("%s: spot request status not read in %s: %s", self.name, region, exc)
+                continue
+            for row in answer.get("SpotInstanceRequests", []):
+                status = row.get("Status") or {}
+                if status.get("Code") in _INTERRUPTION_CODES:
+                    when = status.get("UpdateTime")
+                    marked[str(row["SpotInstanceRequestId"])] = (
+                        _seconds(when) if when is not None else self.clock.now()
+                    )
+        return marked
 
     def terminate(self, instance_id: str) -> None:
         try:
@@ -726,7 +770,9 @@ class AwsProvider(Provider, FleetLauncher, OfferingNotes):
         except InstanceNotFound:
             return
 
-    def _instance(self, raw: Mapping[str, Any], region: str) -> Instance:
+    def _instance(
+        self, raw: Mapping[str, Any], region: str, notices: Mapping[str, float] | None = None
+    ) -> Instance:
         tags = {str(t["Key"]): str(t["Value"]) for t in raw.get("Tags", [])}
         state_name = raw["State"]["Name"]
         reason = str((raw.get("StateReason") or {}).get("Code", ""))
@@ -745,6 +791,12 @@ class AwsProvider(Provider, FleetLauncher, OfferingNotes):
             ended_at = _ended_at(tags, str(raw.get("StateTransitionReason") or ""), launched_at)
         else:
             state = InstanceState.PENDING if state_name == "pending" else InstanceState.RUNNING
+        notice_time = (notices or {}).get(str(raw.get("SpotInstanceRequestId") or ""))
+        termination_time = None
+        if notice_time is not None:
+            termination_time = notice_time + NOTICE_LEAD_TIME_S
+            if state is not InstanceState.PENDING and ended_at is None:
+                state = InstanceState.NOTICED
         if PRICE_TAG in tags:
             price = float(tags[PRICE_TAG])
         else:
@@ -764,6 +816,8 @@ class AwsProvider(Provider, FleetLauncher, OfferingNotes):
             ended_at=ended_at,
             billed_seconds=billed,
             cost_microusd=round(price * billed / 3600 * MICROUSD_PER_USD),
+            notice_time=notice_time,
+            termination_time=termination_time,
             name=tags.get("Name"),
             tags=tags,
         )
