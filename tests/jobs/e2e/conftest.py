@@ -84,6 +84,15 @@ class Harness:
     providers: dict[str, LocalProvider] = field(default_factory=dict)
     extra_args: tuple[str, ...] = ()
 
+    def set_world(self, world: dict[str, Any]) -> None:
+        """Another world (before the first launch: the controller reads it when it starts)."""
+        self.world_path.write_text(yaml.safe_dump(world))
+        loaded = load_world(self.world_path)
+        self.providers = {
+            n: LocalProvider(n, world=loaded, world_path=self.world_path)
+            for n in loaded.cloud_names
+        }
+
     # -- the CLI, in this process ----------------------------------------------------
 
     def cli(self, *args: str) -> tuple[int, str]:

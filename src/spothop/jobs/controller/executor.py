@@ -245,6 +245,34 @@ class Executor:
                 self._inflight.pop((outcome.job_id, outcome.node), None)
             self.wake()
 
+    def _reservation_for(self, attempt: AttemptRecord) -> str | None:
+        """The pool a reserved attempt launches into; ``None`` for spot and on-demand.
+
+        The provider's matching pool (type, region, zone) with the most free
+        slots; when it lists none, the default id ``<location>/<type>``, which the
+        provider refuses with its own code (recorded as the attempt's launch failure).
+        """
+        from spothop.providers.reservations import ReservedCapacity
+
+        if str(attempt.market_kind) != "reserved":
+            return None
+        provider = self.providers.get(attempt.provider)
+        if not isinstance(provider, ReservedCapacity):
+            return f"{attempt.zone or attempt.region}/{attempt.instance_type}"
+        pools = [
+            p
+            for p in provider.list_reservations()
+            if p.instance_type == attempt.instance_type
+            and p.region == attempt.region
+            and (not attempt.zone or p.zone in (None, attempt.zone))
+        ]
+        pools.sort(key=lambda p: (-p.free, p.reservation_id))
+        return (
+            pools[0].reservation_id
+            if pools
+            else f"{attempt.zone or attempt.region}/{attempt.instance_type}"
+        )
+
     def _launch_in_order(self, outcome: LaunchOutcome, arg: Any) -> None:
         job, action, candidates = arg
         for index, candidate in enumerate(candidates):
@@ -380,6 +408,7 @@ class Executor:
             region=attempt.region,
             zone=attempt.zone or None,
             spot=str(attempt.market_kind) == "spot",
+            reservation=self._reservation_for(attempt),
             bootstrap_command=boot.command,
             env=boot.env,
             name=f"{job_id}-{attempt.node}",
