@@ -144,3 +144,28 @@ def test_data_to_move_adds_egress_outside_its_region(
 def test_data_without_a_place_is_refused(job: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _run(capsys, "plan", str(job), "--data-gib", "5")
     assert code == EXIT_BAD_INPUT and "--data-at" in err
+
+
+def test_plan_and_the_controller_read_a_spec_through_one_conversion() -> None:
+    from spothop.jobs.controller.place import plan_inputs
+    from spothop.jobs.spec import load_job
+    from spothop.scheduler.market_view import MarketKind
+    from spothop.scheduler.placement import DEFAULT_SAVE_S, ReservedPool
+
+    spec = load_job(
+        {
+            "name": "train",
+            "resources": {"accelerators": "A10G:1"},
+            "market": "auto",
+            "run": "python train.py",
+            "reserved": [
+                {"provider": "fake", "instance_type": "g5.xlarge", "zone": "fake-1a", "count": 2}
+            ],
+        }
+    )
+    profile, kinds, pools = plan_inputs(spec)
+    assert kinds == (MarketKind.SPOT, MarketKind.ON_DEMAND, MarketKind.RESERVED)
+    assert pools == (ReservedPool("fake", "g5.xlarge", "fake-1a", 2),)
+    assert profile.checkpoint_interval_s is None and profile.save_s == DEFAULT_SAVE_S
+    on_demand = spec.model_copy(update={"market": "on-demand", "reserved": ()})
+    assert plan_inputs(on_demand).kinds == (MarketKind.ON_DEMAND,)

@@ -21,53 +21,17 @@ import typer
 from spothop.cli.output import console, note, print_json, table
 from spothop.db import DATABASE_URL_ENV
 from spothop.errors import ConfigError, SpothopError
+from spothop.jobs.controller.place import plan_inputs
 from spothop.jobs.spec import JobSpec, load_job
 from spothop.market.reliability import ReliabilityBook
 from spothop.paths import spothop_home
 from spothop.providers.base import Provider
 from spothop.providers.registry import get_provider
-from spothop.scheduler.market_view import MarketKind, gather_market_view
-from spothop.scheduler.placement import (
-    DEFAULT_HORIZON_H,
-    DEFAULT_SAVE_S,
-    Candidate,
-    Ranking,
-    ReservedPool,
-    WorkProfile,
-    rank,
-)
+from spothop.scheduler.market_view import gather_market_view
+from spothop.scheduler.placement import DEFAULT_HORIZON_H, Candidate, Ranking, rank
 from spothop.scheduler.spread import spread
 
 DEFAULT_LIMIT = 10
-
-_KINDS = {
-    "spot": (MarketKind.SPOT,),
-    "on-demand": (MarketKind.ON_DEMAND,),
-    "auto": (MarketKind.SPOT, MarketKind.ON_DEMAND),
-}
-
-
-def plan_inputs(
-    spec: JobSpec,
-) -> tuple[WorkProfile, tuple[MarketKind, ...], tuple[ReservedPool, ...]]:
-    """The scheduler's inputs from a job spec: work profile, market kinds, reserved pools.
-
-    ``market`` spot / on-demand / auto → spot, on-demand, both; reserved pools
-    in the spec add the reserved kind. A checkpoint's interval (``auto``: per
-    market, Young/Daly) and save cost go into the profile.
-    """
-    checkpoint = spec.checkpoint
-    profile = WorkProfile(
-        checkpoint_interval_s=checkpoint.interval_s if checkpoint else None,
-        save_s=checkpoint.save_cost_s
-        if checkpoint and checkpoint.save_cost_s is not None
-        else DEFAULT_SAVE_S,
-    )
-    kinds = _KINDS[str(getattr(spec.market, "value", spec.market))]
-    pools = tuple(ReservedPool(r.provider, r.instance_type, r.zone, r.count) for r in spec.reserved)
-    if pools:
-        kinds = (*kinds, MarketKind.RESERVED)
-    return profile, kinds, pools
 
 
 def _data_at(value: str | None, data_gib: float) -> tuple[str, str] | None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from spothop.jobs.controller.config import ControllerConfig
 from spothop.jobs.controller.snapshot import JobView, Snapshot
@@ -53,10 +54,49 @@ def _zone_of(market: MarketId) -> MarketId:
 
 
 def pools_of(spec: JobSpec) -> tuple[ReservedPool, ...]:
+    """The spec's reserved pools as the scheduler's :class:`ReservedPool`."""
     return tuple(
         ReservedPool(provider=r.provider, instance_type=r.instance_type, zone=r.zone, count=r.count)
         for r in spec.reserved
     )
+
+
+def profile_of(spec: JobSpec) -> WorkProfile:
+    """The spec's work profile: its checkpoint's interval (``auto``: None, Young/Daly per
+    market) and save cost (:data:`DEFAULT_SAVE_S` when it names none)."""
+    ckpt = spec.checkpoint
+    save_s = ckpt.save_cost_s if ckpt is not None else None
+    return WorkProfile(
+        checkpoint_interval_s=ckpt.interval_s if ckpt is not None else None,
+        save_s=DEFAULT_SAVE_S if save_s is None else save_s,
+    )
+
+
+_KINDS: dict[MarketChoice, tuple[MarketKind, ...]] = {
+    MarketChoice.SPOT: (MarketKind.SPOT,),
+    MarketChoice.ON_DEMAND: (MarketKind.ON_DEMAND,),
+    MarketChoice.AUTO: (MarketKind.SPOT, MarketKind.ON_DEMAND),
+}
+
+
+class PlanInputs(NamedTuple):
+    """What the scheduler's ``rank`` takes from a job spec."""
+
+    profile: WorkProfile
+    kinds: tuple[MarketKind, ...]
+    pools: tuple[ReservedPool, ...]
+
+
+def plan_inputs(spec: JobSpec) -> PlanInputs:
+    """The scheduler's inputs from a job spec — the one conversion, for ``spothop plan`` and
+    the controller alike: :func:`profile_of`, the market kinds (``market`` spot / on-demand /
+    auto → spot, on-demand, both; reserved pools in the spec add the reserved kind) and
+    :func:`pools_of`. The controller then narrows the kinds per tolerance."""
+    pools = pools_of(spec)
+    kinds = _KINDS[MarketChoice(spec.market)]
+    if pools:
+        kinds = (*kinds, MarketKind.RESERVED)
+    return PlanInputs(profile_of(spec), kinds, pools)
 
 
 def _pool_matches(key: PoolKey, provider: str, instance_type: str, zone: str | None) -> bool:
@@ -124,7 +164,8 @@ class JobPlacement:
         self.policy: TolerancePolicy = policy_for(str(self.spec.tolerance))
         keeps_blind = self.policy.notice_blind(self.situation) is NoticeBlindResponse.KEEP
         self.blind_types = frozenset() if keeps_blind else blind_types
-        self.pools = pools_of(self.spec)
+        self.inputs = plan_inputs(self.spec)
+        self.pools = self.inputs.pools
         self._rankings: dict[MarketKind, Ranking] = {}
         self._usable: dict[MarketKind, tuple[Candidate, ...]] = {}
 
@@ -151,15 +192,10 @@ class JobPlacement:
             exclude: set[MarketId] = set(self._failed(kind))
             if kind is MarketKind.SPOT:
                 exclude |= {m for m in self.cooled if m.instance_type}
-            ckpt = self.spec.checkpoint
-            profile = WorkProfile(
-                checkpoint_interval_s=ckpt.interval_s if ckpt else None,
-                save_s=(ckpt.save_cost_s or DEFAULT_SAVE_S) if ckpt else DEFAULT_SAVE_S,
-            )
             self._rankings[kind] = rank(
                 self.snapshot.market,
                 self.spec.requirements(),
-                profile,
+                self.inputs.profile,
                 kinds=(kind,),
                 exclude=sorted(exclude),
                 reserved=self.pools if kind is MarketKind.RESERVED else (),
