@@ -19,9 +19,13 @@ Rules:
 - A spot price reported per region (zone ``None``) is the price of every zone
   of that region that has no zone price of its own.
 - ``boot_s`` is per provider; a provider without an entry boots in
-  :data:`DEFAULT_BOOT_S`.
+  :data:`DEFAULT_BOOT_S`. :func:`gather_market_view` fills it from each
+  provider's ``capabilities.typical_boot_s``.
 - :meth:`MarketView.table` turns the offerings into columns (numpy arrays)
   once per view, so ranking 100,000 offerings does not touch 100,000 models.
+  A :class:`ViewCache` keeps the columns of unchanged offerings between views;
+  :func:`gather_market_view` then writes only prices, capacity and λ
+  (:class:`LiveColumns`) and hands the view :class:`ColumnMarkets`.
 """
 
 from __future__ import annotations
