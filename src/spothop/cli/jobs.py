@@ -212,8 +212,10 @@ def job_status(store: JobStore, job_id: str, *, events: bool = True) -> dict[str
                 "exit_code": a.exit_code,
             }
         )
+    # An interruption: the cloud took the instance, or noticed it would (a notice handed over
+    # to a replacement by make-before-break counts too: the cloud was taking it).
     interruptions = sum(
-        1 for a in attempts if a.end_reason is not None and str(a.end_reason) == "preempted"
+        1 for a in attempts if str(a.end_reason) == "preempted" or a.noticed_unix_s is not None
     )
     out: dict[str, Any] = {
         "job_id": job.job_id,

@@ -243,30 +243,26 @@ class Observer:
         self.clock = clock
         self.cursor = EventCursor(store)
         self._market: Any = None
+        self._cache: Any = None
         self._market_at = float("-inf")
         self._views: Any = None  # the offerings' columns, kept between passes (ViewCache)
         self._history: Any = None  # the store's interruption history as λ (HistoryBook)
         self.last: Observation | None = None
 
     def market(self) -> Any:
-        """The market view, read again when older than ``market_ttl_s`` (wall seconds).
-
-        λ comes from the store's interruption history (priors where it has none);
-        the offerings' columns are kept while the providers list the same ones.
-        """
-        from spothop.market.interruptions import HistoryBook
+        """The market view, read again when older than ``market_ttl_s`` (wall seconds); the
+        offerings' columns are kept between reads (:class:`~spothop.scheduler.market_view.ViewCache`)."""
         from spothop.scheduler.market_view import ViewCache, gather_market_view
 
+        if self._cache is None:
+            self._cache = ViewCache()
         if self._market is None or time.monotonic() - self._market_at > self.market_ttl_s:
-            if self._views is None:
-                self._views = ViewCache()
-                self._history = HistoryBook(engine=self.store.engine)
 
-            def unlisted(provider: Provider, exc: Exception) -> None:
-                log.warning("provider %s: no offerings this pass: %s", provider.name, exc)
+            def skipped(provider: Provider, exc: Exception) -> None:
+                log.warning("provider %s: no market this pass: %s", provider.name, exc)
 
             self._market = gather_market_view(
-                self.providers.values(), self._history, cache=self._views, on_error=unlisted
+                list(self.providers.values()), cache=self._cache, on_error=skipped
             )
             self._market_at = time.monotonic()
         return self._market
