@@ -70,7 +70,9 @@ class ZoneView:
     the spot price now. The estimates come from the history up to now (the
     market layer's reliability book, or the trace so far in a simulation); None
     where there is no evidence yet. ``down_for_s``/``up_for_s``: how long spot
-    has been continuously unavailable/available up to now.
+    has been continuously unavailable/available up to now. ``preemption_odds_per_tick``
+    and ``recovery_odds_by_age`` (for outages 1, 2, … ticks old, the last for every
+    older one) are the same evidence per decision interval, for policies that plan.
     """
 
     available: bool
@@ -80,6 +82,8 @@ class ZoneView:
     mean_outage_s: float | None = None
     down_for_s: float = 0.0
     up_for_s: float = 0.0
+    preemption_odds_per_tick: float | None = None
+    recovery_odds_by_age: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +94,8 @@ class DeadlineState:
     ran in the previous tick (SPOT even if spot vanished since: then
     ``zones[last.zone].available`` is False and the instance is gone).
     ``pending_overhead_s`` is restart overhead still to pay on ``last``.
+    ``any_zone``, with several zones, is the evidence for "spot somewhere among
+    them" (available when any zone is), where the controller has it.
     """
 
     elapsed_s: float
@@ -102,6 +108,7 @@ class DeadlineState:
     pending_overhead_s: float
     zones: tuple[ZoneView, ...]
     on_demand_price_usd_per_hour: float
+    any_zone: ZoneView | None = None
 
     @property
     def spot_running(self) -> bool:

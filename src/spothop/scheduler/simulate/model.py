@@ -150,6 +150,23 @@ class Window:
         names = "+".join(z.name for z in self.zones)
         return f"{names}@{self.start_tick}"
 
+    @property
+    def any_zone(self) -> Zone | None:
+        """With several zones, one whose spot is available when any of them is (else None)."""
+        if len(self.zones) < 2:
+            return None
+        key = tuple(id(z) for z in self.zones)
+        union = _UNIONS.get(key)
+        if union is None or any(a is not b for a, b in zip(union[0], self.zones, strict=True)):
+            length = min(len(z) for z in self.zones)
+            either = np.logical_or.reduce([z.available[:length] for z in self.zones])
+            union = (self.zones, Zone("+".join(z.name for z in self.zones), self.tick_s, either))
+            _UNIONS[key] = union
+        return union[1]
+
+
+_UNIONS: dict[tuple[int, ...], tuple[tuple[Zone, ...], Zone]] = {}
+
 
 @dataclass(frozen=True)
 class TickRecord:
@@ -244,6 +261,26 @@ def _choose(policy: Policy, state: DeadlineState, available: list[list[bool]], t
     return decision
 
 
+def _views(
+    window: Window,
+    t: int,
+    avail: list[list[bool]],
+    prices: list[list[float]],
+    union: Zone | None,
+    union_avail: list[bool] | None,
+    estimates: bool,
+) -> tuple[tuple[ZoneView, ...], ZoneView | None]:
+    """Each zone as known at tick t (with estimates from the trace so far if asked), and the union."""
+    zones = window.zones
+    if not estimates:
+        return tuple(ZoneView(avail[i][t], prices[i][t]) for i in range(len(zones))), None
+    at = window.start_tick + t
+    views = tuple(z.history.view(at, avail[i][t], prices[i][t]) for i, z in enumerate(zones))
+    if union is None or union_avail is None:
+        return views, None
+    return views, union.history.view(at, union_avail[t], 0.0)
+
+
 def run(
     policy: Policy,
     window: Window,
@@ -267,6 +304,10 @@ def run(
         prepare(window, setting)
     bill = gap / S_PER_H
     od_tick_cost = setting.on_demand_price_usd_per_hour * bill
+    union = window.any_zone if wants_estimates else None
+    union_avail = None
+    if union is not None:
+        union_avail = _window_lists(union, window.start_tick, horizon, 0.0)[0]
     run_ = _Tally(task)
     records: list[TickRecord] = []
     t = 0
@@ -279,13 +320,7 @@ def run(
         last = run_.last
         if last.kind is Kind.SPOT and not avail[last.zone][t]:
             run_.preemptions += 1
-        if wants_estimates:
-            views = tuple(
-                z.history.view(window.start_tick + t, avail[i][t], prices[i][t])
-                for i, z in enumerate(zones)
-            )
-        else:
-            views = tuple(ZoneView(avail[i][t], prices[i][t]) for i in range(len(zones)))
+        views, any_zone = _views(window, t, avail, prices, union, union_avail, wants_estimates)
         state = DeadlineState(
             t * gap,
             run_.work_left,
@@ -297,6 +332,7 @@ def run(
             run_.pending,
             views,
             setting.on_demand_price_usd_per_hour,
+            any_zone,
         )
         decision = _choose(policy, state, avail, t)
         credit = tick_cost = 0.0
