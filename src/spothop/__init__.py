@@ -95,7 +95,14 @@ _LAZY: dict[str, str] = {
         "spothop.checkpoint.errors",
     ),
     **dict.fromkeys(
-        ("IllegalTransition", "JobNotFound", "AttemptNotFound", "JobChanged", "JobLeaseLost"),
+        (
+            "IllegalTransition",
+            "JobNotFound",
+            "AttemptNotFound",
+            "JobChanged",
+            "JobLeaseLost",
+            "JobFinished",
+        ),
         "spothop.jobs.errors",
     ),
     **dict.fromkeys(
@@ -146,6 +153,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time each comes 
         AttemptNotFound,
         IllegalTransition,
         JobChanged,
+        JobFinished,
         JobLeaseLost,
         JobNotFound,
     )
@@ -216,6 +224,7 @@ __all__ = [
     "InstanceNotFound",
     "InvalidRequest",
     "JobChanged",
+    "JobFinished",
     "JobLeaseLost",
     "JobNotFound",
     "JobSpecError",

@@ -46,6 +46,7 @@ code  name                        meaning
     ├── IllegalTransition           a job or attempt state change the lifecycle table refuses       exit 1
     ├── JobChanged                  a job written by someone else since the version the writer read exit 1
     ├── JobLeaseLost                a write under a controller's job lease that no longer holds     exit 1
+    ├── JobFinished                 asked of a job in a final state (cancel a finished job)         exit 1
     ├── StoreTooNew                 the store's schema was upgraded by a newer spothop than this    exit 1
     ├── TopologyParseError          nvidia-smi output that cannot be understood                     exit 2
     ├── QueueError                  the shard queue refused an operation                           exit 1

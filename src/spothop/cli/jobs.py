@@ -19,7 +19,8 @@ from rich.console import Group
 from rich.text import Text
 
 from spothop.cli.output import console, note, print_json, table
-from spothop.errors import EXIT_FAILED, EXIT_OK, SpothopError
+from spothop.errors import EXIT_FAILED, EXIT_OK
+from spothop.jobs.errors import JobFinished
 
 if TYPE_CHECKING:
     from spothop.jobs.store import JobStore
@@ -47,10 +48,6 @@ QueueOption = Annotated[
     ),
 ]
 FOLLOW_INTERVAL_S = 0.5
-
-
-class JobFinished(SpothopError):
-    """The job is in a final state: nothing to cancel."""
 
 
 def register(app: typer.Typer) -> None:

@@ -6,6 +6,7 @@
     ├── IllegalTransition   a state change the lifecycle table does not allow      exit 1
     ├── JobChanged          a write on a job's version that someone wrote since    exit 1
     ├── JobLeaseLost        a write under a controller lease that no longer holds  exit 1
+    ├── JobFinished         asked of a job in a final state (cancel a finished job) exit 1
     └── NotFoundError
         ├── JobNotFound     no job with that id in the store                       exit 3
         └── AttemptNotFound no attempt with that id                                exit 3
@@ -70,3 +71,7 @@ class JobLeaseLost(SpothopError):
         self.job_id = job_id
         self.token = token
         super().__init__(f"job {job_id}: the controller lease (token {token}) no longer holds")
+
+
+class JobFinished(SpothopError):
+    """The job is in a final state (succeeded, failed, cancelled): nothing to cancel."""
