@@ -144,6 +144,19 @@ def apply_safety_rule(state: DeadlineState, decision: Decision) -> Decision:
     return ON_DEMAND
 
 
+def advise(policy: Policy, state: DeadlineState) -> Decision:
+    """The one call a controller makes: the policy's decision, through the safety rule for online
+    policies, with SPOT where spot is gone now turned into NONE (the simulator does the same)."""
+    decision = policy.decide(state)
+    if policy.online:
+        decision = apply_safety_rule(state, decision)
+    if decision.kind is Kind.SPOT and not (
+        0 <= decision.zone < len(state.zones) and state.zones[decision.zone].available
+    ):
+        return IDLE
+    return decision
+
+
 class Policy(ABC):
     """A registered deadline policy. Subclasses set ``name`` and explain *why* in the docstring.
 
