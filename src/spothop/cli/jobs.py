@@ -9,6 +9,7 @@ asks the controller to end the job (it terminates the instances). See
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -95,6 +96,7 @@ def launch(
 
     spec = load_job(job_file)
     check_reachable(spec)  # before anything is paid for
+    _check_placeable(spec)
     url = _store_url(store_url)
     with _store(url) as store:
         job_id = store.create_job(spec)
@@ -116,6 +118,24 @@ def launch(
             note(f"follow it: spothop status {job_id} · spothop logs {job_id} --follow")
         return EXIT_OK
     return _follow(url, job_id, as_json)
+
+
+def _check_placeable(spec: Any) -> None:
+    """:class:`~spothop.scheduler.errors.NoCandidates` (exit 2) naming the requirement that excluded
+    the most offerings, when no offering of the controller's providers meets the spec at all.
+    No capacity *now* is not refused: the job is stored and waits for it."""
+    from spothop.jobs.controller.daemon import default_providers
+    from spothop.jobs.controller.place import plan_inputs
+    from spothop.scheduler.market_view import gather_market_view
+    from spothop.scheduler.placement import rank
+
+    providers = [p for n, p in default_providers().items() if n not in spec.providers.deny]
+    profile, kinds, pools = plan_inputs(spec)
+    view = gather_market_view(providers, on_error=lambda *_: None)
+    from spothop.scheduler.errors import NoCapacityNow
+
+    with contextlib.suppress(NoCapacityNow):
+        rank(view, spec.requirements(), profile, kinds, reserved=pools).raise_if_empty()
 
 
 def _follow(url: str, job_id: str, as_json: bool) -> int:

@@ -95,3 +95,16 @@ def test_a_bad_job_file_is_refused_before_anything_starts(tmp_path: Path, store_
     code, _, err = run("launch", str(job), "--detach", "--store", store_url)
     assert code == 2 and "H1000" in err
     assert daemon.status() is None
+
+
+def test_a_spec_no_offering_satisfies_is_refused_naming_the_requirement(
+    tmp_path: Path, store_url: str
+) -> None:
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        yaml.safe_dump({"name": "huge", "run": "true", "resources": {"min_gpu_memory_gib": 4000}})
+    )
+    code, _, err = run("launch", str(job), "--detach", "--store", store_url)
+    assert code == 2, err
+    assert "no offering satisfies" in err and "memory" in err
+    assert daemon.status() is None

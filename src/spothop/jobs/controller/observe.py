@@ -243,15 +243,17 @@ class Observer:
         self.clock = clock
         self.cursor = EventCursor(store)
         self._market: Any = None
-        self._cache: Any = None
         self._market_at = float("-inf")
-        self._views: Any = None  # the offerings' columns, kept between passes (ViewCache)
+        self._cache: Any = None  # the offerings' columns, kept between passes (ViewCache)
         self._history: Any = None  # the store's interruption history as λ (HistoryBook)
         self.last: Observation | None = None
 
     def market(self) -> Any:
-        """The market view, read again when older than ``market_ttl_s`` (wall seconds); the
-        offerings' columns are kept between reads (:class:`~spothop.scheduler.market_view.ViewCache`)."""
+        """The market view, read again when older than ``market_ttl_s`` (wall seconds).
+
+        λ comes from the store's interruption history (priors where it has none);
+        the offerings' columns are kept while the providers list the same ones.
+        """
         from spothop.scheduler.market_view import ViewCache, gather_market_view
 
         if self._cache is None:
@@ -261,8 +263,16 @@ class Observer:
             def skipped(provider: Provider, exc: Exception) -> None:
                 log.warning("provider %s: no market this pass: %s", provider.name, exc)
 
+            if self._history is None:
+                from spothop.market.interruptions import HistoryBook
+
+                # λ from the agents' own interruption records in this store (priors where none).
+                self._history = HistoryBook(engine=self.store.engine)
             self._market = gather_market_view(
-                list(self.providers.values()), cache=self._cache, on_error=skipped
+                list(self.providers.values()),
+                self._history,
+                cache=self._cache,
+                on_error=skipped,
             )
             self._market_at = time.monotonic()
         return self._market
