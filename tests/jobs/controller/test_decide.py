@@ -153,6 +153,49 @@ def test_a_launch_with_no_instance_after_the_timeout_failed_and_is_failed_over()
     assert launch.parallel
 
 
+@pytest.mark.parametrize(
+    ("started_at", "listed", "ends"),
+    [
+        (NOW - 2, True, True),  # stored before this controller started: its launch died with it
+        (NOW - 10, True, False),  # stored by this controller: its launch call may be running
+        (None, True, False),  # start unknown: only the launch timeout ends it
+        (NOW - 2, False, False),  # its provider did not answer: it may be there
+    ],
+)
+def test_a_launch_cut_by_a_controller_crash_fails_over_at_once(
+    started_at: float | None, listed: bool, ends: bool
+) -> None:
+    from dataclasses import replace
+
+    cut = attempt(state=AttemptState.LAUNCHING, instance_id=None, launched_at=NOW - 5)
+    world = replace(
+        snapshot([job(state=JobState.PROVISIONING, attempts=[cut])]),
+        controller_started_at=started_at,
+        listed_providers=frozenset({cut.provider}) if listed else frozenset(),
+    )
+    actions = decide(world)
+    if not ends:
+        assert actions == []
+        return
+    end = actions[0]
+    assert end.attempt_id == cut.attempt_id and end.reason is EndReason.LAUNCH_FAILED
+    assert "controller" in end.detail
+    (launch,) = launches(actions)
+    assert launch.token == "j-1.a1"
+
+
+def test_an_instance_of_a_crash_cut_launch_listed_late_is_terminated() -> None:
+    """The cut launch did start its instance; the listing shows it after the attempt ended."""
+    from spothop.jobs.controller import Terminate
+    from tests.jobs.controller.factories import instance_of
+
+    cut = ended(EndReason.LAUNCH_FAILED, instance_id=None, running_at=None)
+    late = instance_of(cut.with_(instance_id="i-late"))
+    world = snapshot([job(state=JobState.RECOVERING, attempts=[cut])], instances={"i-late": late})
+    terminates = of_type(decide(world), Terminate)
+    assert [t.instance_id for t in terminates] == ["i-late"]
+
+
 def test_an_instance_tagged_with_a_launching_attempts_token_is_adopted() -> None:
     from spothop.jobs.controller import UpdateAttempt
     from tests.jobs.controller.factories import instance_of

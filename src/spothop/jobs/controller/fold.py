@@ -31,7 +31,9 @@ instance terminated / failed  ended ``terminated`` / ``failed`` (but an exit cod
 instance missing (its         ended ``preempted`` if it was noticed, else
 provider listed)              ``failed``
 launching, no instance after  ended ``launch_failed``
-``launch_timeout_s``
+``launch_timeout_s``, or
+stored before this controller
+started (a crash mid-launch)
 an instance tagged with the   adopted: its ``instance_id`` recorded
 attempt's token
 ============================  ===============================================
@@ -159,7 +161,14 @@ def _fold_attempt(
     if view.instance_id is None:
         adopted = by_token.get(view.launch_token)
         if adopted is None:
-            if snapshot.now - view.launched_at > config.launch_timeout_s:
+            if _cut_by_a_crash(view, snapshot):
+                change.finish(
+                    EndReason.LAUNCH_FAILED,
+                    snapshot.now,
+                    "its launch was cut short: the controller that made it stopped, and no"
+                    " instance carries its token",
+                )
+            elif snapshot.now - view.launched_at > config.launch_timeout_s:
                 change.finish(
                     EndReason.LAUNCH_FAILED,
                     snapshot.now,
@@ -174,6 +183,25 @@ def _fold_attempt(
         if change.view.ended:
             return
     _apply_instance(change, siblings, snapshot, config)
+
+
+def _cut_by_a_crash(view: AttemptView, snapshot: Snapshot) -> bool:
+    """A launching attempt stored before this controller started, its provider listed, no instance.
+
+    No launch call of this controller can be making it, so the one that did died
+    mid-launch: before the call (nothing started) or after it, before the instance
+    id was stored — then the listing shows the instance by its token and it is
+    adopted instead. A listing that lags (EC2's, up to a minute) shows it later,
+    tagged with an ended attempt's token: the orphan rule terminates it. Waiting
+    ``launch_timeout_s`` instead would hold the node for 15 minutes.
+    """
+    started = snapshot.controller_started_at
+    return (
+        started is not None
+        and view.launched_at < started
+        and view.state is AttemptState.LAUNCHING
+        and view.provider in snapshot.listed_providers
+    )
 
 
 def _apply_event(change: _Change, siblings: Sequence[_Change], event: AgentEvent) -> None:

@@ -35,7 +35,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlalchemy import select
@@ -241,6 +241,7 @@ class Observer:
         self.queue_url = queue_url
         self.market_ttl_s = market_ttl_s
         self.clock = clock
+        self.started_at = clock()  # before any launch of this controller (Snapshot contract)
         self.cursor = EventCursor(store)
         self._market: Any = None
         self._market_at = float("-inf")
@@ -312,7 +313,9 @@ class Observer:
             for j in observation.jobs
             if j.kind == "batch"
         }
-        return to_snapshot(observation, self.store, queues)
+        return replace(
+            to_snapshot(observation, self.store, queues), controller_started_at=self.started_at
+        )
 
 
 def live_attempt_jobs(store: JobStore) -> list[str]:

@@ -25,6 +25,9 @@ Contract for whoever builds one:
   returns the :class:`~spothop.jobs.controller.actions.UpdateAttempt` /
   ``EndAttempt`` actions that persist them, so once they are carried out the
   next snapshot needs the events no more (the cursor may advance).
+- ``controller_started_at`` is when the observing controller started: every
+  launch it makes stores its attempt later, so an attempt still ``launching``
+  from before is one a dead controller never finished (``None``: unknown).
 - ``cooldowns`` maps a market (or a zone: ``instance_type == ""``) to the
   unix time its cooldown ends; expired ones may be left in.
 """
@@ -181,6 +184,10 @@ class Snapshot:
     instances: Mapping[str, Instance] = field(default_factory=dict)
     listed_providers: frozenset[str] = frozenset()
     events: tuple[AgentEvent, ...] = ()
+    # When the controller that observed this started (None: unknown). An attempt still
+    # launching that was stored before then cannot be in this controller's launch call:
+    # its controller died mid-launch.
+    controller_started_at: float | None = None
 
     def cooled(self, market: MarketId) -> bool:
         """True while ``market`` or its whole zone is cooling down."""
