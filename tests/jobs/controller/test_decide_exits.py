@@ -103,6 +103,27 @@ def test_a_drained_queue_publishes_the_outputs_and_releases_the_workers() -> Non
     assert not of_type(actions, SetJobState)
 
 
+def test_a_worker_still_launching_is_released_only_once_its_instance_is_known() -> None:
+    """Its launch call may be under way: ended now, the instance it returns would be known by tag only."""
+    workers = [attempt(node=i, n=i, zone=ZONES[i % 3]) for i in range(3)]
+    launching = attempt(
+        node=3, n=3, state=AttemptState.LAUNCHING, instance_id=None, launched_at=NOW - 5
+    )
+    drained = queue(pending=0, leased=0, done=200)
+    actions = decide(snapshot([_batch(attempts=[*workers, launching], queue=drained)]))
+    assert launching.attempt_id not in {e.attempt_id for e in of_type(actions, EndAttempt)}
+    assert len(of_type(actions, Terminate)) == 3
+    succeeded = _batch(
+        state=JobState.SUCCEEDED,
+        attempts=[launching.with_(instance_id="i-late", state=AttemptState.PENDING)],
+        queue=drained,
+        outputs_published=True,
+    )
+    actions = decide(snapshot([succeeded]))
+    assert [t.instance_id for t in of_type(actions, Terminate)] == ["i-late"]
+    assert [e.attempt_id for e in of_type(actions, EndAttempt)] == [launching.attempt_id]
+
+
 def test_published_outputs_succeed_the_batch_job() -> None:
     j = _batch(attempts=[], queue=queue(pending=0, leased=0, done=200), outputs_published=True)
     actions = decide(snapshot([j]))

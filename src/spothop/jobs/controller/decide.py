@@ -328,9 +328,18 @@ class _JobDecision:
     # -- ending ----------------------------------------------------------------------------
 
     def _release_all(self, reason: EndReason, detail: str) -> None:
+        """End every live attempt, terminating its instance; not one whose launch may be under way.
+
+        An attempt still ``launching`` with no instance id may be inside its
+        provider's launch call: ended now, the instance that call returns would
+        be known by its tag only, never by id. It is left to a later pass, which
+        sees its instance (ends it then, with a :class:`Terminate`: a final job
+        stays in the snapshot while it owns a live attempt) or its launch's end.
+        """
         for a in self.job.attempts:
-            if a.alive:
-                self._end(a, reason, detail, terminate=True)
+            if not a.alive or (a.state is AttemptState.LAUNCHING and a.instance_id is None):
+                continue
+            self._end(a, reason, detail, terminate=True)
 
     def _end(self, a: AttemptView, reason: EndReason, detail: str, terminate: bool) -> None:
         if terminate and a.instance_id:
