@@ -52,6 +52,9 @@ def train(total: int, ckpt: Checkpointer | None = None, step_sleep_s: float = 0.
         restored = ckpt.restore()
         if restored is not None:
             state, step = dict(restored.state), restored.step
+    print(
+        f"starting at step {step}", flush=True
+    )  # what `spothop logs` shows, attempt after attempt
     while step < total:
         step_once(state)
         step += 1

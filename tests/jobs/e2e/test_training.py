@@ -90,6 +90,12 @@ def test_training_survives_preemptions_on_two_clouds_bit_identical(harness: Harn
     assert len(agent_events_of(h, job_id, "interruption")) >= MIN_PREEMPTIONS
     assert len(agent_events_of(h, job_id, "saved")) >= MIN_PREEMPTIONS
     assert len({i["provider"] for i in final["instances"]}) >= 2
+    # `spothop logs` shows the worker's output across every recovery, one header per attempt.
+    code, text = h.cli("logs", job_id, "--store", h.store_url)
+    assert code == 0
+    assert text.count("── node 0 · attempt ") == len(final["instances"])
+    assert text.count("starting at step") == len(final["instances"])
+    assert "starting at step 0\n" in text
     reference = numpy_train.train(TOTAL)
     assert out.read_bytes() == reference.tobytes()
     wait_for(lambda: not h.alive(job_id), 30, what="the task's instances to end")

@@ -161,8 +161,11 @@ class Controller:
         from spothop.jobs.controller import Launch, decide
         from spothop.jobs.orphans import reconcile
 
+        started = time.monotonic()
         snapshot = self.observer.snapshot()
+        observed = time.monotonic()
         actions = decide(snapshot, self.config) if self.config is not None else decide(snapshot)
+        decided = time.monotonic()
         inflight = self.executor.launching()
         actions = [
             a for a in actions if not (isinstance(a, Launch) and (a.job_id, a.node) in inflight)
@@ -177,6 +180,14 @@ class Controller:
                 reconcile(self.store, self.store_url, self.providers, observation.instances)
             )
         self.observer.cursor.commit()
+        if actions:
+            log.info(
+                "pass: observe %.0f ms, decide %.0f ms, execute %.0f ms: %s",
+                (observed - started) * 1000,
+                (decided - observed) * 1000,
+                (time.monotonic() - decided) * 1000,
+                ", ".join(sorted({type(a).__name__ for a in actions})),
+            )
         for report in reports:
             if not report.ok:
                 log.warning("%s failed: %s", report.action, report.error)
