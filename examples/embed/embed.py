@@ -51,6 +51,11 @@ from typing import Any
 
 import numpy as np
 
+# pyarrow's own allocator keeps what it freed (a Parquet file per shard adds up): the system's
+# gives it back. Read when pyarrow is imported, so set before that (peak RSS 1010 -> 885 MiB
+# over ten shards).
+os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+
 HERE = Path(__file__).resolve().parent
 EMBEDDING_DIM = 384  # all-MiniLM-L6-v2's sentence embedding size
 DEFAULT_BATCH_SIZE = 64
