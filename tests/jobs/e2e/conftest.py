@@ -166,21 +166,25 @@ class Harness:
         return wait_for(reached, timeout_s, what=what, interval_s=0.2)
 
 
-@pytest.fixture
-def harness(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Harness]:
+@contextlib.contextmanager
+def running_harness(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    world_spec: dict[str, Any],
+    extra_args: tuple[str, ...] = (),
+) -> Iterator[Harness]:
+    """A :class:`Harness` on ``world_spec``; on exit the controller is stopped and every
+    instance of the world ended (for other test folders' fixtures too)."""
     world_path = tmp_path / "world.yaml"
-    world_path.write_text(yaml.safe_dump(WORLD))
+    world_path.write_text(yaml.safe_dump(world_spec))
     monkeypatch.setenv("SPOTHOP_WORLD", str(world_path))
     world = load_world(world_path)
-    store_url = f"sqlite:///{tmp_path / 'store.db'}"
     h = Harness(
         tmp_path,
         world_path,
-        store_url,
+        f"sqlite:///{tmp_path / 'store.db'}",
         {n: LocalProvider(n, world=world, world_path=world_path) for n in world.cloud_names},
-        # The shard queue in a database of its own: the workers' commits do not queue behind the
-        # job store's writes (the agents' store processes, the controller) on one SQLite file.
-        extra_args=("--queue-url", f"sqlite:///{tmp_path / 'queue.db'}"),
+        extra_args=extra_args,
     )
     try:
         yield h
@@ -189,12 +193,18 @@ def harness(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Harness
         for provider in h.providers.values():
             for instance in provider.list_instances():
                 provider.terminate(instance.instance_id)
+        ended = [InstanceState.TERMINATED, InstanceState.PREEMPTED, InstanceState.FAILED]
         for provider in h.providers.values():
             for instance in provider.list_instances():
-                provider.wait(
-                    instance.instance_id,
-                    [InstanceState.TERMINATED, InstanceState.PREEMPTED, InstanceState.FAILED],
-                    20,
-                )
+                provider.wait(instance.instance_id, ended, 20)
         if stopped is not None and stopped.pid:
             wait_for(lambda: not process_running(stopped.pid), 20, what="the controller's exit")
+
+
+@pytest.fixture
+def harness(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Harness]:
+    # The shard queue in a database of its own: the workers' commits do not queue behind the
+    # job store's writes (the agents' store processes, the controller) on one SQLite file.
+    queue = ("--queue-url", f"sqlite:///{tmp_path / 'queue.db'}")
+    with running_harness(tmp_path, monkeypatch, WORLD, queue) as h:
+        yield h
