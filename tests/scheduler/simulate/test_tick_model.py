@@ -134,3 +134,24 @@ def test_the_published_setting_figures() -> None:
     assert round(run(get_policy("on-demand"), always, JobSetting()).cost_usd, 2) == 147.39
     free = JobSetting(restart_overhead_s=0.0)
     assert round(run(get_policy("greedy"), always, free).cost_usd, 2) == 46.71
+
+
+def test_make_before_break_keeps_the_old_zone_working_while_the_new_one_boots() -> None:
+    zones = (
+        zone_from_flags("a", [True] * 6, H, [1.0] * 6),
+        zone_from_flags("b", [True, True, False, True, True, True], H, [0.5] * 6),
+    )
+    setting = JobSetting(task_s=4 * H, deadline_s=6 * H, restart_overhead_s=0.5 * H)
+    a, b = Decision(Kind.SPOT, 0), Decision(Kind.SPOT, 1)
+    move = Decision(Kind.SPOT, 1, make_before_break=True)
+    # tick 2: b is down, so the move does not start and a goes on; tick 3: it does
+    script = [a, a, move, move, b, b]
+    result = run(Scripted(script), Window(zones, 0), setting, record=True)
+    assert [(r.decision.zone, r.credit_s / H, r.cost_usd) for r in result.ticks] == [
+        (0, 0.5, 1.0),
+        (0, 1.0, 1.0),
+        (0, 1.0, 1.0),  # b down: a stays, no move
+        (1, 1.0, 1.5),  # a works the tick (credited in full) while b boots (billed too)
+        (1, 0.5, 0.5),  # on b, nothing more to pay: the last half hour of work
+    ]
+    assert (result.migrations, result.restarts) == (1, 1)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import ClassVar, TypeVar
 
@@ -52,10 +52,18 @@ class Kind(IntEnum):
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """Run ``kind`` next tick; for SPOT, in ``state.zones[zone]``. ``zone`` is 0 otherwise."""
+    """Run ``kind`` next tick; for SPOT, in ``state.zones[zone]``. ``zone`` is 0 otherwise.
+
+    ``make_before_break``: move from the spot instance running in another zone
+    without losing a tick — the new one boots (billed) while the old one keeps
+    working, and the job switches once it is up (only where the restart fits in
+    one tick; elsewhere the move is a plain restart). Not part of equality: what
+    runs is the same either way.
+    """
 
     kind: Kind
     zone: int = 0
+    make_before_break: bool = field(default=False, compare=False)
 
 
 IDLE = Decision(Kind.NONE)

@@ -194,6 +194,7 @@ class RunResult:
     spot_hours: float
     on_demand_hours: float
     ticks: tuple[TickRecord, ...] = ()
+    migrations: int = 0  # make-before-break moves (a plain move is a restart)
 
     @property
     def cost_microusd(self) -> int:
@@ -212,6 +213,7 @@ class RunResult:
             "restarts": self.restarts,
             "spot_hours": round(self.spot_hours, 6),
             "on_demand_hours": round(self.on_demand_hours, 6),
+            "migrations": self.migrations,
         }
 
 
@@ -241,7 +243,17 @@ class _Tally:
     restarts: int = 0
     spot_ticks: int = 0
     od_ticks: int = 0
+    migrations: int = 0
     finish: float = math.inf
+
+    def work(self, credit_s: float, work_starts_s: float) -> float:
+        """Credit a running tick whose work starts at ``work_starts_s``; the credit actually used."""
+        if credit_s >= self.work_left - EPS_S:
+            used, self.work_left = self.work_left, 0.0
+            self.finish = work_starts_s + used
+            return used
+        self.work_left -= credit_s
+        return credit_s
 
 
 def _choose(policy: Policy, state: DeadlineState, available: list[list[bool]], t: int) -> Decision:
@@ -254,11 +266,32 @@ def _choose(policy: Policy, state: DeadlineState, available: list[list[bool]], t
             raise SimulationError(
                 f"policy {policy.name!r} chose zone {decision.zone}, which does not exist"
             )
+        if decision.make_before_break:
+            return _make_before_break(state, decision, available, t)
         if not available[decision.zone][t]:
             return IDLE
     elif decision.kind is Kind.ON_DEMAND and decision.zone:
         return ON_DEMAND
     return decision
+
+
+def _make_before_break(
+    state: DeadlineState, decision: Decision, available: list[list[bool]], t: int
+) -> Decision:
+    """A make-before-break move as it can happen: from spot running in another zone, with a
+    restart that fits in a tick, to a zone that is up; the old instance stays if the new zone
+    is down; anything else is a plain decision."""
+    last = state.last
+    moving = (
+        last.kind is Kind.SPOT
+        and available[last.zone][t]
+        and last.zone != decision.zone
+        and state.restart_overhead_s <= state.tick_s
+    )
+    if not moving:
+        plain = Decision(Kind.SPOT, decision.zone)
+        return plain if available[decision.zone][t] else IDLE
+    return decision if available[decision.zone][t] else Decision(Kind.SPOT, last.zone)
 
 
 def _views(
@@ -338,6 +371,15 @@ def run(
         credit = tick_cost = 0.0
         if decision.kind is Kind.NONE:
             run_.last, run_.pending = IDLE, 0.0
+        elif decision.make_before_break:  # the old zone works the tick while the new one boots
+            overhead = run_.pending
+            credit = gap - overhead
+            tick_cost = (prices[last.zone][t] + prices[decision.zone][t]) * bill
+            run_.cost += tick_cost
+            run_.spot_ticks += 1
+            run_.migrations += 1
+            credit = run_.work(credit, t * gap + overhead)
+            run_.last, run_.pending = Decision(Kind.SPOT, decision.zone), 0.0
         else:
             if decision != last:
                 overhead = d
@@ -353,11 +395,7 @@ def run(
                 tick_cost = od_tick_cost
                 run_.od_ticks += 1
             run_.cost += tick_cost
-            if credit >= run_.work_left - EPS_S:
-                run_.finish = t * gap + overhead + run_.work_left
-                credit, run_.work_left = run_.work_left, 0.0
-            else:
-                run_.work_left -= credit
+            credit = run_.work(credit, t * gap + overhead)
             run_.last = decision
         if record:
             records.append(TickRecord(t, decision, credit, tick_cost, run_.work_left))
@@ -374,6 +412,7 @@ def run(
         spot_hours=run_.spot_ticks * bill,
         on_demand_hours=run_.od_ticks * bill,
         ticks=tuple(records),
+        migrations=run_.migrations,
     )
 
 
