@@ -315,7 +315,7 @@ def _show(found: list[Instance], as_json: bool) -> None:
             i.provider,
             i.zone or i.region,
             i.instance_type,
-            "spot" if i.spot else "on-demand",
+            i.market,
             i.state.value,
             f"{i.billed_seconds:,.0f}",
             money(i.cost_microusd / MICROUSD_PER_USD, 6),

@@ -159,6 +159,12 @@ class Instance:
     metadata_url: str | None = None
     name: str | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
+    reservation: str | None = None  # the reserved pool it holds a slot of; None: spot or on-demand
+
+    @property
+    def market(self) -> str:
+        """How it is bought: ``reserved`` (in a pool), ``spot`` or ``on-demand``."""
+        return "reserved" if self.reservation else "spot" if self.spot else "on-demand"
 
     def to_dict(self) -> dict[str, Any]:
         """Every field, JSON-ready: ``state`` as its value, ``tags`` a plain dict."""

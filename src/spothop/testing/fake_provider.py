@@ -303,6 +303,7 @@ class FakeProvider(Provider, ReservedCapacity):
                 price_usd_per_hour=price,
                 name=request.name,
                 tags=dict(request.tags),
+                reservation=request.reservation,
             )
             self._records[instance.instance_id] = _Record(
                 instance,

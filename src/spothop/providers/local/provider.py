@@ -497,6 +497,7 @@ class LocalProvider(Provider, ReservedCapacity):
             metadata_url=row["metadata_url"],
             name=row["name"],
             tags=row["tags"],
+            reservation=row.get("reservation"),
         )
 
     def wait(self, instance_id: str, states: Sequence[InstanceState], timeout_s: float) -> Instance:
