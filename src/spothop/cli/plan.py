@@ -21,6 +21,7 @@ import typer
 from spothop.cli.output import console, note, print_json, table
 from spothop.db import DATABASE_URL_ENV
 from spothop.errors import ConfigError, SpothopError
+from spothop.jobs.controller.observe import reserved_pools
 from spothop.jobs.controller.place import plan_inputs
 from spothop.jobs.spec import JobSpec, load_job
 from spothop.market.reliability import ReliabilityBook
@@ -187,11 +188,12 @@ def plan(
     """Rank where a job would run by the expected cost of useful work, and show the spread chosen."""
     spec = load_job(file)
     req = spec.requirements()
-    profile, kinds, pools = plan_inputs(spec)
+    providers = _providers(spec, provider)
+    profile, kinds, pools = plan_inputs(spec, reserved_pools({p.name: p for p in providers}))
     profile = replace(
         profile, data_gib=data_gib, data_location=_data_at(data_at, data_gib), horizon_h=horizon_h
     )
-    view = gather_market_view(_providers(spec, provider), _history)
+    view = gather_market_view(providers, _history)
     ranking = rank(view, req, profile, kinds, reserved=pools)
     ranking.raise_if_empty()
     chosen = spread(

@@ -75,7 +75,7 @@ def decide(snapshot: Snapshot, config: ControllerConfig | None = None) -> list[A
         config,
         cooled=cooled_markets(snapshot, [c.market for c in cooldowns]),
         blind_types=blind_types_of(jobs),
-        reserved=ReservedLedger.of(jobs),
+        reserved=ReservedLedger.of(jobs, snapshot.reservations),
     )
     for job in sorted(jobs, key=_priority):
         actions += _JobDecision(p, job).actions()

@@ -10,6 +10,8 @@
   :func:`spothop.agent.eventmodel.event_from_dict`), oldest first;
 - each batch job's queue counts (pending, leased, done, dead);
 - the persisted market cooldowns;
+- every provider's reserved pools (``list_reservations``, with ``in_use``), for
+  the providers that hold some (:class:`~spothop.providers.reservations.ReservedCapacity`);
 - the market (:func:`spothop.scheduler.market_view.gather_market_view`),
   at most every ``market_ttl_s`` (it is the slowest read; a pass woken by a
   notice reuses the last one).
@@ -44,6 +46,7 @@ from spothop.agent.eventmodel import AgentEvent, event_from_dict
 from spothop.jobs.lifecycle import AttemptState, JobState
 from spothop.jobs.store import AttemptRecord, JobRecord, JobStore
 from spothop.providers.base import Instance, InstanceState, Provider
+from spothop.providers.reservations import Reservation, ReservedCapacity
 from spothop.state.agent_tables import agent_events
 
 log = logging.getLogger(__name__)
@@ -75,6 +78,7 @@ class Observation:
     market: Any  # scheduler.market_view.MarketView
     listed_providers: frozenset[str] = frozenset()
     provider_errors: Mapping[str, str] = field(default_factory=dict)  # provider → why not read
+    reservations: tuple[Reservation, ...] = ()  # every provider's reserved pools, in use as read
 
 
 def store_tag(store_url: str) -> str:
@@ -156,6 +160,19 @@ def tagged_instances(
         except Exception as exc:  # one cloud down must not blind the controller to the others
             errors[name] = f"{type(exc).__name__}: {exc}"
     return found, errors
+
+
+def reserved_pools(providers: Mapping[str, Provider]) -> tuple[Reservation, ...]:
+    """Every reserved pool of the providers that hold some, sorted; a provider that fails is left out."""
+    found: list[Reservation] = []
+    for name, provider in providers.items():
+        if not isinstance(provider, ReservedCapacity):
+            continue
+        try:
+            found.extend(provider.list_reservations())
+        except Exception as exc:  # its pools are unusable this pass, nothing else is
+            log.warning("provider %s: no reserved pools this pass: %s", name, exc)
+    return tuple(sorted(found, key=lambda r: (r.provider, r.reservation_id)))
 
 
 def queue_stats(queue_url: str | None, job_id: str) -> Any:
@@ -285,6 +302,7 @@ class Observer:
             if job_id not in jobs:
                 jobs[job_id] = self.store.get_job(job_id)  # a final job that still owns an instance
         instances, errors = tagged_instances(self.providers)
+        reservations = reserved_pools(self.providers)
         events = tuple(self.cursor.read())
         attempts: dict[str, tuple[AttemptRecord, ...]] = {}
         for job_id in jobs:
@@ -301,6 +319,7 @@ class Observer:
             market=self.market(),
             listed_providers=frozenset(self.providers) - frozenset(errors),
             provider_errors=errors,
+            reservations=reservations,
         )
         self.last = observation
         return observation
@@ -565,4 +584,5 @@ def to_snapshot(
         instances=dict(observation.instances),
         listed_providers=listed,
         events=tuple(observation.events),
+        reservations=tuple(observation.reservations),
     )

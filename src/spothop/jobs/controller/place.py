@@ -4,10 +4,12 @@ Pure, like ``decide`` that uses it. For one job, :class:`JobPlacement` ranks
 the market once per kind (``scheduler.placement.rank``) and then hands out
 candidates:
 
-- **Reserved first.** The spec's pools are ranked (their marginal price is
-  0, already paid) and used while a pool has room: its ``count`` minus the
-  live attempts on it, across every job of the snapshot, counted as this pass
-  hands them out (:class:`ReservedLedger`).
+- **Reserved first.** The pools a job may use (:func:`pools_of`: the
+  providers' listed pools, narrowed to the spec's ``reserved`` entries when
+  it has some) are ranked and used while a pool has room: its ``count``
+  minus what is in use — the live attempts on it across every job of the
+  snapshot, or the provider's own ``in_use`` if that is more — counted as
+  this pass hands them out (:class:`ReservedLedger`).
 - **Usable only.** Left out: spot markets cooling down (a preemption's
   cooldown is about that spot market), every kind in a cooled zone (an
   outage), the markets in the kind a launch of this job failed in within
@@ -21,13 +23,14 @@ candidates:
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from spothop.jobs.controller.config import ControllerConfig
 from spothop.jobs.controller.snapshot import JobView, Snapshot
 from spothop.jobs.lifecycle import EndReason
 from spothop.jobs.spec import JobSpec, MarketChoice
+from spothop.providers.reservations import Reservation
 from spothop.resources.market_id import MarketId
 from spothop.scheduler.market_view import MarketKind
 from spothop.scheduler.placement import (
@@ -53,12 +56,47 @@ def _zone_of(market: MarketId) -> MarketId:
     return MarketId(market.provider, market.region, market.zone, "")
 
 
-def pools_of(spec: JobSpec) -> tuple[ReservedPool, ...]:
-    """The spec's reserved pools as the scheduler's :class:`ReservedPool`."""
-    return tuple(
-        ReservedPool(provider=r.provider, instance_type=r.instance_type, zone=r.zone, count=r.count)
-        for r in spec.reserved
-    )
+def pools_of(spec: JobSpec, listed: Sequence[Reservation] = ()) -> tuple[ReservedPool, ...]:
+    """The reserved pools a job with ``spec`` may use, given the pools the providers list.
+
+    - No ``reserved`` in the spec: every listed pool (the user owns them all);
+      ``rank`` then keeps those whose offering meets the job's requirements and
+      provider, region and zone filters.
+    - ``reserved`` entries: only the listed pools an entry names (same provider
+      and instance type; same zone, or any zone when the entry has none), each
+      up to the entry's ``count`` and its own. An entry that no listed pool
+      matches stays as written (a provider that does not list its pools); a
+      launch there is refused as a typed failure and fails over.
+
+    Listed pools of one (provider, type, zone) are one pool of their summed count.
+    """
+    merged: dict[PoolKey, ReservedPool] = {}
+    for r in listed:
+        key = (r.provider, r.instance_type, r.zone)
+        have = merged.get(key)
+        merged[key] = ReservedPool(
+            provider=r.provider,
+            instance_type=r.instance_type,
+            zone=r.zone,
+            count=r.count + (have.count if have else 0),
+            price_usd_per_hour=min(
+                r.price_usd_per_hour, have.price_usd_per_hour if have else float("inf")
+            ),
+        )
+    if not spec.reserved:
+        return tuple(merged[k] for k in sorted(merged, key=str))
+    out: list[ReservedPool] = []
+    for entry in spec.reserved:
+        wanted: PoolKey = (entry.provider, entry.instance_type, entry.zone)
+        matches = [
+            p
+            for k, p in sorted(merged.items(), key=lambda kv: str(kv[0]))
+            if _pool_matches(wanted, *k)
+        ]
+        if not matches:
+            out.append(ReservedPool(entry.provider, entry.instance_type, entry.zone, entry.count))
+        out.extend(replace(p, count=min(p.count, entry.count)) for p in matches)
+    return tuple(out)
 
 
 def profile_of(spec: JobSpec) -> WorkProfile:
@@ -87,12 +125,13 @@ class PlanInputs(NamedTuple):
     pools: tuple[ReservedPool, ...]
 
 
-def plan_inputs(spec: JobSpec) -> PlanInputs:
+def plan_inputs(spec: JobSpec, listed: Sequence[Reservation] = ()) -> PlanInputs:
     """The scheduler's inputs from a job spec — the one conversion, for ``spothop plan`` and
     the controller alike: :func:`profile_of`, the market kinds (``market`` spot / on-demand /
     auto → spot, on-demand, both; reserved pools in the spec add the reserved kind) and
-    :func:`pools_of`. The controller then narrows the kinds per tolerance."""
-    pools = pools_of(spec)
+    :func:`pools_of` (``listed``: the providers' own pools). The controller then narrows the
+    kinds per tolerance."""
+    pools = pools_of(spec, listed)
     kinds = _KINDS[MarketChoice(spec.market)]
     if pools:
         kinds = (*kinds, MarketKind.RESERVED)
@@ -110,10 +149,11 @@ class ReservedLedger:
     used: dict[PoolKey, int] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, jobs: Sequence[JobView]) -> ReservedLedger:
+    def of(cls, jobs: Sequence[JobView], listed: Sequence[Reservation] = ()) -> ReservedLedger:
+        """Each pool's use: the live reserved attempts on it, or the provider's ``in_use`` if more."""
         ledger = cls()
         keys = sorted(
-            {(p.provider, p.instance_type, p.zone) for j in jobs for p in pools_of(j.spec)},
+            {(p.provider, p.instance_type, p.zone) for j in jobs for p in pools_of(j.spec, listed)},
             key=str,
         )
         for job in jobs:
@@ -123,6 +163,12 @@ class ReservedLedger:
                         if _pool_matches(key, a.provider, a.instance_type, a.zone):
                             ledger.used[key] = ledger.used.get(key, 0) + 1
                             break
+        for key in keys:
+            in_use = sum(
+                r.in_use for r in listed if _pool_matches(key, r.provider, r.instance_type, r.zone)
+            )
+            if in_use > ledger.used.get(key, 0):
+                ledger.used[key] = in_use
         return ledger
 
     def take(self, pools: Sequence[ReservedPool], candidate: Candidate) -> bool:
@@ -164,7 +210,7 @@ class JobPlacement:
         self.policy: TolerancePolicy = policy_for(str(self.spec.tolerance))
         keeps_blind = self.policy.notice_blind(self.situation) is NoticeBlindResponse.KEEP
         self.blind_types = frozenset() if keeps_blind else blind_types
-        self.inputs = plan_inputs(self.spec)
+        self.inputs = plan_inputs(self.spec, snapshot.reservations)
         self.pools = self.inputs.pools
         self._rankings: dict[MarketKind, Ranking] = {}
         self._usable: dict[MarketKind, tuple[Candidate, ...]] = {}

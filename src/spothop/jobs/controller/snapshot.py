@@ -28,6 +28,9 @@ Contract for whoever builds one:
 - ``controller_started_at`` is when the observing controller started: every
   launch it makes stores its attempt later, so an attempt still ``launching``
   from before is one a dead controller never finished (``None``: unknown).
+- ``reservations`` are the reserved pools every provider with the
+  ability lists (``ReservedCapacity.list_reservations``, ``in_use`` counted
+  when read): the pools the user owns, which ``decide`` fills first.
 - ``cooldowns`` maps a market (or a zone: ``instance_type == ""``) to the
   unix time its cooldown ends; expired ones may be left in.
 """
@@ -43,6 +46,7 @@ from spothop.agent.eventmodel import AgentEvent
 from spothop.jobs.lifecycle import AttemptState, EndReason, JobState
 from spothop.jobs.spec import JobSpec
 from spothop.providers.base import Instance
+from spothop.providers.reservations import Reservation
 from spothop.queue.model import QueueStats
 from spothop.resources.market_id import MarketId
 from spothop.scheduler.market_view import MarketKind, MarketView
@@ -188,6 +192,7 @@ class Snapshot:
     # launching that was stored before then cannot be in this controller's launch call:
     # its controller died mid-launch.
     controller_started_at: float | None = None
+    reservations: tuple[Reservation, ...] = ()  # every provider's reserved pools, in_use as listed
 
     def cooled(self, market: MarketId) -> bool:
         """True while ``market`` or its whole zone is cooling down."""
