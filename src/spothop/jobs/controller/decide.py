@@ -487,6 +487,12 @@ class _JobDecision:
                 )
         grace = self.p.config.stop_grace_s
         for a in node.doomed:
+            if a.notice_final and a.instance_id is not None:
+                # The cloud takes it at its deadline: left to its emergency save (the agent records
+                # the interruption), not stopped; a final notice is an interruption however survived.
+                why = f"final notice; its replacement {keeper.attempt_id} runs"
+                self._end(a, EndReason.PREEMPTED, why, terminate=False)
+                continue
             # Asked to stop when the replacement ran, if the store does not say when it was asked.
             asked = a.stop_requested_at
             since = asked if asked is not None else keeper.running_at

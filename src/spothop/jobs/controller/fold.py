@@ -245,9 +245,13 @@ def _apply_exit(change: _Change, siblings: Sequence[_Change], code: int, at_s: f
             and (s.view.launched_at, s.view.attempt_id) > (view.launched_at, view.attempt_id)
             for s in siblings
         )
-        if successor:
+        if successor and not view.notice_final:
             change.finish(
                 EndReason.SUPERSEDED, at_s, "handed over to its replacement (exit 75)", code
+            )
+        elif successor:  # the cloud takes it back: an interruption, survived make-before-break
+            change.finish(
+                EndReason.PREEMPTED, at_s, "preempted, handed over to its replacement", code
             )
         else:
             change.finish(EndReason.PREEMPTED, at_s, "preempted, resumable (exit 75)", code)
