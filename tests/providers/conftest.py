@@ -28,7 +28,7 @@ from spothop.testing import FakeProvider, make_market, make_offering
 from spothop.testing.fake_provider import FAKE_INSTANCE_IDS
 from tests.waiting import wait_for
 
-PROVIDERS = ["local", "fake", "aws"]
+PROVIDERS = ["local", "fake", "aws", "gcp"]
 
 
 @dataclass
@@ -206,6 +206,16 @@ def harness(
         from tests.providers.aws.moto_cloud import conformance_harness
 
         yield from conformance_harness(monkeypatch, tmp_path, Harness)
+    elif request.param == "gcp":  # Compute Engine on its fake REST API: tests/providers/gcp/
+        pytest.importorskip("google.cloud.compute_v1")
+        from tests.providers.gcp.fake_compute import conformance_harness as gcp_harness
+
+        yield from gcp_harness(Harness)
+    elif request.param == "aliyun":  # ECS on its fake RPC API: tests/providers/aliyun/
+        pytest.importorskip("alibabacloud_ecs20140526")
+        from tests.providers.aliyun.fake_ecs import conformance_harness as aliyun_harness
+
+        yield from aliyun_harness(monkeypatch, Harness)
     elif request.param == "local":
         yield from _local(tmp_path)
     else:

@@ -1,0 +1,158 @@
+"""Compute Engine's errors turned into spothop's, and the bounded retry of throttled calls.
+
+Compute Engine reports a failure in two ways, both kept as the cloud spells them:
+
+- an HTTP error (``google.api_core.exceptions.GoogleAPICallError``) whose
+  body names a ``reason`` (``notFound``, ``invalid``, ``quotaExceeded``,
+  ``rateLimitExceeded``, ``forbidden``, …);
+- an insert that was accepted but failed: the operation ends ``DONE`` with
+  ``error.errors[].code`` (``ZONE_RESOURCE_POOL_EXHAUSTED``,
+  ``QUOTA_EXCEEDED``, ``RESOURCE_NOT_FOUND``, …).
+
+The codes the local cloud also raises come from
+:data:`spothop.providers.local.metadata.gcp.ERROR_CODES`. A throttled call is
+retried with exponential backoff and full jitter, at most
+:data:`RETRY_ATTEMPTS` calls, then it is :class:`~spothop.errors.RateLimited`.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from spothop.errors import (
+    AuthFailed,
+    CapacityUnavailable,
+    InstanceNotFound,
+    InvalidRequest,
+    PriceTooLow,
+    ProviderError,
+    QuotaExceeded,
+    RateLimited,
+)
+from spothop.providers.local.metadata.gcp import ERROR_CODES
+
+T = TypeVar("T")
+
+RETRY_ATTEMPTS = 5
+RETRY_BASE_S = 0.5
+RETRY_CAP_S = 20.0
+
+CAPACITY_CODES = frozenset(
+    {
+        ERROR_CODES.capacity_unavailable,  # ZONE_RESOURCE_POOL_EXHAUSTED
+        "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
+        "RESOURCE_POOL_EXHAUSTED",
+        "resourcePoolExhausted",
+        "UNSUPPORTED_OPERATION",  # the accelerator is not offered with that machine there
+    }
+)
+QUOTA_CODES = frozenset({"QUOTA_EXCEEDED", "quotaExceeded", "limitExceeded"})
+AUTH_CODES = frozenset(
+    {
+        "authError",
+        "required",
+        "forbidden",
+        "insufficientPermissions",
+        "accessNotConfigured",
+        "SERVICE_DISABLED",
+        "PERMISSION_DENIED",
+        "UNAUTHENTICATED",
+        "NoCredentials",
+    }
+)
+RATE_LIMIT_CODES = frozenset(
+    {"rateLimitExceeded", "userRateLimitExceeded", "RATE_LIMIT_EXCEEDED", "RESOURCE_EXHAUSTED"}
+)
+NOT_FOUND_CODES = frozenset({ERROR_CODES.instance_not_found, "RESOURCE_NOT_FOUND"})
+INVALID_CODES = frozenset(
+    {
+        ERROR_CODES.invalid_parameter,
+        "badRequest",
+        "invalidParameter",
+        "conditionNotMet",
+        "alreadyExists",
+    }
+)
+# A bid under the market: Compute Engine takes none, so the adapter refuses it with this code.
+PRICE_CODES: frozenset[str] = frozenset()
+
+_HINTS = {
+    "QUOTA_EXCEEDED": "the project's quota (the message names it) is used up; ask for more in IAM & Admin > Quotas",
+    "forbidden": "the credentials lack a permission on the project; the message names it",
+    "accessNotConfigured": "the Compute Engine API is not enabled for the project; enable compute.googleapis.com",
+    "ZONE_RESOURCE_POOL_EXHAUSTED": "the zone has no capacity for this machine now; try another zone or later",
+}
+
+
+def map_error(
+    provider: str, code: str, message: str, retry_after_s: float | None = None
+) -> ProviderError:
+    """The spothop error for one Compute Engine code; unknown codes are a plain ProviderError."""
+    hint = _HINTS.get(code, "")
+    if code in RATE_LIMIT_CODES:
+        return RateLimited(provider, code, message, retry_after_s)
+    for codes, kind in (
+        (CAPACITY_CODES, CapacityUnavailable),
+        (QUOTA_CODES, QuotaExceeded),
+        (AUTH_CODES, AuthFailed),
+        (PRICE_CODES, PriceTooLow),
+        (NOT_FOUND_CODES, InstanceNotFound),
+        (INVALID_CODES, InvalidRequest),
+    ):
+        if code in codes:
+            return kind(provider, code, message, hint)
+    return ProviderError(provider, code, message, hint)
+
+
+def api_error_parts(exc: Any) -> tuple[str, str]:
+    """(code, message) of a GoogleAPICallError: the body's first ``reason``, else its status."""
+    reason = None
+    for error in getattr(exc, "errors", None) or []:
+        if isinstance(error, dict) and error.get("reason"):
+            reason = str(error["reason"])
+            break
+    reason = reason or getattr(exc, "reason", None)
+    if not reason:
+        status = getattr(exc, "code", None)
+        reason = {
+            404: "notFound",
+            400: "invalid",
+            403: "forbidden",
+            401: "authError",
+            429: "rateLimitExceeded",
+        }.get(int(status) if isinstance(status, int) else 0, type(exc).__name__)
+    return str(reason), str(getattr(exc, "message", None) or exc)
+
+
+def with_retries(
+    call: Callable[[], T],
+    provider: str,
+    sleep: Callable[[float], None],
+    *,
+    attempts: int = RETRY_ATTEMPTS,
+    jitter: Callable[[], float] = random.random,
+) -> T:
+    """``call()``, retried while Compute Engine throttles it; API errors come out as spothop's."""
+    from google.api_core.exceptions import GoogleAPICallError
+    from google.auth.exceptions import GoogleAuthError
+    from requests.exceptions import RequestException
+
+    for attempt in range(attempts):
+        try:
+            return call()
+        except GoogleAuthError as exc:
+            raise AuthFailed(provider, type(exc).__name__, str(exc)[:300]) from None
+        except RequestException as exc:  # no answer from the endpoint
+            raise ProviderError(
+                provider, type(exc).__name__, str(exc).splitlines()[0][:300]
+            ) from None
+        except GoogleAPICallError as exc:
+            code, message = api_error_parts(exc)
+            if code not in RATE_LIMIT_CODES or attempt == attempts - 1:
+                if code in RATE_LIMIT_CODES:
+                    message = f"{message} (still throttled after {attempts} calls with backoff)"
+                raise map_error(provider, code, message) from None
+            sleep(jitter() * min(RETRY_CAP_S, RETRY_BASE_S * 2**attempt))
+    raise AssertionError("unreachable: the last attempt raises or returns")
