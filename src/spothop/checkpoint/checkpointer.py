@@ -49,7 +49,7 @@ from typing import Any
 from spothop.checkpoint import gc as gc_mod
 from spothop.checkpoint import tree as tree_mod
 from spothop.checkpoint.errors import CheckpointConfigError, CheckpointWriteError
-from spothop.checkpoint.interval import FixedInterval, IntervalPolicy, SaveCostMeter
+from spothop.checkpoint.interval import IntervalPolicy, SaveCostMeter, interval_from_env
 from spothop.checkpoint.manifest import Manifest, Tier, WorldLayout
 from spothop.checkpoint.pack import (
     DEFAULT_CHUNK_BYTES,
@@ -238,7 +238,8 @@ class Checkpointer:
         self.zstd_levels = {**DEFAULT_ZSTD_LEVELS, **(zstd_levels or {})}
         self.chunk_bytes = chunk_bytes
         self.workers = workers or min(MAX_HASH_WORKERS, os.cpu_count() or 1)
-        self.interval = interval or FixedInterval()
+        # No policy given: what the job's environment says (spec interval, else the market's λ).
+        self.interval = interval or interval_from_env()
         # Off by default: fused optimizers (AdamW(fused=True), the Hugging Face
         # default) write parameters without bumping PyTorch's version counter, so
         # trusting the counter could keep stale weights in a delta. Content

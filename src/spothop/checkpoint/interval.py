@@ -8,12 +8,21 @@ Both are re-evaluated on every call, so the interval follows C as saves are
 measured and M as the market changes (M may be a callable that asks the
 market layer). The default is time-based, every 20 minutes, which is what
 practitioners on spot capacity use when they know nothing better.
+
+Under the job controller, :func:`interval_from_env` is what a
+:class:`~spothop.checkpoint.Checkpointer` uses when given no policy: a fixed
+``SPOTHOP_CHECKPOINT_INTERVAL_S`` (the job spec's ``checkpoint.interval``) wins;
+otherwise ``SPOTHOP_PREEMPTION_RATE_PER_H`` (λ of the market the attempt was
+placed in) gives Young/Daly with M = 1/λ, starting from
+``SPOTHOP_CHECKPOINT_SAVE_COST_S`` (the spec's ``save_cost_s``) until a save is
+measured; with neither, the 20-minute default.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -23,6 +32,11 @@ DEFAULT_INTERVAL_S = 20 * 60.0  # common practice on spot: every ~20 minutes
 DEFAULT_MIN_INTERVAL_S = 60.0  # never checkpoint more often than this, however cheap saves look
 DEFAULT_MAX_INTERVAL_S = 6 * 3600.0  # an hour-scale cap: M estimates from sparse history are noisy
 COST_SMOOTHING = 0.3  # weight of the newest save in the running cost estimate
+
+
+INTERVAL_ENV = "SPOTHOP_CHECKPOINT_INTERVAL_S"  # a fixed interval from the job spec: wins
+RATE_ENV = "SPOTHOP_PREEMPTION_RATE_PER_H"  # λ of the market the attempt runs in
+SAVE_COST_ENV = "SPOTHOP_CHECKPOINT_SAVE_COST_S"  # a first guess at C until a save is measured
 
 
 class IntervalPolicy(Protocol):
@@ -123,3 +137,40 @@ class SaveCostMeter:
 
     def _smooth(self, previous: float | None, seconds: float) -> float:
         return seconds if previous is None else previous + self.smoothing * (seconds - previous)
+
+
+def _env_float(environ: Mapping[str, str], name: str) -> float | None:
+    raw = environ.get(name, "").strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise CheckpointConfigError(
+            f"{name} must be a number; got {raw!r} (unset it for the default)"
+        ) from None
+    if not math.isfinite(value) or value < 0:
+        raise CheckpointConfigError(f"{name} must be a finite number >= 0; got {raw!r}")
+    return value
+
+
+def interval_from_env(environ: Mapping[str, str] | None = None) -> IntervalPolicy:
+    """The interval the job's environment asks for (see the module docstring).
+
+    ``SPOTHOP_CHECKPOINT_INTERVAL_S`` > 0 → :class:`FixedInterval`; else
+    ``SPOTHOP_PREEMPTION_RATE_PER_H`` > 0 → :class:`YoungDalyInterval` with
+    ``mtbf_s = 3600 / λ`` (and ``SPOTHOP_CHECKPOINT_SAVE_COST_S`` as the first C);
+    else :class:`FixedInterval` at the default. A value that is not a number
+    raises :class:`CheckpointConfigError` naming the variable.
+    """
+    env = os.environ if environ is None else environ
+    fixed = _env_float(env, INTERVAL_ENV)
+    if fixed:
+        return FixedInterval(fixed)
+    rate_per_h = _env_float(env, RATE_ENV)
+    if rate_per_h:
+        cost = _env_float(env, SAVE_COST_ENV)
+        if cost:
+            return YoungDalyInterval(mtbf_s=3600.0 / rate_per_h, initial_save_cost_s=cost)
+        return YoungDalyInterval(mtbf_s=3600.0 / rate_per_h)
+    return FixedInterval()

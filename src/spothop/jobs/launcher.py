@@ -20,7 +20,10 @@ Contracts:
 - The environment carries ``SPOTHOP_JOB_ID``, ``SPOTHOP_NODE_RANK``,
   ``SPOTHOP_ATTEMPT_ID``, ``SPOTHOP_CHECKPOINT_URL`` (when the job has one),
   ``SPOTHOP_PREEMPTION_RATE_PER_H`` (the λ of the market it was placed in, so
-  the checkpoint interval adapts to where the job runs), the spec's ``envs``,
+  the checkpoint interval adapts to where the job runs), ``SPOTHOP_CHECKPOINT_INTERVAL_S``
+  (a fixed ``checkpoint.interval`` of the spec: it wins over λ) and
+  ``SPOTHOP_CHECKPOINT_SAVE_COST_S`` (the spec's ``save_cost_s``) when set,
+  which :func:`spothop.checkpoint.interval.interval_from_env` reads, the spec's ``envs``,
   ``SPOTHOP_HOME`` and the controller's wake address
   (:data:`spothop.state.wake.WAKE_SOCKET_ENV`), so that the store process of
   the agent pokes this home's controller after recording an event.
@@ -36,10 +39,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from spothop.checkpoint.interval import INTERVAL_ENV, SAVE_COST_ENV
+from spothop.checkpoint.interval import RATE_ENV as _RATE_ENV
 from spothop.paths import spothop_home
 from spothop.state.wake import WAKE_SOCKET_ENV, wake_address
 
-RATE_ENV = "SPOTHOP_PREEMPTION_RATE_PER_H"
+RATE_ENV = _RATE_ENV  # the same variable the checkpoint library reads
 NODE_RANK_ENV = "SPOTHOP_NODE_RANK"
 ATTEMPT_ID_ENV = "SPOTHOP_ATTEMPT_ID"
 
@@ -54,6 +59,8 @@ class WorkerCommand:
     envs: Mapping[str, str] = field(default_factory=dict)
     checkpoint_url: str | None = None
     queue_url: str | None = None  # batch jobs: the shard queue the workers pull from
+    checkpoint_interval_s: float | None = None  # the spec's fixed interval; None: auto (from λ)
+    checkpoint_save_cost_s: float | None = None  # the spec's first guess at one save's seconds
 
 
 @dataclass(frozen=True)
@@ -139,6 +146,10 @@ def bootstrap(
         env["SPOTHOP_CHECKPOINT_URL"] = work.checkpoint_url
     if work.queue_url:
         env["SPOTHOP_QUEUE_URL"] = work.queue_url
+    if work.checkpoint_interval_s is not None:
+        env[INTERVAL_ENV] = repr(float(work.checkpoint_interval_s))
+    if work.checkpoint_save_cost_s is not None:
+        env[SAVE_COST_ENV] = repr(float(work.checkpoint_save_cost_s))
     if preemption_rate_per_h is not None:
         env[RATE_ENV] = repr(float(preemption_rate_per_h))
     return Bootstrap(tuple(command), env, log_path)
