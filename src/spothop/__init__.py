@@ -111,6 +111,7 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(("TraceError", "TraceNotFound"), "spothop.market.errors"),
     **dict.fromkeys(("NoCandidates", "NoCapacityNow"), "spothop.scheduler.errors"),
     "SimulationError": "spothop.scheduler.simulate.model",
+    "UnknownJob": "spothop.observe.report",
     **dict.fromkeys(
         (
             "QueueError",
@@ -158,6 +159,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time each comes 
         JobNotFound,
     )
     from spothop.market.errors import TraceError, TraceNotFound
+    from spothop.observe.report import UnknownJob
     from spothop.providers.registry import get_provider
     from spothop.queue import open_queue
     from spothop.queue.errors import (
@@ -252,6 +254,7 @@ __all__ = [
     "TraceError",
     "TraceNotFound",
     "UnknownGpuError",
+    "UnknownJob",
     "UnknownJobError",
     "UnknownLeaseError",
     "ValidationFailed",

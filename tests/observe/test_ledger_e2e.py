@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import json
+
 from spothop.observe.billing import microusd
+from spothop.observe.events import EventStream
 from spothop.observe.ledger import Ledger, total_microusd
 from spothop.providers.base import InstanceState
 from tests.jobs.e2e.conftest import Harness
 from tests.waiting import scaled, wait_for
 
 MAX_PREEMPTIONS = 4  # 2 types x 2 zones per cloud: the cooldowns push the job to the other cloud
+LEAD_TIME_S = 5.0  # simulated seconds of notice (1 s of wall time at the harness's speed)
+
+
+def _worker_started(h: Harness, job_id: str, instance_id: str) -> bool:
+    with h.store() as store:
+        batch, _ = EventStream(store).read(job_id)
+    return any(e.kind == "worker_started" and e.instance_id == instance_id for e in batch)
 
 
 def _spec() -> dict:
@@ -36,7 +46,13 @@ def test_a_job_preempted_across_two_clouds_is_billed_to_the_micro_dollar(flat_ha
         clouds = {i.provider for i in h.instances() if i.tags.get("spothop-job") == job_id}
         if len(clouds) >= 2 and len(preempted) >= 2:
             break
-        h.preempt(running[0], lead_time_s=2.0)
+        # Its agent up and its worker started, so the notice reaches a worker (an interruption event).
+        wait_for(
+            lambda instance_id=running[0].instance_id: _worker_started(h, job_id, instance_id),
+            scaled(30),
+            what="the worker to start",
+        )
+        h.preempt(running[0], lead_time_s=LEAD_TIME_S)
         preempted.add(running[0].instance_id)
     h.wait_state(job_id, {"succeeded"}, scaled(60), what="the job to succeed")
     ours = lambda: [i for i in h.instances() if i.tags.get("spothop-job") == job_id]  # noqa: E731
@@ -72,3 +88,37 @@ def test_a_job_preempted_across_two_clouds_is_billed_to_the_micro_dollar(flat_ha
         for instance in instances:
             rows = h.providers[instance.provider].store.billing_rows(instance.instance_id)
             assert abs(sum(r["cost_micro_usd"] for r in rows) - instance.cost_microusd) <= len(rows)
+
+    # The same books through the CLI: report JOB --json, the event stream, MTBF, an unknown job.
+    code, out = h.cli("report", job_id, "--json", "--store", h.store_url)
+    assert code == 0, out
+    report = json.loads(out)
+    assert report["cost_microusd"] == expected and report["missing_prices"] == []
+    assert report["reconciliation"]["difference_microusd"] == 0
+    assert report["interruption_count"] == len(preempted)
+    assert all(i["lead_time_s"] > 0 and i["saved"] for i in report["interruptions"])
+    assert 0 < report["goodput"] < 1 and 0 < report["recomputed_fraction"] < 1
+    assert report["on_demand_cost_usd"] > 0 and report["usd_per_effective_tflops_hour"] > 0
+    assert {s["key"] for s in report["by_provider"]} == {"aws-sim", "gcp-sim"}
+    assert [s["key"] for s in report["by_market"]] == ["spot"]
+    code, out = h.cli("events", "--job", job_id, "--json", "--store", h.store_url)
+    assert code == 0, out
+    stream = [json.loads(line) for line in out.splitlines()]
+    kinds = {(e["source"], e["kind"]) for e in stream}
+    assert ("agent", "interruption") in kinds and ("controller", "created") in kinds
+    assert [e["time_unix_s"] for e in stream] == sorted(e["time_unix_s"] for e in stream)
+    code, out = h.cli("events", "--mtbf", "--json", "--store", h.store_url)
+    assert code == 0, out
+    assert sum(r["interruptions"] for r in json.loads(out)) == len(preempted)
+    code, out = h.cli("report", job_id, "--csv", "--store", h.store_url)
+    assert code == 0 and len(out.splitlines()) == len(records) + 1
+    code, out = h.cli("report", "--by", "provider", "--json", "--store", h.store_url)
+    assert code == 0, out
+    assert sum(g["cost_microusd"] for g in json.loads(out)["groups"]) == expected
+
+
+def test_a_report_for_an_unknown_job_lists_the_nearest_ids(flat_harness: Harness, capsys):
+    flat_harness.launch({"name": "known", "run": "true"})
+    code, _ = flat_harness.cli("report", "j-nope00", "--store", flat_harness.store_url)
+    assert code == 3
+    assert "no job 'j-nope00'" in capsys.readouterr().err

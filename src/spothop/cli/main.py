@@ -9,9 +9,11 @@ import typer
 from spothop import __version__
 from spothop.cli import agent as agent_cli
 from spothop.cli import catalog, ckpt, cloud, db, offers, plan, probe, topo
+from spothop.cli import events as events_cli
 from spothop.cli import jobs as jobs_cli
 from spothop.cli import market as market_cli
 from spothop.cli import queue as queue_cli
+from spothop.cli import report as report_cli
 from spothop.cli import simulate as simulate_cli
 from spothop.cli.failures import describe_outside_error
 from spothop.cli.output import err_console, error_line
@@ -38,6 +40,8 @@ db.register(app)
 simulate_cli.register(app)
 jobs_cli.register(app)
 plan.register(app)
+report_cli.register(app)
+events_cli.register(app)
 
 
 def _print_version(value: bool) -> None:

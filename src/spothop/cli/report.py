@@ -1,0 +1,239 @@
+"""``spothop report``: what a job cost against on-demand, its interruptions, work recomputed, goodput.
+
+``spothop report JOB`` brings the job's ledger up to date (one billing record
+per instance attempt, under each provider's billing rule), reconciles it with
+the clouds' own bills, and prints the figures of :mod:`spothop.observe.report`
+with recommendations. ``spothop report --since 30d --by provider|job|tag``
+sums the ledger across jobs. ``--json`` and ``--csv`` print the same figures
+for machines. See ``docs/observe.md``.
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.text import Text
+
+from spothop.cli.output import console, money, note, print_json, table
+from spothop.errors import ConfigError
+
+if TYPE_CHECKING:
+    from spothop.observe.report import JobReport
+
+StoreOption = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        envvar="SPOTHOP_DATABASE_URL",
+        help="job store URL: sqlite:///PATH or postgresql://HOST/DB (default: the home's SQLite)",
+    ),
+]
+
+
+def register(app: typer.Typer) -> None:
+    app.command("report")(report)
+
+
+def report(
+    job_id: Annotated[
+        str | None, typer.Argument(help="job id (j-…); none: a report across jobs")
+    ] = None,
+    since: Annotated[
+        str, typer.Option("--since", help="across jobs: attempts launched this long ago or since")
+    ] = "30d",
+    by: Annotated[
+        str, typer.Option("--by", help="across jobs: group by provider, job, tag, zone or market")
+    ] = "provider",
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    as_csv: Annotated[bool, typer.Option("--csv", help="print CSV")] = False,
+    store_url: StoreOption = None,
+) -> None:
+    """A job's cost against on-demand, interruptions, recomputed work and goodput; or a sum across jobs."""
+    from spothop.jobs.controller.daemon import default_providers
+    from spothop.jobs.store import JobStore
+
+    if as_json and as_csv:
+        raise ConfigError("--json and --csv: pick one")
+    providers = default_providers()
+    with JobStore(store_url) as store:
+        if job_id is not None:
+            from spothop.observe.recommend import recommend
+            from spothop.observe.report import job_report
+
+            data = job_report(store, job_id, providers)
+            advice = recommend(data)
+            if as_json:
+                print_json({**data.to_dict(), "recommendations": [a.to_dict() for a in advice]})
+            elif as_csv:
+                _csv(
+                    [r.to_dict() for r in data.records],
+                    [
+                        "attempt_id",
+                        "node",
+                        "provider",
+                        "zone",
+                        "instance_type",
+                        "market",
+                        "price_usd_per_hour",
+                        "usage_s",
+                        "billed_s",
+                        "cost_microusd",
+                        "provider_cost_microusd",
+                        "closed",
+                    ],
+                )
+            else:
+                _show(data, [a.message for a in advice])
+            return
+        _across(store, providers, since, by, as_json, as_csv)
+
+
+def _across(store: Any, providers: Any, since: str, by: str, as_json: bool, as_csv: bool) -> None:
+    from spothop.jobs.spec_values import parse_duration_s
+    from spothop.observe.billing import usd
+    from spothop.observe.ledger import Ledger
+    from spothop.observe.report import GROUPINGS, split_records
+
+    if by not in GROUPINGS:
+        raise ConfigError(f"--by {by!r}: use one of {', '.join(GROUPINGS)}")
+    try:
+        span_s = float(parse_duration_s(since))
+    except (TypeError, ValueError):
+        raise ConfigError(f"--since {since!r}: use a span like 30d, 12h or 2w") from None
+    cutoff = time.time() - span_s
+    attempts = store.attempts()
+    recent = {a.attempt_id for a in attempts if a.live or a.launched_unix_s >= cutoff}
+    preempted = frozenset(
+        a.attempt_id
+        for a in attempts
+        if a.end_reason is not None and a.end_reason.value == "preempted"
+    )
+    records = [r for r in Ledger(store, providers).update() if r.attempt_id in recent]
+    splits = split_records(records, by, preempted)
+    rows = [s.to_dict() for s in splits]
+    if as_json:
+        print_json({"since": since, "by": by, "groups": rows})
+        return
+    if as_csv:
+        _csv(
+            rows, ["key", "cost_microusd", "billed_s", "attempts", "interruptions", "price_missing"]
+        )
+        return
+    console.print(
+        table(
+            f"cost by {by}, attempts launched in the last {since}",
+            [by, "cost USD", "billed h", "attempts", "interruptions", "no price"],
+            [
+                (
+                    s.key,
+                    money(usd(s.cost_microusd), 4),
+                    f"{s.billed_s / 3600:.3f}",
+                    s.attempts,
+                    s.interruptions,
+                    s.price_missing or "",
+                )
+                for s in splits
+            ],
+            right=["cost USD", "billed h", "attempts", "interruptions"],
+        )
+    )
+    if not splits:
+        note("no attempts in that span")
+
+
+def _csv(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
+    writer = csv.DictWriter(sys.stdout, fieldnames=list(columns), extrasaction="ignore")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow(row)
+
+
+def _usd(value: float | None, digits: int = 4) -> str:
+    return "missing" if value is None else f"{value:,.{digits}f}"
+
+
+def _show(data: JobReport, advice: Sequence[str]) -> None:
+    d = data.to_dict()
+    console.print(Text.assemble("job ", (data.job_id, "bold"), f" ({data.name}) · {data.state}"))
+    saving = d["saving_fraction"]
+    lines = [
+        ("cost", f"{_usd(d['cost_usd'])} USD"),
+        ("on-demand, same useful work", f"{_usd(d['on_demand_cost_usd'])} USD"),
+        (
+            "saving",
+            f"{_usd(d['saving_usd'])} USD" + (f" ({saving:.0%})" if saving is not None else ""),
+        ),
+        ("interruptions survived", str(d["interruption_count"])),
+        ("goodput", "—" if d["goodput"] is None else f"{d['goodput']:.1%}"),
+        (
+            "recomputed",
+            ("—" if d["recomputed_fraction"] is None else f"{d['recomputed_fraction']:.1%}")
+            + f" of paid GPU time, {_usd(d['recomputed_cost_usd'])} USD",
+        ),
+        ("USD per effective-TFLOPS-hour", _usd(d["usd_per_effective_tflops_hour"])),
+        (
+            "reconciliation (cloud − ledger)",
+            f"{d['reconciliation']['difference_microusd']} µUSD"
+            + (
+                f", {len(d['reconciliation']['unmatched'])} without the cloud's figure"
+                if d["reconciliation"]["unmatched"]
+                else ""
+            ),
+        ),
+    ]
+    console.print(table(None, ["figure", "value"], lines))
+    for missing in d["missing_prices"]:
+        note(f"price missing: {missing}", "yellow")
+    for missing in d["missing_on_demand_prices"]:
+        note(f"on-demand price missing: {missing}", "yellow")
+    for by in ("provider", "zone", "market"):
+        splits = d[f"by_{by}"]
+        console.print(
+            table(
+                f"by {by}",
+                [by, "cost USD", "billed h", "attempts", "interruptions"],
+                [
+                    (
+                        s["key"],
+                        _usd(s["cost_usd"]),
+                        f"{s['billed_s'] / 3600:.3f}",
+                        s["attempts"],
+                        s["interruptions"],
+                    )
+                    for s in splits
+                ],
+                right=["cost USD", "billed h", "attempts", "interruptions"],
+            )
+        )
+    if d["interruptions"]:
+        console.print(
+            table(
+                "interruptions",
+                ["instance", "provider", "zone", "type", "cause", "lead s", "saved", "save s"],
+                [
+                    (
+                        i["instance_id"],
+                        i["provider"],
+                        i["zone"],
+                        i["instance_type"],
+                        i["cause"],
+                        _num(i["lead_time_s"]),
+                        i["saved"],
+                        _num(i["save_s"]),
+                    )
+                    for i in d["interruptions"]
+                ],
+                right=["lead s", "save s"],
+            )
+        )
+    for line in advice:
+        console.print(Text.assemble(("→ ", "bold"), line))
+
+
+def _num(value: float | None) -> str | None:
+    return None if value is None else f"{value:.1f}"

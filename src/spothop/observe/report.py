@@ -1,0 +1,479 @@
+"""Reports: what a job cost, what on-demand would have cost for the same useful work, and where it went.
+
+The contract (``docs/observe.md`` draws the figures):
+
+1. **Cost** is the ledger's (:mod:`.ledger`): the sum of the job's priced
+   records. Records without a price are listed in ``missing_prices`` and
+   make every figure that needs them None — never counted as 0.
+2. **Useful work**, per attempt, in GPU-seconds: its billed seconds less
+   - *overhead*: seconds billed beyond the running time (a minimum, rounding)
+     and, for an interrupted attempt, the notice's lead time (the save, the
+     wind-down: paid, not working; its share of the attempt's run from the
+     controller's times where it has them);
+   - *recomputed*: for a batch job, its share of the shards that went back to
+     the queue (``recomputed_fraction`` = shards released ÷ shard runs);
+     for a task job, the whole run of an interrupted attempt whose worker
+     did not report a save (``saved``: it restarts from an older checkpoint,
+     or from the start), none for one that saved.
+   ``goodput`` = useful ÷ paid GPU-seconds.
+3. **On-demand cost for the same useful work on the same GPUs**: each
+   attempt's useful seconds at the on-demand price of the same offering
+   (provider, zone, instance type, from the provider's catalog); the saving
+   is that less the cost.
+4. **Cost per effective-TFLOPS-hour**: the cost over the useful
+   effective-TFLOPS-hours (GPUs × each offering's effective TFLOPS per GPU).
+5. Splits by provider, zone and market; ``interruptions`` with their lead
+   times from the event stream (:mod:`.events`).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from spothop.errors import NotFoundError, SpothopError
+from spothop.jobs.errors import JobNotFound
+from spothop.jobs.lifecycle import EndReason
+from spothop.jobs.records import AttemptRecord, JobRecord
+from spothop.jobs.store import JobStore
+from spothop.observe.billing import SECONDS_PER_HOUR, known_price, microusd, usd
+from spothop.observe.events import EventStream, StreamEvent
+from spothop.observe.ledger import Ledger, LedgerRecord, reconcile
+from spothop.providers.base import Provider
+from spothop.resources.offering import Offering
+
+BATCH = "batch"
+SAVED = "saved"  # the worker said it saved (an emergency checkpoint): its work is kept
+
+
+@dataclass(frozen=True)
+class InterruptionSeen:
+    """One interruption the job survived: where, why, with what notice, what was saved and how fast."""
+
+    time_unix_s: float
+    instance_id: str | None
+    provider: str | None
+    zone: str | None
+    instance_type: str | None
+    cause: str | None
+    lead_time_s: float | None
+    saved: str | None
+    save_s: float | None
+    shards_released: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class Split:
+    """The cost of one provider, zone or market of a job (or of a group across jobs)."""
+
+    key: str
+    cost_microusd: int
+    billed_s: float
+    attempts: int
+    interruptions: int = 0
+    price_missing: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "cost_microusd": self.cost_microusd,
+            "cost_usd": usd(self.cost_microusd),
+            "billed_s": self.billed_s,
+            "attempts": self.attempts,
+            "interruptions": self.interruptions,
+            "price_missing": self.price_missing,
+        }
+
+
+@dataclass(frozen=True)
+class AttemptWork:
+    """One attempt's paid, overhead, recomputed and useful GPU-seconds, and its prices."""
+
+    record: LedgerRecord
+    gpus: int
+    paid_gpu_s: float
+    overhead_gpu_s: float
+    recomputed_gpu_s: float
+    on_demand_price_usd_per_hour: float | None
+    effective_tflops_per_gpu: float | None
+
+    @property
+    def useful_gpu_s(self) -> float:
+        return max(0.0, self.paid_gpu_s - self.overhead_gpu_s - self.recomputed_gpu_s)
+
+
+@dataclass(frozen=True)
+class JobReport:
+    """Everything ``spothop report JOB`` shows (module contract)."""
+
+    job_id: str
+    name: str
+    state: str
+    kind: str
+    records: tuple[LedgerRecord, ...]
+    work: tuple[AttemptWork, ...]
+    interruptions: tuple[InterruptionSeen, ...]
+    shards_run: int | None
+    shards_released: int
+    preempted: frozenset[str] = frozenset()  # the attempts that ended preempted
+    outputs: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def missing_prices(self) -> tuple[str, ...]:
+        return tuple(
+            f"{r.provider} {r.instance_type} in {r.zone} ({r.market_kind}, attempt {r.attempt_id})"
+            for r in self.records
+            if r.price_missing
+        )
+
+    @property
+    def cost_microusd(self) -> int | None:
+        if self.missing_prices:
+            return None
+        return sum(r.cost_microusd or 0 for r in self.records)
+
+    @property
+    def known_cost_microusd(self) -> int:
+        return sum(r.cost_microusd or 0 for r in self.records)
+
+    @property
+    def paid_gpu_s(self) -> float:
+        return sum(w.paid_gpu_s for w in self.work)
+
+    @property
+    def useful_gpu_s(self) -> float:
+        return sum(w.useful_gpu_s for w in self.work)
+
+    @property
+    def recomputed_gpu_s(self) -> float:
+        return sum(w.recomputed_gpu_s for w in self.work)
+
+    @property
+    def goodput(self) -> float | None:
+        return self.useful_gpu_s / self.paid_gpu_s if self.paid_gpu_s else None
+
+    @property
+    def recomputed_fraction(self) -> float | None:
+        return self.recomputed_gpu_s / self.paid_gpu_s if self.paid_gpu_s else None
+
+    @property
+    def recomputed_cost_microusd(self) -> int | None:
+        total = 0
+        for w in self.work:
+            if w.record.price_usd_per_hour is None:
+                if w.recomputed_gpu_s:
+                    return None
+                continue
+            total += microusd(w.record.price_usd_per_hour, w.recomputed_gpu_s / w.gpus)
+        return total
+
+    @property
+    def on_demand_cost_microusd(self) -> int | None:
+        """The useful work at the same offerings' on-demand prices (None: one of them is missing)."""
+        total = 0
+        for w in self.work:
+            if w.useful_gpu_s <= 0:
+                continue
+            if w.on_demand_price_usd_per_hour is None:
+                return None
+            total += microusd(w.on_demand_price_usd_per_hour, w.useful_gpu_s / w.gpus)
+        return total
+
+    @property
+    def missing_on_demand_prices(self) -> tuple[str, ...]:
+        return tuple(
+            sorted(
+                {
+                    f"{w.record.provider} {w.record.instance_type} in {w.record.zone}"
+                    for w in self.work
+                    if w.on_demand_price_usd_per_hour is None and w.useful_gpu_s > 0
+                }
+            )
+        )
+
+    @property
+    def saving_microusd(self) -> int | None:
+        cost, on_demand = self.cost_microusd, self.on_demand_cost_microusd
+        return None if cost is None or on_demand is None else on_demand - cost
+
+    @property
+    def effective_tflops_hours(self) -> float | None:
+        total = 0.0
+        for w in self.work:
+            if w.useful_gpu_s <= 0:
+                continue
+            if w.effective_tflops_per_gpu is None:
+                return None
+            total += w.useful_gpu_s / SECONDS_PER_HOUR * w.effective_tflops_per_gpu
+        return total
+
+    @property
+    def usd_per_effective_tflops_hour(self) -> float | None:
+        cost, hours = self.cost_microusd, self.effective_tflops_hours
+        return None if cost is None or not hours else (usd(cost) or 0.0) / hours
+
+    def split(self, by: str) -> list[Split]:
+        """Cost by ``provider``, ``zone`` or ``market``."""
+        return split_records(self.records, by, self.preempted)
+
+    def to_dict(self) -> dict[str, Any]:
+        reconciliation = reconcile(self.records)
+        return {
+            "job_id": self.job_id,
+            "name": self.name,
+            "state": self.state,
+            "kind": self.kind,
+            "cost_usd": usd(self.cost_microusd),
+            "cost_microusd": self.cost_microusd,
+            "known_cost_usd": usd(self.known_cost_microusd),
+            "missing_prices": list(self.missing_prices),
+            "on_demand_cost_usd": usd(self.on_demand_cost_microusd),
+            "on_demand_cost_microusd": self.on_demand_cost_microusd,
+            "missing_on_demand_prices": list(self.missing_on_demand_prices),
+            "saving_usd": usd(self.saving_microusd),
+            "saving_fraction": (
+                self.saving_microusd / self.on_demand_cost_microusd
+                if self.saving_microusd is not None and self.on_demand_cost_microusd
+                else None
+            ),
+            "interruptions": [i.to_dict() for i in self.interruptions],
+            "interruption_count": len(self.interruptions),
+            "paid_gpu_s": self.paid_gpu_s,
+            "useful_gpu_s": self.useful_gpu_s,
+            "recomputed_gpu_s": self.recomputed_gpu_s,
+            "recomputed_fraction": self.recomputed_fraction,
+            "recomputed_cost_usd": usd(self.recomputed_cost_microusd),
+            "shards_run": self.shards_run,
+            "shards_released": self.shards_released,
+            "goodput": self.goodput,
+            "effective_tflops_hours": self.effective_tflops_hours,
+            "usd_per_effective_tflops_hour": self.usd_per_effective_tflops_hour,
+            "by_provider": [s.to_dict() for s in self.split("provider")],
+            "by_zone": [s.to_dict() for s in self.split("zone")],
+            "by_market": [s.to_dict() for s in self.split("market")],
+            "reconciliation": {
+                "ledger_microusd": reconciliation.ledger_microusd,
+                "provider_microusd": reconciliation.provider_microusd,
+                "difference_microusd": reconciliation.difference_microusd,
+                "unmatched": [line.attempt_id for line in reconciliation.unmatched],
+            },
+            "records": [r.to_dict() for r in self.records],
+            "outputs": dict(self.outputs),
+        }
+
+
+def split_records(
+    records: Iterable[LedgerRecord], by: str, preempted: frozenset[str] = frozenset()
+) -> list[Split]:
+    """Records grouped by ``provider``, ``zone``, ``market``, ``job``, ``instance_type`` or ``tag``."""
+    groups: dict[str, list[LedgerRecord]] = defaultdict(list)
+    for r in records:
+        for key in _keys(r, by):
+            groups[key].append(r)
+    return [
+        Split(
+            key,
+            sum(r.cost_microusd or 0 for r in rs),
+            sum(r.billed_s for r in rs),
+            len(rs),
+            sum(1 for r in rs if r.attempt_id in preempted),
+            sum(1 for r in rs if r.price_missing),
+        )
+        for key, rs in sorted(groups.items())
+    ]
+
+
+GROUPINGS = ("provider", "zone", "market", "job", "instance_type", "tag")
+
+
+def _keys(r: LedgerRecord, by: str) -> list[str]:
+    if by == "provider":
+        return [r.provider]
+    if by == "zone":
+        return [f"{r.provider}/{r.zone}"]
+    if by == "market":
+        return [r.market_kind]
+    if by == "job":
+        return [r.job_id]
+    if by == "instance_type":
+        return [f"{r.provider}/{r.instance_type}"]
+    if by == "tag":
+        return [f"{k}={v}" for k, v in sorted(r.tags.items()) if k != "spothop-token"]
+    raise ValueError(f"cannot group by {by!r}: one of {', '.join(GROUPINGS)}")
+
+
+def build_report(
+    job: JobRecord,
+    records: Sequence[LedgerRecord],
+    attempts: Sequence[AttemptRecord],
+    events: Sequence[StreamEvent],
+    offerings: Mapping[tuple[str, str, str], Offering],
+) -> JobReport:
+    """The report of ``job`` from its ledger records, attempts, event stream and the offerings by
+    (provider, zone, instance type). Pure: no I/O."""
+    by_attempt = {a.attempt_id: a for a in attempts}
+    interruptions = _interruptions(events)
+    lead_by_instance = {i.instance_id: i for i in interruptions if i.instance_id}
+    released = sum(i.shards_released or 0 for i in interruptions)
+    shards_run = _shards_run(events, released) if job.kind == BATCH else None
+    batch_fraction = released / shards_run if shards_run else 0.0
+    work = []
+    preempted_ids: set[str] = set()
+    for r in records:
+        attempt = by_attempt.get(r.attempt_id)
+        offering = offerings.get((r.provider, r.zone, r.instance_type))
+        gpus = offering.gpu_count if offering is not None else 1
+        preempted = attempt is not None and attempt.end_reason is EndReason.PREEMPTED
+        seen = lead_by_instance.get(r.instance_id) if r.instance_id else None
+        if preempted:
+            preempted_ids.add(r.attempt_id)
+        overhead_s = max(0.0, r.billed_s - r.usage_s)
+        if preempted or seen is not None:
+            overhead_s += _wind_down_s(r, attempt, seen)
+        working_s = max(0.0, r.billed_s - overhead_s)
+        if job.kind == BATCH:
+            recomputed_s = working_s * batch_fraction
+        elif (preempted or seen is not None) and (seen is None or seen.saved != SAVED):
+            recomputed_s = working_s
+        else:
+            recomputed_s = 0.0
+        on_demand = (
+            known_price(offering.on_demand_price_usd_per_hour) if offering is not None else None
+        )
+        work.append(
+            AttemptWork(
+                record=r,
+                gpus=gpus,
+                paid_gpu_s=r.billed_s * gpus,
+                overhead_gpu_s=overhead_s * gpus,
+                recomputed_gpu_s=recomputed_s * gpus,
+                on_demand_price_usd_per_hour=on_demand,
+                effective_tflops_per_gpu=(
+                    offering.effective_tflops_per_gpu if offering is not None else None
+                ),
+            )
+        )
+    outputs = next((dict(e.data) for e in reversed(events) if e.kind == "outputs_published"), {})
+    return JobReport(
+        job_id=job.job_id,
+        name=job.name,
+        state=job.state.value,
+        kind=job.kind,
+        records=tuple(records),
+        work=tuple(work),
+        interruptions=interruptions,
+        shards_run=shards_run,
+        shards_released=released,
+        preempted=frozenset(preempted_ids),
+        outputs=outputs,
+    )
+
+
+def _wind_down_s(
+    r: LedgerRecord, attempt: AttemptRecord | None, seen: InterruptionSeen | None
+) -> float:
+    """Paid running seconds after the notice.
+
+    The attempt's own times (the controller's clock) give the share of its run
+    after the notice, applied to the running time on the cloud's clock (the two
+    clocks may run at different speeds); without them, the notice's lead.
+    """
+    if attempt is not None:
+        start, noticed, end = attempt.running_unix_s, attempt.noticed_unix_s, attempt.ended_unix_s
+        if start is not None and noticed is not None and end is not None and end > start:
+            return r.usage_s * min(1.0, max(0.0, (end - max(noticed, start)) / (end - start)))
+    return min(r.usage_s, (seen.lead_time_s if seen else None) or 0.0)
+
+
+def _interruptions(events: Sequence[StreamEvent]) -> tuple[InterruptionSeen, ...]:
+    """One per instance: the agent's ``interruption`` event, else its final notice."""
+    best: dict[str, StreamEvent] = {}
+    for e in events:
+        if e.kind not in ("interruption", "final_notice") or not e.instance_id:
+            continue
+        if e.instance_id not in best or (
+            e.kind == "interruption" and best[e.instance_id].kind != "interruption"
+        ):
+            best[e.instance_id] = e
+    return tuple(
+        InterruptionSeen(
+            e.time_unix_s,
+            e.instance_id,
+            e.provider,
+            e.zone,
+            e.instance_type,
+            e.cause,
+            e.lead_time_s,
+            e.saved,
+            e.save_s,
+            e.recomputed_shards,
+        )
+        for e in sorted(best.values(), key=lambda e: e.time_unix_s)
+    )
+
+
+def _shards_run(events: Sequence[StreamEvent], released: int) -> int | None:
+    added = sum(int(e.data.get("added") or 0) for e in events if e.kind == "shards_enqueued")
+    return added + released if added else None
+
+
+# --- from the store ------------------------------------------------------------------
+
+
+class UnknownJob(JobNotFound):
+    """No job with that id: a :class:`JobNotFound` whose message lists the nearest ids (exit 3)."""
+
+    def __init__(self, job_id: str, nearest: Sequence[str]) -> None:
+        self.job_id = job_id
+        self.nearest = tuple(nearest)
+        hint = (
+            f"; the nearest: {', '.join(self.nearest)}"
+            if self.nearest
+            else "; `spothop jobs` lists them"
+        )
+        NotFoundError.__init__(self, f"no job {job_id!r} in the store{hint}")
+
+
+NEAREST_IDS = 5
+
+
+def find_job(store: JobStore, job_id: str) -> JobRecord:
+    """The job, or :class:`UnknownJob` naming the ids nearest ``job_id``."""
+    try:
+        return store.get_job(job_id)
+    except JobNotFound:
+        ids = [j.job_id for j in store.list_jobs()]
+        near = difflib.get_close_matches(job_id, ids, n=NEAREST_IDS, cutoff=0.3)
+        near += [i for i in ids if job_id and job_id in i and i not in near]
+        raise UnknownJob(job_id, near[:NEAREST_IDS]) from None
+
+
+def offerings_by_place(
+    providers: Mapping[str, Provider],
+) -> dict[tuple[str, str, str], Offering]:
+    """Every provider's offerings by (provider, zone or region, instance type)."""
+    out: dict[tuple[str, str, str], Offering] = {}
+    for name, provider in providers.items():
+        try:
+            offerings = provider.list_offerings()
+        except SpothopError:
+            continue  # a provider that cannot list its catalog leaves its on-demand prices missing
+        for o in offerings:
+            out[(name, o.zone or o.region, o.instance_type)] = o
+            out.setdefault((name, o.region, o.instance_type), o)
+    return out
+
+
+def job_report(store: JobStore, job_id: str, providers: Mapping[str, Provider]) -> JobReport:
+    """``job_id``'s report: its ledger brought up to date with ``providers``, its event stream, their
+    catalogs. :class:`UnknownJob` if there is no such job."""
+    job = find_job(store, job_id)
+    records = Ledger(store, providers).update(job_id)
+    events, _ = EventStream(store).read(job_id)
+    return build_report(job, records, store.attempts(job_id), events, offerings_by_place(providers))
