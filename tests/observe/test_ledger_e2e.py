@@ -7,7 +7,6 @@ import json
 from spothop.observe.billing import microusd
 from spothop.observe.events import EventStream
 from spothop.observe.ledger import Ledger, total_microusd
-from spothop.providers.base import InstanceState
 from tests.jobs.e2e.conftest import Harness
 from tests.waiting import scaled, wait_for
 
@@ -29,7 +28,7 @@ def _spec() -> dict:
         "tolerance": "aggressive",
         "max_interruptions": 10,
         "providers": {"allow": ["aws-sim", "gcp-sim"]},
-        "run": "sleep 4",
+        "run": "sleep 6",  # wall seconds: time for the test to find each instance and preempt it
     }
 
 
@@ -38,14 +37,15 @@ def test_a_job_preempted_across_two_clouds_is_billed_to_the_micro_dollar(flat_ha
     job_id = h.launch(_spec())
     preempted: set[str] = set()
     for _ in range(MAX_PREEMPTIONS):
+        # Checked before waiting: the last replacement may finish its run while the test looks.
+        clouds = {i.provider for i in h.instances() if i.tags.get("spothop-job") == job_id}
+        if len(clouds) >= 2 and len(preempted) >= 2:
+            break
         running = wait_for(
             lambda: [i for i in h.running(job_id) if i.instance_id not in preempted],
             scaled(30),
             what="a running instance of the job",
         )
-        clouds = {i.provider for i in h.instances() if i.tags.get("spothop-job") == job_id}
-        if len(clouds) >= 2 and len(preempted) >= 2:
-            break
         # Its agent up and its worker started, so the notice reaches a worker (an interruption event).
         wait_for(
             lambda instance_id=running[0].instance_id: _worker_started(h, job_id, instance_id),
@@ -61,7 +61,8 @@ def test_a_job_preempted_across_two_clouds_is_billed_to_the_micro_dollar(flat_ha
     )
     instances = ours()
     assert {i.provider for i in instances} == {"aws-sim", "gcp-sim"}
-    assert any(i.state is InstanceState.PREEMPTED for i in instances)
+    # (A noticed instance may end preempted, or terminated once its replacement runs.)
+    assert {i.instance_id for i in instances} >= preempted
 
     # The test's own sum: each instance's lifetime on the cloud's records, its price, the rule.
     expected = 0
@@ -80,7 +81,7 @@ def test_a_job_preempted_across_two_clouds_is_billed_to_the_micro_dollar(flat_ha
         records = ledger.update(job_id)
         assert len(records) == len(store.attempts(job_id))
         assert all(r.closed and not r.price_missing for r in records)
-        assert total_microusd(records) == expected
+        assert total_microusd(records) == expected, (records, instances)
         reconciliation = ledger.reconcile(job_id)
         assert reconciliation.unmatched == ()
         assert reconciliation.difference_microusd == 0 and reconciliation.differing == ()

@@ -96,6 +96,7 @@ def report(
 def _across(store: Any, providers: Any, since: str, by: str, as_json: bool, as_csv: bool) -> None:
     from spothop.jobs.spec_values import parse_duration_s
     from spothop.observe.billing import usd
+    from spothop.observe.events import interrupted
     from spothop.observe.ledger import Ledger
     from spothop.observe.report import GROUPINGS, split_records
 
@@ -108,11 +109,7 @@ def _across(store: Any, providers: Any, since: str, by: str, as_json: bool, as_c
     cutoff = time.time() - span_s
     attempts = store.attempts()
     recent = {a.attempt_id for a in attempts if a.live or a.launched_unix_s >= cutoff}
-    preempted = frozenset(
-        a.attempt_id
-        for a in attempts
-        if a.end_reason is not None and a.end_reason.value == "preempted"
-    )
+    preempted = frozenset(a.attempt_id for a in attempts if interrupted(a))
     records = [r for r in Ledger(store, providers).update() if r.attempt_id in recent]
     splits = split_records(records, by, preempted)
     rows = [s.to_dict() for s in splits]

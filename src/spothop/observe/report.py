@@ -36,11 +36,10 @@ from typing import Any
 
 from spothop.errors import NotFoundError, SpothopError
 from spothop.jobs.errors import JobNotFound
-from spothop.jobs.lifecycle import EndReason
 from spothop.jobs.records import AttemptRecord, JobRecord
 from spothop.jobs.store import JobStore
 from spothop.observe.billing import SECONDS_PER_HOUR, known_price, microusd, usd
-from spothop.observe.events import EventStream, StreamEvent
+from spothop.observe.events import EventStream, StreamEvent, interrupted
 from spothop.observe.ledger import Ledger, LedgerRecord, reconcile
 from spothop.providers.base import Provider
 from spothop.resources.offering import Offering
@@ -121,7 +120,7 @@ class JobReport:
     interruptions: tuple[InterruptionSeen, ...]
     shards_run: int | None
     shards_released: int
-    preempted: frozenset[str] = frozenset()  # the attempts that ended preempted
+    preempted: frozenset[str] = frozenset()  # the attempts the cloud interrupted
     outputs: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -329,7 +328,7 @@ def build_report(
         attempt = by_attempt.get(r.attempt_id)
         offering = offerings.get((r.provider, r.zone, r.instance_type))
         gpus = offering.gpu_count if offering is not None else 1
-        preempted = attempt is not None and attempt.end_reason is EndReason.PREEMPTED
+        preempted = attempt is not None and interrupted(attempt)
         seen = lead_by_instance.get(r.instance_id) if r.instance_id else None
         if preempted:
             preempted_ids.add(r.attempt_id)

@@ -1,0 +1,136 @@
+"""Reports from plain records (no processes): on-demand for the same useful work, goodput, missing prices."""
+
+from __future__ import annotations
+
+import pytest
+
+from spothop.jobs.lifecycle import AttemptState, EndReason, JobState
+from spothop.jobs.records import AttemptRecord, JobRecord
+from spothop.observe.events import StreamEvent, mtbf
+from spothop.observe.ledger import LedgerRecord, reconcile
+from spothop.observe.recommend import recommend
+from spothop.observe.report import build_report, split_records
+from spothop.providers.local.world import load_world
+
+WORLD = load_world(None)
+
+
+def _offering(cloud: str):
+    return WORLD.offerings[cloud][0]
+
+
+def _job(kind: str = "task") -> JobRecord:
+    return JobRecord("j-000001", "r", kind, "{}", JobState.SUCCEEDED, 0, 0, 0, 0, False, "", 1)
+
+
+def _attempt(aid: str, o, *, end: EndReason, noticed: float | None = None) -> AttemptRecord:
+    return AttemptRecord(
+        aid, "j-000001", 0, aid + "-t", o.provider, o.region, o.zone, o.instance_type, "spot",
+        0.5, "i-" + aid, AttemptState.ENDED, 0.0, 0.0, noticed, 3600.0, end, None, None, None,
+    )  # fmt: skip
+
+
+def _record(aid: str, o, price: float | None, cost: int | None, provider_cost: int | None):
+    return LedgerRecord(
+        aid, "j-000001", 0, o.provider, o.region, o.zone, o.instance_type, "spot", "i-" + aid,
+        "USD", price, "placement", "provider", 0.0, 3600.0, 3600.0, 3600.0, cost, provider_cost,
+        {}, {"spothop-job": "j-000001"}, True,
+    )  # fmt: skip
+
+
+def _interruption(aid: str, o, saved: str) -> StreamEvent:
+    return StreamEvent(
+        3000.0, "agent", "interruption", "j-000001", "i-" + aid, o.provider, o.zone,
+        o.instance_type, "preempted", 120.0, saved, 1.0,
+    )  # fmt: skip
+
+
+def test_on_demand_prices_the_useful_work_on_the_same_offerings():
+    a, b = _offering("aws-sim"), _offering("gcp-sim")
+    records = [_record("a1", a, 0.5, 500_000, 500_000), _record("a2", b, 0.5, 500_000, 500_000)]
+    attempts = [
+        _attempt("a1", a, end=EndReason.PREEMPTED, noticed=3240.0),
+        _attempt("a2", b, end=EndReason.SUCCEEDED),
+    ]
+    offerings = {(o.provider, o.zone, o.instance_type): o for o in (a, b)}
+    report = build_report(_job(), records, attempts, [_interruption("a1", a, "saved")], offerings)
+    data = report.to_dict()
+    assert data["cost_microusd"] == 1_000_000 and data["missing_prices"] == []
+    # The interrupted hour's last 10 % came after its notice: paid, not useful; it saved, so no recompute.
+    assert report.goodput == pytest.approx(0.95)
+    assert data["recomputed_fraction"] == 0
+    assert data["on_demand_cost_microusd"] == round(
+        a.on_demand_price_usd_per_hour * 0.9e6 + b.on_demand_price_usd_per_hour * 1e6
+    )
+    assert data["interruption_count"] == 1 and data["interruptions"][0]["lead_time_s"] == 120
+    assert [s["key"] for s in data["by_provider"]] == ["aws-sim", "gcp-sim"]
+    assert data["by_provider"][0]["interruptions"] == 1
+    assert data["reconciliation"]["difference_microusd"] == 0
+
+
+def test_an_interruption_that_saved_nothing_is_recomputed_work():
+    a = _offering("aws-sim")
+    records = [_record("a1", a, 0.5, 500_000, 500_000)]
+    attempts = [_attempt("a1", a, end=EndReason.PREEMPTED, noticed=3240.0)]
+    offerings = {(a.provider, a.zone, a.instance_type): a}
+    report = build_report(_job(), records, attempts, [_interruption("a1", a, "exited")], offerings)
+    assert report.recomputed_fraction == pytest.approx(0.9)
+    assert report.recomputed_cost_microusd == 450_000
+    assert any(r.kind == "low_goodput" for r in recommend(report))
+
+
+def test_a_missing_price_is_reported_missing_never_zero():
+    a, b = _offering("aws-sim"), _offering("gcp-sim")
+    records = [_record("a1", a, None, None, 400_000), _record("a2", b, 0.5, 500_000, 500_000)]
+    attempts = [
+        _attempt("a1", a, end=EndReason.TERMINATED),
+        _attempt("a2", b, end=EndReason.SUCCEEDED),
+    ]
+    offerings = {(o.provider, o.zone, o.instance_type): o for o in (a, b)}
+    data = build_report(_job(), records, attempts, [], offerings).to_dict()
+    assert data["cost_usd"] is None and data["known_cost_usd"] == 0.5
+    assert len(data["missing_prices"]) == 1 and a.instance_type in data["missing_prices"][0]
+    assert data["saving_usd"] is None
+    assert [line["attempt_id"] for line in reconcile(records).to_dict()["unmatched"]] == ["a1"]
+    assert (
+        build_report(_job(), records, attempts, [], offerings).split("provider")[0].price_missing
+        == 1
+    )
+
+
+def test_a_difference_with_the_clouds_bill_is_reported():
+    a = _offering("aws-sim")
+    reconciliation = reconcile([_record("a1", a, 0.5, 500_000, 500_060)])
+    assert reconciliation.difference_microusd == 60
+    assert [line.attempt_id for line in reconciliation.differing] == ["a1"]
+
+
+def test_the_cheaper_spot_market_per_useful_unit_is_recommended():
+    a, b = _offering("aws-sim"), _offering("gcp-sim")
+    # Same hour on each; the first cost twice as much per useful unit.
+    records = [_record("a1", a, 1.0, 1_000_000, None), _record("a2", b, 0.1, 100_000, None)]
+    attempts = [
+        _attempt("a1", a, end=EndReason.SUCCEEDED),
+        _attempt("a2", b, end=EndReason.SUCCEEDED),
+    ]
+    offerings = {(o.provider, o.zone, o.instance_type): o for o in (a, b)}
+    report = build_report(_job(), records, attempts, [], offerings)
+    advice = [r for r in recommend(report) if r.kind == "raise_share"]
+    cheaper = min((a, b), key=lambda o: (1.0 if o is a else 0.1) / o.effective_tflops_per_gpu)
+    assert len(advice) == 1 and f"raise {cheaper.provider}'s share" in advice[0].message
+
+
+def test_mtbf_is_running_time_over_interruptions():
+    a = _offering("aws-sim")
+    attempts = [
+        _attempt("a1", a, end=EndReason.PREEMPTED),
+        _attempt("a2", a, end=EndReason.TERMINATED, noticed=3000.0),
+        _attempt("a3", a, end=EndReason.SUCCEEDED),
+    ]
+    (row,) = mtbf(attempts, [_record(x, a, 0.5, 1, 1) for x in ("a1", "a2", "a3")])
+    assert (row.interruptions, row.attempts, row.mtbf_s) == (2, 3, 5400.0)
+
+
+def test_grouping_by_an_unknown_key_is_refused():
+    with pytest.raises(ValueError, match="cannot group by"):
+        split_records([_record("a1", _offering("aws-sim"), 0.5, 1, 1)], "colour")
