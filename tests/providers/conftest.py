@@ -28,7 +28,7 @@ from spothop.testing import FakeProvider, make_market, make_offering
 from spothop.testing.fake_provider import FAKE_INSTANCE_IDS
 from tests.waiting import wait_for
 
-PROVIDERS = ["local", "fake", "aws", "gcp"]
+PROVIDERS = ["local", "fake", "aws", "gcp", "aliyun"]
 
 
 @dataclass
