@@ -49,5 +49,18 @@ class ControlDir:
         value = payload.get("time_unix_s") if payload else None
         return float(value) if isinstance(value, int | float) else None
 
+    def worker_step(self) -> int | None:
+        """The step the worker last reported: its heartbeat's or its saved record's, the newer."""
+        best: tuple[float, int] | None = None
+        for name in (HEARTBEAT_FILE, SAVED_FILE):
+            payload = read_json(self.path / name)
+            step = payload.get("step") if payload else None
+            at = payload.get("time_unix_s") if payload else None
+            if isinstance(step, int) and not isinstance(step, bool):
+                when = float(at) if isinstance(at, int | float) else 0.0
+                if best is None or when > best[0]:
+                    best = (when, step)
+        return None if best is None else best[1]
+
     def callback_mode(self) -> bool:
         return (self.path / CALLBACK_FILE).exists()

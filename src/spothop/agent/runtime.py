@@ -383,6 +383,7 @@ class Agent:
             self.check.notice_blind,
             job_id=self.config.job_id or "",
             provider=self.reporter.stamp.provider,
+            worker_step=self.control.worker_step(),
         )
 
     def _preempted(self, notice: Notice) -> int:

@@ -192,6 +192,9 @@ def _progress(data: dict[str, Any]) -> Group:
                 f"{queue['pending']} pending, {queue['dead']} dead"
             )
         )
+    progress = data.get("progress") or {}
+    if progress.get("step") is not None:
+        lines.append(Text(f"training step: {progress['step']}"))
     if data.get("reason"):
         lines.append(Text(f"reason: {data['reason']}", style="dim"))
     return Group(*lines)
@@ -261,8 +264,32 @@ def job_status(store: JobStore, job_id: str, *, events: bool = True) -> dict[str
         "spend_usd": round(spend, 6),
         "queue": _queue(job),
     }
+    out["progress"] = _job_progress(store, job.job_id, out["queue"])
     if events:
         out["events"] = [e.to_dict() for e in store.events(job_id)]
+    return out
+
+
+def _job_progress(store: JobStore, job_id: str, queue: dict[str, int] | None) -> dict[str, Any]:
+    """``progress`` of ``status --json``: ``step``, the training step the job's workers last
+    reported through their agents' heartbeats (the newest beat that carried one; null when no
+    worker reported a step), and for a batch job ``shards_done`` and ``shards_total``."""
+    from sqlalchemy import select
+
+    from spothop.state.agent_tables import agent_heartbeats
+
+    t = agent_heartbeats
+    with store.engine.connect() as conn:
+        row = conn.execute(
+            select(t.c.worker_step)
+            .where(t.c.job_id == job_id, t.c.worker_step.is_not(None))
+            .order_by(t.c.time_unix_s.desc())
+            .limit(1)
+        ).first()
+    out: dict[str, Any] = {"step": None if row is None else int(row[0])}
+    if queue is not None:
+        out["shards_done"] = queue["done"]
+        out["shards_total"] = sum(queue.values())
     return out
 
 

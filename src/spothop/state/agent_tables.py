@@ -31,6 +31,7 @@ agent_heartbeats = Table(
     Column("worker_restarts", Integer, nullable=False, default=0),
     Column("worker_heartbeat_unix_s", Float, nullable=True),
     Column("notice_blind", Boolean, nullable=False, default=False),
+    Column("worker_step", Integer, nullable=True),  # the worker's last reported step (0006)
 )
 
 agent_events = Table(

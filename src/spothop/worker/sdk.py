@@ -124,9 +124,13 @@ def saved(**detail: Any) -> None:
     _write(SAVED_FILE, {"time_unix_s": time.time(), **detail})
 
 
-def heartbeat() -> None:
-    """Tell the agent this worker is alive and making progress (it forwards it with its own heartbeat)."""
-    _write(HEARTBEAT_FILE, {"time_unix_s": time.time(), "pid": os.getpid()})
+def heartbeat(step: int | None = None) -> None:
+    """Tell the agent this worker is alive and making progress (it forwards it with its own heartbeat);
+    ``step``, the training step reached, is what ``spothop status`` shows as a task's progress."""
+    payload: dict[str, Any] = {"time_unix_s": time.time(), "pid": os.getpid()}
+    if step is not None:
+        payload["step"] = int(step)
+    _write(HEARTBEAT_FILE, payload)
 
 
 def on_stop(callback: Callable[[], None]) -> None:

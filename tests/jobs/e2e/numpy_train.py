@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from spothop.checkpoint import Checkpointer, preemption
+from spothop.worker import sdk
 
 SAMPLES, FEATURES, BATCH = 64, 8, 8
 
@@ -59,6 +60,8 @@ def train(total: int, ckpt: Checkpointer | None = None, step_sleep_s: float = 0.
         step_once(state)
         step += 1
         time.sleep(step_sleep_s)
+        if step % 20 == 0:
+            sdk.heartbeat(step=step)  # what `spothop status` shows as the task's progress
         if ckpt is not None:
             preemption.listen()
             reason = preemption.due(ckpt, periodic=lambda: False)

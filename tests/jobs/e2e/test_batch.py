@@ -75,6 +75,7 @@ def run_batch_with_preemptions(h: Harness) -> None:
     final = h.wait_state(job_id, {"succeeded", "failed", "cancelled"}, 120, what="the job to end")
     assert final["state"] == "succeeded", final["reason"]
     assert final["interruptions"] >= PREEMPTIONS
+    assert final["progress"]["shards_done"] == final["progress"]["shards_total"] == SHARDS
     check_exactly_once(h, job_id, h.tmp / "out-embed")
     wait_for(lambda: not h.alive(job_id), 30, what="every worker released")
 

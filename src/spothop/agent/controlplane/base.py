@@ -61,7 +61,9 @@ class Registration(Stamp):
 
 @dataclass(frozen=True)
 class Heartbeat:
-    """The agent is alive; ``worker_heartbeat_unix_s`` is the worker's own last beat (SDK), if any."""
+    """The agent is alive; ``worker_heartbeat_unix_s`` is the worker's own last beat (SDK), if any,
+    and ``worker_step`` the training step the worker last reported (``sdk.heartbeat(step=)`` or
+    ``sdk.saved(step=)``), if any."""
 
     instance_id: str
     worker_id: str
@@ -73,6 +75,7 @@ class Heartbeat:
     notice_blind: bool
     job_id: str = ""
     provider: str = ""
+    worker_step: int | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Heartbeat:
