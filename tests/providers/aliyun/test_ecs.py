@@ -191,3 +191,10 @@ def test_catalog_refresh_from_the_cli_on_the_fake(
     assert answer["regions"] == ["cn-hangzhou"] and answer["live_offerings"] == 3
     saved = (tmp_path / "home" / "catalog" / "aliyun.csv").read_text()
     assert "CNY,14.86,2.752" in saved
+
+
+def test_a_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_credentials(monkeypatch)
+    monkeypatch.setitem(sys.modules, "alibabacloud_ecs20140526.client", None)
+    with pytest.raises(ConfigError, match=r"pip install 'spothop\[aliyun\]'"):
+        get_provider("aliyun")

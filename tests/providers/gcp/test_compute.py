@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -180,3 +181,16 @@ def _service_account_file(token_uri: str) -> dict[str, str]:
         "client_id": "1",
         "token_uri": token_uri,
     }
+
+
+def test_an_unknown_region_names_the_known_ones_and_a_missing_sdk_names_the_extra(
+    cloud: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake, _ = cloud
+    with serve(fake) as url:
+        provider = make_provider(fake, url, regions=["us-centrall"])
+        with pytest.raises(ConfigError, match=r"us-centrall.*known: europe-west4, us-central1"):
+            provider.list_offerings()
+    monkeypatch.setitem(sys.modules, "google.cloud.compute_v1", None)
+    with pytest.raises(ConfigError, match=r"pip install 'spothop\[gcp\]'"):
+        get_provider("gcp", project="p")

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
 from typing import Any
@@ -31,13 +32,13 @@ TOKEN_ENV = "ALIBABA_CLOUD_SECURITY_TOKEN"
 def import_ecs() -> Any:
     """The ECS client class, or a ConfigError saying which extra installs it."""
     try:
-        from alibabacloud_ecs20140526.client import Client
+        client_type = importlib.import_module("alibabacloud_ecs20140526.client").Client
     except ImportError as exc:
         raise ConfigError(
             f"the aliyun provider needs alibabacloud-ecs20140526, which is not installed ({exc.name}); "
             f"install it with `pip install 'spothop[{EXTRA}]'`"
         ) from None
-    return Client
+    return client_type
 
 
 def _looked() -> str:

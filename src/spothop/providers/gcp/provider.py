@@ -179,6 +179,12 @@ class GcpProvider(Provider, OfferingNotes):
         """The zones of ``region`` that are up (cached)."""
         if region not in self._zones:
             rows = self._list("zones", "list", project=self.project)
+            known = sorted({parse.tail(z.region) for z in rows})
+            if region not in known:
+                raise ConfigError(
+                    f"{self.name}: project {self.project} has no region {region!r}; regions are "
+                    f"spelled like us-central1 (known: {', '.join(known)})"
+                )
             self._zones[region] = sorted(
                 z.name for z in rows if parse.tail(z.region) == region and z.status != "DOWN"
             )

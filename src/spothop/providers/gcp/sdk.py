@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 def import_compute() -> Any:
     """The ``google.cloud.compute_v1`` module, or a ConfigError saying which extra installs it."""
     try:
-        from google.cloud import compute_v1
+        compute_v1 = importlib.import_module("google.cloud.compute_v1")
     except ImportError as exc:
         raise ConfigError(
             f"the gcp provider needs google-cloud-compute, which is not installed ({exc.name}); "
