@@ -8,6 +8,8 @@ from dataclasses import dataclass
 COOLDOWN_S = 30 * 60.0
 # Instances of one zone lost within this of each other were lost "at once" (an outage).
 ZONE_OUTAGE_WINDOW_S = 120.0
+# A zone that just took an instance back is likely to take the next: relaunches avoid it this long.
+ZONE_SUSPICION_S = 5 * 60.0
 # One lost instance is a preemption, not an outage.
 ZONE_OUTAGE_MIN_INSTANCES = 2
 # After a launch failure, this many candidates are launched at once (issue G: k = 3).
@@ -31,6 +33,7 @@ class ControllerConfig:
     cooldown_s: float = COOLDOWN_S
     zone_cooldown_s: float = COOLDOWN_S
     zone_outage_window_s: float = ZONE_OUTAGE_WINDOW_S
+    zone_suspicion_s: float = ZONE_SUSPICION_S
     zone_outage_min_instances: int = ZONE_OUTAGE_MIN_INSTANCES
     failover_k: int = FAILOVER_K
     launch_timeout_s: float = LAUNCH_TIMEOUT_S

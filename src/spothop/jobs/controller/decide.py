@@ -6,7 +6,8 @@ One pass, in this order (docs/controller.md has the tables):
    (:mod:`.fold`): notices, exits, lost instances become attempt updates.
 2. **Cool down** every market an attempt was interrupted in (or got an
    advance notice in) for ``cooldown_s`` from then, and every zone that lost
-   all its instances at once (``zone_outage_*``).
+   all its instances at once (``zone_outage_*``); a zone that interrupted an
+   instance within ``zone_suspicion_s`` is suspected (relaunches avoid it).
 3. **Orphans**: a spothop-tagged instance no attempt owns, or whose attempt
    ended (a preempted one excepted, until its deadline), is terminated.
 4. **Jobs**, those recovering first (so they get reserved capacity and the
@@ -47,6 +48,7 @@ from spothop.jobs.controller.place import (
     ReservedLedger,
     blind_types_of,
     cooled_markets,
+    suspected_zones,
 )
 from spothop.jobs.controller.snapshot import TAG_JOB, TAG_TOKEN, AttemptView, JobView, Snapshot
 from spothop.jobs.lifecycle import (
@@ -76,6 +78,8 @@ def decide(snapshot: Snapshot, config: ControllerConfig | None = None) -> list[A
         cooled=cooled_markets(snapshot, [c.market for c in cooldowns]),
         blind_types=blind_types_of(jobs),
         reserved=ReservedLedger.of(jobs, snapshot.reservations),
+        suspected=suspected_zones(jobs, snapshot.now, config.zone_suspicion_s),
+        outage_opened=_outage_windows(snapshot, cooldowns, config),
     )
     for job in sorted(jobs, key=_priority):
         actions += _JobDecision(p, job).actions()
@@ -89,6 +93,36 @@ class _Pass:
     cooled: frozenset[MarketId]
     blind_types: frozenset[tuple[str, str]]
     reserved: ReservedLedger
+    suspected: frozenset[MarketId] = frozenset()
+    # A zone cooled for an outage → when that outage's window opened.
+    outage_opened: dict[MarketId, float] = field(default_factory=dict)
+
+    def moved_by_outage(self, a: AttemptView) -> bool:
+        """A live attempt launched into a zone during the window of the outage it is cooled for.
+
+        Such an attempt was no survivor (``_zone_outages``): it is replaced elsewhere,
+        make-before-break, like one on advance notice.
+        """
+        if not a.zone or not a.alive:
+            return False
+        opened = self.outage_opened.get(MarketId(a.provider, a.region, a.zone, ""))
+        return opened is not None and a.launched_at >= opened
+
+
+def _outage_windows(
+    snapshot: Snapshot, cooldowns: Sequence[CoolDown], config: ControllerConfig
+) -> dict[MarketId, float]:
+    """Each zone cooling for an outage → when its window opened: ``zone_outage_window_s``
+    before its last loss, which is ``zone_cooldown_s`` before the cooldown ends."""
+    until = {m: t for m, t in snapshot.cooldowns.items() if not m.instance_type}
+    for c in cooldowns:
+        if not c.market.instance_type:
+            until[c.market] = max(c.until_s, until.get(c.market, float("-inf")))
+    return {
+        zone: t - config.zone_cooldown_s - config.zone_outage_window_s
+        for zone, t in until.items()
+        if t > snapshot.now
+    }
 
 
 _LOSSES = (EndReason.PREEMPTED, EndReason.FAILED, EndReason.TERMINATED, EndReason.WORKER_FAILED)
@@ -156,9 +190,12 @@ def _zone_outages(
 ) -> dict[MarketId, tuple[float, str]]:
     """A zone that lost at least ``zone_outage_min_instances`` within the window and kept none.
 
-    Kept: an instance of the zone that was up before the last loss and is still
-    up, or ended later for another reason (so what this pass itself ends, or
-    launches after the loss, does not change the verdict on a second pass).
+    Kept: an instance that was in the zone before the window's first loss and is
+    still up, or ended after the last loss for another reason (so what this pass
+    itself ends does not change the verdict on a second pass). A replacement
+    launched into the zone during the window (a pass that saw only the first
+    loss) is no survivor: it does not hide the outage, and is moved once the
+    outage is declared (:meth:`_Pass.moved_by_outage`).
     """
     window = config.zone_outage_window_s
     if not any(
@@ -179,9 +216,9 @@ def _zone_outages(
                 times.append(t)
         if len(times) < config.zone_outage_min_instances:
             continue
-        last = max(times)
+        first, last = min(times), max(times)
         kept = any(
-            a.launched_at <= last
+            a.launched_at < first
             and _lost_at(a) is None
             and a.state is not AttemptState.NOTICED
             and (a.alive or (a.ended_at is not None and a.ended_at >= last))
@@ -237,6 +274,7 @@ class _Node:
     alive: list[AttemptView] = field(default_factory=list)
     healthy: list[AttemptView] = field(default_factory=list)
     doomed: list[AttemptView] = field(default_factory=list)
+    moving: list[AttemptView] = field(default_factory=list)  # in a zone an outage cooled
     blind_on_demand: bool = False  # a notice-blind instance goes to on-demand (conservative)
 
     @property
@@ -246,9 +284,11 @@ class _Node:
 
     @property
     def serving(self) -> bool:
-        """An instance does the node's work now: a healthy one, or one on advance notice still up."""
+        """An instance does the node's work now: a healthy one, one on advance notice still up,
+        or one moving out of a zone an outage cooled."""
         return self.keeper is not None or any(
-            a.state is AttemptState.NOTICED and not a.notice_final and a.running_at is not None
+            (a.state is AttemptState.NOTICED and not a.notice_final and a.running_at is not None)
+            or (a in self.moving and a.state is AttemptState.RUNNING)
             for a in self.doomed
         )
 
@@ -287,7 +327,12 @@ class _JobDecision:
     def placement(self) -> JobPlacement:
         if self._placement is None:
             self._placement = JobPlacement(
-                self.p.snapshot, self.job, self.p.config, self.p.cooled, self.p.blind_types
+                self.p.snapshot,
+                self.job,
+                self.p.config,
+                self.p.cooled,
+                self.p.blind_types,
+                self.p.suspected,
             )
         return self._placement
 
@@ -447,8 +492,11 @@ class _JobDecision:
                     and a.market_kind is MarketKind.SPOT
                     and blind_response is not NoticeBlindResponse.KEEP
                 )
-                if a.state is AttemptState.NOTICED or blind:
+                moved = self.p.moved_by_outage(a)
+                if a.state is AttemptState.NOTICED or blind or moved:
                     node.doomed.append(a)
+                    if moved:
+                        node.moving.append(a)
                     if blind and blind_response is NoticeBlindResponse.ON_DEMAND:
                         node.blind_on_demand = True
                 else:
@@ -584,6 +632,8 @@ class _JobDecision:
         if replaces is not None:
             blind = replaces.notice_blind and replaces.state is not AttemptState.NOTICED
             lead = "notice-blind" if blind else "make-before-break"
+            if replaces in node.moving:
+                lead = f"zone outage in {replaces.zone}: make-before-break"
             why = f"{lead}: replacing {replaces.attempt_id}; {why}"
             if blind and replaces.instance_id:
                 self.out.append(

@@ -15,6 +15,12 @@ candidates:
   outage), the markets in the kind a launch of this job failed in within
   ``failed_market_memory_s``, and spot on an instance type an agent reported
   notice-blind when the tolerance does not keep such instances.
+- **Suspected zones last.** A zone where an instance was interrupted (or got
+  an advance notice) within ``zone_suspicion_s`` is *suspected*: preemptions
+  cluster, and a zone that just took one instance back is likely to take the
+  next. The tolerance chooses among the candidates outside suspected zones,
+  and among all only when that choice is empty; reserved pools in a suspected
+  zone come after every other pool.
 - **The tolerance decides the rest** (``scheduler.tolerance``): which kinds,
   in which order; ``market: on-demand`` and a job forced to on-demand
   (``max_interruptions``) get on-demand only.
@@ -201,8 +207,10 @@ class JobPlacement:
         config: ControllerConfig,
         cooled: frozenset[MarketId],
         blind_types: frozenset[tuple[str, str]],
+        suspected: frozenset[MarketId] = frozenset(),
     ) -> None:
         self.snapshot = snapshot
+        self.suspected = suspected
         self.job = job
         self.config = config
         self.cooled = cooled
@@ -271,20 +279,41 @@ class JobPlacement:
             yield candidate
 
     def options(self, on_demand_only: bool) -> Options:
-        """Reserved candidates (not yet checked for room) and the tolerance's choice for one node."""
+        """Reserved candidates (not yet checked for room) and the tolerance's choice for one node.
+
+        Suspected zones last (module docstring): reserved pools in them after every other
+        pool; the tolerance chooses among the candidates outside them, and among all only
+        when that choice is empty.
+        """
         reserved = self.usable(MarketKind.RESERVED)
-        on_demand = self.usable(MarketKind.ON_DEMAND)
+        if self.suspected:
+            fresh = tuple(c for c in reserved if not self._suspected(c))
+            reserved = fresh + tuple(c for c in reserved if self._suspected(c))
+            choice = self._choice(on_demand_only, avoid_suspected=True)
+            if choice.candidates:
+                return Options(reserved, choice)
+        return Options(reserved, self._choice(on_demand_only, avoid_suspected=False))
+
+    def _suspected(self, candidate: Candidate) -> bool:
+        return _zone_of(candidate.market_id) in self.suspected
+
+    def _choice(self, on_demand_only: bool, avoid_suspected: bool) -> Choice:
+        def kept(kind: MarketKind) -> tuple[Candidate, ...]:
+            found = self.usable(kind)
+            return tuple(c for c in found if not self._suspected(c)) if avoid_suspected else found
+
+        on_demand = kept(MarketKind.ON_DEMAND)
         if on_demand_only or self.spec.market is MarketChoice.ON_DEMAND:
             why = "on-demand only" if on_demand_only else "market: on-demand"
             if not on_demand:
                 why += (
                     f": no usable on-demand market ({self.ranking(MarketKind.ON_DEMAND).explain()})"
                 )
-            return Options(reserved, Choice(on_demand, why))
-        choice = self.policy.choose(self.usable(MarketKind.SPOT), on_demand, self.situation)
+            return Choice(on_demand, why)
+        choice = self.policy.choose(kept(MarketKind.SPOT), on_demand, self.situation)
         if not choice.candidates:
             choice = Choice((), f"{choice.reason} ({self.ranking(MarketKind.SPOT).explain()})")
-        return Options(reserved, choice)
+        return choice
 
 
 def _take(candidates: Iterator[Candidate], limit: int) -> tuple[Candidate, ...]:
@@ -301,6 +330,18 @@ def blind_types_of(jobs: Sequence[JobView]) -> frozenset[tuple[str, str]]:
     return frozenset(
         (a.provider, a.instance_type) for j in jobs for a in j.attempts if a.notice_blind
     )
+
+
+def suspected_zones(jobs: Sequence[JobView], now: float, suspicion_s: float) -> frozenset[MarketId]:
+    """Zones (``instance_type == ""``) where an attempt of any job was interrupted, or got an
+    advance notice, within ``suspicion_s`` before ``now``."""
+    out = set()
+    for job in jobs:
+        for a in job.attempts:
+            t = a.interrupted_at if a.interrupted else a.noticed_at
+            if a.zone and t is not None and now - t < suspicion_s:
+                out.add(_zone_of(a.market))
+    return frozenset(out)
 
 
 def cooled_markets(snapshot: Snapshot, extra: Sequence[MarketId] = ()) -> frozenset[MarketId]:
