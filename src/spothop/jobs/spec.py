@@ -319,6 +319,19 @@ class BatchJobSpec(_Model):
 # -- the job ----------------------------------------------------------------------------
 
 
+_IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,499}")
+
+
+def container_image(value: str) -> str:
+    """A container image reference (``repo/name:tag`` or ``…@sha256:…``): no spaces, no shell text."""
+    if not _IMAGE.fullmatch(value):
+        raise ValueError(
+            "is not a container image reference: write it as docker pulls it, e.g. "
+            "nvcr.io/nvidia/pytorch:24.05-py3 (letters, digits and . _ / : @ + -, no spaces)"
+        )
+    return value
+
+
 class JobSpec(_Model):
     """A validated job. Frozen; :meth:`to_json` / :meth:`from_json` round-trip it for the store."""
 
@@ -347,6 +360,7 @@ class JobSpec(_Model):
         dict[str, Annotated[str, BeforeValidator(env_value)]], AfterValidator(check_envs)
     ] = Field(default_factory=dict)
     workdir: str | None = None
+    image: Annotated[str, AfterValidator(container_image)] | None = None
     checkpoint: CheckpointSpec | None = None
     batch: BatchJobSpec | None = None
 

@@ -123,6 +123,10 @@ class LaunchRequest:
     spothop agent); ``env`` is its environment, on top of the provider's own
     variables (metadata URL and the like). ``reservation``: the id of a
     reserved pool to launch into (``spot`` False; see the module's contract).
+    ``image``: a container image the worker runs in (the part of
+    ``bootstrap_command`` after ``--``; the agent stays on the host, see
+    :mod:`spothop.providers.container`); a provider with no container runtime
+    raises :class:`~spothop.errors.ProviderError` naming the option.
     """
 
     instance_type: str
@@ -135,6 +139,7 @@ class LaunchRequest:
     max_price_usd_per_hour: float | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
     reservation: str | None = None
+    image: str | None = None
 
 
 @dataclass(frozen=True)

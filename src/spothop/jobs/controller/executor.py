@@ -411,6 +411,7 @@ class Executor:
             zone=attempt.zone or None,
             spot=str(attempt.market_kind) == "spot",
             reservation=self._reservation_for(attempt),
+            image=getattr(spec, "image", None),
             bootstrap_command=boot.command,
             env=boot.env,
             name=f"{job_id}-{attempt.node}",

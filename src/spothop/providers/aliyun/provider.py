@@ -312,7 +312,9 @@ class AliyunProvider(Provider, OfferingNotes):
         refuse_reservation(self.name, ERROR_CODES.invalid_parameter, request)
         region = request.region
         env = {"SPOTHOP_CLOUD": self.name, **request.env}
-        user_data = render_user_data(request.bootstrap_command, env, install=self.install)
+        user_data = render_user_data(
+            request.bootstrap_command, env, install=self.install, image=request.image
+        )
         token = request.tags.get(TOKEN_TAG) or new_token()
         tags = {**request.tags, TOKEN_TAG: token}
         node = request.tags.get(NODE_TAG) or request.name

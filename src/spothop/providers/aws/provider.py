@@ -507,7 +507,9 @@ class AwsProvider(Provider, FleetLauncher, OfferingNotes):
 
     def _user_data(self, request: LaunchRequest) -> str:
         env = {"SPOTHOP_CLOUD": self.name, **request.env}
-        return render_user_data(request.bootstrap_command, env, install=self.install)
+        return render_user_data(
+            request.bootstrap_command, env, install=self.install, image=request.image
+        )
 
     def launch(self, request: LaunchRequest) -> Instance:
         refuse_reservation(self.name, ERROR_CODES.invalid_parameter, request)  # no pools held yet

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 
 from spothop import __version__
 from spothop.errors import ConfigError
+from spothop.providers.container import docker_check, in_container
 from spothop.providers.local.metadata import METADATA_PROTOCOL_ENV, METADATA_URL_ENV
 
 USER_DATA_MAX_BYTES = 16 * 1024  # EC2: user data is limited to 16 KB, before base64
@@ -82,6 +83,7 @@ def render_user_data(
     env: Mapping[str, str],
     *,
     install: str | None = None,
+    image: str | None = None,
 ) -> str:
     """The user-data script for one launch (see the module docstring); ConfigError if it cannot be."""
     refuse_credentials(env, command)
@@ -92,6 +94,10 @@ def render_user_data(
             )
     if not command:
         raise ConfigError("an EC2 launch needs a bootstrap command (the agent's); none was given")
+    docker = ""
+    if image is not None:  # the worker runs in the image, the agent on the host
+        command = in_container(command, image, [*env, METADATA_PROTOCOL_ENV, METADATA_URL_ENV])
+        docker = docker_check(image) + "\n"
     env_lines = "\n".join(f"{key}={shlex.quote(value)}" for key, value in env.items())
     end = f"SPOTHOP_END_{secrets.token_hex(8)}"  # a here-document's end no value can contain
     script = f"""#!/bin/bash
@@ -104,7 +110,7 @@ cat > {ENV_FILE} <<'{end}'
 {METADATA_URL_ENV}={IMDS_URL}
 {env_lines}
 {end}
-{install if install is not None else DEFAULT_INSTALL}
+{docker}{install if install is not None else DEFAULT_INSTALL}
 cat > {RUN_FILE} <<'{end}'
 #!/bin/bash
 set -euo pipefail

@@ -300,7 +300,9 @@ class GcpProvider(Provider, OfferingNotes):
         compute_v1 = sdk.import_compute()
         shape = parse.machine_shape(request.instance_type)
         env = {"SPOTHOP_CLOUD": self.name, **request.env}
-        script = render_startup_script(request.bootstrap_command, env, install=self.install)
+        script = render_startup_script(
+            request.bootstrap_command, env, install=self.install, image=request.image
+        )
         items = {
             STARTUP_ITEM: script,
             TAGS_ITEM: json.dumps(dict(tags), sort_keys=True),

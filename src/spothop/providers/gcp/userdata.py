@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 
 from spothop import __version__
 from spothop.errors import ConfigError
+from spothop.providers.container import docker_check, in_container
 from spothop.providers.local.metadata import METADATA_PROTOCOL_ENV, METADATA_URL_ENV
 
 METADATA_VALUE_MAX_BYTES = 256 * 1024  # Compute Engine: one metadata value at most 256 KB
@@ -55,7 +56,11 @@ def refuse_credentials(env: Mapping[str, str], command: Sequence[str]) -> None:
 
 
 def render_startup_script(
-    command: Sequence[str], env: Mapping[str, str], *, install: str | None = None
+    command: Sequence[str],
+    env: Mapping[str, str],
+    *,
+    install: str | None = None,
+    image: str | None = None,
 ) -> str:
     """The startup script for one launch (see the module docstring); ConfigError if it cannot be."""
     refuse_credentials(env, command)
@@ -68,6 +73,10 @@ def render_startup_script(
         raise ConfigError(
             "a Compute Engine launch needs a bootstrap command (the agent's); none was given"
         )
+    docker = ""
+    if image is not None:  # the worker runs in the image, the agent on the host
+        command = in_container(command, image, [*env, METADATA_PROTOCOL_ENV, METADATA_URL_ENV])
+        docker = docker_check(image) + "\n"
     env_lines = "\n".join(f"{key}={shlex.quote(value)}" for key, value in env.items())
     end = f"SPOTHOP_END_{secrets.token_hex(8)}"
     script = f"""#!/bin/bash
@@ -81,7 +90,7 @@ cat > {ENV_FILE} <<'{end}'
 {METADATA_URL_ENV}={METADATA_URL}
 {env_lines}
 {end}
-{install if install is not None else DEFAULT_INSTALL}
+{docker}{install if install is not None else DEFAULT_INSTALL}
 cat > {RUN_FILE} <<'{end}'
 #!/bin/bash
 set -euo pipefail

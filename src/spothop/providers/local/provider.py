@@ -181,6 +181,13 @@ class LocalProvider(Provider, ReservedCapacity):
         ]
 
     def launch(self, request: LaunchRequest) -> Instance:
+        if request.image is not None:  # checked first: nothing here can run a container
+            raise ProviderError(
+                self.name,
+                self.codes.invalid_parameter,
+                f"image {request.image!r}: the local cloud has no container runtime",
+                "remove the job's 'image:' option to run here, or launch on a real cloud",
+            )
         if request.reservation is not None:
             # Checked before anything else: a reserved launch names its pool, and the pool its place.
             pool = check_reserved_request(
