@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from spothop.market.interruptions import InterruptionStore
 from spothop.observe.billing import microusd
 from spothop.observe.events import EventStream
 from spothop.observe.ledger import Ledger, total_microusd
+from spothop.resources.market_id import MarketId
 from tests.jobs.e2e.conftest import Harness
 from tests.waiting import scaled, wait_for
 
@@ -123,3 +127,39 @@ def test_a_report_for_an_unknown_job_lists_the_nearest_ids(flat_harness: Harness
     code, _ = flat_harness.cli("report", "j-nope00", "--store", flat_harness.store_url)
     assert code == 3
     assert "no job 'j-nope00'" in capsys.readouterr().err
+
+
+def test_the_controller_closes_the_books_when_a_job_ends_before_any_report(flat_harness: Harness):
+    h = flat_harness
+    spec = {**_spec(), "name": "ledger-close", "run": "sleep 2"}
+    job_id = h.launch(spec)
+    h.wait_state(job_id, {"succeeded"}, scaled(60), what="the job to succeed")
+    ours = lambda: [i for i in h.instances() if i.tags.get("spothop-job") == job_id]  # noqa: E731
+    wait_for(
+        lambda: ours() and all(not i.state.is_alive for i in ours()),
+        scaled(30),
+        what="every instance ended",
+    )
+
+    def closed_records() -> list | None:
+        with h.store() as store:
+            records = Ledger(store).records(job_id)  # read only: no update, no report
+            attempts = store.attempts(job_id)
+        return records if len(records) == len(attempts) and all(r.closed for r in records) else None
+
+    records = wait_for(closed_records, scaled(30), what="the controller to close the records")
+    assert all(r.clock == "provider" and not r.price_missing for r in records)
+    assert sum(r.cost_microusd or 0 for r in records) == sum(
+        r.provider_cost_microusd or 0 for r in records
+    )
+    ran = [r for r in records if r.usage_s > 0]
+    assert ran, records
+    with h.store() as store:
+        evidence = InterruptionStore(engine=store.engine).evidence(
+            max(r.usage_end_unix_s or 0 for r in ran) + 1, lambda m: "T4"
+        )
+    hours = {e.market: e.instance_hours for e in evidence}
+    for r in ran:  # each run's hours in its market's history, the denominator of λ
+        market = MarketId.of(r.provider, r.region, r.zone, r.instance_type)
+        assert hours[market] >= r.usage_s / 3600 - 1e-9
+    assert sum(hours.values()) == pytest.approx(sum(r.usage_s for r in ran) / 3600)

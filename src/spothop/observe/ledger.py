@@ -23,11 +23,20 @@ The contract:
 5. **Fallback clock.** When the provider is not available or no longer knows
    the instance, the running time comes from the attempt's own times
    (``clock`` ``store``) and there is no provider figure to reconcile.
+6. **Closed when the attempt ends.** The controller calls
+   :func:`close_ended` after each pass's actions: an attempt that ended gets
+   its record then (not only when a report runs), closed once the cloud has
+   ended its instance, and a spot attempt's running
+   time goes to the market's preemption history
+   (:meth:`~spothop.market.interruptions.InterruptionStore.record_run`), the
+   denominator of λ. Best effort: a failure is logged and the next
+   :meth:`Ledger.update` (every report) still writes the record.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -36,11 +45,18 @@ from typing import Any
 from sqlalchemy import delete, insert, select
 
 from spothop.errors import SpothopError
+from spothop.jobs.lifecycle import AttemptState
 from spothop.jobs.records import AttemptRecord
 from spothop.jobs.store import JobStore
+from spothop.market.interruptions import InterruptionStore
+from spothop.market.tables import exposure
 from spothop.observe.billing import charge, known_price, usd
 from spothop.providers.base import BillingRule, Instance, InstanceState, Provider
+from spothop.resources.market_id import MarketId
+from spothop.state.job_tables import job_attempts
 from spothop.state.ledger_tables import ledger_records
+
+log = logging.getLogger(__name__)
 
 CURRENCY = "USD"
 RATE_PLACED = "placement"  # the price the controller placed the attempt at (the cloud's quote)
@@ -203,14 +219,38 @@ class Ledger:
     def update(self, job_id: str | None = None) -> list[LedgerRecord]:
         """Bring the records of ``job_id``'s attempts (every job's if None) up to date; returns them all."""
         closed = {r.attempt_id for r in self.records(job_id) if r.closed}
-        fresh = [self.price(a) for a in self.store.attempts(job_id) if a.attempt_id not in closed]
-        if fresh:
-            now = self._clock()
-            with self.store.engine.begin() as conn:
-                ids = [r.attempt_id for r in fresh]
-                conn.execute(delete(ledger_records).where(ledger_records.c.attempt_id.in_(ids)))
-                conn.execute(insert(ledger_records), [_row(r, now) for r in fresh])
+        self._write(
+            [self.price(a) for a in self.store.attempts(job_id) if a.attempt_id not in closed]
+        )
         return self.records(job_id)
+
+    def close(self, attempt_id: str) -> LedgerRecord:
+        """Write one attempt's record now (a closed one stays as stored); returns it.
+
+        A spot record that is closed (now or before) also has its run in the
+        market's history (:func:`record_run`, once per instance).
+        """
+        stored = self.records(attempt_id=attempt_id)
+        if stored and stored[0].closed:
+            record_run(self.store, stored[0])
+            return stored[0]
+        record = self.price(self.store.attempt(attempt_id))
+        self._write([record])
+        return record
+
+    def _write(self, fresh: list[LedgerRecord]) -> None:
+        if not fresh:
+            return
+        now = self._clock()
+        with self.store.engine.begin() as conn:
+            ids = [r.attempt_id for r in fresh]
+            conn.execute(delete(ledger_records).where(ledger_records.c.attempt_id.in_(ids)))
+            conn.execute(insert(ledger_records), [_row(r, now) for r in fresh])
+        for record in fresh:
+            try:
+                record_run(self.store, record)  # the report's catch-up for a hook that failed
+            except Exception as exc:
+                log.warning("run of attempt %s not recorded: %s", record.attempt_id, exc)
 
     def price(self, attempt: AttemptRecord) -> LedgerRecord:
         """The record of one attempt, as the ledger prices it now (nothing written)."""
@@ -267,14 +307,20 @@ class Ledger:
     # --- reading ----------------------------------------------------------------------
 
     def records(
-        self, job_id: str | None = None, *, since_unix_s: float | None = None
+        self,
+        job_id: str | None = None,
+        *,
+        since_unix_s: float | None = None,
+        attempt_id: str | None = None,
     ) -> list[LedgerRecord]:
-        """Stored records (one job's, or every job's), by usage start; ``since``: ended after it or open."""
+        """Stored records (one job's, or every job's, or one attempt's), by usage start; ``since``: ended after it or open."""
         query = select(ledger_records).order_by(
             ledger_records.c.usage_start_unix_s, ledger_records.c.attempt_id
         )
         if job_id is not None:
             query = query.where(ledger_records.c.job_id == job_id)
+        if attempt_id is not None:
+            query = query.where(ledger_records.c.attempt_id == attempt_id)
         if since_unix_s is not None:
             query = query.where(
                 ledger_records.c.usage_end_unix_s.is_(None)
@@ -286,6 +332,77 @@ class Ledger:
     def reconcile(self, job_id: str | None = None) -> Reconciliation:
         """The stored records against what each provider billed (update first for fresh figures)."""
         return reconcile(self.records(job_id))
+
+
+def close_ended(store: JobStore, providers: Mapping[str, Provider]) -> list[LedgerRecord]:
+    """The controller's hook, once a pass: close the books of every attempt that has ended.
+
+    An ended attempt without a closed record gets one (:func:`close_attempt`):
+    its instance, if the cloud still runs it (a finished worker's instance
+    awaiting termination), keeps an open record until a pass sees it ended,
+    so the record closes on the first pass after the cloud ends the instance.
+    One query a pass when nothing is pending. Never raises (a failure is logged).
+    """
+    try:
+        closed = select(ledger_records.c.attempt_id).where(ledger_records.c.closed.is_(True))
+        query = (
+            select(job_attempts.c.attempt_id)
+            .where(job_attempts.c.state == AttemptState.ENDED.value)
+            .where(job_attempts.c.attempt_id.not_in(closed))
+            .order_by(job_attempts.c.attempt_id)
+        )
+        with store.engine.connect() as conn:
+            pending = [row[0] for row in conn.execute(query)]
+    except Exception as exc:
+        log.warning("ledger: ended attempts not read: %s", exc)
+        return []
+    return [r for r in (close_attempt(store, a, providers) for a in pending) if r is not None]
+
+
+def close_attempt(
+    store: JobStore, attempt_id: str, providers: Mapping[str, Provider]
+) -> LedgerRecord | None:
+    """The controller's hook where an attempt ends: its ledger record, and its run in the market.
+
+    Writes the attempt's record (closed, priced on the provider's clock where
+    the provider still knows the instance) and, for a spot attempt that ran,
+    records its running time in the store's preemption history (once per
+    instance), so λ = preemptions ÷ hours actually run. Never raises: a
+    failure is logged and None returned (the next report's
+    :meth:`Ledger.update` catches the record up; a run not recorded is
+    missing from λ's hours, which errs towards a higher λ).
+    """
+    try:
+        return Ledger(store, providers).close(attempt_id)
+    except Exception as exc:  # the ledger must never break the controller's pass
+        log.warning("ledger record of attempt %s not written: %s", attempt_id, exc)
+        return None
+
+
+def record_run(store: JobStore, record: LedgerRecord) -> bool:
+    """Record a closed spot record's running time in the store's preemption history; True if written.
+
+    Skipped (False) for an open record, an on-demand or reserved one (they
+    are not preempted: their hours would dilute the spot market's λ), one
+    that never ran, or an instance already recorded.
+    """
+    start, end = record.usage_start_unix_s, record.usage_end_unix_s
+    if not record.closed or record.market_kind != "spot" or start is None or end is None:
+        return False
+    if end <= start:
+        return False
+    instance_id = record.instance_id or record.attempt_id
+    with store.engine.connect() as conn:
+        seen = conn.execute(
+            select(exposure.c.id).where(
+                (exposure.c.provider == record.provider) & (exposure.c.instance_id == instance_id)
+            )
+        ).first()
+    if seen is not None:
+        return False
+    market = MarketId.of(record.provider, record.region, record.zone, record.instance_type)
+    InterruptionStore(engine=store.engine).record_run(market, start, end, instance_id)
+    return True
 
 
 def reconcile(records: Iterable[LedgerRecord]) -> Reconciliation:
