@@ -518,6 +518,10 @@ def controller_run(
         str | None,
         typer.Option("--providers", help="comma-separated provider names (default: all)"),
     ] = None,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option("--metrics-port", min=1, max=65535, help="serve Prometheus /metrics here"),
+    ] = None,
 ) -> int:
     """Run the controller in the foreground (what `spothop launch` starts in the background)."""
     from spothop.jobs.controller import daemon
@@ -529,6 +533,7 @@ def controller_run(
         period_s=period,
         poll_only=poll_only,
         providers=names,
+        metrics_port=metrics_port,
     )
 
 

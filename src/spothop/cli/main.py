@@ -7,8 +7,10 @@ import sys
 import typer
 
 from spothop import __version__
+from spothop.cli import advise as advise_cli
 from spothop.cli import agent as agent_cli
 from spothop.cli import catalog, ckpt, cloud, db, offers, plan, probe, topo
+from spothop.cli import dashboard as dashboard_cli
 from spothop.cli import events as events_cli
 from spothop.cli import jobs as jobs_cli
 from spothop.cli import market as market_cli
@@ -42,6 +44,8 @@ jobs_cli.register(app)
 plan.register(app)
 report_cli.register(app)
 events_cli.register(app)
+advise_cli.register(app)
+dashboard_cli.register(app)
 
 
 def _print_version(value: bool) -> None:

@@ -282,12 +282,15 @@ def run_controller(
     poll_only: bool = False,
     providers: tuple[str, ...] = (),
     on_ready: Any = None,
+    metrics_port: int | None = None,
 ) -> int:
     """Run this home's controller in this process until SIGTERM or SIGINT; 0.
 
     Takes the lock first (:class:`ControllerRunning` if another holds it),
     then the waker, then runs :class:`~spothop.jobs.controller.loop.Loop`.
     Instances keep running when it ends; the next controller adopts them.
+    ``metrics_port`` (else ``$SPOTHOP_METRICS_PORT``; unset: off) serves Prometheus
+    ``/metrics`` on 127.0.0.1 (:mod:`spothop.observe.metrics`).
     """
     import logging
 
@@ -300,6 +303,7 @@ def run_controller(
     lock = acquire(home)
     waker = None
     controller = None
+    metrics_server = None
     try:
         url = store_url or default_database_url()
         lock.write_info(url, str(controller_dir(home) / "controller.log"), queue_url)
@@ -309,6 +313,7 @@ def run_controller(
             level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
         )
         store = JobStore(url)
+        metrics_server = _serve_metrics(metrics_port, store, queue_url or url)
         controller = Controller(
             store,
             default_providers(providers),
@@ -331,8 +336,26 @@ def run_controller(
                 signal.signal(sig, handler)
         return 0
     finally:
+        if metrics_server is not None:
+            metrics_server.shutdown()
         if controller is not None:
             controller.close()
         if waker is not None:
             waker.close()
         lock.release()
+
+
+def _serve_metrics(port: int | None, store: Any, queue_url: str) -> Any:
+    """The /metrics server on ``port`` (else ``$SPOTHOP_METRICS_PORT``), or None when neither is set."""
+    from spothop.errors import ConfigError
+    from spothop.observe.metrics import METRICS_PORT_ENV, serve
+
+    if port is None:
+        raw = os.environ.get(METRICS_PORT_ENV, "").strip()
+        if not raw:
+            return None
+        try:
+            port = int(raw)
+        except ValueError:
+            raise ConfigError(f"${METRICS_PORT_ENV} must be a port number, got {raw!r}") from None
+    return serve(port, store, queue_url)

@@ -1,0 +1,160 @@
+"""The dashboard's data: JSON-ready dicts, one function per endpoint, reusable by the server.
+
+Every function reads one :class:`~spothop.jobs.store.JobStore` (and, where
+it says, the shard queue and the providers' catalogs) and returns plain
+JSON-ready values; the HTTP app (:mod:`spothop.dashboard.app`) only serves
+them, so the REST server can mount the same functions.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
+
+from spothop.errors import SpothopError
+from spothop.jobs.lifecycle import AttemptState, NodeState
+from spothop.jobs.store import JobStore
+from spothop.observe.timeline import bars, cost_series, interrupted
+
+LIVE = (AttemptState.LAUNCHING, AttemptState.PENDING, AttemptState.RUNNING, AttemptState.NOTICED)
+
+
+def jobs(store: JobStore, queue_url: str | None = None) -> list[dict[str, Any]]:
+    """Every job with its progress (batch: shards done of all; else nodes done of all)."""
+    from spothop.jobs.controller.observe import queue_stats
+
+    attempts_by_job: dict[str, list[Any]] = defaultdict(list)
+    for a in store.attempts():
+        attempts_by_job[a.job_id].append(a)
+    out = []
+    now = time.time()
+    for j in reversed(store.list_jobs()):
+        attempts = attempts_by_job.get(j.job_id, [])
+        done = sum(1 for n in j.nodes if n.state is NodeState.DONE)
+        total = max(1, len(j.nodes))
+        unit = "nodes"
+        if j.kind == "batch" and queue_url:
+            try:
+                stats = queue_stats(queue_url, j.job_id)
+            except Exception:  # a queue that is down leaves the nodes' progress
+                stats = None
+            if stats is not None:
+                total = max(1, stats.pending + stats.leased + stats.done + stats.dead)
+                done, unit = stats.done, "shards"
+        cost = sum(
+            a.price_usd_per_hour * max(0.0, (a.ended_unix_s or now) - a.running_unix_s) / 3600.0
+            for a in attempts
+            if a.running_unix_s is not None
+        )
+        live = [a for a in attempts if a.state in LIVE]
+        out.append(
+            {
+                "job_id": j.job_id,
+                "name": j.name,
+                "kind": j.kind,
+                "state": j.state.value,
+                "interruptions": j.interruptions,
+                "created_unix_s": j.created_unix_s,
+                "progress": {"done": done, "total": total, "unit": unit, "fraction": done / total},
+                "instances": [
+                    {
+                        "provider": a.provider,
+                        "zone": a.zone,
+                        "instance_type": a.instance_type,
+                        "market": a.market_kind,
+                        "state": a.state.value,
+                    }
+                    for a in live
+                ],
+                "attempts": len(attempts),
+                "preemptions": sum(1 for a in attempts if interrupted(a)),
+                "cost_usd": cost,
+            }
+        )
+    return out
+
+
+def events(store: JobStore, after_seq: int = 0, limit: int = 200) -> list[dict[str, Any]]:
+    """The controller's job events after ``after_seq`` (the newest ``limit`` when 0), oldest first."""
+    if after_seq <= 0:
+        rows = store.events()[-limit:]
+    else:
+        rows = store.events(after_seq=after_seq, limit=limit)
+    return [
+        {
+            "seq": e.seq,
+            "job_id": e.job_id,
+            "time_unix_s": e.time_unix_s,
+            "kind": e.kind,
+            "data": dict(e.data),
+        }
+        for e in rows
+    ]
+
+
+def on_demand_prices(providers: Mapping[str, Any]) -> dict[tuple[str, str, str], float]:
+    """On-demand USD per hour by (provider, zone or region, instance type), from the catalogs."""
+    out: dict[tuple[str, str, str], float] = {}
+    for name, provider in providers.items():
+        try:
+            offerings = provider.list_offerings()
+        except SpothopError:
+            continue
+        for o in offerings:
+            if o.on_demand_price_usd_per_hour is None:
+                continue
+            out[(name, o.zone or o.region, o.instance_type)] = o.on_demand_price_usd_per_hour
+            out.setdefault((name, o.region, o.instance_type), o.on_demand_price_usd_per_hour)
+    return out
+
+
+def cost(
+    store: JobStore,
+    prices: Mapping[tuple[str, str, str], float],
+    job_id: str | None = None,
+) -> dict[str, Any]:
+    """Cumulative cost against on-demand for the same instance time, over time."""
+    return cost_series(store.attempts(job_id), prices)
+
+
+def markets(store: JobStore) -> list[dict[str, Any]]:
+    """The reliability table: per provider, zone and type, spothop's own attempts there."""
+    now = time.time()
+    table: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for a in store.attempts():
+        if a.market_kind != "spot":
+            continue
+        row = table.setdefault(
+            (a.provider, a.zone, a.instance_type),
+            {
+                "provider": a.provider,
+                "zone": a.zone,
+                "instance_type": a.instance_type,
+                "attempts": 0,
+                "preemptions": 0,
+                "running_h": 0.0,
+                "price_usd_per_hour": a.price_usd_per_hour,
+            },
+        )
+        row["attempts"] += 1
+        row["preemptions"] += int(interrupted(a))
+        if a.running_unix_s is not None:
+            row["running_h"] += max(0.0, (a.ended_unix_s or now) - a.running_unix_s) / 3600.0
+    out = []
+    for row in table.values():
+        row["mtbf_h"] = row["running_h"] / row["preemptions"] if row["preemptions"] else None
+        row["survival"] = 1.0 - row["preemptions"] / row["attempts"] if row["attempts"] else None
+        out.append(row)
+    return sorted(out, key=lambda r: (-(r["survival"] or 0), r["provider"], r["zone"]))
+
+
+def timeline(store: JobStore, job_id: str) -> dict[str, Any]:
+    """One job's instances and preemptions (:func:`spothop.observe.timeline.job_timeline`)."""
+    store.get_job(job_id)
+    return {
+        "job_id": job_id,
+        "now_unix_s": time.time(),
+        "bars": [b.to_dict() for b in bars(store.attempts(job_id))],
+    }
