@@ -65,8 +65,8 @@ function renderMarkets(rows) {
     const tr = document.createElement("tr");
     cell(tr, m.provider); cell(tr, m.zone); cell(tr, m.instance_type);
     cell(tr, m.attempts, "num"); cell(tr, m.preemptions, "num");
-    cell(tr, m.running_h.toFixed(2), "num");
-    cell(tr, m.mtbf_h === null ? "none seen" : m.mtbf_h.toFixed(2), "num");
+    cell(tr, m.running_h.toFixed(3), "num");
+    cell(tr, m.mtbf_h === null ? "none seen" : m.mtbf_h.toFixed(3), "num");
     cell(tr, m.survival === null ? "—" : Math.round(100 * m.survival) + "%", "num");
     cell(tr, m.price_usd_per_hour.toFixed(3), "num");
     body.appendChild(tr);
