@@ -155,6 +155,7 @@ def test_spothop_launch_with_the_aws_provider_runs_on_moto_and_cancel_ends_it(
         provider, _ = make_provider(endpoint_url=endpoint)
         for variable, value in {
             "SPOTHOP_PROVIDERS": "aws",
+            "SPOTHOP_CATALOG_REFRESH_S": "0",  # moto has no Pricing API; the fixed catalog stays
             "SPOTHOP_AWS_ENDPOINT_URL": endpoint,
             "SPOTHOP_AWS_REGIONS": REGION,
             "SPOTHOP_AWS_IMAGE_ID": IMAGE_ID,

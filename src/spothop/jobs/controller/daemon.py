@@ -8,7 +8,9 @@ Files, under ``<home>/controller/``:
 - ``controller.json`` — written by the controller once it holds the lock:
   ``pid``, ``started_unix_s``, ``store_url``, ``log``;
 - ``controller.log`` — the background controller's output;
-- ``wake.sock`` — its :class:`~spothop.state.wake.Waker`.
+- ``wake.sock`` — its :class:`~spothop.state.wake.Waker`;
+- ``catalog_refresh.json`` — when each real cloud's catalog was last refreshed
+  (:func:`daily_catalog_refresh`: once a day, in the background, never fatal).
 
 Rules:
 
@@ -36,6 +38,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -241,6 +244,7 @@ def stop(home: Path | None = None, timeout_s: float = STOP_TIMEOUT_S) -> Control
 
 LOCAL_FAMILY = "local"  # the embedded cloud: every cloud of the world file, always there
 PROVIDERS_ENV = "SPOTHOP_PROVIDERS"  # real clouds the controller also uses, comma-separated
+CATALOG_REFRESH_ENV = "SPOTHOP_CATALOG_REFRESH_S"  # seconds between live catalog refreshes; 0: off
 
 
 def default_providers(names: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -271,6 +275,33 @@ def default_providers(names: tuple[str, ...] = ()) -> dict[str, Any]:
         except SpothopError as exc:
             logging.getLogger(__name__).warning("provider %s left out: %s", name, exc)
     return providers
+
+
+def daily_catalog_refresh(providers: Mapping[str, Any], home: Path) -> Any:
+    """The daily live catalog refresh of every real cloud in ``providers`` (not the local world's).
+
+    State (each provider's last attempt) in ``<controller dir>/catalog_refresh.json``:
+    :class:`spothop.providers.catalog_schedule.DailyRefresh`. ``$SPOTHOP_CATALOG_REFRESH_S``:
+    seconds between refreshes (default a day); ``0`` turns the refresh off; anything else is a
+    :class:`~spothop.errors.ConfigError` naming the variable.
+    """
+    from spothop.errors import ConfigError
+    from spothop.providers.catalog_schedule import REFRESH_INTERVAL_S, STATE_FILE, DailyRefresh
+    from spothop.providers.registry import members
+
+    text = os.environ.get(CATALOG_REFRESH_ENV, "").strip()
+    try:
+        interval_s = float(text) if text else REFRESH_INTERVAL_S
+    except ValueError:
+        interval_s = -1.0
+    if not 0 <= interval_s < float("inf"):
+        raise ConfigError(
+            f"{CATALOG_REFRESH_ENV}={text!r} is not a number of seconds: set it to the seconds "
+            f"between live catalog refreshes (default {REFRESH_INTERVAL_S:.0f}), or 0 for none"
+        )
+    local = set(members(LOCAL_FAMILY))
+    real = {name: p for name, p in providers.items() if name not in local and interval_s > 0}
+    return DailyRefresh(real, controller_dir(home) / STATE_FILE, interval_s=interval_s or 1.0)
 
 
 def run_controller(
@@ -322,7 +353,13 @@ def run_controller(
             home=home,
             wake_address=address,
         )
-        loop = Loop(controller.run_pass, waker, period_s or DEFAULT_PERIOD_S, poll_only)
+        catalogs = daily_catalog_refresh(controller.providers, home)
+
+        def step() -> object:
+            catalogs.poll()  # in the background, at most once a day per real cloud; never raises
+            return controller.run_pass()
+
+        loop = Loop(step, waker, period_s or DEFAULT_PERIOD_S, poll_only)
         previous = {
             sig: signal.signal(sig, lambda *_: loop.stop())
             for sig in (signal.SIGTERM, signal.SIGINT)
