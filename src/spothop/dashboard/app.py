@@ -210,7 +210,8 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/metrics":
             self._send(200, render(app.registry), CONTENT_TYPE_LATEST)
         elif path == "/api/stream":
-            self._stream(_int(query, "after") or int(self.headers.get("Last-Event-ID") or 0))
+            resume = {"after": [self.headers.get("Last-Event-ID") or "0"]}
+            self._stream(_int(query, "after") or _int(resume, "after"))
         elif path.startswith("/api/"):
             self._json(200, app.api(path, query))
         else:
