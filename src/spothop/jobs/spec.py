@@ -83,6 +83,7 @@ from spothop.jobs.spec_values import (
 )
 from spothop.queue.model import JOB_NAME_PATTERN
 from spothop.resources.offering import Interconnect
+from spothop.scheduler.policies import policy_class, policy_names
 
 if TYPE_CHECKING:
     from spothop.scheduler.requirements import Requirements
@@ -348,6 +349,12 @@ class JobSpec(_Model):
     deadline_s: (
         Annotated[float, BeforeValidator(parse_duration_s), DEADLINE_S.annotated("deadline")] | None
     ) = Field(default=None, alias="deadline")
+    # The deadline policy a job with a deadline runs under (scheduler.policies), and its work:
+    # how long it runs on one node from start to end (a batch job: all its shards on one worker).
+    deadline_policy: str = "spothop"
+    work_s: (
+        Annotated[float, BeforeValidator(parse_duration_s), DEADLINE_S.annotated("work")] | None
+    ) = Field(default=None, alias="work")
     budget_usd: Annotated[float, BUDGET_USD.annotated("budget_usd")] | None = None
     providers: ProvidersSpec = Field(default_factory=ProvidersSpec)
     regions: list[Place] = Field(default_factory=list)
@@ -378,6 +385,16 @@ class JobSpec(_Model):
             )
             data = {**data, "spread": {"min_zones": 2, "min_instance_types": 2} if many else {}}
         return data
+
+    @field_validator("deadline_policy")
+    @classmethod
+    def _known_policy(cls, value: str) -> str:
+        online = [n for n in policy_names() if policy_class(n).online]
+        if value not in online:
+            raise ValueError(
+                f"{value!r} is not an online deadline policy; choose one of {', '.join(online)}"
+            )
+        return value
 
     @field_validator("workdir")
     @classmethod

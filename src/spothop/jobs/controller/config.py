@@ -24,6 +24,8 @@ STOP_GRACE_S = 300.0
 FAILED_MARKET_MEMORY_S = 15 * 60.0
 # Usable candidates read per kind per job: spread scans the best; the rest cost more than they add.
 CANDIDATE_LIMIT = 64
+# A deadline policy decides per interval of this (SIMULATION.md's gap: 600 s in the 2022 traces).
+DEADLINE_TICK_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -41,3 +43,6 @@ class ControllerConfig:
     stop_grace_s: float = STOP_GRACE_S
     failed_market_memory_s: float = FAILED_MARKET_MEMORY_S
     candidate_limit: int = CANDIDATE_LIMIT
+    deadline_tick_s: float = DEADLINE_TICK_S
+    # The restart overhead a deadline policy plans with; None: the provider's boot time.
+    restart_overhead_s: float | None = None

@@ -14,7 +14,9 @@ One pass, in this order (docs/controller.md has the tables):
    best markets before new jobs), then running, then pending, each oldest
    first: cancel → fail (retries, dead shards, ``max_interruptions``) →
    succeed (every node done; a batch queue drained and its outputs published)
-   → per node: hand over, replace, fail over or launch → the job's state.
+   → per node: hand over, replace, fail over or launch → the job's state. A job
+   with a deadline launches (and switches, make-before-break) only in the
+   market kind its deadline policy chooses this pass (:mod:`.deadline`).
 
 Pure: no I/O, no clock (time is ``snapshot.now``), no randomness; the same
 snapshot and config always give the same list, in the same order, and every
@@ -42,6 +44,7 @@ from spothop.jobs.controller.actions import (
     Waiting,
 )
 from spothop.jobs.controller.config import ControllerConfig
+from spothop.jobs.controller.deadline import DeadlinePlan, deadline_plan
 from spothop.jobs.controller.fold import fold
 from spothop.jobs.controller.place import (
     JobPlacement,
@@ -275,6 +278,7 @@ class _Node:
     healthy: list[AttemptView] = field(default_factory=list)
     doomed: list[AttemptView] = field(default_factory=list)
     moving: list[AttemptView] = field(default_factory=list)  # in a zone an outage cooled
+    switching: list[AttemptView] = field(default_factory=list)  # off the deadline policy's kind
     blind_on_demand: bool = False  # a notice-blind instance goes to on-demand (conservative)
 
     @property
@@ -288,7 +292,7 @@ class _Node:
         or one moving out of a zone an outage cooled."""
         return self.keeper is not None or any(
             (a.state is AttemptState.NOTICED and not a.notice_final and a.running_at is not None)
-            or (a in self.moving and a.state is AttemptState.RUNNING)
+            or ((a in self.moving or a in self.switching) and a.state is AttemptState.RUNNING)
             for a in self.doomed
         )
 
@@ -322,6 +326,7 @@ class _JobDecision:
         self.out: list[Action] = []
         self.launched = 0  # launches asked in this pass (tokens count on from the attempts)
         self._placement: JobPlacement | None = None
+        self.plan: DeadlinePlan | None = None
 
     @property
     def placement(self) -> JobPlacement:
@@ -361,6 +366,8 @@ class _JobDecision:
         if self._finished():
             return self.out
         forced = self._on_demand_forced()
+        if not forced:
+            self.plan = deadline_plan(self.p.snapshot, job, self.p.config)
         nodes = self._nodes()
         self._release_idle(nodes)
         wanted = self._wanted(nodes)
@@ -486,23 +493,32 @@ class _JobDecision:
                         )
                         self._end(a, EndReason.PREEMPTED, f"final notice ({why})", terminate=False)
                         continue
-                node.alive.append(a)
-                blind = (
-                    a.notice_blind
-                    and a.market_kind is MarketKind.SPOT
-                    and blind_response is not NoticeBlindResponse.KEEP
-                )
-                moved = self.p.moved_by_outage(a)
-                if a.state is AttemptState.NOTICED or blind or moved:
-                    node.doomed.append(a)
-                    if moved:
-                        node.moving.append(a)
-                    if blind and blind_response is NoticeBlindResponse.ON_DEMAND:
-                        node.blind_on_demand = True
-                else:
-                    node.healthy.append(a)
+                self._classify(node, a, blind_response)
             nodes.append(node)
         return nodes
+
+    def _classify(self, node: _Node, a: AttemptView, blind_response: NoticeBlindResponse) -> None:
+        """A live attempt is healthy, or doomed: noticed, notice-blind, in a zone an outage cooled,
+        or off the market kind the deadline policy chose (each replaced make-before-break)."""
+        node.alive.append(a)
+        blind = (
+            a.notice_blind
+            and a.market_kind is MarketKind.SPOT
+            and blind_response is not NoticeBlindResponse.KEEP
+        )
+        moved = self.p.moved_by_outage(a)
+        plan = self.plan
+        switch = plan is not None and plan.kind is not None and not plan.fits(a)
+        if a.state is AttemptState.NOTICED or blind or moved or switch:
+            node.doomed.append(a)
+            if moved:
+                node.moving.append(a)
+            elif switch:
+                node.switching.append(a)
+            if blind and blind_response is NoticeBlindResponse.ON_DEMAND:
+                node.blind_on_demand = True
+        else:
+            node.healthy.append(a)
 
     def _wanted(self, nodes: list[_Node]) -> list[_Node]:
         """The nodes that should run an instance now (a task's unfinished ones; enough batch workers)."""
@@ -573,6 +589,9 @@ class _JobDecision:
         needy = [n for n in wanted if not n.healthy]
         if not needy:
             return
+        if self.plan is not None:
+            self._launch_deadline(needy, self.plan)
+            return
         placement, ledger = self.placement, self.p.reserved
         alive_markets = [a.market for n in wanted for a in n.healthy]
         groups: dict[bool, list[_Node]] = {}
@@ -611,6 +630,19 @@ class _JobDecision:
                 self._launch_one(node, (pick,), options.choice.reason)
                 alive_markets.append(pick.market_id)
 
+    def _launch_deadline(self, needy: list[_Node], plan: DeadlinePlan) -> None:
+        """Launch (or switch, make-before-break) in the market kind the deadline policy chose."""
+        candidates = plan.candidates()
+        why = plan.reason()
+        for node in needy:
+            last = node.last
+            if not candidates:
+                self.out.append(Waiting(self.job.job_id, node.index, why))
+            elif last is not None and last.end_reason is EndReason.LAUNCH_FAILED:
+                self._failover(node, candidates, last)
+            else:
+                self._launch_one(node, candidates[:1], why)
+
     def _failover(self, node: _Node, candidates: tuple[Candidate, ...], last: AttemptView) -> None:
         k = self.p.config.failover_k
         chosen = tuple(candidates[:k])
@@ -634,6 +666,8 @@ class _JobDecision:
             lead = "notice-blind" if blind else "make-before-break"
             if replaces in node.moving:
                 lead = f"zone outage in {replaces.zone}: make-before-break"
+            elif replaces in node.switching:
+                lead = f"switch off {replaces.market_kind.value}: make-before-break"
             why = f"{lead}: replacing {replaces.attempt_id}; {why}"
             if blind and replaces.instance_id:
                 self.out.append(

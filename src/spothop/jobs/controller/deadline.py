@@ -1,0 +1,274 @@
+"""A job with a ``deadline``: its deadline policy chooses the market kind each pass.
+
+Pure, like ``decide`` that uses it. For a job whose spec has ``deadline`` (and a
+work estimate, below), :func:`deadline_plan` builds the
+:class:`~spothop.scheduler.policies.base.DeadlineState` a deadline policy sees
+and asks :func:`~spothop.scheduler.policies.base.advise` (the spec's
+``deadline_policy``, default ``spothop``; the safety rule included) for a
+:class:`~spothop.scheduler.policies.base.Decision`: spot in zone *i*,
+on-demand, or wait. ``decide`` then launches (and switches) only in that kind.
+
+The state, from the job and the snapshot (docs/controller.md, "Deadlines"):
+
+- **Time**: ``elapsed_s`` = now − the job's ``created_at``; ``deadline_s`` the
+  spec's ``deadline``; ``tick_s`` the controller's ``deadline_tick_s``;
+  ``restart_overhead_s`` the controller's ``restart_overhead_s`` or, unset, the
+  provider's boot time.
+- **Work left**: a task job: the spec's ``work`` minus the time the job ran
+  (the union of its attempts' running spans, from ``running_at`` to their end
+  or now). A batch job: the shards left (pending + leased) × the seconds per
+  shard observed so far (the attempts' running time over the shards done,
+  shared by ``workers``) or, before any shard is done, the spec's ``work``
+  scaled by the share of shards left. No estimate at all: no plan (the
+  tolerance decides as for a job without a deadline).
+- **What runs**: the newest live attempt's kind and zone (or the newest
+  attempt if the cloud took it back within the last tick: SPOT in a zone
+  whose spot is gone, as SIMULATION.md has it); its pending overhead is the
+  restart overhead not yet past since its launch while it does not run.
+- **Zones**: every zone (provider, region, zone) where the job's requirements
+  are offered, sorted; each zone's spot is available when the market view
+  says so for one of its qualifying spot markets (cooldowns do not hide it:
+  the policy weighs the risk), at the cheapest such price, with that market's
+  preemption rate and mean outage. The on-demand price is the cheapest
+  qualifying on-demand candidate's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from spothop.jobs.controller.config import ControllerConfig
+from spothop.jobs.controller.snapshot import AttemptView, JobView, Snapshot
+from spothop.jobs.lifecycle import EndReason
+from spothop.jobs.spec import JobKind
+from spothop.resources.market_id import MarketId
+from spothop.scheduler.market_view import MarketKind, MarketView
+from spothop.scheduler.placement import Candidate, WorkProfile, rank
+from spothop.scheduler.policies import base as policies
+from spothop.scheduler.policies.base import (
+    IDLE,
+    DeadlineState,
+    Decision,
+    Kind,
+    ZoneView,
+)
+
+
+@dataclass(frozen=True)
+class DeadlinePlan:
+    """One pass's deadline decision for a job, and the candidates that carry it out."""
+
+    policy: str
+    state: DeadlineState
+    decision: Decision
+    zones: tuple[MarketId, ...]  # index i of a Decision → this zone (instance_type "")
+    spot: tuple[tuple[Candidate, ...], ...]  # per zone, its spot candidates, best first
+    on_demand: tuple[Candidate, ...]
+
+    @property
+    def kind(self) -> MarketKind | None:
+        """The market kind to run on; None: wait."""
+        return {Kind.SPOT: MarketKind.SPOT, Kind.ON_DEMAND: MarketKind.ON_DEMAND}.get(
+            self.decision.kind
+        )
+
+    def candidates(self) -> tuple[Candidate, ...]:
+        """Where a launch goes: spot in the chosen zone, or on-demand; nothing to wait."""
+        if self.decision.kind is Kind.SPOT:
+            return self.spot[self.decision.zone]
+        if self.decision.kind is Kind.ON_DEMAND:
+            return self.on_demand
+        return ()
+
+    def fits(self, a: AttemptView) -> bool:
+        """``a`` runs what the decision asks (its kind, and for spot its zone)."""
+        if self.decision.kind is Kind.ON_DEMAND:
+            return a.market_kind is not MarketKind.SPOT
+        if self.decision.kind is Kind.SPOT:
+            return (
+                a.market_kind is MarketKind.SPOT
+                and _zone(a.market) == self.zones[self.decision.zone]
+            )
+        return False
+
+    def reason(self) -> str:
+        s = self.state
+        what = self.decision.kind.label
+        if self.decision.kind is Kind.SPOT:
+            what += f" in {self.zones[self.decision.zone].zone}"
+        return (
+            f"deadline policy {self.policy}: {what} (work left {s.work_left_s / 3600:.2f} h, "
+            f"{(s.deadline_s - s.elapsed_s) / 3600:.2f} h to the deadline)"
+        )
+
+
+def _zone(market: MarketId) -> MarketId:
+    return MarketId(market.provider, market.region, market.zone, "")
+
+
+def _run_s(attempts: Sequence[AttemptView], now: float) -> float:
+    """The union of the attempts' running spans up to ``now`` (overlaps counted once)."""
+    spans = sorted(
+        (a.running_at, a.ended_at if a.ended_at is not None else now)
+        for a in attempts
+        if a.running_at is not None
+    )
+    total, reach = 0.0, -math.inf
+    for start, end in spans:
+        end = min(end, now)
+        if end <= reach:
+            continue
+        total += end - max(start, reach)
+        reach = end
+    return total
+
+
+def work_left_s(job: JobView, now: float) -> float | None:
+    """The seconds of work left on one instance (module docstring); None: no estimate."""
+    spec = job.spec
+    if spec.kind is JobKind.BATCH:
+        q = job.queue
+        if q is None or not job.shards_enqueued:
+            return spec.work_s
+        left = q.pending + q.leased
+        total = left + q.done + q.dead
+        if q.done:
+            per_shard = sum(_run_s([a], now) for a in job.attempts) / q.done
+            return left * per_shard / max(1, spec.workers)
+        if spec.work_s is None or total == 0:
+            return None
+        return spec.work_s * left / total
+    if spec.work_s is None:
+        return None
+    return max(0.0, spec.work_s - _run_s(job.attempts, now))
+
+
+def deadline_plan(
+    snapshot: Snapshot,
+    job: JobView,
+    config: ControllerConfig,
+) -> DeadlinePlan | None:
+    """The job's deadline decision this pass; None for a job without a deadline or a work estimate.
+
+    Markets a launch of this job failed in within ``failed_market_memory_s`` are left out.
+    """
+    spec = job.spec
+    if spec.deadline_s is None:
+        return None
+    now = snapshot.now
+    work = work_left_s(job, now)
+    if work is None:
+        return None
+    horizon = now - config.failed_market_memory_s
+    exclude = sorted(
+        {
+            (a.market, a.market_kind)
+            for a in job.attempts
+            if a.end_reason is EndReason.LAUNCH_FAILED
+            and (a.ended_at if a.ended_at is not None else a.launched_at) >= horizon
+        },
+        key=str,
+    )
+    view, req = snapshot.market, spec.requirements()
+    profile = WorkProfile()
+    spot_all = rank(view, req, profile, kinds=(MarketKind.SPOT,), exclude=exclude).candidates
+    od = tuple(rank(view, req, profile, kinds=(MarketKind.ON_DEMAND,), exclude=exclude).candidates)
+    zone_ids = sorted({_zone(c.market_id) for c in (*od, *spot_all)}, key=str)
+    spot: dict[MarketId, list[Candidate]] = {z: [] for z in zone_ids}
+    for c in spot_all:
+        spot[_zone(c.market_id)].append(c)
+    zones: list[ZoneView] = []
+    for z in zone_ids:
+        found = spot[z]
+        if found:
+            best = min(found, key=lambda c: c.price_usd_per_hour)
+            st = view.state_of(best.market_id)
+            zones.append(
+                ZoneView(
+                    True,
+                    best.price_usd_per_hour,
+                    preemption_rate_per_h=st.preemption_rate_per_h,
+                    mean_outage_s=st.mean_outage_s,
+                )
+            )
+        else:
+            zones.append(ZoneView(False, _catalog_spot_price(view, z, od)))
+    if not zone_ids:
+        return None
+    provider = (od[0] if od else spot_all[0]).offering.provider
+    d = config.restart_overhead_s
+    if d is None:
+        d = view.boot_s_of(provider)
+    last, pending = _last(job, now, config.deadline_tick_s, d, zone_ids)
+    state = DeadlineState(
+        elapsed_s=now - job.created_at,
+        work_left_s=work,
+        task_s=spec.work_s if spec.work_s is not None else work,
+        deadline_s=spec.deadline_s,
+        restart_overhead_s=d,
+        tick_s=config.deadline_tick_s,
+        last=last,
+        pending_overhead_s=pending,
+        zones=tuple(zones),
+        on_demand_price_usd_per_hour=min((c.price_usd_per_hour for c in od), default=math.inf),
+    )
+    policy = policies.get_policy(spec.deadline_policy)
+    decision = policies.advise(policy, state)
+    if decision.kind is Kind.ON_DEMAND and not od:
+        decision = IDLE
+    return DeadlinePlan(
+        spec.deadline_policy,
+        state,
+        decision,
+        tuple(zone_ids),
+        tuple(tuple(spot[z]) for z in zone_ids),
+        od,
+    )
+
+
+def _catalog_spot_price(view: MarketView, zone: MarketId, od: Sequence[Candidate]) -> float:
+    """A zone without spot now: its last known spot price (the market's, else the catalog's)."""
+    prices = [
+        p
+        for c in od
+        if _zone(c.market_id) == zone
+        and (
+            p := view.state_of(c.market_id).spot_price_usd_per_hour
+            or c.offering.spot_price_usd_per_hour
+        )
+        is not None
+    ]
+    return min(prices, default=math.inf)
+
+
+def _last(
+    job: JobView, now: float, tick_s: float, d: float, zones: Sequence[MarketId]
+) -> tuple[Decision, float]:
+    """What ran last and its pending overhead (module docstring)."""
+    if not job.attempts:
+        return IDLE, 0.0
+    live = [a for a in job.attempts if a.alive]
+    if live:
+        a = max(live, key=lambda a: (a.launched_at, a.attempt_id))
+    else:
+        a = max(job.attempts, key=lambda a: (a.launched_at, a.attempt_id))
+        lost = (
+            a.end_reason is EndReason.PREEMPTED
+            and a.ended_at is not None
+            and a.ended_at > now - tick_s
+        )
+        if not lost:
+            return IDLE, 0.0
+    if a.market_kind is not MarketKind.SPOT:
+        kind, index = Kind.ON_DEMAND, 0
+    else:
+        z = _zone(a.market)
+        if z not in zones:
+            return IDLE, 0.0
+        kind, index = Kind.SPOT, list(zones).index(z)
+    pending = 0.0
+    if a.running_at is None or a.running_at > now:
+        pending = max(0.0, a.launched_at + d - now)
+    return Decision(kind, index), pending
