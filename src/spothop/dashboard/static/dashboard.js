@@ -93,6 +93,7 @@ function renderTimeline(tl) {
       base: bars.map((b) => new Date(b.start_unix_s * 1000)),
       x: bars.map((b) => ((b.end_unix_s || tl.now_unix_s) - b.start_unix_s) * 1000),
       text: bars.map((b) => `${b.zone} ${b.instance_type} ${b.market}`),
+      textposition: "inside", insidetextanchor: "start", textangle: 0, constraintext: "none",
       hovertext: bars.map((b) => `${b.provider}/${b.zone} ${b.instance_type} (${b.market}) ${b.state}${b.end_reason ? ", " + b.end_reason : ""}`),
       marker: { color: PROVIDER_COLOURS[i % PROVIDER_COLOURS.length], line: { width: 1, color: "#1d2430" } },
     };
