@@ -207,12 +207,13 @@ def job_status(store: JobStore, job_id: str, *, events: bool = True) -> dict[str
     """A job as ``status --json`` prints it: state, interruptions, instances, events, spend."""
     job = store.get_job(job_id)
     attempts = store.attempts(job_id)
-    now = time.time()
+    clocks: dict[str, float] = {}
     instances = []
     spend = 0.0
     for a in attempts:
         if a.running_unix_s is not None:
-            until = a.ended_unix_s if a.ended_unix_s is not None else now
+            # Attempt times are on the provider's clock (jobs/controller/clock.py): so is "now".
+            until = a.ended_unix_s if a.ended_unix_s is not None else _now_on(a.provider, clocks)
             spend += a.price_usd_per_hour * max(0.0, until - a.running_unix_s) / 3600
         if a.instance_id is None and a.end_reason is not None:
             continue  # a launch that failed: in the events, not an instance
@@ -268,6 +269,24 @@ def job_status(store: JobStore, job_id: str, *, events: bool = True) -> dict[str
     if events:
         out["events"] = [e.to_dict() for e in store.events(job_id)]
     return out
+
+
+def _now_on(provider: str, cache: dict[str, float]) -> float:
+    """Now on ``provider``'s clock: a local cloud's simulated one, the wall for every real cloud
+    (making a real cloud's adapter would look for credentials; its clock is the wall anyway)."""
+    if provider not in cache:
+        from spothop.jobs.controller.clock import provider_now
+        from spothop.jobs.controller.daemon import LOCAL_FAMILY
+        from spothop.providers.registry import get_provider, members
+
+        made: Any = None
+        if provider in members(LOCAL_FAMILY):
+            try:
+                made = get_provider(provider)
+            except Exception:  # no world here: the wall
+                made = None
+        cache[provider] = provider_now(made)
+    return cache[provider]
 
 
 def _job_progress(store: JobStore, job_id: str, queue: dict[str, int] | None) -> dict[str, Any]:

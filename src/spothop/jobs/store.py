@@ -381,8 +381,12 @@ class JobStore:
         price_usd_per_hour: float,
         launch_token: str | None = None,
         data: Mapping[str, Any] | None = None,
+        launched_unix_s: float | None = None,
     ) -> AttemptRecord:
         """Store a new attempt (state ``launching``) BEFORE the launch call, with event ``attempt_launching``.
+
+        ``launched_unix_s`` (default: the store's clock) is the launch time on
+        the provider's clock, which the controller keeps every attempt time in.
 
         ``launch_token`` (default: 16 random hex digits) goes into the
         instance's tags; it is unique. :class:`JobNotFound` if the job has no
@@ -413,7 +417,7 @@ class JobStore:
                 "market_kind": str(market_kind),
                 "price_usd_per_hour": float(price_usd_per_hour),
                 "state": AttemptState.LAUNCHING.value,
-                "launched_unix_s": now,
+                "launched_unix_s": now if launched_unix_s is None else float(launched_unix_s),
             }
             conn.execute(insert(job_attempts).values(values))
             self._event(

@@ -42,6 +42,7 @@ from typing import Any
 
 from spothop.errors import ProviderError
 from spothop.jobs.controller import actions as A
+from spothop.jobs.controller.clock import provider_now, stamp
 from spothop.jobs.controller.observe import (
     TAG_ATTEMPT,
     TAG_JOB,
@@ -229,6 +230,7 @@ class Executor:
             market_kind=str(candidate.market_kind),
             price_usd_per_hour=float(candidate.price_usd_per_hour),
             launch_token=token,
+            launched_unix_s=provider_now(self.providers.get(offering.provider)),
             data={
                 "reason": str(action.reason),
                 "parallel": bool(action.parallel),
@@ -327,6 +329,7 @@ class Executor:
                 end_reason=EndReason.LAUNCH_FAILED,
                 error_code=code,
                 error_message=(message or "")[:2000],
+                ended_unix_s=provider_now(provider),
             )
             return None
 
@@ -343,6 +346,7 @@ class Executor:
         if current.state is AttemptState.LAUNCHING:
             fields["state"] = AttemptState.PENDING
         if fields:
+            stamp(fields, self.providers.get(attempt.provider))
             self._safely(self.store.update_attempt, attempt.attempt_id, **fields)
 
     def _launch_racer(
@@ -384,6 +388,7 @@ class Executor:
             attempt.attempt_id,
             state=AttemptState.ENDED,
             end_reason=EndReason.SUPERSEDED,
+            ended_unix_s=provider_now(provider),
         )
 
     def _request(
@@ -464,8 +469,9 @@ class Executor:
         fields: dict[str, Any] = {}
         if getattr(action, "exit_code", None) is not None:
             fields["exit_code"] = int(action.exit_code)
-        if getattr(action, "at_s", None) is not None:
-            fields["ended_unix_s"] = float(action.at_s)
+        # The end on the provider's clock (clock.py): what the cloud says, else now there.
+        # ``action.at_s`` is not used: it may be an agent's wall time.
+        fields["ended_unix_s"] = self._ended_at(current)
         detail = str(getattr(action, "detail", "") or "")
         self.store.update_attempt(
             action.attempt_id,
@@ -476,14 +482,30 @@ class Executor:
         )
         return {"attempt_id": action.attempt_id}
 
+    def _ended_at(self, attempt: AttemptRecord) -> float:
+        provider = self.providers.get(attempt.provider)
+        if provider is not None and attempt.instance_id:
+            try:
+                ended = provider.describe(attempt.instance_id).ended_at
+            except Exception:  # unknown to the cloud, or the call failed: now on its clock
+                ended = None
+            if ended is not None:
+                return float(ended)
+        return provider_now(provider)
+
     def _update_attempt(self, action: Any) -> Mapping[str, Any]:
         current = self.store.attempt(action.attempt_id)
         if not current.live:
             return {"skipped": "already ended"}
         fields: dict[str, Any] = {}
+        provider = self.providers.get(current.provider)
         for name, column in _ATTEMPT_COLUMNS.items():
             value = action.fields.get(name)
-            if value is not None and getattr(current, column) != value:
+            if column in _TIME_COLUMNS:
+                # Set once, on the provider's clock (the action's may be an agent's wall time).
+                if value is not None and getattr(current, column) is None:
+                    fields[column] = provider_now(provider)
+            elif value is not None and getattr(current, column) != value:
                 fields[column] = value
         state = getattr(action, "state", None)
         if state is not None:
@@ -493,6 +515,7 @@ class Executor:
                 fields["state"] = state  # forward only: the observer may have moved it already
         if not fields:
             return {"skipped": "nothing new"}
+        stamp(fields, provider)
         self.store.update_attempt(action.attempt_id, **fields)
         return {"fields": sorted(str(k) for k in fields)}
 
@@ -560,6 +583,7 @@ _ATTEMPT_COLUMNS = {
     "noticed_at": "noticed_unix_s",
     "zone": "zone",
 }
+_TIME_COLUMNS = frozenset({"running_unix_s", "noticed_unix_s"})
 
 
 def _close_ledger(store: JobStore, providers: Mapping[str, Provider]) -> None:

@@ -37,12 +37,14 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlalchemy import select
 
 from spothop.agent.eventmodel import AgentEvent, event_from_dict
+from spothop.jobs.controller.clock import provider_now, stamp
 from spothop.jobs.lifecycle import AttemptState, JobState
 from spothop.jobs.store import AttemptRecord, JobRecord, JobStore
 from spothop.providers.base import Instance, InstanceState, Provider
@@ -79,6 +81,9 @@ class Observation:
     listed_providers: frozenset[str] = frozenset()
     provider_errors: Mapping[str, str] = field(default_factory=dict)  # provider → why not read
     reservations: tuple[Reservation, ...] = ()  # every provider's reserved pools, in use as read
+    # provider → its clock minus ``now`` at this pass: attempt times are on the provider's clock
+    # (clock.py); the snapshot shows them on the controller's (a simulated cloud runs ahead).
+    clock_offsets_s: Mapping[str, float] = field(default_factory=dict)
 
 
 def store_tag(store_url: str) -> str:
@@ -192,16 +197,23 @@ def sync_attempt_facts(
     attempts: Sequence[AttemptRecord],
     instances: Mapping[str, Instance],
     events: Sequence[AgentEvent],
+    providers: Mapping[str, Any] | None = None,
 ) -> list[AttemptRecord]:
-    """Bring live attempts' facts up to date with the clouds (module docstring); the attempts as now stored."""
+    """Bring live attempts' facts up to date with the clouds (module docstring); the attempts as now stored.
+
+    Times written are on the attempt's provider's clock (:mod:`.clock`): the
+    instance's own (``running_at``, ``notice_time``), else now on that clock
+    (``providers``; the wall for one not given)."""
+    providers = providers or {}
     by_token = {i.tags.get(TAG_TOKEN): i for i in instances.values() if i.tags.get(TAG_TOKEN)}
-    noticed = {e.instance_id: e.time_unix_s for e in events if e.kind == "final_notice"}
+    noticed = {e.instance_id for e in events if e.kind == "final_notice"}
     out: list[AttemptRecord] = []
     for attempt in attempts:
         current = attempt
         if attempt.live:
             try:
-                current = _sync_one(store, attempt, instances, by_token, noticed)
+                provider = providers.get(attempt.provider)
+                current = _sync_one(store, attempt, instances, by_token, noticed, provider)
             except Exception as exc:  # a refused update leaves the attempt as it was: next pass
                 log.warning("syncing attempt %s failed: %s", attempt.attempt_id, exc)
         out.append(current)
@@ -221,7 +233,8 @@ def _sync_one(
     attempt: AttemptRecord,
     instances: Mapping[str, Instance],
     by_token: Mapping[str | None, Instance],
-    noticed: Mapping[str, float],
+    noticed: AbstractSet[str],
+    provider: Any = None,
 ) -> AttemptRecord:
     instance = instances.get(attempt.instance_id or "") or by_token.get(attempt.launch_token)
     if instance is None:
@@ -233,9 +246,14 @@ def _sync_one(
     if instance.instance_id in noticed and attempt.state in _ORDER:
         target = AttemptState.NOTICED
     if target is not None and _ORDER.index(target) > _ORDER.index(attempt.state):
+        if target is AttemptState.RUNNING:
+            fields["running_unix_s"] = instance.running_at
         if target is AttemptState.NOTICED:
-            fields["noticed_unix_s"] = noticed.get(instance.instance_id) or instance.notice_time
-        return store.update_attempt(attempt.attempt_id, state=target, **fields)
+            fields["noticed_unix_s"] = instance.notice_time
+            if attempt.running_unix_s is None and instance.running_at is not None:
+                fields["running_unix_s"] = instance.running_at
+        fields["state"] = target
+        return store.update_attempt(attempt.attempt_id, **stamp(fields, provider))
     if fields:
         attempt = store.update_attempt(attempt.attempt_id, event="attempt_adopted", **fields)
     return attempt
@@ -307,8 +325,11 @@ class Observer:
         attempts: dict[str, tuple[AttemptRecord, ...]] = {}
         for job_id in jobs:
             stored = self.store.attempts(job_id)
-            attempts[job_id] = tuple(sync_attempt_facts(self.store, stored, instances, events))
+            attempts[job_id] = tuple(
+                sync_attempt_facts(self.store, stored, instances, events, self.providers)
+            )
         cooldowns = {m: c.until_unix_s for m, c in self.store.cooldowns(now).items()}
+        offsets = {name: provider_now(p) - now for name, p in self.providers.items()}
         observation = Observation(
             now=now,
             jobs=tuple(jobs.values()),
@@ -320,6 +341,7 @@ class Observer:
             listed_providers=frozenset(self.providers) - frozenset(errors),
             provider_errors=errors,
             reservations=reservations,
+            clock_offsets_s=offsets,
         )
         self.last = observation
         return observation
@@ -491,9 +513,17 @@ def queue_facts(
 
 
 def attempt_view(
-    record: AttemptRecord, facts: AgentFacts | None, stop_requested_at: float | None = None
+    record: AttemptRecord,
+    facts: AgentFacts | None,
+    stop_requested_at: float | None = None,
+    clock_offset_s: float = 0.0,
 ) -> Any:
+    """The decide view of one attempt; its stored times (the provider's clock) less
+    ``clock_offset_s``, so that they read on the snapshot's clock like the agents' facts."""
     from spothop.jobs.controller import snapshot
+
+    def shown(t: float | None) -> float | None:
+        return None if t is None else t - clock_offset_s
 
     # The enums as the snapshot module names them (decide compares them with ``is``).
     market_kind, attempt_state, end_reason = (
@@ -512,14 +542,14 @@ def attempt_view(
         market_kind=market_kind(str(record.market_kind)),
         price_usd_per_hour=record.price_usd_per_hour,
         state=attempt_state(str(record.state)),
-        launched_at=record.launched_unix_s,
+        launched_at=record.launched_unix_s - clock_offset_s,
         instance_id=record.instance_id,
-        running_at=record.running_unix_s,
-        noticed_at=record.noticed_unix_s or f.noticed_at,
+        running_at=shown(record.running_unix_s),
+        noticed_at=shown(record.noticed_unix_s) or f.noticed_at,
         notice_final=f.notice_final,
         notice_deadline_s=f.notice_deadline_s,
         notice_blind=f.notice_blind,
-        ended_at=record.ended_unix_s,
+        ended_at=shown(record.ended_unix_s),
         end_reason=None if record.end_reason is None else end_reason(str(record.end_reason)),
         exit_code=record.exit_code if record.exit_code is not None else f.exit_code,
         error_code=record.error_code,
@@ -553,7 +583,12 @@ def to_snapshot(
     views = []
     for job in observation.jobs:
         attempts = tuple(
-            attempt_view(a, facts.get(a.instance_id or ""), stops.get(a.instance_id or ""))
+            attempt_view(
+                a,
+                facts.get(a.instance_id or ""),
+                stops.get(a.instance_id or ""),
+                observation.clock_offsets_s.get(a.provider, 0.0),
+            )
             for a in observation.attempts.get(job.job_id, ())
         )
         flags = job_flags(store, job.job_id)
