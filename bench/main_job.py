@@ -136,7 +136,7 @@ def scratch_job(folder: Path, passages: int) -> tuple[Path, Path, dict[str, Any]
     spec["batch"]["inputs"] = [str(folder / "data" / "*.jsonl")]
     spec["batch"]["output"] = str(folder / "out")
     # The worker finds its output folder in the job file beside it unless told: tell it.
-    spec.setdefault("envs", {})["SPOTHOP_OUTPUT_URL"] = str(folder / "out")
+    spec.setdefault("envs", {})["EMBED_OUTPUT_URL"] = str(folder / "out")
     job_file = folder / "job.yaml"
     job_file.write_text(yaml.safe_dump(spec, sort_keys=False))
     return job_file, corpus, spec

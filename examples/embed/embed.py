@@ -33,7 +33,7 @@ Contract:
   redone from its first record, so a run with preemptions writes the same
   numbers as one without (``verify.py`` checks it).
 
-The output location is ``--output``, else ``$SPOTHOP_OUTPUT_URL``, else the
+The output location is ``--output``, else ``$EMBED_OUTPUT_URL``, else the
 ``batch.output`` of ``job.yaml`` beside this file (relative to that file).
 Exit codes: 0 drained, 75 stopped (shard released), 2 bad options.
 """
@@ -60,7 +60,7 @@ HERE = Path(__file__).resolve().parent
 EMBEDDING_DIM = 384  # all-MiniLM-L6-v2's sentence embedding size
 DEFAULT_BATCH_SIZE = 64
 EXIT_PREEMPTED = 75  # the agent's "preempted, resumable" (spothop.agent.EXIT_PREEMPTED)
-OUTPUT_URL_ENV = "SPOTHOP_OUTPUT_URL"
+OUTPUT_URL_ENV = "EMBED_OUTPUT_URL"
 THREADS_ENV = "EMBED_THREADS"  # torch intra-op threads; unset: torch's default
 BATCH_SIZE_ENV = "BATCH_SIZE"
 
