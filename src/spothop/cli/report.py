@@ -14,6 +14,7 @@ import csv
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -52,6 +53,9 @@ def report(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
     as_csv: Annotated[bool, typer.Option("--csv", help="print CSV")] = False,
     store_url: StoreOption = None,
+    plot: Annotated[
+        Path | None, typer.Option("--plot", help="JOB: draw its timeline to this PNG (matplotlib)")
+    ] = None,
 ) -> None:
     """A job's cost against on-demand, interruptions, recomputed work and goodput; or a sum across jobs."""
     from spothop.jobs.controller.daemon import default_providers
@@ -59,6 +63,8 @@ def report(
 
     if as_json and as_csv:
         raise ConfigError("--json and --csv: pick one")
+    if plot is not None and job_id is None:
+        raise ConfigError("--plot draws one job's timeline: give the JOB id")
     providers = default_providers()
     with JobStore(store_url) as store:
         if job_id is not None:
@@ -66,6 +72,13 @@ def report(
             from spothop.observe.report import job_report
 
             data = job_report(store, job_id, providers)
+            if plot is not None:  # the timeline of instances and preemptions (observe/timeline.py)
+                from spothop.observe.timeline import job_timeline, plot_timeline
+
+                note(
+                    f"timeline: {plot_timeline(job_timeline(store, job_id), plot, job_id)}",
+                    stderr=True,
+                )
             advice = recommend(data)
             if as_json:
                 print_json({**data.to_dict(), "recommendations": [a.to_dict() for a in advice]})
