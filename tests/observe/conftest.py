@@ -1,4 +1,4 @@
-"""A world for the ledger's tests: the e2e harness's two clouds, with constant spot prices.
+"""Worlds for the ledger's tests: the e2e harness's two clouds, with constant or moving spot prices.
 
 Constant prices (``price_std_ratio: 0``) make the cloud's bill a function of
 instance lifetimes and one price each, so a test can compute it on its own.
@@ -28,10 +28,34 @@ def flat_world() -> dict:
     return world
 
 
+MOVING_SPEED = 20.0  # a synthetic price steps every 300 simulated s: every 15 wall s here
+MOVING_STD_RATIO = 0.3
+
+
+def moving_world() -> dict:
+    """The harness's world with spot prices that move (a step every 300 simulated s)."""
+    world = copy.deepcopy(WORLD)
+    world["speed"] = MOVING_SPEED
+    for cloud in world["clouds"]:
+        cloud["market"]["synthetic"]["price_std_ratio"] = MOVING_STD_RATIO
+    return world
+
+
 @pytest.fixture
 def flat_harness(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Harness]:
+    yield from _harness(tmp_path, monkeypatch, flat_world())
+
+
+@pytest.fixture
+def moving_harness(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Harness]:
+    yield from _harness(tmp_path, monkeypatch, moving_world())
+
+
+def _harness(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, world_data: dict
+) -> Iterator[Harness]:
     world_path = tmp_path / "world.yaml"
-    world_path.write_text(yaml.safe_dump(flat_world()))
+    world_path.write_text(yaml.safe_dump(world_data))
     monkeypatch.setenv("SPOTHOP_WORLD", str(world_path))
     world = load_world(world_path)
     h = Harness(

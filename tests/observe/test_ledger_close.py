@@ -12,7 +12,7 @@ from spothop.jobs.lifecycle import AttemptState, EndReason
 from spothop.jobs.store import JobStore
 from spothop.market.interruptions import HistoryBook, Interruption, InterruptionStore
 from spothop.market.reliability import DEFAULT_PRIOR_RATE_PER_H
-from spothop.observe.ledger import Ledger, close_ended
+from spothop.observe.ledger import Ledger, close_ended, price_over
 from spothop.resources.market_id import MarketId
 
 START = 1_800_000_000.0
@@ -121,3 +121,13 @@ def test_a_failing_close_is_logged_and_the_report_catches_up(
     assert [(r.attempt_id, r.closed, r.cost_microusd) for r in records] == [
         (attempt_id, True, 1_000_000)
     ]
+
+
+def test_the_price_over_a_run_is_the_time_weighted_mean_of_the_steps_in_force():
+    # Placed at 1.0; observed 2.0 from t=10 (before the run), 4.0 from t=150, 8.0 after the end.
+    points = [(10.0, 2.0), (150.0, 4.0), (300.0, 8.0)]
+    assert price_over(points, 1.0, 100.0, 200.0) == pytest.approx((2.0 * 50 + 4.0 * 50) / 100)
+    assert price_over([(150.0, 4.0)], 1.0, 100.0, 200.0) == pytest.approx(2.5)
+    assert price_over([], 1.0, 100.0, 200.0) is None  # nothing seen: the placement price stands
+    assert price_over([(120.0, 1.0)], 1.0, 100.0, 200.0) is None  # seen, but the same price
+    assert price_over([(50.0, 3.0)], 1.0, 100.0, 200.0) == 3.0  # one price in force, exactly

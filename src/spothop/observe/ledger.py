@@ -24,13 +24,17 @@ The contract:
    the instance, the running time comes from the attempt's own times
    (``clock`` ``store``) and there is no provider figure to reconcile.
 6. **Closed when the attempt ends.** The controller calls
-   :func:`close_ended` after each pass's actions: an attempt that ended gets
+   :func:`close_books` after each pass's actions (:func:`close_ended`): an attempt that ended gets
    its record then (not only when a report runs), closed once the cloud has
    ended its instance, and a spot attempt's running
    time goes to the market's preemption history
    (:meth:`~spothop.market.interruptions.InterruptionStore.record_run`), the
    denominator of λ. Best effort: a failure is logged and the next
    :meth:`Ledger.update` (every report) still writes the record.
+7. **Moving spot prices.** A spot attempt is priced with the spot prices the
+   controller observed over its run (:func:`record_observed_prices`, in the
+   price history; ``rate_source`` ``observed``): their time-weighted mean
+   (:func:`price_over`), the placement price where none moved it.
 """
 
 from __future__ import annotations
@@ -38,8 +42,9 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import delete, insert, select
@@ -48,7 +53,9 @@ from spothop.errors import SpothopError
 from spothop.jobs.lifecycle import AttemptState
 from spothop.jobs.records import AttemptRecord
 from spothop.jobs.store import JobStore
+from spothop.market.identity import PriceSeriesKey
 from spothop.market.interruptions import InterruptionStore
+from spothop.market.price_store import PriceStore
 from spothop.market.tables import exposure
 from spothop.observe.billing import charge, known_price, usd
 from spothop.providers.base import BillingRule, Instance, InstanceState, Provider
@@ -60,6 +67,8 @@ log = logging.getLogger(__name__)
 
 CURRENCY = "USD"
 RATE_PLACED = "placement"  # the price the controller placed the attempt at (the cloud's quote)
+RATE_OBSERVED = "observed"  # the mean of the spot prices the controller saw over the run
+SOURCE_OBSERVED = "controller"  # price_store source of the controller's observed prices
 CLOCK_PROVIDER = "provider"
 CLOCK_STORE = "store"
 UNKNOWN_RULE = BillingRule(source="unknown: the provider was not available")
@@ -265,6 +274,16 @@ class Ledger:
         else:
             start, end, usage_s, closed = self._store_usage(attempt)
             clock, provider_cost, tags = CLOCK_STORE, None, {}
+        rate_source = RATE_PLACED
+        if (
+            price is not None
+            and attempt.market_kind == "spot"
+            and start is not None
+            and usage_s > 0
+        ):
+            observed = self._observed(attempt, rule, price, start, start + usage_s)
+            if observed is not None:
+                price, rate_source = observed, RATE_OBSERVED
         tags.setdefault("spothop-job", attempt.job_id)
         tags.setdefault("spothop-node", str(attempt.node))
         billed = charge(rule, usage_s, price)
@@ -280,7 +299,7 @@ class Ledger:
             instance_id=attempt.instance_id,
             currency=CURRENCY,
             price_usd_per_hour=price,
-            rate_source=RATE_PLACED,
+            rate_source=rate_source,
             clock=clock,
             usage_start_unix_s=start,
             usage_end_unix_s=end,
@@ -292,6 +311,29 @@ class Ledger:
             tags=tags,
             closed=closed,
         )
+
+    def _observed(
+        self, attempt: AttemptRecord, rule: BillingRule, placed: float, start: float, end: float
+    ) -> float | None:
+        """The mean spot price in force over ``start … end`` from the prices the controller
+        observed (:func:`record_observed_prices`); None when none moved it off ``placed``.
+
+        A step function: the placement price from launch (it holds through the
+        rule's ``price_fixed_s`` protection), then each observed price from the
+        time the cloud quoted it until the next.
+        """
+        market = MarketId.of(attempt.provider, attempt.region, attempt.zone, attempt.instance_type)
+        since = attempt.launched_unix_s + rule.price_fixed_s
+        points = [
+            (p.timestamp.timestamp(), p.price_usd_per_hour)
+            for p in _prices(self.store).points(
+                series=PriceSeriesKey(market, True, ""),
+                since=datetime.fromtimestamp(since, tz=UTC),
+                until=datetime.fromtimestamp(end, tz=UTC),
+            )
+            if p.source == SOURCE_OBSERVED
+        ]
+        return price_over(points, placed, start, end)
 
     def _store_usage(
         self, attempt: AttemptRecord
@@ -332,6 +374,107 @@ class Ledger:
     def reconcile(self, job_id: str | None = None) -> Reconciliation:
         """The stored records against what each provider billed (update first for fresh figures)."""
         return reconcile(self.records(job_id))
+
+
+def price_over(
+    points: Sequence[tuple[float, float]], placed: float, start: float, end: float
+) -> float | None:
+    """The time-weighted mean of a step price over ``start … end`` (``end`` > ``start``).
+
+    ``points`` are ``(unix s, USD per hour)``, oldest first: each is in force
+    from its time until the next; before the first, ``placed``. None when no
+    point changes the price in force over the interval (``placed`` stands).
+    """
+    current = placed
+    for t, p in points:
+        if t <= start:
+            current = p
+    segments: list[tuple[float, float]] = []
+    at = start
+    for t, p in points:
+        if start < t < end:
+            segments.append((current, t - at))
+            at, current = t, p
+    segments.append((current, end - at))
+    prices = {p for p, _ in segments}
+    if prices == {placed}:
+        return None
+    if len(prices) == 1:
+        return segments[0][0]
+    return sum(p * dt for p, dt in segments) / (end - start)
+
+
+def record_observed_prices(store: JobStore, observation: Any) -> int:
+    """Store this pass's spot price of each market a live spot attempt runs in; points written.
+
+    ``observation`` is the controller's (``attempts`` by job, ``market`` the
+    market view: prices on the providers' clock at ``market.now``). A price
+    equal to the last one recorded for its market in this process is not
+    written again (a step function needs only the changes). Never raises.
+    """
+    try:
+        view = observation.market
+        when = float(view.now)
+        points: list[_Quote] = []
+        for attempts in observation.attempts.values():
+            for a in attempts:
+                if not a.live or a.market_kind != "spot":
+                    continue
+                market = MarketId.of(a.provider, a.region, a.zone, a.instance_type)
+                price = view.state_of(market).spot_price_usd_per_hour
+                key = (id(store.engine), market)
+                if price is None or _LAST_QUOTED.get(key) == price or when <= 0:
+                    continue
+                _LAST_QUOTED[key] = price
+                points.append(_Quote(market, float(price), when))
+        if not points:
+            return 0
+        return _prices(store).record_prices(points, source=SOURCE_OBSERVED).added
+    except Exception as exc:
+        log.warning("observed spot prices not recorded: %s", exc)
+        return 0
+
+
+def close_books(store: JobStore, providers: Mapping[str, Provider], observation: Any) -> None:
+    """The controller's one hook after each pass's actions: prices observed, then :func:`close_ended`."""
+    if observation is not None:
+        record_observed_prices(store, observation)
+    close_ended(store, providers)
+
+
+@dataclass(frozen=True)
+class _Quote:
+    market: MarketId
+    price_usd_per_hour: float
+    timestamp: float
+
+    @property
+    def provider(self) -> str:
+        return self.market.provider
+
+    @property
+    def region(self) -> str:
+        return self.market.region
+
+    @property
+    def zone(self) -> str | None:
+        return self.market.zone or None
+
+    @property
+    def instance_type(self) -> str:
+        return self.market.instance_type
+
+
+_LAST_QUOTED: dict[tuple[int, MarketId], float] = {}
+_PRICE_STORES: dict[int, PriceStore] = {}
+
+
+def _prices(store: JobStore) -> PriceStore:
+    """The price history on the job store's database (opened once per engine)."""
+    key = id(store.engine)
+    if key not in _PRICE_STORES:
+        _PRICE_STORES[key] = PriceStore(engine=store.engine)
+    return _PRICE_STORES[key]
 
 
 def close_ended(store: JobStore, providers: Mapping[str, Provider]) -> list[LedgerRecord]:

@@ -136,12 +136,8 @@ class Executor:
     # -- steps -------------------------------------------------------------------
 
     def execute(self, actions: Iterable[object]) -> list[StepReport]:
-        """Carry out every action in order, each timed and isolated; their reports.
-
-        Then the books of attempts that ended: :func:`_close_ledger`."""
-        reports = [self.step(action) for action in actions]
-        _close_ledger(self.store, self.providers)
-        return reports
+        """Carry out every action in order, each timed and isolated; their reports."""
+        return [self.step(action) for action in actions]
 
     def step(self, action: object) -> StepReport:
         name = type(action).__name__
@@ -584,13 +580,6 @@ _ATTEMPT_COLUMNS = {
     "zone": "zone",
 }
 _TIME_COLUMNS = frozenset({"running_unix_s", "noticed_unix_s"})
-
-
-def _close_ledger(store: JobStore, providers: Mapping[str, Provider]) -> None:
-    """Ledger records and market runs of ended attempts (observe owns the books; never raises)."""
-    from spothop.observe.ledger import close_ended
-
-    close_ended(store, providers)
 
 
 def _finite(value: Any) -> float | None:

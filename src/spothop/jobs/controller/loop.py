@@ -172,6 +172,7 @@ class Controller:
         ]
         decided_at = time.time()
         reports = self.executor.execute(actions)
+        _close_books(self.store, self.providers, self.observer.last)
         for listener in self.listeners:
             listener(decided_at, actions)
         observation = self.observer.last
@@ -196,3 +197,11 @@ class Controller:
 
     def close(self) -> None:
         self.executor.close()
+
+
+def _close_books(store: Any, providers: Mapping[str, Any], observation: Any) -> None:
+    """The ledger's hook after each pass's actions: observed spot prices, then the records and
+    market runs of attempts that ended (``observe.ledger.close_books``; it never raises)."""
+    from spothop.observe.ledger import close_books
+
+    close_books(store, providers, observation)

@@ -1,0 +1,83 @@
+"""Spot prices that move during a run: the ledger prices it with the prices the controller saw."""
+
+from __future__ import annotations
+
+from spothop.market.price_store import PriceStore
+from spothop.observe.billing import microusd
+from spothop.observe.ledger import RATE_OBSERVED, SOURCE_OBSERVED, Ledger
+from spothop.providers.local.runtime import spot_market
+from spothop.resources.market_id import MarketId
+from tests.jobs.e2e.conftest import Harness
+from tests.waiting import scaled, wait_for
+
+PRICE_STEP_S = 300.0  # the synthetic market's price tick (simulated seconds)
+SAMPLE_S = 5.0  # the test reads the cloud's price path this finely (well under a step)
+
+
+def test_a_run_across_price_steps_is_priced_with_the_observed_prices(moving_harness: Harness):
+    h = moving_harness
+    spec = {
+        "name": "ledger-moving",
+        "resources": {"gpu": "T4", "gpus_per_node": 1},
+        "market": "spot",
+        "providers": {"allow": ["aws-sim"]},
+        "run": "sleep 25",  # wall seconds: 500 simulated, more than one price step
+    }
+    job_id = h.launch(spec)
+    h.wait_state(job_id, {"succeeded"}, scaled(90), what="the job to succeed")
+    ours = lambda: [i for i in h.instances() if i.tags.get("spothop-job") == job_id]  # noqa: E731
+    wait_for(
+        lambda: ours() and all(not i.state.is_alive for i in ours()),
+        scaled(30),
+        what="every instance ended",
+    )
+
+    def closed() -> list | None:
+        with h.store() as store:
+            records = Ledger(store).records(job_id)
+            n = len(store.attempts(job_id))
+        return records if len(records) == n and all(r.closed for r in records) else None
+
+    records = wait_for(closed, scaled(30), what="the controller to close the records")
+    ran = [r for r in records if r.usage_s > 0]
+    assert len(ran) == 1, records
+    record = ran[0]
+    assert record.usage_s > PRICE_STEP_S  # the run crossed a step
+    assert record.rate_source == RATE_OBSERVED, record
+    with h.store() as store:
+        observed = [
+            p
+            for p in PriceStore(engine=store.engine).points()
+            if p.source == SOURCE_OBSERVED and p.series.market.instance_type == record.instance_type
+        ]
+        attempt = store.attempt(record.attempt_id)
+    assert len({p.price_usd_per_hour for p in observed}) >= 2  # the controller saw it move
+    assert record.price_usd_per_hour != attempt.price_usd_per_hour  # not the placement price
+
+    # The bound: both books are time-weighted means of the same price path over the run (the
+    # ledger's from quotes seen at most a pass late), so they differ by at most the path's range
+    # over launch … end, times the billed hours (plus a micro-dollar of rounding a row).
+    provider = h.providers[record.provider]
+    market = MarketId.of(record.provider, record.region, record.zone, record.instance_type)
+    path = spot_market(provider.store, provider.world, [market])
+    assert record.usage_end_unix_s is not None
+    t, samples = attempt.launched_unix_s, []
+    while t <= record.usage_end_unix_s:
+        samples.append(path.price_usd_per_hour(market, t))
+        t += SAMPLE_S
+    spread = max(samples) - min(samples)
+    assert spread > 0
+    rows = provider.store.billing_rows(record.instance_id)
+    difference = (record.provider_cost_microusd or 0) - (record.cost_microusd or 0)
+    assert abs(difference) <= microusd(spread, record.billed_s) + len(rows) + 1, (
+        difference,
+        spread,
+        record,
+    )
+    # What the placement price alone would have charged, for the report's figure.
+    placed = microusd(attempt.price_usd_per_hour, record.billed_s)
+    print(
+        f"ledger {record.cost_microusd} µ$, cloud {record.provider_cost_microusd} µ$, "
+        f"difference {difference} µ$; placement price alone {placed} µ$ "
+        f"(difference {(record.provider_cost_microusd or 0) - placed} µ$)"
+    )
