@@ -67,3 +67,17 @@ def test_cli_usage_json_and_bad_row(tmp_path: Path, capsys: pytest.CaptureFixtur
     )
     assert code != 0
     assert "line 3, column gpus" in capsys.readouterr().err
+
+
+def test_missing_binary_and_nul_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prices = ("--reserved-price", "1", "--on-demand-price", "3")
+    assert _cli("advise", "--usage", str(tmp_path / "none.csv"), *prices)[0] == 3
+    nul = tmp_path / "nul.csv"
+    nul.write_bytes(b"time,gpus\n0,1\x00\n")
+    assert _cli("advise", "--usage", str(nul), *prices)[0] == 2
+    binary = tmp_path / "bin.csv"
+    binary.write_bytes(b"\xff\xfe\x00\x81" * 10)
+    assert _cli("advise", "--usage", str(binary), *prices)[0] == 2
+    assert _cli("advise", "--usage", str(tmp_path), *prices)[0] == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "line 2" in err

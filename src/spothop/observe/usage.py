@@ -27,7 +27,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from spothop.errors import ConfigError
+from spothop.errors import ConfigError, NotFoundError
 
 SECONDS_PER_HOUR = 3600.0
 
@@ -85,7 +85,10 @@ def _time(value: str, line: int) -> float:
 def parse_usage(text: str, source: str = "usage CSV") -> UsageCurve:
     """The curve in ``text`` (module docstring); :class:`UsageError` on the first bad row."""
     reader = csv.reader(io.StringIO(text))
-    rows = list(reader)
+    try:
+        rows = list(reader)
+    except csv.Error as exc:
+        raise UsageError(f"{source} line {reader.line_num}: not CSV ({exc})") from None
     if not rows:
         raise UsageError(f"{source} is empty: expected a header line 'time,gpus' and rows")
     header = [h.strip().lower() for h in rows[0]]
@@ -126,10 +129,13 @@ def parse_usage(text: str, source: str = "usage CSV") -> UsageCurve:
 
 
 def load_usage(path: Path) -> UsageCurve:
+    if not path.exists():
+        raise NotFoundError(f"the usage CSV {path} does not exist; give a CSV of time,gpus rows")
     try:
         text = path.read_text()
-    except OSError as exc:
-        raise UsageError(f"cannot read the usage CSV {path}: {exc.strerror or exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not a text file"
+        raise UsageError(f"cannot read the usage CSV {path}: {why}") from None
     return parse_usage(text, str(path))
 
 
