@@ -10,28 +10,19 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from spothop.agent.eventmodel import AgentEvent, Exited, FinalNotice
+from spothop.agent.eventmodel import Exited, FinalNotice
 from spothop.jobs.controller import (
     Action,
-    CoolDown,
-    EndAttempt,
-    ForceOnDemand,
     Launch,
     PublishOutputs,
-    SetJobState,
-    Snapshot,
-    Terminate,
-    UpdateAttempt,
     decide,
 )
+from spothop.jobs.controller.simulated import SimulatedWorld
 from spothop.jobs.lifecycle import AttemptState, EndReason, JobState
-from spothop.providers.base import Instance, InstanceState
+from spothop.providers.base import InstanceState
 from spothop.scheduler.market_view import MarketKind
 from tests.jobs.controller.factories import (
     NOW,
-    PROVIDER,
-    attempt,
-    instance_of,
     job,
     market,
     queue,
@@ -40,102 +31,28 @@ from tests.jobs.controller.factories import (
 )
 
 
-class VirtualWorld:
-    """Jobs, attempts and instances as plain data; ``step`` = observe, decide, execute."""
+class VirtualWorld(SimulatedWorld):
+    """The bridge's in-memory executor (jobs/controller/simulated.py); ``step`` = observe,
+    decide, execute, with the clock moving in steps and the cloud preempting when told."""
 
     def __init__(self, *jobs: Any) -> None:
-        self.now = NOW
-        self.jobs = {j.job_id: j for j in jobs}
-        self.instances: dict[str, Instance] = {}
-        self.cooldowns: dict[Any, float] = {}
-        self.events: list[AgentEvent] = []
+        super().__init__({j.job_id: j for j in jobs}, now=NOW)
         self.log: list[Action] = []
         self.market = market()  # one view for the whole run: decide reads time from the snapshot
 
-    def snapshot(self) -> Snapshot:
-        return Snapshot(
-            now=self.now,
-            jobs=tuple(self.jobs.values()),
-            market=self.market,
-            cooldowns=dict(self.cooldowns),
-            instances=dict(self.instances),
-            listed_providers=frozenset({PROVIDER}),
-            events=tuple(self.events),
-        )
-
     def step(self, dt_s: float = 10.0) -> list[Action]:
-        actions = decide(self.snapshot())
+        actions = decide(self.snapshot(self.market))
         self.events = []
         for action in actions:
-            self._execute(action)
+            self.execute(action)
         self.log += actions
         self.now += dt_s
         return actions
 
-    def _attempt(self, attempt_id: str) -> tuple[str, int]:
-        for job_id, j in self.jobs.items():
-            for i, a in enumerate(j.attempts):
-                if a.attempt_id == attempt_id:
-                    return job_id, i
-        raise KeyError(attempt_id)
-
-    def _change(self, attempt_id: str, **fields: Any) -> None:
-        job_id, i = self._attempt(attempt_id)
-        attempts = list(self.jobs[job_id].attempts)
-        attempts[i] = attempts[i].with_(**fields)
-        self.jobs[job_id] = self.jobs[job_id].with_(attempts=tuple(attempts))
-
-    def _execute(self, action: Action) -> None:
-        if isinstance(action, Launch):
-            c = action.candidates[0]
-            o = c.offering
-            new = attempt(
-                job_id=action.job_id,
-                node=action.node,
-                attempt_id=f"{action.token}",
-                launch_token=action.token,
-                zone=o.zone,
-                instance_type=o.instance_type,
-                kind=c.market_kind,
-                state=AttemptState.LAUNCHING,
-                instance_id=f"i-{action.token}",
-                launched_at=self.now,
-                running_at=None,
-            )
-            j = self.jobs[action.job_id]
-            self.jobs[action.job_id] = j.with_(attempts=(*j.attempts, new))
-            self.instances[new.instance_id or ""] = instance_of(new, InstanceState.RUNNING)
-        elif isinstance(action, Terminate):
-            inst = self.instances[action.instance_id]
-            self.instances[action.instance_id] = dataclasses.replace(
-                inst, state=InstanceState.TERMINATED
-            )
-        elif isinstance(action, SetJobState):
-            self.jobs[action.job_id] = self.jobs[action.job_id].with_(state=action.state)
-        elif isinstance(action, ForceOnDemand):
-            self.jobs[action.job_id] = self.jobs[action.job_id].with_(on_demand_forced=True)
-        elif isinstance(action, CoolDown):
-            self.cooldowns[action.market] = action.until_s
-        elif isinstance(action, UpdateAttempt):
-            fields = dict(action.fields)
-            if action.state is not None:
-                fields["state"] = action.state
-            self._change(action.attempt_id, **fields)
-        elif isinstance(action, EndAttempt):
-            self._change(
-                action.attempt_id,
-                state=AttemptState.ENDED,
-                end_reason=action.reason,
-                ended_at=action.at_s,
-                exit_code=action.exit_code,
-            )
-        elif isinstance(action, PublishOutputs):
-            self.jobs[action.job_id] = self.jobs[action.job_id].with_(outputs_published=True)
-
     # -- what the cloud and the agents do --------------------------------------------------------
 
     def live(self, job_id: str = "j-1") -> list[Any]:
-        return [a for a in self.jobs[job_id].attempts if a.alive]
+        return super().live(job_id)
 
     def preempt(self, job_id: str = "j-1", lead_s: float = 30.0) -> Any:
         (victim,) = [a for a in self.live(job_id) if a.state is AttemptState.RUNNING][:1]

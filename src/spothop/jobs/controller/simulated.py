@@ -195,7 +195,7 @@ class SimulatedWorld:
         # Waiting, RequestCheckpoint, EnqueueShards: nothing to carry out on plain data.
 
     def _supersede(self, instance_id: str | None) -> None:
-        for a in self.live():
+        for a in [a for j in self.jobs.values() for a in j.attempts if a.alive]:
             if a.instance_id == instance_id:
                 self.change(
                     a.attempt_id,
