@@ -152,9 +152,14 @@ class Harness:
     def queue_url(self) -> str:
         return self.extra_args[self.extra_args.index("--queue-url") + 1]
 
-    def preempt(self, instance: Instance, lead_time_s: float = 60.0) -> None:
-        """A final notice now, the reclaim ``lead_time_s`` simulated seconds later."""
-        self.providers[instance.provider].preempt(instance.instance_id, lead_time_s=lead_time_s)
+    def preempt(
+        self, instance: Instance, lead_time_s: float = 60.0, advance_s: float | None = None
+    ) -> None:
+        """A final notice now, the reclaim ``lead_time_s`` simulated seconds later; with
+        ``advance_s``, the cloud's advance signal now and the final notice that much later."""
+        self.providers[instance.provider].preempt(
+            instance.instance_id, lead_time_s=lead_time_s, advance_s=advance_s
+        )
 
     def wait_state(
         self, job_id: str, states: set[str], timeout_s: float, what: str

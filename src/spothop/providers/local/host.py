@@ -53,6 +53,7 @@ from spothop.providers.local.metadata import (
     METADATA_PROTOCOL_ENV,
     METADATA_URL_ENV,
     PROTOCOLS,
+    UNREACHABLE_URL,
     InstanceMetadata,
     MetadataServer,
     NoticeState,
@@ -132,7 +133,8 @@ class Host:
         server.start()
         self.store.update_instance(self.instance_id, metadata_url=server.url, host_pid=os.getpid())
         try:
-            return self._lifecycle(server.url)
+            # ``endpoint: down`` (metadata_options): the instance's processes reach no endpoint.
+            return self._lifecycle(UNREACHABLE_URL if server.endpoint_down else server.url)
         finally:
             self._kill_worker(signal.SIGKILL)
             server.stop()

@@ -186,7 +186,7 @@ class CloudSpec(BaseModel):
     reserved: list[ReservedSpec] = Field(default_factory=list)
     metadata_options: dict[str, str | bool] = Field(
         default_factory=dict,
-        description="options of every instance's metadata endpoint, e.g. {tokens: refused} where the protocol hands out session tokens",
+        description="options of every instance's metadata endpoint, e.g. {tokens: refused} where the protocol hands out session tokens; {endpoint: down} (every protocol) hands the instance's processes an address nothing answers: its agent is notice-blind",
     )
 
     @model_validator(mode="after")

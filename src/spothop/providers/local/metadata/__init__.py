@@ -71,6 +71,13 @@ PROTOCOLS: dict[str, type[MetadataHandler]] = {
     "volcengine": VolcengineMetadataHandler,
 }
 
+# ``endpoint: down``: the instance's agent and worker are handed an address nothing answers, as a
+# firewall or a container without a route to the link-local address leaves them: the agent's
+# start-up check finds no endpoint and the instance is notice-blind (its notices never arrive).
+ENDPOINT_OPTION = "endpoint"
+COMMON_OPTION_VALUES: Mapping[str, frozenset[str]] = {ENDPOINT_OPTION: frozenset({"up", "down"})}
+UNREACHABLE_URL = "http://127.0.0.1:9"  # the discard port: connection refused
+
 _STOP_POLL_S = 0.05  # how often serve_forever checks for shutdown
 
 
@@ -82,6 +89,12 @@ def check_options(protocol: str, options: Mapping[str, Any] | None) -> type[Meta
             f"unknown metadata protocol {protocol!r}; known protocols: {', '.join(sorted(PROTOCOLS))}"
         )
     options = dict(options or {})
+    endpoint = options.pop(ENDPOINT_OPTION, "up")  # every protocol takes it (COMMON_OPTION_VALUES)
+    if endpoint not in COMMON_OPTION_VALUES[ENDPOINT_OPTION]:
+        raise ConfigError(
+            f"metadata option {ENDPOINT_OPTION}={endpoint!r} is not one of "
+            f"{', '.join(sorted(COMMON_OPTION_VALUES[ENDPOINT_OPTION]))}"
+        )
     unknown = sorted(set(options) - handler.OPTIONS)
     if unknown:
         accepted = ", ".join(sorted(handler.OPTIONS)) or "none"
@@ -125,6 +138,8 @@ class MetadataServer:
     ) -> None:
         handler = check_options(protocol, options)
         options = dict(options or {})
+        # ``endpoint`` is the host's to act on (agent_url), not the handler's.
+        self.endpoint_down = options.pop(ENDPOINT_OPTION, "up") == "down"
         self.protocol = protocol
         self.metadata = metadata
         self.notices = notices
