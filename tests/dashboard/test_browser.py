@@ -21,6 +21,7 @@ import pytest
 
 from spothop.dashboard.app import Dashboard
 from spothop.jobs.store import JobStore
+from tests.dashboard.helpers import kept_instance
 from tests.jobs.e2e.conftest import WORLD, Harness, running_harness
 from tests.waiting import scaled, wait_for
 
@@ -74,7 +75,7 @@ def harness(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Harness
 def test_dashboard_shows_a_running_job_and_its_preemption(harness: Harness, browser: Any) -> None:
     h = harness
     job_id = h.launch({"name": "dashboard-demo", "run": "sleep 600"})
-    (first,) = wait_for(lambda: h.running(job_id), 60, what="the job running", interval_s=0.1)
+    first = kept_instance(h, job_id)
     app = Dashboard(JobStore(h.store_url), providers=h.providers)
     _server, base = app.start()
     try:

@@ -11,6 +11,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from spothop.observe.metrics import METRICS_PORT_ENV
+from tests.dashboard.helpers import kept_instance
 from tests.jobs.e2e.conftest import WORLD, Harness, running_harness
 from tests.waiting import wait_for
 
@@ -55,7 +56,7 @@ def test_metrics_parse_and_move_when_an_instance_is_preempted(
 ) -> None:
     h, port = metrics_harness
     job_id = h.launch({"name": "metered", "run": "sleep 600"})
-    (first,) = wait_for(lambda: h.running(job_id), 60, what="the job running", interval_s=0.1)
+    first = kept_instance(h, job_id)
 
     def running_metric() -> dict[str, float] | None:
         try:
