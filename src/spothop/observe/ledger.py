@@ -250,16 +250,17 @@ class Ledger:
     def _write(self, fresh: list[LedgerRecord]) -> None:
         if not fresh:
             return
+        # Runs first: a closed record is then never seen without its run in the history.
+        for record in fresh:
+            try:
+                record_run(self.store, record)  # also the report's catch-up for a hook that failed
+            except Exception as exc:
+                log.warning("run of attempt %s not recorded: %s", record.attempt_id, exc)
         now = self._clock()
         with self.store.engine.begin() as conn:
             ids = [r.attempt_id for r in fresh]
             conn.execute(delete(ledger_records).where(ledger_records.c.attempt_id.in_(ids)))
             conn.execute(insert(ledger_records), [_row(r, now) for r in fresh])
-        for record in fresh:
-            try:
-                record_run(self.store, record)  # the report's catch-up for a hook that failed
-            except Exception as exc:
-                log.warning("run of attempt %s not recorded: %s", record.attempt_id, exc)
 
     def price(self, attempt: AttemptRecord) -> LedgerRecord:
         """The record of one attempt, as the ledger prices it now (nothing written)."""
