@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from spothop.observe.metrics import METRICS_PORT_ENV
+from spothop.jobs.controller.daemon import METRICS_PORT_ENV
 from tests.dashboard.helpers import kept_instance
 from tests.jobs.e2e.conftest import WORLD, Harness, running_harness
 from tests.waiting import wait_for

@@ -544,6 +544,10 @@ def controller_run(
 ) -> int:
     """Run the controller in the foreground (what `spothop launch` starts in the background)."""
     from spothop.jobs.controller import daemon
+    from spothop.observe.ledger import close_books
+    from spothop.observe.metrics import serve
+
+    # The front wires observability in: the ledger's books after every pass, and /metrics.
 
     names = tuple(p.strip() for p in providers.split(",") if p.strip()) if providers else ()
     return daemon.run_controller(
@@ -553,6 +557,8 @@ def controller_run(
         poll_only=poll_only,
         providers=names,
         metrics_port=metrics_port,
+        after_pass=(close_books,),
+        serve_metrics=serve,
     )
 
 

@@ -58,7 +58,6 @@ LIVE_STATES = (
     AttemptState.RUNNING,
     AttemptState.NOTICED,
 )
-METRICS_PORT_ENV = "SPOTHOP_METRICS_PORT"
 
 
 def _histogram(

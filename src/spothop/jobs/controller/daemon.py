@@ -38,13 +38,20 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from spothop.errors import SpothopError
 from spothop.paths import spothop_home
+
+if TYPE_CHECKING:
+    from spothop.jobs.controller.loop import AfterPass
+
+# serve(port, store, queue_url) -> a server with shutdown(): the /metrics endpoint's maker.
+MetricsServer = Callable[[int, Any, str], Any]
+METRICS_PORT_ENV = "SPOTHOP_METRICS_PORT"  # the controller's /metrics port when no option gives one
 
 START_TIMEOUT_S = 30.0  # a background controller holds its lock within this (it imports the store)
 STOP_TIMEOUT_S = 20.0
@@ -314,6 +321,8 @@ def run_controller(
     providers: tuple[str, ...] = (),
     on_ready: Any = None,
     metrics_port: int | None = None,
+    after_pass: Sequence[AfterPass] = (),
+    serve_metrics: MetricsServer | None = None,
 ) -> int:
     """Run this home's controller in this process until SIGTERM or SIGINT; 0.
 
@@ -321,7 +330,11 @@ def run_controller(
     then the waker, then runs :class:`~spothop.jobs.controller.loop.Loop`.
     Instances keep running when it ends; the next controller adopts them.
     ``metrics_port`` (else ``$SPOTHOP_METRICS_PORT``; unset: off) serves Prometheus
-    ``/metrics`` on 127.0.0.1 (:mod:`spothop.observe.metrics`).
+    ``/metrics`` on 127.0.0.1 through ``serve_metrics`` (``serve(port, store, queue_url)``).
+    ``after_pass`` hooks run after every pass (:class:`~spothop.jobs.controller.loop.Controller`).
+    Both come from the front that starts the controller (``spothop controller run`` passes
+    the ledger's books and :mod:`spothop.observe.metrics`): observability sits above the jobs
+    layer, and the jobs layer never imports it.
     """
     import logging
 
@@ -344,7 +357,7 @@ def run_controller(
             level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
         )
         store = JobStore(url)
-        metrics_server = _serve_metrics(metrics_port, store, queue_url or url)
+        metrics_server = _serve_metrics(metrics_port, serve_metrics, store, queue_url or url)
         controller = Controller(
             store,
             default_providers(providers),
@@ -352,6 +365,7 @@ def run_controller(
             queue_url=queue_url,
             home=home,
             wake_address=address,
+            after_pass=after_pass,
         )
         catalogs = daily_catalog_refresh(controller.providers, home)
 
@@ -382,10 +396,11 @@ def run_controller(
         lock.release()
 
 
-def _serve_metrics(port: int | None, store: Any, queue_url: str) -> Any:
+def _serve_metrics(
+    port: int | None, serve: MetricsServer | None, store: Any, queue_url: str
+) -> Any:
     """The /metrics server on ``port`` (else ``$SPOTHOP_METRICS_PORT``), or None when neither is set."""
     from spothop.errors import ConfigError
-    from spothop.observe.metrics import METRICS_PORT_ENV, serve
 
     if port is None:
         raw = os.environ.get(METRICS_PORT_ENV, "").strip()
@@ -395,4 +410,8 @@ def _serve_metrics(port: int | None, store: Any, queue_url: str) -> Any:
             port = int(raw)
         except ValueError:
             raise ConfigError(f"${METRICS_PORT_ENV} must be a port number, got {raw!r}") from None
+    if serve is None:
+        raise ConfigError(
+            "a metrics port was given, but this controller was started without metrics"
+        )
     return serve(port, store, queue_url)

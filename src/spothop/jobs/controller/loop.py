@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,9 @@ from typing import Any
 from spothop.state.wake import Waker
 
 log = logging.getLogger(__name__)
+
+# A hook run after each pass's actions: (job store, providers by name, the pass's observation).
+AfterPass = Callable[[Any, Mapping[str, Any], Any], None]
 
 DEFAULT_PERIOD_S = 10.0
 
@@ -131,7 +134,12 @@ class Controller:
         config: Any = None,
         wake_address: str | None = None,
         market_ttl_s: float = 5.0,
+        after_pass: Sequence[AfterPass] = (),
     ) -> None:
+        """``after_pass``: hooks run after each pass's actions with the store, the providers
+        and the pass's observation (the ledger's books, from the front that starts the
+        controller: observability sits above the jobs layer, so the jobs layer never imports
+        it); a hook that raises is logged and the pass goes on."""
         from spothop.jobs.controller.executor import Executor
         from spothop.jobs.controller.observe import Observer
         from spothop.state.wake import poke
@@ -156,6 +164,7 @@ class Controller:
         self.last_reports: list[Any] = []
         self.orphans_terminated = 0
         self.listeners: list[Callable[[float, list[Any]], None]] = []  # benches and tests
+        self.after_pass = tuple(after_pass)
 
     def run_pass(self) -> list[Any]:
         from spothop.jobs.controller import Launch, decide
@@ -172,7 +181,11 @@ class Controller:
         ]
         decided_at = time.time()
         reports = self.executor.execute(actions)
-        _close_books(self.store, self.providers, self.observer.last)
+        for hook in self.after_pass:
+            try:
+                hook(self.store, self.providers, self.observer.last)
+            except Exception:
+                log.exception("after-pass hook %s failed", getattr(hook, "__name__", hook))
         for listener in self.listeners:
             listener(decided_at, actions)
         observation = self.observer.last
@@ -197,11 +210,3 @@ class Controller:
 
     def close(self) -> None:
         self.executor.close()
-
-
-def _close_books(store: Any, providers: Mapping[str, Any], observation: Any) -> None:
-    """The ledger's hook after each pass's actions: observed spot prices, then the records and
-    market runs of attempts that ended (``observe.ledger.close_books``; it never raises)."""
-    from spothop.observe.ledger import close_books
-
-    close_books(store, providers, observation)
