@@ -33,7 +33,9 @@ Contract:
   redone from its first record, so a run with preemptions writes the same
   numbers as one without (``verify.py`` checks it).
 
-The output location is ``--output``, else ``$EMBED_OUTPUT_URL``, else the
+The output location is ``--output``, else ``$SPOTHOP_OUTPUT_URL`` (the
+launcher hands every batch worker its job's ``batch.output``), else
+``$EMBED_OUTPUT_URL``, else the
 ``batch.output`` of ``job.yaml`` beside this file (relative to that file).
 Exit codes: 0 drained, 75 stopped (shard released), 2 bad options.
 """
@@ -60,6 +62,7 @@ HERE = Path(__file__).resolve().parent
 EMBEDDING_DIM = 384  # all-MiniLM-L6-v2's sentence embedding size
 DEFAULT_BATCH_SIZE = 64
 EXIT_PREEMPTED = 75  # the agent's "preempted, resumable" (spothop.agent.EXIT_PREEMPTED)
+SPOTHOP_OUTPUT_URL_ENV = "SPOTHOP_OUTPUT_URL"  # the launcher's: the job's batch.output
 OUTPUT_URL_ENV = "EMBED_OUTPUT_URL"
 THREADS_ENV = "EMBED_THREADS"  # torch intra-op threads; unset: torch's default
 BATCH_SIZE_ENV = "BATCH_SIZE"
@@ -217,7 +220,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Embed a batch job's shards (see the docstring).")
     parser.add_argument("--queue-url", default=os.environ.get("SPOTHOP_QUEUE_URL"))
     parser.add_argument("--job", default=os.environ.get("SPOTHOP_JOB_ID"))
-    parser.add_argument("--output", default=os.environ.get(OUTPUT_URL_ENV))
+    parser.add_argument(
+        "--output",
+        default=os.environ.get(SPOTHOP_OUTPUT_URL_ENV) or os.environ.get(OUTPUT_URL_ENV),
+    )
     parser.add_argument("--worker", default=os.environ.get("SPOTHOP_WORKER_ID"))
     parser.add_argument(
         "--batch-size", type=int, default=int(os.environ.get(BATCH_SIZE_ENV, DEFAULT_BATCH_SIZE))

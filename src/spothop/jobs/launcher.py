@@ -19,6 +19,7 @@ Contracts:
   other: a failure, retried as the spec's ``max_retries`` says).
 - The environment carries ``SPOTHOP_JOB_ID``, ``SPOTHOP_NODE_RANK``,
   ``SPOTHOP_ATTEMPT_ID``, ``SPOTHOP_CHECKPOINT_URL`` (when the job has one),
+  ``SPOTHOP_OUTPUT_URL`` (a batch job's ``batch.output``),
   ``SPOTHOP_PREEMPTION_RATE_PER_H`` (the λ of the market it was placed in, so
   the checkpoint interval adapts to where the job runs), ``SPOTHOP_CHECKPOINT_INTERVAL_S``
   (a fixed ``checkpoint.interval`` of the spec: it wins over λ) and
@@ -59,6 +60,7 @@ class WorkerCommand:
     envs: Mapping[str, str] = field(default_factory=dict)
     checkpoint_url: str | None = None
     queue_url: str | None = None  # batch jobs: the shard queue the workers pull from
+    output_url: str | None = None  # batch jobs: the spec's batch.output
     checkpoint_interval_s: float | None = None  # the spec's fixed interval; None: auto (from λ)
     checkpoint_save_cost_s: float | None = None  # the spec's first guess at one save's seconds
 
@@ -146,6 +148,8 @@ def bootstrap(
         env["SPOTHOP_CHECKPOINT_URL"] = work.checkpoint_url
     if work.queue_url:
         env["SPOTHOP_QUEUE_URL"] = work.queue_url
+    if work.output_url:
+        env["SPOTHOP_OUTPUT_URL"] = work.output_url
     if work.checkpoint_interval_s is not None:
         env[INTERVAL_ENV] = repr(float(work.checkpoint_interval_s))
     if work.checkpoint_save_cost_s is not None:

@@ -40,6 +40,7 @@ INSTANCE_ID_ENV = "SPOTHOP_INSTANCE_ID"
 JOB_ID_ENV = "SPOTHOP_JOB_ID"
 QUEUE_URL_ENV = "SPOTHOP_QUEUE_URL"
 CHECKPOINT_URL_ENV = "SPOTHOP_CHECKPOINT_URL"
+OUTPUT_URL_ENV = "SPOTHOP_OUTPUT_URL"  # batch jobs: where shard outputs go (batch.output)
 
 # -- the control folder's files ---------------------------------------------------
 STOP_FILE = "stop.json"

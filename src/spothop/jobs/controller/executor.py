@@ -397,6 +397,7 @@ class Executor:
             envs=dict(getattr(spec, "envs", None) or {}),
             checkpoint_url=_checkpoint_url(spec),
             queue_url=self.queue_url if str(getattr(spec, "kind", "task")) == "batch" else None,
+            output_url=_str_or_none(getattr(getattr(spec, "batch", None), "output", None)),
             checkpoint_interval_s=getattr(getattr(spec, "checkpoint", None), "interval_s", None),
             checkpoint_save_cost_s=getattr(getattr(spec, "checkpoint", None), "save_cost_s", None),
         )
