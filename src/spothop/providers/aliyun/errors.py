@@ -14,23 +14,15 @@ import random
 from collections.abc import Callable
 from typing import TypeVar
 
-from spothop.errors import (
-    AuthFailed,
-    CapacityUnavailable,
-    InstanceNotFound,
-    InvalidRequest,
-    PriceTooLow,
-    ProviderError,
-    QuotaExceeded,
-    RateLimited,
-)
+from spothop.errors import ProviderError
+from spothop.providers import retry
 from spothop.providers.local.metadata.aliyun import ERROR_CODES
 
 T = TypeVar("T")
 
-RETRY_ATTEMPTS = 5
-RETRY_BASE_S = 0.5
-RETRY_CAP_S = 20.0
+RETRY_ATTEMPTS = retry.RETRY_ATTEMPTS
+RETRY_BASE_S = retry.RETRY_BASE_S
+RETRY_CAP_S = retry.RETRY_CAP_S
 
 CAPACITY_CODES = frozenset(
     {
@@ -89,24 +81,36 @@ _HINTS = {
 }
 
 
+TABLE = retry.CodeTable(
+    rate_limit=RATE_LIMIT_CODES,
+    capacity=CAPACITY_CODES,
+    quota=QUOTA_CODES,
+    auth=AUTH_CODES,
+    price=PRICE_CODES,
+    not_found=NOT_FOUND_CODES,
+    invalid=INVALID_CODES,
+    hints=_HINTS,
+)
+
+
 def map_error(
     provider: str, code: str, message: str, retry_after_s: float | None = None
 ) -> ProviderError:
     """The spothop error for one ECS code; unknown codes are a plain ProviderError."""
-    hint = _HINTS.get(code, "")
-    if code in RATE_LIMIT_CODES:
-        return RateLimited(provider, code, message, retry_after_s)
-    for codes, kind in (
-        (CAPACITY_CODES, CapacityUnavailable),
-        (QUOTA_CODES, QuotaExceeded),
-        (AUTH_CODES, AuthFailed),
-        (PRICE_CODES, PriceTooLow),
-        (NOT_FOUND_CODES, InstanceNotFound),
-        (INVALID_CODES, InvalidRequest),
-    ):
-        if code in codes:
-            return kind(provider, code, message, hint)
-    return ProviderError(provider, code, message, hint)
+    return TABLE.map_error(provider, code, message, retry_after_s)
+
+
+def classify(exc: Exception, provider: str) -> retry.Classified:
+    """What one Alibaba Cloud SDK exception is (see :data:`spothop.providers.retry.Classify`)."""
+    from alibabacloud_tea_openapi.exceptions import AlibabaCloudException
+    from darabonba.exceptions import DaraException, RetryError
+
+    if isinstance(exc, AlibabaCloudException):
+        retry_after = float(exc.retry_after) / 1000 if getattr(exc, "retry_after", None) else None
+        return str(exc.code or type(exc).__name__), str(exc.message or exc), retry_after
+    if isinstance(exc, (DaraException, RetryError, OSError)):  # no answer, or not an ECS answer
+        return ProviderError(provider, type(exc).__name__, retry.first_line(exc))
+    return None
 
 
 def with_retries(
@@ -118,25 +122,6 @@ def with_retries(
     jitter: Callable[[], float] = random.random,
 ) -> T:
     """``call()``, retried while ECS throttles it; the SDK's errors come out as spothop's."""
-    from alibabacloud_tea_openapi.exceptions import AlibabaCloudException
-    from darabonba.exceptions import DaraException, RetryError
-
-    for attempt in range(attempts):
-        try:
-            return call()
-        except AlibabaCloudException as exc:
-            code = str(exc.code or type(exc).__name__)
-            message = str(exc.message or exc)
-            retry_after = (
-                float(exc.retry_after) / 1000 if getattr(exc, "retry_after", None) else None
-            )
-            if code not in RATE_LIMIT_CODES or attempt == attempts - 1:
-                if code in RATE_LIMIT_CODES:
-                    message = f"{message} (still throttled after {attempts} calls with backoff)"
-                raise map_error(provider, code, message, retry_after) from None
-            sleep(max(retry_after or 0.0, jitter() * min(RETRY_CAP_S, RETRY_BASE_S * 2**attempt)))
-        except (DaraException, RetryError, OSError) as exc:  # no answer, or not an ECS answer
-            raise ProviderError(
-                provider, type(exc).__name__, str(exc).splitlines()[0][:300] if str(exc) else ""
-            ) from None
-    raise AssertionError("unreachable: the last attempt raises or returns")
+    return retry.with_retries(
+        call, provider, sleep, TABLE, classify, attempts=attempts, jitter=jitter
+    )

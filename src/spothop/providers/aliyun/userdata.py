@@ -16,26 +16,16 @@ refused before any call, named but never shown.
 from __future__ import annotations
 
 import re
-import secrets
-import shlex
 from collections.abc import Mapping, Sequence
 
-from spothop import __version__
 from spothop.errors import ConfigError
-from spothop.providers.container import docker_check, in_container
-from spothop.providers.local.metadata import METADATA_PROTOCOL_ENV, METADATA_URL_ENV
+from spothop.providers import bootstrap
+from spothop.providers.bootstrap import DEFAULT_INSTALL, ENV_FILE, RUN_FILE, UNIT
+
+__all__ = ["DEFAULT_INSTALL", "ENV_FILE", "RUN_FILE", "UNIT", "render_user_data"]
 
 USER_DATA_MAX_BYTES = 32 * 1024  # ECS: UserData at most 32 KB before base64
 METADATA_URL = "http://100.100.100.200"
-ENV_FILE = "/etc/spothop/agent.env"
-RUN_FILE = "/etc/spothop/run.sh"
-UNIT = "spothop-agent"
-DEFAULT_INSTALL = (
-    "if ! /opt/spothop/bin/python -c 'import spothop' 2>/dev/null; then\n"
-    "  python3 -m venv /opt/spothop\n"
-    f"  /opt/spothop/bin/pip install --quiet 'spothop=={__version__}'\n"
-    "fi"
-)
 CREDENTIAL_KEYS = frozenset(
     {
         "ALIBABA_CLOUD_ACCESS_KEY_ID",
@@ -46,21 +36,30 @@ CREDENTIAL_KEYS = frozenset(
     }
 )
 _ACCESS_KEY_ID = re.compile(r"\bLTAI[A-Za-z0-9]{12,30}\b")
-_ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_HINT = "an instance reaches Alibaba Cloud through its RAM role (ram_role=)"
+CREDENTIALS = bootstrap.CredentialRule(
+    keys=CREDENTIAL_KEYS,
+    value=_ACCESS_KEY_ID,
+    key_error=f"the launch's env sets {{key}}, an Alibaba Cloud credential; {_HINT}",
+    value_error=f"the launch's env {{key}} holds what looks like an AccessKey id; {_HINT}",
+    command_error=f"the bootstrap command holds what looks like an AccessKey id; {_HINT}",
+)
+SHAPE = bootstrap.BootScript(
+    protocol="aliyun",
+    metadata_url=METADATA_URL,
+    instance_id_lines=(
+        f"md_token=$(curl -sf -X PUT {METADATA_URL}/latest/api/token "
+        "-H 'X-aliyun-ecs-metadata-token-ttl-seconds: 300')\n"
+        'SPOTHOP_INSTANCE_ID=$(curl -sf -H "X-aliyun-ecs-metadata-token: $md_token" '
+        f"{METADATA_URL}/latest/meta-data/instance-id)"
+    ),
+    writer="ECS",
+)
 
 
 def refuse_credentials(env: Mapping[str, str], command: Sequence[str]) -> None:
     """Raise ConfigError if ``env`` or ``command`` carries an Alibaba Cloud credential."""
-    hint = "an instance reaches Alibaba Cloud through its RAM role (ram_role=)"
-    for key, value in env.items():
-        if key.upper() in CREDENTIAL_KEYS:
-            raise ConfigError(f"the launch's env sets {key}, an Alibaba Cloud credential; {hint}")
-        if _ACCESS_KEY_ID.search(value):
-            raise ConfigError(
-                f"the launch's env {key} holds what looks like an AccessKey id; {hint}"
-            )
-    if any(_ACCESS_KEY_ID.search(part) for part in command):
-        raise ConfigError(f"the bootstrap command holds what looks like an AccessKey id; {hint}")
+    bootstrap.refuse_credentials(CREDENTIALS, env, command)
 
 
 def render_user_data(
@@ -71,59 +70,9 @@ def render_user_data(
     image: str | None = None,
 ) -> str:
     """The user-data script for one launch (see the module docstring); ConfigError if it cannot be."""
-    refuse_credentials(env, command)
-    for key in env:
-        if not _ENV_KEY.fullmatch(key):
-            raise ConfigError(
-                f"env key {key!r} is not a shell variable name (letters, digits and _, not first a digit)"
-            )
-    if not command:
-        raise ConfigError("an ECS launch needs a bootstrap command (the agent's); none was given")
-    docker = ""
-    if image is not None:  # the worker runs in the image, the agent on the host
-        command = in_container(command, image, [*env, METADATA_PROTOCOL_ENV, METADATA_URL_ENV])
-        docker = docker_check(image) + "\n"
-    env_lines = "\n".join(f"{key}={shlex.quote(value)}" for key, value in env.items())
-    end = f"SPOTHOP_END_{secrets.token_hex(8)}"
-    script = f"""#!/bin/bash
-# spothop: install and start the agent (written by spothop's ECS provider; no cloud credential in here).
-set -euo pipefail
-umask 077
-mkdir -p /etc/spothop
-cat > {ENV_FILE} <<'{end}'
-{METADATA_PROTOCOL_ENV}=aliyun
-{METADATA_URL_ENV}={METADATA_URL}
-{env_lines}
-{end}
-{docker}{install if install is not None else DEFAULT_INSTALL}
-cat > {RUN_FILE} <<'{end}'
-#!/bin/bash
-set -euo pipefail
-set -a; . {ENV_FILE}; set +a
-export PATH=/opt/spothop/bin:$PATH
-md_token=$(curl -sf -X PUT {METADATA_URL}/latest/api/token -H 'X-aliyun-ecs-metadata-token-ttl-seconds: 300')
-SPOTHOP_INSTANCE_ID=$(curl -sf -H "X-aliyun-ecs-metadata-token: $md_token" {METADATA_URL}/latest/meta-data/instance-id)
-export SPOTHOP_INSTANCE_ID
-exec {shlex.join(command)}
-{end}
-chmod 700 {RUN_FILE}
-cat > /etc/systemd/system/{UNIT}.service <<'{end}'
-[Unit]
-Description=spothop agent
-Wants=network-online.target
-After=network-online.target
-[Service]
-ExecStart=/bin/bash {RUN_FILE}
-Restart=no
-KillMode=mixed
-TimeoutStopSec=150
-[Install]
-WantedBy=multi-user.target
-{end}
-systemctl daemon-reload
-systemctl start --no-block {UNIT}.service
-"""
-    size = len(script.encode("utf-8"))
+    bootstrap.check_launch(CREDENTIALS, command, env, launch="an ECS launch")
+    script = bootstrap.render_boot_script(SHAPE, command, env, install=install, image=image)
+    size = bootstrap.script_size(script)
     if size > USER_DATA_MAX_BYTES:
         raise ConfigError(
             f"the user-data for this launch is {size} bytes, over ECS's {USER_DATA_MAX_BYTES}; "

@@ -21,23 +21,15 @@ import random
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from spothop.errors import (
-    AuthFailed,
-    CapacityUnavailable,
-    InstanceNotFound,
-    InvalidRequest,
-    PriceTooLow,
-    ProviderError,
-    QuotaExceeded,
-    RateLimited,
-)
+from spothop.errors import AuthFailed, ProviderError
+from spothop.providers import retry
 from spothop.providers.local.metadata.aws import ERROR_CODES
 
 T = TypeVar("T")
 
-RETRY_ATTEMPTS = 5  # calls in all, the first included
-RETRY_BASE_S = 0.5  # the first backoff window
-RETRY_CAP_S = 20.0  # no window is wider than this
+RETRY_ATTEMPTS = retry.RETRY_ATTEMPTS  # calls in all, the first included
+RETRY_BASE_S = retry.RETRY_BASE_S  # the first backoff window
+RETRY_CAP_S = retry.RETRY_CAP_S  # no window is wider than this
 
 CAPACITY_CODES = frozenset(
     {
@@ -128,24 +120,38 @@ def client_error_parts(exc: BaseException) -> tuple[str, str, float | None]:
     return code, message, seconds
 
 
+TABLE = retry.CodeTable(
+    rate_limit=RATE_LIMIT_CODES,
+    capacity=CAPACITY_CODES,
+    quota=QUOTA_CODES,
+    auth=AUTH_CODES,
+    price=PRICE_CODES,
+    not_found=NOT_FOUND_CODES,
+    invalid=INVALID_CODES,
+    hints=_HINTS,
+)
+
+
 def map_error(
     provider: str, code: str, message: str, retry_after_s: float | None = None
 ) -> ProviderError:
     """The spothop error for one EC2 error code; unknown codes are a plain ProviderError."""
-    hint = _HINTS.get(code, "")
-    if code in RATE_LIMIT_CODES:
-        return RateLimited(provider, code, message, retry_after_s)
-    for codes, kind in (
-        (CAPACITY_CODES, CapacityUnavailable),
-        (QUOTA_CODES, QuotaExceeded),
-        (AUTH_CODES, AuthFailed),
-        (PRICE_CODES, PriceTooLow),
-        (NOT_FOUND_CODES, InstanceNotFound),
-        (INVALID_CODES, InvalidRequest),
-    ):
-        if code in codes:
-            return kind(provider, code, message, hint)
-    return ProviderError(provider, code, message, hint)
+    return TABLE.map_error(provider, code, message, retry_after_s)
+
+
+def classify(exc: Exception, provider: str) -> retry.Classified:
+    """What one botocore exception is (see :data:`spothop.providers.retry.Classify`)."""
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+    from botocore.parsers import ResponseParserError
+
+    if isinstance(exc, NoCredentialsError):
+        return AuthFailed(provider, "NoCredentials", str(exc))
+    if isinstance(exc, (BotoCoreError, ResponseParserError)):
+        # no answer, or one that is not EC2's (a proxy's HTML page)
+        return ProviderError(provider, type(exc).__name__, retry.first_line(exc))
+    if isinstance(exc, ClientError):
+        return client_error_parts(exc)
+    return None
 
 
 def with_retries(
@@ -165,27 +171,14 @@ def with_retries(
     :class:`RateLimited` with the cloud's code; the cloud's ``Retry-After``,
     when it sends one, is the least wait before the next call.
     """
-    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
-    from botocore.parsers import ResponseParserError
-
-    for attempt in range(attempts):
-        try:
-            return call()
-        except NoCredentialsError as exc:
-            raise AuthFailed(provider, "NoCredentials", str(exc)) from None
-        except (
-            BotoCoreError,
-            ResponseParserError,
-        ) as exc:  # no answer, or one that is not EC2's (a proxy's HTML page)
-            raise ProviderError(
-                provider, type(exc).__name__, str(exc).splitlines()[0][:300]
-            ) from None
-        except ClientError as exc:
-            code, message, retry_after = client_error_parts(exc)
-            if code not in RATE_LIMIT_CODES or attempt == attempts - 1:
-                if code in RATE_LIMIT_CODES:
-                    message = f"{message} (still throttled after {attempts} calls with backoff)"
-                raise map_error(provider, code, message, retry_after) from None
-            window = min(cap_s, base_s * 2**attempt)
-            sleep(max(retry_after or 0.0, jitter() * window))
-    raise AssertionError("unreachable: the last attempt raises or returns")
+    return retry.with_retries(
+        call,
+        provider,
+        sleep,
+        TABLE,
+        classify,
+        attempts=attempts,
+        base_s=base_s,
+        cap_s=cap_s,
+        jitter=jitter,
+    )

@@ -21,23 +21,15 @@ import random
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from spothop.errors import (
-    AuthFailed,
-    CapacityUnavailable,
-    InstanceNotFound,
-    InvalidRequest,
-    PriceTooLow,
-    ProviderError,
-    QuotaExceeded,
-    RateLimited,
-)
+from spothop.errors import AuthFailed, ProviderError
+from spothop.providers import retry
 from spothop.providers.local.metadata.gcp import ERROR_CODES
 
 T = TypeVar("T")
 
-RETRY_ATTEMPTS = 5
-RETRY_BASE_S = 0.5
-RETRY_CAP_S = 20.0
+RETRY_ATTEMPTS = retry.RETRY_ATTEMPTS
+RETRY_BASE_S = retry.RETRY_BASE_S
+RETRY_CAP_S = retry.RETRY_CAP_S
 
 CAPACITY_CODES = frozenset(
     {
@@ -86,24 +78,23 @@ _HINTS = {
 }
 
 
+TABLE = retry.CodeTable(
+    rate_limit=RATE_LIMIT_CODES,
+    capacity=CAPACITY_CODES,
+    quota=QUOTA_CODES,
+    auth=AUTH_CODES,
+    price=PRICE_CODES,
+    not_found=NOT_FOUND_CODES,
+    invalid=INVALID_CODES,
+    hints=_HINTS,
+)
+
+
 def map_error(
     provider: str, code: str, message: str, retry_after_s: float | None = None
 ) -> ProviderError:
     """The spothop error for one Compute Engine code; unknown codes are a plain ProviderError."""
-    hint = _HINTS.get(code, "")
-    if code in RATE_LIMIT_CODES:
-        return RateLimited(provider, code, message, retry_after_s)
-    for codes, kind in (
-        (CAPACITY_CODES, CapacityUnavailable),
-        (QUOTA_CODES, QuotaExceeded),
-        (AUTH_CODES, AuthFailed),
-        (PRICE_CODES, PriceTooLow),
-        (NOT_FOUND_CODES, InstanceNotFound),
-        (INVALID_CODES, InvalidRequest),
-    ):
-        if code in codes:
-            return kind(provider, code, message, hint)
-    return ProviderError(provider, code, message, hint)
+    return TABLE.map_error(provider, code, message, retry_after_s)
 
 
 def api_error_parts(exc: Any) -> tuple[str, str]:
@@ -126,6 +117,22 @@ def api_error_parts(exc: Any) -> tuple[str, str]:
     return str(reason), str(getattr(exc, "message", None) or exc)
 
 
+def classify(exc: Exception, provider: str) -> retry.Classified:
+    """What one Google client exception is (see :data:`spothop.providers.retry.Classify`)."""
+    from google.api_core.exceptions import GoogleAPICallError
+    from google.auth.exceptions import GoogleAuthError
+    from requests.exceptions import RequestException
+
+    if isinstance(exc, GoogleAuthError):
+        return AuthFailed(provider, type(exc).__name__, str(exc)[:300])
+    if isinstance(exc, RequestException):  # no answer from the endpoint
+        return ProviderError(provider, type(exc).__name__, retry.first_line(exc))
+    if isinstance(exc, GoogleAPICallError):
+        code, message = api_error_parts(exc)
+        return code, message, None
+    return None
+
+
 def with_retries(
     call: Callable[[], T],
     provider: str,
@@ -135,24 +142,6 @@ def with_retries(
     jitter: Callable[[], float] = random.random,
 ) -> T:
     """``call()``, retried while Compute Engine throttles it; API errors come out as spothop's."""
-    from google.api_core.exceptions import GoogleAPICallError
-    from google.auth.exceptions import GoogleAuthError
-    from requests.exceptions import RequestException
-
-    for attempt in range(attempts):
-        try:
-            return call()
-        except GoogleAuthError as exc:
-            raise AuthFailed(provider, type(exc).__name__, str(exc)[:300]) from None
-        except RequestException as exc:  # no answer from the endpoint
-            raise ProviderError(
-                provider, type(exc).__name__, str(exc).splitlines()[0][:300]
-            ) from None
-        except GoogleAPICallError as exc:
-            code, message = api_error_parts(exc)
-            if code not in RATE_LIMIT_CODES or attempt == attempts - 1:
-                if code in RATE_LIMIT_CODES:
-                    message = f"{message} (still throttled after {attempts} calls with backoff)"
-                raise map_error(provider, code, message) from None
-            sleep(jitter() * min(RETRY_CAP_S, RETRY_BASE_S * 2**attempt))
-    raise AssertionError("unreachable: the last attempt raises or returns")
+    return retry.with_retries(
+        call, provider, sleep, TABLE, classify, attempts=attempts, jitter=jitter
+    )

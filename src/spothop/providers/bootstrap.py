@@ -1,0 +1,183 @@
+"""The boot script every cloud adapter gives its instances: install spothop, start the agent.
+
+One bash script, run as root by the image's boot machinery, that:
+
+1. writes :data:`ENV_FILE` (mode 0600): the metadata protocol and URL the
+   agent reads (:data:`~spothop.providers.local.metadata.METADATA_PROTOCOL_ENV`,
+   :data:`~spothop.providers.local.metadata.METADATA_URL_ENV`) and the launch's
+   ``env`` (the per-instance agent token, the control-plane URL, the job's
+   variables), each value shell-quoted inside a here-document whose end no
+   value can contain;
+2. installs spothop (``install``; default :data:`DEFAULT_INSTALL`, a venv in
+   ``/opt/spothop`` pinned to this spothop's version);
+3. starts the bootstrap command as the systemd unit :data:`UNIT`, after the
+   adapter's ``instance_id_lines`` (shell that exports ``SPOTHOP_INSTANCE_ID``
+   from the cloud's metadata service). With ``image``, the worker part of the
+   command runs in that container (:func:`~spothop.providers.container.in_container`)
+   and the script first checks the host has docker.
+
+What never goes in: a cloud credential. :class:`CredentialRule` says what one
+looks like for a cloud (its variable names, a value pattern, the messages);
+:func:`refuse_credentials` refuses a launch that carries one before any call,
+naming the variable, never showing the value. Each adapter keeps only what
+differs: its credential rule, metadata URL and instance-id lines, size limit.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from spothop import __version__
+from spothop.errors import ConfigError
+from spothop.providers.container import docker_check, in_container
+from spothop.providers.local.metadata import METADATA_PROTOCOL_ENV, METADATA_URL_ENV
+
+ENV_FILE = "/etc/spothop/agent.env"
+RUN_FILE = "/etc/spothop/run.sh"
+STARTED_FILE = "/etc/spothop/started"
+UNIT = "spothop-agent"
+DEFAULT_INSTALL = (
+    "if ! /opt/spothop/bin/python -c 'import spothop' 2>/dev/null; then\n"
+    "  python3 -m venv /opt/spothop\n"
+    f"  /opt/spothop/bin/pip install --quiet 'spothop=={__version__}'\n"
+    "fi"
+)
+_ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True)
+class CredentialRule:
+    """What a cloud credential looks like on a launch, and what to say when one is found.
+
+    A key is a credential if its upper-cased name is in ``keys`` or contains
+    one of ``key_parts``; a value (or a command part) is one if ``value``
+    matches it. ``key_error`` and ``value_error`` are formatted with ``key=``;
+    ``command_error`` is said as it is. Messages name, never show, the secret.
+    """
+
+    keys: frozenset[str]
+    value: re.Pattern[str]
+    key_error: str
+    value_error: str
+    command_error: str
+    key_parts: tuple[str, ...] = ()
+
+
+def refuse_credentials(
+    rule: CredentialRule, env: Mapping[str, str], command: Sequence[str]
+) -> None:
+    """Raise ConfigError if ``env`` or ``command`` carries a credential by ``rule``."""
+    for key, value in env.items():
+        upper = key.upper()
+        if upper in rule.keys or any(part in upper for part in rule.key_parts):
+            raise ConfigError(rule.key_error.format(key=key))
+        if rule.value.search(value):
+            raise ConfigError(rule.value_error.format(key=key))
+    if any(rule.value.search(part) for part in command):
+        raise ConfigError(rule.command_error)
+
+
+def check_launch(
+    rule: CredentialRule, command: Sequence[str], env: Mapping[str, str], *, launch: str
+) -> None:
+    """ConfigError unless the launch is bootable: no credential, env keys shell names, a command.
+
+    ``launch`` names the cloud's kind of launch in the message ("an X launch").
+    """
+    refuse_credentials(rule, env, command)
+    for key in env:
+        if not _ENV_KEY.fullmatch(key):
+            raise ConfigError(
+                f"env key {key!r} is not a shell variable name (letters, digits and _, not first a digit)"
+            )
+    if not command:
+        raise ConfigError(f"{launch} needs a bootstrap command (the agent's); none was given")
+
+
+@dataclass(frozen=True)
+class BootScript:
+    """One cloud's shape of the boot script (the parts that differ between clouds).
+
+    ``protocol`` and ``metadata_url`` go in the env file for the agent;
+    ``instance_id_lines`` is shell exporting ``SPOTHOP_INSTANCE_ID``;
+    ``writer`` names the provider in the script's first comment (``note``
+    ends it); ``every_boot``: the cloud runs the script at every boot, so it
+    exits at once when the agent was started before; ``stop_timeout_s``: how
+    long systemd waits for the agent on stop.
+    """
+
+    protocol: str
+    metadata_url: str
+    instance_id_lines: str
+    writer: str
+    note: str = "no cloud credential in here"
+    every_boot: bool = False
+    stop_timeout_s: int = 150
+
+
+def render_boot_script(
+    shape: BootScript,
+    command: Sequence[str],
+    env: Mapping[str, str],
+    *,
+    install: str | None = None,
+    image: str | None = None,
+) -> str:
+    """The boot script (see the module docstring); the caller has run :func:`check_launch`."""
+    if image is not None:  # the worker runs in the image, the agent on the host
+        command = in_container(command, image, [*env, METADATA_PROTOCOL_ENV, METADATA_URL_ENV])
+    docker = docker_check(image) + "\n" if image is not None else ""
+    env_lines = "\n".join(f"{key}={shlex.quote(value)}" for key, value in env.items())
+    end = f"SPOTHOP_END_{secrets.token_hex(8)}"  # a here-document's end no value can contain
+    guard = (
+        f"if systemctl is-active --quiet {UNIT}.service || [ -f {STARTED_FILE} ]; then exit 0; fi\n"
+        if shape.every_boot
+        else ""
+    )
+    mark = f"touch {STARTED_FILE}\n" if shape.every_boot else ""
+    return f"""#!/bin/bash
+# spothop: install and start the agent (written by spothop's {shape.writer} provider; {shape.note}).
+set -euo pipefail
+{guard}umask 077
+mkdir -p /etc/spothop
+cat > {ENV_FILE} <<'{end}'
+{METADATA_PROTOCOL_ENV}={shape.protocol}
+{METADATA_URL_ENV}={shape.metadata_url}
+{env_lines}
+{end}
+{docker}{install if install is not None else DEFAULT_INSTALL}
+cat > {RUN_FILE} <<'{end}'
+#!/bin/bash
+set -euo pipefail
+set -a; . {ENV_FILE}; set +a
+export PATH=/opt/spothop/bin:$PATH
+{shape.instance_id_lines}
+export SPOTHOP_INSTANCE_ID
+exec {shlex.join(command)}
+{end}
+chmod 700 {RUN_FILE}
+cat > /etc/systemd/system/{UNIT}.service <<'{end}'
+[Unit]
+Description=spothop agent
+Wants=network-online.target
+After=network-online.target
+[Service]
+ExecStart=/bin/bash {RUN_FILE}
+Restart=no
+KillMode=mixed
+TimeoutStopSec={shape.stop_timeout_s}
+[Install]
+WantedBy=multi-user.target
+{end}
+systemctl daemon-reload
+{mark}systemctl start --no-block {UNIT}.service
+"""
+
+
+def script_size(script: str) -> int:
+    """The script's size in bytes (UTF-8), what a cloud's user-data limit counts."""
+    return len(script.encode("utf-8"))
