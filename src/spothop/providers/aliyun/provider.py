@@ -44,8 +44,6 @@ import contextlib
 import datetime as dt
 import json
 import logging
-import os
-import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -55,7 +53,6 @@ from spothop.providers.aliyun import sdk
 from spothop.providers.aliyun.errors import map_error, with_retries
 from spothop.providers.aliyun.userdata import render_user_data
 from spothop.providers.base import (
-    MICROUSD_PER_USD,
     Capabilities,
     Instance,
     InstanceState,
@@ -65,6 +62,17 @@ from spothop.providers.base import (
 )
 from spothop.providers.extensions import OfferingNotes
 from spothop.providers.local.metadata.aliyun import BILLING, ERROR_CODES
+from spothop.providers.records import (
+    TOKEN_TAG,
+    cost_microusd,
+    ended_with_tags,
+    family_options,
+    iso_seconds,
+    launch_tags,
+    new_token,
+    number_text,
+    split_list,
+)
 from spothop.providers.reservations import refuse_reservation
 from spothop.resources.catalog import builtin_offerings
 from spothop.resources.currency import RateTable, load_rates
@@ -74,8 +82,6 @@ log = logging.getLogger("spothop.providers.aliyun")
 
 NAME = "aliyun"
 DEFAULT_REGIONS = ("cn-hangzhou",)
-TOKEN_TAG = "spothop-token"
-NODE_TAG = "spothop-node"
 PRICE_TAG = "spothop-price-usd-per-hour"
 DEFAULT_IMAGE_FAMILY = "acs:ubuntu_22_04_x64"
 NOTICE_LEAD_TIME_S = (
@@ -94,11 +100,6 @@ ENV_OPTIONS = {
     "install": "SPOTHOP_ALIYUN_INSTALL",
     "spot_duration_hours": "SPOTHOP_ALIYUN_SPOT_DURATION_HOURS",
 }
-
-
-def new_token() -> str:
-    """A launch token: the ``spothop-token`` tag and the ``ClientToken`` (≤ 64 ASCII)."""
-    return "sh-" + secrets.token_hex(12)
 
 
 def region_currency(region: str) -> str:
@@ -142,7 +143,7 @@ class AliyunProvider(Provider, OfferingNotes):
         )
         sdk.import_ecs()
         self._credential = sdk.credential(name)
-        self.regions = _split(regions) or list(DEFAULT_REGIONS)
+        self.regions = split_list(regions) or list(DEFAULT_REGIONS)
         self.endpoint_url = endpoint_url
         self.image_id = image_id
         self.security_group_id = security_group_id
@@ -214,7 +215,7 @@ class AliyunProvider(Provider, OfferingNotes):
         )
         latest: dict[str, tuple[float, float | None, float]] = {}
         for row in (answer.get("SpotPrices") or {}).get("SpotPriceType", []):
-            when = _seconds(str(row.get("Timestamp")))
+            when = iso_seconds(str(row.get("Timestamp")))
             zone = str(row["ZoneId"])
             if zone not in latest or latest[zone][2] <= when:
                 origin = row.get("OriginPrice")
@@ -316,12 +317,9 @@ class AliyunProvider(Provider, OfferingNotes):
             request.bootstrap_command, env, install=self.install, image=request.image
         )
         token = request.tags.get(TOKEN_TAG) or new_token()
-        tags = {**request.tags, TOKEN_TAG: token}
-        node = request.tags.get(NODE_TAG) or request.name
-        if node:
-            tags.setdefault(NODE_TAG, node)
+        tags, node = launch_tags(request.tags, request.name, token)
         price = self._price(region, request.zone, request.instance_type, request.spot)
-        tags[PRICE_TAG] = _number_text(price)
+        tags[PRICE_TAG] = number_text(price)
         params: dict[str, Any] = {
             "InstanceType": request.instance_type,
             "InstanceChargeType": "PostPaid",
@@ -420,9 +418,7 @@ class AliyunProvider(Provider, OfferingNotes):
             for raw in self._describe_raw(region, Tag=wanted):
                 self._region_of[str(raw["InstanceId"])] = region
                 found[str(raw["InstanceId"])] = self._instance(raw, region)
-        for instance_id, ended in self._ended.items():
-            if all(ended.tags.get(k) == v for k, v in (tags or {}).items()):
-                found[instance_id] = ended
+        found.update(ended_with_tags(self._ended, tags))
         return list(found.values())
 
     def terminate(self, instance_id: str) -> None:
@@ -452,7 +448,7 @@ class AliyunProvider(Provider, OfferingNotes):
             for lock in (raw.get("OperationLocks") or {}).get("LockReason", [])
         }
         status = str(raw.get("Status"))
-        launched_at = _seconds(str(raw["CreationTime"]))
+        launched_at = iso_seconds(str(raw["CreationTime"]))
         notice_time = termination_time = None
         if ended_at is not None:
             state = InstanceState.TERMINATED
@@ -488,7 +484,7 @@ class AliyunProvider(Provider, OfferingNotes):
             ended_at=ended_at,
             running_at=launched_at,
             billed_seconds=billed,
-            cost_microusd=round(price * billed / 3600 * MICROUSD_PER_USD),
+            cost_microusd=cost_microusd(price, billed),
             notice_time=notice_time,
             termination_time=termination_time,
             name=raw.get("InstanceName"),
@@ -506,24 +502,4 @@ class AliyunFamily:
         if name != NAME:
             raise ConfigError(f"the ECS adapter serves the provider {NAME!r}, not {name!r}")
         taken = {*ENV_OPTIONS, "clock", "rates"}
-        given = {k: v for k, v in options.items() if k in taken and v is not None}
-        for option, variable in ENV_OPTIONS.items():
-            if option not in given and os.environ.get(variable):
-                given[option] = os.environ[variable]
-        return AliyunProvider(name, **given)
-
-
-def _split(value: Sequence[str] | str | None) -> list[str]:
-    if value is None:
-        return []
-    parts = value.split(",") if isinstance(value, str) else list(value)
-    return [p.strip() for p in parts if p.strip()]
-
-
-def _number_text(value: float) -> str:
-    return f"{value:.6f}".rstrip("0").rstrip(".") or "0"
-
-
-def _seconds(stamp: str) -> float:
-    """ECS's times: ``2026-01-01T00:00Z`` or ``2026-01-01T00:00:00Z``."""
-    return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+        return AliyunProvider(name, **family_options(options, taken, ENV_OPTIONS))

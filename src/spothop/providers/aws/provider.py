@@ -41,9 +41,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import logging
-import os
 import re
-import secrets
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -59,7 +57,6 @@ from spothop.providers.aws import sdk
 from spothop.providers.aws.errors import map_error, with_retries
 from spothop.providers.aws.userdata import render_user_data
 from spothop.providers.base import (
-    MICROUSD_PER_USD,
     Capabilities,
     Instance,
     InstanceState,
@@ -69,6 +66,16 @@ from spothop.providers.base import (
 )
 from spothop.providers.extensions import FleetLauncher, FleetRequest, FleetResult, OfferingNotes
 from spothop.providers.local.metadata.aws import BILLING, ERROR_CODES
+from spothop.providers.records import (
+    NODE_TAG,
+    TOKEN_TAG,
+    cost_microusd,
+    family_options,
+    launch_tags,
+    new_token,
+    number_text,
+    split_list,
+)
 from spothop.providers.reservations import refuse_reservation
 from spothop.resources.catalog import builtin_offerings
 from spothop.resources.offering import Offering
@@ -78,8 +85,6 @@ log = logging.getLogger("spothop.providers.aws")
 NAME = "aws"
 DEFAULT_REGION = "us-east-1"
 JOB_TAG = "spothop-job"
-NODE_TAG = "spothop-node"
-TOKEN_TAG = "spothop-token"
 PRICE_TAG = "spothop-price-usd-per-hour"
 ENDED_TAG = "spothop-ended-at"
 AVAILABLE_MIN_SCORE = 3  # GetSpotPlacementScores: 1 (unlikely to be filled) … 10 (highly likely)
@@ -126,11 +131,6 @@ ENV_OPTIONS = {  # option → the environment variable that sets it when the opt
 }
 
 
-def new_token() -> str:
-    """A launch token: what ``spothop-token`` holds and ``ClientToken`` sends (≤ 64 ASCII)."""
-    return "sh-" + secrets.token_hex(12)
-
-
 class AwsProvider(Provider, FleetLauncher, OfferingNotes):
     """EC2 in ``regions`` (the session's region when none are given). See the module docstring.
 
@@ -171,12 +171,12 @@ class AwsProvider(Provider, FleetLauncher, OfferingNotes):
         )
         self._session = sdk.make_session(profile, session)
         sdk.check_credentials(name, self._session)
-        asked = _split(regions) or [sdk.default_region(self._session) or DEFAULT_REGION]
+        asked = split_list(regions) or [sdk.default_region(self._session) or DEFAULT_REGION]
         self.regions = [sdk.check_region(name, self._session, r) for r in asked]
         self.endpoint_url = endpoint_url
         self.image_id = image_id
         self.instance_profile = instance_profile
-        self.security_group_ids = _split(security_group_ids)
+        self.security_group_ids = split_list(security_group_ids)
         self.key_name = key_name
         self.install = install
         self.clock: Clock = clock or WallClock()
@@ -479,10 +479,7 @@ class AwsProvider(Provider, FleetLauncher, OfferingNotes):
         return self._images[region]
 
     def _tags(self, request: LaunchRequest, token: str) -> dict[str, str]:
-        tags = {**request.tags, TOKEN_TAG: token}
-        node = request.tags.get(NODE_TAG) or request.name
-        if node:
-            tags.setdefault(NODE_TAG, node)
+        tags, node = launch_tags(request.tags, request.name, token)
         tags.setdefault("Name", request.name or node or f"spothop-{token}")
         return tags
 
@@ -518,7 +515,7 @@ class AwsProvider(Provider, FleetLauncher, OfferingNotes):
         token = request.tags.get(TOKEN_TAG) or new_token()
         tags = self._tags(request, token)
         if request.zone is not None:
-            tags[PRICE_TAG] = _price_text(
+            tags[PRICE_TAG] = number_text(
                 self._price(region, request.zone, request.instance_type, request.spot)
             )
         params = self._instance_params(request, region) | {
@@ -537,7 +534,7 @@ class AwsProvider(Provider, FleetLauncher, OfferingNotes):
                 "InstanceInterruptionBehavior": "terminate",
             }
             if request.max_price_usd_per_hour is not None:
-                spot_options["MaxPrice"] = _price_text(request.max_price_usd_per_hour)
+                spot_options["MaxPrice"] = number_text(request.max_price_usd_per_hour)
             params["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": spot_options}
         answer = self._call(region, "run_instances", **params)
         raw = answer["Instances"][0]
@@ -546,7 +543,7 @@ class AwsProvider(Provider, FleetLauncher, OfferingNotes):
         try:
             if PRICE_TAG not in tags:
                 zone = raw["Placement"]["AvailabilityZone"]
-                price = _price_text(self._price(region, zone, request.instance_type, request.spot))
+                price = number_text(self._price(region, zone, request.instance_type, request.spot))
                 self._call(
                     region,
                     "create_tags",
@@ -615,7 +612,7 @@ class AwsProvider(Provider, FleetLauncher, OfferingNotes):
             if zone is not None:
                 override["AvailabilityZone"] = zone
             if template.spot and template.max_price_usd_per_hour is not None:
-                override["MaxPrice"] = _price_text(template.max_price_usd_per_hour)
+                override["MaxPrice"] = number_text(template.max_price_usd_per_hour)
             overrides.append(override)
         return {
             "Type": "instant",
@@ -651,7 +648,7 @@ class AwsProvider(Provider, FleetLauncher, OfferingNotes):
         for index, raw in enumerate(sorted(raws, key=lambda r: str(r["InstanceId"]))):
             zone = raw["Placement"]["AvailabilityZone"]
             extra = {
-                PRICE_TAG: _price_text(
+                PRICE_TAG: number_text(
                     self._price(region, zone, raw["InstanceType"], template.spot)
                 )
             }
@@ -766,7 +763,7 @@ class AwsProvider(Provider, FleetLauncher, OfferingNotes):
                 region,
                 "create_tags",
                 Resources=[instance_id],
-                Tags=[{"Key": ENDED_TAG, "Value": _price_text(self.clock.now())}],
+                Tags=[{"Key": ENDED_TAG, "Value": number_text(self.clock.now())}],
             )
             self._call(region, "terminate_instances", InstanceIds=[instance_id])
         except InstanceNotFound:
@@ -817,7 +814,7 @@ class AwsProvider(Provider, FleetLauncher, OfferingNotes):
             price_usd_per_hour=price,
             ended_at=ended_at,
             billed_seconds=billed,
-            cost_microusd=round(price * billed / 3600 * MICROUSD_PER_USD),
+            cost_microusd=cost_microusd(price, billed),
             notice_time=notice_time,
             termination_time=termination_time,
             name=tags.get("Name"),
@@ -852,22 +849,7 @@ class AwsFamily:
             "pricing",
             "page_size",
         }
-        given = {k: v for k, v in options.items() if k in taken and v is not None}
-        for option, variable in ENV_OPTIONS.items():
-            if option not in given and os.environ.get(variable):
-                given[option] = os.environ[variable]
-        return AwsProvider(name, **given)
-
-
-def _split(value: Sequence[str] | str | None) -> list[str]:
-    if value is None:
-        return []
-    parts = value.split(",") if isinstance(value, str) else list(value)
-    return [p.strip() for p in parts if p.strip()]
-
-
-def _price_text(value: float) -> str:
-    return f"{value:.6f}".rstrip("0").rstrip(".") or "0"
+        return AwsProvider(name, **family_options(options, taken, ENV_OPTIONS))
 
 
 def _tag_list(tags: Mapping[str, str]) -> list[dict[str, str]]:

@@ -51,7 +51,6 @@ from typing import Any
 from spothop.errors import ConfigError, InstanceNotFound, InvalidRequest, PriceTooLow, ProviderError
 from spothop.market.clock import Clock, WallClock
 from spothop.providers.base import (
-    MICROUSD_PER_USD,
     Capabilities,
     Instance,
     InstanceState,
@@ -65,6 +64,17 @@ from spothop.providers.gcp import sdk
 from spothop.providers.gcp.errors import map_error, with_retries
 from spothop.providers.gcp.userdata import render_startup_script
 from spothop.providers.local.metadata.gcp import BILLING, ERROR_CODES
+from spothop.providers.records import (
+    TOKEN_TAG,
+    cost_microusd,
+    ended_with_tags,
+    family_options,
+    iso_seconds,
+    launch_tags,
+    new_token,
+    number_text,
+    split_list,
+)
 from spothop.providers.reservations import refuse_reservation
 from spothop.resources.catalog import builtin_offerings
 from spothop.resources.offering import Offering
@@ -73,8 +83,6 @@ log = logging.getLogger("spothop.providers.gcp")
 
 NAME = "gcp"
 DEFAULT_REGIONS = ("us-central1",)
-TOKEN_TAG = "spothop-token"
-NODE_TAG = "spothop-node"
 TAGS_ITEM = "spothop-tags"
 PRICE_ITEM = "spothop-price-usd-per-hour"
 TYPE_ITEM = "spothop-instance-type"
@@ -95,11 +103,6 @@ ENV_OPTIONS = {
     "service_account": "SPOTHOP_GCP_SERVICE_ACCOUNT",
     "install": "SPOTHOP_GCP_INSTALL",
 }
-
-
-def new_token() -> str:
-    """A launch token: the ``spothop-token`` label (label-safe) and the seed of ``requestId``."""
-    return "sh-" + secrets.token_hex(12)
 
 
 class GcpProvider(Provider, OfferingNotes):
@@ -142,7 +145,7 @@ class GcpProvider(Provider, OfferingNotes):
                 f"{name}: no Google Cloud project; set project= or SPOTHOP_GCP_PROJECT "
                 "(or GOOGLE_CLOUD_PROJECT, or `gcloud config set project`)"
             )
-        self.regions = _split(regions) or list(DEFAULT_REGIONS)
+        self.regions = split_list(regions) or list(DEFAULT_REGIONS)
         self.image = image or DEFAULT_IMAGE
         self.network = network or "global/networks/default"
         self.service_account = service_account
@@ -306,7 +309,7 @@ class GcpProvider(Provider, OfferingNotes):
         items = {
             STARTUP_ITEM: script,
             TAGS_ITEM: json.dumps(dict(tags), sort_keys=True),
-            PRICE_ITEM: _number_text(price),
+            PRICE_ITEM: number_text(price),
             TYPE_ITEM: request.instance_type,
         }
         scheduling: dict[str, Any] = {
@@ -368,10 +371,7 @@ class GcpProvider(Provider, OfferingNotes):
                 "raise max_price_usd_per_hour, or leave it unset",
             )
         token = request.tags.get(TOKEN_TAG) or new_token()
-        tags = {**request.tags, TOKEN_TAG: token}
-        node = request.tags.get(NODE_TAG) or request.name
-        if node:
-            tags.setdefault(NODE_TAG, node)
+        tags, node = launch_tags(request.tags, request.name, token)
         name = parse.resource_name(request.name or node or "spothop", secrets.token_hex(4))
         body = self._body(request, zone, name, tags, price)
         request_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"spothop:{self.project}:{token}"))
@@ -469,9 +469,7 @@ class GcpProvider(Provider, OfferingNotes):
         for raw in self._aggregated(" AND ".join(f"({t})" for t in terms)):
             self._where[str(raw.id)] = (parse.tail(raw.zone), raw.name)
             found[str(raw.id)] = self._instance(raw)
-        for instance_id, ended in self._ended.items():
-            if all(ended.tags.get(k) == v for k, v in (tags or {}).items()):
-                found[instance_id] = ended
+        found.update(ended_with_tags(self._ended, tags))
         return list(found.values())
 
     def terminate(self, instance_id: str) -> None:
@@ -497,7 +495,7 @@ class GcpProvider(Provider, OfferingNotes):
         zone = parse.tail(raw.zone)
         region = parse.region_of_zone(zone)
         instance_type = items.get(TYPE_ITEM) or parse.tail(raw.machine_type)
-        launched_at = _seconds(raw.creation_timestamp)
+        launched_at = iso_seconds(raw.creation_timestamp)
         if ended_at is not None:
             state = InstanceState.TERMINATED
         elif raw.status in _PENDING:
@@ -507,7 +505,9 @@ class GcpProvider(Provider, OfferingNotes):
         else:  # STOPPING, STOPPED, TERMINATED, SUSPENDED: not by spothop's hand
             state = InstanceState.PREEMPTED if spot else InstanceState.TERMINATED
             ended_at = (
-                _seconds(raw.last_stop_timestamp) if raw.last_stop_timestamp else self.clock.now()
+                iso_seconds(raw.last_stop_timestamp)
+                if raw.last_stop_timestamp
+                else self.clock.now()
             )
         try:
             price = float(items[PRICE_ITEM])
@@ -528,7 +528,7 @@ class GcpProvider(Provider, OfferingNotes):
             ended_at=ended_at,
             running_at=launched_at,
             billed_seconds=billed,
-            cost_microusd=round(price * billed / 3600 * MICROUSD_PER_USD),
+            cost_microusd=cost_microusd(price, billed),
             name=raw.name,
             tags=tags,
         )
@@ -546,11 +546,7 @@ class GcpFamily:
                 f"the Compute Engine adapter serves the provider {NAME!r}, not {name!r}"
             )
         taken = {*ENV_OPTIONS, "credentials", "clock"}
-        given = {k: v for k, v in options.items() if k in taken and v is not None}
-        for option, variable in ENV_OPTIONS.items():
-            if option not in given and os.environ.get(variable):
-                given[option] = os.environ[variable]
-        return GcpProvider(name, **given)
+        return GcpProvider(name, **family_options(options, taken, ENV_OPTIONS))
 
 
 def _best_row(rows: Sequence[Offering], region: str, zone: str, instance_type: str) -> Offering:
@@ -558,18 +554,3 @@ def _best_row(rows: Sequence[Offering], region: str, zone: str, instance_type: s
     mine = [o for o in rows if o.instance_type == instance_type]
     key: Callable[[Offering], tuple[bool, bool]] = lambda o: (o.zone != zone, o.region != region)  # noqa: E731
     return min(mine, key=key)
-
-
-def _split(value: Sequence[str] | str | None) -> list[str]:
-    if value is None:
-        return []
-    parts = value.split(",") if isinstance(value, str) else list(value)
-    return [p.strip() for p in parts if p.strip()]
-
-
-def _number_text(value: float) -> str:
-    return f"{value:.6f}".rstrip("0").rstrip(".") or "0"
-
-
-def _seconds(stamp: str) -> float:
-    return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
