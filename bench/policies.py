@@ -7,10 +7,12 @@ every multi-zone group (the same instance type in several zones, which the
 policy may move between at the cost of a restart). Prints, per setting, each
 policy's mean cost, the share of runs that met the deadline, and the share of
 the gap between Uniform Progress and the optimum that ``spothop`` closes
-((UP − spothop) / (UP − optimal)); then the simulator's speed: 180 single-zone
+((UP − spothop) / (UP − optimal)), and whether the proactive migration
+rule pays: ``spothop − spothop-proactive`` in mean cost (positive: it saves;
+it can move only with several zones, so ``single`` rows read 0); then the simulator's speed: 180 single-zone
 runs of the 48 h task at 600 s ticks (goal: under 10 s per setting).
 
-    .venv/bin/python bench/policies.py [--windows 100] [--seed 0] [--fine] [--only 52:0.02]
+    .venv/bin/python bench/policies.py [--windows 100] [--seed 0] [--fine] [--only 52:0.02] [--zones multi]
 
 ``--fine`` adds the 32 s-tick AWS preemption traces (slow for the optimum's
 programme: about 20× the 600 s traces' work per run).
@@ -41,6 +43,7 @@ OVERHEADS_H = (0.02, 0.05, 0.1)
 GOAL_GAP_CLOSED = 0.40  # issue 17: spothop at least 40 % of the way from UP to the optimum
 SPEED_RUNS = 180  # issue 17: 180 single-zone runs ...
 SPEED_GOAL_S = 10.0  # ... in under 10 s per setting
+PROACTIVE = "spothop-proactive"  # spothop with the rising-risk migration rule
 
 
 def groups(folders: list[str]) -> tuple[list[list[Path]], list[list[Path]]]:
@@ -98,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
         "--only", help="some settings, DEADLINE_H:OVERHEAD_H[,…], e.g. 52:0.02,70:0.1"
     )
     parser.add_argument("--no-speed", action="store_true", help="skip the speed check")
+    parser.add_argument(
+        "--zones", choices=("single", "multi", "both"), default="both", help="which rows to run"
+    )
     args = parser.parse_args(argv)
     if not TRACES.is_dir():
         print(f"no traces at {TRACES}", file=sys.stderr)
@@ -113,10 +119,12 @@ def main(argv: list[str] | None = None) -> int:
     header = f"{'zones':6} {'D h':>4} {'d h':>5} " + " ".join(
         f"{n:>16}" for n in [*names, "optimal"]
     )
-    print(header + f" {'met':>5} {'gap closed':>10}")
+    print(header + f" {'met':>5} {'gap closed':>10} {'proactive pays':>14}")
     closed_all: list[float] = []
     ahead_everywhere = met_everywhere = True
     for label, group_files in (("single", singles), ("multi", multis)):
+        if args.zones not in ("both", label):
+            continue
         for deadline_h, overhead_h in settings:
             setting = JobSetting(deadline_s=deadline_h * 3600, restart_overhead_s=overhead_h * 3600)
             costs = evaluate(group_files, setting, args.windows, args.seed, names)
@@ -128,8 +136,10 @@ def main(argv: list[str] | None = None) -> int:
             ahead_everywhere &= ours < up
             met_everywhere &= all(costs["met:spothop"])
             cells = " ".join(f"{mean[n]:16.2f}" for n in [*names, "optimal"])
+            pays = ours - mean.get(PROACTIVE, ours)
             print(
                 f"{label:6} {deadline_h:4.0f} {overhead_h:5.2f} {cells} {met:5.0%} {closed:10.1%}"
+                f" {pays:14.3f}"
             )
     average = sum(closed_all) / len(closed_all)
     print(

@@ -58,12 +58,16 @@ class Decision:
     without losing a tick — the new one boots (billed) while the old one keeps
     working, and the job switches once it is up (only where the restart fits in
     one tick; elsewhere the move is a plain restart). Not part of equality: what
-    runs is the same either way.
+    runs is the same either way. A policy that weighs a move records what it
+    expected: ``overlap_cost_usd`` (the new instance billed while both run) and
+    ``expected_saving_usd`` (0 where nothing was weighed).
     """
 
     kind: Kind
     zone: int = 0
     make_before_break: bool = field(default=False, compare=False)
+    overlap_cost_usd: float = field(default=0.0, compare=False)
+    expected_saving_usd: float = field(default=0.0, compare=False)
 
 
 IDLE = Decision(Kind.NONE)
