@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+
+from spothop.errors import ConfigError
 
 # Preemptions cluster: a market that just took an instance often takes the next (issue G: 30 min).
 COOLDOWN_S = 30 * 60.0
@@ -46,3 +50,22 @@ class ControllerConfig:
     deadline_tick_s: float = DEADLINE_TICK_S
     # The restart overhead a deadline policy plans with; None: the provider's boot time.
     restart_overhead_s: float | None = None
+
+
+DEADLINE_TICK_ENV = "SPOTHOP_DEADLINE_TICK_S"  # the deadline policies' interval, seconds
+
+
+def config_from_env(environ: Mapping[str, str]) -> ControllerConfig | None:
+    """The daemon's config: ``$SPOTHOP_DEADLINE_TICK_S`` overrides ``deadline_tick_s`` (a world
+    that runs in minutes, as the end-to-end tests' does); None (the defaults) when it is unset.
+    A value that is not a number of seconds over 0 is a :class:`ConfigError` naming it."""
+    raw = environ.get(DEADLINE_TICK_ENV)
+    if raw is None or raw == "":
+        return None
+    try:
+        tick_s = float(raw)
+    except ValueError:
+        tick_s = math.nan
+    if not math.isfinite(tick_s) or tick_s <= 0:
+        raise ConfigError(f"${DEADLINE_TICK_ENV} {raw!r}: expected a number of seconds over 0")
+    return ControllerConfig(deadline_tick_s=tick_s)

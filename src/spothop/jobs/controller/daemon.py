@@ -339,6 +339,7 @@ def run_controller(
     import logging
 
     from spothop.db import default_database_url
+    from spothop.jobs.controller.config import config_from_env
     from spothop.jobs.controller.loop import DEFAULT_PERIOD_S, Controller, Loop
     from spothop.jobs.store import JobStore
     from spothop.state.wake import Waker, wake_address
@@ -366,6 +367,7 @@ def run_controller(
             home=home,
             wake_address=address,
             after_pass=after_pass,
+            config=config_from_env(os.environ),
         )
         catalogs = daily_catalog_refresh(controller.providers, home)
 
