@@ -107,16 +107,39 @@ class BootScript:
     ``writer`` names the provider in the script's first comment (``note``
     ends it); ``every_boot``: the cloud runs the script at every boot, so it
     exits at once when the agent was started before; ``stop_timeout_s``: how
-    long systemd waits for the agent on stop.
+    long systemd waits for the agent on stop. :meth:`render` also checks the
+    launch by ``credentials`` (``launch`` names the cloud's launch in the
+    message) and refuses a script over ``max_bytes`` with ``too_large``
+    (formatted with ``size=`` and ``max_bytes=``).
     """
 
     protocol: str
     metadata_url: str
     instance_id_lines: str
     writer: str
+    credentials: CredentialRule
+    launch: str
+    max_bytes: int
+    too_large: str
     note: str = "no cloud credential in here"
     every_boot: bool = False
     stop_timeout_s: int = 150
+
+    def render(
+        self,
+        command: Sequence[str],
+        env: Mapping[str, str],
+        *,
+        install: str | None = None,
+        image: str | None = None,
+    ) -> str:
+        """The boot script for one launch (see the module docstring); ConfigError if it cannot be."""
+        check_launch(self.credentials, command, env, launch=self.launch)
+        script = render_boot_script(self, command, env, install=install, image=image)
+        size = script_size(script)
+        if size > self.max_bytes:
+            raise ConfigError(self.too_large.format(size=size, max_bytes=self.max_bytes))
+        return script
 
 
 def render_boot_script(

@@ -24,80 +24,74 @@ RETRY_ATTEMPTS = retry.RETRY_ATTEMPTS
 RETRY_BASE_S = retry.RETRY_BASE_S
 RETRY_CAP_S = retry.RETRY_CAP_S
 
-CAPACITY_CODES = frozenset(
-    {
-        ERROR_CODES.capacity_unavailable,  # OperationDenied.NoStock
-        "OperationDenied.NoSpotStock",
-        "Zone.NotOnSale",
-        "InvalidResourceType.NotSupported",
-        "OperationDenied.ZoneSoldOut",
-    }
-)
-QUOTA_CODES = frozenset(
-    {
-        "QuotaExceed.PostPaidInstance",
-        "QuotaExceed.ElasticQuota",
-        "QuotaExceed.PreemptibleInstance",
-        "InvalidParameter.ExceedInstanceTypeQuota",
-        "Account.Arrearage",
-    }
-)
-AUTH_CODES = frozenset(
-    {
-        "InvalidAccessKeyId.NotFound",
-        "InvalidAccessKeyId",
-        "SignatureDoesNotMatch",
-        "IncompleteSignature",
-        "Forbidden",
-        "Forbidden.RAM",
-        "Forbidden.NotAuthorized",
-        "InvalidSecurityToken.Expired",
-        "NoCredentials",
-    }
-)
-RATE_LIMIT_CODES = frozenset(
-    {"Throttling", "Throttling.User", "Throttling.Api", "ServiceUnavailable", "Throttling.Resource"}
-)
-PRICE_CODES = frozenset({ERROR_CODES.price_too_low or "InvalidSpotPriceLimit.LowerThanPublicPrice"})
-NOT_FOUND_CODES = frozenset({ERROR_CODES.instance_not_found, "InvalidInstanceId.NotFound"})
-INVALID_CODES = frozenset(
-    {
-        ERROR_CODES.invalid_parameter,  # InvalidParameter
-        "MissingParameter",
-        "InvalidInstanceType.ValueUnauthorized",
-        "InvalidInstanceType.ValueNotSupported",
-        "InvalidImageId.NotFound",
-        "InvalidSecurityGroupId.NotFound",
-        "InvalidVSwitchId.NotFound",
-        "InvalidRegionId.NotFound",
-        "InvalidZoneId.NotFound",
-        "InvalidSpotDuration",
-    }
-)
 _HINTS = {
     "OperationDenied.NoStock": "the zone has no stock of this type now; try another zone or type, or later",
     "QuotaExceed.PostPaidInstance": "the account's pay-as-you-go quota is used up; ask for more in Quota Center",
     "Forbidden.RAM": "the RAM user lacks a permission; the message names the action",
 }
 
-
 TABLE = retry.CodeTable(
-    rate_limit=RATE_LIMIT_CODES,
-    capacity=CAPACITY_CODES,
-    quota=QUOTA_CODES,
-    auth=AUTH_CODES,
-    price=PRICE_CODES,
-    not_found=NOT_FOUND_CODES,
-    invalid=INVALID_CODES,
+    rate_limit=frozenset(
+        {
+            "Throttling",
+            "Throttling.User",
+            "Throttling.Api",
+            "ServiceUnavailable",
+            "Throttling.Resource",
+        }
+    ),
+    capacity=frozenset(
+        {
+            ERROR_CODES.capacity_unavailable,  # OperationDenied.NoStock
+            "OperationDenied.NoSpotStock",
+            "Zone.NotOnSale",
+            "InvalidResourceType.NotSupported",
+            "OperationDenied.ZoneSoldOut",
+        }
+    ),
+    quota=frozenset(
+        {
+            "QuotaExceed.PostPaidInstance",
+            "QuotaExceed.ElasticQuota",
+            "QuotaExceed.PreemptibleInstance",
+            "InvalidParameter.ExceedInstanceTypeQuota",
+            "Account.Arrearage",
+        }
+    ),
+    auth=frozenset(
+        {
+            "InvalidAccessKeyId.NotFound",
+            "InvalidAccessKeyId",
+            "SignatureDoesNotMatch",
+            "IncompleteSignature",
+            "Forbidden",
+            "Forbidden.RAM",
+            "Forbidden.NotAuthorized",
+            "InvalidSecurityToken.Expired",
+            "NoCredentials",
+        }
+    ),
+    price=frozenset({ERROR_CODES.price_too_low or "InvalidSpotPriceLimit.LowerThanPublicPrice"}),
+    not_found=frozenset({ERROR_CODES.instance_not_found, "InvalidInstanceId.NotFound"}),
+    invalid=frozenset(
+        {
+            ERROR_CODES.invalid_parameter,  # InvalidParameter
+            "MissingParameter",
+            "InvalidInstanceType.ValueUnauthorized",
+            "InvalidInstanceType.ValueNotSupported",
+            "InvalidImageId.NotFound",
+            "InvalidSecurityGroupId.NotFound",
+            "InvalidVSwitchId.NotFound",
+            "InvalidRegionId.NotFound",
+            "InvalidZoneId.NotFound",
+            "InvalidSpotDuration",
+        }
+    ),
     hints=_HINTS,
 )
 
 
-def map_error(
-    provider: str, code: str, message: str, retry_after_s: float | None = None
-) -> ProviderError:
-    """The spothop error for one ECS code; unknown codes are a plain ProviderError."""
-    return TABLE.map_error(provider, code, message, retry_after_s)
+map_error = TABLE.map_error
 
 
 def classify(exc: Exception, provider: str) -> retry.Classified:

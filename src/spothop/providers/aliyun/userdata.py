@@ -18,7 +18,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from spothop.errors import ConfigError
 from spothop.providers import bootstrap
 from spothop.providers.bootstrap import DEFAULT_INSTALL, ENV_FILE, RUN_FILE, UNIT
 
@@ -45,6 +44,13 @@ CREDENTIALS = bootstrap.CredentialRule(
     command_error=f"the bootstrap command holds what looks like an AccessKey id; {_HINT}",
 )
 SHAPE = bootstrap.BootScript(
+    credentials=CREDENTIALS,
+    launch="an ECS launch",
+    max_bytes=USER_DATA_MAX_BYTES,
+    too_large=(
+        "the user-data for this launch is {size} bytes, over ECS's {max_bytes}; "
+        "shorten the bootstrap command or the env"
+    ),
     protocol="aliyun",
     metadata_url=METADATA_URL,
     instance_id_lines=(
@@ -62,20 +68,4 @@ def refuse_credentials(env: Mapping[str, str], command: Sequence[str]) -> None:
     bootstrap.refuse_credentials(CREDENTIALS, env, command)
 
 
-def render_user_data(
-    command: Sequence[str],
-    env: Mapping[str, str],
-    *,
-    install: str | None = None,
-    image: str | None = None,
-) -> str:
-    """The user-data script for one launch (see the module docstring); ConfigError if it cannot be."""
-    bootstrap.check_launch(CREDENTIALS, command, env, launch="an ECS launch")
-    script = bootstrap.render_boot_script(SHAPE, command, env, install=install, image=image)
-    size = bootstrap.script_size(script)
-    if size > USER_DATA_MAX_BYTES:
-        raise ConfigError(
-            f"the user-data for this launch is {size} bytes, over ECS's {USER_DATA_MAX_BYTES}; "
-            "shorten the bootstrap command or the env"
-        )
-    return script
+render_user_data = SHAPE.render

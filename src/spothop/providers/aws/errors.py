@@ -31,71 +31,6 @@ RETRY_ATTEMPTS = retry.RETRY_ATTEMPTS  # calls in all, the first included
 RETRY_BASE_S = retry.RETRY_BASE_S  # the first backoff window
 RETRY_CAP_S = retry.RETRY_CAP_S  # no window is wider than this
 
-CAPACITY_CODES = frozenset(
-    {
-        ERROR_CODES.capacity_unavailable,  # InsufficientInstanceCapacity
-        "InsufficientHostCapacity",
-        "InsufficientReservedInstanceCapacity",
-        "InsufficientCapacity",
-        "Unsupported",  # the type is not offered in that zone (now)
-    }
-)
-QUOTA_CODES = frozenset(
-    {
-        "MaxSpotInstanceCountExceeded",
-        "InstanceLimitExceeded",
-        "VcpuLimitExceeded",
-        "MaxSpotFleetRequestCountExceeded",
-        "MaxFleetCountExceeded",
-        "ResourceLimitExceeded",
-    }
-)
-AUTH_CODES = frozenset(
-    {
-        "UnauthorizedOperation",
-        "AuthFailure",
-        "InvalidClientTokenId",
-        "ExpiredToken",
-        "RequestExpired",
-        "SignatureDoesNotMatch",
-        "AccessDenied",
-        "AccessDeniedException",
-        "OptInRequired",
-        "PendingVerification",
-        "Blocked",
-    }
-)
-RATE_LIMIT_CODES = frozenset(
-    {
-        "RequestLimitExceeded",
-        "Throttling",
-        "ThrottlingException",
-        "RequestThrottled",
-        "TooManyRequestsException",
-        "SlowDown",
-    }
-)
-PRICE_CODES = frozenset({ERROR_CODES.price_too_low or "SpotMaxPriceTooLow"})
-NOT_FOUND_CODES = frozenset(
-    {ERROR_CODES.instance_not_found, "InvalidInstanceID.Malformed", "InvalidInstanceID"}
-)
-INVALID_CODES = frozenset(
-    {
-        ERROR_CODES.invalid_parameter,  # InvalidParameterValue
-        "InvalidParameterCombination",
-        "InvalidParameter",
-        "InvalidInstanceType",
-        "InvalidAMIID.NotFound",
-        "InvalidAMIID.Malformed",
-        "InvalidSubnetID.NotFound",
-        "InvalidGroup.NotFound",
-        "InvalidKeyPair.NotFound",
-        "InvalidUserData.Malformed",
-        "MissingParameter",
-        "ValidationError",
-    }
-)
-
 _HINTS = {
     "OptInRequired": "the account has not enabled this region or service; enable it in the console, or pick another region",
     "UnauthorizedOperation": "the credentials lack a permission; the message names the action",
@@ -103,6 +38,74 @@ _HINTS = {
     "VcpuLimitExceeded": "the account's vCPU quota for this instance family is used up; ask for more in Service Quotas",
     "InstanceLimitExceeded": "the account's instance quota in this region is used up; ask for more in Service Quotas",
 }
+
+TABLE = retry.CodeTable(
+    rate_limit=frozenset(
+        {
+            "RequestLimitExceeded",
+            "Throttling",
+            "ThrottlingException",
+            "RequestThrottled",
+            "TooManyRequestsException",
+            "SlowDown",
+        }
+    ),
+    capacity=frozenset(
+        {
+            ERROR_CODES.capacity_unavailable,  # InsufficientInstanceCapacity
+            "InsufficientHostCapacity",
+            "InsufficientReservedInstanceCapacity",
+            "InsufficientCapacity",
+            "Unsupported",  # the type is not offered in that zone (now)
+        }
+    ),
+    quota=frozenset(
+        {
+            "MaxSpotInstanceCountExceeded",
+            "InstanceLimitExceeded",
+            "VcpuLimitExceeded",
+            "MaxSpotFleetRequestCountExceeded",
+            "MaxFleetCountExceeded",
+            "ResourceLimitExceeded",
+        }
+    ),
+    auth=frozenset(
+        {
+            "UnauthorizedOperation",
+            "AuthFailure",
+            "InvalidClientTokenId",
+            "ExpiredToken",
+            "RequestExpired",
+            "SignatureDoesNotMatch",
+            "AccessDenied",
+            "AccessDeniedException",
+            "OptInRequired",
+            "PendingVerification",
+            "Blocked",
+        }
+    ),
+    price=frozenset({ERROR_CODES.price_too_low or "SpotMaxPriceTooLow"}),
+    not_found=frozenset(
+        {ERROR_CODES.instance_not_found, "InvalidInstanceID.Malformed", "InvalidInstanceID"}
+    ),
+    invalid=frozenset(
+        {
+            ERROR_CODES.invalid_parameter,  # InvalidParameterValue
+            "InvalidParameterCombination",
+            "InvalidParameter",
+            "InvalidInstanceType",
+            "InvalidAMIID.NotFound",
+            "InvalidAMIID.Malformed",
+            "InvalidSubnetID.NotFound",
+            "InvalidGroup.NotFound",
+            "InvalidKeyPair.NotFound",
+            "InvalidUserData.Malformed",
+            "MissingParameter",
+            "ValidationError",
+        }
+    ),
+    hints=_HINTS,
+)
 
 
 def client_error_parts(exc: BaseException) -> tuple[str, str, float | None]:
@@ -120,23 +123,7 @@ def client_error_parts(exc: BaseException) -> tuple[str, str, float | None]:
     return code, message, seconds
 
 
-TABLE = retry.CodeTable(
-    rate_limit=RATE_LIMIT_CODES,
-    capacity=CAPACITY_CODES,
-    quota=QUOTA_CODES,
-    auth=AUTH_CODES,
-    price=PRICE_CODES,
-    not_found=NOT_FOUND_CODES,
-    invalid=INVALID_CODES,
-    hints=_HINTS,
-)
-
-
-def map_error(
-    provider: str, code: str, message: str, retry_after_s: float | None = None
-) -> ProviderError:
-    """The spothop error for one EC2 error code; unknown codes are a plain ProviderError."""
-    return TABLE.map_error(provider, code, message, retry_after_s)
+map_error = TABLE.map_error
 
 
 def classify(exc: Exception, provider: str) -> retry.Classified:

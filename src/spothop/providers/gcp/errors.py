@@ -31,45 +31,6 @@ RETRY_ATTEMPTS = retry.RETRY_ATTEMPTS
 RETRY_BASE_S = retry.RETRY_BASE_S
 RETRY_CAP_S = retry.RETRY_CAP_S
 
-CAPACITY_CODES = frozenset(
-    {
-        ERROR_CODES.capacity_unavailable,  # ZONE_RESOURCE_POOL_EXHAUSTED
-        "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
-        "RESOURCE_POOL_EXHAUSTED",
-        "resourcePoolExhausted",
-        "UNSUPPORTED_OPERATION",  # the accelerator is not offered with that machine there
-    }
-)
-QUOTA_CODES = frozenset({"QUOTA_EXCEEDED", "quotaExceeded", "limitExceeded"})
-AUTH_CODES = frozenset(
-    {
-        "authError",
-        "required",
-        "forbidden",
-        "insufficientPermissions",
-        "accessNotConfigured",
-        "SERVICE_DISABLED",
-        "PERMISSION_DENIED",
-        "UNAUTHENTICATED",
-        "NoCredentials",
-    }
-)
-RATE_LIMIT_CODES = frozenset(
-    {"rateLimitExceeded", "userRateLimitExceeded", "RATE_LIMIT_EXCEEDED", "RESOURCE_EXHAUSTED"}
-)
-NOT_FOUND_CODES = frozenset({ERROR_CODES.instance_not_found, "RESOURCE_NOT_FOUND"})
-INVALID_CODES = frozenset(
-    {
-        ERROR_CODES.invalid_parameter,
-        "badRequest",
-        "invalidParameter",
-        "conditionNotMet",
-        "alreadyExists",
-    }
-)
-# A bid under the market: Compute Engine takes none, so the adapter refuses it with this code.
-PRICE_CODES: frozenset[str] = frozenset()
-
 _HINTS = {
     "QUOTA_EXCEEDED": "the project's quota (the message names it) is used up; ask for more in IAM & Admin > Quotas",
     "forbidden": "the credentials lack a permission on the project; the message names it",
@@ -77,24 +38,50 @@ _HINTS = {
     "ZONE_RESOURCE_POOL_EXHAUSTED": "the zone has no capacity for this machine now; try another zone or later",
 }
 
-
 TABLE = retry.CodeTable(
-    rate_limit=RATE_LIMIT_CODES,
-    capacity=CAPACITY_CODES,
-    quota=QUOTA_CODES,
-    auth=AUTH_CODES,
-    price=PRICE_CODES,
-    not_found=NOT_FOUND_CODES,
-    invalid=INVALID_CODES,
+    rate_limit=frozenset(
+        {"rateLimitExceeded", "userRateLimitExceeded", "RATE_LIMIT_EXCEEDED", "RESOURCE_EXHAUSTED"}
+    ),
+    capacity=frozenset(
+        {
+            ERROR_CODES.capacity_unavailable,  # ZONE_RESOURCE_POOL_EXHAUSTED
+            "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
+            "RESOURCE_POOL_EXHAUSTED",
+            "resourcePoolExhausted",
+            "UNSUPPORTED_OPERATION",  # the accelerator is not offered with that machine there
+        }
+    ),
+    quota=frozenset({"QUOTA_EXCEEDED", "quotaExceeded", "limitExceeded"}),
+    auth=frozenset(
+        {
+            "authError",
+            "required",
+            "forbidden",
+            "insufficientPermissions",
+            "accessNotConfigured",
+            "SERVICE_DISABLED",
+            "PERMISSION_DENIED",
+            "UNAUTHENTICATED",
+            "NoCredentials",
+        }
+    ),
+    # A bid under the market: Compute Engine takes none, so the adapter refuses it with this code.
+    price=frozenset(),
+    not_found=frozenset({ERROR_CODES.instance_not_found, "RESOURCE_NOT_FOUND"}),
+    invalid=frozenset(
+        {
+            ERROR_CODES.invalid_parameter,
+            "badRequest",
+            "invalidParameter",
+            "conditionNotMet",
+            "alreadyExists",
+        }
+    ),
     hints=_HINTS,
 )
 
 
-def map_error(
-    provider: str, code: str, message: str, retry_after_s: float | None = None
-) -> ProviderError:
-    """The spothop error for one Compute Engine code; unknown codes are a plain ProviderError."""
-    return TABLE.map_error(provider, code, message, retry_after_s)
+map_error = TABLE.map_error
 
 
 def api_error_parts(exc: Any) -> tuple[str, str]:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from spothop.errors import ConfigError
 from spothop.providers import bootstrap
 from spothop.providers.bootstrap import DEFAULT_INSTALL, ENV_FILE, RUN_FILE, UNIT
 
@@ -39,6 +38,13 @@ CREDENTIALS = bootstrap.CredentialRule(
     command_error=f"the bootstrap command holds a private key; {_HINT}",
 )
 SHAPE = bootstrap.BootScript(
+    credentials=CREDENTIALS,
+    launch="a Compute Engine launch",
+    max_bytes=METADATA_VALUE_MAX_BYTES,
+    too_large=(
+        "the startup script for this launch is {size} bytes, over Compute Engine's "
+        "{max_bytes} per metadata value; shorten the bootstrap command or the env"
+    ),
     protocol="gcp",
     metadata_url=METADATA_URL,
     instance_id_lines=(
@@ -57,20 +63,4 @@ def refuse_credentials(env: Mapping[str, str], command: Sequence[str]) -> None:
     bootstrap.refuse_credentials(CREDENTIALS, env, command)
 
 
-def render_startup_script(
-    command: Sequence[str],
-    env: Mapping[str, str],
-    *,
-    install: str | None = None,
-    image: str | None = None,
-) -> str:
-    """The startup script for one launch (see the module docstring); ConfigError if it cannot be."""
-    bootstrap.check_launch(CREDENTIALS, command, env, launch="a Compute Engine launch")
-    script = bootstrap.render_boot_script(SHAPE, command, env, install=install, image=image)
-    size = bootstrap.script_size(script)
-    if size > METADATA_VALUE_MAX_BYTES:
-        raise ConfigError(
-            f"the startup script for this launch is {size} bytes, over Compute Engine's "
-            f"{METADATA_VALUE_MAX_BYTES} per metadata value; shorten the bootstrap command or the env"
-        )
-    return script
+render_startup_script = SHAPE.render
