@@ -133,3 +133,36 @@ def with_retries(
                 raise table.map_error(provider, code, message, retry_after) from None
             sleep(backoff_s(attempt, retry_after, base_s=base_s, cap_s=cap_s, jitter=jitter))
     raise AssertionError("unreachable: the last attempt raises or returns")
+
+
+@dataclass(frozen=True)
+class Retrying:
+    """:func:`with_retries` bound to one cloud's ``table`` and ``classify``: what an adapter
+    exports as its ``with_retries(call, provider, sleep, *, attempts=…, jitter=…)``."""
+
+    table: CodeTable
+    classify: Classify
+
+    def __call__(
+        self,
+        call: Callable[[], T],
+        provider: str,
+        sleep: Callable[[float], None],
+        *,
+        attempts: int = RETRY_ATTEMPTS,
+        base_s: float = RETRY_BASE_S,
+        cap_s: float = RETRY_CAP_S,
+        jitter: Callable[[], float] = random.random,
+    ) -> T:
+        """``call()``, retried while the cloud throttles it (see :func:`with_retries`)."""
+        return with_retries(
+            call,
+            provider,
+            sleep,
+            self.table,
+            self.classify,
+            attempts=attempts,
+            base_s=base_s,
+            cap_s=cap_s,
+            jitter=jitter,
+        )

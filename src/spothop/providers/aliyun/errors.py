@@ -10,19 +10,11 @@ backoff and full jitter, at most :data:`RETRY_ATTEMPTS` calls, then it is
 
 from __future__ import annotations
 
-import random
-from collections.abc import Callable
-from typing import TypeVar
-
 from spothop.errors import ProviderError
 from spothop.providers import retry
 from spothop.providers.local.metadata.aliyun import ERROR_CODES
 
-T = TypeVar("T")
-
 RETRY_ATTEMPTS = retry.RETRY_ATTEMPTS
-RETRY_BASE_S = retry.RETRY_BASE_S
-RETRY_CAP_S = retry.RETRY_CAP_S
 
 _HINTS = {
     "OperationDenied.NoStock": "the zone has no stock of this type now; try another zone or type, or later",
@@ -107,15 +99,4 @@ def classify(exc: Exception, provider: str) -> retry.Classified:
     return None
 
 
-def with_retries(
-    call: Callable[[], T],
-    provider: str,
-    sleep: Callable[[float], None],
-    *,
-    attempts: int = RETRY_ATTEMPTS,
-    jitter: Callable[[], float] = random.random,
-) -> T:
-    """``call()``, retried while ECS throttles it; the SDK's errors come out as spothop's."""
-    return retry.with_retries(
-        call, provider, sleep, TABLE, classify, attempts=attempts, jitter=jitter
-    )
+with_retries = retry.Retrying(TABLE, classify)

@@ -17,19 +17,13 @@ name (``EndpointConnectionError``, ``ResponseParserError``).
 
 from __future__ import annotations
 
-import random
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from spothop.errors import AuthFailed, ProviderError
 from spothop.providers import retry
 from spothop.providers.local.metadata.aws import ERROR_CODES
 
-T = TypeVar("T")
-
 RETRY_ATTEMPTS = retry.RETRY_ATTEMPTS  # calls in all, the first included
-RETRY_BASE_S = retry.RETRY_BASE_S  # the first backoff window
-RETRY_CAP_S = retry.RETRY_CAP_S  # no window is wider than this
 
 _HINTS = {
     "OptInRequired": "the account has not enabled this region or service; enable it in the console, or pick another region",
@@ -141,31 +135,4 @@ def classify(exc: Exception, provider: str) -> retry.Classified:
     return None
 
 
-def with_retries(
-    call: Callable[[], T],
-    provider: str,
-    sleep: Callable[[float], None],
-    *,
-    attempts: int = RETRY_ATTEMPTS,
-    base_s: float = RETRY_BASE_S,
-    cap_s: float = RETRY_CAP_S,
-    jitter: Callable[[], float] = random.random,
-) -> T:
-    """``call()``, retried while EC2 throttles it; a ClientError comes out as spothop's error.
-
-    Waits come from ``sleep`` (the provider's clock), so tests never wait. A
-    throttled call that stays throttled through ``attempts`` calls raises
-    :class:`RateLimited` with the cloud's code; the cloud's ``Retry-After``,
-    when it sends one, is the least wait before the next call.
-    """
-    return retry.with_retries(
-        call,
-        provider,
-        sleep,
-        TABLE,
-        classify,
-        attempts=attempts,
-        base_s=base_s,
-        cap_s=cap_s,
-        jitter=jitter,
-    )
+with_retries = retry.Retrying(TABLE, classify)

@@ -17,19 +17,13 @@ retried with exponential backoff and full jitter, at most
 
 from __future__ import annotations
 
-import random
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from spothop.errors import AuthFailed, ProviderError
 from spothop.providers import retry
 from spothop.providers.local.metadata.gcp import ERROR_CODES
 
-T = TypeVar("T")
-
 RETRY_ATTEMPTS = retry.RETRY_ATTEMPTS
-RETRY_BASE_S = retry.RETRY_BASE_S
-RETRY_CAP_S = retry.RETRY_CAP_S
 
 _HINTS = {
     "QUOTA_EXCEEDED": "the project's quota (the message names it) is used up; ask for more in IAM & Admin > Quotas",
@@ -120,15 +114,4 @@ def classify(exc: Exception, provider: str) -> retry.Classified:
     return None
 
 
-def with_retries(
-    call: Callable[[], T],
-    provider: str,
-    sleep: Callable[[float], None],
-    *,
-    attempts: int = RETRY_ATTEMPTS,
-    jitter: Callable[[], float] = random.random,
-) -> T:
-    """``call()``, retried while Compute Engine throttles it; API errors come out as spothop's."""
-    return retry.with_retries(
-        call, provider, sleep, TABLE, classify, attempts=attempts, jitter=jitter
-    )
+with_retries = retry.Retrying(TABLE, classify)
