@@ -8,13 +8,20 @@ from spothop.errors import JobSpecError
 from spothop.jobs.controller import Terminate, Waiting, decide
 from spothop.jobs.controller.config import ControllerConfig
 from spothop.jobs.controller.deadline import deadline_plan, work_left_s
-from spothop.jobs.lifecycle import EndReason, JobState
-from spothop.scheduler.market_view import MarketKind
+from spothop.jobs.controller.observe import attempt_view, clock_rate
+from spothop.jobs.lifecycle import AttemptState, EndReason, JobState
+from spothop.jobs.records import AttemptRecord
+from spothop.market.clock import ManualClock, SimClock
+from spothop.scheduler.market_view import MarketKind, MarketState, MarketView
 from spothop.scheduler.policies.base import Kind
+from spothop.testing.factories import make_offerings
 from tests.jobs.controller.factories import (
     A100,
+    BOOT_S,
     H100,
     NOW,
+    PROVIDER,
+    REGION,
     ZONES,
     attempt,
     ended,
@@ -146,3 +153,68 @@ def test_work_left_of_a_batch_job_from_the_seconds_per_shard_observed() -> None:
 def test_a_deadline_policy_must_be_an_online_one(policy: str) -> None:
     with pytest.raises(JobSpecError, match="deadline_policy"):
         spec(deadline="10h", deadline_policy=policy)
+
+
+# -- one clock: elapsed and work done both on the controller's (issue: mixed clocks) ------------
+
+
+def _record(launched: float, running: float | None) -> AttemptRecord:
+    return AttemptRecord(
+        "a-1", "j-1", 0, "j-1.a0", PROVIDER, REGION, ZONES[0], A100, "spot", 0.9, "i-1",
+        AttemptState.RUNNING, launched, running, None, None, None, None, None, None,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("offset_s", "rate", "credited_s"),
+    [
+        (0.0, 1.0, 500.0),  # the provider bills by the wall
+        (7200.0, 1.0, 500.0),  # a skewed provider clock: shifted, spans unchanged
+        (50_000.0, 5.0, 100.0),  # an accelerated local world: 500 provider s are 100 of ours
+    ],
+)
+def test_work_done_is_credited_on_the_controllers_clock(
+    offset_s: float, rate: float, credited_s: float
+) -> None:
+    provider_now = NOW + offset_s
+    record = _record(provider_now - 560, provider_now - 500)
+    view = attempt_view(record, None, None, offset_s, rate, NOW)
+    assert view.running_at == pytest.approx(NOW - credited_s)
+    assert view.launched_at == pytest.approx(NOW - 560 / rate)
+    j = deadline_job("20h", "10h", "greedy", elapsed_s=1000, attempts=[view])
+    plan = deadline_plan(snapshot([j]), j, ControllerConfig())
+    assert plan is not None
+    assert plan.state.elapsed_s == 1000
+    assert plan.state.work_left_s == pytest.approx(36000 - credited_s)
+
+
+def test_clock_rate_is_the_provider_clocks_speed() -> None:
+    class Sim:
+        clock = SimClock(5.0, 0.0)
+
+    class Manual:
+        clock = ManualClock(10.0)
+
+    assert (clock_rate(Sim()), clock_rate(Manual()), clock_rate(None)) == (5.0, 1.0, 1.0)
+
+
+# -- one zone: a preemption with no slack goes on-demand in the same pass ------------------------
+
+
+@pytest.mark.parametrize("spot_up", [True, False])
+def test_one_zone_preempted_with_no_slack_launches_on_demand_in_that_zone_at_once(
+    spot_up: bool,
+) -> None:
+    offerings = make_offerings(provider=PROVIDER, region=REGION, zones=(ZONES[0],))
+    view = MarketView(
+        now=NOW,
+        offerings=tuple(offerings),
+        markets={o.market_id: MarketState(o.market_id, available=spot_up) for o in offerings},
+        boot_s={PROVIDER: BOOT_S},
+    )
+    # Lost within the tick, the zone suspected (noticed and preempted seconds ago).
+    lost = ended(EndReason.PREEMPTED, noticed_at=NOW - 20, ended_at=NOW - 10)
+    j = deadline_job("10h", "9h", "greedy", attempts=[lost], state=JobState.RECOVERING)
+    (launch,) = launches(decide(snapshot([j], view)))
+    assert {c.market_kind for c in launch.candidates} == {MarketKind.ON_DEMAND}
+    assert {c.market_id.zone for c in launch.candidates} == {ZONES[0]}

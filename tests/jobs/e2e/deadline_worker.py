@@ -21,7 +21,7 @@ def main() -> int:
     while done < total_s:
         time.sleep(STEP_S)
         done += STEP_S
-        tmp = progress.with_suffix(".tmp")
+        tmp = progress.with_suffix(f".{os.getpid()}.tmp")  # two instances may overlap (switch)
         tmp.write_text(f"{done:.3f}")
         tmp.replace(progress)
     return 0

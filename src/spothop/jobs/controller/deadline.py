@@ -16,15 +16,19 @@ The state, from the job and the snapshot (docs/controller.md, "Deadlines"):
   provider's boot time.
 - **Work left**: a task job: the spec's ``work`` minus the time the job ran
   (the union of its attempts' running spans, from ``running_at`` to their end
-  or now). A batch job: the shards left (pending + leased) × the seconds per
+  or now; the snapshot's attempt times are on the controller's clock, as
+  ``now`` and ``created_at`` are, so both sides count controller seconds). A batch job: the shards left (pending + leased) × the seconds per
   shard observed so far (the attempts' running time over the shards done,
   shared by ``workers``) or, before any shard is done, the spec's ``work``
   scaled by the share of shards left. No estimate at all: no plan (the
   tolerance decides as for a job without a deadline).
 - **What runs**: the newest live attempt's kind and zone (or the newest
-  attempt if the cloud took it back within the last tick: SPOT in a zone
-  whose spot is gone, as SIMULATION.md has it); its pending overhead is the
-  restart overhead not yet past since its launch while it does not run.
+  attempt if the cloud took it back within the last tick: SPOT in its zone);
+  its pending overhead is the restart overhead not yet past since its launch
+  while it does not run, and for an attempt the cloud took back the whole
+  restart overhead (nothing runs: a relaunch pays it), so that the safety
+  rule goes on-demand in the same pass rather than keeping a lost spot
+  instance for a tick.
 - **Zones**: every zone (provider, region, zone) where the job's requirements
   are offered, sorted; each zone's spot is available when the market view
   says so for one of its qualifying spot markets (cooldowns do not hide it:
@@ -269,6 +273,8 @@ def _last(
             return IDLE, 0.0
         kind, index = Kind.SPOT, list(zones).index(z)
     pending = 0.0
-    if a.running_at is None or a.running_at > now:
+    if not a.alive:
+        pending = d  # lost: whatever runs next pays the whole restart overhead
+    elif a.running_at is None or a.running_at > now:
         pending = max(0.0, a.launched_at + d - now)
     return Decision(kind, index), pending

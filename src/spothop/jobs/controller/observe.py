@@ -84,6 +84,17 @@ class Observation:
     # provider → its clock minus ``now`` at this pass: attempt times are on the provider's clock
     # (clock.py); the snapshot shows them on the controller's (a simulated cloud runs ahead).
     clock_offsets_s: Mapping[str, float] = field(default_factory=dict)
+    # provider → its clock's seconds per controller second (a simulated cloud's ``speed``; 1 if
+    # it keeps none): spans read on the controller's clock are the provider's over this rate.
+    clock_rates: Mapping[str, float] = field(default_factory=dict)
+
+
+def clock_rate(provider: Any) -> float:
+    """``provider``'s clock seconds per wall second: its clock's ``speed`` (positive, finite), else 1."""
+    speed = getattr(getattr(provider, "clock", None), "speed", None)
+    if isinstance(speed, int | float) and 0 < speed < float("inf"):
+        return float(speed)
+    return 1.0
 
 
 def store_tag(store_url: str) -> str:
@@ -342,6 +353,7 @@ class Observer:
             provider_errors=errors,
             reservations=reservations,
             clock_offsets_s=offsets,
+            clock_rates={name: clock_rate(p) for name, p in self.providers.items()},
         )
         self.last = observation
         return observation
@@ -517,13 +529,22 @@ def attempt_view(
     facts: AgentFacts | None,
     stop_requested_at: float | None = None,
     clock_offset_s: float = 0.0,
+    clock_rate: float = 1.0,
+    now: float = 0.0,
 ) -> Any:
-    """The decide view of one attempt; its stored times (the provider's clock) less
-    ``clock_offset_s``, so that they read on the snapshot's clock like the agents' facts."""
+    """The decide view of one attempt; its stored times (the provider's clock) moved onto the
+    snapshot's clock (``now``) like the agents' facts: a time ``x`` provider seconds before the
+    provider's now (``now + clock_offset_s``) reads ``x / clock_rate`` seconds before ``now``, so
+    spans (work done, boot, notice) are controller seconds, on an accelerated cloud too."""
     from spothop.jobs.controller import snapshot
 
+    def moved(t: float) -> float:
+        if clock_rate == 1.0:
+            return t - clock_offset_s
+        return now - (now + clock_offset_s - t) / clock_rate
+
     def shown(t: float | None) -> float | None:
-        return None if t is None else t - clock_offset_s
+        return None if t is None else moved(t)
 
     # The enums as the snapshot module names them (decide compares them with ``is``).
     market_kind, attempt_state, end_reason = (
@@ -542,7 +563,7 @@ def attempt_view(
         market_kind=market_kind(str(record.market_kind)),
         price_usd_per_hour=record.price_usd_per_hour,
         state=attempt_state(str(record.state)),
-        launched_at=record.launched_unix_s - clock_offset_s,
+        launched_at=moved(record.launched_unix_s),
         instance_id=record.instance_id,
         running_at=shown(record.running_unix_s),
         noticed_at=shown(record.noticed_unix_s) or f.noticed_at,
@@ -588,6 +609,8 @@ def to_snapshot(
                 facts.get(a.instance_id or ""),
                 stops.get(a.instance_id or ""),
                 observation.clock_offsets_s.get(a.provider, 0.0),
+                observation.clock_rates.get(a.provider, 1.0),
+                observation.now,
             )
             for a in observation.attempts.get(job.job_id, ())
         )
