@@ -12,10 +12,11 @@ from __future__ import annotations
 import datetime as dt
 import os
 import secrets
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, ClassVar
 
-from spothop.providers.base import MICROUSD_PER_USD, Instance
+from spothop.errors import ConfigError
+from spothop.providers.base import MICROUSD_PER_USD, Instance, Provider
 
 TOKEN_TAG = "spothop-token"
 NODE_TAG = "spothop-node"
@@ -83,3 +84,30 @@ def number_text(value: float) -> str:
 def iso_seconds(stamp: str) -> float:
     """Epoch seconds of an ISO 8601 time, ``Z`` for UTC allowed."""
     return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+class OneNameFamily:
+    """A registry family that serves one provider name (an adapter for one cloud).
+
+    A subclass sets ``provider_name``, ``adapter`` (named in the error for a
+    wrong name), ``provider_class``, ``taken`` (the options ``create`` passes
+    on) and ``env_options`` (see :func:`family_options`).
+    """
+
+    provider_name: ClassVar[str]
+    adapter: ClassVar[str]
+    provider_class: ClassVar[Callable[..., Provider]]
+    taken: ClassVar[frozenset[str]]
+    env_options: ClassVar[Mapping[str, str]]
+
+    def names(self, **options: Any) -> list[str]:
+        return [self.provider_name]
+
+    def create(self, name: str, **options: Any) -> Provider:
+        if name != self.provider_name:
+            raise ConfigError(
+                f"the {self.adapter} adapter serves the provider {self.provider_name!r}, not {name!r}"
+            )
+        return type(self).provider_class(
+            name, **family_options(options, self.taken, self.env_options)
+        )

@@ -64,9 +64,9 @@ from spothop.providers.extensions import OfferingNotes
 from spothop.providers.local.metadata.aliyun import BILLING, ERROR_CODES
 from spothop.providers.records import (
     TOKEN_TAG,
+    OneNameFamily,
     cost_microusd,
     ended_with_tags,
-    family_options,
     iso_seconds,
     launch_tags,
     new_token,
@@ -492,14 +492,11 @@ class AliyunProvider(Provider, OfferingNotes):
         )
 
 
-class AliyunFamily:
+class AliyunFamily(OneNameFamily):
     """The registry's family for ECS: one provider name, ``aliyun``."""
 
-    def names(self, **options: Any) -> list[str]:
-        return [NAME]
-
-    def create(self, name: str, **options: Any) -> Provider:
-        if name != NAME:
-            raise ConfigError(f"the ECS adapter serves the provider {NAME!r}, not {name!r}")
-        taken = {*ENV_OPTIONS, "clock", "rates"}
-        return AliyunProvider(name, **family_options(options, taken, ENV_OPTIONS))
+    provider_name = NAME
+    adapter = "ECS"
+    provider_class = AliyunProvider
+    taken = frozenset({*ENV_OPTIONS, "clock", "rates"})
+    env_options = ENV_OPTIONS

@@ -69,8 +69,8 @@ from spothop.providers.local.metadata.aws import BILLING, ERROR_CODES
 from spothop.providers.records import (
     NODE_TAG,
     TOKEN_TAG,
+    OneNameFamily,
     cost_microusd,
-    family_options,
     launch_tags,
     new_token,
     number_text,
@@ -825,16 +825,14 @@ class AwsProvider(Provider, FleetLauncher, OfferingNotes):
 # -- the family: one name, options from the call or the environment ---------------
 
 
-class AwsFamily:
+class AwsFamily(OneNameFamily):
     """The registry's family for EC2: one provider name, ``aws``."""
 
-    def names(self, **options: Any) -> list[str]:
-        return [NAME]
-
-    def create(self, name: str, **options: Any) -> Provider:
-        if name != NAME:
-            raise ConfigError(f"the EC2 adapter serves the provider {NAME!r}, not {name!r}")
-        taken = {
+    provider_name = NAME
+    adapter = "EC2"
+    provider_class = AwsProvider
+    taken = frozenset(
+        {
             "regions",
             "profile",
             "session",
@@ -849,7 +847,8 @@ class AwsFamily:
             "pricing",
             "page_size",
         }
-        return AwsProvider(name, **family_options(options, taken, ENV_OPTIONS))
+    )
+    env_options = ENV_OPTIONS
 
 
 def _tag_list(tags: Mapping[str, str]) -> list[dict[str, str]]:

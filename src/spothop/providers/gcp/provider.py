@@ -66,9 +66,9 @@ from spothop.providers.gcp.userdata import render_startup_script
 from spothop.providers.local.metadata.gcp import BILLING, ERROR_CODES
 from spothop.providers.records import (
     TOKEN_TAG,
+    OneNameFamily,
     cost_microusd,
     ended_with_tags,
-    family_options,
     iso_seconds,
     launch_tags,
     new_token,
@@ -534,19 +534,14 @@ class GcpProvider(Provider, OfferingNotes):
         )
 
 
-class GcpFamily:
+class GcpFamily(OneNameFamily):
     """The registry's family for Compute Engine: one provider name, ``gcp``."""
 
-    def names(self, **options: Any) -> list[str]:
-        return [NAME]
-
-    def create(self, name: str, **options: Any) -> Provider:
-        if name != NAME:
-            raise ConfigError(
-                f"the Compute Engine adapter serves the provider {NAME!r}, not {name!r}"
-            )
-        taken = {*ENV_OPTIONS, "credentials", "clock"}
-        return GcpProvider(name, **family_options(options, taken, ENV_OPTIONS))
+    provider_name = NAME
+    adapter = "Compute Engine"
+    provider_class = GcpProvider
+    taken = frozenset({*ENV_OPTIONS, "credentials", "clock"})
+    env_options = ENV_OPTIONS
 
 
 def _best_row(rows: Sequence[Offering], region: str, zone: str, instance_type: str) -> Offering:
