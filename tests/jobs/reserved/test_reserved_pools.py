@@ -165,13 +165,16 @@ def test_a_reserved_candidate_launches_into_the_pool_and_a_full_pool_fails_typed
         assert instance.market == "reserved"
         assert executor.step(Launch(job_id, 1, (_candidate(offering),), "t.a1", "reserved")).ok
         wait_for(lambda: not executor.launching(), 10, what="the second launch to end")
-        second = store.attempts(job_id)[-1]
+        # By token: the fake's manual clock gives every attempt the same launch time.
+        second = store.attempt_by_token("t.a1")
+        assert second is not None
         assert second.end_reason is EndReason.LAUNCH_FAILED
         assert second.error_code == provider.codes.capacity_unavailable
         elsewhere = _offering(provider, ZONES[0])
         assert executor.step(Launch(job_id, 2, (_candidate(elsewhere),), "t.a2", "reserved")).ok
         wait_for(lambda: not executor.launching(), 10, what="the third launch to end")
-        assert store.attempts(job_id)[-1].error_code == provider.codes.invalid_parameter
+        third = store.attempt_by_token("t.a2")
+        assert third is not None and third.error_code == provider.codes.invalid_parameter
         assert len(provider.list_instances()) == 1
     finally:
         executor.close()
