@@ -1,0 +1,362 @@
+"""API tokens for the control-plane server: users of projects, and agents scoped to one job's instance.
+
+The contract:
+
+1. A token reads ``shp_<kind>_<token_id>_<secret>``: ``kind`` is ``u`` (a
+   user) or ``a`` (an agent), ``token_id`` 16 hex characters (the row's key,
+   safe to show and log), ``secret`` :func:`secrets.token_urlsafe` of 32 bytes.
+   The plain token is returned once, when it is made, and never stored:
+   ``api_tokens`` keeps the ``token_id`` and an argon2id hash of the secret.
+2. :meth:`TokenStore.authenticate` answers a :class:`Principal` or ``None``
+   (malformed, unknown, revoked, or a wrong secret: the caller cannot tell
+   which). It reads the token's row on every call (one lookup by primary key),
+   so a revocation made by any process on the same store takes effect on the
+   next request. The argon2 verify, the expensive part, is skipped when the
+   same token verified within ``cache_ttl_s`` (at most 5 s; the cache is keyed
+   by the SHA-256 of the whole token, in memory only). An unknown token id
+   costs a verify against a dummy hash, so timing does not tell which ids exist.
+3. An agent token names its job and instance; the server lets it touch those
+   and nothing else. :meth:`TokenStore.revoke_agent_tokens` ends them all for
+   an instance (or a whole job) when its attempt ends.
+4. A user belongs to one project (made on first use); its tokens see only that
+   project's jobs.
+
+argon2-cffi is the ``server`` extra; it is imported when a hash is made or
+checked, and its absence is a :class:`~spothop.errors.ConfigError` that names the extra.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Engine, and_, insert, select, update
+
+from spothop.errors import ConfigError, NotFoundError
+from spothop.state.auth_tables import TOKEN_ID_LENGTH, api_tokens, projects, users
+
+if TYPE_CHECKING:
+    from argon2 import PasswordHasher
+
+TOKEN_PREFIX = "shp"
+KIND_LETTERS = {"user": "u", "agent": "a"}
+LETTER_KINDS = {v: k for k, v in KIND_LETTERS.items()}
+SECRET_BYTES = 32  # 256 bits from secrets.token_urlsafe: far past any guessing
+MAX_TOKEN_LENGTH = 128  # a real token is 64 characters; longer is refused before any work
+MAX_CACHE_TTL_S = 5.0  # the server contract's bound on how long a verify is trusted
+DEFAULT_CACHE_TTL_S = 5.0
+MAX_CACHE_ENTRIES = 100_000  # ~500 agents and a few users per replica; bounded against floods
+# argon2id, OWASP's second recommended setting (m=19 MiB, t=2, p=1; the Password Storage Cheat
+# Sheet). The secrets are 256-bit random, so the hash need not be slow against guessing, only
+# one-way; a verify costs ~10-20 ms of one core, paid once per token per cache_ttl_s.
+ARGON2_TIME_COST = 2
+ARGON2_MEMORY_KIB = 19_456
+ARGON2_PARALLELISM = 1
+NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+_TOKEN_PATTERN = re.compile(
+    rf"^{TOKEN_PREFIX}_([ua])_([0-9a-f]{{{TOKEN_ID_LENGTH}}})_([A-Za-z0-9_-]{{20,80}})$"
+)
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who a valid token speaks for: a user of a project, or the agent of one job's instance."""
+
+    kind: str  # "user" | "agent"
+    token_id: str
+    user: str | None = None
+    user_id: str | None = None
+    project: str | None = None
+    job_id: str | None = None
+    instance_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class UserRecord:
+    user_id: str
+    name: str
+    project: str
+    created_unix_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class TokenRecord:
+    """A token's row, without its hash (what ``spothop server tokens list`` shows)."""
+
+    token_id: str
+    kind: str
+    user: str | None
+    project: str | None
+    job_id: str | None
+    instance_id: str | None
+    label: str
+    created_unix_s: float
+    revoked_unix_s: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def parse_token(token: str) -> tuple[str, str, str] | None:
+    """``(kind, token_id, secret)`` of a well-formed token, else None."""
+    if not isinstance(token, str) or len(token) > MAX_TOKEN_LENGTH:
+        return None
+    match = _TOKEN_PATTERN.match(token)
+    if match is None:
+        return None
+    return LETTER_KINDS[match.group(1)], match.group(2), match.group(3)
+
+
+def check_name(what: str, name: str) -> str:
+    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+        raise ConfigError(
+            f"{what} name {name!r} is not valid: use 1-64 lower-case letters, digits, '.', '_' or"
+            " '-', starting with a letter or digit"
+        )
+    return name
+
+
+def _hasher() -> PasswordHasher:
+    try:
+        from argon2 import PasswordHasher
+    except ImportError as exc:  # the server extra is not installed
+        raise ConfigError("API tokens need argon2-cffi: pip install 'spothop[server]'") from exc
+    return PasswordHasher(
+        time_cost=ARGON2_TIME_COST,
+        memory_cost=ARGON2_MEMORY_KIB,
+        parallelism=ARGON2_PARALLELISM,
+    )
+
+
+class TokenStore:
+    """Projects, users and tokens in the store behind ``engine_or_url`` (default: the default database)."""
+
+    def __init__(
+        self,
+        engine_or_url: Engine | str | None = None,
+        *,
+        cache_ttl_s: float = DEFAULT_CACHE_TTL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        from spothop.db import default_database_url, shared_engine
+        from spothop.state import ensure_schema
+
+        if not 0 <= cache_ttl_s <= MAX_CACHE_TTL_S:
+            raise ConfigError(
+                f"cache_ttl_s must be between 0 and {MAX_CACHE_TTL_S} s, got {cache_ttl_s!r}"
+            )
+        if isinstance(engine_or_url, Engine):
+            self.engine = engine_or_url
+        else:
+            self.engine = shared_engine(engine_or_url or default_database_url())
+        ensure_schema(self.engine)
+        self.cache_ttl_s = cache_ttl_s
+        self._clock = clock
+        self._hasher = _hasher()
+        self._dummy_hash = self._hasher.hash(secrets.token_urlsafe(SECRET_BYTES))
+        self._verified: dict[bytes, tuple[str, float]] = {}  # sha256(token) -> (token_id, until)
+        self._lock = threading.Lock()
+
+    # -- projects and users -------------------------------------------------------
+
+    def create_user(self, name: str, project: str) -> tuple[UserRecord, str]:
+        """A new user of ``project`` (made if new) and its first token, returned this once."""
+        check_name("user", name)
+        check_name("project", project)
+        now = time.time()
+        record = UserRecord(uuid.uuid4().hex, name, project, now)
+        with self.engine.begin() as conn:
+            if conn.execute(select(users.c.user_id).where(users.c.name == name)).first():
+                raise ConfigError(
+                    f"user {name!r} exists; `spothop server tokens create --user {name}` gives it"
+                    " another token"
+                )
+            if not conn.execute(select(projects.c.name).where(projects.c.name == project)).first():
+                conn.execute(insert(projects).values(name=project, created_unix_s=now))
+            conn.execute(insert(users).values(**record.to_dict()))
+        token = self._issue("user", user_id=record.user_id, project=project, label="first")
+        return record, token
+
+    def user(self, name: str) -> UserRecord:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(users).where(users.c.name == name)).mappings().first()
+        if row is None:
+            raise NotFoundError(
+                f"no user {name!r}; `spothop server users list` shows them, "
+                "`spothop server users create` makes one"
+            )
+        return UserRecord(**dict(row))
+
+    def users(self) -> list[UserRecord]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(users).order_by(users.c.name)).mappings().all()
+        return [UserRecord(**dict(r)) for r in rows]
+
+    def create_user_token(self, name: str, label: str = "") -> str:
+        """Another token for the user ``name``; the plain token, returned this once."""
+        user = self.user(name)
+        return self._issue("user", user_id=user.user_id, project=user.project, label=label[:64])
+
+    # -- agents -------------------------------------------------------------------
+
+    def issue_agent_token(
+        self, job_id: str, instance_id: str, *, project: str | None = None
+    ) -> str:
+        """A token for the agent of ``instance_id`` in ``job_id``: it may touch only those."""
+        if not job_id or not instance_id or len(job_id) > 128 or len(instance_id) > 128:
+            raise ConfigError(
+                f"an agent token needs a job id and an instance id of 1-128 characters, got"
+                f" {job_id!r}, {instance_id!r}"
+            )
+        return self._issue("agent", job_id=job_id, instance_id=instance_id, project=project)
+
+    def revoke_agent_tokens(self, job_id: str, instance_id: str | None = None) -> int:
+        """Revoke every live agent token of the instance (or of every instance of the job); how many."""
+        c = api_tokens.c
+        where = and_(c.kind == "agent", c.job_id == job_id, c.revoked_unix_s.is_(None))
+        if instance_id is not None:
+            where = and_(where, c.instance_id == instance_id)
+        with self.engine.begin() as conn:
+            return conn.execute(
+                update(api_tokens).where(where).values(revoked_unix_s=time.time())
+            ).rowcount
+
+    # -- any token ----------------------------------------------------------------
+
+    def revoke(self, token_id: str) -> bool:
+        """Revoke the token ``token_id``; False when there is no such live token."""
+        c = api_tokens.c
+        with self.engine.begin() as conn:
+            result = conn.execute(
+                update(api_tokens)
+                .where(c.token_id == token_id, c.revoked_unix_s.is_(None))
+                .values(revoked_unix_s=time.time())
+            )
+        return result.rowcount == 1
+
+    def tokens(self, *, user: str | None = None, kind: str | None = None) -> list[TokenRecord]:
+        c = api_tokens.c
+        query = (
+            select(api_tokens, users.c.name.label("user_name"))
+            .select_from(api_tokens.outerjoin(users, users.c.user_id == c.user_id))
+            .order_by(c.created_unix_s)
+        )
+        if user is not None:
+            query = query.where(users.c.name == user)
+        if kind is not None:
+            query = query.where(c.kind == kind)
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).mappings().all()
+        return [
+            TokenRecord(
+                r["token_id"],
+                r["kind"],
+                r["user_name"],
+                r["project"],
+                r["job_id"],
+                r["instance_id"],
+                r["label"],
+                r["created_unix_s"],
+                r["revoked_unix_s"],
+            )
+            for r in rows
+        ]
+
+    def authenticate(self, token: str) -> Principal | None:
+        """Who ``token`` speaks for, or None (see the module's contract, point 2)."""
+        parsed = parse_token(token)
+        if parsed is None:
+            return None
+        kind, token_id, secret = parsed
+        c = api_tokens.c
+        query = (
+            select(
+                c.kind,
+                c.secret_hash,
+                c.user_id,
+                c.project,
+                c.job_id,
+                c.instance_id,
+                c.revoked_unix_s,
+                users.c.name,
+            )
+            .select_from(api_tokens.outerjoin(users, users.c.user_id == c.user_id))
+            .where(c.token_id == token_id)
+        )
+        with self.engine.connect() as conn:
+            row = conn.execute(query).first()
+        digest = hashlib.sha256(token.encode()).digest()
+        if row is None or row.revoked_unix_s is not None or row.kind != kind:
+            with self._lock:
+                self._verified.pop(digest, None)
+            if row is None:
+                self._verify(self._dummy_hash, secret)  # as slow as a real miss
+            return None
+        if not self._cached(digest, token_id):
+            if not self._verify(row.secret_hash, secret):
+                return None
+            self._remember(digest, token_id)
+        return Principal(
+            kind=kind,
+            token_id=token_id,
+            user=row.name,
+            user_id=row.user_id,
+            project=row.project,
+            job_id=row.job_id,
+            instance_id=row.instance_id,
+        )
+
+    # -- inside -------------------------------------------------------------------
+
+    def _issue(self, kind: str, **row: Any) -> str:
+        token_id = secrets.token_hex(TOKEN_ID_LENGTH // 2)
+        secret = secrets.token_urlsafe(SECRET_BYTES)
+        values = {"label": "", **row}
+        with self.engine.begin() as conn:
+            conn.execute(
+                insert(api_tokens).values(
+                    token_id=token_id,
+                    kind=kind,
+                    secret_hash=self._hasher.hash(secret),
+                    created_unix_s=time.time(),
+                    **values,
+                )
+            )
+        return f"{TOKEN_PREFIX}_{KIND_LETTERS[kind]}_{token_id}_{secret}"
+
+    def _verify(self, secret_hash: str, secret: str) -> bool:
+        from argon2.exceptions import InvalidHashError, VerificationError
+
+        try:
+            return self._hasher.verify(secret_hash, secret)
+        except (VerificationError, InvalidHashError):
+            return False
+
+    def _cached(self, digest: bytes, token_id: str) -> bool:
+        with self._lock:
+            hit = self._verified.get(digest)
+        return hit is not None and hit[0] == token_id and self._clock() < hit[1]
+
+    def _remember(self, digest: bytes, token_id: str) -> None:
+        if self.cache_ttl_s <= 0:
+            return
+        now = self._clock()
+        with self._lock:
+            if len(self._verified) >= MAX_CACHE_ENTRIES:
+                self._verified = {k: v for k, v in self._verified.items() if v[1] > now}
+                if len(self._verified) >= MAX_CACHE_ENTRIES:
+                    self._verified.clear()
+            self._verified[digest] = (token_id, now + self.cache_ttl_s)
