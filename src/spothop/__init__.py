@@ -10,6 +10,7 @@ the first name that needs them)::
     @spothop.batch                                      a function as a batch job's per-shard work
     spothop.stop_requested(), on_stop(), seconds_left(),
       heartbeat(), checkpoint_requested(), saved()      the worker SDK (spothop.worker)
+    spothop.world()                                     a multi-node group's shape (spothop.worker.world)
     spothop.get_provider(name)                          a cloud by name (spothop.providers.registry)
     spothop.load_catalog()                              every offering (spothop.resources.catalog)
     spothop.SpothopError and every error under it       the error tree (spothop.errors draws it)
@@ -68,6 +69,7 @@ _LAZY: dict[str, str] = {
         ("stop_requested", "on_stop", "seconds_left", "heartbeat", "checkpoint_requested", "saved"),
         "spothop.worker.sdk",
     ),
+    **dict.fromkeys(("world", "World", "WorldConfigError"), "spothop.worker.world"),
     # The errors that live beside their package (the rest are imported above from spothop.errors).
     **dict.fromkeys(
         (
@@ -183,6 +185,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time each comes 
         seconds_left,
         stop_requested,
     )
+    from spothop.worker.world import World, WorldConfigError, world
 
 
 def batch(fn: Any) -> Any:
@@ -259,6 +262,8 @@ __all__ = [
     "UnknownLeaseError",
     "ValidationFailed",
     "ValueOutOfRange",
+    "World",
+    "WorldConfigError",
     "__version__",
     "batch",
     "checkpoint_requested",
@@ -270,4 +275,5 @@ __all__ = [
     "saved",
     "seconds_left",
     "stop_requested",
+    "world",
 ]
