@@ -11,14 +11,17 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Annotated
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.text import Text
 
 from spothop.cli.output import console, note, print_json, table
+from spothop.cli.remote import ServerClient, ServerOption, TokenOption, connect
 from spothop.cli.report import StoreOption
+from spothop.cli.views import stream_events
+from spothop.errors import ConfigError
 
 if TYPE_CHECKING:
     from spothop.jobs.store import JobStore
@@ -41,27 +44,77 @@ def events(
         bool, typer.Option("--mtbf", help="mean time between interruptions per provider and type")
     ] = False,
     store_url: StoreOption = None,
+    server: ServerOption = None,
+    token: TokenOption = None,
 ) -> None:
     """The interruption event stream: time, instance, provider, zone, type, cause, lead time, saves."""
     from spothop.jobs.store import JobStore
-    from spothop.observe.events import EventStream
-    from spothop.observe.report import find_job
 
-    with JobStore(store_url) as store:
-        if job_id is not None:
-            find_job(store, job_id)  # an unknown job says so, with the nearest ids
+    client = connect(server, token)
+    if client is not None:
         if show_mtbf:
+            raise ConfigError(
+                "--mtbf reads the embedded store's ledger; with --server, `spothop report "
+                "--by market` sums the server's, or drop --server"
+            )
+        _stream(_RemoteStream(client, job_id).read, follow, as_json)
+        return
+    with JobStore(store_url) as store:
+        if show_mtbf:
+            if job_id is not None:
+                from spothop.observe.report import find_job
+
+                find_job(store, job_id)  # an unknown job says so, with the nearest ids
             _mtbf(store, job_id, as_json)
             return
-        stream = EventStream(store)
-        batch, cursor = stream.read(job_id)
-        _print(batch, as_json)
-        if not batch and not follow and not as_json:
-            note("no events yet")
-        while follow:
-            time.sleep(FOLLOW_INTERVAL_S)
-            batch, cursor = stream.read(job_id, cursor)
-            _print(batch, as_json)
+        cursor: list[Any] = [None]
+
+        def read() -> list[dict[str, Any]]:
+            batch, cursor[0] = stream_events(store, job_id, cursor[0])
+            return batch
+
+        _stream(read, follow, as_json)
+
+
+def _stream(read: Callable[[], list[dict[str, Any]]], follow: bool, as_json: bool) -> None:
+    from spothop.observe.events import StreamEvent
+
+    batch = read()
+    _print([StreamEvent(**e) for e in batch], as_json)
+    if not batch and not follow and not as_json:
+        note("no events yet")
+    while follow:
+        time.sleep(FOLLOW_INTERVAL_S)
+        _print([StreamEvent(**e) for e in read()], as_json)
+
+
+class _RemoteStream:
+    """The server's event stream, one job's or every job's (job by job, merged by time).
+
+    The server's ``next`` cursor is followed where it gives one; otherwise each read asks from
+    the start and keeps the events not printed yet (an event's whole dict is its identity).
+    """
+
+    def __init__(self, client: ServerClient, job_id: str | None) -> None:
+        self.client = client
+        self.job_id = job_id
+        self.cursors: dict[str, str | None] = {}
+        self.seen: set[str] = set()
+
+    def read(self) -> list[dict[str, Any]]:
+        ids = [self.job_id] if self.job_id else [j["job_id"] for j in self.client.jobs()]
+        out = []
+        for job in ids:
+            batch, nxt = self.client.events(job, self.cursors.get(job))
+            if nxt is not None:
+                self.cursors[job] = nxt
+            for event in batch:
+                key = json.dumps(event, sort_keys=True, default=str)
+                if key not in self.seen:
+                    self.seen.add(key)
+                    out.append(event)
+        out.sort(key=lambda e: (e["time_unix_s"], e["source"], e["kind"]))
+        return out
 
 
 def _print(batch: Sequence[StreamEvent], as_json: bool) -> None:

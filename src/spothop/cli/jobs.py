@@ -4,7 +4,9 @@
 none runs, and follows the job live (Ctrl-C detaches: the job goes on);
 ``--detach`` returns at once. Everything else reads the job store; ``cancel``
 asks the controller to end the job (it terminates the instances). See
-``docs/jobs.md``.
+``docs/jobs.md``. With ``--server`` (``$SPOTHOP_SERVER``) every one of them asks
+``spothop server`` instead (:mod:`spothop.cli.remote`), the same output either
+way: both sides build it with :mod:`spothop.cli.views`.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -20,11 +23,21 @@ from rich.console import Group
 from rich.text import Text
 
 from spothop.cli.output import console, note, print_json, table
+from spothop.cli.remote import ServerClient, ServerOption, TokenOption, connect
+from spothop.cli.views import (
+    check_launchable,
+    job_logs,
+    job_status,
+    jobs_json,
+    launch_job,
+    request_cancel,
+)
 from spothop.errors import EXIT_FAILED, EXIT_OK
-from spothop.jobs.errors import JobFinished
 
 if TYPE_CHECKING:
     from spothop.jobs.store import JobStore
+
+__all__ = ["job_status", "register"]
 
 controller_app = typer.Typer(
     help="This home's controller: the background process that runs every job.",
@@ -83,23 +96,45 @@ def launch(
     as_json: JsonOption = False,
     store_url: StoreOption = None,
     queue_url: QueueOption = None,
+    server: ServerOption = None,
+    token: TokenOption = None,
 ) -> int:
     """Launch a job: store it, make sure the controller runs, follow it (Ctrl-C detaches).
 
     Exits 0 when the job succeeds, 1 when it fails or is cancelled; with
     --detach, 0 once it is stored (--json prints {"job_id": ...}).
     """
-    from spothop.jobs.controller import daemon
-    from spothop.jobs.reachable import check_reachable
     from spothop.jobs.spec import load_job
+
+    spec = load_job(job_file)  # the spec errors, and its paths resolved here, either way
+    client = connect(server, token)
+    if client is not None:
+        # The resolved spec (JSON is YAML): relative paths were this machine's, now absolute.
+        job_id = client.launch(spec.to_json(), job_file.name)["job_id"]
+    else:
+        job_id = _launch_here(spec, store_url, queue_url)
+    if detach:
+        if as_json:
+            print_json({"job_id": job_id})
+        else:
+            console.print(Text.assemble("launched ", (job_id, "bold"), f" ({spec.name})"))
+            note(f"follow it: spothop status {job_id} · spothop logs {job_id} --follow")
+        return EXIT_OK
+    if client is not None:
+        return _follow(lambda events: client.status(job_id), job_id, as_json)
+    with _store(_store_url(store_url)) as store:
+        return _follow(lambda events: job_status(store, job_id, events=events), job_id, as_json)
+
+
+def _launch_here(spec: Any, store_url: str | None, queue_url: str | None) -> str:
+    """Store the job in the embedded store and make sure this home's controller runs."""
+    from spothop.jobs.controller import daemon
     from spothop.state.wake import poke
 
-    spec = load_job(job_file)
-    check_reachable(spec)  # before anything is paid for
-    _check_placeable(spec)
+    check_launchable(spec)
     url = _store_url(store_url)
     with _store(url) as store:
-        job_id = store.create_job(spec)
+        job_id = str(launch_job(store, spec)["job_id"])
     extra = ("--queue-url", queue_url) if queue_url else ()
     info = daemon.start_background(store_url=url, extra_args=extra)
     if info.store_url and info.store_url != url:
@@ -110,67 +145,44 @@ def launch(
             stderr=True,
         )
     poke()
-    if detach:
-        if as_json:
-            print_json({"job_id": job_id})
-        else:
-            console.print(Text.assemble("launched ", (job_id, "bold"), f" ({spec.name})"))
-            note(f"follow it: spothop status {job_id} · spothop logs {job_id} --follow")
-        return EXIT_OK
-    return _follow(url, job_id, as_json)
+    return job_id
 
 
-def _check_placeable(spec: Any) -> None:
-    """:class:`~spothop.scheduler.errors.NoCandidates` (exit 2) naming the requirement that excluded
-    the most offerings, when no offering of the controller's providers meets the spec at all.
-    No capacity *now* is not refused: the job is stored and waits for it."""
-    from spothop.jobs.controller.daemon import default_providers
-    from spothop.jobs.controller.place import plan_inputs
-    from spothop.scheduler.market_view import gather_market_view
-    from spothop.scheduler.placement import rank
-
-    providers = [p for n, p in default_providers().items() if n not in spec.providers.deny]
-    profile, kinds, pools = plan_inputs(spec)
-    view = gather_market_view(providers, on_error=lambda *_: None)
-    from spothop.scheduler.errors import NoCapacityNow
-
-    with contextlib.suppress(NoCapacityNow):
-        rank(view, spec.requirements(), profile, kinds, reserved=pools).raise_if_empty()
-
-
-def _follow(url: str, job_id: str, as_json: bool) -> int:
+def _follow(fetch: Callable[[bool], dict[str, Any]], job_id: str, as_json: bool) -> int:
+    """Follow the job until it ends (``fetch(events)`` is its ``status --json``, from the store
+    or the server); Ctrl-C detaches."""
     from rich.live import Live
 
     from spothop.jobs.lifecycle import JobState
 
-    with _store(url) as store:
-        try:
-            if as_json:
-                while not store.get_job(job_id).state.final:
+    try:
+        if as_json:
+            data = fetch(False)
+            while not JobState(data["state"]).final:
+                time.sleep(FOLLOW_INTERVAL_S)
+                data = fetch(False)
+            data = fetch(True)
+            print_json(data)
+        else:
+            with Live(console=console, refresh_per_second=4, transient=False) as live:
+                while True:
+                    data = fetch(False)
+                    live.update(_progress(data))
+                    if JobState(data["state"]).final:
+                        break
                     time.sleep(FOLLOW_INTERVAL_S)
-                print_json(job_status(store, job_id))
-            else:
-                with Live(console=console, refresh_per_second=4, transient=False) as live:
-                    while True:
-                        data = job_status(store, job_id, events=False)
-                        live.update(_progress(data))
-                        if JobState(data["state"]).final:
-                            break
-                        time.sleep(FOLLOW_INTERVAL_S)
-        except KeyboardInterrupt:
-            note(
-                f"detached; {job_id} goes on (spothop status {job_id}, spothop cancel {job_id})",
-                stderr=True,
-            )
-            return EXIT_OK
-        final = store.get_job(job_id)
-    if not as_json:
-        console.print(
-            Text.assemble(
-                (job_id, "bold"), f" {final.state}", f": {final.reason}" if final.reason else ""
-            )
+    except KeyboardInterrupt:
+        note(
+            f"detached; {job_id} goes on (spothop status {job_id}, spothop cancel {job_id})",
+            stderr=True,
         )
-    return EXIT_OK if final.state is JobState.SUCCEEDED else EXIT_FAILED
+        return EXIT_OK
+    if not as_json:
+        reason = data.get("reason")
+        console.print(
+            Text.assemble((job_id, "bold"), f" {data['state']}", f": {reason}" if reason else "")
+        )
+    return EXIT_OK if data["state"] == str(JobState.SUCCEEDED) else EXIT_FAILED
 
 
 def _progress(data: dict[str, Any]) -> Group:
@@ -203,152 +215,30 @@ def _progress(data: dict[str, Any]) -> Group:
 # -- status and jobs ------------------------------------------------------------------
 
 
-def job_status(store: JobStore, job_id: str, *, events: bool = True) -> dict[str, Any]:
-    """A job as ``status --json`` prints it: state, interruptions, instances, events, spend."""
-    job = store.get_job(job_id)
-    attempts = store.attempts(job_id)
-    clocks: dict[str, float] = {}
-    instances = []
-    spend = 0.0
-    for a in attempts:
-        if a.running_unix_s is not None:
-            # Attempt times are on the provider's clock (jobs/controller/clock.py): so is "now".
-            until = a.ended_unix_s if a.ended_unix_s is not None else _now_on(a.provider, clocks)
-            spend += a.price_usd_per_hour * max(0.0, until - a.running_unix_s) / 3600
-        if a.instance_id is None and a.end_reason is not None:
-            continue  # a launch that failed: in the events, not an instance
-        instances.append(
-            {
-                "instance_id": a.instance_id,
-                "attempt_id": a.attempt_id,
-                "node": a.node,
-                "provider": a.provider,
-                "region": a.region,
-                "zone": a.zone,
-                "instance_type": a.instance_type,
-                "market": str(a.market_kind),
-                "state": str(a.state),
-                "end_reason": None if a.end_reason is None else str(a.end_reason),
-                "price_usd_per_hour": a.price_usd_per_hour,
-                "exit_code": a.exit_code,
-            }
-        )
-    # An interruption: the cloud took the instance, or noticed it would (a notice handed over
-    # to a replacement by make-before-break counts too: the cloud was taking it).
-    interruptions = sum(
-        1 for a in attempts if str(a.end_reason) == "preempted" or a.noticed_unix_s is not None
-    )
-    out: dict[str, Any] = {
-        "job_id": job.job_id,
-        "name": job.name,
-        "kind": job.kind,
-        "state": str(job.state),
-        "reason": job.reason,
-        "interruptions": max(interruptions, job.interruptions),
-        "on_demand_forced": job.on_demand_forced,
-        "created_unix_s": job.created_unix_s,
-        "updated_unix_s": job.updated_unix_s,
-        "nodes": [n.to_dict() for n in job.nodes],
-        "instances": instances,
-        "launch_failures": [
-            {
-                "attempt_id": a.attempt_id,
-                "provider": a.provider,
-                "zone": a.zone,
-                "instance_type": a.instance_type,
-                "error_code": a.error_code,
-                "error_message": a.error_message,
-            }
-            for a in attempts
-            if a.end_reason is not None and str(a.end_reason) == "launch_failed"
-        ],
-        "spend_usd": round(spend, 6),
-        "queue": _queue(job),
-    }
-    out["progress"] = _job_progress(store, job.job_id, out["queue"])
-    if events:
-        out["events"] = [e.to_dict() for e in store.events(job_id)]
-    return out
-
-
-def _now_on(provider: str, cache: dict[str, float]) -> float:
-    """Now on ``provider``'s clock: a local cloud's simulated one, the wall for every real cloud
-    (making a real cloud's adapter would look for credentials; its clock is the wall anyway)."""
-    if provider not in cache:
-        from spothop.jobs.controller.clock import provider_now
-        from spothop.jobs.controller.daemon import LOCAL_FAMILY
-        from spothop.providers.registry import get_provider, members
-
-        made: Any = None
-        if provider in members(LOCAL_FAMILY):
-            try:
-                made = get_provider(provider)
-            except Exception:  # no world here: the wall
-                made = None
-        cache[provider] = provider_now(made)
-    return cache[provider]
-
-
-def _job_progress(store: JobStore, job_id: str, queue: dict[str, int] | None) -> dict[str, Any]:
-    """``progress`` of ``status --json``: ``step``, the training step the job's workers last
-    reported through their agents' heartbeats (the newest beat that carried one; null when no
-    worker reported a step), and for a batch job ``shards_done`` and ``shards_total``."""
-    from sqlalchemy import select
-
-    from spothop.state.agent_tables import agent_heartbeats
-
-    t = agent_heartbeats
-    with store.engine.connect() as conn:
-        row = conn.execute(
-            select(t.c.worker_step)
-            .where(t.c.job_id == job_id, t.c.worker_step.is_not(None))
-            .order_by(t.c.time_unix_s.desc())
-            .limit(1)
-        ).first()
-    out: dict[str, Any] = {"step": None if row is None else int(row[0])}
-    if queue is not None:
-        out["shards_done"] = queue["done"]
-        out["shards_total"] = sum(queue.values())
-    return out
-
-
-def _queue(job: Any) -> dict[str, int] | None:
-    if job.kind != "batch":
-        return None
-    from spothop.jobs.controller.daemon import status as controller_status
-    from spothop.jobs.controller.observe import queue_stats
-
-    info = controller_status()
-    stats = queue_stats(None if info is None else _controller_queue(info), job.job_id)
-    if stats is None:
-        return None
-    return {
-        "pending": stats.pending,
-        "leased": stats.leased,
-        "done": stats.done,
-        "dead": stats.dead,
-    }
-
-
-def _controller_queue(info: Any) -> str | None:
-    url = info.queue_url or info.store_url
-    return None if url is None else str(url)
-
-
 def status(
     job_id: Annotated[str | None, typer.Argument(help="job id (j-…); none: every job")] = None,
     as_json: JsonOption = False,
     store_url: StoreOption = None,
+    server: ServerOption = None,
+    token: TokenOption = None,
 ) -> None:
     """A job's state, instances (provider, zone, type, market) and events; or every job."""
     if job_id is None:
-        jobs(as_json=as_json, store_url=store_url)
+        jobs(as_json=as_json, store_url=store_url, server=server, token=token)
         return
-    with _store(store_url) as store:
-        data = job_status(store, job_id)
+    client = connect(server, token)
+    if client is not None:
+        data = client.status(job_id)
+    else:
+        with _store(store_url) as store:
+            data = job_status(store, job_id)
     if as_json:
         print_json(data)
         return
+    _show_status(data)
+
+
+def _show_status(data: dict[str, Any]) -> None:
     console.print(_progress(data))
     rows = [
         (
@@ -391,12 +281,21 @@ def status(
     )
 
 
-def jobs(as_json: JsonOption = False, store_url: StoreOption = None) -> None:
+def jobs(
+    as_json: JsonOption = False,
+    store_url: StoreOption = None,
+    server: ServerOption = None,
+    token: TokenOption = None,
+) -> None:
     """Every job of the store: id, name, kind, state, preemptions, when created."""
-    with _store(store_url) as store:
-        records = store.list_jobs()
+    client = connect(server, token)
+    if client is not None:
+        records = client.jobs()
+    else:
+        with _store(store_url) as store:
+            records = jobs_json(store)
     if as_json:
-        print_json([r.to_dict() for r in records])
+        print_json(records)
         return
     if not records:
         note("no jobs yet: spothop launch JOB.yaml")
@@ -407,13 +306,13 @@ def jobs(as_json: JsonOption = False, store_url: StoreOption = None) -> None:
             ["job", "name", "kind", "state", "preemptions", "created", "reason"],
             [
                 (
-                    r.job_id,
-                    r.name,
-                    r.kind,
-                    str(r.state),
-                    r.interruptions,
-                    time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.created_unix_s)),
-                    r.reason[:60],
+                    r["job_id"],
+                    r["name"],
+                    r["kind"],
+                    r["state"],
+                    r["interruptions"],
+                    time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["created_unix_s"])),
+                    str(r["reason"] or "")[:60],
                 )
                 for r in records
             ],
@@ -433,58 +332,92 @@ def logs(
     node: Annotated[int | None, typer.Option("--node", min=0, help="only this node")] = None,
     as_json: JsonOption = False,
     store_url: StoreOption = None,
+    server: ServerOption = None,
+    token: TokenOption = None,
 ) -> None:
     """The worker's output across every recovery: each attempt's log, oldest first."""
-    from spothop.jobs.launcher import attempt_log_path
-
-    with _store(store_url) as store:
-        store.get_job(job_id)  # UnknownJob (exit 3) for a job that does not exist
+    client = connect(server, token)
+    with contextlib.ExitStack() as stack:
+        store = None if client is not None else stack.enter_context(_store(store_url))
         if as_json:
-            print_json(
-                [
-                    {
-                        "attempt_id": a.attempt_id,
-                        "node": a.node,
-                        "instance_id": a.instance_id,
-                        "provider": a.provider,
-                        "log": _read(attempt_log_path(job_id, a.node, a.attempt_id)),
-                    }
-                    for a in store.attempts(job_id)
-                    if node is None or a.node == node
-                ]
-            )
+            print_json(client.logs(job_id, node) if client else job_logs(store, job_id, node))  # type: ignore[arg-type]
             return
-        offsets: dict[str, int] = {}
+        chunks = (
+            _remote_chunks(client, job_id, node) if client else _local_chunks(store, job_id, node)
+        )
+        shown: set[str] = set()
         while True:
-            for a in store.attempts(job_id):
-                if node is not None and a.node != node:
-                    continue
-                path = attempt_log_path(job_id, a.node, a.attempt_id)
-                if not path.exists():
-                    continue
-                if a.attempt_id not in offsets:
-                    offsets[a.attempt_id] = 0
+            for entry, text in chunks():
+                if entry["attempt_id"] not in shown:
+                    shown.add(entry["attempt_id"])
                     note(
-                        f"── node {a.node} · attempt {a.attempt_id} · {a.provider} {a.zone} "
-                        f"{a.instance_type} ({a.market_kind}) ──"
+                        f"── node {entry['node']} · attempt {entry['attempt_id']} · {entry['provider']} "
+                        f"{entry['zone']} {entry['instance_type']} ({entry['market']}) ──"
                     )
-                with open(path, "rb") as handle:
-                    handle.seek(offsets[a.attempt_id])
-                    chunk = handle.read()
-                if chunk:
-                    offsets[a.attempt_id] += len(chunk)
-                    console.file.write(chunk.decode("utf-8", errors="replace"))
+                if text:
+                    console.file.write(text)
                     console.file.flush()
-            if not follow or store.get_job(job_id).state.final:
+            if not follow or _final(client, store, job_id):
                 return
             time.sleep(FOLLOW_INTERVAL_S)
 
 
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return ""
+Chunks = Callable[[], Iterator[tuple[dict[str, Any], str]]]
+
+
+def _local_chunks(store: Any, job_id: str, node: int | None) -> Chunks:
+    """Each call: every attempt whose log exists, with what its log gained since the last call."""
+    from spothop.jobs.launcher import attempt_log_path
+
+    store.get_job(job_id)  # JobNotFound (exit 3) for a job that does not exist
+    offsets: dict[str, int] = {}
+
+    def chunks() -> Iterator[tuple[dict[str, Any], str]]:
+        for a in store.attempts(job_id):
+            if node is not None and a.node != node:
+                continue
+            path = attempt_log_path(job_id, a.node, a.attempt_id)
+            if not path.exists():
+                continue
+            with open(path, "rb") as handle:
+                handle.seek(offsets.get(a.attempt_id, 0))
+                chunk = handle.read()
+            offsets[a.attempt_id] = offsets.get(a.attempt_id, 0) + len(chunk)
+            entry = {
+                "attempt_id": a.attempt_id,
+                "node": a.node,
+                "provider": a.provider,
+                "zone": a.zone,
+                "instance_type": a.instance_type,
+                "market": str(a.market_kind),
+            }
+            yield entry, chunk.decode("utf-8", errors="replace")
+
+    return chunks
+
+
+def _remote_chunks(client: ServerClient, job_id: str, node: int | None) -> Chunks:
+    """Each call: the server's logs (``logs --json``), each with what it gained since the last."""
+    seen: dict[str, int] = {}
+
+    def chunks() -> Iterator[tuple[dict[str, Any], str]]:
+        for entry in client.logs(job_id, node):
+            text = str(entry.get("log") or "")
+            if entry["attempt_id"] not in seen and not text:
+                continue  # no output yet: the embedded store shows an attempt once its log exists
+            start = seen.get(entry["attempt_id"], 0)
+            seen[entry["attempt_id"]] = len(text)
+            yield entry, text[start:]
+
+    return chunks
+
+
+def _final(client: ServerClient | None, store: Any, job_id: str) -> bool:
+    from spothop.jobs.lifecycle import JobState
+
+    if client is not None:
+        return JobState(client.status(job_id)["state"]).final
+    return bool(store.get_job(job_id).state.final)
 
 
 # -- cancel ---------------------------------------------------------------------------
@@ -494,24 +427,24 @@ def cancel(
     job_id: Annotated[str, typer.Argument(help="job id (j-…)")],
     as_json: JsonOption = False,
     store_url: StoreOption = None,
+    server: ServerOption = None,
+    token: TokenOption = None,
 ) -> None:
     """Cancel a job: the controller terminates its instances and marks it cancelled."""
-    from spothop.jobs.controller import daemon
-    from spothop.state.wake import poke
+    client = connect(server, token)
+    if client is not None:
+        answer = client.cancel(job_id)
+    else:
+        from spothop.jobs.controller import daemon
+        from spothop.state.wake import poke
 
-    url = _store_url(store_url)
-    with _store(url) as store:
-        job = store.get_job(job_id)
-        if job.state.final:
-            raise JobFinished(
-                f"job {job_id} is already {job.state}; there is nothing to cancel "
-                f"(spothop status {job_id} shows how it ended)"
-            )
-        store.record_event(job_id, "cancel_requested", {"by": "spothop cancel"})
-    daemon.start_background(store_url=url)
-    poke()
+        url = _store_url(store_url)
+        with _store(url) as store:
+            answer = request_cancel(store, job_id)
+        daemon.start_background(store_url=url)
+        poke()
     if as_json:
-        print_json({"job_id": job_id, "cancel_requested": True})
+        print_json(answer)
     else:
         console.print(f"{job_id}: cancel requested; the controller terminates its instances")
 

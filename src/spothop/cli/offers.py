@@ -8,6 +8,8 @@ import typer
 
 from spothop.cli.catalog import warn_refused
 from spothop.cli.output import console, money, note, print_json, table
+from spothop.cli.remote import ServerOption, TokenOption, connect
+from spothop.cli.views import offer_query_params
 from spothop.errors import ConfigError
 from spothop.resources.catalog import OfferQuery, SortKey, check_names, load_catalog
 from spothop.resources.gpus import gpu_catalog, match_gpus
@@ -55,6 +57,8 @@ def offers(
     as_json: Annotated[
         bool, typer.Option("--json", help="print a JSON array of offerings")
     ] = False,
+    server: ServerOption = None,
+    token: TokenOption = None,
 ) -> None:
     """List offerings matching the filters, cheapest first."""
     if gpu is not None and not gpu.strip():  # an empty --gpu would silently mean "any GPU"
@@ -74,12 +78,18 @@ def offers(
         sort=sort,
         limit=limit,
     )
-    catalog = load_catalog()
-    warn_refused(catalog)
-    check_names(query, catalog)
-    found = catalog.query(query)
+    client = connect(server, token)
+    if client is not None:
+        data = client.offers(offer_query_params(query))
+        found = [Offering.model_validate(_fields(d)) for d in data]
+    else:
+        catalog = load_catalog()
+        warn_refused(catalog)
+        check_names(query, catalog)
+        found = catalog.query(query)
+        data = [o.to_dict(spot) for o in found]
     if as_json:
-        print_json([o.to_dict(spot) for o in found])
+        print_json(data)
         return
     market = "spot" if spot else "on-demand"
     if not found:
@@ -110,6 +120,11 @@ def offers(
     note(
         f"Effective TFLOPS: probe-measured where marked *, else nominal dense BF16 × {DEFAULT_EFFICIENCY:.2f}."
     )
+
+
+def _fields(data: dict[str, Any]) -> dict[str, Any]:
+    """An offering's own fields of its ``to_dict`` (without the market and the derived figures)."""
+    return {k: v for k, v in data.items() if k in Offering.model_fields}
 
 
 def _row(o: Offering, spot: bool) -> list[Any]:

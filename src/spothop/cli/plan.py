@@ -10,27 +10,23 @@ workers. Nothing is launched, and spothop's own store is only read.
 
 from __future__ import annotations
 
-import math
 import os
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from spothop.cli.output import console, note, print_json, table
+from spothop.cli.remote import ServerOption, TokenOption, connect
+from spothop.cli.views import plan_request
 from spothop.db import DATABASE_URL_ENV
 from spothop.errors import ConfigError, SpothopError
-from spothop.jobs.controller.observe import reserved_pools
-from spothop.jobs.controller.place import plan_inputs
 from spothop.jobs.spec import JobSpec, load_job
 from spothop.market.reliability import ReliabilityBook
 from spothop.paths import spothop_home
 from spothop.providers.base import Provider
 from spothop.providers.registry import get_provider
-from spothop.scheduler.market_view import gather_market_view
-from spothop.scheduler.placement import DEFAULT_HORIZON_H, Candidate, Ranking, rank
-from spothop.scheduler.spread import spread
+from spothop.scheduler.placement import DEFAULT_HORIZON_H
 
 DEFAULT_LIMIT = 10
 
@@ -86,22 +82,24 @@ def _history(now: float) -> ReliabilityBook | None:
         return None
 
 
-def _cells(rank_no: int, c: Candidate) -> list[Any]:
-    f = c.factors
+def _cells(rank_no: int, c: dict[str, Any]) -> list[Any]:
+    """One row of the table from a candidate's dict (``plan --json``'s ``candidates``)."""
+    f = c["factors"]
+    score = c["usd_per_useful_tflops_hour"]
     return [
         rank_no,
-        c.market_id.provider,
-        c.market_id.location,
-        c.market_id.instance_type,
-        f"{c.offering.gpu_count}× {c.offering.gpu}",
-        c.market_kind.value,
-        f"{c.price_usd_per_hour:.3f}",
-        f"{c.preemption_rate_per_h:.3f}",
+        c["provider"],
+        c["zone"] or c["region"],
+        c["instance_type"],
+        f"{c['gpu_count']}× {c['gpu']}",
+        c["market_kind"],
+        f"{c['price_usd_per_hour']:.3f}",
+        f"{c['preemption_rate_per_h']:.3f}",
         f"{f['checkpoint_interval_s'] / 60:.0f}",
-        f"{c.goodput:.3f}",
-        f"{c.effective_tflops:.0f}",
-        f"{c.egress_usd:.2f}",
-        f"{c.score:.5f}" if math.isfinite(c.score) else "inf",
+        f"{c['goodput']:.3f}",
+        f"{c['effective_tflops']:.0f}",
+        f"{c['egress_usd']:.2f}",
+        f"{score:.5f}" if score is not None else "inf",
     ]
 
 
@@ -122,11 +120,12 @@ COLUMNS = [
 ]
 
 
-def _show(spec: JobSpec, ranking: Ranking, chosen: list[Candidate], limit: int) -> None:
-    shown = ranking.candidates[:limit]
+def _show(data: dict[str, Any], limit: int) -> None:
+    """``plan --json``'s object as the ranking's table, the spread and what was excluded."""
+    shown = data["candidates"][:limit]
     console.print(
         table(
-            f"{spec.name}: {len(ranking)} candidates from {ranking.offerings} offerings, "
+            f"{data['job']}: {data['candidate_count']} candidates from {data['offerings']} offerings, "
             "best (cheapest useful work) first",
             COLUMNS,
             [_cells(i + 1, c) for i, c in enumerate(shown)],
@@ -137,16 +136,20 @@ def _show(spec: JobSpec, ranking: Ranking, chosen: list[Candidate], limit: int) 
         "score = ($/h ÷ goodput + egress $ ÷ horizon h) ÷ effective TFLOPS; goodput from λ, the "
         "checkpoint interval and save cost, restart and boot time (docs/placement.md)"
     )
-    places = ", ".join(f"{c.market_id.slug} ({c.market_kind.value})" for c in chosen)
-    zones = len({(c.market_id.provider, c.market_id.location) for c in chosen})
-    types = len({(c.market_id.provider, c.market_id.instance_type) for c in chosen})
-    console.print(
-        f"spread for {spec.node_count} node(s), asked ≥{spec.spread.min_zones} zones and "
-        f"≥{spec.spread.min_instance_types} types, got {zones} and {types}: {places}"
+    chosen = data["spread"]
+    places = ", ".join(
+        f"{c['provider']}/{c['zone'] or c['region']}/{c['instance_type']} ({c['market_kind']})"
+        for c in chosen
     )
-    if zones < spec.spread.min_zones or types < spec.spread.min_instance_types:
+    zones = len({(c["provider"], c["zone"] or c["region"]) for c in chosen})
+    types = len({(c["provider"], c["instance_type"]) for c in chosen})
+    console.print(
+        f"spread for {data['node_count']} node(s), asked ≥{data['min_zones']} zones and "
+        f"≥{data['min_instance_types']} types, got {zones} and {types}: {places}"
+    )
+    if zones < data["min_zones"] or types < data["min_instance_types"]:
         note("the market allows no wider spread for these requirements now")
-    excluded = {k: v for k, v in ranking.excluded.items() if v}
+    excluded = {k: v for k, v in data["excluded"].items() if v}
     if excluded:
         note("excluded: " + ", ".join(f"{k} {v}" for k, v in excluded.items()))
 
@@ -184,37 +187,36 @@ def plan(
         bool,
         typer.Option("--json", help="print the ranking, the spread and what was excluded as JSON"),
     ] = False,
+    server: ServerOption = None,
+    token: TokenOption = None,
 ) -> None:
     """Rank where a job would run by the expected cost of useful work, and show the spread chosen."""
     spec = load_job(file)
-    req = spec.requirements()
-    providers = _providers(spec, provider)
-    profile, kinds, pools = plan_inputs(spec, reserved_pools({p.name: p for p in providers}))
-    profile = replace(
-        profile, data_gib=data_gib, data_location=_data_at(data_at, data_gib), horizon_h=horizon_h
-    )
-    view = gather_market_view(providers, _history)
-    ranking = rank(view, req, profile, kinds, reserved=pools)
-    ranking.raise_if_empty()
-    chosen = spread(
-        ranking.candidates,
-        spec.node_count,
-        spec.spread.min_zones,
-        spec.spread.min_instance_types,
-    )
-    if as_json:
-        print_json(
-            {
-                "job": spec.name,
-                "now": view.now,
-                "requirements": req.to_dict(),
-                "market_kinds": [k.value for k in kinds],
-                **ranking.to_dict(limit),
-                "spread": [c.to_dict() for c in chosen],
-            }
+    _data_at(data_at, data_gib)  # a bad --data-at is this machine's error, server or not
+    client = connect(server, token)
+    if client is not None:
+        data = client.plan(
+            spec.to_json(),
+            file.name,
+            providers=list(provider or ()),
+            limit=limit,
+            data_gib=data_gib,
+            data_at=data_at,
+            horizon_h=horizon_h,
         )
+    else:
+        data = plan_request(
+            spec,
+            provider or (),
+            limit=limit,
+            data_gib=data_gib,
+            data_at=data_at,
+            horizon_h=horizon_h,
+        )
+    if as_json:
+        print_json(data)
         return
-    _show(spec, ranking, chosen, limit)
+    _show(data, limit)
 
 
 def register(app: typer.Typer) -> None:

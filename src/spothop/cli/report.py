@@ -12,19 +12,17 @@ from __future__ import annotations
 
 import csv
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 from rich.text import Text
 
 from spothop.cli.output import console, money, note, print_json, table
+from spothop.cli.remote import ServerOption, TokenOption, connect
+from spothop.cli.views import costs_json, report_json
 from spothop.errors import ConfigError
-
-if TYPE_CHECKING:
-    from spothop.observe.report import JobReport
 
 StoreOption = Annotated[
     str | None,
@@ -56,103 +54,103 @@ def report(
     plot: Annotated[
         Path | None, typer.Option("--plot", help="JOB: draw its timeline to this PNG (matplotlib)")
     ] = None,
+    server: ServerOption = None,
+    token: TokenOption = None,
 ) -> None:
     """A job's cost against on-demand, interruptions, recomputed work and goodput; or a sum across jobs."""
-    from spothop.jobs.controller.daemon import default_providers
-    from spothop.jobs.store import JobStore
-
     if as_json and as_csv:
         raise ConfigError("--json and --csv: pick one")
     if plot is not None and job_id is None:
         raise ConfigError("--plot draws one job's timeline: give the JOB id")
+    client = connect(server, token)
+    if client is not None and plot is not None:
+        raise ConfigError(
+            "--plot draws from the embedded store's timeline; with --server, read the "
+            "server's dashboard (/dashboard) or drop --plot"
+        )
+    if client is not None:
+        data = client.report(job_id) if job_id is not None else client.costs(since, by)
+    else:
+        data = _local(job_id, since, by, store_url, plot)
+    if job_id is None:
+        _show_across(data, as_json, as_csv)
+    elif as_json:
+        print_json(data)
+    elif as_csv:
+        _csv(data["records"], RECORD_COLUMNS)
+    else:
+        _show(data)
+
+
+def _local(
+    job_id: str | None, since: str, by: str, store_url: str | None, plot: Path | None
+) -> dict[str, Any]:
+    from spothop.jobs.controller.daemon import default_providers
+    from spothop.jobs.store import JobStore
+
     providers = default_providers()
     with JobStore(store_url) as store:
-        if job_id is not None:
-            from spothop.observe.recommend import recommend
-            from spothop.observe.report import job_report
+        if job_id is None:
+            return costs_json(store, providers, since, by)
+        data = report_json(store, job_id, providers)
+        if plot is not None:  # the timeline of instances and preemptions (observe/timeline.py)
+            from spothop.observe.timeline import job_timeline, plot_timeline
 
-            data = job_report(store, job_id, providers)
-            if plot is not None:  # the timeline of instances and preemptions (observe/timeline.py)
-                from spothop.observe.timeline import job_timeline, plot_timeline
-
-                note(
-                    f"timeline: {plot_timeline(job_timeline(store, job_id), plot, job_id)}",
-                    stderr=True,
-                )
-            advice = recommend(data)
-            if as_json:
-                print_json({**data.to_dict(), "recommendations": [a.to_dict() for a in advice]})
-            elif as_csv:
-                _csv(
-                    [r.to_dict() for r in data.records],
-                    [
-                        "attempt_id",
-                        "node",
-                        "provider",
-                        "zone",
-                        "instance_type",
-                        "market",
-                        "price_usd_per_hour",
-                        "usage_s",
-                        "billed_s",
-                        "cost_microusd",
-                        "provider_cost_microusd",
-                        "closed",
-                    ],
-                )
-            else:
-                _show(data, [a.message for a in advice])
-            return
-        _across(store, providers, since, by, as_json, as_csv)
+            note(
+                f"timeline: {plot_timeline(job_timeline(store, job_id), plot, job_id)}",
+                stderr=True,
+            )
+        return data
 
 
-def _across(store: Any, providers: Any, since: str, by: str, as_json: bool, as_csv: bool) -> None:
-    from spothop.jobs.spec_values import parse_duration_s
+RECORD_COLUMNS = [
+    "attempt_id",
+    "node",
+    "provider",
+    "zone",
+    "instance_type",
+    "market",
+    "price_usd_per_hour",
+    "usage_s",
+    "billed_s",
+    "cost_microusd",
+    "provider_cost_microusd",
+    "closed",
+]
+
+
+def _show_across(data: dict[str, Any], as_json: bool, as_csv: bool) -> None:
     from spothop.observe.billing import usd
-    from spothop.observe.events import interrupted
-    from spothop.observe.ledger import Ledger
-    from spothop.observe.report import GROUPINGS, split_records
 
-    if by not in GROUPINGS:
-        raise ConfigError(f"--by {by!r}: use one of {', '.join(GROUPINGS)}")
-    try:
-        span_s = float(parse_duration_s(since))
-    except (TypeError, ValueError):
-        raise ConfigError(f"--since {since!r}: use a span like 30d, 12h or 2w") from None
-    cutoff = time.time() - span_s
-    attempts = store.attempts()
-    recent = {a.attempt_id for a in attempts if a.live or a.launched_unix_s >= cutoff}
-    preempted = frozenset(a.attempt_id for a in attempts if interrupted(a))
-    records = [r for r in Ledger(store, providers).update() if r.attempt_id in recent]
-    splits = split_records(records, by, preempted)
-    rows = [s.to_dict() for s in splits]
+    rows = data["groups"]
     if as_json:
-        print_json({"since": since, "by": by, "groups": rows})
+        print_json(data)
         return
     if as_csv:
         _csv(
             rows, ["key", "cost_microusd", "billed_s", "attempts", "interruptions", "price_missing"]
         )
         return
+    by, since = data["by"], data["since"]
     console.print(
         table(
             f"cost by {by}, attempts launched in the last {since}",
             [by, "cost USD", "billed h", "attempts", "interruptions", "no price"],
             [
                 (
-                    s.key,
-                    money(usd(s.cost_microusd), 4),
-                    f"{s.billed_s / 3600:.3f}",
-                    s.attempts,
-                    s.interruptions,
-                    s.price_missing or "",
+                    s["key"],
+                    money(usd(s["cost_microusd"]), 4),
+                    f"{s['billed_s'] / 3600:.3f}",
+                    s["attempts"],
+                    s["interruptions"],
+                    s["price_missing"] or "",
                 )
-                for s in splits
+                for s in rows
             ],
             right=["cost USD", "billed h", "attempts", "interruptions"],
         )
     )
-    if not splits:
+    if not rows:
         note("no attempts in that span")
 
 
@@ -167,9 +165,9 @@ def _usd(value: float | None, digits: int = 4) -> str:
     return "missing" if value is None else f"{value:,.{digits}f}"
 
 
-def _show(data: JobReport, advice: Sequence[str]) -> None:
-    d = data.to_dict()
-    console.print(Text.assemble("job ", (data.job_id, "bold"), f" ({data.name}) · {data.state}"))
+def _show(d: dict[str, Any]) -> None:
+    """The report of ``report JOB --json`` as tables, then its recommendations."""
+    console.print(Text.assemble("job ", (d["job_id"], "bold"), f" ({d['name']}) · {d['state']}"))
     saving = d["saving_fraction"]
     lines = [
         ("cost", f"{_usd(d['cost_usd'])} USD"),
@@ -241,8 +239,8 @@ def _show(data: JobReport, advice: Sequence[str]) -> None:
                 right=["lead s", "save s"],
             )
         )
-    for line in advice:
-        console.print(Text.assemble(("→ ", "bold"), line))
+    for advice in d["recommendations"]:
+        console.print(Text.assemble(("→ ", "bold"), advice["message"]))
 
 
 def _num(value: float | None) -> str | None:
