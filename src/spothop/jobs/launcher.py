@@ -28,6 +28,12 @@ Contracts:
   ``SPOTHOP_HOME`` and the controller's wake address
   (:data:`spothop.state.wake.WAKE_SOCKET_ENV`), so that the store process of
   the agent pokes this home's controller after recording an event.
+- A grouped task's node (:class:`GroupEnv`, docs/multinode.md) also gets the
+  rendezvous environment ``torchrun`` expects — ``MASTER_ADDR``,
+  ``MASTER_PORT`` (:func:`group_port`: one per job and generation),
+  ``NODE_RANK``, ``NNODES``, ``NPROC_PER_NODE``, ``WORLD_SIZE`` — and spothop's
+  own ``SPOTHOP_NNODES``, ``SPOTHOP_NPROC_PER_NODE``,
+  ``SPOTHOP_GROUP_GENERATION`` (:func:`spothop.worker.world` reads them).
 - Nothing here launches anything: the executor hands the result to
   ``provider.launch``.
 """
@@ -36,6 +42,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +55,50 @@ from spothop.state.wake import WAKE_SOCKET_ENV, wake_address
 RATE_ENV = _RATE_ENV  # the same variable the checkpoint library reads
 NODE_RANK_ENV = "SPOTHOP_NODE_RANK"
 ATTEMPT_ID_ENV = "SPOTHOP_ATTEMPT_ID"
+NNODES_ENV = "SPOTHOP_NNODES"
+NPROC_PER_NODE_ENV = "SPOTHOP_NPROC_PER_NODE"
+GENERATION_ENV = "SPOTHOP_GROUP_GENERATION"
+# MASTER_PORT is drawn from these, per (job, generation): below Linux's ephemeral range
+# (32768-60999, /proc/sys/net/ipv4/ip_local_port_range) so no outgoing socket holds it, and above
+# torch's default 29500 neighbourhood's start. A new generation never reuses its predecessor's
+# port, which a dying process of the old group may still hold.
+GROUP_PORT_LOW = 12_000
+GROUP_PORT_COUNT = 20_000
+
+
+@dataclass(frozen=True)
+class GroupEnv:
+    """The shape of a grouped task's generation, as one node's environment gives it."""
+
+    nnodes: int
+    nproc_per_node: int
+    generation: int
+    master_addr: str
+    master_port: int
+
+    @property
+    def world_size(self) -> int:
+        return self.nnodes * self.nproc_per_node
+
+    def env(self, node: int) -> dict[str, str]:
+        """Node ``node``'s variables: torchrun's names and spothop's own."""
+        return {
+            "MASTER_ADDR": self.master_addr,
+            "MASTER_PORT": str(self.master_port),
+            "NODE_RANK": str(node),
+            "NNODES": str(self.nnodes),
+            "NPROC_PER_NODE": str(self.nproc_per_node),
+            "WORLD_SIZE": str(self.world_size),
+            NNODES_ENV: str(self.nnodes),
+            NPROC_PER_NODE_ENV: str(self.nproc_per_node),
+            GENERATION_ENV: str(self.generation),
+        }
+
+
+def group_port(job_id: str, generation: int) -> int:
+    """The rendezvous port of ``job_id``'s generation ``generation``: the same on every node
+    (each computes it from the job and generation alone), another for the next generation."""
+    return GROUP_PORT_LOW + zlib.crc32(f"{job_id}:{generation}".encode()) % GROUP_PORT_COUNT
 
 
 @dataclass(frozen=True)
@@ -106,6 +157,7 @@ def bootstrap(
     preemption_rate_per_h: float | None = None,
     home: Path | None = None,
     python: str = sys.executable,
+    group: GroupEnv | None = None,
 ) -> Bootstrap:
     """The bootstrap command and environment of one attempt (see the module docstring)."""
     home = home or spothop_home()
@@ -156,4 +208,6 @@ def bootstrap(
         env[SAVE_COST_ENV] = repr(float(work.checkpoint_save_cost_s))
     if preemption_rate_per_h is not None:
         env[RATE_ENV] = repr(float(preemption_rate_per_h))
+    if group is not None:
+        env.update(group.env(node))
     return Bootstrap(tuple(command), env, log_path)

@@ -114,6 +114,10 @@ class AttemptRecord:
     error_code: str | None
     error_message: str | None
     exit_code: int | None
+    # A grouped task's attempts (docs/multinode.md): the group generation it was launched in,
+    # and the generation's node count (None: not a group attempt).
+    generation: int = 0
+    group_nnodes: int | None = None
 
     @property
     def market_id(self) -> MarketId:
@@ -170,7 +174,11 @@ class Cooldown:
 
 
 def node_count(spec: object) -> int:
-    """How many nodes a spec asks for: ``workers`` for a batch job, else ``num_nodes`` (default 1)."""
+    """How many nodes a spec asks for: ``workers`` for a batch job, else ``num_nodes`` (default 1);
+    a spec that knows its own count (``JobSpec.node_count``: a re-formable job's ``max_nodes``) says."""
+    own = getattr(spec, "node_count", None)
+    if isinstance(own, int) and not isinstance(own, bool) and own >= 1:
+        return own
     kind = str(getattr(spec, "kind", "task"))
     count = getattr(spec, "workers", None) if kind == "batch" else getattr(spec, "num_nodes", None)
     return int(count) if count else 1

@@ -340,6 +340,11 @@ class JobSpec(_Model):
     kind: JobKind = JobKind.TASK
     resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
     num_nodes: Annotated[int, NUM_NODES.annotated("num_nodes")] = 1
+    # A re-formable task may be relaunched with another group shape (docs/multinode.md): from
+    # min_nodes to max_nodes nodes (default: num_nodes), told its new world size.
+    reformable: bool = False
+    min_nodes: Annotated[int, NUM_NODES.annotated("min_nodes")] | None = None
+    max_nodes: Annotated[int, NUM_NODES.annotated("max_nodes")] | None = None
     workers: Annotated[int, WORKERS.annotated("workers")] = 1
     market: MarketChoice = MarketChoice.SPOT
     tolerance: Tolerance = Tolerance.BALANCED
@@ -424,6 +429,41 @@ class JobSpec(_Model):
         return self
 
     @model_validator(mode="after")
+    def _group_bounds(self) -> JobSpec:
+        given = [f for f in ("min_nodes", "max_nodes") if getattr(self, f) is not None]
+        if given and not self.reformable:
+            raise ValueError(
+                f"{' and '.join(given)} bound a re-formable job; add 'reformable: true' or remove it"
+            )
+        if self.reformable and self.kind is JobKind.BATCH:
+            raise ValueError("reformable is for task jobs; a batch job's workers are independent")
+        low, high = self.node_bounds
+        if not low <= self.num_nodes <= high:
+            raise ValueError(
+                f"num_nodes {self.num_nodes} is outside min_nodes..max_nodes ({low}..{high}); "
+                "num_nodes is the shape tried first, so it must lie within the bounds"
+            )
+        return self
+
+    @property
+    def node_bounds(self) -> tuple[int, int]:
+        """The node counts the job accepts: ``(min_nodes, max_nodes)`` of a re-formable job
+        (each defaulting to ``num_nodes``), else ``(num_nodes, num_nodes)``."""
+        if not self.reformable:
+            return (self.num_nodes, self.num_nodes)
+        low = self.min_nodes if self.min_nodes is not None else self.num_nodes
+        high = self.max_nodes if self.max_nodes is not None else self.num_nodes
+        return (low, high)
+
+    @property
+    def grouped(self) -> bool:
+        """A task whose nodes run as one group (``torch.distributed``): several nodes, or re-formable.
+
+        Its nodes are launched together, stopped together when any one is lost, and
+        relaunched together as the next generation (docs/multinode.md)."""
+        return self.kind is JobKind.TASK and (self.num_nodes > 1 or self.reformable)
+
+    @model_validator(mode="after")
     def _spread_fits(self) -> JobSpec:
         count = self.node_count
         for field, wanted in (
@@ -439,8 +479,9 @@ class JobSpec(_Model):
 
     @property
     def node_count(self) -> int:
-        """How many instances the job runs at once: ``workers`` (batch) or ``num_nodes`` (task)."""
-        return self.workers if self.kind is JobKind.BATCH else self.num_nodes
+        """How many instances the job runs at once, at most: ``workers`` (batch), ``num_nodes``
+        (task), or ``max_nodes`` for a re-formable task."""
+        return self.workers if self.kind is JobKind.BATCH else self.node_bounds[1]
 
     def requirements(self) -> Requirements:
         """What the scheduler filters offerings by (``scheduler.Requirements``).

@@ -382,6 +382,8 @@ class JobStore:
         launch_token: str | None = None,
         data: Mapping[str, Any] | None = None,
         launched_unix_s: float | None = None,
+        generation: int = 0,
+        group_nnodes: int | None = None,
     ) -> AttemptRecord:
         """Store a new attempt (state ``launching``) BEFORE the launch call, with event ``attempt_launching``.
 
@@ -389,7 +391,8 @@ class JobStore:
         the provider's clock, which the controller keeps every attempt time in.
 
         ``launch_token`` (default: 16 random hex digits) goes into the
-        instance's tags; it is unique. :class:`JobNotFound` if the job has no
+        instance's tags; it is unique. ``generation`` and ``group_nnodes``: a
+        grouped task's group generation and its node count (docs/multinode.md). :class:`JobNotFound` if the job has no
         such node.
         """
         token = launch_token or secrets.token_hex(8)
@@ -418,6 +421,8 @@ class JobStore:
                 "price_usd_per_hour": float(price_usd_per_hour),
                 "state": AttemptState.LAUNCHING.value,
                 "launched_unix_s": now if launched_unix_s is None else float(launched_unix_s),
+                "generation": int(generation),
+                "group_nnodes": None if group_nnodes is None else int(group_nnodes),
             }
             conn.execute(insert(job_attempts).values(values))
             self._event(
@@ -435,6 +440,7 @@ class JobStore:
                     "instance_type": instance_type,
                     "market_kind": str(market_kind),
                     "price_usd_per_hour": float(price_usd_per_hour),
+                    **({"generation": int(generation)} if group_nnodes is not None else {}),
                     **(data or {}),
                 },
             )

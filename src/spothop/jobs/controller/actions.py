@@ -75,6 +75,10 @@ class Launch(Action):
       token ``f"{token}.{i}"``.
     - ``replaces``: the attempt this one takes over from (make-before-break, a
       notice-blind replacement, a recovery); ``None`` for a node's first launch.
+    - ``generation``/``group_nnodes``: a grouped task's node (docs/multinode.md): the
+      group generation it joins and that generation's node count, which the
+      attempt records and the node's rendezvous environment carries; ``None``
+      for a job that is not grouped.
 
     The executor writes the attempt (state ``launching``, tags ``spothop-job``,
     ``spothop-node``, ``spothop-token``) before calling the provider, and
@@ -90,6 +94,8 @@ class Launch(Action):
     reason: str
     parallel: bool = False
     replaces: str | None = None
+    generation: int | None = None
+    group_nnodes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -184,12 +190,16 @@ class RequestCheckpoint(Action):
 
 @dataclass(frozen=True)
 class RequestStop(Action):
-    """Ask the agent on ``instance_id`` to stop its worker (it checkpoints, releases leases, exits 75)."""
+    """Ask the agent on ``instance_id`` to stop its worker (it checkpoints, releases leases, exits 75).
+
+    ``deadline_s``: when the worker must be done (unix seconds, the agents' wall clock; a
+    group stopped for one node's notice gets that notice's deadline); ``None``: now."""
 
     kind: ClassVar[str] = "request_stop"
     job_id: str
     instance_id: str
     reason: str = ""
+    deadline_s: float | None = None
 
 
 @dataclass(frozen=True)

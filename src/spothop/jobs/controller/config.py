@@ -30,6 +30,13 @@ FAILED_MARKET_MEMORY_S = 15 * 60.0
 CANDIDATE_LIMIT = 64
 # A deadline policy decides per interval of this (SIMULATION.md's gap: 600 s in the 2022 traces).
 DEADLINE_TICK_S = 600.0
+# A group stopped for a node's advance notice (no deadline given) saves within this: AWS's
+# rebalance recommendation comes at least 2 min before the final notice's 2 min, so a minute
+# leaves the save done well before the cloud could act.
+GROUP_ADVANCE_STOP_S = 60.0
+# A group member still up this long after its stop's deadline is terminated: the agent kills its
+# worker at the deadline and exits within seconds; one that does not is stuck (a blocked collective).
+GROUP_STOP_GRACE_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -48,6 +55,8 @@ class ControllerConfig:
     failed_market_memory_s: float = FAILED_MARKET_MEMORY_S
     candidate_limit: int = CANDIDATE_LIMIT
     deadline_tick_s: float = DEADLINE_TICK_S
+    group_advance_stop_s: float = GROUP_ADVANCE_STOP_S
+    group_stop_grace_s: float = GROUP_STOP_GRACE_S
     # The restart overhead a deadline policy plans with; None: the provider's boot time.
     restart_overhead_s: float | None = None
 

@@ -46,6 +46,7 @@ from spothop.jobs.controller.actions import (
 from spothop.jobs.controller.config import ControllerConfig
 from spothop.jobs.controller.deadline import DeadlinePlan, deadline_plan
 from spothop.jobs.controller.fold import fold
+from spothop.jobs.controller.group import group_actions, group_succeeded
 from spothop.jobs.controller.place import (
     JobPlacement,
     ReservedLedger,
@@ -361,6 +362,13 @@ class _JobDecision:
             self._release_all(EndReason.TERMINATED, failure)
             self._move(JobState.FAILED, failure)
             return self.out
+        if self.spec.grouped:
+            if group_succeeded(job):
+                self._release_all(EndReason.SUCCEEDED, "released: every node is done")
+                self._move(JobState.SUCCEEDED, "every node of the group finished (exit 0)")
+            else:
+                group_actions(self, self._on_demand_forced())
+            return self.out
         if self.batch and not job.shards_enqueued:
             self.out.append(EnqueueShards(job.job_id))
         if self._finished():
@@ -376,6 +384,29 @@ class _JobDecision:
         self._launch(wanted, forced)
         self._settle_state(nodes, wanted)
         return self.out
+
+    # -- what the group rules use (group.JobContext) ----------------------------------------
+
+    def snapshot(self) -> Snapshot:
+        return self.p.snapshot
+
+    def config(self) -> ControllerConfig:
+        return self.p.config
+
+    def next_token(self) -> str:
+        """The next launch token: ``<job>.a<n>``, ``n`` counting the job's attempts and this pass's."""
+        token = f"{self.job.job_id}.a{len(self.job.attempts) + self.launched}"
+        self.launched += 1
+        return token
+
+    def end(self, a: AttemptView, reason: EndReason, detail: str, terminate: bool) -> None:
+        self._end(a, reason, detail, terminate)
+
+    def move(self, target: JobState, why: str) -> None:
+        self._move(target, why)
+
+    def release_all(self, reason: EndReason, detail: str) -> None:
+        self._release_all(reason, detail)
 
     # -- ending ----------------------------------------------------------------------------
 
@@ -678,8 +709,7 @@ class _JobDecision:
         elif last is not None and last.end_reason is not EndReason.LAUNCH_FAILED:
             ended = last.end_reason.value if last.end_reason else last.state.value
             why = f"recovering node {node.index} ({last.attempt_id} {ended}); {why}"
-        token = f"{self.job.job_id}.a{len(self.job.attempts) + self.launched}"
-        self.launched += 1
+        token = self.next_token()
         self.out.append(
             Launch(
                 self.job.job_id,

@@ -51,7 +51,7 @@ from spothop.jobs.controller.observe import (
     TAG_TOKEN,
     store_tag,
 )
-from spothop.jobs.launcher import WorkerCommand, bootstrap
+from spothop.jobs.launcher import GroupEnv, WorkerCommand, bootstrap, group_port
 from spothop.jobs.lifecycle import AttemptState, EndReason, JobState
 from spothop.jobs.store import AttemptRecord, JobStore
 from spothop.providers.base import InstanceState, LaunchRequest, Provider
@@ -213,8 +213,9 @@ class Executor:
 
     def _plan(
         self, job: Any, action: Any, candidate: Any, token: str
-    ) -> tuple[Any, AttemptRecord, LaunchRequest]:
-        """Write the attempt (before any cloud call) and build its launch request."""
+    ) -> tuple[Any, AttemptRecord, LaunchRequest | ProviderError]:
+        """Write the attempt (before any cloud call) and build its launch request (or the
+        refusal that fails it: a group launch the provider cannot rendezvous)."""
         offering = candidate.offering
         attempt = self.store.add_attempt(
             action.job_id,
@@ -227,6 +228,8 @@ class Executor:
             price_usd_per_hour=float(candidate.price_usd_per_hour),
             launch_token=token,
             launched_unix_s=provider_now(self.providers.get(offering.provider)),
+            generation=int(getattr(action, "generation", None) or 0),
+            group_nnodes=getattr(action, "group_nnodes", None),
             data={
                 "reason": str(action.reason),
                 "parallel": bool(action.parallel),
@@ -234,7 +237,13 @@ class Executor:
                 "score": _finite(getattr(candidate, "score", None)),
             },
         )
-        return candidate, attempt, self._request(job.spec(), job.job_id, attempt, candidate)
+        try:
+            request: LaunchRequest | ProviderError = self._request(
+                job.spec(), job.job_id, attempt, candidate
+            )
+        except ProviderError as exc:  # refused before any cloud call: the launch fails with it
+            request = exc
+        return candidate, attempt, request
 
     def _run_launch(self, outcome: LaunchOutcome, fn: Callable[..., None], arg: Any) -> None:
         try:
@@ -305,11 +314,16 @@ class Executor:
             thread.join()
 
     def _call_launch(
-        self, outcome: LaunchOutcome, attempt: AttemptRecord, request: LaunchRequest
+        self,
+        outcome: LaunchOutcome,
+        attempt: AttemptRecord,
+        request: LaunchRequest | ProviderError,
     ) -> Any:
         """``provider.launch``; on failure the attempt ends ``launch_failed`` with the cloud's code."""
         provider = self.providers.get(attempt.provider)
         try:
+            if isinstance(request, ProviderError):
+                raise request
             if provider is None:
                 raise ProviderError(attempt.provider, "UnknownProvider", "no such provider here")
             return provider.launch(request)
@@ -350,7 +364,7 @@ class Executor:
         outcome: LaunchOutcome,
         decided: threading.Lock,
         attempt: AttemptRecord,
-        request: LaunchRequest,
+        request: LaunchRequest | ProviderError,
     ) -> None:
         instance = self._call_launch(outcome, attempt, request)
         if instance is None:
@@ -410,6 +424,7 @@ class Executor:
             store_url=self.store_url,
             preemption_rate_per_h=_finite(getattr(candidate, "preemption_rate_per_h", None)),
             home=self.home,
+            group=self._group_env(job_id, attempt, candidate),
         )
         return LaunchRequest(
             instance_type=attempt.instance_type,
@@ -428,6 +443,33 @@ class Executor:
                 TAG_ATTEMPT: attempt.attempt_id,
                 TAG_STORE: store_tag(self.store_url),
             },
+        )
+
+    def _group_env(self, job_id: str, attempt: AttemptRecord, candidate: Any) -> GroupEnv | None:
+        """A grouped task's rendezvous environment (docs/multinode.md); None for other jobs.
+
+        ``MASTER_ADDR`` is where node 0 is reached: a provider whose instances share one
+        host says so (``group_rendezvous_host``: the local cloud's 127.0.0.1); a provider
+        that cannot tell node 0's address before it boots refuses the launch, naming why.
+        """
+        if attempt.group_nnodes is None:
+            return None
+        provider = self.providers.get(attempt.provider)
+        host = getattr(provider, "group_rendezvous_host", None)
+        if not isinstance(host, str) or not host:
+            raise ProviderError(
+                attempt.provider,
+                "GroupUnsupported",
+                "multi-node groups need node 0's address before launch; this provider cannot "
+                "give it yet (docs/multinode.md, 'Where it runs')",
+            )
+        gpus = getattr(getattr(candidate, "offering", None), "gpu_count", None)
+        return GroupEnv(
+            nnodes=int(attempt.group_nnodes),
+            nproc_per_node=int(gpus) if isinstance(gpus, int) and gpus >= 1 else 1,
+            generation=attempt.generation,
+            master_addr=host,
+            master_port=group_port(job_id, attempt.generation),
         )
 
     @staticmethod
@@ -546,10 +588,12 @@ class Executor:
         self.store.add_cooldown(action.market, until, str(action.reason))
         return {"until_unix_s": until}
 
-    def _agent_request(self, instance_id: str, kind: str, reason: str) -> Mapping[str, Any]:
+    def _agent_request(
+        self, instance_id: str, kind: str, reason: str, deadline_unix_s: float | None = None
+    ) -> Mapping[str, Any]:
         from spothop.agent.controlplane.store import add_request
 
-        request_id = add_request(self.store.engine, instance_id, kind, reason)
+        request_id = add_request(self.store.engine, instance_id, kind, reason, deadline_unix_s)
         return {"request_id": request_id}
 
     def _request_checkpoint(self, action: Any) -> Mapping[str, Any]:
@@ -558,7 +602,13 @@ class Executor:
         )
 
     def _request_stop(self, action: Any) -> Mapping[str, Any]:
-        return self._agent_request(action.instance_id, "stop", str(getattr(action, "reason", "")))
+        deadline = getattr(action, "deadline_s", None)
+        return self._agent_request(
+            action.instance_id,
+            "stop",
+            str(getattr(action, "reason", "")),
+            None if deadline is None else float(deadline),
+        )
 
     def _enqueue_shards(self, action: Any) -> Mapping[str, Any]:
         job = self.store.get_job(action.job_id)

@@ -62,7 +62,13 @@ from spothop.agent.eventmodel import (
 from spothop.agent.model import EXIT_DONE, EXIT_PREEMPTED
 from spothop.jobs.controller.actions import Action, EndAttempt, UpdateAttempt
 from spothop.jobs.controller.config import ControllerConfig
-from spothop.jobs.controller.snapshot import TAG_TOKEN, AttemptView, JobView, Snapshot
+from spothop.jobs.controller.snapshot import (
+    CONTROL_PLANE_PROTOCOL,
+    TAG_TOKEN,
+    AttemptView,
+    JobView,
+    Snapshot,
+)
 from spothop.jobs.lifecycle import AttemptState, EndReason
 from spothop.providers.base import Instance, InstanceState
 
@@ -132,14 +138,23 @@ def fold(snapshot: Snapshot, config: ControllerConfig) -> tuple[tuple[JobView, .
     jobs: list[JobView] = []
     actions: list[Action] = []
     for job in snapshot.jobs:
-        changes = [_Change(a) for a in job.attempts]
+        grouped = job.spec.grouped
+        changes = [_Change(_as_grouped(a) if grouped else a) for a in job.attempts]
         for change in changes:
             if change.view.alive:
-                _fold_attempt(change, changes, snapshot, events, by_token, config)
+                _fold_attempt(change, changes, snapshot, events, by_token, config, grouped)
         for change in changes:
             actions.extend(change.actions())
         jobs.append(job.with_(attempts=tuple(c.view for c in changes)))
     return tuple(jobs), actions
+
+
+def _as_grouped(view: AttemptView) -> AttemptView:
+    """A grouped task's node stopped with its group: its agent's report of the controller's own
+    stop is not the cloud's notice (not an interruption, no cooldown); docs/multinode.md."""
+    if view.notice_final and view.notice_by_controller:
+        return view.with_(notice_final=False)
+    return view
 
 
 def _events_by_instance(events: Sequence[AgentEvent]) -> Mapping[str, list[AgentEvent]]:
@@ -156,6 +171,7 @@ def _fold_attempt(
     events: Mapping[str, list[AgentEvent]],
     by_token: Mapping[str, Instance],
     config: ControllerConfig,
+    grouped: bool = False,
 ) -> None:
     view = change.view
     if view.instance_id is None:
@@ -179,10 +195,10 @@ def _fold_attempt(
     instance_id = change.view.instance_id
     assert instance_id is not None
     for event in events.get(instance_id, ()):
-        _apply_event(change, siblings, event)
+        _apply_event(change, siblings, event, grouped)
         if change.view.ended:
             return
-    _apply_instance(change, siblings, snapshot, config)
+    _apply_instance(change, siblings, snapshot, config, grouped)
 
 
 def _cut_by_a_crash(view: AttemptView, snapshot: Snapshot) -> bool:
@@ -204,8 +220,17 @@ def _cut_by_a_crash(view: AttemptView, snapshot: Snapshot) -> bool:
     )
 
 
-def _apply_event(change: _Change, siblings: Sequence[_Change], event: AgentEvent) -> None:
+def _apply_event(
+    change: _Change, siblings: Sequence[_Change], event: AgentEvent, grouped: bool = False
+) -> None:
     t = event.time_unix_s
+    if (
+        grouped
+        and isinstance(event, FinalNotice | Interruption)
+        and event.protocol == CONTROL_PLANE_PROTOCOL
+    ):
+        change.set("stopped with its group", notice_by_controller=True)
+        return
     if isinstance(event, NoticeBlind) or (isinstance(event, SelfCheckEvent) and event.notice_blind):
         change.set(
             f"notice-blind ({', '.join(event.reasons) or 'its agent says so'})", notice_blind=True
@@ -230,13 +255,22 @@ def _apply_event(change: _Change, siblings: Sequence[_Change], event: AgentEvent
             notice_deadline_s=event.deadline_unix_s,
         )
     elif isinstance(event, Exited):
-        _apply_exit(change, siblings, event.code, t)
+        _apply_exit(change, siblings, event.code, t, grouped)
 
 
-def _apply_exit(change: _Change, siblings: Sequence[_Change], code: int, at_s: float) -> None:
+def _apply_exit(
+    change: _Change, siblings: Sequence[_Change], code: int, at_s: float, grouped: bool = False
+) -> None:
     view = change.view
     if code == EXIT_DONE:
         change.finish(EndReason.SUCCEEDED, at_s, "the worker finished (exit 0)", code)
+    elif (
+        code == EXIT_PREEMPTED
+        and grouped
+        and not view.notice_final
+        and (view.stop_requested_at is not None or view.notice_by_controller)
+    ):
+        change.finish(EndReason.SUPERSEDED, at_s, "stopped with its group (exit 75)", code)
     elif code == EXIT_PREEMPTED:
         successor = any(
             s.view.alive
@@ -260,7 +294,11 @@ def _apply_exit(change: _Change, siblings: Sequence[_Change], code: int, at_s: f
 
 
 def _apply_instance(
-    change: _Change, siblings: Sequence[_Change], snapshot: Snapshot, config: ControllerConfig
+    change: _Change,
+    siblings: Sequence[_Change],
+    snapshot: Snapshot,
+    config: ControllerConfig,
+    grouped: bool = False,
 ) -> None:
     view = change.view
     if view.provider not in snapshot.listed_providers:
@@ -274,7 +312,7 @@ def _apply_instance(
         ):
             return  # accepted a moment ago; the listing may not show it yet
         if view.exit_code is not None:  # its agent's exit was stored before the instance went
-            _apply_exit(change, siblings, view.exit_code, now)
+            _apply_exit(change, siblings, view.exit_code, now, grouped)
         elif view.notice_final or view.state is AttemptState.NOTICED:
             change.finish(EndReason.PREEMPTED, now, "its instance is gone after a notice")
         else:
@@ -286,7 +324,7 @@ def _apply_instance(
     if state in _ENDS:
         at = instance.ended_at or instance.termination_time or now
         if view.exit_code is not None:  # its agent's exit was stored before the instance ended
-            _apply_exit(change, siblings, view.exit_code, at)
+            _apply_exit(change, siblings, view.exit_code, at, grouped)
         else:
             change.finish(_ENDS[state], at, f"its instance is {state.value}")
         return

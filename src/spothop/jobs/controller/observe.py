@@ -402,6 +402,7 @@ class AgentFacts:
     notice_deadline_s: float | None = None
     notice_blind: bool = False
     exit_code: int | None = None
+    notice_by_controller: bool = False  # the final notice was the control plane's stop request
 
 
 def agent_facts(store: JobStore, instance_ids: Sequence[str]) -> dict[str, AgentFacts]:
@@ -413,6 +414,8 @@ def agent_facts(store: JobStore, instance_ids: Sequence[str]) -> dict[str, Agent
     """
     if not instance_ids:
         return {}
+    from spothop.jobs.controller.snapshot import CONTROL_PLANE_PROTOCOL
+
     t = agent_events
     kinds = ("advance_notice", "final_notice", "notice_blind", "worker_exited", "exited")
     query = (
@@ -436,6 +439,7 @@ def agent_facts(store: JobStore, instance_ids: Sequence[str]) -> dict[str, Agent
             if kind == "final_notice" and not f.get("notice_final"):
                 f["noticed_at"] = data.get("time_unix_s")
                 f["notice_final"] = True
+                f["by_controller"] = data.get("protocol") == CONTROL_PLANE_PROTOCOL
             f["notice_deadline_s"] = data.get("deadline_unix_s")
         elif kind == "notice_blind":
             f["notice_blind"] = True
@@ -456,6 +460,7 @@ def agent_facts(store: JobStore, instance_ids: Sequence[str]) -> dict[str, Agent
             notice_deadline_s=f.get("notice_deadline_s"),
             notice_blind=bool(f.get("notice_blind")),
             exit_code=None if code is None else int(code),
+            notice_by_controller=bool(f.get("by_controller")),
         )
     return out
 
@@ -575,6 +580,9 @@ def attempt_view(
         exit_code=record.exit_code if record.exit_code is not None else f.exit_code,
         error_code=record.error_code,
         stop_requested_at=stop_requested_at,
+        notice_by_controller=f.notice_by_controller,
+        generation=record.generation,
+        group_nnodes=record.group_nnodes,
     )
 
 

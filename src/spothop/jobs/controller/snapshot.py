@@ -56,6 +56,8 @@ TAG_JOB = (
 )
 TAG_NODE = "spothop-node"
 TAG_TOKEN = "spothop-token"
+# The protocol an agent names when the notice it handles is the control plane's stop request.
+CONTROL_PLANE_PROTOCOL = "control-plane"
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,11 @@ class AttemptView:
     exit_code: int | None = None
     error_code: str | None = None  # the cloud's own code, for a failed launch
     stop_requested_at: float | None = None  # when a RequestStop for it was carried out
+    # Its final notice is its agent's report of the controller's own stop request (protocol
+    # ``control-plane``), not the cloud's: a grouped task's node stopped with its group.
+    notice_by_controller: bool = False
+    generation: int = 0  # a grouped task's group generation (docs/multinode.md)
+    group_nnodes: int | None = None  # that generation's node count; None: not a group attempt
 
     @property
     def market(self) -> MarketId:

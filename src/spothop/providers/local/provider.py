@@ -73,6 +73,10 @@ HOST_READY_TIMEOUT_S = 20.0  # a host must serve its metadata endpoint within th
 class LocalProvider(Provider, ReservedCapacity):
     """One simulated cloud of a world. See the module docstring for its rules."""
 
+    # Every instance is a process on this machine: a multi-node group rendezvouses on the
+    # loopback (docs/multinode.md). The controller's executor reads it for MASTER_ADDR.
+    group_rendezvous_host = "127.0.0.1"
+
     def __init__(
         self,
         name: str,

@@ -1,0 +1,341 @@
+"""Grouped tasks in ``decide`` (jobs/controller/group.py): launched, stopped and relaunched together.
+
+Tables of snapshots and the actions expected, no processes; the end-to-end run with real
+instances and torch.distributed is tests/e2e/test_ddp.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from spothop.agent.eventmodel import Exited, FinalNotice
+from spothop.errors import JobSpecError
+from spothop.jobs.controller import (
+    EndAttempt,
+    RequestStop,
+    SetJobState,
+    Terminate,
+    Waiting,
+    decide,
+)
+from spothop.jobs.controller.config import ControllerConfig
+from spothop.jobs.controller.fold import fold
+from spothop.jobs.launcher import GroupEnv, WorkerCommand, bootstrap, group_port
+from spothop.jobs.lifecycle import AttemptState, EndReason, JobState
+from spothop.scheduler.market_view import MarketState, MarketView
+from spothop.testing.factories import make_offering
+from tests.jobs.controller.factories import (
+    A100,
+    BOOT_S,
+    NOW,
+    PROVIDER,
+    REGION,
+    ZONES,
+    attempt,
+    job,
+    launches,
+    of_type,
+    snapshot,
+    spec,
+    stamp,
+)
+
+A100X2 = "gpu.a100x2"
+
+
+def group_attempt(node: int, generation: int = 0, nnodes: int = 2, **fields: Any) -> Any:
+    n = fields.pop("n", generation * 10 + node)
+    return attempt(node=node, n=n, generation=generation, group_nnodes=nnodes, **fields)
+
+
+def two_node(**fields: Any) -> Any:
+    """Spot only (aggressive): a market with no spot capacity left is no candidate."""
+    return spec(
+        num_nodes=2, tolerance="aggressive", checkpoint={"url": "s3://ckpt/train"}, **fields
+    )
+
+
+def view_of(sold: dict[str, int], known: dict[str, int] | None = None) -> MarketView:
+    """A market selling each ``type → GPUs per instance`` of ``sold`` in every zone; the
+    ``known`` types are in the catalog (a zone of their own) but their markets have no capacity."""
+    offerings = _offerings(sold, ZONES) + _offerings(known or {}, ("fake-1z",))
+    markets = {
+        o.market_id: MarketState(
+            o.market_id, available=o.zone != "fake-1z", preemption_rate_per_h=0.02
+        )
+        for o in offerings
+    }
+    return MarketView(
+        now=NOW, offerings=tuple(offerings), markets=markets, boot_s={PROVIDER: BOOT_S}
+    )
+
+
+def _offerings(types: dict[str, int], zones: tuple[str, ...]) -> list[Any]:
+    return [
+        make_offering(
+            provider=PROVIDER,
+            region=REGION,
+            zone=zone,
+            instance_type=name,
+            gpu="A100-SXM4-80GB",
+            gpu_count=gpus,
+            vcpus=12.0 * gpus,
+            memory_gib=85.0 * gpus,
+            on_demand_price_usd_per_hour=2.5 * gpus,
+            spot_price_usd_per_hour=0.9 * gpus,
+        )
+        for zone in zones
+        for name, gpus in types.items()
+    ]
+
+
+def final_notice(a: Any, deadline: float, protocol: str = "aws") -> FinalNotice:
+    return FinalNotice(
+        **stamp(a), protocol=protocol, cause="instance-action", deadline_unix_s=deadline
+    )
+
+
+# -- launch together -------------------------------------------------------------------------
+
+
+def test_a_two_node_task_is_launched_as_one_group_on_one_market() -> None:
+    j = job(state=JobState.PENDING, attempts=(), job_spec=two_node())
+    actions = decide(snapshot([j]))
+    ls = launches(actions)
+    assert [launch.node for launch in ls] == [0, 1]
+    assert {launch.generation for launch in ls} == {0}
+    assert {launch.group_nnodes for launch in ls} == {2}
+    assert len({launch.candidates[0].market_id for launch in ls}) == 1  # one zone, one type
+    assert len({launch.token for launch in ls}) == 2
+    assert of_type(actions, SetJobState)[-1].state is JobState.PROVISIONING
+
+
+def test_a_group_whose_nodes_all_run_is_running_and_nothing_is_launched() -> None:
+    j = job(
+        state=JobState.PROVISIONING,
+        attempts=(group_attempt(0), group_attempt(1)),
+        job_spec=two_node(),
+    )
+    actions = decide(snapshot([j]))
+    assert not launches(actions) and not of_type(actions, RequestStop)
+    assert of_type(actions, SetJobState)[-1].state is JobState.RUNNING
+
+
+# -- break together --------------------------------------------------------------------------
+
+
+def test_one_nodes_final_notice_stops_every_other_node_by_the_same_deadline() -> None:
+    a0, a1 = group_attempt(0), group_attempt(1)
+    j = job(attempts=(a0, a1), job_spec=two_node())
+    deadline = NOW + 100
+    actions = decide(snapshot([j], events=[final_notice(a1, deadline)]))
+    stops = of_type(actions, RequestStop)
+    assert [(s.instance_id, s.deadline_s) for s in stops] == [(a0.instance_id, deadline)]
+    assert "node 1" in stops[0].reason
+    assert not launches(actions)  # the group is relaunched once every node is down
+    assert not [e for e in of_type(actions, EndAttempt) if e.attempt_id == a1.attempt_id]
+    assert of_type(actions, SetJobState)[-1].state is JobState.RECOVERING
+
+
+def test_an_advance_notice_stops_the_group_within_the_advance_window() -> None:
+    a0 = group_attempt(0)
+    a1 = group_attempt(1, state=AttemptState.NOTICED, noticed_at=NOW - 1)
+    j = job(attempts=(a0, a1), job_spec=two_node())
+    config = ControllerConfig()
+    stops = of_type(decide(snapshot([j]), config), RequestStop)
+    assert {s.instance_id for s in stops} == {a0.instance_id, a1.instance_id}
+    assert {s.deadline_s for s in stops} == {NOW + config.group_advance_stop_s}
+
+
+def test_a_node_lost_without_notice_stops_the_others_at_once() -> None:
+    a0 = group_attempt(0)
+    a1 = group_attempt(1, state=AttemptState.ENDED, end_reason=EndReason.FAILED, ended_at=NOW - 1)
+    j = job(attempts=(a0, a1), job_spec=two_node())
+    stops = of_type(decide(snapshot([j])), RequestStop)
+    assert [(s.instance_id, s.deadline_s) for s in stops] == [(a0.instance_id, NOW - 1)]
+
+
+def test_a_node_stopped_with_its_group_is_superseded_not_an_interruption() -> None:
+    a0 = group_attempt(0, stop_requested_at=NOW - 5)
+    a1 = group_attempt(1, notice_final=True, state=AttemptState.NOTICED, noticed_at=NOW - 6)
+    j = job(attempts=(a0, a1), job_spec=two_node())
+    events = [
+        final_notice(a0, NOW + 50, protocol="control-plane"),
+        Exited(**stamp(a0), code=75),
+    ]
+    jobs, actions = fold(snapshot([j], events=events), ControllerConfig())
+    ends = {e.attempt_id: e.reason for e in of_type(actions, EndAttempt)}
+    assert ends == {a0.attempt_id: EndReason.SUPERSEDED}
+    assert jobs[0].interruptions == 1  # node 1's, the cloud's notice; not node 0's stop
+
+
+def test_the_controllers_stop_stored_as_a_final_notice_is_no_interruption_of_a_group() -> None:
+    a0 = group_attempt(0, notice_final=True, notice_by_controller=True, stop_requested_at=NOW - 5)
+    a1 = group_attempt(1, state=AttemptState.ENDED, end_reason=EndReason.PREEMPTED)
+    j = job(attempts=(a0, a1), job_spec=two_node())
+    jobs, _ = fold(snapshot([j]), ControllerConfig())
+    assert jobs[0].interruptions == 1
+
+
+def test_a_member_still_up_after_its_stop_deadline_and_grace_is_terminated() -> None:
+    config = ControllerConfig()
+    late = NOW - config.group_stop_grace_s - 1
+    a0 = group_attempt(0, stop_requested_at=late - 1)
+    a1 = group_attempt(1, state=AttemptState.ENDED, end_reason=EndReason.PREEMPTED, ended_at=late)
+    j = job(attempts=(a0, a1), job_spec=two_node())
+    actions = decide(snapshot([j]), config)
+    assert [t.instance_id for t in of_type(actions, Terminate)] == [a0.instance_id]
+    ends = of_type(actions, EndAttempt)
+    assert [(e.attempt_id, e.reason) for e in ends] == [(a0.attempt_id, EndReason.SUPERSEDED)]
+
+
+# -- relaunch together -----------------------------------------------------------------------
+
+
+def test_once_every_node_is_down_the_next_generation_is_launched_whole() -> None:
+    a0 = group_attempt(0, state=AttemptState.ENDED, end_reason=EndReason.SUPERSEDED)
+    a1 = group_attempt(
+        1, state=AttemptState.ENDED, end_reason=EndReason.PREEMPTED, noticed_at=NOW - 30
+    )
+    j = job(state=JobState.RECOVERING, attempts=(a0, a1), job_spec=two_node())
+    ls = launches(decide(snapshot([j])))
+    assert [(launch.node, launch.generation, launch.group_nnodes) for launch in ls] == [
+        (0, 1, 2),
+        (1, 1, 2),
+    ]
+    market = ls[0].candidates[0].market_id
+    assert market.zone != ZONES[0]  # the preempted zone is suspected; one zone for the group
+    assert ls[1].candidates[0].market_id == market
+    assert "generation 1" in ls[0].reason
+
+
+def test_the_job_succeeds_when_every_node_of_its_newest_generation_exited_0() -> None:
+    old = group_attempt(0, state=AttemptState.ENDED, end_reason=EndReason.SUCCEEDED)
+    a0 = group_attempt(0, generation=1, state=AttemptState.ENDED, end_reason=EndReason.SUCCEEDED)
+    a1 = group_attempt(1, generation=1)
+    j = job(attempts=(old, a0, a1), job_spec=two_node())
+    events = [Exited(**stamp(a1), code=0)]
+    states = [s.state for s in of_type(decide(snapshot([j], events=events)), SetJobState)]
+    assert states[-1] is JobState.SUCCEEDED
+
+
+def test_a_group_does_not_succeed_on_one_nodes_exit_while_another_was_lost() -> None:
+    a0 = group_attempt(0, state=AttemptState.ENDED, end_reason=EndReason.SUCCEEDED)
+    a1 = group_attempt(1, state=AttemptState.ENDED, end_reason=EndReason.PREEMPTED)
+    j = job(attempts=(a0, a1), job_spec=two_node())
+    actions = decide(snapshot([j]))
+    assert [launch.generation for launch in launches(actions)] == [1, 1]
+
+
+# -- shape -----------------------------------------------------------------------------------
+
+
+def _lost_group(job_spec: Any, instance_type: str = A100, nnodes: int = 2) -> Any:
+    ended = {"state": AttemptState.ENDED, "instance_type": instance_type}
+    members = [
+        group_attempt(n, nnodes=nnodes, end_reason=EndReason.SUPERSEDED, **ended)
+        for n in range(nnodes)
+    ]
+    members[-1] = members[-1].with_(end_reason=EndReason.PREEMPTED)
+    return job(state=JobState.RECOVERING, attempts=members, job_spec=job_spec)
+
+
+ONE_OR_TWO_GPUS = {"any_of": [{"gpus_per_node": 1}, {"gpus_per_node": 2}]}
+
+
+@pytest.mark.parametrize("resources", [None, ONE_OR_TWO_GPUS])
+def test_a_group_that_is_not_reformable_waits_rather_than_change_its_shape(
+    resources: dict[str, Any] | None,
+) -> None:
+    j = _lost_group(two_node(**({"resources": resources} if resources else {})))
+    actions = decide(snapshot([j], view=view_of({A100X2: 2}, known={A100: 1})))
+    assert not launches(actions)
+    waiting = of_type(actions, Waiting)
+    assert waiting and ("shape" in waiting[0].reason or "gpus_per_node" in waiting[0].reason)
+
+
+def test_a_reformable_group_of_two_one_gpu_nodes_re_forms_to_one_node_of_two() -> None:
+    j = _lost_group(two_node(resources=ONE_OR_TWO_GPUS, reformable=True, min_nodes=1, max_nodes=2))
+    ls = launches(decide(snapshot([j], view=view_of({A100X2: 2}, known={A100: 1}))))
+    assert [(launch.node, launch.group_nnodes) for launch in ls] == [(0, 1)]
+    assert ls[0].candidates[0].offering.gpu_count == 2
+
+
+def test_a_reformable_group_of_two_two_gpu_nodes_re_forms_to_three_of_one() -> None:
+    j = _lost_group(
+        two_node(resources=ONE_OR_TWO_GPUS, reformable=True, min_nodes=1, max_nodes=3),
+        instance_type=A100X2,
+    )
+    ls = launches(decide(snapshot([j], view=view_of({A100: 1}, known={A100X2: 2}))))
+    assert [launch.node for launch in ls] == [0, 1, 2]
+    assert {launch.group_nnodes for launch in ls} == {3}
+
+
+def test_a_reformable_group_keeps_its_shape_while_a_candidate_of_it_is_usable() -> None:
+    j = _lost_group(two_node(resources=ONE_OR_TWO_GPUS, reformable=True, min_nodes=1, max_nodes=3))
+    ls = launches(decide(snapshot([j], view=view_of({A100: 1, A100X2: 2}))))
+    assert [(launch.group_nnodes, launch.candidates[0].offering.gpu_count) for launch in ls] == [
+        (2, 1),
+        (2, 1),
+    ]
+
+
+# -- the spec and the environment ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        ({"num_nodes": 2, "min_nodes": 1}, "add 'reformable: true'"),
+        ({"num_nodes": 4, "reformable": True, "max_nodes": 3}, "outside min_nodes..max_nodes"),
+        ({"num_nodes": 2, "reformable": True, "min_nodes": 3}, "outside min_nodes..max_nodes"),
+    ],
+)
+def test_group_bounds_that_do_not_hold_are_refused_naming_the_fix(
+    fields: dict[str, Any], expected: str
+) -> None:
+    with pytest.raises(JobSpecError, match=expected):
+        spec(**fields)
+
+
+def test_a_reformable_spec_keeps_a_node_row_for_its_largest_shape() -> None:
+    s = spec(num_nodes=2, reformable=True, min_nodes=1, max_nodes=3)
+    assert s.grouped and s.node_bounds == (1, 3) and s.node_count == 3
+    assert not spec().grouped and spec(num_nodes=2).grouped
+
+
+def test_each_node_gets_the_rendezvous_environment_torchrun_expects(tmp_path: Any) -> None:
+    group = GroupEnv(
+        nnodes=2, nproc_per_node=1, generation=3, master_addr="127.0.0.1", master_port=12345
+    )
+    boot = bootstrap(
+        WorkerCommand(run="true"),
+        job_id="j-1",
+        node=1,
+        attempt_id="a-1",
+        provider="aws-sim",
+        store_url="sqlite://",
+        home=tmp_path,
+        group=group,
+    )
+    assert {k: boot.env[k] for k in [*group.env(1), "SPOTHOP_NODE_RANK"]} == {
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": "12345",
+        "NODE_RANK": "1",
+        "NNODES": "2",
+        "NPROC_PER_NODE": "1",
+        "WORLD_SIZE": "2",
+        "SPOTHOP_NODE_RANK": "1",
+        "SPOTHOP_NNODES": "2",
+        "SPOTHOP_NPROC_PER_NODE": "1",
+        "SPOTHOP_GROUP_GENERATION": "3",
+    }
+
+
+def test_each_generation_rendezvouses_on_a_port_of_its_own() -> None:
+    ports = {group_port("j-1", g) for g in range(50)}
+    assert len(ports) >= 45  # crc32 over 20,000 ports: collisions are rare
+    assert group_port("j-1", 0) == group_port("j-1", 0)
+    assert all(12_000 <= p < 32_000 for p in ports)
