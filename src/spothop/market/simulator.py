@@ -18,6 +18,7 @@ Example: a p3.2xlarge market replaying a Can't Be Late trace from its start::
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
@@ -162,6 +163,32 @@ class SpotMarket:
         assert market.fixed_price_usd_per_hour is not None  # checked in _resolve
         return market.fixed_price_usd_per_hour
 
+    def price_steps(self, key: MarketId, start: float, end: float) -> list[tuple[float, float]]:
+        """The spot price of ``key`` as a step function over ``start … end``: ``(start, price in
+        force)`` first, then ``(t, new price)`` for every change at ``t`` in ``(start, end]``.
+
+        A change's time depends only on the market (the index of the step it
+        begins, never on ``start`` or ``end``), so queries over adjoining spans
+        list exactly the changes one query over their union lists: an instance
+        billed tick by tick and a ledger pricing the whole run see the same steps.
+        """
+        market = self._market(key)
+        changes: list[tuple[float, float]] = []
+        if market.prices is not None:
+            found = _series_changes(market.prices, start - self.sim_start, end - self.sim_start)
+            changes = [(self.sim_start + u, p) for u, p in found]
+        elif market.trace_prices:
+            base = market.start_offset_s
+            found = _trace_changes(
+                market.trace, self._offset(market, start), end - self.sim_start + base
+            )
+            changes = [(self.sim_start + (u - base), p) for u, p in found]
+        # The price in force at ``start``: the last change at or before it (so a start a hair
+        # past a change's time has that change's price), else the lookup's.
+        before = [p for t, p in changes if t <= start]
+        at_start = before[-1] if before else self.price_usd_per_hour(key, start)
+        return [(float(start), at_start), *((t, p) for t, p in changes if start < t <= end)]
+
     def next_preemption_after(self, key: MarketId, t: float, need: int = 1) -> float | None:
         """The first time > ``t`` at which availability drops from ≥ ``need`` to below it.
 
@@ -179,3 +206,36 @@ class SpotMarket:
         offset = self._offset(market, t)
         back = market.trace.next_available_after(offset, need)
         return None if back is None else t + (back - offset)
+
+
+def _series_changes(series: PriceSeries, u0: float, u1: float) -> list[tuple[float, float]]:
+    """Every change of a wrapping price series from just before ``u0`` to just after ``u1``
+    (offsets ``cycle · duration + offsets[i]``, computed from the index alone), with its price."""
+    offsets, prices, period = series.offsets_s, series.price_usd_per_hour, series.duration_s
+    n = len(offsets)
+    out: list[tuple[float, float]] = []
+    first = max(0, math.floor(u0 / period) * n + bisect_right(series._offsets, u0 % period) - 2)
+    k = first
+    while True:
+        cycle, i = divmod(k, n)
+        u = cycle * period + float(offsets[i])
+        if u > u1 + period / n:
+            return out
+        if k > 0 and prices[i] != prices[i - 1 if i else n - 1]:
+            out.append((u, float(prices[i])))
+        k += 1
+
+
+def _trace_changes(trace: AvailabilityTrace, u0: float, u1: float) -> list[tuple[float, float]]:
+    """Every change of a trace's own per-tick price from just before ``u0`` to just after
+    ``u1`` (offsets ``k · tick_s``, from the tick index alone), with its price."""
+    prices = trace.prices_usd_per_hour
+    assert prices is not None  # only markets whose trace carries prices ask
+    n = len(prices)
+    out: list[tuple[float, float]] = []
+    k = max(1, math.floor(u0 / trace.tick_s) - 1)
+    while (u := k * trace.tick_s) <= u1 + trace.tick_s:
+        if prices[k % n] != prices[(k - 1) % n]:
+            out.append((u, float(prices[k % n])))
+        k += 1
+    return out

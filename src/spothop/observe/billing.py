@@ -18,8 +18,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from spothop.providers.base import MICROUSD_PER_USD, BillingRule
+from spothop.providers.billing import SECONDS_PER_HOUR, microusd
 
-SECONDS_PER_HOUR = 3600.0
+__all__ = ["SECONDS_PER_HOUR", "Charge", "charge", "known_price", "microusd", "usd"]
 
 
 @dataclass(frozen=True)
@@ -41,11 +42,6 @@ def known_price(price_usd_per_hour: float | None, *, reserved: bool = False) -> 
     if price_usd_per_hour < 0 or (price_usd_per_hour == 0 and not reserved):
         return None
     return float(price_usd_per_hour)
-
-
-def microusd(price_usd_per_hour: float, seconds: float) -> int:
-    """``seconds`` at ``price_usd_per_hour``, in integer micro-dollars."""
-    return round(price_usd_per_hour * seconds / SECONDS_PER_HOUR * MICROUSD_PER_USD)
 
 
 def charge(rule: BillingRule, usage_s: float, price_usd_per_hour: float | None) -> Charge:

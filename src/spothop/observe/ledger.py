@@ -9,11 +9,12 @@ The contract:
    provider's :class:`~spothop.providers.base.BillingRule`, and the charge in
    integer micro-dollars. Every recovery is an attempt of the same job, so a
    job's cost is the sum of its records, whatever clouds it crossed.
-2. **spothop's own books.** The charge is computed here, from the attempt's
-   price and the instance's running time on the provider's clock
-   (``Instance.running_at`` … ``ended_at``); the provider's own figure
-   (``Instance.cost_microusd``) is kept beside it, never used for it, so
-   :meth:`Ledger.reconcile` compares two independent sums.
+2. **spothop's own books, the cloud's rates.** The charge is computed here,
+   from the instance's running time on the provider's clock
+   (``Instance.running_at`` … ``ended_at``), the provider's billing rule and
+   the rates in force; the provider's own figure (``Instance.cost_microusd``)
+   is kept beside it, never used for it, so :meth:`Ledger.reconcile` compares
+   two independent sums.
 3. **A missing price is missing.** An attempt without a usable price has
    ``cost_microusd`` None and is listed as such; it never counts as 0.
 4. **Closed records stay.** Once the instance has ended, its record is
@@ -31,7 +32,12 @@ The contract:
    (:meth:`~spothop.market.interruptions.InterruptionStore.record_run`), the
    denominator of λ. Best effort: a failure is logged and the next
    :meth:`Ledger.update` (every report) still writes the record.
-7. **Moving spot prices.** A spot attempt is priced with the spot prices the
+7. **Moving spot prices.** A spot attempt on a cloud that keeps a price
+   history (:class:`~spothop.providers.billing.SpotPriceHistory`) is priced
+   from it, one line per price step, as :mod:`spothop.providers.billing`
+   bills (``rate_source`` ``cloud``): the rule the local cloud's hosts bill
+   by, so the books agree to the micro-dollar, whether or not the controller
+   was alive to see the steps. Elsewhere it is priced with the spot prices the
    controller observed over its run (:func:`record_observed_prices`, in the
    price history; ``rate_source`` ``observed``): their time-weighted mean
    (:func:`price_over`), the placement price where none moved it.
@@ -57,8 +63,14 @@ from spothop.market.identity import PriceSeriesKey
 from spothop.market.interruptions import InterruptionStore
 from spothop.market.price_store import PriceStore
 from spothop.market.tables import exposure
-from spothop.observe.billing import charge, known_price, usd
+from spothop.observe.billing import Charge, charge, known_price, usd
 from spothop.providers.base import BillingRule, Instance, InstanceState, Provider
+from spothop.providers.billing import (
+    BillingLine,
+    SpotPriceHistory,
+    billed_price_steps,
+    billing_lines,
+)
 from spothop.resources.market_id import MarketId
 from spothop.state.job_tables import job_attempts
 from spothop.state.ledger_tables import ledger_records
@@ -68,6 +80,7 @@ log = logging.getLogger(__name__)
 CURRENCY = "USD"
 RATE_PLACED = "placement"  # the price the controller placed the attempt at (the cloud's quote)
 RATE_OBSERVED = "observed"  # the mean of the spot prices the controller saw over the run
+RATE_CLOUD = "cloud"  # the cloud's own price history, billed line by line as the cloud bills
 SOURCE_OBSERVED = "controller"  # price_store source of the controller's observed prices
 CLOCK_PROVIDER = "provider"
 CLOCK_STORE = "store"
@@ -276,18 +289,20 @@ class Ledger:
             start, end, usage_s, closed = self._store_usage(attempt)
             clock, provider_cost, tags = CLOCK_STORE, None, {}
         rate_source = RATE_PLACED
-        if (
-            price is not None
-            and attempt.market_kind == "spot"
-            and start is not None
-            and usage_s > 0
-        ):
-            observed = self._observed(attempt, rule, price, start, start + usage_s)
-            if observed is not None:
-                price, rate_source = observed, RATE_OBSERVED
+        billed: Charge | None = None
+        if attempt.market_kind == "spot" and start is not None and usage_s > 0:
+            lines = _cloud_lines(provider, rule, attempt, instance, start, start + usage_s)
+            if lines is not None:
+                billed = _sum_lines(usage_s, lines)
+                price, rate_source = _mean_price(lines), RATE_CLOUD
+            elif price is not None:
+                observed = self._observed(attempt, rule, price, start, start + usage_s)
+                if observed is not None:
+                    price, rate_source = observed, RATE_OBSERVED
         tags.setdefault("spothop-job", attempt.job_id)
         tags.setdefault("spothop-node", str(attempt.node))
-        billed = charge(rule, usage_s, price)
+        if billed is None:
+            billed = charge(rule, usage_s, price)
         return LedgerRecord(
             attempt_id=attempt.attempt_id,
             job_id=attempt.job_id,
@@ -403,6 +418,49 @@ def price_over(
     if len(prices) == 1:
         return segments[0][0]
     return sum(p * dt for p, dt in segments) / (end - start)
+
+
+def _cloud_lines(
+    provider: Provider | None,
+    rule: BillingRule,
+    attempt: AttemptRecord,
+    instance: Instance | None,
+    start: float,
+    end: float,
+) -> list[BillingLine] | None:
+    """A spot attempt's bill from its cloud's own price history (spothop.providers.billing),
+    or None when the cloud keeps none or cannot say now (the observed prices stand in)."""
+    if not isinstance(provider, SpotPriceHistory) or instance is None:
+        return None
+    try:
+        steps = billed_price_steps(
+            rule,
+            instance.launched_at,
+            start,
+            end,
+            lambda a, b: provider.spot_price_steps(
+                attempt.region, attempt.zone or None, attempt.instance_type, a, b
+            ),
+        )
+    except SpothopError as exc:
+        log.warning("price history of attempt %s not read: %s", attempt.attempt_id, exc)
+        return None
+    return billing_lines(rule, start, end, steps)
+
+
+def _sum_lines(usage_s: float, lines: Sequence[BillingLine]) -> Charge:
+    return Charge(
+        usage_s, sum(line.billed_s for line in lines), sum(line.cost_microusd for line in lines)
+    )
+
+
+def _mean_price(lines: Sequence[BillingLine]) -> float:
+    """The lines' price weighted by their billed seconds (the one price when they share it)."""
+    prices = {line.price_usd_per_hour for line in lines}
+    billed = sum(line.billed_s for line in lines)
+    if len(prices) == 1 or billed <= 0:
+        return lines[0].price_usd_per_hour
+    return sum(line.price_usd_per_hour * line.billed_s for line in lines) / billed
 
 
 def record_observed_prices(store: JobStore, observation: Any) -> int:

@@ -165,9 +165,8 @@ def test_bootstrap_exit_shuts_the_instance_down_and_billing_is_recorded(aws):
     row = aws.store.instance(instance.instance_id)
     assert row is not None and row["exit_code"] == 3 and "code 3" in row["end_reason"]
     rows = aws.store.billing_rows(instance.instance_id)
-    assert rows and sum(r["cost_micro_usd"] for r in rows) == pytest.approx(
-        ended.cost_microusd, abs=2
-    )
+    # The cloud's bill: its rows (one per price step) add up to the instance's cost exactly.
+    assert rows and sum(r["cost_micro_usd"] for r in rows) == ended.cost_microusd > 0
     # 1.5 s of running billed under the imitated cloud's rule: EC2's 60-second minimum.
     assert ended.billed_seconds == aws.capabilities.billing.minimum_s == 60
 

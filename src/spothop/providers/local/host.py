@@ -6,7 +6,8 @@ the instance lives. It
 1. serves the instance's metadata endpoint in its cloud's protocol;
 2. after the cloud's launch delay, starts the bootstrap command in a process
    group of its own, with the metadata URL in its environment;
-3. every tick, bills the seconds that passed at the market's price, and
+3. every tick, bills the seconds that passed at the market's price (one billing row
+   per price step, :mod:`spothop.providers.billing`: the rule the ledger prices with), and
    watches for what ends an instance:
    - the market taking capacity away (spot): the advance notice first where
      the cloud has one, then the final notice with the cloud's lead time,
@@ -47,7 +48,8 @@ from pathlib import Path
 from typing import Any
 
 from spothop.market import SimClock, SpotMarket
-from spothop.providers.base import MICROUSD_PER_USD, InstanceState
+from spothop.providers.base import InstanceState
+from spothop.providers.billing import billed_price_steps, billing_line
 from spothop.providers.local import maintenance
 from spothop.providers.local.metadata import (
     METADATA_PROTOCOL_ENV,
@@ -71,9 +73,6 @@ from spothop.providers.local.world import load_world
 from spothop.resources.market_id import MarketId
 
 TICK_WALL_S = 0.1  # how often the host looks at the world; notices land within a tick
-BILLING_ROW_SIM_S = (
-    60.0  # one billing row per simulated minute (the instance row is updated every tick)
-)
 INSTANCE_ID_ENV = "SPOTHOP_INSTANCE_ID"
 
 
@@ -104,11 +103,12 @@ class Host:
         self.plan = _Plan()
         self.worker: subprocess.Popen[bytes] | None = None
         self.billed_to = self.clock.now()
-        self.cost_micro = 0.0
-        self.row_start = self.billed_to
-        self.row_cost = 0.0
         self.stop_requested = False
         self.running_at = self.billed_to
+        # The bill (spothop.providers.billing): the closed lines' sum, and the open line.
+        self.closed_micro = 0
+        self.line_start = self.billed_to
+        self.line_price = float(self.spec["price_usd_per_hour"])
         self.row: dict[str, Any] = {}
 
     # -- lifecycle ----------------------------------------------------------
@@ -146,7 +146,8 @@ class Host:
         if self._should_end():
             return self._finish(InstanceState.TERMINATED, "terminated before boot")
         self._start_worker(metadata_url)
-        self.billed_to = self.row_start = self.running_at = self.clock.now()
+        self.billed_to = self.line_start = self.running_at = self.clock.now()
+        self.line_price = self._steps(self.running_at, self.running_at)[0][1]
         self.store.update_instance(
             self.instance_id, state=InstanceState.RUNNING.value, running_at=self.running_at
         )
@@ -260,46 +261,59 @@ class Host:
 
     # -- billing and records ------------------------------------------------
 
-    def _price(self, t: float) -> float:
-        if self.spec["spot"]:
-            # A protection period holds the price the instance was bought at (the cloud's rule).
-            if t < self.spec["launched_at"] + self.billing.price_fixed_s:
-                t = self.spec["launched_at"]
-            return self.market.price_usd_per_hour(self.key, t)
-        return float(self.spec["price_usd_per_hour"])
+    def _steps(self, start: float, end: float) -> list[tuple[float, float]]:
+        """The price this instance is billed at over ``start … end`` (spothop.providers.billing)."""
+        if not self.spec["spot"]:
+            return [(start, float(self.spec["price_usd_per_hour"]))]
+        return billed_price_steps(
+            self.billing,
+            float(self.spec["launched_at"]),
+            start,
+            end,
+            lambda a, b: self.market.price_steps(self.key, a, b),
+        )
 
     def _bill(self, now: float) -> None:
-        """Bill up to ``now`` under the imitated cloud's rule (minimum, increments) at the price in force."""
+        """Bill up to ``now``: a line closes at each price step (spothop.providers.billing, the
+        rule the ledger prices with), the open one is billed so far."""
         if now <= self.billed_to:
             return
-        price = self._price(self.billed_to)
-        before = self.billing.billed_seconds(self.billed_to - self.running_at)
-        billed = self.billing.billed_seconds(now - self.running_at)
-        cost = price * (billed - before) / 3600.0 * MICROUSD_PER_USD
-        self.cost_micro += cost
-        self.row_cost += cost
+        for t, price in self._steps(self.billed_to, now)[1:]:
+            self._close_line(t)
+            self.line_price = price
         self.billed_to = now
+        open_line = billing_line(
+            self.billing, self.running_at, self.line_start, now, self.line_price
+        )
         self.store.update_instance(
             self.instance_id,
-            billed_seconds=billed,
-            cost_micro_usd=round(self.cost_micro),
-            price_usd_per_hour=price,
+            billed_seconds=self.billing.billed_seconds(now - self.running_at),
+            cost_micro_usd=self.closed_micro + open_line.cost_microusd,
+            price_usd_per_hour=self.line_price,
         )
-        if now - self.row_start >= BILLING_ROW_SIM_S:
-            self._close_billing_row(price)
 
-    def _close_billing_row(self, price: float) -> None:
-        if self.billed_to > self.row_start:
-            self.store.add_billing(
-                self.instance_id, self.row_start, self.billed_to, price, round(self.row_cost)
+    def _close_line(self, end: float) -> None:
+        """The open line ends at ``end``: one billing row, its cost added to the closed sum."""
+        if end > self.line_start:
+            line = billing_line(
+                self.billing, self.running_at, self.line_start, end, self.line_price
             )
-        self.row_start, self.row_cost = self.billed_to, 0.0
+            self.store.add_billing(
+                self.instance_id,
+                line.start_s,
+                line.end_s,
+                line.price_usd_per_hour,
+                line.cost_microusd,
+            )
+            self.closed_micro += line.cost_microusd
+        self.line_start = max(self.line_start, end)
 
     def _finish(self, state: InstanceState, reason: str, exit_code: int | None = None) -> int:
         now = self.clock.now()
         if self.worker is not None:
             self._bill(now)
-            self._close_billing_row(self._price(now))
+            self._close_line(now)
+            self.store.update_instance(self.instance_id, cost_micro_usd=self.closed_micro)
         self.store.update_instance(
             self.instance_id,
             state=state.value,

@@ -57,11 +57,18 @@ from spothop.providers.base import (
     Provider,
     SpotPrice,
 )
+from spothop.providers.billing import SpotPriceHistory
 from spothop.providers.local import maintenance
 from spothop.providers.local.metadata import PROTOCOLS, ScheduledEvent
 from spothop.providers.local.metadata.codes import ErrorCodes
 from spothop.providers.local.processes import kill_group, kill_process, pid_alive
-from spothop.providers.local.runtime import cloud_clock, market_start, read_clock, spot_market
+from spothop.providers.local.runtime import (
+    cloud_clock,
+    market_start,
+    read_clock,
+    spot_market,
+    stored_market_start,
+)
 from spothop.providers.local.store import CloudStore
 from spothop.providers.local.world import CloudSpec, World, load_world
 from spothop.providers.reservations import Reservation, ReservedCapacity, check_reserved_request
@@ -70,7 +77,7 @@ from spothop.resources.offering import Offering
 HOST_READY_TIMEOUT_S = 20.0  # a host must serve its metadata endpoint within this (wall) time
 
 
-class LocalProvider(Provider, ReservedCapacity):
+class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory):
     """One simulated cloud of a world. See the module docstring for its rules."""
 
     # Every instance is a process on this machine: a multi-node group rendezvouses on the
@@ -161,6 +168,26 @@ class LocalProvider(Provider, ReservedCapacity):
                 )
             )
         return out
+
+    def spot_price_steps(
+        self, region: str, zone: str | None, instance_type: str, start_s: float, end_s: float
+    ) -> list[tuple[float, float]]:
+        """The market's price path, as the instance hosts bill it (the same :class:`SpotMarket`
+        on the cloud's stored market start: :mod:`spothop.providers.billing`)."""
+        stored = stored_market_start(self.store)
+        if stored is not None and stored != self._market_start_s:
+            # Another process anchored the cloud after this provider was made: its market is the truth.
+            self._market_start_s = stored
+            self._market = self._own_market()
+        offering = self.world.offering(self.name, zone or region, instance_type)
+        if offering is None:
+            raise InvalidRequest(
+                self.name,
+                self.codes.invalid_parameter,
+                f"no market {instance_type} in {zone or region} on {self.name}",
+            )
+        key = self.world.market_key(self.name, offering)
+        return self._market.price_steps(key, start_s, end_s)
 
     # -- launch -------------------------------------------------------------
 

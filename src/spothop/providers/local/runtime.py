@@ -146,6 +146,12 @@ def market_start(store: CloudStore, *, anchor: bool = True) -> float:
     return float(store.set_state_default({_MARKET_START: repr(time.time())})[_MARKET_START])
 
 
+def stored_market_start(store: CloudStore) -> float | None:
+    """The markets' start as the cloud stored it at its first launch; None before one."""
+    stored = store.get_state(_MARKET_START)
+    return float(stored) if stored is not None else None
+
+
 def spot_market(
     store: CloudStore,
     world: World,
