@@ -12,7 +12,8 @@ from spothop.cli.remote import ServerOption, TokenOption, connect
 from spothop.cli.views import offer_query_params
 from spothop.errors import ConfigError
 from spothop.resources.catalog import OfferQuery, SortKey, check_names, load_catalog
-from spothop.resources.gpus import gpu_catalog, match_gpus
+from spothop.resources.compat import CompatNeed, compat_matrix
+from spothop.resources.gpus import GpuModel, gpu_catalog, match_gpus
 from spothop.resources.offering import DEFAULT_EFFICIENCY, Offering
 
 
@@ -150,10 +151,47 @@ def gpus(
     query: Annotated[
         str | None, typer.Argument(help="a name, alias or family; all models if omitted")
     ] = None,
+    compatible_with: Annotated[
+        str | None,
+        typer.Option(
+            "--compatible-with",
+            help="a GPU a checkpoint was made on: show which models it may move to, and why not",
+        ),
+    ] = None,
+    min_architecture: Annotated[
+        str | None,
+        typer.Option(
+            "--min-architecture", help="with --compatible-with: the oldest family the job accepts"
+        ),
+    ] = None,
+    min_compute_capability: Annotated[
+        str | None,
+        typer.Option("--min-compute-capability", help="with --compatible-with: e.g. 8.0 (CUDA)"),
+    ] = None,
+    state_memory_gib: Annotated[
+        float | None,
+        typer.Option(
+            "--state-memory-gib", help="with --compatible-with: GiB of state per GPU, at least"
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
-    """List known GPU models with their published figures and aliases."""
+    """List known GPU models with their published figures and aliases.
+
+    With --compatible-with, the hardware compatibility matrix instead: for each
+    model, whether a checkpoint made on that GPU may be restored there, and the
+    reason for each refusal.
+    """
     models = match_gpus(query) if query else list(gpu_catalog())
+    if compatible_with is not None:
+        need = CompatNeed(min_architecture, min_compute_capability, state_memory_gib)
+        _compat_table(compatible_with, need, models, as_json)
+        return
+    if (min_architecture, min_compute_capability, state_memory_gib) != (None, None, None):
+        raise ConfigError(
+            "--min-architecture, --min-compute-capability and --state-memory-gib describe a "
+            "checkpoint's needs: give them with --compatible-with GPU"
+        )
     if as_json:
         print_json([m.to_dict() for m in models])
         return
@@ -187,6 +225,30 @@ def gpus(
     console.print(
         table(f"{len(models)} GPU models (dense TFLOPS)", columns, rows, right=columns[3:9])
     )
+
+
+def _compat_table(source: str, need: CompatNeed, models: list[GpuModel], as_json: bool) -> None:
+    found = compat_matrix().table(source, need, models)
+    if as_json:
+        print_json(found.to_dict())
+        return
+    columns = ["model", "arch", "CC", "memory", "verdict", "reason"]
+    rows = [
+        [
+            m.name,
+            m.architecture,
+            m.compute_capability or "-",
+            f"{m.memory_gib:g} GiB",
+            "ok" if v.ok else "refused",
+            "; ".join(r.split(": ", 1)[1] for r in v.reasons),
+        ]
+        for m, v in found.rows
+    ]
+    title = (
+        f"a checkpoint made on {found.source.name} may move to "
+        f"{found.accepted} of {len(found.rows)} GPU models"
+    )
+    console.print(table(title, columns, rows, right=["memory"]))
 
 
 def register(app: typer.Typer) -> None:

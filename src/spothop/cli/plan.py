@@ -152,6 +152,8 @@ def _show(data: dict[str, Any], limit: int) -> None:
     excluded = {k: v for k, v in data["excluded"].items() if v}
     if excluded:
         note("excluded: " + ", ".join(f"{k} {v}" for k, v in excluded.items()))
+    for reason in (data.get("refused") or {}).values():
+        note(f"refused by the compatibility matrix: {reason}")
 
 
 def plan(
@@ -183,6 +185,14 @@ def plan(
             "--horizon-h", min=0.001, help="useful hours the placement carries (egress spread over)"
         ),
     ] = DEFAULT_HORIZON_H,
+    checkpoint_gpu: Annotated[
+        str | None,
+        typer.Option(
+            "--checkpoint-gpu",
+            help="the GPU the job's checkpoint was made on: keep only GPUs it may move to "
+            "(the compatibility matrix, under the spec's checkpoint.compatibility)",
+        ),
+    ] = None,
     as_json: Annotated[
         bool,
         typer.Option("--json", help="print the ranking, the spread and what was excluded as JSON"),
@@ -203,6 +213,8 @@ def plan(
             data_gib=data_gib,
             data_at=data_at,
             horizon_h=horizon_h,
+            # Sent only when given, so that a server without the option still answers the rest.
+            **({"checkpoint_gpu": checkpoint_gpu} if checkpoint_gpu is not None else {}),
         )
     else:
         data = plan_request(
@@ -212,6 +224,7 @@ def plan(
             data_gib=data_gib,
             data_at=data_at,
             horizon_h=horizon_h,
+            checkpoint_gpu=checkpoint_gpu,
         )
     if as_json:
         print_json(data)

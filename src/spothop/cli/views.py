@@ -425,17 +425,20 @@ def plan_json(
     data_at: tuple[str, str] | None = None,
     horizon_h: float | None = None,
     history: Any = None,
+    checkpoint_gpu: str | None = None,
 ) -> dict[str, Any]:
     """``plan FILE --json``: the ranking (best ``limit`` candidates), the spread chosen for the
     job's nodes, and what was excluded. :class:`~spothop.scheduler.errors.NoCandidates` when no
-    offering meets the spec."""
+    offering meets the spec. ``checkpoint_gpu``: rank as for a checkpoint made on that GPU
+    (the compatibility matrix's refusals under ``refused``)."""
     from spothop.jobs.controller.observe import reserved_pools
     from spothop.jobs.controller.place import plan_inputs
     from spothop.scheduler.market_view import gather_market_view
     from spothop.scheduler.placement import rank
     from spothop.scheduler.spread import spread
 
-    req = spec.requirements()
+    need = spec.checkpoint.compatibility.need() if spec.checkpoint is not None else None
+    req = spec.requirements().moving_from(checkpoint_gpu, need)
     profile, kinds, pools = plan_inputs(spec, reserved_pools({p.name: p for p in providers}))
     changes: dict[str, Any] = {"data_gib": data_gib, "data_location": data_at}
     if horizon_h is not None:
@@ -471,6 +474,7 @@ def plan_request(
     data_gib: float = 0.0,
     data_at: str | None = None,
     horizon_h: float | None = None,
+    checkpoint_gpu: str | None = None,
 ) -> dict[str, Any]:
     """:func:`plan_json` from the command's own options (``--provider`` names, ``--data-at
     PROVIDER/REGION`` as text): what ``plan`` runs and ``POST /v1/plans`` answers."""
@@ -484,4 +488,5 @@ def plan_request(
         data_at=_data_at(data_at, data_gib),
         horizon_h=horizon_h,
         history=_history,
+        checkpoint_gpu=checkpoint_gpu,
     )

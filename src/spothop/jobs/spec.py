@@ -66,7 +66,7 @@ from spothop.bounds import (
     VCPUS,
     Bound,
 )
-from spothop.errors import JobSpecError, NotFoundError
+from spothop.errors import ConfigError, JobSpecError, NotFoundError
 from spothop.jobs.spec_messages import spec_error
 from spothop.jobs.spec_values import (
     at_least,
@@ -86,6 +86,7 @@ from spothop.resources.offering import Interconnect
 from spothop.scheduler.policies import policy_class, policy_names
 
 if TYPE_CHECKING:
+    from spothop.resources.compat import CompatNeed
     from spothop.scheduler.requirements import Requirements
 
 # Numbers of a job spec, checked with spothop.bounds (a NaN, an infinity or an absurd value names the field):
@@ -266,6 +267,43 @@ class ReservedSpec(_Model):
 # -- work -------------------------------------------------------------------------------
 
 
+_REPLICA_PLACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}(/[A-Za-z0-9][A-Za-z0-9._-]{0,99})?")
+
+
+class CompatibilitySpec(_Model):
+    """What the checkpoint's state asks of a GPU it moves to (``resources/compat.py``'s rules).
+
+    Unset fields ask nothing beyond the matrix's own rules (same vendor stack,
+    the checkpoint's architecture family or newer)."""
+
+    min_architecture: Annotated[str, AfterValidator(not_blank)] | None = Field(
+        default=None,
+        description="the oldest architecture family the state loads on (default: the "
+        "checkpoint's own family)",
+    )
+    min_compute_capability: Annotated[str, AfterValidator(not_blank)] | None = Field(
+        default=None, description="CUDA compute capability the job needs, e.g. '8.0'"
+    )
+    state_memory_gib: Annotated[float, GPU_MEMORY_GIB.annotated("state_memory_gib")] | None = Field(
+        default=None, description="GiB of state one rank keeps on its GPU"
+    )
+
+    @model_validator(mode="after")
+    def _known(self) -> CompatibilitySpec:
+        from spothop.resources.compat import compat_matrix
+
+        try:  # a ValueError is reported with the field's path, like every spec error
+            compat_matrix().check_need(self.need())
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+    def need(self) -> CompatNeed:
+        from spothop.resources.compat import CompatNeed
+
+        return CompatNeed(self.min_architecture, self.min_compute_capability, self.state_memory_gib)
+
+
 class CheckpointSpec(_Model):
     """Where a task's checkpoints go and how often they are taken."""
 
@@ -280,6 +318,23 @@ class CheckpointSpec(_Model):
     save_cost_s: Annotated[float, SAVE_COST_S.annotated("save_cost_s")] | None = Field(
         default=None, description="a first guess at one save's seconds; measured from then on"
     )
+    replicas: dict[str, Url] = Field(
+        default_factory=dict,
+        description="a durable store per region ('region' or 'provider/region': URL); durable "
+        "saves are copied to each, and a relaunched instance restores from its own region's",
+    )
+    compatibility: CompatibilitySpec = Field(default_factory=CompatibilitySpec)
+
+    @field_validator("replicas")
+    @classmethod
+    def _resolve_replicas(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        for place in value:
+            if not _REPLICA_PLACE.fullmatch(place):
+                raise ValueError(
+                    f"replica key {place!r} must be a region or provider/region "
+                    "(letters, digits, '.', '_', '-')"
+                )
+        return {place: resolve_local(url, base_dir_of(info)) for place, url in value.items()}
 
     @field_validator("interval_s", mode="before")
     @classmethod

@@ -44,6 +44,10 @@ Contract of :func:`rank`:
   asked for, and ``excluded_markets``) and which excluded the most
   (``most_excluding``), so an empty ranking explains itself
   (:meth:`Ranking.explain`, :meth:`Ranking.raise_if_empty`).
+- With a checkpoint to carry (``Requirements.checkpoint_gpu``) an offering
+  whose GPU the compatibility matrix refuses is excluded as ``compatible``;
+  ``Ranking.refused`` keeps the matrix's reason for each GPU refused among
+  the offerings that met every other filter.
 """
 
 from __future__ import annotations
@@ -246,6 +250,7 @@ class Ranking:
     most_excluding: str | None
     offerings: int = 0
     requirements: Requirements = field(default_factory=Requirements)
+    refused: dict[str, str] = field(default_factory=dict)  # gpu → the matrix's reason
 
     def __len__(self) -> int:
         return len(self.candidates)
@@ -267,13 +272,16 @@ class Ranking:
             if name == "excluded_markets"
             else f"fail {self.requirements.describe(name)}"
         )
-        return (
+        text = (
             f"{self.excluded[name]} of {self.offerings} offerings {what} "
             f"(the requirement that excluded the most); excluded per requirement: "
             + ", ".join(
                 f"{k} {v}" for k, v in sorted(self.excluded.items(), key=lambda kv: -kv[1]) if v
             )
         )
+        if self.refused:
+            text += "; refused by the compatibility matrix: " + "; ".join(self.refused.values())
+        return text
 
     def raise_if_empty(self) -> None:
         """Raise :class:`NoCandidates` (the spec excludes everything) or :class:`NoCapacityNow`."""
@@ -300,6 +308,7 @@ class Ranking:
             "candidate_count": len(self.candidates),
             "excluded": dict(self.excluded),
             "most_excluding": self.most_excluding,
+            "refused": dict(self.refused),
         }
 
 
@@ -336,12 +345,29 @@ def _filter_masks(t: OfferingTable, req: Requirements) -> dict[str, np.ndarray]:
             masks[name] = values >= bound
     if req.interconnect is not None:
         masks["interconnect"] = t.interconnect_rank >= INTERCONNECT_RANK[req.interconnect]
+    if req.checkpoint_gpu is not None:
+        refused = req.refusals(t.gpu_names)
+        masks["compatible"] = ~np.isin(t.gpu, _codes_of(t.gpu_names, sorted(refused)))
     if req.alternatives:
         any_alt = np.zeros(len(t), dtype=bool)
         for alt in req.alternatives:
             any_alt |= _qualifying(t, alt)
         masks["any_of"] = any_alt
     return masks
+
+
+def _refused(t: OfferingTable, req: Requirements, masks: dict[str, np.ndarray]) -> dict[str, str]:
+    """gpu → the matrix's reason, for the GPUs refused among rows meeting every other filter."""
+    compat = masks.get("compatible")
+    if compat is None:
+        return {}
+    others = np.ones(len(t), dtype=bool)
+    for name, mask in masks.items():
+        if name != "compatible":
+            others &= mask
+    codes = np.unique(t.gpu[others & ~compat])
+    reasons = req.refusals(t.gpu_names[int(c)] for c in codes)
+    return dict(sorted(reasons.items()))
 
 
 def _qualifying(t: OfferingTable, req: Requirements) -> np.ndarray:
@@ -441,6 +467,7 @@ def rank(
     for mask in masks.values():
         qualifying &= mask
     excluded = {name: int(n - np.count_nonzero(masks[name])) for name in FILTERS if name in masks}
+    refused = _refused(t, req, masks)
     skip = _excluded_rows(t, exclude)
 
     tflops = t.effective_tflops_per_gpu * t.gpu_count
@@ -540,4 +567,5 @@ def rank(
         most_excluding=most,
         offerings=n,
         requirements=req,
+        refused=refused,
     )

@@ -26,6 +26,12 @@ Contract:
   none < pcie < nvlink/xgmi < nvswitch (:data:`INTERCONNECT_RANK`).
 - ``providers_allow`` empty allows every provider; ``providers_deny`` wins
   over ``providers_allow``. ``regions`` and ``zones`` empty allow every place.
+- ``checkpoint_gpu`` is the GPU the job's committed checkpoint was made on
+  (``None``: no checkpoint yet, or not made on a GPU); with it, an offering
+  qualifies only if the hardware compatibility matrix
+  (:mod:`spothop.resources.compat`) lets the checkpoint move to its GPU under
+  ``compat_need``; :meth:`Requirements.refusals` gives the matrix's reason
+  for each GPU it refuses. :meth:`Requirements.moving_from` adds both.
 - :data:`FILTERS` names each filter as :meth:`Requirements.failed` reports it
   and as a ranking's ``excluded`` counts it, so a spec no offering satisfies
   can say which requirement excluded the most offerings.
@@ -33,12 +39,13 @@ Contract:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from spothop.errors import ConfigError
-from spothop.resources.gpus import match_gpus
+from spothop.resources.compat import CompatNeed, compat_matrix
+from spothop.resources.gpus import gpu_catalog, match_gpus
 from spothop.resources.offering import Interconnect, Offering
 
 INTERCONNECT_RANK: Mapping[Interconnect, int] = {
@@ -61,6 +68,7 @@ FILTERS: tuple[str, ...] = (
     "interconnect",
     "min_cpus",
     "min_memory_gib",
+    "compatible",
     "any_of",
 )
 
@@ -81,6 +89,8 @@ class Requirements:
     regions: tuple[str, ...] = ()
     zones: tuple[str, ...] = ()
     alternatives: tuple[Requirements, ...] = ()
+    checkpoint_gpu: str | None = None
+    compat_need: CompatNeed | None = None
     gpu_names: frozenset[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -96,6 +106,40 @@ class Requirements:
             object.__setattr__(self, name, tuple(getattr(self, name)))
         names = frozenset(m.name for m in match_gpus(self.gpu)) if self.gpu else frozenset()
         object.__setattr__(self, "gpu_names", names)
+        if self.checkpoint_gpu is not None:
+            canonical = gpu_catalog().resolve(self.checkpoint_gpu).name
+            object.__setattr__(self, "checkpoint_gpu", canonical)
+        if self.compat_need is not None:
+            compat_matrix().check_need(self.compat_need)
+
+    def moving_from(self, gpu: str | None, need: CompatNeed | None = None) -> Requirements:
+        """These requirements for a job whose committed checkpoint was made on ``gpu``.
+
+        ``None`` (no checkpoint, or one not made on a GPU) leaves them as they are."""
+        if gpu is None:
+            return self
+        return replace(self, checkpoint_gpu=gpu, compat_need=need)
+
+    def refusals(self, gpus: Iterable[str]) -> dict[str, str]:
+        """gpu → the matrix's reason, for each of ``gpus`` the checkpoint may not move to.
+
+        Empty without ``checkpoint_gpu``. A name the catalog does not know (an
+        offering with no GPU) is refused too: the checkpoint was made on a GPU."""
+        if self.checkpoint_gpu is None:
+            return {}
+        catalog, matrix = gpu_catalog(), compat_matrix()
+        out: dict[str, str] = {}
+        for name in gpus:
+            model = catalog.lookup(name) if name else None
+            if model is None:
+                out[name] = (
+                    f"{self.checkpoint_gpu} → {name or 'no GPU'}: not a GPU the matrix knows"
+                )
+                continue
+            verdict = matrix.compatible(self.checkpoint_gpu, model, self.compat_need)
+            if not verdict.ok:
+                out[name] = verdict.reason
+        return out
 
     # -- per offering -------------------------------------------------------
 
@@ -135,6 +179,7 @@ class Requirements:
             ),
             ("min_cpus", self.min_cpus is None or o.vcpus >= self.min_cpus),
             ("min_memory_gib", self.min_memory_gib is None or o.memory_gib >= self.min_memory_gib),
+            ("compatible", not self.refusals((o.gpu,))),
         )
         return [name for name, ok in checks if not ok]
 
@@ -167,6 +212,8 @@ class Requirements:
             return f"any_of ({len(self.alternatives)} alternatives)"
         if name == "gpus_per_node":
             return f"gpus_per_node: {self.node_gpus}"
+        if name == "compatible":
+            return f"the compatibility matrix for a checkpoint made on {self.checkpoint_gpu}"
         value = getattr(self, name, None)
         return f"{name}: {getattr(value, 'value', value)}"
 
@@ -190,4 +237,8 @@ class Requirements:
                 out[name] = list(getattr(self, name))
         if self.alternatives:
             out["alternatives"] = [alt.to_dict() for alt in self.alternatives]
+        if self.checkpoint_gpu is not None:
+            out["checkpoint_gpu"] = self.checkpoint_gpu
+            if self.compat_need is not None:
+                out["compat_need"] = self.compat_need.to_dict()
         return out

@@ -21,6 +21,12 @@ candidates:
   next. The tolerance chooses among the candidates outside suspected zones,
   and among all only when that choice is empty; reserved pools in a suspected
   zone come after every other pool.
+- **Where the checkpoint may go.** A job with a checkpoint section that has
+  run is placed only on GPUs the hardware compatibility matrix
+  (``resources/compat.py``) lets its checkpoint move to: made on the GPU of
+  its newest attempt that reached running (:func:`checkpoint_gpu_of`), under
+  the spec's ``checkpoint.compatibility`` need. A refused offering counts as
+  ``compatible`` in the ranking's exclusions, with the matrix's reason.
 - **The tolerance decides the rest** (``scheduler.tolerance``): which kinds,
   in which order; ``market: on-demand`` and a job forced to on-demand
   (``max_interruptions``) get on-demand only.
@@ -32,13 +38,15 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
+import numpy as np
+
 from spothop.jobs.controller.config import ControllerConfig
-from spothop.jobs.controller.snapshot import JobView, Snapshot
+from spothop.jobs.controller.snapshot import AttemptView, JobView, Snapshot
 from spothop.jobs.lifecycle import EndReason
 from spothop.jobs.spec import JobSpec, MarketChoice
 from spothop.providers.reservations import Reservation
 from spothop.resources.market_id import MarketId
-from spothop.scheduler.market_view import MarketKind
+from spothop.scheduler.market_view import MarketKind, MarketView
 from spothop.scheduler.placement import (
     DEFAULT_SAVE_S,
     Candidate,
@@ -219,6 +227,10 @@ class JobPlacement:
         keeps_blind = self.policy.notice_blind(self.situation) is NoticeBlindResponse.KEEP
         self.blind_types = frozenset() if keeps_blind else blind_types
         self.inputs = plan_inputs(self.spec, snapshot.reservations)
+        self.checkpoint_gpu = checkpoint_gpu_of(job, snapshot.market)
+        ckpt = self.spec.checkpoint
+        need = ckpt.compatibility.need() if ckpt is not None else None
+        self.requirements = self.spec.requirements().moving_from(self.checkpoint_gpu, need)
         self.pools = self.inputs.pools
         self._rankings: dict[MarketKind, Ranking] = {}
         self._usable: dict[MarketKind, tuple[Candidate, ...]] = {}
@@ -248,7 +260,7 @@ class JobPlacement:
                 exclude |= {m for m in self.cooled if m.instance_type}
             self._rankings[kind] = rank(
                 self.snapshot.market,
-                self.spec.requirements(),
+                self.requirements,
                 self.inputs.profile,
                 kinds=(kind,),
                 exclude=sorted(exclude),
@@ -323,6 +335,40 @@ def _take(candidates: Iterator[Candidate], limit: int) -> tuple[Candidate, ...]:
         if len(out) >= limit:
             break
     return tuple(out)
+
+
+def checkpoint_gpu_of(job: JobView, market: MarketView) -> str | None:
+    """The GPU the job's newest checkpoint was made on, as far as the controller can tell.
+
+    That is the GPU of the job's newest attempt that reached running (its
+    worker is the one that saved last: at its interval, and on every notice),
+    looked up by (provider, instance type) among the view's offerings. None
+    when the spec has no checkpoint section, no attempt ran, or the type is
+    not in the view (nothing is then imposed). An approximation: an attempt
+    that ran and never saved makes the bound its GPU's, not the one the
+    checkpoint was made on; the worker's own check at restore
+    (``checkpoint/replicas.py``'s compatibility check) is the last word.
+    """
+    if job.spec.checkpoint is None:
+        return None
+    ran = sorted((a for a in job.attempts if a.running_at is not None), key=_ran_at, reverse=True)
+    if not ran:
+        return None
+    t = market.table
+    for a in ran:
+        if a.provider not in t.provider_names or a.instance_type not in t.instance_type_names:
+            continue
+        rows = np.flatnonzero(
+            (t.provider == t.provider_names.index(a.provider))
+            & (t.instance_type == t.instance_type_names.index(a.instance_type))
+        )
+        if rows.size:
+            return t.gpu_names[int(t.gpu[rows[0]])]
+    return None
+
+
+def _ran_at(a: AttemptView) -> float:
+    return a.running_at if a.running_at is not None else float("-inf")
 
 
 def blind_types_of(jobs: Sequence[JobView]) -> frozenset[tuple[str, str]]:
