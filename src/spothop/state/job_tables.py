@@ -84,7 +84,7 @@ job_attempts = Table(
     Column("error_code", String(_NAME), nullable=True),
     Column("error_message", Text, nullable=True),
     Column("exit_code", Integer, nullable=True),
-    # A grouped task's generation and its node count (migration 0007; docs/multinode.md).
+    # A grouped task's generation and its node count (migration 0008; docs/multinode.md).
     Column("generation", Integer, nullable=False, server_default="0"),
     Column("group_nnodes", Integer, nullable=True),
     Index(None, "job_id", "launched_unix_s"),

@@ -5,8 +5,8 @@ attempt was launched in (0, 1, 2… bumped at each relaunch or re-form of a
 multi-node task); ``job_attempts.group_nnodes`` (nullable integer): how many
 nodes that generation has (NULL for a single-node job). docs/multinode.md.
 
-Revision ID: 0007
-Revises: 0006
+Revision ID: 0008
+Revises: 0007
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0007"
-down_revision = "0006"
+revision = "0008"
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 
