@@ -76,7 +76,7 @@ def test_endpoints(served: tuple[JobStore, str, Dashboard]) -> None:
     store, base, _ = served
     job_id = a_job_with_a_preemption(store)
     status, page, kind = get(base + "/")
-    assert status == 200 and b"/static/plotly.min.js" in page and kind.startswith("text/html")
+    assert status == 200 and b"static/plotly.min.js" in page and kind.startswith("text/html")
     status, js, _ = get(base + "/static/plotly.min.js")
     assert status == 200 and len(js) > 1_000_000  # the whole library, from the plotly package
     (job,) = get_json(base + "/api/jobs")

@@ -24,7 +24,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from pathlib import Path
@@ -63,7 +63,7 @@ def plotly_js() -> bytes:
         ) from None
 
 
-def _static(name: str) -> bytes | None:
+def static_file(name: str) -> bytes | None:
     node = resources.files("spothop.dashboard").joinpath("static", name)
     return node.read_bytes() if node.is_file() else None
 
@@ -100,13 +100,20 @@ class Dashboard:
         ids = [j.job_id for j in self.store.list_jobs()]
         return difflib.get_close_matches(job_id, ids, n=3, cutoff=0.3) or ids[-3:]
 
-    def api(self, path: str, query: Mapping[str, list[str]]) -> Any:
+    def api(
+        self, path: str, query: Mapping[str, list[str]], only: Container[str] | None = None
+    ) -> Any:
+        """The JSON of ``path`` (``/api/jobs``, …); of the jobs in ``only`` when given (the server
+        passes a user's project's jobs). KeyError for an unknown path; JobNotFound for a timeline
+        of a job outside ``only``."""
         job = (query.get("job") or [""])[0] or None
+        if job is not None and only is not None and job not in only:
+            raise JobNotFound(job)
         routes: dict[str, Callable[[], Any]] = {
-            "/api/jobs": lambda: data.jobs(self.store, self.queue_url),
-            "/api/events": lambda: data.events(self.store, _int(query, "after")),
-            "/api/cost": lambda: data.cost(self.store, self.prices(), job),
-            "/api/markets": lambda: data.markets(self.store),
+            "/api/jobs": lambda: data.jobs(self.store, self.queue_url, only),
+            "/api/events": lambda: data.events(self.store, _int(query, "after"), only=only),
+            "/api/cost": lambda: data.cost(self.store, self.prices(), job, only),
+            "/api/markets": lambda: data.markets(self.store, only),
             "/api/timeline": lambda: data.timeline(self.store, _required(job, "job")),
         }
         handler = routes.get(path)
@@ -195,14 +202,14 @@ class _Handler(BaseHTTPRequestHandler):
         path, query = url.path, parse_qs(url.query)
         app = self.dashboard
         if path in ("/", "/index.html"):
-            self._send(200, _static("index.html") or b"", STATIC_TYPES[".html"])
+            self._send(200, static_file("index.html") or b"", STATIC_TYPES[".html"])
         elif path == "/static/plotly.min.js":
             if app._plotly is None:
                 app._plotly = plotly_js()
             self._send(200, app._plotly, STATIC_TYPES[".js"], cache=True)
         elif path.startswith("/static/"):
             name = path.removeprefix("/static/")
-            body = _static(name) if "/" not in name and ".." not in name else None
+            body = static_file(name) if "/" not in name and ".." not in name else None
             if body is None:
                 self._json(404, {"error": f"no static file {name!r}"})
             else:

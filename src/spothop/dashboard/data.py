@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from typing import Any
 
 from spothop.errors import SpothopError
@@ -21,8 +21,11 @@ from spothop.observe.timeline import bars, cost_series, interrupted
 LIVE = (AttemptState.LAUNCHING, AttemptState.PENDING, AttemptState.RUNNING, AttemptState.NOTICED)
 
 
-def jobs(store: JobStore, queue_url: str | None = None) -> list[dict[str, Any]]:
-    """Every job with its progress (batch: shards done of all; else nodes done of all)."""
+def jobs(
+    store: JobStore, queue_url: str | None = None, only: Container[str] | None = None
+) -> list[dict[str, Any]]:
+    """Every job (those in ``only`` if given) with its progress (batch: shards done of all; else
+    nodes done of all)."""
     from spothop.jobs.controller.observe import queue_stats
 
     attempts_by_job: dict[str, list[Any]] = defaultdict(list)
@@ -31,6 +34,8 @@ def jobs(store: JobStore, queue_url: str | None = None) -> list[dict[str, Any]]:
     out = []
     now = time.time()
     for j in reversed(store.list_jobs()):
+        if only is not None and j.job_id not in only:
+            continue
         attempts = attempts_by_job.get(j.job_id, [])
         done = sum(1 for n in j.nodes if n.state is NodeState.DONE)
         total = max(1, len(j.nodes))
@@ -76,12 +81,16 @@ def jobs(store: JobStore, queue_url: str | None = None) -> list[dict[str, Any]]:
     return out
 
 
-def events(store: JobStore, after_seq: int = 0, limit: int = 200) -> list[dict[str, Any]]:
-    """The controller's job events after ``after_seq`` (the newest ``limit`` when 0), oldest first."""
+def events(
+    store: JobStore, after_seq: int = 0, limit: int = 200, only: Container[str] | None = None
+) -> list[dict[str, Any]]:
+    """The controller's job events after ``after_seq`` (the newest ``limit`` when 0), oldest first;
+    only those of the jobs in ``only`` if given."""
     if after_seq <= 0:
-        rows = store.events()[-limit:]
+        rows = [e for e in store.events() if only is None or e.job_id in only][-limit:]
     else:
-        rows = store.events(after_seq=after_seq, limit=limit)
+        rows = store.events(after_seq=after_seq, limit=None if only is not None else limit)
+        rows = [e for e in rows if only is None or e.job_id in only][:limit]
     return [
         {
             "seq": e.seq,
@@ -114,16 +123,19 @@ def cost(
     store: JobStore,
     prices: Mapping[tuple[str, str, str], float],
     job_id: str | None = None,
+    only: Container[str] | None = None,
 ) -> dict[str, Any]:
-    """Cumulative cost against on-demand for the same instance time, over time."""
-    return cost_series(store.attempts(job_id), prices)
+    """Cumulative cost against on-demand for the same instance time, over time (of the jobs in
+    ``only`` if given)."""
+    return cost_series(_of(store.attempts(job_id), only), prices)
 
 
-def markets(store: JobStore) -> list[dict[str, Any]]:
-    """The reliability table: per provider, zone and type, spothop's own attempts there."""
+def markets(store: JobStore, only: Container[str] | None = None) -> list[dict[str, Any]]:
+    """The reliability table: per provider, zone and type, spothop's own attempts there (those of
+    the jobs in ``only`` if given)."""
     now = time.time()
     table: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for a in store.attempts():
+    for a in _of(store.attempts(), only):
         if a.market_kind != "spot":
             continue
         row = table.setdefault(
@@ -148,6 +160,10 @@ def markets(store: JobStore) -> list[dict[str, Any]]:
         row["survival"] = 1.0 - row["preemptions"] / row["attempts"] if row["attempts"] else None
         out.append(row)
     return sorted(out, key=lambda r: (-(r["survival"] or 0), r["provider"], r["zone"]))
+
+
+def _of(attempts: list[Any], only: Container[str] | None) -> list[Any]:
+    return attempts if only is None else [a for a in attempts if a.job_id in only]
 
 
 def timeline(store: JobStore, job_id: str) -> dict[str, Any]:

@@ -10,6 +10,8 @@
   ``instance_id`` (and, when known, the job's ``project``). A token is
   revoked by setting ``revoked_unix_s``; the row stays, so what it did can
   still be traced to it.
+- ``job_projects``: which project (and user) a job launched through the server
+  belongs to; a job without a row is the ``default`` project's.
 
 Times are unix seconds (``*_unix_s``).
 """
@@ -56,4 +58,16 @@ api_tokens = Table(
     Column("revoked_unix_s", Float, nullable=True),
     Index(None, "job_id", "instance_id"),
     Index(None, "user_id"),
+)
+
+# Which project a job belongs to (the server writes it when a user launches); a job without a row,
+# launched by the CLI on the embedded store, belongs to DEFAULT_PROJECT.
+DEFAULT_PROJECT = "default"
+job_projects = Table(
+    "job_projects",
+    metadata,
+    Column("job_id", String(32), primary_key=True),
+    Column("project", String(_NAME), nullable=False),
+    Column("user_id", String(32), nullable=True),
+    Index(None, "project"),
 )

@@ -33,14 +33,21 @@ import secrets
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine, and_, insert, select, update
 
 from spothop.errors import ConfigError, NotFoundError
-from spothop.state.auth_tables import TOKEN_ID_LENGTH, api_tokens, projects, users
+from spothop.state.auth_tables import (
+    DEFAULT_PROJECT,
+    TOKEN_ID_LENGTH,
+    api_tokens,
+    job_projects,
+    projects,
+    users,
+)
 
 if TYPE_CHECKING:
     from argon2 import PasswordHasher
@@ -234,6 +241,31 @@ class TokenStore:
                 update(api_tokens).where(where).values(revoked_unix_s=time.time())
             ).rowcount
 
+    # -- which project a job is in ---------------------------------------------------
+
+    def assign_job(self, job_id: str, project: str, user_id: str | None = None) -> None:
+        """Record that ``job_id`` belongs to ``project`` (launched by ``user_id``)."""
+        with self.engine.begin() as conn:
+            conn.execute(
+                insert(job_projects).values(job_id=job_id, project=project, user_id=user_id)
+            )
+
+    def job_project(self, job_id: str) -> str:
+        """The project of ``job_id``; :data:`DEFAULT_PROJECT` for a job the server did not launch."""
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(job_projects.c.project).where(job_projects.c.job_id == job_id)
+            ).first()
+        return DEFAULT_PROJECT if row is None else str(row[0])
+
+    def project_jobs(self, project: str, job_ids: Iterable[str]) -> set[str]:
+        """Those of ``job_ids`` that belong to ``project``."""
+        ids = set(job_ids)
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(job_projects.c.job_id, job_projects.c.project)).all()
+        owned = {r.job_id: r.project for r in rows}
+        return {j for j in ids if owned.get(j, DEFAULT_PROJECT) == project}
+
     # -- any token ----------------------------------------------------------------
 
     def revoke(self, token_id: str) -> bool:
@@ -275,12 +307,19 @@ class TokenStore:
             for r in rows
         ]
 
-    def authenticate(self, token: str) -> Principal | None:
-        """Who ``token`` speaks for, or None (see the module's contract, point 2)."""
+    def authenticate(self, token: str, *, cached_only: bool = False) -> Principal | None:
+        """Who ``token`` speaks for, or None (see the module's contract, point 2).
+
+        ``cached_only``: answer only for a token verified within the cache's TTL, never
+        paying a verify (what a server does for a caller refused too often lately).
+        """
         parsed = parse_token(token)
         if parsed is None:
             return None
         kind, token_id, secret = parsed
+        digest = hashlib.sha256(token.encode()).digest()
+        if cached_only and not self._cached(digest, token_id):
+            return None
         c = api_tokens.c
         query = (
             select(
@@ -298,7 +337,6 @@ class TokenStore:
         )
         with self.engine.connect() as conn:
             row = conn.execute(query).first()
-        digest = hashlib.sha256(token.encode()).digest()
         if row is None or row.revoked_unix_s is not None or row.kind != kind:
             with self._lock:
                 self._verified.pop(digest, None)

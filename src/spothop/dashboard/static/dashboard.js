@@ -124,11 +124,11 @@ async function refresh() {
   if (refreshing) { pending = true; return; }
   refreshing = true;
   try {
-    const [jobs, markets] = await Promise.all([getJSON("/api/jobs"), getJSON("/api/markets")]);
+    const [jobs, markets] = await Promise.all([getJSON("api/jobs"), getJSON("api/markets")]);
     renderJobs(jobs);
     renderMarkets(markets);
-    renderCost(await getJSON("/api/cost"));
-    if (selectedJob) renderTimeline(await getJSON("/api/timeline?job=" + encodeURIComponent(selectedJob)));
+    renderCost(await getJSON("api/cost"));
+    if (selectedJob) renderTimeline(await getJSON("api/timeline?job=" + encodeURIComponent(selectedJob)));
     $("#updated").textContent = "updated " + new Date().toLocaleTimeString();
     document.body.dataset.refreshes = String(Number(document.body.dataset.refreshes || 0) + 1);
   } catch (err) {
@@ -140,9 +140,9 @@ async function refresh() {
 }
 
 async function start() {
-  for (const e of await getJSON("/api/events")) addEvent(e);
+  for (const e of await getJSON("api/events")) addEvent(e);
   await refresh();
-  const stream = new EventSource("/api/stream");
+  const stream = new EventSource("api/stream");
   stream.addEventListener("open", () => { $("#stream-state").textContent = "live"; $("#stream-state").className = "pill live"; });
   stream.addEventListener("error", () => { $("#stream-state").textContent = "reconnecting…"; $("#stream-state").className = "pill"; });
   stream.addEventListener("job", (m) => { addEvent(JSON.parse(m.data)); refresh(); });

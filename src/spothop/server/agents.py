@@ -1,0 +1,183 @@
+"""The agent API (``docs/agent.md``, "HTTP endpoints"): the server side of the HTTP control plane.
+
+Each request is carried out by :class:`~spothop.agent.controlplane.store.StoreControlPlane`,
+the same code the embedded control plane runs, bound to the instance and job
+the caller's token names. The scoping rules, all 403 when broken:
+
+- the ``{instance_id}`` of the path, and the ``instance_id`` of every body and
+  event, is the token's instance; a ``job_id`` in a body or event is the
+  token's job (an empty one is filled in with it);
+- ``leases/release`` releases in the token's job's queue only, and refuses a
+  ``worker_id`` that the store knows as another instance's worker;
+- ``requests/{id}/ack`` refuses a request addressed to another instance.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from fastapi import APIRouter, Depends, Path, Request
+
+from spothop.agent.controlplane.base import Heartbeat, Registration
+from spothop.agent.controlplane.queue_leases import queue_leases
+from spothop.agent.controlplane.store import StoreControlPlane
+from spothop.agent.errors import EventFormatError
+from spothop.agent.eventmodel import event_from_dict
+from spothop.server.auth import require_agent
+from spothop.server.errors import ApiError, forbidden, not_found
+from spothop.server.models import (
+    AckBody,
+    EventsBody,
+    HeartbeatBody,
+    RegistrationBody,
+    ReleaseBody,
+    event_dict,
+)
+from spothop.server.settings import Settings
+from spothop.state.tokens import Principal
+
+router = APIRouter(prefix="/v1/agents", tags=["agents"])
+InstancePath = Path(min_length=1, max_length=128)
+OK = {"status": "ok"}
+
+
+def _plane(request: Request, principal: Principal) -> StoreControlPlane:
+    settings: Settings = request.app.state.settings
+    assert principal.instance_id is not None and principal.job_id is not None  # an agent's token
+    return StoreControlPlane(
+        settings.store_url,
+        principal.instance_id,
+        queue=queue_leases(settings.jobs_queue_url, principal.job_id),
+    )
+
+
+def _own(principal: Principal, instance_id: str, job_id: str = "", what: str = "") -> str:
+    """The job id to store (the token's); 403 when ``instance_id``/``job_id`` are another's."""
+    if instance_id != principal.instance_id:
+        raise forbidden(
+            f"{what or 'this call'} is about instance {instance_id!r}; this token is for"
+            f" instance {principal.instance_id!r} only"
+        )
+    if job_id and job_id != principal.job_id:
+        raise forbidden(
+            f"{what or 'this call'} names job {job_id!r}; this token is for job"
+            f" {principal.job_id!r} only"
+        )
+    assert principal.job_id is not None
+    return principal.job_id
+
+
+@router.post("/register")
+def register(
+    body: RegistrationBody, request: Request, principal: Principal = Depends(require_agent)
+) -> dict[str, Any]:
+    job_id = _own(principal, body.instance_id, body.job_id, "the registration")
+    data = {**body.model_dump(), "job_id": job_id, "reasons": tuple(body.reasons)}
+    _plane(request, principal).register(Registration(**data))
+    return OK
+
+
+@router.post("/{instance_id}/heartbeat")
+def heartbeat(
+    body: HeartbeatBody,
+    request: Request,
+    instance_id: str = InstancePath,
+    principal: Principal = Depends(require_agent),
+) -> dict[str, Any]:
+    _own(principal, instance_id, what="the path")
+    job_id = _own(principal, body.instance_id, body.job_id, "the heartbeat")
+    _plane(request, principal).heartbeat(Heartbeat(**{**body.model_dump(), "job_id": job_id}))
+    return OK
+
+
+@router.post("/{instance_id}/events")
+def events(
+    body: EventsBody,
+    request: Request,
+    instance_id: str = InstancePath,
+    principal: Principal = Depends(require_agent),
+) -> dict[str, Any]:
+    _own(principal, instance_id, what="the path")
+    parsed = []
+    for n, item in enumerate(body.events):
+        job_id = _own(principal, item.instance_id, item.job_id, f"event {n} ({item.event_id})")
+        try:
+            event = event_from_dict({**event_dict(item), "job_id": job_id})
+        except EventFormatError as exc:
+            raise ApiError(422, "EventFormatError", f"event {n}: {exc}") from None
+        if not event.job_id:
+            event = dataclasses.replace(event, job_id=job_id)
+        parsed.append(event)
+    plane = _plane(request, principal)
+    for event in parsed:  # oldest first; each is stored once (a known event_id is skipped)
+        plane.record(event)
+    return {"received": len(parsed)}
+
+
+@router.post("/{instance_id}/leases/release")
+def release(
+    body: ReleaseBody,
+    request: Request,
+    instance_id: str = InstancePath,
+    principal: Principal = Depends(require_agent),
+) -> dict[str, Any]:
+    _own(principal, instance_id, what="the path")
+    plane = _plane(request, principal)
+    owner = _worker_owner(plane, body.worker_id)
+    if owner is not None and owner != (principal.instance_id, principal.job_id):
+        raise forbidden(
+            f"worker {body.worker_id!r} belongs to another instance; this token may release only"
+            f" the workers of instance {principal.instance_id!r}"
+        )
+    return {"released": plane.release_leases(body.worker_id)}
+
+
+def _worker_owner(plane: StoreControlPlane, worker_id: str) -> tuple[str, str] | None:
+    """(instance, job) that registered ``worker_id`` (another's wins over this one's), or None."""
+    from sqlalchemy import select
+
+    from spothop.state.agent_tables import agent_heartbeats as t
+
+    with plane.engine.connect() as conn:
+        rows = conn.execute(
+            select(t.c.instance_id, t.c.job_id).where(t.c.worker_id == worker_id)
+        ).all()
+    owners = [(r.instance_id, r.job_id) for r in rows]
+    others = [o for o in owners if o[0] != plane.instance_id]
+    return (others or owners or [None])[0]
+
+
+@router.get("/{instance_id}/requests")
+def requests(
+    request: Request,
+    instance_id: str = InstancePath,
+    principal: Principal = Depends(require_agent),
+) -> dict[str, Any]:
+    _own(principal, instance_id, what="the path")
+    return {"requests": [r.to_dict() for r in _plane(request, principal).requests()]}
+
+
+@router.post("/{instance_id}/requests/{request_id}/ack")
+def acknowledge(
+    request: Request,
+    body: AckBody | None = None,
+    instance_id: str = InstancePath,
+    request_id: int = Path(ge=1, le=2**31 - 1),
+    principal: Principal = Depends(require_agent),
+) -> dict[str, Any]:
+    from sqlalchemy import select
+
+    from spothop.state.agent_tables import agent_requests as t
+
+    del body
+    _own(principal, instance_id, what="the path")
+    plane = _plane(request, principal)
+    with plane.engine.connect() as conn:
+        row = conn.execute(select(t.c.instance_id).where(t.c.id == request_id)).first()
+    if row is None:
+        raise not_found(f"no request {request_id}")
+    if row.instance_id != principal.instance_id:
+        raise forbidden(f"request {request_id} is addressed to another instance")
+    plane.acknowledge(str(request_id))
+    return OK

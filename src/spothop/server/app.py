@@ -1,0 +1,314 @@
+"""The control-plane server's ASGI app: :func:`create_app` (``spothop server run`` serves it with uvicorn).
+
+What it serves (``docs/server.md``, "The API"):
+
+- the agent API (:mod:`spothop.server.agents`), the user API
+  (:mod:`spothop.server.users`) and the dashboard (:mod:`spothop.server.dashboard`);
+- ``/healthz`` (the process answers), ``/readyz`` (the database and the queue
+  answer; 503 naming what is down), ``/openapi.json``, ``/metrics`` (Prometheus
+  text: the store's metrics, as the controller serves them) — these four need no token.
+
+What it guarantees on every request:
+
+- a body over ``settings.max_body_bytes`` is refused with 413 before it is read
+  whole (by its ``Content-Length``, or by counting a body sent without one);
+- every error is ``{"error": {"type", "message"}}`` (:mod:`spothop.server.errors`);
+  an unexpected one is a 500 that says only that (its traceback goes to the log);
+- no response body and no log line carries a credential from the server's
+  environment or a token's secret (:mod:`spothop.server.safety`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from spothop import __version__
+from spothop.errors import SpothopError
+from spothop.server.errors import ApiError, from_spothop, validation_problems
+from spothop.server.safety import Redactor, install_log_filter, secret_values
+from spothop.server.settings import Settings
+
+log = logging.getLogger(__name__)
+
+STATUS_TYPES = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    409: "Conflict",
+    413: "PayloadTooLarge",
+    415: "UnsupportedMediaType",
+    422: "ValidationError",
+    429: "TooManyRequests",
+}
+
+
+class SafeJSONResponse(JSONResponse):
+    """JSON with non-finite numbers as null and every known secret redacted."""
+
+    redactor: Redactor = Redactor()
+
+    def render(self, content: Any) -> bytes:
+        try:
+            text = json.dumps(content, allow_nan=False, default=str, separators=(",", ":"))
+        except ValueError:  # NaN or infinity somewhere: JSON has no such numbers
+            text = json.dumps(_finite(content), default=str, separators=(",", ":"))
+        return self.redactor.bytes(text.encode("utf-8"))
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+class BodyTooLarge(StarletteHTTPException):
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"the request body is over {limit} bytes")
+
+
+class BodyLimit:
+    """ASGI middleware: 413 for a body over ``limit`` bytes (see the module docstring)."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    declared = -1
+                if declared > self.limit or declared < 0:
+                    response = _error_response(
+                        413 if declared > self.limit else 400,
+                        "PayloadTooLarge" if declared > self.limit else "BadRequest",
+                        f"the request body is over {self.limit} bytes"
+                        if declared > self.limit
+                        else "Content-Length is not a number",
+                    )
+                    await response(scope, receive, send)
+                    return
+        seen = 0
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    raise BodyTooLarge(self.limit)
+            return message
+
+        await self.app(scope, counted, send)
+
+
+def _error_response(
+    status: int, type_: str, message: str, headers: dict[str, str] | None = None, **extra: Any
+) -> SafeJSONResponse:
+    return SafeJSONResponse(
+        {"error": {"type": type_, "message": message, **extra}}, status_code=status, headers=headers
+    )
+
+
+class _Lazy:
+    """A value made on first use, once, under a lock (the providers: making them can be slow)."""
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self._make = make
+        self._value: Any = None
+        self._made = False
+        self._lock = threading.Lock()
+
+    def __call__(self) -> Any:
+        with self._lock:
+            if not self._made:
+                self._value = self._make()
+                self._made = True
+            return self._value
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The server over ``settings``' store and queue (opened, and migrated, now)."""
+    from spothop.dashboard.app import Dashboard
+    from spothop.db import shared_engine
+    from spothop.jobs.store import JobStore
+    from spothop.server import agents, dashboard, users
+    from spothop.server.auth import FailureLimiter
+    from spothop.state.tokens import TokenStore
+
+    settings = settings or Settings.from_env()
+    redactor = Redactor(secret_values())
+    SafeJSONResponse.redactor = redactor
+    install_log_filter(redactor)
+
+    app = FastAPI(
+        title="spothop server",
+        version=__version__,
+        description="The control plane of spothop: the user API, the agent API, the dashboard.",
+        default_response_class=SafeJSONResponse,
+        docs_url=None,  # the interactive pages load scripts from a CDN; /openapi.json is the document
+        redoc_url=None,
+    )
+    engine = shared_engine(settings.store_url)
+    store = JobStore(engine=engine)
+    app.state.settings = settings
+    app.state.store = store
+    app.state.tokens = TokenStore(engine, cache_ttl_s=settings.token_cache_ttl_s)
+    app.state.limiter = FailureLimiter(settings.auth_failures_per_window, settings.auth_window_s)
+    app.state.providers = _Lazy(_providers)
+    app.state.dashboard = Dashboard(store, queue_url=settings.jobs_queue_url)
+    app.state.wake = _wake
+    app.state.registry = None
+    app.state.redactor = redactor
+
+    _handlers(app)
+    _plain_routes(app)
+    app.include_router(agents.router)
+    app.include_router(users.router)
+    app.include_router(dashboard.router)
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    return app
+
+
+def _providers() -> dict[str, Any]:
+    from spothop.jobs.controller.daemon import default_providers
+
+    return default_providers()
+
+
+def _wake() -> None:
+    """Tell a controller on this home to look now (best effort; the replicas also poll)."""
+    from spothop.state.wake import poke
+
+    poke()
+
+
+def _handlers(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def _api(request: Request, exc: ApiError) -> Response:
+        return SafeJSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
+
+    @app.exception_handler(SpothopError)
+    async def _spothop(request: Request, exc: SpothopError) -> Response:
+        error = from_spothop(exc)
+        return SafeJSONResponse(error.body(), status_code=error.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> Response:
+        problems = validation_problems(exc.errors())
+        first = problems[0] if problems else {"field": "", "message": "invalid"}
+        return _error_response(
+            422,
+            "ValidationError",
+            f"{first['field']}: {first['message']}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
+            problems=problems,
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
+        type_ = STATUS_TYPES.get(exc.status_code, "HTTPError")
+        message = str(exc.detail) if exc.detail else type_
+        if exc.status_code == 404 and message == "Not Found":
+            message = f"no endpoint {request.url.path!r} (GET /openapi.json lists them)"
+        return _error_response(exc.status_code, type_, message, headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def _bug(request: Request, exc: Exception) -> Response:
+        log.exception("%s %s failed", request.method, request.url.path)
+        return _error_response(
+            500, "InternalError", "the server failed on this request; its log has the details"
+        )
+
+
+def _plain_routes(app: FastAPI) -> None:
+    @app.get("/healthz", tags=["health"])
+    def healthz() -> dict[str, str]:
+        """The process answers."""
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["health"])
+    def readyz(request: Request) -> Response:
+        """The database and the queue answer: 200, or 503 naming what is down."""
+        settings: Settings = request.app.state.settings
+        checks = {"db": _check_db(request), "queue": _check_queue(settings)}
+        down = {k: v for k, v in checks.items() if v != "ok"}
+        if down:
+            return _error_response(
+                503,
+                "NotReady",
+                "not ready: " + ", ".join(f"{k} {v}" for k, v in down.items()),
+                **{k: ("ok" if v == "ok" else "down") for k, v in checks.items()},
+            )
+        return SafeJSONResponse({"status": "ready", **checks})
+
+    @app.get("/metrics", tags=["health"], response_class=Response)
+    def metrics(request: Request) -> Response:
+        """The store's Prometheus metrics (as the controller's ``/metrics`` serves them)."""
+        from prometheus_client import CONTENT_TYPE_LATEST
+
+        from spothop.observe.metrics import registry_for, render
+
+        state = request.app.state
+        if state.registry is None:
+            state.registry = registry_for(state.store, state.settings.jobs_queue_url)
+        return Response(render(state.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+def _check_db(request: Request) -> str:
+    from sqlalchemy import text
+
+    try:
+        with request.app.state.store.engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+    except Exception as exc:
+        log.warning("readiness: the database does not answer: %s", exc)
+        return "down"
+    return "ok"
+
+
+def _check_queue(settings: Settings) -> str:
+    url = settings.jobs_queue_url
+    if url == settings.store_url:
+        return "ok"  # the queue is the store's tables: the db check covers it
+    try:
+        if url.startswith("redis"):
+            import redis
+
+            client = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2)
+            try:
+                client.ping()
+            finally:
+                client.close()
+        else:
+            from sqlalchemy import text
+
+            from spothop.db import shared_engine
+
+            with shared_engine(url).connect() as conn:
+                conn.execute(text("SELECT 1"))
+    except Exception as exc:
+        log.warning("readiness: the queue does not answer: %s", exc)
+        return "down"
+    return "ok"

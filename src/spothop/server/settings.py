@@ -1,0 +1,90 @@
+"""What ``spothop server run`` is told: the environment first, flags over it (the server contract).
+
+=========================  =======================  ==============================================
+setting                    environment              default
+=========================  =======================  ==============================================
+``db_url``                 ``SPOTHOP_SERVER_DB``    the embedded store (``$SPOTHOP_HOME/spothop.db``)
+``queue_url``              ``SPOTHOP_SERVER_QUEUE`` the store (a ``redis://`` URL for replicas)
+``host`` / ``port``        (flags)                  ``127.0.0.1`` / ``8350``
+``replica_id``             (flag)                   ``<hostname>-<pid>``
+``lease_s``                (flag)                   15 s, the controller's job lease
+``controller``             (``--no-controller``)    on: a controller replica runs beside the API
+=========================  =======================  ==============================================
+
+The bounds below are the API's, named once: a body over ``max_body_bytes`` is a
+413, a list over :data:`MAX_LIST_LIMIT` a 422, and more than
+``auth_failures_per_window`` failed authentications from one client address
+within ``auth_window_s`` get 429 with ``Retry-After`` until the window passes.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, replace
+from typing import Any
+
+from spothop.errors import ConfigError
+
+DB_ENV = "SPOTHOP_SERVER_DB"
+QUEUE_ENV = "SPOTHOP_SERVER_QUEUE"
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8350
+DEFAULT_LEASE_S = 15.0
+MAX_BODY_BYTES = 1024 * 1024  # 1 MiB: a job spec or 100 events are far smaller
+MAX_LIST_LIMIT = 1000
+AUTH_FAILURES_PER_WINDOW = 20
+AUTH_WINDOW_S = 60.0
+
+
+def default_replica_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """One server's settings (see the module docstring)."""
+
+    db_url: str | None = None
+    queue_url: str | None = None
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    replica_id: str = ""
+    lease_s: float = DEFAULT_LEASE_S
+    controller: bool = True
+    max_body_bytes: int = MAX_BODY_BYTES
+    auth_failures_per_window: int = AUTH_FAILURES_PER_WINDOW
+    auth_window_s: float = AUTH_WINDOW_S
+    token_cache_ttl_s: float = 5.0
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> Settings:
+        """Settings from the environment, with every override that is not None applied over them."""
+        base = cls(
+            db_url=os.environ.get(DB_ENV) or None,
+            queue_url=os.environ.get(QUEUE_ENV) or None,
+            replica_id=default_replica_id(),
+        )
+        settings = replace(base, **{k: v for k, v in overrides.items() if v is not None})
+        settings.check()
+        return settings
+
+    def check(self) -> None:
+        if not 1 <= self.port <= 65535 and self.port != 0:
+            raise ConfigError(f"--port must be 1-65535, got {self.port}")
+        if not 1.0 <= self.lease_s <= 3600.0:
+            raise ConfigError(f"--lease-s must be between 1 and 3600 seconds, got {self.lease_s}")
+        if self.max_body_bytes < 1024:
+            raise ConfigError(f"max_body_bytes must be at least 1024, got {self.max_body_bytes}")
+
+    @property
+    def store_url(self) -> str:
+        """The database URL (the embedded store's when none was given)."""
+        from spothop.db import default_database_url
+
+        return self.db_url or default_database_url()
+
+    @property
+    def jobs_queue_url(self) -> str:
+        """Where the batch jobs' shard queues are (the store when no queue was given)."""
+        return self.queue_url or self.store_url
