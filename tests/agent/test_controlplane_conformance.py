@@ -1,4 +1,5 @@
-"""One contract, every implementation: embedded (its store process) on SQLite and PostgreSQL, and HTTP against a real server."""
+"""One contract, every implementation: embedded (its store process) on SQLite and PostgreSQL, HTTP
+against the tests' small server, and HTTP against `spothop server run` (a real uvicorn process)."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ def _queue(tmp_path: Path) -> QueueLeases:
     return QueueLeases(url, "job-1")
 
 
-@pytest.fixture(params=["embedded-sqlite", "embedded-postgres", "http"])
+@pytest.fixture(params=["embedded-sqlite", "embedded-postgres", "http", "server"])
 def case(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
     instance_id = unique("i")
     queue = _queue(tmp_path)
@@ -59,6 +60,18 @@ def case(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
     if request.param == "embedded-sqlite":
         with EmbeddedControlPlane(url, instance_id, queue=queue) as plane:
             yield Case(plane, url, instance_id)
+        return
+    if request.param == "server":  # `spothop server run`, a real uvicorn process, its own token
+        from spothop.state.tokens import TokenStore
+        from tests.server.live import LiveServer
+
+        token = TokenStore(url).issue_agent_token("job-1", instance_id)
+        with LiveServer(url, tmp_path / "server.log", queue_url=queue.queue_url) as live:
+            yield Case(
+                HttpControlPlane(live.url, instance_id, token=token, spool_dir=tmp_path / "agent"),
+                url,
+                instance_id,
+            )
         return
     with ControlServer(url, token=TOKEN, queue=queue) as server:
         yield Case(

@@ -16,6 +16,7 @@ from spothop.cli import jobs as jobs_cli
 from spothop.cli import market as market_cli
 from spothop.cli import queue as queue_cli
 from spothop.cli import report as report_cli
+from spothop.cli import server as server_cli
 from spothop.cli import simulate as simulate_cli
 from spothop.cli.failures import describe_outside_error
 from spothop.cli.output import err_console, error_line
@@ -46,6 +47,7 @@ report_cli.register(app)
 events_cli.register(app)
 advise_cli.register(app)
 dashboard_cli.register(app)
+server_cli.register(app)
 
 
 def _print_version(value: bool) -> None:

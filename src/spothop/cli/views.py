@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -310,11 +310,16 @@ def report_json(store: JobStore, job_id: str, providers: Mapping[str, Provider])
 
 
 def costs_json(
-    store: JobStore, providers: Mapping[str, Provider], since: str = "30d", by: str = "provider"
+    store: JobStore,
+    providers: Mapping[str, Provider],
+    since: str = "30d",
+    by: str = "provider",
+    job_ids: Collection[str] | None = None,
 ) -> dict[str, Any]:
     """``report --since SINCE --by BY --json``: the ledger summed per group, over the attempts
-    launched in the span (or still live). :class:`~spothop.errors.ConfigError` for a bad span
-    or grouping, naming the flag."""
+    launched in the span (or still live), of the jobs in ``job_ids`` when given (the server
+    passes a user's project's). :class:`~spothop.errors.ConfigError` for a bad span or
+    grouping, naming the flag."""
     from spothop.errors import ConfigError
     from spothop.jobs.spec_values import parse_duration_s
     from spothop.observe.events import interrupted
@@ -329,7 +334,11 @@ def costs_json(
         raise ConfigError(f"--since {since!r}: use a span like 30d, 12h or 2w") from None
     cutoff = time.time() - span_s
     attempts = store.attempts()
-    recent = {a.attempt_id for a in attempts if a.live or a.launched_unix_s >= cutoff}
+    recent = {
+        a.attempt_id
+        for a in attempts
+        if (a.live or a.launched_unix_s >= cutoff) and (job_ids is None or a.job_id in job_ids)
+    }
     preempted = frozenset(a.attempt_id for a in attempts if interrupted(a))
     records = [r for r in Ledger(store, providers).update() if r.attempt_id in recent]
     splits = split_records(records, by, preempted)

@@ -6,7 +6,8 @@ the caller's token names. The scoping rules, all 403 when broken:
 
 - the ``{instance_id}`` of the path, and the ``instance_id`` of every body and
   event, is the token's instance; a ``job_id`` in a body or event is the
-  token's job (an empty one is filled in with it);
+  token's job (an empty one in a registration or heartbeat is filled in with it;
+  an event is stored as sent);
 - ``leases/release`` releases in the token's job's queue only, and refuses a
   ``worker_id`` that the store knows as another instance's worker;
 - ``requests/{id}/ack`` refuses a request addressed to another instance.
@@ -14,7 +15,6 @@ the caller's token names. The scoping rules, all 403 when broken:
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from fastapi import APIRouter, Depends, Path, Request
@@ -101,14 +101,13 @@ def events(
     _own(principal, instance_id, what="the path")
     parsed = []
     for n, item in enumerate(body.events):
-        job_id = _own(principal, item.instance_id, item.job_id, f"event {n} ({item.event_id})")
+        _own(principal, item.instance_id, item.job_id, f"event {n} ({item.event_id})")
         try:
-            event = event_from_dict({**event_dict(item), "job_id": job_id})
+            parsed.append(
+                event_from_dict(event_dict(item))
+            )  # stored as sent: the event's own model
         except EventFormatError as exc:
             raise ApiError(422, "EventFormatError", f"event {n}: {exc}") from None
-        if not event.job_id:
-            event = dataclasses.replace(event, job_id=job_id)
-        parsed.append(event)
     plane = _plane(request, principal)
     for event in parsed:  # oldest first; each is stored once (a known event_id is skipped)
         plane.record(event)
@@ -145,7 +144,8 @@ def _worker_owner(plane: StoreControlPlane, worker_id: str) -> tuple[str, str] |
         ).all()
     owners = [(r.instance_id, r.job_id) for r in rows]
     others = [o for o in owners if o[0] != plane.instance_id]
-    return (others or owners or [None])[0]
+    chosen = others or owners
+    return chosen[0] if chosen else None
 
 
 @router.get("/{instance_id}/requests")

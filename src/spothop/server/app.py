@@ -222,7 +222,8 @@ def _handlers(app: FastAPI) -> None:
         return _error_response(
             422,
             "ValidationError",
-            f"{first['field']}: {first['message']}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
+            f"{first['field']}: {first['message']}"
+            + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
             problems=problems,
         )
 
@@ -232,7 +233,9 @@ def _handlers(app: FastAPI) -> None:
         message = str(exc.detail) if exc.detail else type_
         if exc.status_code == 404 and message == "Not Found":
             message = f"no endpoint {request.url.path!r} (GET /openapi.json lists them)"
-        return _error_response(exc.status_code, type_, message, headers=getattr(exc, "headers", None))
+        return _error_response(
+            exc.status_code, type_, message, headers=getattr(exc, "headers", None)
+        )
 
     @app.exception_handler(Exception)
     async def _bug(request: Request, exc: Exception) -> Response:
@@ -259,7 +262,7 @@ def _plain_routes(app: FastAPI) -> None:
                 503,
                 "NotReady",
                 "not ready: " + ", ".join(f"{k} {v}" for k, v in down.items()),
-                **{k: ("ok" if v == "ok" else "down") for k, v in checks.items()},
+                checks=checks,
             )
         return SafeJSONResponse({"status": "ready", **checks})
 

@@ -25,7 +25,7 @@ from spothop.dashboard import data
 from spothop.dashboard.app import POLL_S, STATIC_TYPES, TICK_S, plotly_js, static_file
 from spothop.server.auth import COOKIE, bearer, require_user
 from spothop.server.errors import not_found
-from spothop.state.tokens import Principal
+from spothop.state.tokens import Principal, TokenStore
 
 router = APIRouter(prefix="/dashboard", tags=["dashboard"], include_in_schema=False)
 STREAM_MAX_S = 600.0
@@ -34,7 +34,8 @@ COOKIE_MAX_AGE_S = 8 * 3600
 
 def _visible(request: Request, principal: Principal) -> set[str]:
     ids = {j.job_id for j in request.app.state.store.list_jobs()}
-    return request.app.state.tokens.project_jobs(principal.project or "", ids)
+    tokens: TokenStore = request.app.state.tokens
+    return tokens.project_jobs(principal.project or "", ids)
 
 
 @router.get("")
@@ -49,8 +50,13 @@ def page(request: Request, principal: Principal = Depends(require_user)) -> Resp
     token = request.query_params.get("token")
     if token and token == bearer(request):
         response.set_cookie(
-            COOKIE, token, max_age=COOKIE_MAX_AGE_S, path="/dashboard", httponly=True,
-            samesite="strict", secure=request.url.scheme == "https",
+            COOKIE,
+            token,
+            max_age=COOKIE_MAX_AGE_S,
+            path="/dashboard",
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
         )
     response.headers["Cache-Control"] = "no-store"
     return response
@@ -91,7 +97,9 @@ async def stream(request: Request, principal: Principal = Depends(require_user))
                 next_tick = time.monotonic() + TICK_S
             await asyncio.sleep(POLL_S)
 
-    return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-store"})
+    return StreamingResponse(
+        events(), media_type="text/event-stream", headers={"Cache-Control": "no-store"}
+    )
 
 
 @router.get("/api/{name}")

@@ -99,7 +99,13 @@ class JobBody(_User):
 class PlanBody(_User):
     spec: Annotated[str, Field(min_length=1, max_length=MAX_SPEC_CHARS)]
     filename: Annotated[str, Field(min_length=1, max_length=200)] = "job.yaml"
+    providers: Annotated[
+        list[Annotated[str, Field(min_length=1, max_length=32)]], Field(max_length=20)
+    ] = []
     limit: Annotated[int, Field(ge=1, le=1000)] = 10
+    data_gib: Annotated[FiniteFloat, Field(ge=0, le=1e7)] = 0.0
+    data_at: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    horizon_h: Annotated[FiniteFloat, Field(ge=0.001, le=1e5)] | None = None
 
 
 def event_dict(body: EventBody) -> dict[str, Any]:

@@ -39,9 +39,7 @@ class Redactor:
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         values = sorted(set(secrets), key=len, reverse=True)
-        self._values = (
-            re.compile("|".join(re.escape(v) for v in values)) if values else None
-        )
+        self._values = re.compile("|".join(re.escape(v) for v in values)) if values else None
 
     def __call__(self, text: str) -> str:
         if self._values is not None:

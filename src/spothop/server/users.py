@@ -1,18 +1,26 @@
 """The user API (the server contract): jobs, instances, events, logs, reports, costs, offers, plans.
 
-A user's token sees its project's jobs only; an agent's token may read its own
-job (status, events, logs, report) and nothing else, and may not launch or
-cancel. Every answer is the JSON the CLI prints with ``--json`` for the same
-command (:mod:`spothop.server.views`).
+A user's token sees its project's jobs only (a job launched outside the server
+is the ``default`` project's); an agent's token may read its own job (status,
+events, logs, checkpoints, report) and may not launch, cancel or list others.
+A job outside the caller's reach is a 403, whether or not it exists. Every
+answer is the JSON the CLI prints with ``--json`` for the same command
+(:mod:`spothop.cli.views` builds both); a list is wrapped in an object
+(``{"jobs": [...]}``).
 """
 
 from __future__ import annotations
 
+import base64
+import json
+from collections.abc import Collection
+from pathlib import Path as FilePath
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import JSONResponse
 
+from spothop.errors import ConfigError, JobSpecError
 from spothop.server.auth import may_read_job, require_any, require_user
 from spothop.server.models import JobBody, PlanBody
 from spothop.server.settings import MAX_LIST_LIMIT
@@ -22,6 +30,8 @@ router = APIRouter(prefix="/v1", tags=["users"])
 JobPath = Annotated[str, Path(min_length=1, max_length=32, pattern=r"^[A-Za-z0-9._-]+$")]
 Limit = Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)]
 MAX_TAIL_BYTES = 1024 * 1024  # a log answer is bounded like a request body
+Text64 = Annotated[str | None, Query(min_length=1, max_length=64)]
+Number = Annotated[float | None, Query(ge=0, le=1e6, allow_inf_nan=False)]
 
 
 def _tokens(request: Request) -> TokenStore:
@@ -37,54 +47,82 @@ def _visible(request: Request, principal: Principal) -> set[str]:
     return _tokens(request).project_jobs(principal.project or "", ids)
 
 
+def spec_from_text(text: str, filename: str = "job.yaml") -> Any:
+    """A job spec from the YAML (or JSON) text of a request, named after ``filename`` when it has
+    no name. Relative paths in it resolve against the server's folder: the CLI sends its spec
+    resolved (``spec.to_json()``), so they are absolute already."""
+    import yaml
+
+    from spothop.jobs.spec import _name_from, load_job
+
+    where = FilePath(filename).name or "job.yaml"
+    try:
+        data = yaml.safe_load(text)
+    except (yaml.YAMLError, RecursionError, ValueError) as exc:
+        raise JobSpecError(f"{where}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise JobSpecError(f"{where}: a job spec is a mapping of fields, got {type(data).__name__}")
+    if "name" not in data and (name := _name_from(FilePath(where))):
+        data["name"] = name
+    return load_job(data)
+
+
 @router.post("/jobs", status_code=201)
 def create_job(
     body: JobBody, request: Request, principal: Principal = Depends(require_user)
 ) -> JSONResponse:
-    from spothop.jobs.reachable import check_reachable
-    from spothop.server.views import spec_from_text
+    """Launch a job: validate its spec, check it can be placed, store it in the caller's project."""
+    from spothop.cli.views import check_launchable, launch_job
 
     spec = spec_from_text(body.spec, body.filename)
-    check_reachable(spec)
-    store = request.app.state.store
-    job_id = store.create_job(spec)
-    _tokens(request).assign_job(job_id, principal.project or "", principal.user_id)
+    check_launchable(spec)
+    answer = launch_job(request.app.state.store, spec)
+    _tokens(request).assign_job(answer["job_id"], principal.project or "", principal.user_id)
     request.app.state.wake()
-    job = store.get_job(job_id)
-    return JSONResponse(
-        {"job_id": job_id, "name": job.name, "state": str(job.state)}, status_code=201
-    )
+    return JSONResponse(answer, status_code=201)
 
 
 @router.get("/jobs")
 def list_jobs(
     request: Request,
-    state: Annotated[str | None, Query(max_length=16)] = None,
+    state: Annotated[str | None, Query(max_length=200)] = None,
     limit: Limit = MAX_LIST_LIMIT,
     principal: Principal = Depends(require_any),
 ) -> dict[str, Any]:
-    from spothop.server.views import job_list
+    """The caller's jobs (``spothop jobs --json``), oldest first; ``state`` a comma-separated list."""
+    from spothop.cli.views import jobs_json
+    from spothop.jobs.lifecycle import JobState
 
+    states = [s.strip() for s in (state or "").split(",") if s.strip()]
+    known = {s.value for s in JobState}
+    if bad := [s for s in states if s not in known]:
+        raise ConfigError(
+            f"state {bad[0]!r} is not a job state; use one of {', '.join(sorted(known))}"
+        )
     visible = _visible(request, principal)
-    return {"jobs": job_list(request.app.state.store, state=state, limit=limit, only=visible)}
+    jobs = [j for j in jobs_json(request.app.state.store, states or None) if j["job_id"] in visible]
+    return {"jobs": jobs[-limit:]}
 
 
 @router.get("/jobs/{job_id}")
 def job_status(
     job_id: JobPath, request: Request, principal: Principal = Depends(require_any)
 ) -> dict[str, Any]:
-    from spothop.cli.jobs import job_status as status
+    """``spothop status JOB --json``."""
+    from spothop.cli.views import job_status as status
 
     may_read_job(request, principal, job_id)
-    data: dict[str, Any] = status(request.app.state.store, job_id)
-    return data
+    return status(
+        request.app.state.store, job_id, queue_url=request.app.state.settings.jobs_queue_url
+    )
 
 
 @router.post("/jobs/{job_id}/cancel")
 def cancel_job(
     job_id: JobPath, request: Request, principal: Principal = Depends(require_user)
 ) -> dict[str, Any]:
-    from spothop.server.views import request_cancel
+    """``spothop cancel JOB --json``: the controller terminates the job's instances."""
+    from spothop.cli.views import request_cancel
 
     may_read_job(request, principal, job_id)
     answer = request_cancel(request.app.state.store, job_id, by=f"user {principal.user}")
@@ -96,14 +134,47 @@ def cancel_job(
 def job_events(
     job_id: JobPath,
     request: Request,
-    after_id: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
+    after_id: Annotated[str | None, Query(max_length=4096)] = None,
     limit: Limit = MAX_LIST_LIMIT,
     principal: Principal = Depends(require_any),
 ) -> dict[str, Any]:
-    from spothop.server.views import job_events as read
+    """The job's event stream (``spothop events --job JOB --json``) after the cursor ``after_id``
+    (the ``next`` of the previous answer; none: from the start)."""
+    from spothop.cli.views import stream_events
 
     may_read_job(request, principal, job_id)
-    return read(request.app.state.store, job_id, after_id=after_id, limit=limit)
+    events, nxt = stream_events(request.app.state.store, job_id, _cursor(after_id))
+    if len(events) > limit:
+        events = events[:limit]  # the cursor still moves past them all: ask with a larger limit
+    return {"events": events, "next": _cursor_text(nxt)}
+
+
+def _cursor_text(cursor: Any) -> str:
+    data = {
+        "job_seq": cursor.job_seq,
+        "agent_received_unix_s": cursor.agent_received_unix_s,
+        "agent_ids": sorted(cursor.agent_ids),
+    }
+    return base64.urlsafe_b64encode(json.dumps(data).encode()).decode()
+
+
+def _cursor(text: str | None) -> Any:
+    from spothop.observe.events import Cursor
+
+    if not text:
+        return None
+    try:
+        data = json.loads(base64.urlsafe_b64decode(text.encode()))
+        return Cursor(
+            int(data["job_seq"]),
+            float(data["agent_received_unix_s"]),
+            frozenset(str(i) for i in data["agent_ids"]),
+        )
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(
+            f"after_id is not a cursor this server gave ({type(exc).__name__}); pass the 'next' of"
+            " the previous answer, or none to read from the start"
+        ) from None
 
 
 @router.get("/jobs/{job_id}/logs")
@@ -114,17 +185,11 @@ def job_logs(
     tail_bytes: Annotated[int, Query(ge=0, le=MAX_TAIL_BYTES)] = MAX_TAIL_BYTES,
     principal: Principal = Depends(require_any),
 ) -> dict[str, Any]:
-    from spothop.server.views import job_logs as read
+    """``spothop logs JOB --json``: each attempt's worker output (its last ``tail_bytes``)."""
+    from spothop.cli.views import job_logs as read
 
     may_read_job(request, principal, job_id)
-    logs = read(request.app.state.store, job_id, node=node, tail_bytes=tail_bytes)
-    return {
-        "logs": [
-            {"node": e["node"], "attempt_id": e["attempt_id"], "instance_id": e["instance_id"],
-             "provider": e["provider"], "text": e["log"]}
-            for e in logs
-        ]
-    }
+    return {"logs": read(request.app.state.store, job_id, node, tail_bytes)}
 
 
 @router.get("/jobs/{job_id}/checkpoints")
@@ -147,10 +212,11 @@ def job_checkpoints(
 def job_report(
     job_id: JobPath, request: Request, principal: Principal = Depends(require_any)
 ) -> dict[str, Any]:
-    from spothop.server.views import job_report as build
+    """``spothop report JOB --json``."""
+    from spothop.cli.views import report_json
 
     may_read_job(request, principal, job_id)
-    return build(request.app.state.store, job_id, request.app.state.providers())
+    return report_json(request.app.state.store, job_id, request.app.state.providers())
 
 
 @router.get("/instances")
@@ -159,52 +225,93 @@ def instances(
     job_id: Annotated[str | None, Query(min_length=1, max_length=32)] = None,
     principal: Principal = Depends(require_any),
 ) -> dict[str, Any]:
-    from spothop.server.views import instances as read
+    """The instances of the caller's jobs (or of ``job_id``), as ``status --json`` lists them."""
+    from spothop.cli.views import job_status
 
     visible = _visible(request, principal)
     if job_id is not None:
         may_read_job(request, principal, job_id)
         visible &= {job_id}
-    return {"instances": read(request.app.state.store, visible)}
+    store = request.app.state.store
+    return {"instances": _instances(store, visible, job_status)}
+
+
+def _instances(store: Any, job_ids: Collection[str], job_status: Any) -> list[dict[str, Any]]:
+    out = []
+    for job_id in sorted(job_ids):
+        for instance in job_status(store, job_id, events=False)["instances"]:
+            out.append({"job_id": job_id, **instance})
+    return out
 
 
 @router.get("/costs")
 def costs(
     request: Request,
-    since_unix_s: Annotated[float, Query(ge=0, le=1e11, allow_inf_nan=False)] = 0.0,
+    since: Annotated[str, Query(min_length=1, max_length=16)] = "30d",
+    by: Annotated[str, Query(min_length=1, max_length=16)] = "provider",
     principal: Principal = Depends(require_user),
 ) -> dict[str, Any]:
-    from spothop.server.views import costs as read
+    """``spothop report --since S --by B --json`` over the caller's project's jobs (micro-dollars)."""
+    from spothop.cli.views import costs_json
 
     visible = _visible(request, principal)
-    store = request.app.state.store
-    return {"since_unix_s": since_unix_s, "jobs": read(store, request.app.state.providers(), visible, since_unix_s)}
+    state = request.app.state
+    return costs_json(state.store, state.providers(), since, by, job_ids=visible)
 
 
 @router.get("/offers")
 def offers(
     request: Request,
-    gpu: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
-    max_price_usd_per_hour: Annotated[
-        float | None, Query(gt=0, le=1e6, allow_inf_nan=False)
-    ] = None,
+    gpu: Text64 = None,
+    count: Annotated[int | None, Query(ge=1, le=64)] = None,
+    min_gpu_memory_gib: Number = None,
+    min_tflops: Number = None,
+    interconnect: Annotated[str | None, Query(min_length=1, max_length=16)] = None,
+    providers: Annotated[str | None, Query(min_length=1, max_length=500)] = None,
+    regions: Annotated[str | None, Query(min_length=1, max_length=2000)] = None,
+    spot: Annotated[bool, Query()] = True,
+    max_usd_per_gpu_hour: Number = None,
+    max_price_usd_per_hour: Number = None,
+    sort: Annotated[str | None, Query(min_length=1, max_length=16)] = None,
     limit: Limit = 100,
     principal: Principal = Depends(require_user),
 ) -> dict[str, Any]:
-    from spothop.server.views import offers as read
+    """``spothop offers --json``: the catalog's offerings matching, cheapest first."""
+    from spothop.cli.views import offer_query_from_params, offers_json
 
-    del request, principal
-    return {"offers": read(gpu=gpu, max_usd_per_gpu_hour=max_price_usd_per_hour, limit=limit)}
+    del principal
+    given = {
+        "gpu": gpu,
+        "count": count,
+        "min_gpu_memory_gib": min_gpu_memory_gib,
+        "min_tflops": min_tflops,
+        "interconnect": interconnect,
+        "providers": providers,
+        "regions": regions,
+        "spot": "true" if spot else "false",
+        "max_usd_per_gpu_hour": max_usd_per_gpu_hour,
+        "max_price_usd_per_hour": max_price_usd_per_hour,
+        "sort": sort,
+        "limit": limit,
+    }
+    params = {k: str(v) for k, v in given.items() if v is not None}
+    return {"offers": offers_json(offer_query_from_params(params))}
 
 
 @router.post("/plans")
-def plans(
-    body: PlanBody, request: Request, principal: Principal = Depends(require_user)
-) -> dict[str, Any]:
-    from spothop.server.views import plan, spec_from_text
+def plans(body: PlanBody, principal: Principal = Depends(require_user)) -> dict[str, Any]:
+    """``spothop plan FILE --json``: where the job would run, and why."""
+    from spothop.cli.views import plan_request
 
-    del request, principal
-    return plan(spec_from_text(body.spec, body.filename), body.limit)
+    del principal
+    return plan_request(
+        spec_from_text(body.spec, body.filename),
+        body.providers,
+        limit=body.limit,
+        data_gib=body.data_gib,
+        data_at=body.data_at,
+        horizon_h=body.horizon_h,
+    )
 
 
 @router.get("/whoami")

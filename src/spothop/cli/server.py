@@ -1,0 +1,292 @@
+"""``spothop server``: run the control-plane server, and manage its users and tokens.
+
+- ``server run``: the API (:func:`spothop.server.app.create_app`) under
+  uvicorn, with a controller replica in a thread beside it (``--no-controller``
+  to run the API alone). Settings: ``$SPOTHOP_SERVER_DB``,
+  ``$SPOTHOP_SERVER_QUEUE``, flags over them (``docs/server.md``).
+- ``server users create NAME --project P``: a user and its first token (printed
+  once: only its hash is kept). ``server users list``.
+- ``server tokens create --user NAME``, ``server tokens list``,
+  ``server tokens revoke TOKEN_ID`` (the id is the token's third part; a
+  revocation holds at once on every replica).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Annotated, Any
+
+import typer
+
+from spothop.cli.output import console, note, print_json, table
+from spothop.errors import EXIT_FAILED, EXIT_OK, ConfigError
+
+log = logging.getLogger(__name__)
+
+server_app = typer.Typer(
+    help="The control-plane server: the REST API for the CLI and the agents, users and tokens.",
+    no_args_is_help=True,
+)
+users_app = typer.Typer(help="The server's users (each in one project).", no_args_is_help=True)
+tokens_app = typer.Typer(help="API tokens: make, list, revoke.", no_args_is_help=True)
+server_app.add_typer(users_app, name="users")
+server_app.add_typer(tokens_app, name="tokens")
+
+DbOption = Annotated[
+    str | None,
+    typer.Option(
+        "--db",
+        envvar="SPOTHOP_SERVER_DB",
+        help="the server's database: postgresql://HOST/DB or sqlite:///PATH (default: the home's)",
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="print JSON")]
+CONTROLLER_STOP_S = 10.0
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(server_app, name="server")
+
+
+def _tokens(db: str | None) -> Any:
+    from spothop.state.tokens import TokenStore
+
+    return TokenStore(db)
+
+
+@server_app.command("run")
+def run(
+    db: DbOption = None,
+    queue: Annotated[
+        str | None,
+        typer.Option(
+            "--queue",
+            envvar="SPOTHOP_SERVER_QUEUE",
+            help="the batch jobs' shard queue: redis://HOST:PORT/DB or a database URL (default: --db)",
+        ),
+    ] = None,
+    host: Annotated[str, typer.Option("--host", help="address to listen on")] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option("--port", min=0, max=65535, help="port (0: any free one)")
+    ] = 8350,
+    replica_id: Annotated[
+        str | None, typer.Option("--replica-id", help="this replica's name (default hostname-pid)")
+    ] = None,
+    lease_s: Annotated[
+        float,
+        typer.Option("--lease-s", min=1, max=3600, help="the controller's job lease, seconds"),
+    ] = 15.0,
+    no_controller: Annotated[
+        bool, typer.Option("--no-controller", help="serve the API only; run no controller replica")
+    ] = False,
+    access_log: Annotated[
+        bool,
+        typer.Option("--access-log", help="log every request (off: 500 heartbeats/s is a lot)"),
+    ] = False,
+    providers: Annotated[
+        str | None,
+        typer.Option(
+            "--providers", help="the controller's providers, comma-separated (default: all)"
+        ),
+    ] = None,
+) -> int:
+    """Serve the API (and a controller replica) until SIGINT/SIGTERM."""
+    import uvicorn
+
+    from spothop.server.app import create_app
+    from spothop.server.safety import install_log_filter
+    from spothop.server.settings import Settings
+
+    settings = Settings.from_env(
+        db_url=db,
+        queue_url=queue,
+        host=host,
+        port=port,
+        replica_id=replica_id,
+        lease_s=lease_s,
+        controller=not no_controller,
+    )
+    app = create_app(settings)
+    config = uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        access_log=access_log,
+        log_level="info",
+        timeout_graceful_shutdown=5,
+        server_header=False,
+    )
+    install_log_filter(app.state.redactor)  # uvicorn made its handlers just now
+    stop = threading.Event()
+    controller = None
+    if settings.controller:
+        names = tuple(p.strip() for p in providers.split(",") if p.strip()) if providers else ()
+        controller = _start_controller(settings, names, stop)
+    server = uvicorn.Server(config)
+    try:
+        server.run()
+    finally:
+        stop.set()
+        if controller is not None:
+            controller.join(CONTROLLER_STOP_S)
+    return EXIT_OK if not server.should_exit or server.started else EXIT_FAILED
+
+
+def _start_controller(
+    settings: Any, providers: tuple[str, ...], stop: threading.Event
+) -> threading.Thread | None:
+    """A controller replica (:func:`spothop.jobs.controller.replica.run_replica`) in a thread."""
+    try:
+        from spothop.jobs.controller.replica import run_replica  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        log.warning(
+            "this spothop has no controller replica (spothop.jobs.controller.replica): serving the"
+            " API only; run `spothop controller run` beside it"
+        )
+        return None
+    from spothop.jobs.controller.daemon import default_providers
+    from spothop.observe.ledger import close_books
+
+    def main() -> None:
+        while not stop.is_set():
+            try:
+                run_replica(
+                    settings.store_url,
+                    owner=settings.replica_id,
+                    lease_s=settings.lease_s,
+                    providers=default_providers(providers),
+                    stop_event=stop,
+                    after_pass=(close_books,),
+                )
+                return
+            except Exception:  # the API keeps serving; the replica starts again
+                log.exception("the controller replica failed; starting it again")
+                stop.wait(settings.lease_s / 3)
+
+    thread = threading.Thread(target=main, name="controller-replica", daemon=True)
+    thread.start()
+    log.info("controller replica %s started (lease %.0f s)", settings.replica_id, settings.lease_s)
+    return thread
+
+
+# -- users ----------------------------------------------------------------------------
+
+
+@users_app.command("create")
+def users_create(
+    name: Annotated[
+        str, typer.Argument(help="the user's name (lower-case letters, digits, . _ -)")
+    ],
+    project: Annotated[str, typer.Option("--project", help="the user's project (made if new)")],
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Make a user and its first token; the token is printed once (only its hash is kept)."""
+    user, token = _tokens(db).create_user(name, project)
+    if as_json:
+        print_json({**user.to_dict(), "token": token})
+        return
+    console.print(f"user {user.name} (project {user.project}); its token, shown this once:")
+    console.print(token)
+    note("keep it secret: export SPOTHOP_TOKEN=<token> and SPOTHOP_SERVER=http://HOST:PORT")
+
+
+@users_app.command("list")
+def users_list(db: DbOption = None, as_json: JsonOption = False) -> None:
+    """Every user: name, project, when made."""
+    users = _tokens(db).users()
+    if as_json:
+        print_json([u.to_dict() for u in users])
+        return
+    if not users:
+        note("no users yet: spothop server users create NAME --project PROJECT")
+        return
+    console.print(
+        table(
+            None,
+            ["user", "project", "created"],
+            [(u.name, u.project, _when(u.created_unix_s)) for u in users],
+        )
+    )
+
+
+# -- tokens ---------------------------------------------------------------------------
+
+
+@tokens_app.command("create")
+def tokens_create(
+    user: Annotated[str, typer.Option("--user", help="whose token")],
+    label: Annotated[str, typer.Option("--label", help="what it is for (laptop, CI)")] = "",
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Another token for a user; printed once."""
+    token = _tokens(db).create_user_token(user, label)
+    if as_json:
+        print_json({"user": user, "label": label, "token": token})
+        return
+    console.print(token)
+
+
+@tokens_app.command("list")
+def tokens_list(
+    user: Annotated[str | None, typer.Option("--user", help="only this user's")] = None,
+    kind: Annotated[str | None, typer.Option("--kind", help="user or agent")] = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Tokens (ids and whose, never the tokens themselves)."""
+    if kind not in (None, "user", "agent"):
+        raise ConfigError(f"--kind {kind!r}: use user or agent")
+    records = _tokens(db).tokens(user=user, kind=kind)
+    if as_json:
+        print_json([r.to_dict() for r in records])
+        return
+    console.print(
+        table(
+            None,
+            ["token id", "kind", "user / job", "project", "label", "created", "revoked"],
+            [
+                (
+                    r.token_id,
+                    r.kind,
+                    r.user if r.kind == "user" else f"{r.job_id} {r.instance_id}",
+                    r.project,
+                    r.label,
+                    _when(r.created_unix_s),
+                    _when(r.revoked_unix_s) if r.revoked_unix_s else "",
+                )
+                for r in records
+            ],
+        )
+    )
+
+
+@tokens_app.command("revoke")
+def tokens_revoke(
+    token_id: Annotated[
+        str, typer.Argument(help="the token's id (shp_u_<ID>_…, or from tokens list)")
+    ],
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> int:
+    """Revoke a token: every replica refuses it from its next request on."""
+    from spothop.state.tokens import parse_token
+
+    parsed = parse_token(token_id)
+    if parsed is not None:  # a whole token was given: take its id, never echo its secret
+        token_id = parsed[1]
+    revoked = _tokens(db).revoke(token_id)
+    if as_json:
+        print_json({"token_id": token_id, "revoked": revoked})
+    elif revoked:
+        console.print(f"revoked {token_id}")
+    else:
+        note(f"no live token {token_id} (spothop server tokens list shows them)")
+    return EXIT_OK if revoked else EXIT_FAILED
+
+
+def _when(unix_s: float | None) -> str:
+    return "" if unix_s is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(unix_s))

@@ -1,0 +1,188 @@
+"""The user API against `spothop server run`: a user launches into its project and sees only that
+project's jobs; the answers are the CLI's --json objects; lists, bodies and queries are bounded; every
+error is {"error": {"type", "message"}}; tokens are stored as argon2id hashes and a revoked one is 401
+at once (revoked through the CLI, in another process)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from sqlalchemy import select
+
+from spothop.cli.views import job_status, jobs_json
+from spothop.jobs.store import JobStore
+from spothop.state.auth_tables import api_tokens
+from spothop.state.tokens import parse_token
+from tests.conftest import unique
+from tests.server.conftest import Served, launch
+
+
+def _user(served: Served, project: str) -> str:
+    _, token = served.tokens.create_user(unique("user").lower(), project)
+    return token
+
+
+def test_a_user_sees_its_projects_jobs_only(served: Served) -> None:
+    vision, nlp = _user(served, "vision"), _user(served, "nlp")
+    mine = launch(served, vision, "resnet")
+    theirs = launch(served, nlp, "bert")
+    server = served.server
+    _, listed, _ = server.call("GET", "/v1/jobs", token=vision)
+    assert [j["job_id"] for j in listed["jobs"]] == [mine]
+    for path in (
+        f"/v1/jobs/{theirs}",
+        f"/v1/jobs/{theirs}/events",
+        f"/v1/jobs/{theirs}/logs",
+        f"/v1/jobs/{theirs}/report",
+        f"/v1/jobs/{theirs}/checkpoints",
+        f"/v1/instances?job_id={theirs}",
+    ):
+        status, body, _ = server.call("GET", path, token=vision)
+        assert status == 403 and body["error"]["type"] == "Forbidden", (path, body)
+    status, _, _ = server.call("POST", f"/v1/jobs/{theirs}/cancel", token=vision, body={})
+    assert status == 403
+    status, answer, _ = server.call("POST", f"/v1/jobs/{mine}/cancel", token=vision, body={})
+    assert (status, answer) == (200, {"job_id": mine, "cancel_requested": True})
+    _, dash, _ = server.call("GET", f"/dashboard/api/jobs?token={vision}")
+    assert [j["job_id"] for j in dash] == [mine]
+
+
+def test_the_answers_are_the_clis_json(served: Served) -> None:
+    token = _user(served, "answers")
+    job_id = launch(served, token, "same-json")
+    store = JobStore(served.db_url)
+    try:
+        _, listed, _ = served.server.call("GET", "/v1/jobs", token=token)
+        assert listed["jobs"] == [j for j in jobs_json(store) if j["job_id"] == job_id]
+        _, status, _ = served.server.call("GET", f"/v1/jobs/{job_id}", token=token)
+        local = job_status(store, job_id, queue_url=served.queue_url)
+        assert json.loads(json.dumps(local, default=str)) == status
+    finally:
+        store.close()
+    _, offers, _ = served.server.call("GET", "/v1/offers?gpu=T4&limit=3", token=token)
+    assert 1 <= len(offers["offers"]) <= 3 and all(o["gpu"] == "T4" for o in offers["offers"])
+
+
+def test_bad_input_is_a_clear_error_never_a_500(served: Served) -> None:
+    token = _user(served, "bad-input")
+    server = served.server
+    cases = [
+        (
+            server.call("POST", "/v1/jobs", token=token, body={"spec": "run: [unclosed"}),
+            422,
+            "JobSpecError",
+        ),
+        (
+            server.call("POST", "/v1/jobs", token=token, body={"spec": "name: x\n"}),
+            422,
+            "JobSpecError",
+        ),
+        (
+            server.call("POST", "/v1/jobs", token=token, body={"spec": "run: x", "extra": 1}),
+            422,
+            "ValidationError",
+        ),
+        (
+            server.call(
+                "POST",
+                "/v1/jobs",
+                token=token,
+                raw=b"{not json",
+                headers={"Content-Type": "application/json"},
+            ),
+            422,
+            "ValidationError",
+        ),
+        (server.call("GET", "/v1/jobs?limit=100000", token=token), 422, "ValidationError"),
+        (server.call("GET", "/v1/jobs?state=exploded", token=token), 400, "ConfigError"),
+        (server.call("GET", "/v1/jobs/j-000000", token=token), 403, "Forbidden"),
+        (server.call("GET", "/v1/nowhere", token=token), 404, "NotFound"),
+        (server.call("DELETE", "/v1/jobs", token=token), 405, "MethodNotAllowed"),
+        (
+            server.call(
+                "POST",
+                "/v1/jobs",
+                token=token,
+                raw=b"x" * (1024 * 1024 + 1),
+                headers={"Content-Type": "application/json"},
+            ),
+            413,
+            "PayloadTooLarge",
+        ),
+    ]
+    for (status, body, _), want_status, want_type in cases:
+        assert (status, body["error"]["type"]) == (want_status, want_type), body
+        assert body["error"]["message"]
+
+
+def test_a_body_sent_without_a_length_is_bounded_too(served: Served) -> None:
+    import http.client
+    from urllib.parse import urlparse
+
+    token = _user(served, "chunked")
+    url = urlparse(served.server.url)
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+    chunks = (b"x" * 65536 for _ in range(24))  # 1.5 MiB, no Content-Length
+    conn.request(
+        "POST",
+        "/v1/jobs",
+        body=chunks,
+        encode_chunked=True,
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
+    response = conn.getresponse()
+    assert response.status == 413
+    assert json.loads(response.read())["error"]["type"] == "PayloadTooLarge"
+    conn.close()
+
+
+def test_tokens_are_hashed_and_a_revoked_one_is_refused_at_once(served: Served) -> None:
+    token = _user(served, "revoke")
+    parsed = parse_token(token)
+    assert parsed is not None
+    _, token_id, secret = parsed
+    assert served.server.call("GET", "/v1/whoami", token=token)[0] == 200
+    with served.tokens.engine.connect() as conn:
+        row = (
+            conn.execute(select(api_tokens).where(api_tokens.c.token_id == token_id))
+            .mappings()
+            .one()
+        )
+    assert row["secret_hash"].startswith("$argon2id$") and secret not in json.dumps(dict(row))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "spothop.cli.main",
+            "server",
+            "tokens",
+            "revoke",
+            token_id,
+            "--db",
+            served.db_url,
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"token_id": token_id, "revoked": True}
+    status, body, _ = served.server.call("GET", "/v1/whoami", token=token)  # within the cache's TTL
+    assert status == 401 and body["error"]["type"] == "Unauthorized"
+
+
+def test_health_readiness_openapi_and_metrics_need_no_token(served: Served) -> None:
+    server = served.server
+    assert server.call("GET", "/healthz")[:2] == (200, {"status": "ok"})
+    assert server.call("GET", "/readyz")[:2] == (
+        200,
+        {"status": "ready", "db": "ok", "queue": "ok"},
+    )
+    status, document, _ = server.call("GET", "/openapi.json")
+    assert status == 200 and "/v1/agents/{instance_id}/heartbeat" in document["paths"]
+    status, text, headers = server.call("GET", "/metrics")
+    assert status == 200 and "spothop_" in text and headers["content-type"].startswith("text/plain")
