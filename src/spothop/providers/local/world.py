@@ -25,6 +25,11 @@ synthetic generator::
             instance_type: p3.2xlarge
             trace: traces/us-east-1a_v100_1.json   # relative to the world file
             start_offset_s: 0
+          - location: us-east-1b
+            instance_type: p3.2xlarge
+            replay: traces/cant-be-late/preemption-1node-aws-2023-04-22/us-east-1c_v100_1.json
+            start_offset_s: 64640     # a published trace, in the data folder (below)
+            prices: catalog           # its availability; the price this catalog's (p3 ≠ this type)
         reserved:                 # pools the account holds: never preempted, billed at their rate
           - instance_type: g5.xlarge
             location: us-east-1a
@@ -32,16 +37,27 @@ synthetic generator::
             price_usd_per_hour: 0.6
             id: cr-east-g5        # optional; default "<location>/<instance_type>"
 
+``replay:`` names a trace in the **data folder**: ``$SPOTHOP_SHARED_DATA``
+if set, else the world's ``data_dir:`` (relative to the world file), the
+folder of published traces that sits beside a checkout (``../shared/data``).
+When that folder is absent — a fresh clone without it — each replayed market
+runs its cloud's ``market:`` instead, and loading the world prints one line
+saying so (:attr:`World.notes`). A replayed file missing from a data folder
+that exists is an error, as a ``trace:`` is.
+
 A default world ships in the package, so the embedded default needs no file.
 Errors name the file, the key and the fix.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import sys
 from functools import cached_property
 from importlib import resources as importlib_resources
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -70,6 +86,7 @@ from spothop.resources.market_id import MarketId
 from spothop.resources.offering import Offering
 
 DEFAULT_WORLD = "default-world.yaml"
+SHARED_DATA_ENV = "SPOTHOP_SHARED_DATA"  # the data folder of published traces, for 'replay:'
 
 # Every number of a world file is checked against one of these (spothop.bounds):
 # a NaN, an infinity or an absurd magnitude is refused naming the key and the value.
@@ -124,8 +141,18 @@ class MarketSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     trace: str | None = None
+    replay: str | None = Field(
+        default=None,
+        description="a trace in the data folder ($SPOTHOP_SHARED_DATA, else data_dir); "
+        "absent folder: the cloud's market instead",
+    )
     kind: str | None = Field(
         default=None, description="override a trace's polarity: unavailable_flag or available_count"
+    )
+    prices: Literal["trace", "catalog"] = Field(
+        default="trace",
+        description="a trace's price: its own per-tick prices where it has them ('trace'), or the "
+        "catalog's spot price ('catalog': a trace recorded on another instance type)",
     )
     start_offset_s: Annotated[float, DURATION_S.annotated("start_offset_s")] | None = Field(
         default=0.0, description="None: drawn from the seed"
@@ -134,8 +161,8 @@ class MarketSpec(BaseModel):
 
     @model_validator(mode="after")
     def _one_source(self) -> MarketSpec:
-        if (self.trace is None) == (self.synthetic is None):
-            raise ValueError("give exactly one of 'trace' or 'synthetic'")
+        if sum(x is not None for x in (self.trace, self.replay, self.synthetic)) != 1:
+            raise ValueError("give exactly one of 'trace', 'replay' or 'synthetic'")
         return self
 
 
@@ -245,6 +272,10 @@ class WorldSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     seed: Annotated[int, SEED.annotated("seed")] = 0
+    data_dir: str | None = Field(
+        default=None,
+        description="where 'replay:' traces are, relative to the world file; $SPOTHOP_SHARED_DATA overrides it",
+    )
     speed: Annotated[float, SPEED.annotated("speed")] = Field(
         default=1.0, description="simulated seconds per wall second"
     )
@@ -275,6 +306,41 @@ class World:
                         f"{origin}: key clouds.{i}.reserved.{j}: the {cloud.catalog} catalog does not sell "
                         f"{pool.instance_type} in {pool.location}; reserve a type sold there"
                     )
+
+    @cached_property
+    def data_dir(self) -> Path | None:
+        """The data folder ``replay:`` paths resolve in (see the module docstring); None: none named."""
+        env = os.environ.get(SHARED_DATA_ENV)
+        if env:
+            return Path(env).expanduser()
+        if self.spec.data_dir is None:
+            return None
+        path = Path(self.spec.data_dir).expanduser()
+        return path if path.is_absolute() or self.base_dir is None else self.base_dir / path
+
+    @cached_property
+    def replays_fall_back(self) -> bool:
+        """True when the world replays traces but its data folder is absent (a fresh clone)."""
+        replays = any(
+            spec.replay is not None
+            for cloud in self.spec.clouds
+            for spec in (cloud.market, *cloud.markets)
+        )
+        return replays and (self.data_dir is None or not self.data_dir.is_dir())
+
+    @property
+    def notes(self) -> list[str]:
+        """What a person loading this world should know: one line per note."""
+        if not self.replays_fall_back:
+            return []
+        replayed = sum(
+            spec.replay is not None for cloud in self.spec.clouds for spec in cloud.markets
+        )
+        where = self.data_dir or f"data_dir (unset in {self.origin})"
+        return [
+            f"{self.origin}: the data folder {where} is absent (set ${SHARED_DATA_ENV} to it); "
+            f"{replayed} market(s) that replay its real traces run their cloud's synthetic market instead"
+        ]
 
     @property
     def seed(self) -> int:
@@ -330,6 +396,13 @@ class World:
                     (offering.location, offering.instance_type),
                     (f"clouds.{i}.market", cloud.market),
                 )
+                if spec.replay is not None and self.replays_fall_back:
+                    where, spec = f"clouds.{i}.market", cloud.market  # said once, in notes
+                    if spec.replay is not None:
+                        raise ConfigError(
+                            f"{self.origin}: key {where}.replay: the data folder is absent and this cloud's "
+                            "market replays it too; give the cloud a 'synthetic:' market to fall back on"
+                        )
                 sources[self.market_key(cloud.name, offering)] = self._source(
                     spec, where, offering, traces
                 )
@@ -356,13 +429,20 @@ class World:
                 tick_s=s.tick_s,
             )
             return MarketSource(synthetic=params, start_offset_s=spec.start_offset_s)
-        assert spec.trace is not None
-        key = (spec.trace, spec.kind)
+        name, field, base = (
+            (spec.replay, "replay", self.data_dir)
+            if spec.replay is not None
+            else (spec.trace, "trace", self.base_dir)
+        )
+        assert name is not None  # MarketSpec holds exactly one source
+        key = (f"{field}:{name}", spec.kind)
         if key not in traces:
-            traces[key] = self._read_trace(spec.trace, spec.kind, where)
+            traces[key] = self._read_trace(name, spec.kind, f"{where}.{field}", base)
         trace = traces[key]
         if trace.prices_usd_per_hour is not None:
-            return MarketSource(trace=trace, start_offset_s=spec.start_offset_s)
+            if spec.prices == "trace":
+                return MarketSource(trace=trace, start_offset_s=spec.start_offset_s)
+            trace = dataclasses.replace(trace, prices_usd_per_hour=None)  # availability only
         return MarketSource(
             trace=trace,
             start_offset_s=spec.start_offset_s,
@@ -370,16 +450,20 @@ class World:
             on_demand_price_usd_per_hour=on_demand,
         )
 
-    def _read_trace(self, name: str, kind: str | None, where: str) -> AvailabilityTrace:
-        """The trace ``name`` (relative to the world file); errors name the key ``where`` and the YAML fix."""
+    def _read_trace(
+        self, name: str, kind: str | None, key: str, base: Path | None
+    ) -> AvailabilityTrace:
+        """The trace ``name`` (relative to ``base``); errors name the YAML ``key`` and the fix."""
         path = Path(name).expanduser()
-        if not path.is_absolute() and self.base_dir is not None:
-            path = self.base_dir / path
+        if not path.is_absolute() and base is not None:
+            path = base / path
+        where = key.rpartition(".")[0]
         if not path.is_file():
             found = "is not a file" if path.exists() else "not found"
+            relative = "the data folder" if key.endswith(".replay") else "the world file"
             raise ConfigError(
-                f"{self.origin}: key {where}.trace: trace {name!r} {found} (looked at {path}); "
-                "fix the 'trace' path, relative to the world file"
+                f"{self.origin}: key {key}: trace {name!r} {found} (looked at {path}); "
+                f"fix the path, relative to {relative}"
             )
         choices = " or ".join(f"'kind: {k.value}'" for k in TraceKind)
         try:
@@ -398,7 +482,7 @@ class World:
                     f"or counts available instances (its folder name does not say); add {choices} "
                     "(Can't Be Late 1-node traces flag, multi-node and SpotHedge traces count)"
                 ) from None
-            raise ConfigError(f"{self.origin}: key {where}.trace: {exc}") from None
+            raise ConfigError(f"{self.origin}: key {key}: {exc}") from None
 
 
 def _spot_ratio(offering: Offering) -> float:
@@ -453,7 +537,15 @@ def parse_world(text: str, origin: str, base_dir: Path | None = None) -> World:
         )  # it names the value itself
         given = "" if bounded or first["type"] == "missing" else f", got {first.get('input')!r:.80}"
         raise ConfigError(f"{origin}: key {where}: {message}{given}") from None
-    return World(spec, origin, base_dir)
+    world = World(spec, origin, base_dir)
+    for note in world.notes:
+        if note not in _SAID:  # once per process: every host and CLI call loads the world
+            _SAID.add(note)
+            print(note, file=sys.stderr)
+    return world
+
+
+_SAID: set[str] = set()
 
 
 def load_world(path: Path | None = None) -> World:
