@@ -253,6 +253,7 @@ def test_requirements_select_the_catalogs_offerings_of_the_asked_gpu() -> None:
 
 def test_an_unknown_field_with_no_close_name_lists_the_fields_there() -> None:
     error = _error(_job(checkpoint={"url": "c", "zzz": 1}))
-    assert "checkpoint.zzz: unknown field; the fields here are compatibility, interval, replicas, save_cost_s, url" in str(
-        error
+    assert (
+        "checkpoint.zzz: unknown field; the fields here are compatibility, interval, replicas, save_cost_s, url"
+        in str(error)
     )
