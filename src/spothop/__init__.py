@@ -92,6 +92,7 @@ _LAZY: dict[str, str] = {
             "ParentMissing",
             "FormatVersionError",
             "NoValidCheckpoint",
+            "ReshardError",
             "ValidationFailed",
         ),
         "spothop.checkpoint.errors",
@@ -148,6 +149,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time each comes 
         FormatVersionError,
         NoValidCheckpoint,
         ParentMissing,
+        ReshardError,
         ValidationFailed,
     )
     from spothop.checkpoint.pytorch import TorchState
@@ -247,6 +249,7 @@ __all__ = [
     "QueueUnavailableError",
     "QuotaExceeded",
     "RateLimited",
+    "ReshardError",
     "SimulationError",
     "SpothopError",
     "StorageUnreachable",

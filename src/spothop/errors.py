@@ -66,6 +66,7 @@ code  name                        meaning
     │   │   └── ParentMissing       a delta whose parent is gone or does not verify
     │   ├── FormatVersionError      a manifest from a newer format version
     │   ├── NoValidCheckpoint       checkpoints exist but none restores; carries each reason
+    │   ├── ReshardError            another world size's checkpoint that cannot be re-sharded to this one
     │   └── ValidationFailed        the validation hook rejected a restored checkpoint
     └── ProviderError               a cloud refused or failed; keeps its own code and message     exit 1
         ├── CapacityUnavailable     no spot (or on-demand) capacity of that type there now         exit 4

@@ -15,7 +15,9 @@ The public surface::
 PyTorch helpers are in :mod:`spothop.checkpoint.pytorch` (``TorchState``: save
 with ``overlap``, ``prepare``, ``checkpoint_step`` under the agent, restore that
 ranks agree on) and the Hugging Face callback in :mod:`spothop.checkpoint.hf`;
-this package itself imports without torch. :class:`Preempted` is what a step
+this package itself imports without torch. A checkpoint written by another world
+size is restored re-sharded (:mod:`spothop.checkpoint.reshard`; mark sharded leaves
+with ``save(sharded={pattern: Shard(...)})``). :class:`Preempted` is what a step
 raises after its emergency checkpoint on the agent's final notice (exit 75).
 """
 
@@ -38,6 +40,7 @@ from spothop.checkpoint.errors import (
     FormatVersionError,
     NoValidCheckpoint,
     ParentMissing,
+    ReshardError,
     ValidationFailed,
 )
 from spothop.checkpoint.gc import GcPlan, collect
@@ -48,7 +51,15 @@ from spothop.checkpoint.interval import (
     daly_interval_s,
     young_interval_s,
 )
-from spothop.checkpoint.manifest import FORMAT_VERSION, FileEntry, Manifest, Tier, WorldLayout
+from spothop.checkpoint.manifest import (
+    FORMAT_VERSION,
+    FileEntry,
+    Manifest,
+    Shard,
+    ShardRule,
+    Tier,
+    WorldLayout,
+)
 from spothop.checkpoint.preemption import EXIT_PREEMPTED, Preempted
 from spothop.checkpoint.restore import Restored, Validator
 from spothop.checkpoint.rng import capture_rng, restore_rng
@@ -74,9 +85,12 @@ __all__ = [
     "NoValidCheckpoint",
     "ParentMissing",
     "Preempted",
+    "ReshardError",
     "Restored",
     "SaveHandle",
     "SaveStats",
+    "Shard",
+    "ShardRule",
     "Store",
     "Tier",
     "ValidationFailed",

@@ -47,10 +47,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from spothop.checkpoint import gc as gc_mod
+from spothop.checkpoint import reshard
 from spothop.checkpoint import tree as tree_mod
 from spothop.checkpoint.errors import CheckpointConfigError, CheckpointWriteError
 from spothop.checkpoint.interval import IntervalPolicy, SaveCostMeter, interval_from_env
-from spothop.checkpoint.manifest import Manifest, Tier, WorldLayout
+from spothop.checkpoint.manifest import Manifest, Shard, Tier, WorldLayout
 from spothop.checkpoint.pack import (
     DEFAULT_CHUNK_BYTES,
     DEFAULT_COMPRESS_BELOW,
@@ -66,7 +67,7 @@ from spothop.checkpoint.restore import (
     restore_newest,
     steps_every_rank_committed,
 )
-from spothop.checkpoint.rng import capture_rng, restore_rng
+from spothop.checkpoint.rng import capture_rng
 from spothop.checkpoint.snapshot import (
     DeltaBase,
     HostBuffers,
@@ -318,6 +319,7 @@ class Checkpointer:
         user_metadata: Mapping[str, Any] | None = None,
         overlap: bool = False,
         frozen: Iterable[Any] = (),
+        sharded: Mapping[str, Shard] | None = None,
     ) -> SaveHandle:
         """Copy ``state`` to host memory and write it in the background; returns at once after the copy.
 
@@ -341,12 +343,19 @@ class Checkpointer:
         copied nor compared, whatever ``track_versions`` and ``skip_unchanged``
         say. That makes a LoRA save or delta cost the adapter's size.
         :meth:`TorchState.save` passes the model's frozen parameters.
+
+        ``sharded`` marks the leaves this rank holds one slice of (``fnmatch`` patterns over
+        leaf paths, such as ``"optimizer/state/*/exp_avg"``, each with a :class:`Shard`: the
+        dim and the split rule); the manifest records them, so a restore into another world
+        size concatenates and re-splits them (:mod:`spothop.checkpoint.reshard`). Every other
+        leaf is taken to be replicated: the same bytes on every rank.
         """
         start = time.perf_counter()
         tier = Tier(tier)
         self._make_room(tier)
         self._await_prepared()  # the buffers belong to one thread at a time
         flat = tree_mod.flatten(state)
+        sharding = reshard.resolve_sharding(sharded, list(flat.arrays))
         trusted = frozenset[str]()
         frozen = list(frozen)
         if frozen:
@@ -386,6 +395,7 @@ class Checkpointer:
             dict(user_metadata or {}),
             time.time(),
             start,
+            sharding,
         )
         cancel = threading.Event()
         future = self._executor.submit(self._write, job, cancel)
@@ -434,7 +444,12 @@ class Checkpointer:
             return self._base
         from spothop.checkpoint.reader import committed
 
-        durable = [m for m in committed(self.durable)[0] if m.tier is Tier.DURABLE]
+        # A re-formed job's rank folder may also hold another world's checkpoints: not a base.
+        durable = [
+            m
+            for m in committed(self.durable)[0]
+            if m.tier is Tier.DURABLE and m.world.world_size == self.world.world_size
+        ]
         return DeltaBase(durable[-1]) if durable else None
 
     def _write(self, job: _Job, cancel: threading.Event) -> tuple[Manifest, SaveStats]:
@@ -505,6 +520,7 @@ class Checkpointer:
         *,
         apply_rng: bool = True,
         agree: Callable[[int], int] | None = None,
+        reshard_worlds: bool = True,
     ) -> Restored | None:
         """Load the newest checkpoint that verifies (local or durable); None if none was ever committed.
 
@@ -522,6 +538,13 @@ class Checkpointer:
         ``torch.distributed`` is initialised). With it the ranks also agree
         when a checkpoint verifies on one rank and not on another: all go back
         to the newest step that every rank can load, or all raise.
+
+        With ``reshard_worlds`` (the default) a newer step written by another
+        world size (a re-formed job) is restored re-sharded to this one
+        (:mod:`spothop.checkpoint.reshard`: replicated leaves from old rank 0,
+        sharded leaves concatenated and re-split, the RNG derived per rank;
+        ``Restored.resharded`` says so); a checkpoint that cannot be re-sharded
+        raises :class:`ReshardError`. Without it such steps are skipped.
         """
         self._make_room(Tier.DURABLE)
         self._settle()
@@ -533,13 +556,27 @@ class Checkpointer:
             else None
         )
         stores = [self.local, self.durable]
+
+        def this_world(max_step: int | None) -> Restored | None:
+            return restore_newest(stores, self.world, validate, False, steps, max_step)
+
+        def other_worlds(max_step: int | None) -> list[reshard.Candidate]:
+            return reshard.candidates(
+                self._durable_url, self._local_url, self.world, self._storage_options, max_step
+            )
+
+        newest = (
+            reshard.newest_any_world(stores, self.world, validate, steps, other_worlds)
+            if reshard_worlds
+            else this_world
+        )
         if agree is None:
-            restored = restore_newest(stores, self.world, validate, apply_rng, steps)
+            restored = newest(None)
         else:
-            restored = restore_agreed(stores, self.world, validate, steps, agree)
-            if restored is not None and apply_rng:
-                restore_rng(dict(restored.manifest.rng))
-        if restored is not None and restored.url == self.durable.url:
+            restored = restore_agreed(newest, agree, ", ".join(s.url for s in stores))
+        if restored is not None and apply_rng:
+            reshard.put_back_rng(restored)
+        if restored is not None and restored.resharded is None and restored.url == self.durable.url:
             self._base = DeltaBase(restored.manifest)
         return restored
 
@@ -579,6 +616,7 @@ class _Job:
     user_metadata: dict[str, Any]
     wall_time: float
     started: float
+    sharding: dict[str, Shard]
 
     def manifest(
         self,
@@ -600,6 +638,7 @@ class _Job:
             self.data_position,
             world,
             self.user_metadata,
+            sharding=self.sharding,
         )
 
 

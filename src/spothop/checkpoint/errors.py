@@ -11,6 +11,7 @@ They sit in spothop's one tree (see :mod:`spothop.errors`)::
         │   └── ParentMissing           a delta whose parent checkpoint is gone or does not verify
         ├── FormatVersionError          a manifest written by a newer spothop
         ├── NoValidCheckpoint           checkpoints exist but none verifies; ``reasons`` says why each
+        ├── ReshardError                a checkpoint of another world size cannot be re-sharded to this one
         └── ValidationFailed            the user's validation hook rejected a restored checkpoint
 
 A failed write never touches earlier checkpoints: the manifest is written last,
@@ -70,6 +71,12 @@ class NoValidCheckpoint(CheckpointError):
         self.reasons = list(reasons)
         detail = "; ".join(f"{cid}: {why}" for cid, why in self.reasons)
         super().__init__(f"no checkpoint under {url} can be restored ({detail})")
+
+
+class ReshardError(CheckpointError):
+    """A checkpoint written by another world size cannot be re-sharded into this one (a sharded
+    leaf that does not split, a leaf that differs per rank but is not marked sharded); the message
+    names the leaf, its sizes and the fix. Every rank raises it alike."""
 
 
 class ValidationFailed(CheckpointError):

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from spothop.checkpoint.errors import CheckpointCorrupt, FormatVersionError
+from spothop.checkpoint.errors import CheckpointConfigError, CheckpointCorrupt, FormatVersionError
 
 FORMAT_VERSION = 2  # 2: pack-file digests are Merkle roots over segment hashes (1 is still read)
 FILE_DIGEST_DOMAIN = (
@@ -91,6 +91,44 @@ class LeafEntry:
         return sum(c.raw_bytes for c in self.chunks)
 
 
+class ShardRule(StrEnum):
+    """How a sharded leaf's rows are split among the ranks (:mod:`spothop.checkpoint.reshard`)."""
+
+    EVEN = "even"  # every rank the same number of rows: the length must divide by the world size
+    BALANCED = (
+        "balanced"  # like torch.tensor_split: the first ``length % world`` ranks get one more
+    )
+    PADDED = "padded"  # ceil(length / world) rows each, the last rank(s) padded with zeros
+
+
+@dataclass(frozen=True)
+class Shard:
+    """A leaf that each rank holds one slice of, along ``dim``, in rank order.
+
+    ``length`` is the leaf's true length along ``dim`` over the whole world (without padding);
+    it is needed for :attr:`ShardRule.PADDED` and otherwise is the sum of the ranks' slices.
+    """
+
+    dim: int = 0
+    rule: ShardRule = ShardRule.EVEN
+    length: int | None = None
+
+    def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "rule", ShardRule(self.rule))
+        except ValueError:
+            raise CheckpointConfigError(
+                f"shard rule {self.rule!r} is not one of {', '.join(r.value for r in ShardRule)}"
+            ) from None
+        if self.dim < 0 or (self.length is not None and self.length < 0):
+            raise CheckpointConfigError(
+                f"Shard(dim={self.dim}, length={self.length}): both must be ≥ 0"
+            )
+
+    def to_json(self) -> dict[str, Any]:
+        return {"dim": self.dim, "rule": self.rule.value, "length": self.length}
+
+
 @dataclass(frozen=True)
 class WorldLayout:
     """The distributed layout the checkpoint was written under (one manifest per rank)."""
@@ -117,6 +155,7 @@ class Manifest:
     world: WorldLayout = WorldLayout()
     user_metadata: Mapping[str, Any] = field(default_factory=dict)
     format_version: int = FORMAT_VERSION
+    sharding: Mapping[str, Shard] = field(default_factory=dict)  # leaf path -> how it is sharded
 
     @property
     def size_bytes(self) -> int:
@@ -237,6 +276,7 @@ def _body(m: Manifest) -> dict[str, Any]:
             "local_world_size": m.world.local_world_size,
         },
         "user_metadata": dict(m.user_metadata),
+        "sharding": {key: shard.to_json() for key, shard in m.sharding.items()},
     }
 
 
@@ -272,6 +312,14 @@ def _from_body(body: Mapping[str, Any]) -> Manifest:
         world=_world(world),
         user_metadata=dict(body["user_metadata"]),
         format_version=int(body["format_version"]),
+        sharding={str(k): _shard(v) for k, v in body.get("sharding", {}).items()},
+    )
+
+
+def _shard(raw: Mapping[str, Any]) -> Shard:
+    length = raw.get("length")
+    return Shard(
+        _count(raw["dim"]), ShardRule(raw["rule"]), None if length is None else _count(length)
     )
 
 

@@ -21,11 +21,19 @@ from torch.utils.data import Sampler
 
 from spothop.checkpoint.checkpointer import Checkpointer, SaveHandle
 from spothop.checkpoint.errors import CheckpointConfigError
-from spothop.checkpoint.manifest import Tier
+from spothop.checkpoint.manifest import Shard, Tier
 from spothop.checkpoint.restore import Restored
 
 VALIDATION_KEY = "validation_value"
 DEFAULT_VALIDATION_RTOL = 1e-5  # same weights and batch on the same machine give the same value
+
+
+def epoch_order(length: int, shuffle: bool, seed: int, epoch: int) -> list[int]:
+    """The samples of one epoch in order: a permutation drawn from ``seed + epoch`` alone."""
+    if not shuffle:
+        return list(range(length))
+    generator = torch.Generator().manual_seed(seed + epoch)
+    return [int(i) for i in torch.randperm(length, generator=generator)]
 
 
 class ResumableSampler(Sampler[int]):
@@ -51,10 +59,7 @@ class ResumableSampler(Sampler[int]):
         return self.length - self.index
 
     def _order(self) -> list[int]:
-        if not self.shuffle:
-            return list(range(self.length))
-        generator = torch.Generator().manual_seed(self.seed + self.epoch)
-        return [int(i) for i in torch.randperm(self.length, generator=generator)]
+        return epoch_order(self.length, self.shuffle, self.seed, self.epoch)
 
     def __iter__(self) -> Iterator[int]:
         order = self._order()
@@ -80,6 +85,107 @@ class ResumableSampler(Sampler[int]):
         )
 
 
+class DistributedResumableSampler(Sampler[int]):
+    """One rank's share of a shuffled epoch, resumable mid-epoch in a world of any size.
+
+    The order of epoch ``e`` is one permutation drawn from ``seed + e`` alone,
+    the same on every rank. Its samples not yet consumed are dealt round-robin:
+    rank ``r`` of ``W`` takes the remaining ``r``-th, ``r + W``-th, … So once
+    every rank has taken ``k`` samples, exactly the first ``W × k`` remaining
+    ones are consumed, and the sampler's state is one count that every rank
+    shares and that means the same in any world: ``(epoch, seed, consumed)``,
+    samples of the epoch consumed by all ranks together. A job re-formed to
+    ``W'`` ranks loads it and deals the rest of the epoch among its ranks: no
+    sample skipped, none repeated. With a global batch divisible by both world
+    sizes (each rank's batch ``B / W``), every step's global batch is the same
+    set of samples in either world.
+
+    Ranks must take samples in lockstep (the same count per step, which a
+    ``DataLoader`` with ``num_workers=0`` and ``batch_size = B / W`` does);
+    when the epoch's remainder does not divide by ``W`` the last step gives
+    some ranks one sample fewer. Unlike ``DistributedSampler`` nothing is
+    padded with repeats. ``rank`` and ``world_size`` default to
+    ``torch.distributed``'s when it is initialised (else 0 and 1). Give the
+    ``DataLoader`` its own ``generator=torch.Generator()``, as for
+    :class:`ResumableSampler`.
+    """
+
+    def __init__(
+        self,
+        data: Sized | int,
+        *,
+        rank: int | None = None,
+        world_size: int | None = None,
+        shuffle: bool = True,
+        seed: int = 0,
+    ) -> None:
+        import torch.distributed as dist
+
+        initialised = dist.is_available() and dist.is_initialized()
+        self.world_size = world_size or (dist.get_world_size() if initialised else 1)
+        self.rank = (dist.get_rank() if initialised else 0) if rank is None else rank
+        if not 0 <= self.rank < self.world_size:
+            raise CheckpointConfigError(
+                f"sampler rank {self.rank} is not in a world of {self.world_size}"
+            )
+        self.length = data if isinstance(data, int) else len(data)
+        self.shuffle, self.seed = shuffle, seed
+        self.epoch = 0
+        self.start = 0  # samples of the epoch consumed by every rank when this pass began
+        self.index = 0  # samples this rank has taken in this pass
+
+    def _position(self) -> int:
+        """Where this rank's next sample lies in the epoch's order."""
+        return self.start + self.rank + self.world_size * self.index
+
+    @property
+    def consumed(self) -> int:
+        """Samples of the epoch consumed by all ranks together (the whole epoch once this rank's
+        share is taken: in lockstep the others' is too)."""
+        if self._position() >= self.length:
+            return self.length
+        return self.start + self.world_size * self.index
+
+    def __len__(self) -> int:
+        return len(range(self._position(), self.length, self.world_size))
+
+    def _order(self) -> list[int]:
+        return epoch_order(self.length, self.shuffle, self.seed, self.epoch)
+
+    def __iter__(self) -> Iterator[int]:
+        self.start, self.index = self.consumed, 0
+        order = self._order()
+        while (position := self._position()) < self.length:
+            self.index += 1
+            yield order[position]
+        self.epoch += 1
+        self.start = self.index = 0
+
+    def state_dict(self) -> dict[str, int | bool]:
+        """The same on every rank and in every world: epoch, seed, samples consumed globally."""
+        return {
+            "epoch": self.epoch,
+            "seed": self.seed,
+            "consumed": self.consumed,
+            "length": self.length,
+            "shuffle": self.shuffle,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        if "consumed" not in state:
+            raise CheckpointConfigError(
+                "the checkpoint's data position is not a DistributedResumableSampler's "
+                f"(it has {sorted(state)}); restore it into the sampler that saved it"
+            )
+        if int(state["length"]) != self.length or bool(state["shuffle"]) != self.shuffle:
+            raise CheckpointConfigError(
+                f"the checkpoint's sampler covered {state['length']} samples (shuffle="
+                f"{state['shuffle']}); this one has {self.length} (shuffle={self.shuffle})"
+            )
+        self.epoch, self.seed = int(state["epoch"]), int(state["seed"])
+        self.start, self.index = int(state["consumed"]), 0
+
+
 class TorchState:
     """The pieces of a PyTorch training run that a checkpoint must hold, saved and restored together."""
 
@@ -89,8 +195,12 @@ class TorchState:
         optimizer: torch.optim.Optimizer | None = None,
         scheduler: Any = None,
         scaler: Any = None,
-        sampler: ResumableSampler | None = None,
+        sampler: ResumableSampler | DistributedResumableSampler | None = None,
+        sharded: Mapping[str, Shard] | None = None,
     ) -> None:
+        """``sharded`` marks the leaves each rank holds one slice of (see :meth:`Checkpointer.save`),
+        by path in :meth:`state_dict` (``"optimizer/state/*/exp_avg"``), so that a re-formed job
+        re-shards them; everything else is replicated."""
         self.model, self.optimizer, self.scheduler, self.scaler, self.sampler = (
             model,
             optimizer,
@@ -101,6 +211,8 @@ class TorchState:
         self._copying: SaveHandle | None = (
             None  # an overlapped save whose copy the next step must wait for
         )
+        self.sharded = dict(sharded or {})
+        self.restored: Restored | None = None  # what the last restore loaded
         self._prepared = False  # checkpoint_step has had the host buffers allocated
         self._step_hook: Any = None
 
@@ -214,6 +326,7 @@ class TorchState:
             user_metadata=metadata,
             overlap=overlap,
             frozen=frozen,
+            sharded=self.sharded,
         )
         if overlap:
             self._copying = handle
@@ -241,6 +354,10 @@ class TorchState:
         With ``validate`` (e.g. the loss on a fixed batch), each candidate is
         loaded and its value compared with the one recorded at save time; a
         mismatch beyond ``rtol`` rejects it and the next older one is tried.
+
+        A newer checkpoint written by another world size (a re-formed job) is re-sharded to
+        this one (:mod:`spothop.checkpoint.reshard`); :attr:`restored` keeps what was loaded
+        (``restored.resharded`` says from which world). The ranks agree on the step.
         """
 
         def accept(restored: Restored) -> bool:
@@ -253,6 +370,7 @@ class TorchState:
             return abs(value - float(recorded)) <= rtol * max(abs(float(recorded)), 1e-12)
 
         restored = checkpointer.restore(accept, agree=_min_over_ranks(checkpointer))
+        self.restored = restored
         if restored is None:
             return None
         if self.sampler is not None and restored.manifest.data_position:

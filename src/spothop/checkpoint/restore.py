@@ -4,9 +4,11 @@ Candidates from every store are tried newest first (by step, then wall
 time; at equal step a local snapshot beats a durable copy because it is
 faster to read). A candidate is skipped, with a logged reason, when a file
 fails its checksum or size, a delta's parent is gone, its manifest is from a
-newer format, it was written under another world size, (with several
-ranks) not every rank committed its step, or the validation hook rejects
-it. Skipping never deletes or changes anything.
+newer format, (with several ranks) not every rank committed its step, or
+the validation hook rejects it. Skipping never deletes or changes anything.
+A checkpoint written under another world size is restored re-sharded
+(:mod:`spothop.checkpoint.reshard`, which builds on these functions) or, when
+re-sharding is off, skipped.
 
 Several ranks restore the same step: only steps every rank has committed are
 candidates (:func:`steps_every_rank_committed`), and with a collective minimum
@@ -33,12 +35,26 @@ log = logging.getLogger("spothop.checkpoint")
 
 
 @dataclass(frozen=True)
+class Resharded:
+    """How a restored state was re-sharded from another world (:mod:`spothop.checkpoint.reshard`)."""
+
+    from_world_size: int
+    to_world_size: int
+    rank: int
+    rng_seed: int  # what this rank's generators were seeded with (the saved states do not apply)
+    sharded: tuple[str, ...]  # the leaves concatenated and re-split; the rest came from old rank 0
+
+
+@dataclass(frozen=True)
 class Restored:
-    """A verified checkpoint: its manifest, the rebuilt state, and the store it came from."""
+    """A verified checkpoint: its manifest, the rebuilt state, and the store it came from.
+
+    After re-sharding, ``manifest`` is old rank 0's and ``resharded`` says from which world."""
 
     manifest: Manifest
     state: Any
     url: str
+    resharded: Resharded | None = None
 
     @property
     def step(self) -> int:
@@ -55,12 +71,13 @@ def load(store: Store, manifest: Manifest) -> Restored:
     buffers = read_leaves(store, manifest, chain)
 
     def leaf(key: str) -> Any:
-        return _array(manifest.leaves[key], buffers[key])
+        return leaf_array(manifest.leaves[key], buffers[key])
 
     return Restored(manifest, tree.unflatten(manifest.tree, leaf), store.url)
 
 
-def _array(entry: LeafEntry, buffer: bytearray) -> Any:
+def leaf_array(entry: LeafEntry, buffer: bytearray) -> Any:
+    """The array (torch tensor or NumPy array) that ``entry``'s verified bytes make."""
     if entry.kind == "torch":
         from spothop.checkpoint import _torch_arrays
 
@@ -75,14 +92,24 @@ def restore_newest(
     apply_rng: bool,
     steps: frozenset[int] | None = None,
     max_step: int | None = None,
+    *,
+    min_step: int | None = None,
+    other_worlds: bool = True,
 ) -> Restored | None:
     """The newest candidate that loads, verifies and validates; ``steps`` (when given) limits the
-    candidates to those steps (the ones every rank has committed), ``max_step`` to steps at most it."""
+    candidates to those steps (the ones every rank has committed), ``max_step`` to steps at most it,
+    ``min_step`` to steps at least it. Checkpoints of another world size are skipped with a reason,
+    or (``other_worlds=False``: re-sharding looks at them) left out without one."""
     candidates: list[tuple[Manifest, Store]] = []
     reasons: list[tuple[str, str]] = []
     for store in stores:
         found, damaged = committed(store)
-        candidates += [(m, store) for m in found]
+        candidates += [
+            (m, store)
+            for m in found
+            if (min_step is None or m.step >= min_step)
+            and (other_worlds or m.world.world_size == world.world_size)
+        ]
         reasons += damaged
     if not candidates and not reasons:
         return None
@@ -168,20 +195,20 @@ _NOTHING, _NOTHING_VALID = (
 
 
 def restore_agreed(
-    stores: list[Store],
-    world: WorldLayout,
-    validate: Validator | None,
-    steps: frozenset[int] | None,
+    newest: Callable[[int | None], Restored | None],
     agree: Callable[[int], int],
+    url: str,
 ) -> Restored | None:
-    """Every rank proposes the newest step it can load; all go to the smallest proposal, and again
-    while some rank cannot load that one. Each round is two collectives on every rank, so all ranks
-    run the same number of rounds; the step only goes down, so the rounds end."""
+    """Every rank proposes the newest step it can load (``newest(max_step)``, which raises
+    :class:`NoValidCheckpoint` when checkpoints exist but none loads); all go to the smallest
+    proposal, and again while some rank cannot load that one. Each round is two collectives on
+    every rank, so all ranks run the same number of rounds; the step only goes down, so the
+    rounds end."""
     ceiling: int | None = None
     while True:
         failure: NoValidCheckpoint | None = None
         try:
-            restored = restore_newest(stores, world, validate, False, steps, ceiling)
+            restored = newest(ceiling)
         except NoValidCheckpoint as exc:
             restored, failure = None, exc
         mine = (
@@ -196,8 +223,7 @@ def restore_agreed(
             if agreed == _NOTHING and -agree(-mine) == _NOTHING:
                 return None  # no rank has any checkpoint: all start afresh
             raise failure or NoValidCheckpoint(
-                ", ".join(s.url for s in stores),
-                [("rank", "another rank has no checkpoint it can load")],
+                url, [("rank", "another rank has no checkpoint it can load")]
             )
         if agree(1 if mine == agreed else 0) == 1:
             return restored
