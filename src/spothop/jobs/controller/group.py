@@ -142,7 +142,7 @@ def group_actions(d: JobContext, forced_on_demand: bool) -> None:
         }
         if all(n in running for n in range(nnodes)):
             d.move(JobState.RUNNING, f"generation {generation}: {nnodes} of {nnodes} nodes run")
-        elif _ran_before(job):
+        elif generation > 0:
             d.move(JobState.RECOVERING, f"generation {generation} is starting")
         else:
             d.move(JobState.PROVISIONING, f"generation {generation}: launches under way")
@@ -173,8 +173,8 @@ def _broken(d: JobContext, members: Sequence[AttemptView]) -> tuple[str, float] 
         deadlines = [a.notice_deadline_s for a in noticed if a.notice_deadline_s is not None]
         deadline = min(deadlines, default=d.now + d.config().group_advance_stop_s)
         first = min(noticed, key=lambda a: (a.noticed_at or d.now, a.node))
-        kind = "final" if first.notice_final else "advance"
-        return f"node {first.node} ({first.attempt_id}) got an {kind} notice", deadline
+        kind = "a final" if first.notice_final else "an advance"
+        return f"node {first.node} ({first.attempt_id}) got {kind} notice", deadline
     if lost:
         first = min(lost, key=lambda a: (a.ended_at or d.now, a.node))
         reason = first.end_reason.value if first.end_reason else "ended"

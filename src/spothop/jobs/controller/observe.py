@@ -217,7 +217,15 @@ def sync_attempt_facts(
     (``providers``; the wall for one not given)."""
     providers = providers or {}
     by_token = {i.tags.get(TAG_TOKEN): i for i in instances.values() if i.tags.get(TAG_TOKEN)}
-    noticed = {e.instance_id for e in events if e.kind == "final_notice"}
+    from spothop.jobs.controller.snapshot import CONTROL_PLANE_PROTOCOL
+
+    # The cloud's notices; an agent's report of the controller's own stop is left to decide's fold
+    # (a grouped task's node stopped with its group is not noticed: docs/multinode.md).
+    noticed = {
+        e.instance_id
+        for e in events
+        if e.kind == "final_notice" and getattr(e, "protocol", "") != CONTROL_PLANE_PROTOCOL
+    }
     out: list[AttemptRecord] = []
     for attempt in attempts:
         current = attempt

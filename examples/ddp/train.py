@@ -1,0 +1,265 @@
+"""Data-parallel training on torch.distributed that survives a preempted node, bit for bit.
+
+``python train.py --steps N --out FILE [--seen DIR] [--step-sleep S] [--save-every K]``
+
+Run once per node, as spothop runs a task's ``run`` on each node of a group
+(docs/multinode.md): the shape comes from :func:`spothop.worker.world` (the
+launcher's ``MASTER_ADDR``, ``NODE_RANK``, ``NNODES``, ``NPROC_PER_NODE`` …);
+a node with ``NPROC_PER_NODE`` > 1 spawns one process per GPU
+(``torch.multiprocessing``; rank = node rank × processes per node + local
+rank). Every process joins one gloo group (CPU) and trains a tiny linear
+model with ``DistributedDataParallel`` on a fixed synthetic dataset.
+
+The data order is global: epoch *e* visits the samples in a permutation drawn
+from ``seed + e``, a step takes the next :data:`GLOBAL_BATCH` of it and each
+rank its share (``rank::world_size``), so the checkpoint's data position is
+one number, the samples consumed in the epoch, whatever the world size.
+
+Checkpoints (``spothop.checkpoint``, one part per rank, committed when every
+rank's part is there): after each step the ranks all-reduce (MAX) three
+flags — its agent asked a stop (a final notice, or the controller stopping
+the group for another node's notice), a checkpoint (an advance notice), or
+the checkpoint interval passed (or ``--save-every``) — so that every rank
+saves the same step. On a stop every rank saves an emergency checkpoint,
+waits (at most :data:`OWN_STOP_WAIT_S`) for its own agent's stop — the
+controller's broadcast brings it to the nodes the cloud did not notice — and
+exits 75 (preempted, resumable). A rank whose peer vanished (a collective
+fails) exits 75 too: the group is relaunched from the last committed step.
+A restarted group restores the newest step every rank can load (the ranks
+agree with an all-reduce), so no rank resumes from another step.
+
+With ``--seen DIR`` each process appends one JSON line per step (generation,
+world size, rank, epoch, step, its sample indices, the global loss) to
+``DIR/gen<G>-rank<R>.jsonl``: what the tests check "every sample once per
+epoch" and the loss curve with. Node 0's rank 0 writes the final weights'
+bytes to ``--out``.
+
+Determinism (CPU): one thread, deterministic kernels, a model initialised
+from a fixed seed, the data order a function of (seed, epoch); the same world
+size gives bit-identical weights after any number of group restarts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+from spothop.checkpoint import Checkpointer, Tier, preemption
+from spothop.checkpoint.manifest import WorldLayout
+from spothop.checkpoint.pytorch import TorchState
+from spothop.worker import World, sdk, world
+
+SAMPLES, FEATURES = 96, 8
+GLOBAL_BATCH = 12  # divides by 1, 2, 3, 4 and 6 ranks: every shape gets equal shares
+SEED = 0
+LR, MOMENTUM = 0.05, 0.9
+OWN_STOP_WAIT_S = 60.0  # the controller's broadcast reaches this rank's agent within a pass or two
+COLLECTIVE_TIMEOUT_S = 60.0  # a peer gone silent this long is lost: leave, resumable
+EXIT_PREEMPTED = preemption.EXIT_PREEMPTED
+
+
+def dataset() -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(SAMPLES, FEATURES, generator=g)
+    w = torch.randn(FEATURES, 1, generator=g)
+    y = x @ w + 0.1 * torch.randn(SAMPLES, 1, generator=g)
+    return x, y
+
+
+class GlobalOrder:
+    """Which samples each step takes: the global position in the epoch, split among the ranks."""
+
+    def __init__(self, length: int, seed: int = SEED) -> None:
+        self.length, self.seed = length, seed
+        self.epoch, self.consumed = 0, 0
+
+    def next_batch(self, rank: int, world_size: int) -> tuple[int, list[int]]:
+        """The epoch of the next global batch and this rank's indices of it; moves on."""
+        if self.consumed + GLOBAL_BATCH > self.length:
+            self.epoch, self.consumed = self.epoch + 1, 0
+        order = torch.randperm(
+            self.length, generator=torch.Generator().manual_seed(self.seed + self.epoch)
+        )
+        batch = [int(i) for i in order[self.consumed : self.consumed + GLOBAL_BATCH]]
+        self.consumed += GLOBAL_BATCH
+        return self.epoch, batch[rank::world_size]
+
+    def state_dict(self) -> dict[str, int]:
+        return {
+            "epoch": self.epoch,
+            "consumed": self.consumed,
+            "seed": self.seed,
+            "length": self.length,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.epoch, self.consumed = int(state["epoch"]), int(state["consumed"])
+
+
+def train(local_rank: int, shape: World, args: argparse.Namespace) -> None:
+    me = shape.for_local_rank(local_rank)
+    assert me.rank is not None
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    dist.init_process_group(
+        "gloo",
+        init_method=me.init_method,
+        rank=me.rank,
+        world_size=me.world_size,
+        timeout=timedelta(seconds=COLLECTIVE_TIMEOUT_S),
+    )
+    try:
+        code = _loop(me, args)
+    except (RuntimeError, dist.DistBackendError) as exc:  # a peer is gone: relaunch, resumable
+        print(f"rank {me.rank}: the group broke ({type(exc).__name__}: {exc}); exit 75", flush=True)
+        os._exit(EXIT_PREEMPTED)  # no clean-up: the process group cannot be torn down cleanly
+    dist.destroy_process_group()
+    if code:
+        sys.exit(code)
+
+
+def _loop(me: World, args: argparse.Namespace) -> int:
+    assert me.rank is not None
+    torch.manual_seed(SEED)
+    model = torch.nn.Linear(FEATURES, 1)
+    ddp = DistributedDataParallel(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+    order = GlobalOrder(SAMPLES)
+    layout = WorldLayout(me.world_size, me.rank, me.nproc_per_node)
+    ckpt = Checkpointer(args.checkpoint_url, world=layout)
+    state = TorchState(model, optimizer)
+    restored = ckpt.restore(agree=_minimum)
+    step = 0
+    if restored is not None:
+        state.load_state_dict(restored.state)
+        order.load_state_dict(dict(restored.manifest.data_position))
+        step = restored.step
+    print(
+        f"rank {me.rank}/{me.world_size} generation {me.generation}: starting at step {step}",
+        flush=True,
+    )
+    preemption.listen()  # a stop arrives as a request the loop sees, not a SIGTERM
+    x, y = dataset()
+    seen = _seen_file(args.seen, me)
+    while step < args.steps:
+        epoch, rows = order.next_batch(me.rank, me.world_size)
+        optimizer.zero_grad()
+        loss = torch.nn.functional.mse_loss(ddp(x[rows]), y[rows])
+        loss.backward()
+        optimizer.step()
+        step += 1
+        if seen is not None:
+            total = loss.detach().clone()
+            dist.all_reduce(total)
+            record = {
+                "generation": me.generation,
+                "world_size": me.world_size,
+                "rank": me.rank,
+                "epoch": epoch,
+                "step": step,
+                "rows": rows,
+                "loss": float(total) / me.world_size,
+            }
+            seen.write(json.dumps(record) + "\n")
+            seen.flush()
+        if step % 10 == 0:
+            sdk.heartbeat(step=step)
+        time.sleep(args.step_sleep)
+        stop, asked, due = _agreed(
+            sdk.stop_requested(),
+            sdk.checkpoint_requested(),
+            ckpt.should_save() or (args.save_every > 0 and step % args.save_every == 0),
+        )
+        if stop:
+            own = sdk.stop_requested()
+            save = functools.partial(
+                ckpt.save,
+                state.state_dict(),
+                step,
+                tier=Tier.EMERGENCY,
+                data_position=order.state_dict(),
+                user_metadata={"reason": "stop", "generation": me.generation},
+            )
+            preempted = preemption.emergency_save(ckpt, step, save)
+            _wait_for_own_stop(own)
+            print(f"rank {me.rank}: saved step {step}; exit 75", flush=True)
+            return int(preempted.code or EXIT_PREEMPTED)
+        if asked or due:
+            ckpt.save(
+                state.state_dict(),
+                step,
+                data_position=order.state_dict(),
+                user_metadata={"reason": "advance-notice" if asked else "interval"},
+            ).wait()
+    if me.rank == 0 and args.out:
+        weights = torch.cat([p.detach().flatten() for p in model.parameters()])
+        Path(args.out).write_bytes(weights.numpy().tobytes())
+    dist.barrier()
+    ckpt.close()
+    print(f"rank {me.rank}: done at step {step}", flush=True)
+    return 0
+
+
+def _minimum(value: int) -> int:
+    tensor = torch.tensor([value], dtype=torch.int64)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MIN)
+    return int(tensor.item())
+
+
+def _agreed(*flags: bool) -> list[bool]:
+    """Each flag true on every rank if it is on any one (an all-reduce MAX)."""
+    tensor = torch.tensor([int(f) for f in flags], dtype=torch.int64)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    return [bool(v) for v in tensor.tolist()]
+
+
+def _wait_for_own_stop(already: bool) -> None:
+    """A rank that learnt of the stop from a peer waits for its own agent's (the controller's
+    broadcast), so its agent runs the emergency protocol and reports the exit as a stop."""
+    if already or not sdk.under_agent():
+        return
+    deadline = time.monotonic() + OWN_STOP_WAIT_S
+    while not sdk.stop_requested() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _seen_file(folder: str | None, me: World) -> Any:
+    if not folder:
+        return None
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    return open(Path(folder) / f"gen{me.generation}-rank{me.rank}.jsonl", "a", encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--steps", type=int, required=True)
+    parser.add_argument("--out", default=None, help="node 0 writes the final weights' bytes here")
+    parser.add_argument("--seen", default=None, help="a folder for each rank's per-step record")
+    parser.add_argument("--step-sleep", type=float, default=0.0)
+    parser.add_argument("--save-every", type=int, default=0, help="steps between durable saves")
+    parser.add_argument("--checkpoint-url", default=None, help="default: $SPOTHOP_CHECKPOINT_URL")
+    args = parser.parse_args(argv)
+    shape = world()
+    if shape.nproc_per_node == 1:
+        train(0, shape, args)
+        return 0
+    try:
+        torch.multiprocessing.spawn(train, args=(shape, args), nprocs=shape.nproc_per_node)
+    except torch.multiprocessing.ProcessExitedException as exc:  # a rank left with 75 (or failed)
+        return int(exc.exit_code) if exc.exit_code is not None else 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

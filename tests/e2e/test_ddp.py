@@ -1,0 +1,186 @@
+"""Done when (issue M): a 2-node data-parallel job, one node preempted: both ranks save the same step,
+the group is relaunched, and the final weights equal an uninterrupted 2-node run's bit for bit.
+
+Real processes throughout: ``spothop launch`` and the controller daemon, two local-cloud
+instances each running the agent and ``examples/ddp/train.py`` (torch.distributed, gloo, CPU),
+the local cloud's preemption of node 1, the control plane's stop of node 0. The reference is the
+same script run as two plain processes (no agent) with the same shape, started at the beginning
+so that it runs while the job does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("torch")
+
+from spothop.checkpoint import list_checkpoints
+from spothop.jobs.launcher import group_port
+from tests.jobs.e2e.conftest import Harness, harness  # noqa: F401  (the e2e harness)
+from tests.waiting import wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "examples" / "ddp" / "train.py"
+STEPS = 90
+STEP_SLEEP_S = 0.02
+PREEMPT_AFTER_STEPS = 12
+
+
+def train_command(steps: int, out: Path, seen: Path, *extra: str) -> list[str]:
+    return [
+        sys.executable,
+        str(SCRIPT),
+        "--steps",
+        str(steps),
+        "--out",
+        str(out),
+        "--seen",
+        str(seen),
+        *extra,
+    ]
+
+
+def start_reference(tmp: Path, nnodes: int, steps: int) -> list[subprocess.Popen[bytes]]:
+    """The same script with no agent: ``nnodes`` processes of one process each, uninterrupted."""
+    procs = []
+    port = group_port("reference", os.getpid() % 1000)
+    for node in range(nnodes):
+        env = {
+            **os.environ,
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "NODE_RANK": str(node),
+            "NNODES": str(nnodes),
+            "NPROC_PER_NODE": "1",
+            "WORLD_SIZE": str(nnodes),
+            "SPOTHOP_HOME": str(tmp / "reference-home"),
+        }
+        for name in ("SPOTHOP_AGENT_DIR", "SPOTHOP_CHECKPOINT_URL"):
+            env.pop(name, None)
+        command = train_command(
+            steps,
+            tmp / "reference.bin",
+            tmp / "reference-seen",
+            "--checkpoint-url",
+            str(tmp / "reference-ckpt"),
+        )
+        log = open(tmp / f"reference-{node}.log", "wb")  # noqa: SIM115 (closed with the process)
+        procs.append(subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT))
+    return procs
+
+
+def finish(procs: list[subprocess.Popen[bytes]], tmp: Path) -> None:
+    for node, p in enumerate(procs):
+        code = p.wait(timeout=120)
+        assert code == 0, (tmp / f"reference-{node}.log").read_text()
+
+
+def records(seen: Path) -> list[dict[str, Any]]:
+    out = []
+    for path in sorted(seen.glob("*.jsonl")):
+        out += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return out
+
+
+def trajectory(seen: Path) -> dict[int, list[dict[str, Any]]]:
+    """Each step's records of the newest generation that ran it (a step redone after a loss
+    counts once: the run that went on from it)."""
+    by_step: dict[int, list[dict[str, Any]]] = {}
+    for r in records(seen):
+        have = by_step.get(r["step"])
+        if have is None or have[0]["generation"] < r["generation"]:
+            by_step[r["step"]] = [r]
+        elif have[0]["generation"] == r["generation"]:
+            have.append(r)
+    return by_step
+
+
+def assert_every_sample_once_per_epoch(seen: Path, samples: int = 96) -> None:
+    per_epoch: dict[int, list[int]] = {}
+    for rows in trajectory(seen).values():
+        for r in rows:
+            per_epoch.setdefault(r["epoch"], []).extend(r["rows"])
+    complete = [e for e, got in per_epoch.items() if len(got) >= samples]
+    assert complete, per_epoch.keys()
+    for epoch in complete:
+        assert sorted(per_epoch[epoch]) == list(range(samples)), f"epoch {epoch}"
+
+
+def emergency_steps(ckpt: Path, rank: int) -> list[int]:
+    infos = list_checkpoints(str(ckpt / f"rank-{rank:05d}"))
+    return [i.step or 0 for i in infos if i.status == "committed" and i.tier == "emergency"]
+
+
+@pytest.fixture
+def reference_run(harness: Harness) -> Iterator[list[subprocess.Popen[bytes]]]:  # noqa: F811
+    procs = start_reference(harness.tmp, 2, STEPS)
+    yield procs
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+
+
+def test_a_two_node_job_preempted_on_one_node_resumes_bit_identical(
+    harness: Harness,  # noqa: F811
+    reference_run: list[subprocess.Popen[bytes]],
+) -> None:
+    h = harness
+    ckpt, seen, out = h.tmp / "ckpt", h.tmp / "seen", h.tmp / "final.bin"
+    spec = {
+        "name": "ddp",
+        "num_nodes": 2,
+        "market": "spot",
+        "tolerance": "aggressive",
+        "providers": {"allow": ["aws-sim"]},
+        "checkpoint": {"url": str(ckpt)},
+        "run": " ".join(train_command(STEPS, out, seen, "--step-sleep", str(STEP_SLEEP_S))),
+    }
+    job_id = h.launch(spec)
+
+    def training() -> list[Any] | None:
+        running = h.running(job_id)
+        lines = records(seen) if seen.exists() else []
+        steps = [r["step"] for r in lines if r["rank"] == 1]
+        return (
+            running if len(running) == 2 and max(steps, default=0) >= PREEMPT_AFTER_STEPS else None
+        )
+
+    group = wait_for(training, 90, what="both nodes training", interval_s=0.2)
+    node1 = next(i for i in group if i.tags["spothop-node"] == "1")
+    h.preempt(node1, lead_time_s=60)
+
+    final = h.wait_state(job_id, {"succeeded", "failed", "cancelled"}, 150, what="the job to end")
+    assert final["state"] == "succeeded", final["reason"]
+    assert final["interruptions"] == 1  # node 1's; node 0 was stopped with its group
+
+    # Both ranks saved one emergency checkpoint, of the same step.
+    saved = [emergency_steps(ckpt, rank) for rank in (0, 1)]
+    assert saved[0] == saved[1] and len(saved[0]) == 1, saved
+    step = saved[0][0]
+    assert PREEMPT_AFTER_STEPS <= step < STEPS
+    # The group was relaunched together (generation 1) and went on from that step on every rank.
+    with h.store() as store:
+        attempts = store.attempts(job_id)
+    by_generation = {(a.generation, a.node): a for a in attempts}
+    assert set(by_generation) == {(0, 0), (0, 1), (1, 0), (1, 1)}
+    assert str(by_generation[(0, 1)].end_reason) == "preempted"
+    assert str(by_generation[(0, 0)].end_reason) == "superseded"
+    firsts = {
+        r["rank"]: r["step"]
+        for r in records(seen)
+        if r["generation"] == 1 and r["step"] == step + 1
+    }
+    assert firsts == {0: step + 1, 1: step + 1}
+    assert_every_sample_once_per_epoch(seen)
+
+    finish(reference_run, h.tmp)
+    assert out.read_bytes() == (h.tmp / "reference.bin").read_bytes()
+    wait_for(lambda: not h.alive(job_id), 30, what="the job's instances to end")
