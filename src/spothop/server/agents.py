@@ -24,8 +24,9 @@ from spothop.agent.controlplane.queue_leases import queue_leases
 from spothop.agent.controlplane.store import StoreControlPlane
 from spothop.agent.errors import EventFormatError
 from spothop.agent.eventmodel import event_from_dict
+from spothop.queue.errors import UnknownJobError
 from spothop.server.auth import require_agent
-from spothop.server.errors import ApiError, forbidden, not_found
+from spothop.server.errors import ApiError, error_responses, forbidden, not_found
 from spothop.server.models import (
     AckBody,
     EventsBody,
@@ -37,7 +38,11 @@ from spothop.server.models import (
 from spothop.server.settings import Settings
 from spothop.state.tokens import Principal
 
-router = APIRouter(prefix="/v1/agents", tags=["agents"])
+router = APIRouter(
+    prefix="/v1/agents",
+    tags=["agents"],
+    responses=error_responses(400, 401, 403, 404, 409, 413, 422, 429, 503),
+)
 InstancePath = Path(min_length=1, max_length=128)
 OK = {"status": "ok"}
 
@@ -129,7 +134,11 @@ def release(
             f"worker {body.worker_id!r} belongs to another instance; this token may release only"
             f" the workers of instance {principal.instance_id!r}"
         )
-    return {"released": plane.release_leases(body.worker_id)}
+    try:
+        released = plane.release_leases(body.worker_id)
+    except UnknownJobError:  # the job has no queue (a task job): nothing was leased
+        released = 0
+    return {"released": released}
 
 
 def _worker_owner(plane: StoreControlPlane, worker_id: str) -> tuple[str, str] | None:

@@ -35,7 +35,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from spothop import __version__
 from spothop.errors import SpothopError
-from spothop.server.errors import ApiError, from_spothop, validation_problems
+from spothop.server.errors import ApiError, error_responses, from_spothop, validation_problems
 from spothop.server.safety import Redactor, install_log_filter, secret_values
 from spothop.server.settings import Settings
 
@@ -251,7 +251,7 @@ def _plain_routes(app: FastAPI) -> None:
         """The process answers."""
         return {"status": "ok"}
 
-    @app.get("/readyz", tags=["health"])
+    @app.get("/readyz", tags=["health"], responses=error_responses(503))
     def readyz(request: Request) -> Response:
         """The database and the queue answer: 200, or 503 naming what is down."""
         settings: Settings = request.app.state.settings

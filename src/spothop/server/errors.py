@@ -21,6 +21,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from pydantic import BaseModel
+
 from spothop.errors import (
     EXIT_BAD_INPUT,
     EXIT_NOT_FOUND,
@@ -93,3 +95,32 @@ def validation_problems(errors: Any) -> list[dict[str, str]]:
         where = ".".join(str(p) for p in e.get("loc", ()))
         out.append({"field": where, "message": str(e.get("msg", "invalid"))})
     return out
+
+
+class ErrorDetail(BaseModel):
+    type: str
+    message: str
+
+
+class ErrorBody(BaseModel):
+    """What every error answers."""
+
+    error: ErrorDetail
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The OpenAPI ``responses`` of those error statuses: each the one error body."""
+    return {s: {"model": ErrorBody, "description": DESCRIPTIONS.get(s, "error")} for s in statuses}
+
+
+DESCRIPTIONS = {
+    400: "bad input",
+    401: "no token, or not a valid one",
+    403: "the token may not do this",
+    404: "no such thing",
+    409: "conflicts with the state it is in",
+    413: "the body is over 1 MiB",
+    422: "the body or query does not validate",
+    429: "too many failed authentications from this address",
+    503: "the database or the queue is down",
+}

@@ -22,11 +22,16 @@ from fastapi.responses import JSONResponse
 
 from spothop.errors import ConfigError, JobSpecError
 from spothop.server.auth import may_read_job, require_any, require_user
+from spothop.server.errors import error_responses
 from spothop.server.models import JobBody, PlanBody
 from spothop.server.settings import MAX_LIST_LIMIT
 from spothop.state.tokens import Principal, TokenStore
 
-router = APIRouter(prefix="/v1", tags=["users"])
+router = APIRouter(
+    prefix="/v1",
+    tags=["users"],
+    responses=error_responses(400, 401, 403, 404, 409, 413, 422, 429, 503),
+)
 JobPath = Annotated[str, Path(min_length=1, max_length=32, pattern=r"^[A-Za-z0-9._-]+$")]
 Limit = Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT)]
 MAX_TAIL_BYTES = 1024 * 1024  # a log answer is bounded like a request body
