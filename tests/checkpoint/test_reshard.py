@@ -238,3 +238,20 @@ def test_the_distributed_sampler_refuses_another_samplers_state() -> None:
         sampler.load_state_dict({**sampler.state_dict(), "length": 12})
     with pytest.raises(CheckpointConfigError, match="rank 2 is not in a world of 2"):
         DistributedResumableSampler(10, rank=2, world_size=2)
+
+
+def test_a_checkpointer_takes_its_rank_from_the_launchers_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SPOTHOP_NNODES", "3")
+    monkeypatch.setenv("SPOTHOP_NODE_RANK", "2")
+    with Checkpointer(str(tmp_path), interval=FixedInterval(1e9)) as ckpt:
+        assert ckpt.world == WorldLayout(world_size=3, rank=2, local_world_size=1)
+        ckpt.save({"w": np.ones(2)}, 1).wait()
+    assert (tmp_path / "rank-00002").is_dir()
+    monkeypatch.setenv("SPOTHOP_NPROC_PER_NODE", "2")  # two processes, and which one is this?
+    with pytest.raises(CheckpointConfigError, match="does not say which one this is"):
+        Checkpointer(str(tmp_path))
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    with Checkpointer(str(tmp_path), interval=FixedInterval(1e9)) as ckpt:
+        assert ckpt.world == WorldLayout(world_size=6, rank=5, local_world_size=2)

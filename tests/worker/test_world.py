@@ -52,8 +52,8 @@ def test_the_launchers_contract_gives_node_shape_and_generation() -> None:
 
 def test_one_process_per_node_has_its_rank_at_once() -> None:
     shape = world({"SPOTHOP_NODE_RANK": "2", "SPOTHOP_NNODES": "3", "WORLD_SIZE": "3"})
-    assert (shape.rank, shape.local_rank, shape.nproc_per_node) == (None, None, 1)
-    assert shape.for_local_rank(0).rank == 2
+    assert (shape.rank, shape.local_rank, shape.nproc_per_node) == (2, 0, 1)
+    assert shape.for_local_rank(0) == shape
 
 
 def test_a_process_started_by_torchrun_reads_rank_and_local_rank() -> None:

@@ -196,7 +196,11 @@ class Checkpointer:
 
     ``url`` (the durable store) defaults to ``$SPOTHOP_CHECKPOINT_URL``, which the agent sets for
     its worker, then to a folder under ``$SPOTHOP_HOME``; ``local_url`` to a folder under
-    ``$SPOTHOP_HOME`` named after the durable URL.
+    ``$SPOTHOP_HOME`` named after the durable URL. ``world`` (this rank's place) defaults to what
+    the launcher's environment says (:func:`spothop.worker.world`): a world of one outside a
+    group, this process's rank when the launcher names it (one process per node, or torchrun's
+    ``RANK``); a node running several processes that the environment does not tell apart must
+    pass it.
     """
 
     def __init__(
@@ -226,7 +230,7 @@ class Checkpointer:
         if upload_streams < 1:
             raise CheckpointConfigError(f"upload_streams must be at least 1; got {upload_streams}")
         self.upload_streams = upload_streams
-        self.world = world or WorldLayout()
+        self.world = world or _world_from_environment()
         # Under the agent the job's checkpoint URL comes from the environment it sets.
         durable = url or sdk.checkpoint_url() or str(spothop_home() / "checkpoints" / "default")
         local = local_url or str(
@@ -640,6 +644,23 @@ class _Job:
             self.user_metadata,
             sharding=self.sharding,
         )
+
+
+def _world_from_environment() -> WorldLayout:
+    """This process's layout from the launcher's environment (:func:`spothop.worker.world`)."""
+    from spothop.worker.world import world
+
+    shape = world()
+    if shape.world_size == 1:
+        return WorldLayout()
+    if shape.rank is None:  # several processes on this node, and nothing says which one this is
+        raise CheckpointConfigError(
+            f"this node runs {shape.nproc_per_node} processes of a world of {shape.world_size} "
+            "and the environment does not say which one this is (no RANK or LOCAL_RANK); pass "
+            "Checkpointer(world=WorldLayout(world_size, rank, local_world_size)), e.g. from "
+            "spothop.worker.world().for_local_rank(local_rank)"
+        )
+    return WorldLayout(shape.world_size, shape.rank, shape.nproc_per_node)
 
 
 def _resolved(snapshot: Snapshot) -> Future[Snapshot]:

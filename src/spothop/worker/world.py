@@ -20,7 +20,8 @@ Contracts:
   ``SPOTHOP_NNODES``, ``SPOTHOP_NPROC_PER_NODE``, ``SPOTHOP_GROUP_GENERATION``
   and torchrun's ``MASTER_ADDR``, ``MASTER_PORT``, ``NODE_RANK``, ``NNODES``,
   ``NPROC_PER_NODE``, ``WORLD_SIZE``; ``RANK`` and ``LOCAL_RANK`` when a
-  launcher such as torchrun set them for one process. spothop's own names win
+  launcher such as torchrun set them for one process, or the node runs one process
+  (then its rank is the node rank). spothop's own names win
   over torchrun's; a value missing from both has its default.
 - Outside spothop (none of these set) it is a world of one: node 0 of 1, one
   process, rank 0, generation 0, ``MASTER_ADDR=127.0.0.1``.
@@ -66,7 +67,8 @@ class WorldConfigError(ConfigError):
 
 @dataclass(frozen=True)
 class World:
-    """One process's place in its group; ``rank``/``local_rank`` are None until one process is chosen."""
+    """One process's place in its group; ``rank``/``local_rank`` are None while the node runs several
+    processes and none is chosen yet (:meth:`for_local_rank`)."""
 
     node_rank: int = 0
     nnodes: int = 1
@@ -165,8 +167,8 @@ def world(environ: Mapping[str, str] | None = None) -> World:
                 f"({node_rank * nproc}..{(node_rank + 1) * nproc - 1} of world size {shape.world_size})"
             )
         return replace(shape, rank=rank, local_rank=rank - node_rank * nproc)
-    if shape.world_size == 1:
-        return replace(shape, rank=0, local_rank=0)
+    if nproc == 1:  # one process per node: it is the node's only rank
+        return shape.for_local_rank(0)
     return shape
 
 
