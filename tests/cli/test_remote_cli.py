@@ -1,0 +1,155 @@
+"""The CLI against a real ``spothop server run``: the same commands print the same output either way.
+
+One server process (uvicorn, the real app, no controller) on a fresh PostgreSQL
+schema with Redis as its queue; the embedded CLI reads the same store with
+``--store``, the server-mode CLI asks the server with ``--server``/``--token``.
+Every job command's ``--json`` and its table must be identical both ways, and
+the server's refusals must read as the CLI's own errors, with its exit codes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from spothop.cli.remote import ServerClient, ServerRefused
+from spothop.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
+from spothop.jobs.lifecycle import JobState
+from spothop.jobs.store import JobStore
+from spothop.state.tokens import TokenStore
+from tests.conftest import POSTGRES_URL, REDIS_URL
+from tests.server.live import LiveServer
+
+pytestmark = pytest.mark.services
+
+
+class Remote:
+    """The server, its store URL, a user token of project ``ml``, and the CLI both ways."""
+
+    def __init__(self, server: LiveServer, store_url: str, token: str, cli: Callable[..., Any]):
+        self.server = server
+        self.store_url = store_url
+        self.token = token
+        self.cli = cli
+
+    def remote(self, *args: str, token: str | None = None) -> Any:
+        return self.cli(*args, "--server", self.server.url, "--token", token or self.token)
+
+    def launch(self, job_file: Path) -> str:
+        """Launch over the server (detached); the job's id."""
+        result = self.remote("launch", str(job_file), "--detach", "--json")
+        assert result.code == EXIT_OK, result.err
+        return str(result.json()["job_id"])
+
+    def local(self, *args: str) -> Any:
+        return self.cli(*args, "--store", self.store_url)
+
+
+@pytest.fixture
+def remote(
+    pg_schema: str, redis_prefix: str, tmp_path: Path, cli: Callable[..., Any]
+) -> Iterator[Remote]:
+    del redis_prefix  # proves Redis answers; the server's queue keys are per job
+    separator = "&" if "?" in POSTGRES_URL else "?"
+    url = f"{POSTGRES_URL}{separator}options=-csearch_path%3D{pg_schema}"
+    JobStore(url).close()  # the schema migrated before the server and the token store use it
+    _user, token = TokenStore(url).create_user("alice", "ml")
+    server = LiveServer(url, tmp_path / "server.log", queue_url=REDIS_URL)
+    with server:
+        yield Remote(server, url, token, cli)
+
+
+def _job_file(tmp_path: Path, name: str = "hello", **extra: Any) -> Path:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({"name": name, "run": "echo hello", **extra}))
+    return path
+
+
+def test_every_job_command_prints_the_same_either_way(remote: Remote, tmp_path: Path) -> None:
+    launched = remote.remote("launch", str(_job_file(tmp_path)), "--detach", "--json")
+    assert launched.code == EXIT_OK, launched.err
+    job_id = launched.json()["job_id"]
+    with JobStore(remote.store_url) as store:  # stored in the server's store, resolved
+        assert store.get_job(job_id).name == "hello"
+    for argv in (
+        ("jobs", "--json"),
+        ("jobs",),
+        ("status", job_id, "--json"),
+        ("status", job_id),
+        ("logs", job_id, "--json"),
+        ("events", "--job", job_id, "--json"),
+        ("events", "--job", job_id),
+        ("report", job_id, "--json"),
+        ("report", job_id),
+        ("report", job_id, "--csv"),
+        ("report", "--since", "1d", "--by", "provider", "--json"),
+        ("report", "--since", "1d", "--by", "job"),
+    ):
+        here, there = remote.local(*argv), remote.remote(*argv)
+        assert here.code == there.code == EXIT_OK, (argv, here.err, there.err)
+        assert there.out == here.out, argv
+        assert there.out.strip(), argv
+    listed = json.loads(remote.remote("jobs", "--json").out)
+    assert [j["job_id"] for j in listed] == [job_id]
+
+
+def test_offers_and_plans_print_the_same_either_way(remote: Remote, tmp_path: Path) -> None:
+    for argv in (("offers", "--gpu", "A10G", "--limit", "5", "--json"), ("offers", "--gpu", "T4")):
+        here = remote.cli(*argv)
+        there = remote.remote(*argv)
+        assert here.code == there.code == EXIT_OK, (argv, here.err, there.err)
+        assert there.out == here.out and there.out.strip(), argv
+    job = _job_file(tmp_path, "planned", resources={"accelerators": "A10G:1"})
+    here = remote.cli("plan", str(job), "--limit", "3", "--json")
+    there = remote.remote("plan", str(job), "--limit", "3", "--json")
+    assert here.code == there.code == EXIT_OK, (here.err, there.err)
+    mine, theirs = here.json(), there.json()
+    mine.pop("now"), theirs.pop("now")  # each side's clock when it read the market
+    assert theirs == mine and theirs["candidates"]
+
+
+def test_cancel_over_the_server_and_its_refusals(remote: Remote, tmp_path: Path) -> None:
+    job_id = remote.launch(_job_file(tmp_path))
+    cancelled = remote.remote("cancel", job_id, "--json")
+    assert cancelled.code == EXIT_OK, cancelled.err
+    assert cancelled.json() == {"job_id": job_id, "cancel_requested": True}
+    with JobStore(remote.store_url) as store:
+        assert [e.kind for e in store.events(job_id)][-1] == "cancel_requested"
+        store.transition(job_id, JobState.CANCELLED, "cancelled", reason="by the test")
+    again = remote.remote("cancel", job_id)
+    local = remote.local("cancel", job_id)
+    assert again.code == local.code == EXIT_FAILED
+    assert "already cancelled" in again.err and "Traceback" not in again.err
+
+
+def test_the_servers_refusals_read_as_the_clis_errors(remote: Remote, tmp_path: Path) -> None:
+    job_id = remote.launch(_job_file(tmp_path))
+    refused = remote.remote("jobs", token="shp_u_nobody_bad")
+    said = " ".join(refused.err.split())  # the console wraps a long line
+    assert refused.code == EXIT_BAD_INPUT
+    assert "401" in said and "spothop server users create" in said
+    assert "shp_u_nobody_bad" not in refused.err + refused.out
+    _bob, other = TokenStore(remote.store_url).create_user("bob", "vision")
+    forbidden = remote.remote("status", job_id, token=other)
+    assert forbidden.code == EXIT_BAD_INPUT and "403" in forbidden.err
+    assert remote.remote("jobs", "--json", token=other).json() == []  # bob sees none of ml's
+    missing = remote.remote("logs", "j-000000")
+    assert missing.code != EXIT_OK and "j-000000" in missing.err
+    bad_spec = tmp_path / "bad.yaml"
+    bad_spec.write_text("name: x\nrun: 3\nnodes: -1\n")
+    here, there = (
+        remote.local("launch", str(bad_spec), "--detach"),
+        remote.remote("launch", str(bad_spec), "--detach"),
+    )
+    assert there.code == here.code == EXIT_BAD_INPUT and there.err == here.err
+    with pytest.raises(ServerRefused) as caught:  # a cursor the server never gave: 4xx, its message
+        ServerClient(remote.server.url, remote.token).events(job_id, after="not-a-cursor")
+    assert caught.value.exit_code == EXIT_BAD_INPUT and "after_id" in str(caught.value)
+    for argv in (("jobs",), ("status", job_id), ("report", job_id)):
+        result = remote.remote(*argv)
+        assert "Traceback" not in result.err
