@@ -28,6 +28,9 @@ Contracts
     * :meth:`Checkpointer.restore` loads the newest checkpoint whose every byte
       verifies (and which the optional validation hook accepts), logging why
       each newer one was skipped.
+    * With ``replicas`` (a durable store per region, :mod:`spothop.checkpoint.replicas`) every
+      durable commit is copied to each in the background, and a restore reads the nearest
+      replica that holds the newest checkpoint before the primary, and records which one served.
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ from spothop.checkpoint.pack import (
     write_packs,
 )
 from spothop.checkpoint.reader import manifest_path
+from spothop.checkpoint.replicas import CheckpointReplicas
 from spothop.checkpoint.restore import (
     Restored,
     Validator,
@@ -94,6 +98,7 @@ def _finish_saves_at_exit() -> None:
     for checkpointer in list(_open_checkpointers):
         with contextlib.suppress(Exception):  # a failed save has logged its reason
             checkpointer.wait()
+        checkpointer.replicas.wait()  # and its copies to the replicas (failures are logged)
 
 
 getattr(threading, "_register_atexit", lambda hook: None)(_finish_saves_at_exit)
@@ -222,6 +227,7 @@ class Checkpointer:
         compress_below: float = DEFAULT_COMPRESS_BELOW,
         upload_streams: int = DEFAULT_UPLOAD_STREAMS,
         clock: Callable[[], float] = time.monotonic,
+        replicas: Mapping[str, str] | None = None,
     ) -> None:
         if keep_chains < 1 or keep_local < 1:
             raise CheckpointConfigError("keep_chains and keep_local must be at least 1")
@@ -240,6 +246,15 @@ class Checkpointer:
         self._durable_url, self._local_url, self._storage_options = durable, local, storage_options
         self.local = Store(self._per_rank(local))
         self.keep_chains, self.keep_local = keep_chains, keep_local
+        # ``replicas`` None: the launcher's $SPOTHOP_CHECKPOINT_REPLICAS (none outside spothop).
+        self.replicas = CheckpointReplicas(
+            durable,
+            self._per_rank,
+            rank=self.world.rank,
+            replicas=replicas,
+            storage_options=storage_options,
+            keep_chains=keep_chains,
+        )
         self.zstd_levels = {**DEFAULT_ZSTD_LEVELS, **(zstd_levels or {})}
         self.chunk_bytes = chunk_bytes
         self.workers = workers or min(MAX_HASH_WORKERS, os.cpu_count() or 1)
@@ -489,6 +504,8 @@ class Checkpointer:
         self.cost.record(total_s)
         if job.tier is Tier.DURABLE:
             self._base = DeltaBase(manifest, snapshot.version_keys)
+        if store is self.durable:
+            self.replicas.committed(job.checkpoint_id)
         # Deleting superseded checkpoints (whole files: ~0.15 s per GiB on a local disk, a round trip per
         # object on S3) is no part of this save: it runs next on the same thread, after
         # ``SaveHandle.wait()`` has returned and before the next save's write starts.
@@ -552,6 +569,7 @@ class Checkpointer:
         """
         self._make_room(Tier.DURABLE)
         self._settle()
+        started = time.perf_counter()
         steps = (
             steps_every_rank_committed(
                 self._durable_url, self._local_url, self.world, self._storage_options
@@ -559,7 +577,7 @@ class Checkpointer:
             if self.world.world_size > 1
             else None
         )
-        stores = [self.local, self.durable]
+        stores = [self.local, *self.replicas.stores(), self.durable]
 
         def this_world(max_step: int | None) -> Restored | None:
             return restore_newest(stores, self.world, validate, False, steps, max_step)
@@ -580,8 +598,18 @@ class Checkpointer:
             restored = restore_agreed(newest, agree, ", ".join(s.url for s in stores))
         if restored is not None and apply_rng:
             reshard.put_back_rng(restored)
-        if restored is not None and restored.resharded is None and restored.url == self.durable.url:
-            self._base = DeltaBase(restored.manifest)
+        if restored is not None:
+            self.replicas.restored(
+                restored.manifest, restored.url, self.local.url, time.perf_counter() - started
+            )
+        if restored is not None and restored.resharded is None:
+            # A replica's copy is the primary's checkpoint: deltas may build on it there.
+            in_primary = restored.url == self.durable.url or (
+                restored.url != self.local.url
+                and self.durable.exists(manifest_path(restored.manifest.checkpoint_id))
+            )
+            if in_primary:
+                self._base = DeltaBase(restored.manifest)
         return restored
 
     def gc(self, *, dry_run: bool = False) -> gc_mod.GcPlan:
@@ -597,6 +625,7 @@ class Checkpointer:
         with contextlib.suppress(SpothopError, SaveCancelled):
             self.wait()
         self._executor.shutdown(wait=True)
+        self.replicas.close()  # every queued copy to a replica finishes first
         self._copier.shutdown(wait=True)
         if self._buffers is not None:
             self._buffers.clear()

@@ -239,6 +239,25 @@ def _show(d: dict[str, Any]) -> None:
                 right=["lead s", "save s"],
             )
         )
+    if d.get("restores"):
+        console.print(
+            table(
+                "restores",
+                ["checkpoint", "step", "served by", "instance in", "own region", "seconds"],
+                [
+                    (
+                        r["checkpoint_id"],
+                        r["step"],
+                        r["served_by"],
+                        "/".join(x for x in (r["provider"], r["region"]) if x) or "?",
+                        "yes" if r["from_own_region"] else "no",
+                        f"{r['seconds']:.3f}",
+                    )
+                    for r in d["restores"]
+                ],
+                right=["step", "seconds"],
+            )
+        )
     for advice in d["recommendations"]:
         console.print(Text.assemble(("→ ", "bold"), advice["message"]))
 

@@ -22,7 +22,10 @@ Contracts:
   ``SPOTHOP_OUTPUT_URL`` (a batch job's ``batch.output``),
   ``SPOTHOP_PREEMPTION_RATE_PER_H`` (the λ of the market it was placed in, so
   the checkpoint interval adapts to where the job runs), ``SPOTHOP_CHECKPOINT_INTERVAL_S``
-  (a fixed ``checkpoint.interval`` of the spec: it wins over λ) and
+  (a fixed ``checkpoint.interval`` of the spec: it wins over λ),
+  ``SPOTHOP_PROVIDER`` and ``SPOTHOP_REGION`` (where the instance is: a restore reads that
+  region's replica first), ``SPOTHOP_CHECKPOINT_REPLICAS`` (the spec's ``checkpoint.replicas``
+  as JSON, when it names any; :mod:`spothop.checkpoint.replicas`) and
   ``SPOTHOP_CHECKPOINT_SAVE_COST_S`` (the spec's ``save_cost_s``) when set,
   which :func:`spothop.checkpoint.interval.interval_from_env` reads, the spec's ``envs``,
   ``SPOTHOP_HOME`` and the controller's wake address
@@ -40,6 +43,7 @@ Contracts:
 
 from __future__ import annotations
 
+import json
 import shlex
 import sys
 import zlib
@@ -49,6 +53,7 @@ from pathlib import Path
 
 from spothop.checkpoint.interval import INTERVAL_ENV, SAVE_COST_ENV
 from spothop.checkpoint.interval import RATE_ENV as _RATE_ENV
+from spothop.checkpoint.replicas import PROVIDER_ENV, REGION_ENV, REPLICAS_ENV
 from spothop.paths import spothop_home
 from spothop.state.wake import WAKE_SOCKET_ENV, wake_address
 
@@ -114,6 +119,7 @@ class WorkerCommand:
     output_url: str | None = None  # batch jobs: the spec's batch.output
     checkpoint_interval_s: float | None = None  # the spec's fixed interval; None: auto (from λ)
     checkpoint_save_cost_s: float | None = None  # the spec's first guess at one save's seconds
+    checkpoint_replicas: Mapping[str, str] = field(default_factory=dict)  # region → durable URL
 
 
 @dataclass(frozen=True)
@@ -158,6 +164,7 @@ def bootstrap(
     home: Path | None = None,
     python: str = sys.executable,
     group: GroupEnv | None = None,
+    region: str | None = None,
 ) -> Bootstrap:
     """The bootstrap command and environment of one attempt (see the module docstring)."""
     home = home or spothop_home()
@@ -194,8 +201,13 @@ def bootstrap(
             "SPOTHOP_JOB_ID": job_id,
             NODE_RANK_ENV: str(node),
             ATTEMPT_ID_ENV: attempt_id,
+            PROVIDER_ENV: provider,
         }
     )
+    if region:
+        env[REGION_ENV] = region
+    if work.checkpoint_replicas:
+        env[REPLICAS_ENV] = json.dumps(dict(work.checkpoint_replicas), sort_keys=True)
     if work.checkpoint_url:
         env["SPOTHOP_CHECKPOINT_URL"] = work.checkpoint_url
     if work.queue_url:

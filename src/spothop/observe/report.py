@@ -24,16 +24,23 @@ The contract (``docs/observe.md`` draws the figures):
    effective-TFLOPS-hours (GPUs × each offering's effective TFLOPS per GPU).
 5. Splits by provider, zone and market; ``interruptions`` with their lead
    times from the event stream (:mod:`.events`).
+6. ``restores``: each restore a worker made, as the checkpoint library
+   recorded it in the job's checkpoint location
+   (:mod:`spothop.checkpoint.replicas`): the checkpoint, the store that served
+   it (``local``, a replica's region, ``primary``), the instance's region,
+   whether that was its own region, and the seconds taken.
 """
 
 from __future__ import annotations
 
 import difflib
+import logging
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from spothop.checkpoint.replicas import RestoreRecord, read_restore_records
 from spothop.errors import NotFoundError, SpothopError
 from spothop.jobs.errors import JobNotFound
 from spothop.jobs.records import AttemptRecord, JobRecord
@@ -43,6 +50,8 @@ from spothop.observe.events import EventStream, StreamEvent, interrupted
 from spothop.observe.ledger import Ledger, LedgerRecord, reconcile
 from spothop.providers.base import Provider
 from spothop.resources.offering import Offering
+
+log = logging.getLogger("spothop.observe")
 
 BATCH = "batch"
 SAVED = "saved"  # the worker said it saved (an emergency checkpoint): its work is kept
@@ -122,6 +131,7 @@ class JobReport:
     shards_released: int
     preempted: frozenset[str] = frozenset()  # the attempts the cloud interrupted
     outputs: Mapping[str, Any] = field(default_factory=dict)
+    restores: tuple[RestoreRecord, ...] = ()  # oldest first (module contract, 6)
 
     @property
     def missing_prices(self) -> tuple[str, ...]:
@@ -264,6 +274,7 @@ class JobReport:
             },
             "records": [r.to_dict() for r in self.records],
             "outputs": dict(self.outputs),
+            "restores": [r.to_dict() for r in self.restores],
         }
 
 
@@ -313,9 +324,10 @@ def build_report(
     attempts: Sequence[AttemptRecord],
     events: Sequence[StreamEvent],
     offerings: Mapping[tuple[str, str, str], Offering],
+    restores: Sequence[RestoreRecord] = (),
 ) -> JobReport:
     """The report of ``job`` from its ledger records, attempts, event stream and the offerings by
-    (provider, zone, instance type). Pure: no I/O."""
+    (provider, zone, instance type), and its workers' restore records. Pure: no I/O."""
     by_attempt = {a.attempt_id: a for a in attempts}
     interruptions = _interruptions(events)
     lead_by_instance = {i.instance_id: i for i in interruptions if i.instance_id}
@@ -371,6 +383,7 @@ def build_report(
         shards_released=released,
         preempted=frozenset(preempted_ids),
         outputs=outputs,
+        restores=tuple(restores),
     )
 
 
@@ -475,4 +488,27 @@ def job_report(store: JobStore, job_id: str, providers: Mapping[str, Provider]) 
     job = find_job(store, job_id)
     records = Ledger(store, providers).update(job_id)
     events, _ = EventStream(store).read(job_id)
-    return build_report(job, records, store.attempts(job_id), events, offerings_by_place(providers))
+    return build_report(
+        job,
+        records,
+        store.attempts(job_id),
+        events,
+        offerings_by_place(providers),
+        job_restores(job),
+    )
+
+
+def job_restores(job: JobRecord) -> list[RestoreRecord]:
+    """The restore records in ``job``'s checkpoint location; none when it has no checkpoint
+    section, or the location cannot be read now (the report is not refused for it)."""
+    try:
+        checkpoint = job.spec().checkpoint
+    except (SpothopError, ValueError):
+        return []
+    if checkpoint is None:
+        return []
+    try:
+        return read_restore_records(checkpoint.url)
+    except (SpothopError, OSError) as exc:
+        log.warning("restore records of %s not read from %s: %s", job.job_id, checkpoint.url, exc)
+        return []

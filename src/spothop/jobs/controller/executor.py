@@ -414,6 +414,9 @@ class Executor:
             output_url=_str_or_none(getattr(getattr(spec, "batch", None), "output", None)),
             checkpoint_interval_s=getattr(getattr(spec, "checkpoint", None), "interval_s", None),
             checkpoint_save_cost_s=getattr(getattr(spec, "checkpoint", None), "save_cost_s", None),
+            checkpoint_replicas=dict(
+                getattr(getattr(spec, "checkpoint", None), "replicas", None) or {}
+            ),
         )
         boot = bootstrap(
             work,
@@ -425,6 +428,7 @@ class Executor:
             preemption_rate_per_h=_finite(getattr(candidate, "preemption_rate_per_h", None)),
             home=self.home,
             group=self._group_env(job_id, attempt, candidate),
+            region=attempt.region,
         )
         return LaunchRequest(
             instance_type=attempt.instance_type,
