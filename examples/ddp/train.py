@@ -10,10 +10,12 @@ a node with ``NPROC_PER_NODE`` > 1 spawns one process per GPU
 rank). Every process joins one gloo group (CPU) and trains a tiny linear
 model with ``DistributedDataParallel`` on a fixed synthetic dataset.
 
-The data order is global: epoch *e* visits the samples in a permutation drawn
-from ``seed + e``, a step takes the next :data:`GLOBAL_BATCH` of it and each
-rank its share (``rank::world_size``), so the checkpoint's data position is
-one number, the samples consumed in the epoch, whatever the world size.
+The data order is global (``DistributedResumableSampler``): epoch *e* visits
+the samples in a permutation drawn from ``seed + e``, a step takes the next
+:data:`GLOBAL_BATCH` of it, each rank its share, so the checkpoint's data
+position (epoch, seed, samples consumed by all ranks) means the same in any
+world: a group re-formed to another size deals the rest of the epoch among
+its new ranks, and restores the model and optimizer re-sharded to it.
 
 Checkpoints (``spothop.checkpoint``, one part per rank, committed when every
 rank's part is there): after each step the ranks all-reduce (MAX) three
@@ -54,10 +56,11 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import BatchSampler
 
 from spothop.checkpoint import Checkpointer, Tier, preemption
 from spothop.checkpoint.manifest import WorldLayout
-from spothop.checkpoint.pytorch import TorchState
+from spothop.checkpoint.pytorch import DistributedResumableSampler, TorchState
 from spothop.worker import World, sdk, world
 
 SAMPLES, FEATURES = 96, 8
@@ -75,36 +78,6 @@ def dataset() -> tuple[torch.Tensor, torch.Tensor]:
     w = torch.randn(FEATURES, 1, generator=g)
     y = x @ w + 0.1 * torch.randn(SAMPLES, 1, generator=g)
     return x, y
-
-
-class GlobalOrder:
-    """Which samples each step takes: the global position in the epoch, split among the ranks."""
-
-    def __init__(self, length: int, seed: int = SEED) -> None:
-        self.length, self.seed = length, seed
-        self.epoch, self.consumed = 0, 0
-
-    def next_batch(self, rank: int, world_size: int) -> tuple[int, list[int]]:
-        """The epoch of the next global batch and this rank's indices of it; moves on."""
-        if self.consumed + GLOBAL_BATCH > self.length:
-            self.epoch, self.consumed = self.epoch + 1, 0
-        order = torch.randperm(
-            self.length, generator=torch.Generator().manual_seed(self.seed + self.epoch)
-        )
-        batch = [int(i) for i in order[self.consumed : self.consumed + GLOBAL_BATCH]]
-        self.consumed += GLOBAL_BATCH
-        return self.epoch, batch[rank::world_size]
-
-    def state_dict(self) -> dict[str, int]:
-        return {
-            "epoch": self.epoch,
-            "consumed": self.consumed,
-            "seed": self.seed,
-            "length": self.length,
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.epoch, self.consumed = int(state["epoch"]), int(state["consumed"])
 
 
 def train(local_rank: int, shape: World, args: argparse.Namespace) -> None:
@@ -135,25 +108,23 @@ def _loop(me: World, args: argparse.Namespace) -> int:
     model = torch.nn.Linear(FEATURES, 1)
     ddp = DistributedDataParallel(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
-    order = GlobalOrder(SAMPLES)
+    sampler = DistributedResumableSampler(
+        SAMPLES, rank=me.rank, world_size=me.world_size, seed=SEED
+    )
     layout = WorldLayout(me.world_size, me.rank, me.nproc_per_node)
     ckpt = Checkpointer(args.checkpoint_url, world=layout)
-    state = TorchState(model, optimizer)
-    restored = ckpt.restore(agree=_minimum)
-    step = 0
-    if restored is not None:
-        state.load_state_dict(restored.state)
-        order.load_state_dict(dict(restored.manifest.data_position))
-        step = restored.step
+    state = TorchState(model, optimizer, sampler=sampler)
+    step = state.restore(ckpt) or 0  # the step every rank can load; re-sharded from another world
     print(
         f"rank {me.rank}/{me.world_size} generation {me.generation}: starting at step {step}",
         flush=True,
     )
     preemption.listen()  # a stop arrives as a request the loop sees, not a SIGTERM
     x, y = dataset()
+    batches = _Batches(sampler, GLOBAL_BATCH // me.world_size)
     seen = _seen_file(args.seen, me)
     while step < args.steps:
-        epoch, rows = order.next_batch(me.rank, me.world_size)
+        epoch, rows = batches.next()
         optimizer.zero_grad()
         loss = torch.nn.functional.mse_loss(ddp(x[rows]), y[rows])
         loss.backward()
@@ -169,7 +140,7 @@ def _loop(me: World, args: argparse.Namespace) -> int:
                 "epoch": epoch,
                 "step": step,
                 "rows": rows,
-                "loss": float(total) / me.world_size,
+                "loss": float(total) / me.world_size,  # equal shares: the global batch's mean
             }
             seen.write(json.dumps(record) + "\n")
             seen.flush()
@@ -184,11 +155,10 @@ def _loop(me: World, args: argparse.Namespace) -> int:
         if stop:
             own = sdk.stop_requested()
             save = functools.partial(
-                ckpt.save,
-                state.state_dict(),
+                state.save,
+                ckpt,
                 step,
                 tier=Tier.EMERGENCY,
-                data_position=order.state_dict(),
                 user_metadata={"reason": "stop", "generation": me.generation},
             )
             preempted = preemption.emergency_save(ckpt, step, save)
@@ -196,12 +166,8 @@ def _loop(me: World, args: argparse.Namespace) -> int:
             print(f"rank {me.rank}: saved step {step}; exit 75", flush=True)
             return int(preempted.code or EXIT_PREEMPTED)
         if asked or due:
-            ckpt.save(
-                state.state_dict(),
-                step,
-                data_position=order.state_dict(),
-                user_metadata={"reason": "advance-notice" if asked else "interval"},
-            ).wait()
+            reason = "advance-notice" if asked else "interval"
+            state.save(ckpt, step, user_metadata={"reason": reason}).wait()
     if me.rank == 0 and args.out:
         weights = torch.cat([p.detach().flatten() for p in model.parameters()])
         Path(args.out).write_bytes(weights.numpy().tobytes())
@@ -211,10 +177,21 @@ def _loop(me: World, args: argparse.Namespace) -> int:
     return 0
 
 
-def _minimum(value: int) -> int:
-    tensor = torch.tensor([value], dtype=torch.int64)
-    dist.all_reduce(tensor, op=dist.ReduceOp.MIN)
-    return int(tensor.item())
+class _Batches:
+    """This rank's share of each global batch, epoch after epoch, from the resumable sampler."""
+
+    def __init__(self, sampler: DistributedResumableSampler, size: int) -> None:
+        self.sampler, self.size = sampler, size
+        self._it = iter(BatchSampler(sampler, size, drop_last=False))
+
+    def next(self) -> tuple[int, list[int]]:
+        """The epoch of the next batch and its indices (a new epoch once this one is dealt)."""
+        try:
+            rows = next(self._it)
+        except StopIteration:
+            self._it = iter(BatchSampler(self.sampler, self.size, drop_last=False))
+            rows = next(self._it)
+        return self.sampler.epoch, [int(r) for r in rows]
 
 
 def _agreed(*flags: bool) -> list[bool]:

@@ -29,7 +29,7 @@ from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "examples" / "ddp" / "train.py"
-STEPS = 90
+STEPS = 72
 STEP_SLEEP_S = 0.02
 PREEMPT_AFTER_STEPS = 12
 
