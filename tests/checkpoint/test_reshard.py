@@ -255,3 +255,24 @@ def test_a_checkpointer_takes_its_rank_from_the_launchers_environment(
     monkeypatch.setenv("LOCAL_RANK", "1")
     with Checkpointer(str(tmp_path), interval=FixedInterval(1e9)) as ckpt:
         assert ckpt.world == WorldLayout(world_size=6, rank=5, local_world_size=2)
+
+
+def test_an_emergency_delta_is_re_sharded_through_its_chain(tmp_path: Path) -> None:
+    whole = torch.arange(40.0).reshape(4, 10)  # sharded along dim 1: 5 columns per old rank
+    for rank in range(2):
+        with _checkpointer(tmp_path, 2, rank) as ckpt:
+            mine = whole[:, rank * 5 : (rank + 1) * 5].clone()
+            state = {"cols": mine, "weights": torch.ones(3)}
+            ckpt.save(state, 5, sharded={"cols": Shard(dim=1)}).wait()
+            mine[:, 0] = -1.0  # changed before the notice: the delta carries it
+            ckpt.save(state, 6, tier="emergency", sharded={"cols": Shard(dim=1)}).wait()
+    expected = whole.clone()
+    expected[:, 0] = expected[:, 5] = -1.0
+    pieces = []
+    for rank in range(5):
+        with _checkpointer(tmp_path, 5, rank) as ckpt:
+            restored = ckpt.restore()
+        assert restored is not None and restored.step == 6 and restored.manifest.parent is not None
+        assert restored.state["cols"].shape == (4, 2)
+        pieces.append(restored.state["cols"])
+    assert torch.equal(torch.cat(pieces, dim=1), expected)

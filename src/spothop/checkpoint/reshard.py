@@ -353,7 +353,11 @@ def _read_part(options: Sequence[tuple[Manifest, Store]], keys: set[str]) -> dic
 
 
 def _with_leaves(manifest: Manifest, leaves: Mapping[str, LeafEntry]) -> Manifest:
-    return replace(manifest, leaves=dict(leaves))
+    """``manifest`` cut down to ``leaves`` and the files holding their chunks, so that reading it
+    reads (and verifies, whole) only those files."""
+    referenced = {ref.file for leaf in leaves.values() for ref in leaf.chunks}
+    files = tuple(f for f in manifest.files if f.path in referenced)
+    return replace(manifest, leaves=dict(leaves), files=files)
 
 
 def _assemble(plan: _LeafPlan, entry: LeafEntry, arrays: Mapping[int, Mapping[str, Any]]) -> Any:
