@@ -22,6 +22,7 @@ from collections import deque
 from collections.abc import Callable
 
 from fastapi import Request
+from sqlalchemy import Connection
 
 from spothop.server.errors import ApiError, forbidden, unauthorized
 from spothop.state.tokens import Principal, TokenStore
@@ -79,8 +80,9 @@ def bearer(request: Request) -> str | None:
     return None
 
 
-def authenticate(request: Request) -> Principal:
-    """The caller's principal, or 401 / 429 (see the module docstring)."""
+def authenticate(request: Request, conn: Connection | None = None) -> Principal:
+    """The caller's principal, or 401 / 429 (see the module docstring); the token's row is read in
+    ``conn``'s transaction when given."""
     state = request.app.state
     tokens: TokenStore = state.tokens
     limiter: FailureLimiter = state.limiter
@@ -89,7 +91,7 @@ def authenticate(request: Request) -> Principal:
         raise unauthorized()
     address = request.client.host if request.client else "unknown"
     wait = limiter.retry_after_s(address)
-    principal = tokens.authenticate(token, cached_only=wait is not None)
+    principal = tokens.authenticate(token, cached_only=wait is not None, conn=conn)
     if principal is not None:
         return principal
     if wait is not None:
@@ -111,7 +113,12 @@ def require_user(request: Request) -> Principal:
 
 
 def require_agent(request: Request) -> Principal:
-    principal = authenticate(request)
+    return agent_principal(request)
+
+
+def agent_principal(request: Request, conn: Connection | None = None) -> Principal:
+    """An agent's principal (403 for a user's token), its token read in ``conn`` when given."""
+    principal = authenticate(request, conn)
     if principal.kind != "agent":
         raise forbidden("the agent API takes an agent's token (issued to the instance at launch)")
     return principal

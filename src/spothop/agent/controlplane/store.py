@@ -37,7 +37,7 @@ from spothop.agent.errors import ControlPlaneError
 from spothop.agent.eventmodel import AgentEvent, Interruption
 
 if TYPE_CHECKING:
-    from sqlalchemy import Engine
+    from sqlalchemy import Connection, Engine
 
     from spothop.market.interruptions import InterruptionStore
 
@@ -135,13 +135,8 @@ class StoreControlPlane:
         self._upsert_heartbeat(beat.to_dict())
 
     def _upsert_heartbeat(self, row: dict[str, Any]) -> None:
-        from spothop.state.agent_tables import agent_heartbeats
-
-        engine = self.engine
-        insert = _dialect_insert(engine)(agent_heartbeats).values(**row)
-        update = {k: v for k, v in row.items() if k != "instance_id"}
-        with engine.begin() as conn:
-            conn.execute(insert.on_conflict_do_update(index_elements=["instance_id"], set_=update))
+        with self.engine.begin() as conn:
+            upsert_heartbeat(conn, row)
 
     def record(self, event: AgentEvent) -> None:
         """Store ``event`` once; an interruption also reaches the preemption history once."""
@@ -263,6 +258,16 @@ def add_request(
     return str(key[0])
 
 
+def upsert_heartbeat(conn: Connection, row: dict[str, Any]) -> None:
+    """The instance's one ``agent_heartbeats`` row, inserted or replaced, in the caller's transaction
+    (the server runs it in the transaction that read the agent's token: one per heartbeat)."""
+    from spothop.state.agent_tables import agent_heartbeats
+
+    insert = _dialect_insert(conn)(agent_heartbeats).values(**row)
+    update = {k: v for k, v in row.items() if k != "instance_id"}
+    conn.execute(insert.on_conflict_do_update(index_elements=["instance_id"], set_=update))
+
+
 def _wake_controller() -> None:
     """Poke the home's controller (:mod:`spothop.state.wake`): best effort, never raises."""
     try:
@@ -273,7 +278,7 @@ def _wake_controller() -> None:
         pass
 
 
-def _dialect_insert(engine: Engine) -> Any:
+def _dialect_insert(engine: Engine | Connection) -> Any:
     """The dialect's INSERT, which has ``on_conflict_do_*`` on both SQLite and PostgreSQL."""
     if engine.dialect.name == "postgresql":
         from sqlalchemy.dialects.postgresql import insert as pg_insert
