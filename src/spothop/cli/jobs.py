@@ -474,6 +474,29 @@ def controller_run(
         int | None,
         typer.Option("--metrics-port", min=1, max=65535, help="serve Prometheus /metrics here"),
     ] = None,
+    replica: Annotated[
+        bool,
+        typer.Option(
+            "--replica",
+            help="run as one of several controllers sharing the store's jobs through leases "
+            "(PostgreSQL; no home lock): see docs/controller.md, Replicas",
+        ),
+    ] = False,
+    replica_id: Annotated[
+        str | None,
+        typer.Option(
+            "--replica-id", help="this replica's name in the leases (default hostname-pid)"
+        ),
+    ] = None,
+    lease_s: Annotated[
+        float,
+        typer.Option(
+            "--lease-s",
+            min=0.5,
+            max=3600,
+            help="a replica's job leases, seconds (renewed every third)",
+        ),
+    ] = 15.0,
 ) -> int:
     """Run the controller in the foreground (what `spothop launch` starts in the background)."""
     from spothop.jobs.controller import daemon
@@ -483,6 +506,8 @@ def controller_run(
     # The front wires observability in: the ledger's books after every pass, and /metrics.
 
     names = tuple(p.strip() for p in providers.split(",") if p.strip()) if providers else ()
+    if replica:
+        return _run_replica(store_url, queue_url, period, names, replica_id, lease_s)
     return daemon.run_controller(
         store_url=store_url,
         queue_url=queue_url,
@@ -493,6 +518,46 @@ def controller_run(
         after_pass=(close_books,),
         serve_metrics=serve,
     )
+
+
+def _run_replica(
+    store_url: str | None,
+    queue_url: str | None,
+    period: float | None,
+    names: tuple[str, ...],
+    replica_id: str | None,
+    lease_s: float,
+) -> int:
+    """``controller run --replica``: :func:`spothop.jobs.controller.replica.run_replica` until SIGTERM."""
+    import logging
+    import signal
+    import threading
+
+    from spothop.jobs.controller.replica import DEFAULT_PERIOD_S, run_replica
+    from spothop.observe.ledger import close_books
+
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    stop = threading.Event()
+    previous = {
+        sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)
+    }
+    try:
+        run_replica(
+            _store_url(store_url),
+            owner=replica_id,
+            lease_s=lease_s,
+            providers=names,
+            stop_event=stop,
+            after_pass=(close_books,),
+            queue_url=queue_url,
+            period_s=period or DEFAULT_PERIOD_S,
+        )
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0
 
 
 @controller_app.command("status")

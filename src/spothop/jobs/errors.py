@@ -67,10 +67,13 @@ class JobChanged(SpothopError):
 class JobLeaseLost(SpothopError):
     """A write under a controller lease that no longer holds (expired, or claimed by another)."""
 
-    def __init__(self, job_id: str, token: int) -> None:
+    def __init__(self, job_id: str, token: int | None) -> None:
         self.job_id = job_id
         self.token = token
-        super().__init__(f"job {job_id}: the controller lease (token {token}) no longer holds")
+        if token is None:
+            super().__init__(f"job {job_id}: this controller holds no lease on it")
+        else:
+            super().__init__(f"job {job_id}: the controller lease (token {token}) no longer holds")
 
 
 class JobFinished(SpothopError):

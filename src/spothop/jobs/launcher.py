@@ -29,8 +29,9 @@ Contracts:
   ``SPOTHOP_CHECKPOINT_SAVE_COST_S`` (the spec's ``save_cost_s``) when set,
   which :func:`spothop.checkpoint.interval.interval_from_env` reads, the spec's ``envs``,
   ``SPOTHOP_HOME`` and the controller's wake address
-  (:data:`spothop.state.wake.WAKE_SOCKET_ENV`), so that the store process of
-  the agent pokes this home's controller after recording an event.
+  (:data:`spothop.state.wake.WAKE_SOCKET_ENV`; a replica's own, ``wake_socket``),
+  so that the store process of the agent pokes the controller that launched
+  it after recording an event.
 - A grouped task's node (:class:`GroupEnv`, docs/multinode.md) also gets the
   rendezvous environment ``torchrun`` expects — ``MASTER_ADDR``,
   ``MASTER_PORT`` (:func:`group_port`: one per job and generation),
@@ -165,6 +166,7 @@ def bootstrap(
     python: str = sys.executable,
     group: GroupEnv | None = None,
     region: str | None = None,
+    wake_socket: str | None = None,
 ) -> Bootstrap:
     """The bootstrap command and environment of one attempt (see the module docstring)."""
     home = home or spothop_home()
@@ -197,7 +199,7 @@ def bootstrap(
     env.update(
         {
             "SPOTHOP_HOME": str(home),
-            WAKE_SOCKET_ENV: wake_address(home),
+            WAKE_SOCKET_ENV: wake_socket or wake_address(home),
             "SPOTHOP_JOB_ID": job_id,
             NODE_RANK_ENV: str(node),
             ATTEMPT_ID_ENV: attempt_id,

@@ -23,6 +23,11 @@ The contract:
    (:meth:`JobStore.claim_jobs`, through :mod:`spothop.state.leases`): a write
    given a :class:`JobLease` happens only while that lease holds (else
    :class:`JobLeaseLost`), so several controllers can share one store.
+   :meth:`JobStore.fenced` is a view of the store whose *every* write of a
+   job (attempts, events, nodes, the row) checks, in its own transaction,
+   that the lease its holder gives for that job still holds: a controller
+   replica that lost a job (paused past its lease, another took it) can
+   write nothing of it (``docs/controller.md``, "Replicas").
 5. **Ids** are short and readable: jobs ``j-`` + 6 hex digits (``j-3f9a2c``),
    attempts ``a-`` + 8; unique (a collision is drawn again).
 6. **Time** comes from the ``clock`` (default :func:`time.time`), so a
@@ -34,10 +39,12 @@ brought up to date when the store opens (:func:`spothop.state.ensure_schema`).
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import json
 import secrets
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,6 +101,7 @@ __all__ = [
 ]
 
 Clock = Callable[[], float]
+Holder = Callable[[str], "JobLease | None"]  # job id → the lease a fenced view writes it under
 JOB_ID_PREFIX = "j-"
 JOB_ID_HEX = 6  # 16.7 million ids: a collision is rare, and drawn again
 ATTEMPT_ID_PREFIX = "a-"
@@ -132,6 +140,17 @@ _leases = Leases(
 )
 
 
+# The jobs a controller must run: live ones, and finished ones whose instance is still to end.
+_NEEDS_CONTROLLER = jobs.c.state.in_([s.value for s in JobState if not s.final]) | (
+    select(job_attempts.c.job_id)
+    .where(
+        job_attempts.c.job_id == jobs.c.job_id,
+        job_attempts.c.state != AttemptState.ENDED.value,
+    )
+    .exists()
+)
+
+
 class JobStore:
     """Jobs, nodes, attempts, events, cooldowns and cursors (see the module's contract).
 
@@ -156,7 +175,38 @@ class JobStore:
             base.execution_options(schema_translate_map={None: schema}) if schema else base
         )
         self._clock: Clock = clock or time.time
+        self._holder: Holder | None = None
+        self._on_lost: Callable[[str], object] | None = None
         ensure_schema(base, schema)
+
+    def fenced(self, holder: Holder, *, on_lost: Callable[[str], object] | None = None) -> JobStore:
+        """This store (same engine, same clock) with every write of a job fenced by ``holder(job_id)``.
+
+        Each write of a job (:meth:`transition`, :meth:`update_job`,
+        :meth:`set_node_state`, :meth:`add_attempt`, :meth:`update_attempt`,
+        :meth:`record_event`, :meth:`check_lease`) first locks the job's row
+        under the lease ``holder`` gives, in the write's own transaction, and
+        raises :class:`JobLeaseLost` (nothing written) when there is none or the
+        database says it no longer holds (expired, or claimed by another);
+        ``on_lost(job_id)`` is called first, so the holder drops the job. Jobs
+        are created unfenced (no one holds a new job); cooldowns and cursors are
+        not a job's. Closing the view leaves the engine open.
+        """
+        view = copy.copy(self)
+        view._owns_engine = False
+        view._holder = holder
+        view._on_lost = on_lost
+        return view
+
+    def check_lease(self, job_id: str) -> None:
+        """Raise :class:`JobLeaseLost` unless this view holds ``job_id`` (no-op on an unfenced store).
+
+        For what the database cannot fence (a cloud call): checked right before it.
+        """
+        if self._holder is None:
+            return
+        with self._engine.begin() as conn:
+            self._fence(conn, job_id, self._clock())
 
     @property
     def engine(self) -> Engine:
@@ -314,6 +364,7 @@ class JobStore:
         """Set one node's state and record the event, in one transaction (:class:`JobNotFound` if no such node)."""
         with self._engine.begin() as conn:
             now = self._clock()
+            self._fence(conn, job_id, now)
             result = conn.execute(
                 update(job_nodes)
                 .where(job_nodes.c.job_id == job_id, job_nodes.c.node == node)
@@ -325,12 +376,23 @@ class JobStore:
 
     # --- controller leases ----------------------------------------------------------
 
-    def claim_jobs(self, owner: str, lease_s: float, *, limit: int = 1000) -> list[JobLease]:
-        """Lease up to ``limit`` live jobs no other controller holds (free or expired), oldest first.
+    def claim_jobs(
+        self,
+        owner: str,
+        lease_s: float,
+        *,
+        limit: int = 1000,
+        exclude: Collection[str] = (),
+    ) -> list[JobLease]:
+        """Lease up to ``limit`` jobs no other controller holds (free or expired), oldest first.
 
-        On PostgreSQL, jobs another claimer is taking are skipped, not waited on.
-        A job already leased by ``owner`` is granted again (a new token): call
-        this each pass to renew.
+        The jobs a controller runs: every live job, and a finished one that
+        still has a live attempt (its instance must still be ended). On
+        PostgreSQL, jobs another claimer is taking are skipped, not waited on.
+        A job already leased by ``owner`` is granted again (a new token: a
+        restarted controller of the same name takes its jobs back at once)
+        unless ``exclude`` names it; :meth:`renew_jobs` extends leases without
+        changing their tokens.
         """
         now = self._clock()
         expires = now + lease_s
@@ -339,11 +401,14 @@ class JobStore:
             | (jobs.c.lease_expires_unix_s <= now)
             | (jobs.c.lease_owner == owner)
         )
+        where = _NEEDS_CONTROLLER & free
+        if exclude:
+            where = where & jobs.c.job_id.not_in(list(exclude))
         with self._engine.begin() as conn:
             rows = _leases.lock(
                 conn,
                 [jobs.c.job_id],
-                where=jobs.c.state.in_([s.value for s in JobState if not s.final]) & free,
+                where=where,
                 order_by=[jobs.c.created_unix_s, jobs.c.job_id],
                 limit=limit,
             )
@@ -353,6 +418,40 @@ class JobStore:
         return [
             JobLease(r.job_id, token, owner, expires) for r, token in zip(rows, tokens, strict=True)
         ]
+
+    def renew_jobs(
+        self, leases: Iterable[JobLease], lease_s: float
+    ) -> tuple[list[JobLease], list[str]]:
+        """Extend each lease that still holds to now + ``lease_s`` (same token): (renewed, finished).
+
+        A job that needs no controller any more (final, no live attempt) is
+        released instead and listed as finished. A lease in neither list is
+        lost (it expired, or another controller claimed the job): its holder
+        must drop the job.
+        """
+        now = self._clock()
+        expires = now + lease_s
+        renewed: list[JobLease] = []
+        finished: list[str] = []
+        with self._engine.begin() as conn:
+            for lease in leases:
+                fenced = _leases.fenced((lease.job_id,), lease.token, now)
+                result = conn.execute(
+                    update(jobs)
+                    .where(fenced & _NEEDS_CONTROLLER)
+                    .values(lease_expires_unix_s=expires)
+                )
+                if result.rowcount:
+                    renewed.append(JobLease(lease.job_id, lease.token, lease.owner, expires))
+                    continue
+                result = conn.execute(
+                    update(jobs)
+                    .where(fenced)
+                    .values(lease_owner=None, lease_expires_unix_s=None, version=jobs.c.version + 1)
+                )
+                if result.rowcount:
+                    finished.append(lease.job_id)
+        return renewed, finished
 
     def release_job(self, lease: JobLease) -> bool:
         """Give a lease up (False: it no longer held anyway)."""
@@ -407,6 +506,7 @@ class JobStore:
             ):
                 raise self._no_node(conn, job_id, node)
             now = self._clock()
+            self._fence(conn, job_id, now)
             attempt_id = self._new_attempt_id(conn)
             values = {
                 "attempt_id": attempt_id,
@@ -482,6 +582,7 @@ class JobStore:
             if row is None:
                 raise AttemptNotFound(attempt_id)
             now = self._clock()
+            self._fence(conn, row.job_id, now)
             if "state" in values:
                 target = AttemptState(values["state"])
                 check_attempt_transition(
@@ -566,7 +667,9 @@ class JobStore:
         with self._engine.begin() as conn:
             if not self._has_job(conn, job_id):
                 raise JobNotFound(job_id)
-            return self._event(conn, job_id, self._clock(), kind, data or {})
+            now = self._clock()
+            self._fence(conn, job_id, now)
+            return self._event(conn, job_id, now, kind, data or {})
 
     def events(
         self, job_id: str | None = None, *, after_seq: int = 0, limit: int | None = None
@@ -633,6 +736,14 @@ class JobStore:
                 select(controller_cursor.c.position).where(controller_cursor.c.name == name)
             ).scalar_one_or_none()
 
+    def delete_cursor(self, name: str) -> bool:
+        """Forget the position stored under ``name`` (a replica's, at its clean stop)."""
+        with self._engine.begin() as conn:
+            result = conn.execute(
+                controller_cursor.delete().where(controller_cursor.c.name == name)
+            )
+        return bool(result.rowcount)
+
     def set_cursor(self, name: str, position: str) -> None:
         """Store ``position`` under ``name`` (replacing what was there)."""
         with self._engine.begin() as conn:
@@ -651,6 +762,39 @@ class JobStore:
 
     # --- plumbing -------------------------------------------------------------------
 
+    def _held(self, job_id: str) -> JobLease:
+        """The lease this fenced view writes ``job_id`` under (:class:`JobLeaseLost` if none)."""
+        assert self._holder is not None
+        lease = self._holder(job_id)
+        if lease is None:
+            raise self._lost(job_id, None)
+        return lease
+
+    def _lost(self, job_id: str, token: int | None) -> JobLeaseLost:
+        if self._on_lost is not None:
+            with contextlib.suppress(Exception):  # the holder's bookkeeping must not hide it
+                self._on_lost(job_id)
+        return JobLeaseLost(job_id, token)
+
+    def _fence(self, conn: Connection, job_id: str, now: float) -> None:
+        """Lock the job's row under this view's lease, in ``conn``'s transaction, or raise.
+
+        ``SELECT … FOR UPDATE`` on the fenced condition: a claim by another
+        controller waits for this transaction (or this waits for it, and then
+        finds the token changed); on SQLite the transaction already holds the
+        write lock. No-op on an unfenced store.
+        """
+        if self._holder is None:
+            return
+        lease = self._held(job_id)
+        row = conn.execute(
+            select(jobs.c.job_id)
+            .where(_leases.fenced((job_id,), lease.token, now))
+            .with_for_update()
+        ).first()
+        if row is None:
+            raise self._lost(job_id, lease.token)
+
     def _write_job(
         self,
         job_id: str,
@@ -660,6 +804,8 @@ class JobStore:
         expected_version: int | None,
         lease: JobLease | None,
     ) -> JobRecord:
+        if lease is None and self._holder is not None:
+            lease = self._held(job_id)
         with self._engine.begin() as conn:
             row = conn.execute(
                 select(jobs).where(jobs.c.job_id == job_id).with_for_update()
@@ -677,7 +823,7 @@ class JobStore:
             if lease is not None:
                 result = _leases.fenced_update(conn, (job_id,), lease.token, now, values)
                 if result.rowcount == 0:
-                    raise JobLeaseLost(job_id, lease.token)
+                    raise self._lost(job_id, lease.token)
             else:
                 result = conn.execute(
                     update(jobs)

@@ -51,6 +51,7 @@ from spothop.jobs.controller.observe import (
     TAG_TOKEN,
     store_tag,
 )
+from spothop.jobs.errors import JobLeaseLost
 from spothop.jobs.launcher import GroupEnv, WorkerCommand, bootstrap, group_port
 from spothop.jobs.lifecycle import AttemptState, EndReason, JobState
 from spothop.jobs.store import AttemptRecord, JobStore
@@ -113,8 +114,16 @@ class Executor:
         parallel_k: int = DEFAULT_PARALLEL_K,
         step_timeout_s: float = DEFAULT_STEP_TIMEOUT_S,
         max_threads: int = 32,
+        wake_address: str | None = None,
+        control_plane_url: str | None = None,
     ) -> None:
         self.store = store
+        self.wake_address = wake_address  # the agents' store process pokes it (None: the home's)
+        self.control_plane_url = control_plane_url  # server mode: agents talk HTTP, with tokens
+        # instance id → the job its tag names, as the last pass listed (a Terminate without a job)
+        self.instance_jobs: dict[str, str | None] = {}
+        # instances of finished jobs no one holds: anyone may end them (no lease to check)
+        self.unheld_instances: frozenset[str] = frozenset()
         self.providers = providers
         self.store_url = store_url
         self.queue_url = queue_url or store_url
@@ -189,6 +198,7 @@ class Executor:
         job = self.store.get_job(action.job_id)
         if job.state.final:
             return {"skipped": f"the job is {job.state}"}
+        self.store.check_lease(action.job_id)  # a replica's (each attempt row is fenced too)
         chosen = list(action.candidates)
         if not chosen:
             return {"skipped": "no candidate"}
@@ -248,6 +258,8 @@ class Executor:
     def _run_launch(self, outcome: LaunchOutcome, fn: Callable[..., None], arg: Any) -> None:
         try:
             fn(outcome, arg)
+        except JobLeaseLost as exc:  # a replica lost the job mid-launch: its new holder goes on
+            log.warning("launch of %s node %d stopped: %s", outcome.job_id, outcome.node, exc)
         except Exception:
             log.exception("launch of %s node %d failed", outcome.job_id, outcome.node)
         finally:
@@ -429,6 +441,7 @@ class Executor:
             home=self.home,
             group=self._group_env(job_id, attempt, candidate),
             region=attempt.region,
+            wake_socket=self.wake_address,
         )
         return LaunchRequest(
             instance_type=attempt.instance_type,
@@ -488,6 +501,9 @@ class Executor:
 
     def _terminate(self, action: Any) -> Mapping[str, Any]:
         provider = self.providers[action.provider]
+        job_id = action.job_id or self.instance_jobs.get(action.instance_id)
+        if job_id and action.instance_id not in self.unheld_instances:
+            self.store.check_lease(job_id)  # a cloud call is not fenced by the database
         provider.terminate(action.instance_id)
         return {"instance_id": action.instance_id}
 
@@ -593,21 +609,28 @@ class Executor:
         return {"until_unix_s": until}
 
     def _agent_request(
-        self, instance_id: str, kind: str, reason: str, deadline_unix_s: float | None = None
+        self,
+        job_id: str,
+        instance_id: str,
+        kind: str,
+        reason: str,
+        deadline_unix_s: float | None = None,
     ) -> Mapping[str, Any]:
         from spothop.agent.controlplane.store import add_request
 
+        self.store.check_lease(job_id)
         request_id = add_request(self.store.engine, instance_id, kind, reason, deadline_unix_s)
         return {"request_id": request_id}
 
     def _request_checkpoint(self, action: Any) -> Mapping[str, Any]:
         return self._agent_request(
-            action.instance_id, "checkpoint", str(getattr(action, "reason", ""))
+            action.job_id, action.instance_id, "checkpoint", str(getattr(action, "reason", ""))
         )
 
     def _request_stop(self, action: Any) -> Mapping[str, Any]:
         deadline = getattr(action, "deadline_s", None)
         return self._agent_request(
+            action.job_id,
             action.instance_id,
             "stop",
             str(getattr(action, "reason", "")),

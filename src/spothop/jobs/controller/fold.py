@@ -211,7 +211,7 @@ def _cut_by_a_crash(view: AttemptView, snapshot: Snapshot) -> bool:
     tagged with an ended attempt's token: the orphan rule terminates it. Waiting
     ``launch_timeout_s`` instead would hold the node for 15 minutes.
     """
-    started = snapshot.controller_started_at
+    started = snapshot.started_for(view.job_id)
     return (
         started is not None
         and view.launched_at < started

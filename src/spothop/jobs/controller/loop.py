@@ -115,6 +115,18 @@ class Loop:
         return self.stats
 
 
+def replica_cursor(owner: str) -> str:
+    """A replica's own agent-event cursor name (``agent_events@<owner>``, hashed past 64 chars)."""
+    import hashlib
+
+    from spothop.jobs.controller.observe import CURSOR_NAME
+
+    name = f"{CURSOR_NAME}@{owner}"
+    if len(name) <= 64:
+        return name
+    return f"{CURSOR_NAME}@{hashlib.sha256(owner.encode()).hexdigest()[:32]}"
+
+
 class Controller:
     """One controller over one job store and a set of providers: :meth:`run_pass` is one reconcile.
 
@@ -135,22 +147,40 @@ class Controller:
         wake_address: str | None = None,
         market_ttl_s: float = 5.0,
         after_pass: Sequence[AfterPass] = (),
+        leases: Any = None,
+        control_plane_url: str | None = None,
     ) -> None:
         """``after_pass``: hooks run after each pass's actions with the store, the providers
         and the pass's observation (the ledger's books, from the front that starts the
         controller: observability sits above the jobs layer, so the jobs layer never imports
-        it); a hook that raises is logged and the pass goes on."""
+        it); a hook that raises is logged and the pass goes on.
+
+        ``leases`` (a :class:`~spothop.jobs.controller.replica.HeldJobs`): a replica's jobs.
+        The controller then sees only the jobs it holds, and writes through
+        ``store.fenced(...)``, so a job it lost takes none of its writes (docs/controller.md,
+        "Replicas"). ``None``: every job of the store (the home's one daemon).
+        ``control_plane_url``: the server the agents talk to (server mode: each instance gets
+        a token of its own), else the store itself."""
         from spothop.jobs.controller.executor import Executor
-        from spothop.jobs.controller.observe import Observer
+        from spothop.jobs.controller.observe import CURSOR_NAME, Observer
         from spothop.state.wake import poke
 
+        self.base_store = store
+        self.leases = leases
+        if leases is not None:
+            store = store.fenced(leases.lease, on_lost=leases.drop)
         self.store = store
         self.providers = providers
         self.store_url = store_url
         self.queue_url = queue_url or store_url
         self.config = config
         self.observer = Observer(
-            store, providers, queue_url=self.queue_url, market_ttl_s=market_ttl_s
+            store,
+            providers,
+            queue_url=self.queue_url,
+            market_ttl_s=market_ttl_s,
+            scope=leases,
+            cursor_name=CURSOR_NAME if leases is None else replica_cursor(leases.owner),
         )
         self.executor = Executor(
             store,
@@ -159,6 +189,8 @@ class Controller:
             queue_url=self.queue_url,
             home=home,
             wake=lambda: poke(wake_address),
+            wake_address=wake_address,
+            control_plane_url=control_plane_url,
         )
         self.last_actions: list[Any] = []
         self.last_reports: list[Any] = []
@@ -167,7 +199,7 @@ class Controller:
         self.after_pass = tuple(after_pass)
 
     def run_pass(self) -> list[Any]:
-        from spothop.jobs.controller import Launch, decide
+        from spothop.jobs.controller import TAG_JOB, Launch, decide
         from spothop.jobs.orphans import reconcile
 
         started = time.monotonic()
@@ -175,6 +207,16 @@ class Controller:
         observed = time.monotonic()
         actions = decide(snapshot, self.config) if self.config is not None else decide(snapshot)
         decided = time.monotonic()
+        last = self.observer.last
+        if last is not None:
+            self.executor.instance_jobs = {
+                i: inst.tags.get(TAG_JOB) for i, inst in last.instances.items()
+            }
+            if self.leases is not None:  # a finished job's instance no one holds (observe.py)
+                held = {j.job_id for j in last.jobs}
+                self.executor.unheld_instances = frozenset(
+                    i for i, job in self.executor.instance_jobs.items() if job not in held
+                )
         inflight = self.executor.launching()
         actions = [
             a for a in actions if not (isinstance(a, Launch) and (a.job_id, a.node) in inflight)
@@ -190,10 +232,11 @@ class Controller:
             listener(decided_at, actions)
         observation = self.observer.last
         if observation is not None:
+            # Every instance of this store (not only this replica's jobs'): one no attempt knows.
             self.orphans_terminated += len(
-                reconcile(self.store, self.store_url, self.providers, observation.instances)
+                reconcile(self.base_store, self.store_url, self.providers, observation.listed)
             )
-        self.observer.cursor.commit()
+        self.observer.commit()
         if actions:
             log.info(
                 "pass: observe %.0f ms, decide %.0f ms, execute %.0f ms: %s",

@@ -29,6 +29,15 @@ before it; a pass reads from ``time − overlap`` and skips those ids, so an
 event committed late by a slow writer is still read once. The cursor moves
 only after the pass's actions are carried out (:meth:`EventCursor.commit`):
 a controller killed mid-pass reads the same events again, and none is lost.
+
+A controller **replica** (:mod:`spothop.jobs.controller.replica`) observes
+through a :class:`JobScope`: only the jobs it holds a lease on (their
+attempts, and the instances tagged with them: another replica's instances are
+not this one's orphans), its own cursor (``agent_events@<owner>``, starting at
+its start: what came before is another's, or replayed), and, for each job it
+has just taken over, every stored event about the job's live instances again
+(of the kinds ``fold`` reads), so an event the replica that held the job
+before never acted on is not lost with it.
 """
 
 from __future__ import annotations
@@ -39,7 +48,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import select
 
@@ -65,6 +74,22 @@ CURSOR_OVERLAP_S = 30.0  # a writer's transaction commits well within this of it
 MAX_EVENTS_PER_PASS = 5000
 
 LIVE_JOB_STATES = tuple(s for s in JobState if not s.final)
+# What fold reads (fold.py): the events a taken-over job's instances are read again for.
+FOLD_EVENT_KINDS = (
+    "self_check",
+    "notice_blind",
+    "worker_started",
+    "advance_notice",
+    "final_notice",
+    "interruption",
+    "exited",
+)
+
+
+class JobScope(Protocol):
+    """The jobs one controller replica holds: job id → since when (unix s, the controller's clock)."""
+
+    def held(self) -> Mapping[str, float]: ...
 
 
 @dataclass
@@ -87,6 +112,13 @@ class Observation:
     # provider → its clock's seconds per controller second (a simulated cloud's ``speed``; 1 if
     # it keeps none): spans read on the controller's clock are the provider's over this rate.
     clock_rates: Mapping[str, float] = field(default_factory=dict)
+    # Every spothop-tagged instance listed (a replica's ``instances`` are its jobs' only):
+    # the orphan reconciler's, which ends this store's instances that no attempt knows.
+    all_instances: Mapping[str, Instance] | None = None
+
+    @property
+    def listed(self) -> Mapping[str, Instance]:
+        return self.instances if self.all_instances is None else self.all_instances
 
 
 def clock_rate(provider: Any) -> float:
@@ -109,14 +141,16 @@ def store_tag(store_url: str) -> str:
 class EventCursor:
     """Reads agent events after the persisted cursor; :meth:`commit` moves it (see the module docstring)."""
 
-    def __init__(self, store: JobStore) -> None:
+    def __init__(self, store: JobStore, name: str = CURSOR_NAME, start_unix_s: float = 0.0) -> None:
         self.store = store
+        self.name = name
+        self.start_unix_s = start_unix_s  # where a cursor never stored starts
         self._pending: tuple[float, list[str]] | None = None
 
     def _load(self) -> tuple[float, set[str]]:
-        raw = self.store.cursor(CURSOR_NAME)
+        raw = self.store.cursor(self.name)
         if not raw:
-            return 0.0, set()
+            return self.start_unix_s, set()
         try:
             data = json.loads(raw)
             return float(data["t"]), set(data.get("ids", ()))
@@ -158,8 +192,29 @@ class EventCursor:
         if self._pending is None:
             return
         newest, ids = self._pending
-        self.store.set_cursor(CURSOR_NAME, json.dumps({"t": newest, "ids": sorted(set(ids))}))
+        self.store.set_cursor(self.name, json.dumps({"t": newest, "ids": sorted(set(ids))}))
         self._pending = None
+
+
+def replayed_events(store: JobStore, instance_ids: Sequence[str]) -> list[AgentEvent]:
+    """Every stored event of ``instance_ids`` that fold reads, oldest first (a taken-over job's)."""
+    if not instance_ids:
+        return []
+    t = agent_events
+    query = (
+        select(t.c.event_id, t.c.payload)
+        .where(t.c.instance_id.in_(list(instance_ids)), t.c.kind.in_(FOLD_EVENT_KINDS))
+        .order_by(t.c.received_unix_s, t.c.event_id)
+    )
+    with store.engine.connect() as conn:
+        rows = conn.execute(query).all()
+    out: list[AgentEvent] = []
+    for event_id, payload in rows:
+        try:
+            out.append(event_from_dict(json.loads(payload)))
+        except Exception as exc:
+            log.warning("agent event %s does not parse: %s", event_id, exc)
+    return out
 
 
 def tagged_instances(
@@ -289,6 +344,8 @@ class Observer:
         queue_url: str | None = None,
         market_ttl_s: float = 5.0,
         clock: Callable[[], float] = time.time,
+        scope: JobScope | None = None,
+        cursor_name: str = CURSOR_NAME,
     ) -> None:
         self.store = store
         self.providers = providers
@@ -296,7 +353,13 @@ class Observer:
         self.market_ttl_s = market_ttl_s
         self.clock = clock
         self.started_at = clock()  # before any launch of this controller (Snapshot contract)
-        self.cursor = EventCursor(store)
+        self.scope = scope
+        # A replica's own cursor starts at its start (module docstring); the daemon's at 0.
+        start = self.started_at if scope is not None else 0.0
+        self.cursor = EventCursor(store, cursor_name, start)
+        self._replayed: set[str] = set()  # held jobs whose past events were read again
+        self._replaying: set[str] = set()  # ... by the pass in progress (done at commit)
+        self._held: Mapping[str, float] = {}
         self._market: Any = None
         self._market_at = float("-inf")
         self._cache: Any = None  # the offerings' columns, kept between passes (ViewCache)
@@ -334,16 +397,30 @@ class Observer:
 
     def observe(self) -> Observation:
         now = self.clock()
-        jobs = {j.job_id: j for j in self.store.list_jobs(LIVE_JOB_STATES)}
+        held = None if self.scope is None else dict(self.scope.held())
+        self._held = held or {}
+        jobs = {
+            j.job_id: j
+            for j in self.store.list_jobs(LIVE_JOB_STATES)
+            if held is None or j.job_id in held
+        }
         for job_id in live_attempt_jobs(self.store):
-            if job_id not in jobs:
+            if job_id not in jobs and (held is None or job_id in held):
                 jobs[job_id] = self.store.get_job(job_id)  # a final job that still owns an instance
-        instances, errors = tagged_instances(self.providers)
+        listed, errors = tagged_instances(self.providers)
+        instances = listed
+        if held is not None:  # another replica's instances are its own, never orphans here
+            instances = self._in_scope(listed, held)
         reservations = reserved_pools(self.providers)
-        events = tuple(self.cursor.read())
+        events = self.cursor.read()
+        stored_attempts = {job_id: self.store.attempts(job_id) for job_id in jobs}
+        if held is not None:
+            self._replayed &= set(held)
+            self._replaying = set(jobs) - self._replayed
+            events = self._with_replay(events, stored_attempts)
         attempts: dict[str, tuple[AttemptRecord, ...]] = {}
         for job_id in jobs:
-            stored = self.store.attempts(job_id)
+            stored = stored_attempts[job_id]
             attempts[job_id] = tuple(
                 sync_attempt_facts(self.store, stored, instances, events, self.providers)
             )
@@ -354,7 +431,7 @@ class Observer:
             jobs=tuple(jobs.values()),
             attempts=attempts,
             instances=instances,
-            events=events,
+            events=tuple(events),
             cooldowns=cooldowns,
             market=self.market(),
             listed_providers=frozenset(self.providers) - frozenset(errors),
@@ -362,9 +439,66 @@ class Observer:
             reservations=reservations,
             clock_offsets_s=offsets,
             clock_rates={name: clock_rate(p) for name, p in self.providers.items()},
+            all_instances=None if held is None else listed,
         )
         self.last = observation
         return observation
+
+    def _in_scope(
+        self, listed: Mapping[str, Instance], held: Mapping[str, float]
+    ) -> dict[str, Instance]:
+        """The instances a replica decides on: its jobs', and those of jobs no one will hold again.
+
+        A finished job with no live attempt is claimed by no one, so an instance of
+        it still up is anyone's to end (``decide``'s orphan rule, idempotent); an
+        instance of a live job this replica does not hold is left alone, even while
+        that job's lease lapses (its next holder adopts it).
+        """
+        from spothop.state.job_tables import jobs as jobs_table
+
+        out = {k: i for k, i in listed.items() if i.tags.get(TAG_JOB) in held}
+        others = {
+            str(i.tags.get(TAG_JOB))
+            for i in listed.values()
+            if i.state.is_alive and i.tags.get(TAG_JOB) not in held
+        }
+        if not others:
+            return out
+        finals = [s.value for s in JobState if s.final]
+        with self.store.engine.connect() as conn:
+            finished = {
+                r[0]
+                for r in conn.execute(
+                    select(jobs_table.c.job_id).where(
+                        jobs_table.c.job_id.in_(sorted(others)), jobs_table.c.state.in_(finals)
+                    )
+                )
+            }
+        finished -= set(live_attempt_jobs(self.store))
+        out.update({k: i for k, i in listed.items() if i.tags.get(TAG_JOB) in finished})
+        return out
+
+    def _with_replay(
+        self, events: list[AgentEvent], attempts: Mapping[str, Sequence[AttemptRecord]]
+    ) -> list[AgentEvent]:
+        """The taken-over jobs' past events (live attempts' instances), then the cursor's, each once."""
+        ids = [
+            a.instance_id
+            for job_id in sorted(self._replaying)
+            for a in attempts.get(job_id, ())
+            if a.live and a.instance_id
+        ]
+        past = replayed_events(self.store, ids)
+        if not past:
+            return events
+        seen = {e.event_id for e in past}
+        return past + [e for e in events if e.event_id not in seen]
+
+    def commit(self) -> None:
+        """The pass's actions are carried out: move the cursor; the replayed jobs are done."""
+        self.cursor.commit()
+        self._replayed |= self._replaying
+        self._replaying = set()
 
     def snapshot(self) -> Any:
         observation = self.observe()
@@ -375,7 +509,9 @@ class Observer:
             if j.kind == "batch"
         }
         return replace(
-            to_snapshot(observation, self.store, queues), controller_started_at=self.started_at
+            to_snapshot(observation, self.store, queues),
+            controller_started_at=self.started_at,
+            held_since=dict(self._held),
         )
 
 

@@ -200,6 +200,18 @@ class Snapshot:
     # its controller died mid-launch.
     controller_started_at: float | None = None
     reservations: tuple[Reservation, ...] = ()  # every provider's reserved pools, in_use as listed
+    # A replica's jobs: job id → since when it holds the job's lease (controller clock). An attempt
+    # still launching that was stored before then was another controller's launch (as above).
+    held_since: Mapping[str, float] = field(default_factory=dict)
+
+    def started_for(self, job_id: str) -> float | None:
+        """Since when this controller runs ``job_id``: its start, or (a replica) when it took the job."""
+        since = self.held_since.get(job_id)
+        if since is None:
+            return self.controller_started_at
+        if self.controller_started_at is None:
+            return since
+        return max(since, self.controller_started_at)
 
     def cooled(self, market: MarketId) -> bool:
         """True while ``market`` or its whole zone is cooling down."""

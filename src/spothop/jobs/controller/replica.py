@@ -1,0 +1,336 @@
+"""Controller replicas: several controllers share one store's jobs through leases on the jobs rows.
+
+Each replica is a :class:`~spothop.jobs.controller.loop.Controller` whose world
+is the jobs it holds a lease on (:meth:`JobStore.claim_jobs`: ``FOR UPDATE SKIP
+LOCKED`` on PostgreSQL, so replicas take different jobs at once, without a
+leader). The contract:
+
+1. **Claim.** A keeper thread, every ``lease_s / 3``, renews the held leases
+   (:meth:`JobStore.renew_jobs`: same token, later expiry; a job that needs
+   no controller any more — final, no live attempt — is released) and then claims up
+   to ``claim_limit`` jobs no one holds (new ones, and those whose holder's
+   lease expired), so a replica that starts first does not take every waiting
+   job at once: the others claim theirs at their next tick. A job gained wakes
+   the loop at once.
+2. **Fence.** Every write the controller makes goes through
+   ``store.fenced(...)``: the job's row is locked under this replica's token
+   in the write's own transaction, so a replica that lost a job — paused
+   (SIGSTOP, a VM freeze, a long GC) past its lease while another took it —
+   writes nothing of it: the write raises :class:`JobLeaseLost` and the job is
+   dropped from this replica. Cloud calls (terminate, a stop request) check
+   the lease right before; a launch's attempt row is a fenced write made
+   before the cloud call, as always.
+3. **See only your own.** The snapshot holds the held jobs, their attempts,
+   and the instances tagged with them: another replica's instances are never
+   this one's orphans. A job taken over has its live instances' stored events
+   read again once (what its previous holder had not acted on is not lost),
+   and its attempts still ``launching`` from before the takeover are ended as
+   cut by a crash (``Snapshot.held_since``), as a restarted daemon does.
+4. **Release.** A clean stop (``stop_event``) waits for the launches in
+   flight, then releases every lease, so the others take the jobs at their
+   next tick rather than after ``lease_s``. A killed replica's jobs are taken
+   within one lease period (its leases expire; the others' next claim gets
+   them): at most ``lease_s + lease_s / 3``.
+
+Clocks: a lease's expiry is compared with each writer's own clock (the
+store's); replicas on several machines need clocks in sync (NTP) to well
+within ``lease_s``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from spothop.errors import ConfigError
+from spothop.jobs.records import JobLease
+from spothop.jobs.store import JobStore
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LEASE_S = 15.0
+DEFAULT_CLAIM_LIMIT = 8  # jobs one replica claims per tick: the rest are left to the others
+DEFAULT_PERIOD_S = 5.0
+MAX_OWNER_CHARS = 128  # jobs.lease_owner's width  # the slow pass; a gained job and an agent's poke wake it at once
+
+
+def default_replica_id() -> str:
+    """``<hostname>-<pid>``: unique per process on one machine, readable in ``jobs.lease_owner``."""
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def replica_wake_address(home: Path, owner: str) -> str:
+    """The replica's own wake socket (the home's is the daemon's): a path, or ``@abstract`` if too long."""
+    digest = hashlib.sha256(f"{home.resolve()}\0{owner}".encode()).hexdigest()[:16]
+    path = home / "controller" / f"replica-{digest}.sock"
+    if len(os.fsencode(str(path))) <= 100 or not sys.platform.startswith("linux"):
+        return str(path)
+    return f"@spothop-replica-{digest}"
+
+
+class HeldJobs:
+    """The jobs one replica holds: their leases, renewed and extended by :meth:`tick`.
+
+    Thread-safe: the keeper ticks, the controller's writes read :meth:`lease`
+    (the fenced store's holder) and call :meth:`drop` when the database says a
+    lease no longer holds.
+    """
+
+    def __init__(
+        self,
+        store: JobStore,
+        owner: str,
+        lease_s: float,
+        *,
+        claim_limit: int = DEFAULT_CLAIM_LIMIT,
+        max_jobs: int | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if not owner or len(owner) > MAX_OWNER_CHARS:
+            raise ConfigError(
+                f"replica id {owner!r}: give a name of 1 to {MAX_OWNER_CHARS} characters "
+                "(default: <hostname>-<pid>)"
+            )
+        if not lease_s > 0:
+            raise ValueError(f"lease_s must be positive, got {lease_s!r}")
+        if claim_limit < 1:
+            raise ValueError(f"claim_limit must be at least 1, got {claim_limit!r}")
+        self.store = store
+        self.owner = owner
+        self.lease_s = float(lease_s)
+        self.claim_limit = claim_limit
+        self.max_jobs = max_jobs
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._leases: dict[str, JobLease] = {}
+        self._since: dict[str, float] = {}
+        self.gained_total = 0
+        self.lost_total = 0
+
+    # -- what the controller reads -------------------------------------------------
+
+    def lease(self, job_id: str) -> JobLease | None:
+        with self._lock:
+            return self._leases.get(job_id)
+
+    def held(self) -> Mapping[str, float]:
+        """Job id → since when it is held (this replica's clock)."""
+        with self._lock:
+            return dict(self._since)
+
+    def drop(self, job_id: str) -> None:
+        """Forget ``job_id`` (its lease no longer holds); logged once."""
+        with self._lock:
+            dropped = self._leases.pop(job_id, None)
+            self._since.pop(job_id, None)
+            if dropped is not None:
+                self.lost_total += 1
+        if dropped is not None:
+            log.warning("replica %s: lost the lease on %s; dropped it", self.owner, job_id)
+
+    # -- the keeper ----------------------------------------------------------------
+
+    def tick(self) -> tuple[list[str], list[str]]:
+        """Renew what is held, then claim more; the jobs (gained, lost)."""
+        with self._lock:
+            current = list(self._leases.values())
+        kept, finished = self.store.renew_jobs(current, self.lease_s)
+        renewed = {lease.job_id: lease for lease in kept}
+        for job_id in finished:  # released: nothing left to do for it
+            with self._lock:
+                self._leases.pop(job_id, None)
+                self._since.pop(job_id, None)
+        lost = sorted(
+            lease.job_id
+            for lease in current
+            if lease.job_id not in renewed and lease.job_id not in finished
+        )
+        for job_id in lost:
+            self.drop(job_id)
+        with self._lock:
+            for job_id, lease in renewed.items():
+                if job_id in self._leases:  # not dropped by a write meanwhile
+                    self._leases[job_id] = lease
+            room = self.claim_limit
+            if self.max_jobs is not None:
+                room = min(room, self.max_jobs - len(self._leases))
+            exclude = set(self._leases)
+        gained: list[str] = []
+        if room > 0:
+            now = self.clock()
+            claimed = self.store.claim_jobs(
+                self.owner, self.lease_s, limit=room, exclude=sorted(exclude)
+            )
+            with self._lock:
+                for lease in claimed:
+                    self._leases[lease.job_id] = lease
+                    self._since[lease.job_id] = now
+                    gained.append(lease.job_id)
+                self.gained_total += len(claimed)
+        if gained:
+            log.info("replica %s: took %s", self.owner, ", ".join(gained))
+        return gained, lost
+
+    def release_all(self) -> int:
+        """Give every lease up (a clean stop); how many still held."""
+        with self._lock:
+            leases = list(self._leases.values())
+            self._leases.clear()
+            self._since.clear()
+        released = 0
+        for lease in leases:
+            try:
+                released += bool(self.store.release_job(lease))
+            except Exception as exc:  # it expires by itself: another takes it after lease_s
+                log.warning("releasing %s failed: %s", lease.job_id, exc)
+        return released
+
+
+@dataclass(frozen=True)
+class ReplicaStats:
+    owner: str
+    passes: int
+    failed_passes: int
+    gained: int
+    lost: int
+    released: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "owner": self.owner,
+            "passes": self.passes,
+            "failed_passes": self.failed_passes,
+            "gained": self.gained,
+            "lost": self.lost,
+            "released": self.released,
+        }
+
+
+def run_replica(
+    store_url: str,
+    *,
+    owner: str | None = None,
+    lease_s: float = DEFAULT_LEASE_S,
+    providers: Mapping[str, Any] | Sequence[str] = (),
+    stop_event: threading.Event,
+    after_pass: Sequence[Any] = (),
+    queue_url: str | None = None,
+    period_s: float = DEFAULT_PERIOD_S,
+    home: Path | None = None,
+    config: Any = None,
+    claim_limit: int = DEFAULT_CLAIM_LIMIT,
+    max_jobs: int | None = None,
+    control_plane_url: str | None = None,
+    on_ready: Callable[[Any], object] | None = None,
+) -> ReplicaStats:
+    """Run one controller replica on ``store_url`` in this thread until ``stop_event`` is set.
+
+    ``owner``: this replica's name in the lease rows (default
+    :func:`default_replica_id`); ``providers``: the providers by name, or the
+    names for :func:`~spothop.jobs.controller.daemon.default_providers` (empty:
+    its defaults). ``after_pass``: the front's hooks (the ledger's books).
+    ``control_plane_url``: the server the agents talk to (server mode). ``on_ready``
+    gets the :class:`Controller` once the first claim is made. Leases are
+    released on the way out (module docstring, 4).
+    """
+    from spothop.jobs.controller.config import config_from_env
+    from spothop.jobs.controller.daemon import default_providers
+    from spothop.jobs.controller.loop import Controller, Loop
+    from spothop.paths import spothop_home
+    from spothop.state.wake import Waker, poke
+
+    home = home or spothop_home()
+    owner = owner or default_replica_id()
+    if isinstance(providers, Mapping):
+        chosen: Mapping[str, Any] = providers
+    else:
+        chosen = default_providers(tuple(providers))
+    store = JobStore(store_url)
+    held = HeldJobs(store, owner, lease_s, claim_limit=claim_limit, max_jobs=max_jobs)
+    address = replica_wake_address(home, owner)
+    waker = Waker(address)
+    controller = Controller(
+        store,
+        chosen,
+        store_url=store_url,
+        queue_url=queue_url,
+        home=home,
+        config=config if config is not None else config_from_env(os.environ),
+        wake_address=address,
+        after_pass=after_pass,
+        leases=held,
+        control_plane_url=control_plane_url,
+    )
+    loop = Loop(controller.run_pass, waker, period_s)
+
+    def keep() -> None:
+        interval = held.lease_s / 3
+        while not stop_event.wait(interval):
+            try:
+                gained, _ = held.tick()
+            except Exception as exc:  # the database is down: the leases lapse, writes stop
+                log.warning("replica %s: renewing leases failed: %s", owner, exc)
+                continue
+            if gained:
+                poke(address)
+        loop.stop()
+
+    keeper = threading.Thread(target=keep, name=f"replica-leases-{owner}", daemon=True)
+    released = 0
+    try:
+        try:
+            held.tick()
+        except Exception as exc:
+            log.warning("replica %s: first claim failed: %s", owner, exc)
+        keeper.start()
+        log.info(
+            "replica %s: store %s, lease %.1f s, %d jobs held",
+            owner,
+            _redacted(store_url),
+            lease_s,
+            len(held.held()),
+        )
+        if on_ready is not None:
+            on_ready(controller)
+        if not stop_event.is_set():
+            loop.run()
+    finally:
+        stop_event.set()
+        if keeper.is_alive():
+            keeper.join()
+        controller.close()  # the launches in flight finish (their writes fenced) first
+        released = held.release_all()
+        try:
+            store.delete_cursor(controller.observer.cursor.name)
+        except Exception as exc:
+            log.warning("replica %s: its event cursor was not removed: %s", owner, exc)
+        waker.close()
+        store.close()
+        log.info("replica %s: stopped, %d leases released", owner, released)
+    return ReplicaStats(
+        owner,
+        loop.stats.passes,
+        loop.stats.failed_passes,
+        held.gained_total,
+        held.lost_total,
+        released,
+    )
+
+
+def _redacted(url: str) -> str:
+    """``url`` without its password (never logged)."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return "<store url>"

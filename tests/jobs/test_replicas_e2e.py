@@ -1,0 +1,215 @@
+"""Done when (issue 20, replicas): two controller replicas on PostgreSQL + Redis, one SIGKILLed mid-job.
+
+Two real processes (``spothop controller run --replica``) share one
+PostgreSQL store (a fresh schema) and the Redis shard queue. A batch job on
+the local cloud is claimed by one of them; mid-job that replica is SIGKILLed
+and, while no one holds the job, one of its workers is preempted (its agent
+records the interruption with nobody acting on it). The other replica must
+take the job over within one lease period (the lease owner changes), act on
+the event it never saw (the preempted worker replaced), and finish the job:
+every shard once (none lost, none duplicated), every event the agents logged
+stored, every instance ended and known, the job's story legal.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from spothop.jobs.spec import load_job
+from spothop.state.job_tables import jobs
+from tests.conftest import REDIS_URL
+from tests.jobs.e2e.conftest import WORLD, Harness, running_harness
+from tests.jobs.e2e.test_batch import batch_spec, check_exactly_once
+from tests.jobs.e2e.test_controller_restart import (
+    agent_up,
+    check_agent_events,
+    check_instances,
+    check_story,
+)
+from tests.jobs.test_replicas import schema_url
+from tests.waiting import process_running, scaled, wait_for
+
+LEASE_S = 3.0
+SHARDS = 300
+WORK_S_PER_SHARD = 0.05  # two workers: ~8 s of work, so the kill lands mid-job
+LEAD_S = 10.0  # simulated seconds from the notice to the reclaim (2 s of wall time)
+
+
+class Replicas:
+    """Replica processes of one store, by name; their output in ``<tmp>/replica-<name>.log``."""
+
+    def __init__(self, h: Harness) -> None:
+        self.h = h
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start(self, name: str) -> None:
+        log = open(self.h.tmp / f"replica-{name}.log", "ab")  # noqa: SIM115 - the child's
+        command = [
+            sys.executable,
+            "-m",
+            "spothop.cli.main",
+            "controller",
+            "run",
+            "--replica",
+            "--replica-id",
+            name,
+            "--lease-s",
+            str(LEASE_S),
+            "--period",
+            "1",
+            "--store",
+            self.h.store_url,
+            "--queue-url",
+            REDIS_URL,
+        ]
+        self.procs[name] = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=os.environ
+        )
+        log.close()
+
+    def log(self, name: str) -> str:
+        return (self.h.tmp / f"replica-{name}.log").read_text(errors="replace")
+
+    def stop_all(self) -> dict[str, int | None]:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        codes: dict[str, int | None] = {}
+        for name, proc in self.procs.items():
+            try:
+                codes[name] = proc.wait(scaled(30))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                codes[name] = proc.wait()
+        return codes
+
+
+@pytest.fixture
+def replicas(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pg_schema: str, redis_prefix: str
+) -> Iterator[Replicas]:
+    del redis_prefix  # proves Redis answers; the job's keys are deleted below
+    with running_harness(tmp_path, monkeypatch, WORLD, ("--queue-url", REDIS_URL)) as h:
+        h.store_url = schema_url(pg_schema)
+        r = Replicas(h)
+        try:
+            yield r
+        finally:
+            r.stop_all()
+            _delete_queue_keys(h)
+
+
+def _delete_queue_keys(h: Harness) -> None:
+    import redis
+
+    client = redis.Redis.from_url(REDIS_URL)
+    with h.store() as store:
+        for job in store.list_jobs():
+            keys = list(client.scan_iter(match=f"*{{{job.job_id}}}*", count=1000))
+            if keys:
+                client.delete(*keys)
+    client.close()
+
+
+def lease(h: Harness, job_id: str) -> tuple[str | None, int]:
+    with h.store() as store, store.engine.connect() as conn:
+        row = conn.execute(
+            select(jobs.c.lease_owner, jobs.c.lease_token).where(jobs.c.job_id == job_id)
+        ).one()
+    return row.lease_owner, int(row.lease_token)
+
+
+def shards_done(h: Harness, job_id: str) -> int:
+    from spothop.queue import open_queue
+
+    with open_queue(REDIS_URL, job_id) as queue:
+        return int(queue.stats().done)
+
+
+def test_a_replica_sigkilled_mid_job_its_job_goes_on_under_the_other(
+    replicas: Replicas,
+) -> None:
+    r, h = replicas, replicas.h
+    r.start("r-a")
+    r.start("r-b")
+    spec: dict[str, Any] = batch_spec(h.tmp, "replicas", shards=SHARDS)
+    spec["workers"] = 2
+    spec["envs"] = {"WORK_S_PER_SHARD": str(WORK_S_PER_SHARD)}
+    with h.store() as store:
+        job_id = store.create_job(load_job(spec))
+
+    def held_by(name: str | None = None) -> tuple[str | None, int] | None:
+        found = lease(h, job_id)
+        return found if found[0] and (name is None or found[0] == name) else None
+
+    owner, token = wait_for(held_by, 60, what="a replica to claim the job")
+    assert owner in ("r-a", "r-b")
+    survivor = "r-b" if owner == "r-a" else "r-a"
+    def two_running() -> list[Any] | None:
+        running = h.running(job_id)
+        return running if len(running) >= 2 else None
+
+    workers = wait_for(
+        two_running,
+        90,
+        what="both workers running",
+        interval_s=0.1,
+    )
+    wait_for(lambda: shards_done(h, job_id) >= 10, 60, what="the work under way", interval_s=0.1)
+    assert shards_done(h, job_id) < SHARDS  # mid-job
+
+    # The holder dies without a word; while no one holds the job, a worker is preempted.
+    r.procs[owner].send_signal(signal.SIGKILL)
+    r.procs[owner].wait(scaled(10))
+    victim = workers[0]
+    agent_up(h, victim)
+    h.preempt(victim, lead_time_s=LEAD_S)
+
+    # The other replica takes it within one lease period (+ its claim tick, + slack for a busy box).
+    taken = wait_for(
+        lambda: held_by(survivor),
+        LEASE_S + LEASE_S / 3 + 5,
+        what=f"{survivor} to take the job over",
+        interval_s=0.05,
+    )
+    assert taken[1] > token  # a new token: the dead replica's writes are fenced out
+
+    def ended() -> Any:
+        with h.store() as store:
+            job = store.get_job(job_id)
+        return job if job.state.final else None
+
+    final = wait_for(
+        ended,
+        120,
+        what="the job to end under the surviving replica",
+        interval_s=0.2,
+    )
+    assert str(final.state) == "succeeded", final.reason
+    status = h.status(job_id)
+    assert status["interruptions"] >= 1  # the event the killed replica never saw was acted on
+    wait_for(lambda: not h.alive(job_id), 30, what="every worker released")
+    assert r.procs[survivor].poll() is None  # still running
+
+    check_exactly_once(h, job_id, h.tmp / "out-replicas", queue_url=REDIS_URL, shards=SHARDS)
+    check_instances(h, job_id)
+    check_agent_events(h, job_id)
+    check_story(h, job_id)
+    with h.store() as store:
+        attempts = {a.instance_id: a for a in store.attempts(job_id)}
+    assert str(attempts[victim.instance_id].end_reason) in ("preempted", "superseded")
+
+    # A clean stop: the survivor exits 0 and leaves no lease behind.
+    codes = r.stop_all()
+    assert codes[survivor] == 0, r.log(survivor)[-3000:]
+    assert lease(h, job_id)[0] is None
+    assert not process_running(r.procs[survivor].pid)
