@@ -154,6 +154,7 @@ def test_a_replica_sigkilled_mid_job_its_job_goes_on_under_the_other(
     owner, token = wait_for(held_by, 60, what="a replica to claim the job")
     assert owner in ("r-a", "r-b")
     survivor = "r-b" if owner == "r-a" else "r-a"
+
     def two_running() -> list[Any] | None:
         running = h.running(job_id)
         return running if len(running) >= 2 else None
