@@ -186,3 +186,23 @@ def test_health_readiness_openapi_and_metrics_need_no_token(served: Served) -> N
     assert status == 200 and "/v1/agents/{instance_id}/heartbeat" in document["paths"]
     status, text, headers = server.call("GET", "/metrics")
     assert status == 200 and "spothop_" in text and headers["content-type"].startswith("text/plain")
+
+
+def test_the_dashboard_is_served_for_the_users_project(served: Served) -> None:
+    vision, nlp = _user(served, "dash-vision"), _user(served, "dash-nlp")
+    mine, theirs = launch(served, vision, "dash-mine"), launch(served, nlp, "dash-theirs")
+    server = served.server
+    assert server.call("GET", "/dashboard/")[0] == 401
+    status, page, headers = server.call("GET", f"/dashboard/?token={vision}")
+    assert status == 200 and "static/dashboard.js" in page
+    cookie = headers["set-cookie"]
+    assert "HttpOnly" in cookie and "Path=/dashboard" in cookie and "SameSite=strict" in cookie
+    jar = {"Cookie": cookie.split(";", 1)[0]}
+    status, script, _ = server.call("GET", "/dashboard/static/dashboard.js", headers=jar)
+    assert status == 200 and "api/jobs" in script
+    _, timeline, _ = server.call("GET", f"/dashboard/api/timeline?job={mine}", headers=jar)
+    assert timeline["job_id"] == mine
+    status, body, _ = server.call("GET", f"/dashboard/api/timeline?job={theirs}", headers=jar)
+    assert status == 404 and body["error"]["type"] == "JobNotFound"
+    _, events, _ = server.call("GET", "/dashboard/api/events", headers=jar)
+    assert {e["job_id"] for e in events} == {mine}

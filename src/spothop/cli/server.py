@@ -81,6 +81,14 @@ def run(
     no_controller: Annotated[
         bool, typer.Option("--no-controller", help="serve the API only; run no controller replica")
     ] = False,
+    public_url: Annotated[
+        str | None,
+        typer.Option(
+            "--public-url",
+            envvar="SPOTHOP_SERVER_URL",
+            help="the URL agents call (behind a proxy: its https URL; default http://HOST:PORT)",
+        ),
+    ] = None,
     access_log: Annotated[
         bool,
         typer.Option("--access-log", help="log every request (off: 500 heartbeats/s is a lot)"),
@@ -107,6 +115,7 @@ def run(
         replica_id=replica_id,
         lease_s=lease_s,
         controller=not no_controller,
+        public_url=public_url,
     )
     app = create_app(settings)
     config = uvicorn.Config(
@@ -120,26 +129,29 @@ def run(
     )
     install_log_filter(app.state.redactor)  # uvicorn made its handlers just now
     stop = threading.Event()
+    server = uvicorn.Server(config)
     controller = None
     if settings.controller:
         names = tuple(p.strip() for p in providers.split(",") if p.strip()) if providers else ()
-        controller = _start_controller(settings, names, stop)
-    server = uvicorn.Server(config)
+        controller = _start_controller(settings, names, stop, server)
     try:
         server.run()
     finally:
-        stop.set()
+        stop.set()  # the replica releases its job leases and returns
         if controller is not None:
             controller.join(CONTROLLER_STOP_S)
-    return EXIT_OK if not server.should_exit or server.started else EXIT_FAILED
+    return EXIT_OK if server.started else EXIT_FAILED
 
 
 def _start_controller(
-    settings: Any, providers: tuple[str, ...], stop: threading.Event
+    settings: Any, providers: tuple[str, ...], stop: threading.Event, server: Any
 ) -> threading.Thread | None:
-    """A controller replica (:func:`spothop.jobs.controller.replica.run_replica`) in a thread."""
+    """A controller replica (:func:`spothop.jobs.controller.replica.run_replica`) in a thread, once
+    uvicorn listens: its agents are given this server's URL (and a token each)."""
     try:
-        from spothop.jobs.controller.replica import run_replica  # type: ignore[import-not-found,unused-ignore]
+        from spothop.jobs.controller.replica import (  # type: ignore[import-not-found,unused-ignore]
+            run_replica,
+        )
     except ImportError:
         log.warning(
             "this spothop has no controller replica (spothop.jobs.controller.replica): serving the"
@@ -150,6 +162,13 @@ def _start_controller(
     from spothop.observe.ledger import close_books
 
     def main() -> None:
+        while not server.started and not stop.is_set():
+            stop.wait(0.05)
+        if stop.is_set():
+            return
+        port = server.servers[0].sockets[0].getsockname()[1]
+        url = settings.agents_url(port)
+        log.info("controller replica %s: agents call %s", settings.replica_id, url)
         while not stop.is_set():
             try:
                 run_replica(
@@ -159,6 +178,8 @@ def _start_controller(
                     providers=default_providers(providers),
                     stop_event=stop,
                     after_pass=(close_books,),
+                    queue_url=settings.jobs_queue_url,
+                    control_plane_url=url,
                 )
                 return
             except Exception:  # the API keeps serving; the replica starts again
@@ -167,7 +188,6 @@ def _start_controller(
 
     thread = threading.Thread(target=main, name="controller-replica", daemon=True)
     thread.start()
-    log.info("controller replica %s started (lease %.0f s)", settings.replica_id, settings.lease_s)
     return thread
 
 

@@ -9,6 +9,7 @@ setting                    environment              default
 ``replica_id``             (flag)                   ``<hostname>-<pid>``
 ``lease_s``                (flag)                   15 s, the controller's job lease
 ``controller``             (``--no-controller``)    on: a controller replica runs beside the API
+``public_url``             ``SPOTHOP_SERVER_URL``   ``http://<host>:<port>``: what agents are told to call
 =========================  =======================  ==============================================
 
 The bounds below are the API's, named once: a body over ``max_body_bytes`` is a
@@ -28,6 +29,7 @@ from spothop.errors import ConfigError
 
 DB_ENV = "SPOTHOP_SERVER_DB"
 QUEUE_ENV = "SPOTHOP_SERVER_QUEUE"
+PUBLIC_URL_ENV = "SPOTHOP_SERVER_URL"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8350
 DEFAULT_LEASE_S = 15.0
@@ -56,6 +58,7 @@ class Settings:
     auth_failures_per_window: int = AUTH_FAILURES_PER_WINDOW
     auth_window_s: float = AUTH_WINDOW_S
     token_cache_ttl_s: float = 5.0
+    public_url: str | None = None
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Settings:
@@ -63,6 +66,7 @@ class Settings:
         base = cls(
             db_url=os.environ.get(DB_ENV) or None,
             queue_url=os.environ.get(QUEUE_ENV) or None,
+            public_url=os.environ.get(PUBLIC_URL_ENV) or None,
             replica_id=default_replica_id(),
         )
         settings = replace(base, **{k: v for k, v in overrides.items() if v is not None})
@@ -76,6 +80,13 @@ class Settings:
             raise ConfigError(f"--lease-s must be between 1 and 3600 seconds, got {self.lease_s}")
         if self.max_body_bytes < 1024:
             raise ConfigError(f"max_body_bytes must be at least 1024, got {self.max_body_bytes}")
+
+    def agents_url(self, port: int) -> str:
+        """The URL the agents of this replica's jobs are given (``public_url``, else this listener's)."""
+        if self.public_url:
+            return self.public_url.rstrip("/")
+        host = self.host if self.host not in ("0.0.0.0", "::", "") else socket.getfqdn()
+        return f"http://{host}:{port}"
 
     @property
     def store_url(self) -> str:
