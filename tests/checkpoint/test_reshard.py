@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from spothop.checkpoint import (
 )
 from spothop.checkpoint.pytorch import DistributedResumableSampler
 from spothop.checkpoint.reshard import candidates, derived_seed, new_range
+from spothop.errors import EXIT_NOT_FOUND
 
 ROWS = 10  # rows of the sharded leaf over the whole world
 
@@ -276,3 +278,23 @@ def test_an_emergency_delta_is_re_sharded_through_its_chain(tmp_path: Path) -> N
         assert restored.state["cols"].shape == (4, 2)
         pieces.append(restored.state["cols"])
     assert torch.equal(torch.cat(pieces, dim=1), expected)
+
+
+def test_ckpt_worlds_lists_each_world_sizes_steps_and_what_is_missing(
+    cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    _save_world(tmp_path, 2, 5, Shard())
+    _save_world(tmp_path, 1, 8, Shard())
+    with _checkpointer(tmp_path, 3, 1) as ckpt:  # a third world whose ranks 0 and 2 never saved
+        ckpt.save({"w": np.ones(2)}, 9).wait()
+    result = cli("ckpt", "worlds", str(tmp_path), "--json")
+    assert result.code == 0
+    assert [(w["step"], w["world_size"], w["ranks"], w["complete"]) for w in result.json()] == [
+        (5, 2, [0, 1], True),
+        (8, 1, [0], True),
+        (9, 3, [1], False),
+    ]
+    assert result.json()[0]["sharded"] == ["/rows"]
+    shown = cli("ckpt", "worlds", str(tmp_path))
+    assert shown.code == 0 and "1 of 3 (missing 0, 2)" in shown.out
+    assert cli("ckpt", "worlds", str(tmp_path / "nowhere")).code == EXIT_NOT_FOUND

@@ -26,9 +26,11 @@ from spothop.checkpoint.admin import (
     CheckpointInfo,
     LeafInfo,
     VerifyResult,
+    WorldStep,
     describe_checkpoint,
     existing_store,
     list_checkpoints,
+    list_worlds,
     verify_checkpoints,
 )
 from spothop.checkpoint.checkpointer import Checkpointer, SaveHandle, SaveStats
@@ -97,6 +99,7 @@ __all__ = [
     "Validator",
     "VerifyResult",
     "WorldLayout",
+    "WorldStep",
     "YoungDalyInterval",
     "capture_rng",
     "collect",
@@ -104,6 +107,7 @@ __all__ = [
     "describe_checkpoint",
     "existing_store",
     "list_checkpoints",
+    "list_worlds",
     "restore_rng",
     "verify_checkpoints",
     "young_interval_s",

@@ -170,6 +170,45 @@ class VerifyResult:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class WorldStep:
+    """One step as the ranks of one world size committed it (``spothop ckpt worlds``)."""
+
+    world_size: int
+    step: int
+    ranks: list[int]  # the ranks that committed it
+    complete: bool  # every rank did: restorable, into this world size or re-sharded into another
+    tiers: list[str]
+    sharded: list[str]  # the leaves its manifests mark sharded
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field, JSON-ready."""
+        return asdict(self)
+
+
+def list_worlds(url: str, storage_options: Mapping[str, Any] | None = None) -> list[WorldStep]:
+    """Every step committed under ``url`` by any world size (``URL`` itself for a world of one,
+    ``URL/rank-NNNNN`` for the ranks of a larger one), oldest first; see
+    :mod:`spothop.checkpoint.reshard`."""
+    from spothop.checkpoint.reshard import committed_by_world
+
+    existing_store(url, storage_options)
+    steps = []
+    for (size, step), by_rank in committed_by_world([(url, storage_options)]).items():
+        manifests = [m for parts in by_rank.values() for m, _ in parts]
+        steps.append(
+            WorldStep(
+                size,
+                step,
+                sorted(by_rank),
+                len(by_rank) == size,
+                sorted({m.tier.value for m in manifests}),
+                sorted({key for m in manifests for key in m.sharding}),
+            )
+        )
+    return sorted(steps, key=lambda w: (w.step, w.world_size))
+
+
 def list_checkpoints(
     url: str, storage_options: Mapping[str, Any] | None = None
 ) -> list[CheckpointInfo]:

@@ -137,25 +137,36 @@ def candidates(
     max_step: int | None = None,
 ) -> list[Candidate]:
     """Steps that every rank of some other world size committed, newest first (rule 1)."""
+    found = committed_by_world(((local_url, None), (durable_url, storage_options)))
+    complete = [
+        Candidate(step, size, tuple(tuple(by_rank[r]) for r in range(size)))
+        for (size, step), by_rank in found.items()
+        if len(by_rank) == size
+        and size != world.world_size
+        and (max_step is None or step <= max_step)
+    ]
+    complete.sort(key=lambda c: (c.step, c.wall_time_unix_s), reverse=True)
+    return complete
+
+
+def committed_by_world(
+    roots: Sequence[tuple[str, Mapping[str, Any] | None]],
+) -> dict[tuple[int, int], dict[int, list[tuple[Manifest, Store]]]]:
+    """``(world size, step) → rank → [(manifest, store), …]`` for every checkpoint committed under
+    the ``(url, storage_options)`` roots, in root order: each in its world's own folder (``URL``
+    for a world of one, ``URL/rank-NNNNN`` for rank N of a larger one)."""
     found: dict[tuple[int, int], dict[int, list[tuple[Manifest, Store]]]] = defaultdict(
         lambda: defaultdict(list)
     )
-    for root, options in ((local_url, None), (durable_url, storage_options)):
-        for rank, store in _rank_stores(root, options):
+    for url, options in roots:
+        for rank, store in _rank_stores(url, options):
             for manifest in committed(store)[0]:
                 size = manifest.world.world_size
                 # A world of one writes the URL itself; rank k of a larger world writes rank-k.
                 if (size == 1) != (rank is None) or manifest.world.rank != (rank or 0):
                     continue
-                if size == world.world_size or (max_step is not None and manifest.step > max_step):
-                    continue
                 found[size, manifest.step][manifest.world.rank].append((manifest, store))
-    complete = []
-    for (size, step), by_rank in found.items():
-        if len(by_rank) == size:
-            complete.append(Candidate(step, size, tuple(tuple(by_rank[r]) for r in range(size))))
-    complete.sort(key=lambda c: (c.step, c.wall_time_unix_s), reverse=True)
-    return complete
+    return found
 
 
 def _rank_stores(

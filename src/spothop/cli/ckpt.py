@@ -1,4 +1,5 @@
-"""``spothop ckpt``: list, show, verify and garbage-collect checkpoints at a URL (folder or s3://…)."""
+"""``spothop ckpt``: list, show, verify and garbage-collect checkpoints at a URL (folder or s3://…),
+and list the steps each world size committed (``worlds``)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from spothop.checkpoint import (
     describe_checkpoint,
     existing_store,
     list_checkpoints,
+    list_worlds,
     verify_checkpoints,
 )
 from spothop.cli.output import console, print_json, table
@@ -192,6 +194,42 @@ def gc_command(
     console.print(table(f"gc {url} --keep {keep}", ["id", "action", "note"], rows))
 
 
+def worlds_command(
+    url: Annotated[str, typer.Argument(help=URL_HELP)], as_json: JsonOpt = False
+) -> None:
+    """List the steps each world size committed (a multi-rank job writes URL/rank-NNNNN): which
+    ranks did, and whether the step is complete, so restorable here or re-sharded elsewhere."""
+    steps = list_worlds(url)
+    if as_json:
+        print_json([w.to_dict() for w in steps])
+        return
+    rows = [
+        [
+            w.step,
+            w.world_size,
+            f"{len(w.ranks)} of {w.world_size}"
+            + ("" if w.complete else f" (missing {_missing(w.ranks, w.world_size)})"),
+            "yes" if w.complete else "no",
+            ", ".join(w.tiers),
+            ", ".join(w.sharded) or None,
+        ]
+        for w in steps
+    ]
+    console.print(
+        table(
+            f"steps by world size in {url}",
+            ["step", "world size", "ranks committed", "complete", "tiers", "sharded leaves"],
+            rows,
+            right=["step", "world size"],
+        )
+    )
+
+
+def _missing(ranks: list[int], world_size: int) -> str:
+    gone = [r for r in range(world_size) if r not in ranks]
+    return ", ".join(map(str, gone[:8])) + (" …" if len(gone) > 8 else "")
+
+
 def register(app: typer.Typer) -> None:
     group = typer.Typer(
         name="ckpt", help="Inspect, verify and clean up checkpoints.", no_args_is_help=True
@@ -200,4 +238,5 @@ def register(app: typer.Typer) -> None:
     group.command("show")(show_command)
     group.command("verify")(verify_command)
     group.command("gc")(gc_command)
+    group.command("worlds")(worlds_command)
     app.add_typer(group)
