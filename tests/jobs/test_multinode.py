@@ -339,3 +339,64 @@ def test_each_generation_rendezvouses_on_a_port_of_its_own() -> None:
     assert len(ports) >= 45  # crc32 over 20,000 ports: collisions are rare
     assert group_port("j-1", 0) == group_port("j-1", 0)
     assert all(12_000 <= p < 32_000 for p in ports)
+
+
+def test_a_stop_the_controller_asked_for_is_no_preemption_in_the_market_history(
+    tmp_path: Any,
+) -> None:
+    from spothop.agent.controlplane.store import StoreControlPlane
+    from spothop.agent.eventmodel import Interruption
+    from spothop.market.interruptions import InterruptionStore
+
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    for protocol, instance_id in (("control-plane", "i-stopped"), ("gcp", "i-preempted")):
+        StoreControlPlane(url, instance_id).record(
+            Interruption(
+                instance_id=instance_id,
+                provider="gcp-sim",
+                region="us-central1",
+                zone="us-central1-a",
+                instance_type="g2-standard-4",
+                protocol=protocol,
+                notice_kind="final",
+                cause="stop-requested" if protocol == "control-plane" else "preempted",
+                notice_time_unix_s=1_800_000_000.0,
+                lead_time_s=30.0,
+            )
+        )
+    got = {i.instance_id for i in InterruptionStore(url).interruptions()}
+    assert got == {"i-preempted"}
+
+
+def test_a_generation_whose_launch_failed_is_relaunched_whole_on_another_market() -> None:
+    failed = group_attempt(
+        0,
+        state=AttemptState.ENDED,
+        end_reason=EndReason.LAUNCH_FAILED,
+        error_code="ZONE_RESOURCE_POOL_EXHAUSTED",
+        instance_id=None,
+        running_at=None,
+        ended_at=NOW - 5,
+    )
+    stopped = group_attempt(1, state=AttemptState.ENDED, end_reason=EndReason.SUPERSEDED)
+    j = job(state=JobState.PROVISIONING, attempts=(failed, stopped), job_spec=two_node())
+    ls = launches(decide(snapshot([j])))
+    assert [(launch.node, launch.generation) for launch in ls] == [(0, 1), (1, 1)]
+    assert {launch.candidates[0].market_id for launch in ls} != {failed.market}
+    assert len({launch.candidates[0].market_id for launch in ls}) == 1
+
+
+def test_a_launch_failure_stops_the_nodes_of_its_generation_that_started() -> None:
+    failed = group_attempt(
+        0,
+        state=AttemptState.ENDED,
+        end_reason=EndReason.LAUNCH_FAILED,
+        instance_id=None,
+        running_at=None,
+        ended_at=NOW - 5,
+    )
+    started = group_attempt(1, state=AttemptState.PENDING)
+    j = job(state=JobState.PROVISIONING, attempts=(failed, started), job_spec=two_node())
+    actions = decide(snapshot([j]))
+    assert not launches(actions)
+    assert [s.instance_id for s in of_type(actions, RequestStop)] == [started.instance_id]

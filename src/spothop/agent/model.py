@@ -25,6 +25,10 @@ METADATA_PROTOCOL_ENV = "SPOTHOP_METADATA_PROTOCOL"
 CLOUD_ENV = "SPOTHOP_CLOUD"  # the provider's name (``aws``, ``aws-sim``); default: the protocol
 
 
+# The protocol of a notice that is the control plane's own stop request (not a cloud's notice).
+CONTROL_PLANE_PROTOCOL = "control-plane"
+
+
 class NoticeKind(StrEnum):
     ADVANCE = "advance"  # the instance may be taken soon: checkpoint durably now
     FINAL = "final"  # the instance will be taken at ``deadline``: run the emergency protocol

@@ -319,7 +319,7 @@ class Agent:
             deadline = request.deadline_unix_s if request.deadline_unix_s is not None else now
             self.notices.append(
                 final_notice(
-                    "control-plane",
+                    model.CONTROL_PLANE_PROTOCOL,
                     "stop-requested",
                     seen_at=now,
                     deadline=deadline,

@@ -35,6 +35,7 @@ from spothop.agent.controlplane.base import ControlRequest, Heartbeat, Registrat
 from spothop.agent.controlplane.queue_leases import QueueLeases
 from spothop.agent.errors import ControlPlaneError
 from spothop.agent.eventmodel import AgentEvent, Interruption
+from spothop.agent.model import CONTROL_PLANE_PROTOCOL
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Engine
@@ -174,6 +175,8 @@ class StoreControlPlane:
             _wake_controller()
         if not inserted or not isinstance(event, Interruption):
             return
+        if event.protocol == CONTROL_PLANE_PROTOCOL:
+            return  # the controller's own stop (a group's other nodes, a handover): no market took it
         try:
             _record_interruption(self.history, event)
         except Exception:

@@ -43,6 +43,7 @@ from functools import cached_property
 from typing import Any
 
 from spothop.agent.eventmodel import AgentEvent
+from spothop.agent.model import CONTROL_PLANE_PROTOCOL as _CONTROL_PLANE_PROTOCOL
 from spothop.jobs.lifecycle import AttemptState, EndReason, JobState
 from spothop.jobs.spec import JobSpec
 from spothop.providers.base import Instance
@@ -56,8 +57,7 @@ TAG_JOB = (
 )
 TAG_NODE = "spothop-node"
 TAG_TOKEN = "spothop-token"
-# The protocol an agent names when the notice it handles is the control plane's stop request.
-CONTROL_PLANE_PROTOCOL = "control-plane"
+CONTROL_PLANE_PROTOCOL = _CONTROL_PLANE_PROTOCOL  # an agent's report of the control plane's stop
 
 
 @dataclass(frozen=True)
