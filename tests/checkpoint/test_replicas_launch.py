@@ -81,7 +81,7 @@ def test_no_replicas_means_no_replica_variable(tmp_path: Path) -> None:
     assert env["SPOTHOP_REGION"] == "us-east-1"
 
 
-def test_the_executor_hands_the_spec_replicas_and_the_attempts_region_to_the_instance(
+def test_the_executor_hands_the_instance_its_place_gpu_replicas_and_need(
     tmp_path: Path,
 ) -> None:
     import dataclasses as dc
@@ -104,7 +104,11 @@ def test_the_executor_hands_the_spec_replicas_and_the_attempts_region_to_the_ins
         spec = {
             "name": "t",
             "run": "true",
-            "checkpoint": {"url": "s3://ckpt/run", "replicas": replicas},
+            "checkpoint": {
+                "url": "s3://ckpt/run",
+                "replicas": replicas,
+                "compatibility": {"min_architecture": "Ampere"},
+            },
         }
         job_id = store.create_job(load_job(spec))
         offering = provider.list_offerings()[0]
@@ -118,3 +122,6 @@ def test_the_executor_hands_the_spec_replicas_and_the_attempts_region_to_the_ins
     assert json.loads(env["SPOTHOP_CHECKPOINT_REPLICAS"]) == replicas
     assert env["SPOTHOP_REGION"] == offering.region
     assert env["SPOTHOP_PROVIDER"] == provider.name
+    # The offering's GPU and the spec's need, for the restore-side matrix check.
+    assert env["SPOTHOP_GPU"] == offering.gpu
+    assert json.loads(env["SPOTHOP_CHECKPOINT_COMPAT"]) == {"min_architecture": "Ampere"}

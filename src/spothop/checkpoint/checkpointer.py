@@ -46,13 +46,14 @@ import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from spothop.checkpoint import gc as gc_mod
 from spothop.checkpoint import reshard
 from spothop.checkpoint import tree as tree_mod
 from spothop.checkpoint.errors import CheckpointConfigError, CheckpointWriteError
+from spothop.checkpoint.hardware import HardwareCheck
 from spothop.checkpoint.interval import IntervalPolicy, SaveCostMeter, interval_from_env
 from spothop.checkpoint.manifest import Manifest, Shard, Tier, WorldLayout
 from spothop.checkpoint.pack import (
@@ -228,6 +229,7 @@ class Checkpointer:
         upload_streams: int = DEFAULT_UPLOAD_STREAMS,
         clock: Callable[[], float] = time.monotonic,
         replicas: Mapping[str, str] | None = None,
+        gpu: str | None = None,
     ) -> None:
         if keep_chains < 1 or keep_local < 1:
             raise CheckpointConfigError("keep_chains and keep_local must be at least 1")
@@ -255,6 +257,8 @@ class Checkpointer:
             storage_options=storage_options,
             keep_chains=keep_chains,
         )
+        # The GPU saves record and restores are checked against (``gpu`` None: $SPOTHOP_GPU).
+        self.hardware = HardwareCheck.from_env(gpu)
         self.zstd_levels = {**DEFAULT_ZSTD_LEVELS, **(zstd_levels or {})}
         self.chunk_bytes = chunk_bytes
         self.workers = workers or min(MAX_HASH_WORKERS, os.cpu_count() or 1)
@@ -491,6 +495,8 @@ class Checkpointer:
                 compress_below=self.compress_below,
             )
             manifest = job.manifest(snapshot, result.leaves, result.files, self.world)
+            if self.hardware.made_on:
+                manifest = replace(manifest, made_on=self.hardware.made_on)
             store.write_atomic(manifest_path(job.checkpoint_id), manifest.to_json())  # the commit
         except BaseException as exc:
             with contextlib.suppress(Exception):
@@ -570,6 +576,7 @@ class Checkpointer:
         self._make_room(Tier.DURABLE)
         self._settle()
         started = time.perf_counter()
+        validate = self.hardware.validator(validate)  # a GPU the matrix refuses falls back
         steps = (
             steps_every_rank_committed(
                 self._durable_url, self._local_url, self.world, self._storage_options

@@ -156,6 +156,9 @@ class Manifest:
     user_metadata: Mapping[str, Any] = field(default_factory=dict)
     format_version: int = FORMAT_VERSION
     sharding: Mapping[str, Shard] = field(default_factory=dict)  # leaf path -> how it is sharded
+    made_on: Mapping[str, Any] = field(
+        default_factory=dict
+    )  # {"gpu": name} (checkpoint/hardware.py)
 
     @property
     def size_bytes(self) -> int:
@@ -277,6 +280,7 @@ def _body(m: Manifest) -> dict[str, Any]:
         },
         "user_metadata": dict(m.user_metadata),
         "sharding": {key: shard.to_json() for key, shard in m.sharding.items()},
+        **({"made_on": dict(m.made_on)} if m.made_on else {}),
     }
 
 
@@ -313,6 +317,7 @@ def _from_body(body: Mapping[str, Any]) -> Manifest:
         user_metadata=dict(body["user_metadata"]),
         format_version=int(body["format_version"]),
         sharding={str(k): _shard(v) for k, v in body.get("sharding", {}).items()},
+        made_on=dict(body.get("made_on", {})),
     )
 
 

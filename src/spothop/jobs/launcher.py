@@ -25,7 +25,10 @@ Contracts:
   (a fixed ``checkpoint.interval`` of the spec: it wins over λ),
   ``SPOTHOP_PROVIDER`` and ``SPOTHOP_REGION`` (where the instance is: a restore reads that
   region's replica first), ``SPOTHOP_CHECKPOINT_REPLICAS`` (the spec's ``checkpoint.replicas``
-  as JSON, when it names any; :mod:`spothop.checkpoint.replicas`) and
+  as JSON, when it names any; :mod:`spothop.checkpoint.replicas`), ``SPOTHOP_GPU`` (the
+  offering's GPU) and ``SPOTHOP_CHECKPOINT_COMPAT`` (the spec's
+  ``checkpoint.compatibility``; :mod:`spothop.checkpoint.hardware` checks a restore with
+  them) and
   ``SPOTHOP_CHECKPOINT_SAVE_COST_S`` (the spec's ``save_cost_s``) when set,
   which :func:`spothop.checkpoint.interval.interval_from_env` reads, the spec's ``envs``,
   ``SPOTHOP_HOME`` and the controller's wake address
@@ -51,7 +54,9 @@ import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from spothop.checkpoint.hardware import COMPAT_ENV, GPU_ENV
 from spothop.checkpoint.interval import INTERVAL_ENV, SAVE_COST_ENV
 from spothop.checkpoint.interval import RATE_ENV as _RATE_ENV
 from spothop.checkpoint.replicas import PROVIDER_ENV, REGION_ENV, REPLICAS_ENV
@@ -121,6 +126,7 @@ class WorkerCommand:
     checkpoint_interval_s: float | None = None  # the spec's fixed interval; None: auto (from λ)
     checkpoint_save_cost_s: float | None = None  # the spec's first guess at one save's seconds
     checkpoint_replicas: Mapping[str, str] = field(default_factory=dict)  # region → durable URL
+    checkpoint_compat: Mapping[str, Any] = field(default_factory=dict)  # checkpoint.compatibility
 
 
 @dataclass(frozen=True)
@@ -153,6 +159,24 @@ def worker_script(work: WorkerCommand, log_path: Path) -> str:
     return "\n".join(parts)
 
 
+def placement_env(
+    work: WorkerCommand, provider: str, region: str | None, gpu: str | None
+) -> dict[str, str]:
+    """Where the attempt runs and what its checkpoints may read and must fit: provider, region,
+    GPU, the spec's replicas and its compatibility need (those set)."""
+    env = {PROVIDER_ENV: provider}
+    if region:
+        env[REGION_ENV] = region
+    if gpu:
+        env[GPU_ENV] = gpu
+    compat = {k: v for k, v in work.checkpoint_compat.items() if v is not None}
+    if compat:
+        env[COMPAT_ENV] = json.dumps(compat, sort_keys=True)
+    if work.checkpoint_replicas:
+        env[REPLICAS_ENV] = json.dumps(dict(work.checkpoint_replicas), sort_keys=True)
+    return env
+
+
 def bootstrap(
     work: WorkerCommand,
     *,
@@ -167,6 +191,7 @@ def bootstrap(
     group: GroupEnv | None = None,
     region: str | None = None,
     wake_socket: str | None = None,
+    gpu: str | None = None,
 ) -> Bootstrap:
     """The bootstrap command and environment of one attempt (see the module docstring)."""
     home = home or spothop_home()
@@ -203,13 +228,9 @@ def bootstrap(
             "SPOTHOP_JOB_ID": job_id,
             NODE_RANK_ENV: str(node),
             ATTEMPT_ID_ENV: attempt_id,
-            PROVIDER_ENV: provider,
+            **placement_env(work, provider, region, gpu),
         }
     )
-    if region:
-        env[REGION_ENV] = region
-    if work.checkpoint_replicas:
-        env[REPLICAS_ENV] = json.dumps(dict(work.checkpoint_replicas), sort_keys=True)
     if work.checkpoint_url:
         env["SPOTHOP_CHECKPOINT_URL"] = work.checkpoint_url
     if work.queue_url:

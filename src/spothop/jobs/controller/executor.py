@@ -426,6 +426,7 @@ class Executor:
             output_url=_str_or_none(getattr(getattr(spec, "batch", None), "output", None)),
             checkpoint_interval_s=getattr(getattr(spec, "checkpoint", None), "interval_s", None),
             checkpoint_save_cost_s=getattr(getattr(spec, "checkpoint", None), "save_cost_s", None),
+            checkpoint_compat=_compat_of(spec),
             checkpoint_replicas=dict(
                 getattr(getattr(spec, "checkpoint", None), "replicas", None) or {}
             ),
@@ -442,6 +443,7 @@ class Executor:
             group=self._group_env(job_id, attempt, candidate),
             region=attempt.region,
             wake_socket=self.wake_address,
+            gpu=getattr(getattr(candidate, "offering", None), "gpu", None),
         )
         return LaunchRequest(
             instance_type=attempt.instance_type,
@@ -670,6 +672,12 @@ def _finite(value: Any) -> float | None:
 
 def _str_or_none(value: Any) -> str | None:
     return None if value is None else str(value)
+
+
+def _compat_of(spec: Any) -> dict[str, Any]:
+    """The spec's ``checkpoint.compatibility`` as plain values (empty: nothing asked)."""
+    compat = getattr(getattr(spec, "checkpoint", None), "compatibility", None)
+    return compat.model_dump() if compat is not None else {}
 
 
 def _checkpoint_url(spec: Any) -> str | None:

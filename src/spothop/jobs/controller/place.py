@@ -347,7 +347,7 @@ def checkpoint_gpu_of(job: JobView, market: MarketView) -> str | None:
     not in the view (nothing is then imposed). An approximation: an attempt
     that ran and never saved makes the bound its GPU's, not the one the
     checkpoint was made on; the worker's own check at restore
-    (``checkpoint/replicas.py``'s compatibility check) is the last word.
+    (``checkpoint/hardware.py``: the manifest records its GPU) is the last word.
     """
     if job.spec.checkpoint is None:
         return None
