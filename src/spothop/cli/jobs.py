@@ -497,6 +497,14 @@ def controller_run(
             help="a replica's job leases, seconds (renewed every third)",
         ),
     ] = 15.0,
+    control_plane_url: Annotated[
+        str | None,
+        typer.Option(
+            "--control-plane-url",
+            help="a replica's agents talk to this spothop server (http[s]://…), each with a "
+            "token of its own (default: the store directly)",
+        ),
+    ] = None,
 ) -> int:
     """Run the controller in the foreground (what `spothop launch` starts in the background)."""
     from spothop.jobs.controller import daemon
@@ -507,7 +515,9 @@ def controller_run(
 
     names = tuple(p.strip() for p in providers.split(",") if p.strip()) if providers else ()
     if replica:
-        return _run_replica(store_url, queue_url, period, names, replica_id, lease_s)
+        return _run_replica(
+            store_url, queue_url, period, names, replica_id, lease_s, control_plane_url
+        )
     return daemon.run_controller(
         store_url=store_url,
         queue_url=queue_url,
@@ -527,6 +537,7 @@ def _run_replica(
     names: tuple[str, ...],
     replica_id: str | None,
     lease_s: float,
+    control_plane_url: str | None = None,
 ) -> int:
     """``controller run --replica``: :func:`spothop.jobs.controller.replica.run_replica` until SIGTERM."""
     import logging
@@ -553,6 +564,7 @@ def _run_replica(
             after_pass=(close_books,),
             queue_url=queue_url,
             period_s=period or DEFAULT_PERIOD_S,
+            control_plane_url=control_plane_url,
         )
     finally:
         for sig, handler in previous.items():

@@ -41,6 +41,12 @@ Contracts:
   ``NODE_RANK``, ``NNODES``, ``NPROC_PER_NODE``, ``WORLD_SIZE`` — and spothop's
   own ``SPOTHOP_NNODES``, ``SPOTHOP_NPROC_PER_NODE``,
   ``SPOTHOP_GROUP_GENERATION`` (:func:`spothop.worker.world` reads them).
+- Server mode (the controller runs beside ``spothop server``): ``--control-plane``
+  is the server's URL instead of the store's (no database URL, no password, on
+  the instance), and the environment carries ``SPOTHOP_CONTROL_PLANE`` and
+  ``SPOTHOP_AGENT_TOKEN``, a token the server accepts for this job and this
+  instance only (issued per attempt by the executor; never on the command line,
+  never logged).
 - Nothing here launches anything: the executor hands the result to
   ``provider.launch``.
 """
@@ -56,6 +62,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from spothop.agent.controlplane import TOKEN_ENV
 from spothop.checkpoint.hardware import COMPAT_ENV, GPU_ENV
 from spothop.checkpoint.interval import INTERVAL_ENV, SAVE_COST_ENV
 from spothop.checkpoint.interval import RATE_ENV as _RATE_ENV
@@ -65,6 +72,10 @@ from spothop.state.wake import WAKE_SOCKET_ENV, wake_address
 
 RATE_ENV = _RATE_ENV  # the same variable the checkpoint library reads
 NODE_RANK_ENV = "SPOTHOP_NODE_RANK"
+CONTROL_PLANE_ENV = (
+    "SPOTHOP_CONTROL_PLANE"  # the agent's --control-plane default (agent/options.py)
+)
+AGENT_TOKEN_ENV = TOKEN_ENV  # the agent's HTTP bearer token
 ATTEMPT_ID_ENV = "SPOTHOP_ATTEMPT_ID"
 NNODES_ENV = "SPOTHOP_NNODES"
 NPROC_PER_NODE_ENV = "SPOTHOP_NPROC_PER_NODE"
@@ -177,6 +188,10 @@ def placement_env(
     return env
 
 
+def _number(value: float | None) -> str | None:
+    return None if value is None else repr(float(value))
+
+
 def bootstrap(
     work: WorkerCommand,
     *,
@@ -192,8 +207,15 @@ def bootstrap(
     region: str | None = None,
     wake_socket: str | None = None,
     gpu: str | None = None,
+    control_plane: str | None = None,
+    agent_token: str | None = None,
 ) -> Bootstrap:
-    """The bootstrap command and environment of one attempt (see the module docstring)."""
+    """The bootstrap command and environment of one attempt (see the module docstring).
+
+    ``control_plane``: the server's URL when the agents talk to ``spothop server``
+    (server mode; default the store itself), with ``agent_token``, the instance's own
+    token, in the environment only (``ps`` shows a command line).
+    """
     home = home or spothop_home()
     log_path = attempt_log_path(job_id, node, attempt_id, home)
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -204,7 +226,7 @@ def bootstrap(
         "spothop.agent",
         "run",
         "--control-plane",
-        store_url,
+        control_plane or store_url,
         "--cloud",
         provider,
         "--job-id",
@@ -231,18 +253,17 @@ def bootstrap(
             **placement_env(work, provider, region, gpu),
         }
     )
-    if work.checkpoint_url:
-        env["SPOTHOP_CHECKPOINT_URL"] = work.checkpoint_url
-    if work.queue_url:
-        env["SPOTHOP_QUEUE_URL"] = work.queue_url
-    if work.output_url:
-        env["SPOTHOP_OUTPUT_URL"] = work.output_url
-    if work.checkpoint_interval_s is not None:
-        env[INTERVAL_ENV] = repr(float(work.checkpoint_interval_s))
-    if work.checkpoint_save_cost_s is not None:
-        env[SAVE_COST_ENV] = repr(float(work.checkpoint_save_cost_s))
-    if preemption_rate_per_h is not None:
-        env[RATE_ENV] = repr(float(preemption_rate_per_h))
+    optional = {
+        "SPOTHOP_CHECKPOINT_URL": work.checkpoint_url or None,
+        "SPOTHOP_QUEUE_URL": work.queue_url or None,
+        "SPOTHOP_OUTPUT_URL": work.output_url or None,
+        INTERVAL_ENV: _number(work.checkpoint_interval_s),
+        SAVE_COST_ENV: _number(work.checkpoint_save_cost_s),
+        RATE_ENV: _number(preemption_rate_per_h),
+        CONTROL_PLANE_ENV: control_plane or None,
+        AGENT_TOKEN_ENV: agent_token or None,
+    }
+    env.update({k: v for k, v in optional.items() if v is not None})
     if group is not None:
         env.update(group.env(node))
     return Bootstrap(tuple(command), env, log_path)

@@ -232,6 +232,35 @@ class TokenStore:
             )
         return self._issue("agent", job_id=job_id, instance_id=instance_id, project=project)
 
+    def bind_agent_token(self, job_id: str, placeholder: str, instance_id: str) -> int:
+        """Move the job's live agent tokens issued for ``placeholder`` onto ``instance_id``; how many.
+
+        A launch gives the instance its token before the cloud has named it: the
+        controller issues the token for the attempt's launch token and binds it to
+        the instance id once the launch returns (until then the server refuses the
+        agent, whose link tries again).
+        """
+        c = api_tokens.c
+        where = and_(
+            c.kind == "agent",
+            c.job_id == job_id,
+            c.instance_id == placeholder,
+            c.revoked_unix_s.is_(None),
+        )
+        with self.engine.begin() as conn:
+            return conn.execute(
+                update(api_tokens).where(where).values(instance_id=instance_id)
+            ).rowcount
+
+    def live_agent_tokens(self, job_ids: Iterable[str] | None = None) -> list[tuple[str, str]]:
+        """(job id, instance id) of every live agent token (of ``job_ids`` when given)."""
+        c = api_tokens.c
+        query = select(c.job_id, c.instance_id).where(c.kind == "agent", c.revoked_unix_s.is_(None))
+        if job_ids is not None:
+            query = query.where(c.job_id.in_(sorted(set(job_ids))))
+        with self.engine.connect() as conn:
+            return [(str(r[0]), str(r[1])) for r in conn.execute(query)]
+
     def revoke_agent_tokens(self, job_id: str, instance_id: str | None = None) -> int:
         """Revoke every live agent token of the instance (or of every instance of the job); how many."""
         c = api_tokens.c

@@ -61,6 +61,10 @@ log = logging.getLogger(__name__)
 
 DEFAULT_PARALLEL_K = 3
 DEFAULT_STEP_TIMEOUT_S = 30.0
+# An ended attempt's agent token outlives its instance by this (monotonic seconds): an instance
+# the cloud lists as ended may still be running its agent's last words (a terminate's grace, the
+# emergency protocol's upload and records), which must reach the server.
+DEFAULT_TOKEN_GRACE_S = 120.0
 RACE_TIMEOUT_S = 600.0  # a parallel launch that has not run after this leaves the race
 RACE_POLL_S = 0.1
 
@@ -116,6 +120,7 @@ class Executor:
         max_threads: int = 32,
         wake_address: str | None = None,
         control_plane_url: str | None = None,
+        token_grace_s: float = DEFAULT_TOKEN_GRACE_S,
     ) -> None:
         self.store = store
         self.wake_address = wake_address  # the agents' store process pokes it (None: the home's)
@@ -124,6 +129,9 @@ class Executor:
         self.instance_jobs: dict[str, str | None] = {}
         # instances of finished jobs no one holds: anyone may end them (no lease to check)
         self.unheld_instances: frozenset[str] = frozenset()
+        self._tokens: Any = None  # the server's TokenStore, made on first use (server mode)
+        self.token_grace_s = token_grace_s
+        self._gone_since: dict[tuple[str, str], float] = {}  # (job, instance) → first seen gone
         self.providers = providers
         self.store_url = store_url
         self.queue_url = queue_url or store_url
@@ -357,6 +365,7 @@ class Executor:
 
     def _record_launched(self, attempt: AttemptRecord, instance: Any) -> None:
         """The launch returned: the attempt gets its instance (the observer may have adopted it first)."""
+        self._bind_token(attempt, instance.instance_id)
         current = self._safely(self.store.attempt, attempt.attempt_id)
         if current is None or not current.live:
             return
@@ -444,6 +453,8 @@ class Executor:
             region=attempt.region,
             wake_socket=self.wake_address,
             gpu=getattr(getattr(candidate, "offering", None), "gpu", None),
+            control_plane=self.control_plane_url,
+            agent_token=self._agent_token(job_id, attempt),
         )
         return LaunchRequest(
             instance_type=attempt.instance_type,
@@ -463,6 +474,99 @@ class Executor:
                 TAG_STORE: store_tag(self.store_url),
             },
         )
+
+    # -- agent tokens (server mode) ---------------------------------------------------
+
+    @property
+    def tokens(self) -> Any:
+        """The server's token store, on the job store's database (server mode only)."""
+        if self._tokens is None:
+            from spothop.state.tokens import TokenStore
+
+            self._tokens = TokenStore(self.store.engine)
+        return self._tokens
+
+    def _agent_token(self, job_id: str, attempt: AttemptRecord) -> str | None:
+        """Server mode: a token for this attempt's agent, scoped to its job and (once the launch
+        names it) its instance; issued for the launch token until :meth:`_bind_token`."""
+        if not self.control_plane_url:
+            return None
+        project = self.tokens.job_project(job_id)
+        token: str = self.tokens.issue_agent_token(
+            job_id, str(attempt.launch_token), project=project
+        )
+        return token
+
+    def _bind_token(self, attempt: AttemptRecord, instance_id: str) -> None:
+        """The launch returned (or the observer adopted its instance): the token names it now."""
+        if self.control_plane_url and attempt.launch_token:
+            self._safely(
+                self.tokens.bind_agent_token, attempt.job_id, attempt.launch_token, instance_id
+            )
+
+    def sync_tokens(self, observation: Any) -> int:
+        """Server mode, each pass: bind the tokens of adopted instances; revoke those of attempts
+        that ended whose instance is gone.
+
+        An instance adopted by its launch token (its launcher died before the launch
+        returned) has its token bound here. Revoked: not at the moment the attempt ends.
+        Not at the moment the attempt ends: a preempted instance's agent still sends its
+        interruption record and releases its worker's leases while the cloud takes it back,
+        and those must reach the server. Once its provider lists it ended (or no longer
+        lists it), nothing the agent says is wanted: its token goes. A launch that failed
+        has no instance, and its token goes with its attempt. Returns how many went.
+        """
+        if not self.control_plane_url or observation is None:
+            return 0
+        live = self.tokens.live_agent_tokens()
+        by_key = self._attempts_by_token_key(observation, {j for j, _ in live})
+        alive = {i for i, inst in observation.listed.items() if inst.state.is_alive}
+        now = time.monotonic()
+        revoked = 0
+        for job_id, instance_id in live:
+            attempt = by_key.get((job_id, instance_id))
+            if attempt is None:
+                continue
+            if attempt.instance_id and instance_id == attempt.launch_token:
+                self._bind_token(attempt, attempt.instance_id)  # adopted
+                instance_id = attempt.instance_id
+            if attempt.live or (
+                attempt.instance_id
+                and (
+                    attempt.instance_id in alive
+                    or attempt.provider not in observation.listed_providers
+                )
+            ):
+                continue  # its instance still runs (or is unknown this pass): its agent may talk
+            key = (job_id, instance_id)
+            since = self._gone_since.setdefault(key, now)
+            if attempt.instance_id and now - since < self.token_grace_s:
+                continue  # gone from the listing a moment ago: its agent may still be finishing
+            revoked += self._safely(self.tokens.revoke_agent_tokens, job_id, instance_id) or 0
+            self._gone_since.pop(key, None)
+        known = set(live)
+        self._gone_since = {k: v for k, v in self._gone_since.items() if k in known}
+        return revoked
+
+    def _attempts_by_token_key(
+        self, observation: Any, token_jobs: set[str]
+    ) -> dict[tuple[str, str], AttemptRecord]:
+        """(job, instance id or launch token) → attempt: the pass's jobs, and the finished jobs
+        no one holds any more (released once their attempts ended) that still have live tokens;
+        another replica's live job is left to it."""
+        attempts = dict(observation.attempts)
+        for job_id in sorted(token_jobs - set(attempts)):
+            job = self._safely(self.store.get_job, job_id)
+            if job is not None and job.state.final:
+                attempts[job_id] = tuple(self.store.attempts(job_id))
+        by_key: dict[tuple[str, str], AttemptRecord] = {}
+        for atts in attempts.values():
+            for a in atts:
+                if a.instance_id:
+                    by_key[(a.job_id, a.instance_id)] = a
+                if a.launch_token:
+                    by_key.setdefault((a.job_id, a.launch_token), a)
+        return by_key
 
     def _group_env(self, job_id: str, attempt: AttemptRecord, candidate: Any) -> GroupEnv | None:
         """A grouped task's rendezvous environment (docs/multinode.md); None for other jobs.

@@ -149,6 +149,7 @@ class Controller:
         after_pass: Sequence[AfterPass] = (),
         leases: Any = None,
         control_plane_url: str | None = None,
+        token_grace_s: float | None = None,
     ) -> None:
         """``after_pass``: hooks run after each pass's actions with the store, the providers
         and the pass's observation (the ledger's books, from the front that starts the
@@ -160,8 +161,9 @@ class Controller:
         ``store.fenced(...)``, so a job it lost takes none of its writes (docs/controller.md,
         "Replicas"). ``None``: every job of the store (the home's one daemon).
         ``control_plane_url``: the server the agents talk to (server mode: each instance gets
-        a token of its own), else the store itself."""
-        from spothop.jobs.controller.executor import Executor
+        a token of its own, revoked ``token_grace_s`` after its attempt ended and its instance
+        went), else the store itself."""
+        from spothop.jobs.controller.executor import DEFAULT_TOKEN_GRACE_S, Executor
         from spothop.jobs.controller.observe import CURSOR_NAME, Observer
         from spothop.state.wake import poke
 
@@ -191,6 +193,7 @@ class Controller:
             wake=lambda: poke(wake_address),
             wake_address=wake_address,
             control_plane_url=control_plane_url,
+            token_grace_s=DEFAULT_TOKEN_GRACE_S if token_grace_s is None else token_grace_s,
         )
         self.last_actions: list[Any] = []
         self.last_reports: list[Any] = []
@@ -236,6 +239,7 @@ class Controller:
             self.orphans_terminated += len(
                 reconcile(self.base_store, self.store_url, self.providers, observation.listed)
             )
+            self.executor.sync_tokens(observation)  # server mode: agent tokens bound, revoked
         self.observer.commit()
         if actions:
             log.info(

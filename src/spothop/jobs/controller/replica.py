@@ -60,7 +60,25 @@ log = logging.getLogger(__name__)
 DEFAULT_LEASE_S = 15.0
 DEFAULT_CLAIM_LIMIT = 8  # jobs one replica claims per tick: the rest are left to the others
 DEFAULT_PERIOD_S = 5.0
-MAX_OWNER_CHARS = 128  # jobs.lease_owner's width  # the slow pass; a gained job and an agent's poke wake it at once
+MAX_OWNER_CHARS = 128  # jobs.lease_owner's width
+TOKEN_GRACE_ENV = "SPOTHOP_AGENT_TOKEN_GRACE_S"  # server mode: see Executor.sync_tokens
+
+
+def token_grace_from_env(environ: Mapping[str, str]) -> float | None:
+    """``$SPOTHOP_AGENT_TOKEN_GRACE_S``: seconds an ended instance's agent token outlives it."""
+    raw = environ.get(TOKEN_GRACE_ENV, "").strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 86_400:
+        raise ConfigError(
+            f"${TOKEN_GRACE_ENV}={raw!r}: give the seconds (0 to 86400) an ended instance's "
+            "agent token outlives it (default 120)"
+        )
+    return value  # the slow pass; a gained job and an agent's poke wake it at once
 
 
 def default_replica_id() -> str:
@@ -238,7 +256,9 @@ def run_replica(
     :func:`default_replica_id`); ``providers``: the providers by name, or the
     names for :func:`~spothop.jobs.controller.daemon.default_providers` (empty:
     its defaults). ``after_pass``: the front's hooks (the ledger's books).
-    ``control_plane_url``: the server the agents talk to (server mode). ``on_ready``
+    ``control_plane_url``: the server the agents talk to (server mode: each instance gets
+    its own token, revoked once its attempt ended and its instance has been gone
+    ``$SPOTHOP_AGENT_TOKEN_GRACE_S``, default 120 s). ``on_ready``
     gets the :class:`Controller` once the first claim is made. Leases are
     released on the way out (module docstring, 4).
     """
@@ -269,6 +289,7 @@ def run_replica(
         after_pass=after_pass,
         leases=held,
         control_plane_url=control_plane_url,
+        token_grace_s=token_grace_from_env(os.environ),
     )
     loop = Loop(controller.run_pass, waker, period_s)
 
