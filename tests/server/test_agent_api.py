@@ -223,3 +223,23 @@ def test_a_revoked_agent_token_is_refused_at_once(
     assert served.tokens.revoke_agent_tokens(a.job_id, a.instance_id) == 1
     with pytest.raises(ControlPlaneAuthError, match="401"):
         plane.requests()
+
+
+def test_a_batch_of_events_is_stored_once_each_in_one_call(
+    served: Served, agents: tuple[Agent, Agent]
+) -> None:
+    a, _ = agents
+    one, two, three = (
+        WorkerStarted(instance_id=a.instance_id, job_id=a.job_id, pid=n).to_dict()
+        for n in (1, 2, 3)
+    )
+    path = f"/v1/agents/{a.instance_id}/events"
+    first = served.server.call("POST", path, token=a.token, body={"events": [one, one, two]})
+    again = served.server.call("POST", path, token=a.token, body={"events": [two, three]})
+    assert first[:2] == (200, {"received": 3, "stored": 2})
+    assert again[:2] == (200, {"received": 2, "stored": 1})
+    with served.tokens.engine.connect() as conn:
+        stored = conn.execute(
+            select(agent_events.c.event_id).where(agent_events.c.instance_id == a.instance_id)
+        ).scalars()
+        assert sorted(stored) == sorted(e["event_id"] for e in (one, two, three))

@@ -81,14 +81,16 @@ def _own(principal: Principal, instance_id: str, job_id: str = "", what: str = "
     return principal.job_id
 
 
-@router.post("/register")
-def register(
-    body: RegistrationBody, request: Request, principal: Principal = Depends(require_agent)
-) -> dict[str, Any]:
-    job_id = _own(principal, body.instance_id, body.job_id, "the registration")
-    data = {**body.model_dump(), "job_id": job_id, "reasons": tuple(body.reasons)}
-    _plane(request, principal).register(Registration(**data))
-    return OK
+@router.post("/register", response_model=Ok)
+async def register(body: RegistrationBody, request: Request) -> Response:
+    def work() -> None:
+        principal = agent_principal(request)
+        job_id = _own(principal, body.instance_id, body.job_id, "the registration")
+        data = {**body.model_dump(), "job_id": job_id, "reasons": tuple(body.reasons)}
+        _plane(request, principal).register(Registration(**data))
+
+    await run_in_threadpool(work)
+    return Response(OK_BODY, media_type="application/json")
 
 
 @router.post("/{instance_id}/heartbeat", response_model=Ok)
@@ -110,27 +112,32 @@ async def heartbeat(
     return Response(OK_BODY, media_type="application/json")
 
 
-@router.post("/{instance_id}/events")
-def events(
-    body: EventsBody,
-    request: Request,
-    instance_id: str = InstancePath,
-    principal: Principal = Depends(require_agent),
+class Received(BaseModel):
+    received: int
+    stored: int
+
+
+@router.post("/{instance_id}/events", response_model=Received)
+async def events(
+    body: EventsBody, request: Request, instance_id: str = InstancePath
 ) -> dict[str, Any]:
-    _own(principal, instance_id, what="the path")
-    parsed = []
-    for n, item in enumerate(body.events):
-        _own(principal, item.instance_id, item.job_id, f"event {n} ({item.event_id})")
-        try:
-            parsed.append(
-                event_from_dict(event_dict(item))
-            )  # stored as sent: the event's own model
-        except EventFormatError as exc:
-            raise ApiError(422, "EventFormatError", f"event {n}: {exc}") from None
-    plane = _plane(request, principal)
-    for event in parsed:  # oldest first; each is stored once (a known event_id is skipped)
-        plane.record(event)
-    return {"received": len(parsed)}
+    """The batch, checked whole, then stored in one transaction (a known ``event_id`` is skipped)."""
+
+    def work() -> dict[str, Any]:
+        principal = agent_principal(request)
+        _own(principal, instance_id, what="the path")
+        parsed = []
+        for n, item in enumerate(body.events):
+            _own(principal, item.instance_id, item.job_id, f"event {n} ({item.event_id})")
+            try:
+                parsed.append(event_from_dict(event_dict(item)))  # as sent: the event's own model
+            except EventFormatError as exc:
+                raise ApiError(422, "EventFormatError", f"event {n}: {exc}") from None
+        stored = _plane(request, principal).record_many(parsed)
+        return {"received": len(parsed), "stored": stored}
+
+    answer: dict[str, Any] = await run_in_threadpool(work)
+    return answer
 
 
 @router.post("/{instance_id}/leases/release")

@@ -29,6 +29,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from spothop.agent.controlplane.base import ControlRequest, Heartbeat, Registration
@@ -141,49 +142,65 @@ class StoreControlPlane:
 
     def record(self, event: AgentEvent) -> None:
         """Store ``event`` once; an interruption also reaches the preemption history once."""
+        self.record_many([event])
+
+    def record_many(self, events: Sequence[AgentEvent]) -> int:
+        """Store each of ``events`` once, in one transaction (a batch the server received); an
+        interruption among them also reaches the preemption history once. How many were new."""
         from sqlalchemy import delete
 
         from spothop.state.agent_tables import agent_events
 
+        if not events:
+            return 0
         engine = self.engine
-        payload = event.to_dict()
-        row = {
-            "event_id": event.event_id,
-            "schema_version": event.schema_version,
-            "kind": event.kind,
-            "instance_id": event.instance_id,
-            "job_id": event.job_id,
-            "provider": event.provider,
-            "region": event.region,
-            "zone": event.zone,
-            "instance_type": event.instance_type,
-            "time_unix_s": event.time_unix_s,
-            "received_unix_s": time.time(),
-            "payload": json.dumps(payload, default=str),
+        now = time.time()
+        rows = {
+            e.event_id: {
+                "event_id": e.event_id,
+                "schema_version": e.schema_version,
+                "kind": e.kind,
+                "instance_id": e.instance_id,
+                "job_id": e.job_id,
+                "provider": e.provider,
+                "region": e.region,
+                "zone": e.zone,
+                "instance_type": e.instance_type,
+                "time_unix_s": e.time_unix_s,
+                "received_unix_s": now,
+                "payload": json.dumps(e.to_dict(), default=str),
+            }
+            for e in events
         }
         insert = (
             _dialect_insert(engine)(agent_events)
-            .values(**row)
+            .values(list(rows.values()))
             .on_conflict_do_nothing(index_elements=["event_id"])
             .returning(agent_events.c.event_id)
         )
         with (
             engine.begin() as conn
         ):  # RETURNING, not rowcount: psycopg reports -1 for this statement
-            inserted = conn.execute(insert).first() is not None
+            inserted = {str(r[0]) for r in conn.execute(insert)}
         if inserted:
             _wake_controller()
-        if not inserted or not isinstance(event, Interruption):
-            return
-        if event.protocol == CONTROL_PLANE_PROTOCOL:
-            return  # the controller's own stop (a group's other nodes, a handover): no market took it
-        try:
-            _record_interruption(self.history, event)
-        except Exception:
-            # Undo the event row, so that resending the event writes both again (never half).
-            with engine.begin() as conn:
-                conn.execute(delete(agent_events).where(agent_events.c.event_id == event.event_id))
-            raise
+        done: set[str] = set()
+        for event in events:
+            if event.event_id not in inserted or event.event_id in done:
+                continue
+            done.add(event.event_id)  # a duplicate later in the batch is not recorded again
+            if not isinstance(event, Interruption) or event.protocol == CONTROL_PLANE_PROTOCOL:
+                continue  # the controller's own stop (a group's other nodes, a handover): no market took it
+            try:
+                _record_interruption(self.history, event)
+            except Exception:
+                # Undo the event row, so that resending the event writes both again (never half).
+                with engine.begin() as conn:
+                    conn.execute(
+                        delete(agent_events).where(agent_events.c.event_id == event.event_id)
+                    )
+                raise
+        return len(inserted)
 
     def release_leases(self, worker_id: str) -> int:
         """The worker's leases back to the job's queue; 0 when no queue is known (nothing was leased)."""
