@@ -10,8 +10,10 @@ so that it runs while the job does.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -24,14 +26,15 @@ pytest.importorskip("torch")
 
 from spothop.checkpoint import list_checkpoints
 from spothop.jobs.launcher import group_port
+from spothop.providers.local.processes import descendants
 from tests.jobs.e2e.conftest import Harness, harness  # noqa: F401  (the e2e harness)
 from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "examples" / "ddp" / "train.py"
-STEPS = 72
+STEPS = 60
 STEP_SLEEP_S = 0.02
-PREEMPT_AFTER_STEPS = 12
+PREEMPT_AFTER_STEPS = 10
 
 
 def train_command(steps: int, out: Path, seen: Path, *extra: str) -> list[str]:
@@ -114,6 +117,22 @@ def assert_every_sample_once_per_epoch(seen: Path, samples: int = 96) -> None:
         assert sorted(per_epoch[epoch]) == list(range(samples)), f"epoch {epoch}"
 
 
+def kill_machine(h: Harness, instance: Any) -> None:
+    """The instance's machine dies at once: its host and every process under it, SIGKILLed, no
+    notice (the local cloud then reports the instance failed: its host died)."""
+    row = h.providers[instance.provider].store.instance(instance.instance_id)
+    assert row is not None and row["host_pid"]
+    host = int(row["host_pid"])
+    for pid in [*descendants(host), host]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def committed_steps(ckpt: Path, rank: int) -> list[int]:
+    infos = list_checkpoints(str(ckpt / f"rank-{rank:05d}"))
+    return [i.step or 0 for i in infos if i.status == "committed"]
+
+
 def emergency_steps(ckpt: Path, rank: int) -> list[int]:
     infos = list_checkpoints(str(ckpt / f"rank-{rank:05d}"))
     return [i.step or 0 for i in infos if i.status == "committed" and i.tier == "emergency"]
@@ -184,3 +203,59 @@ def test_a_two_node_job_preempted_on_one_node_resumes_bit_identical(
     finish(reference_run, h.tmp)
     assert out.read_bytes() == (h.tmp / "reference.bin").read_bytes()
     wait_for(lambda: not h.alive(job_id), 30, what="the job's instances to end")
+
+
+@pytest.mark.slow  # a second full 2-node run with its reference: about 60-80 s on a loaded machine
+def test_a_node_lost_without_notice_resumes_the_group_from_the_last_committed_step(
+    harness: Harness,  # noqa: F811
+    reference_run: list[subprocess.Popen[bytes]],
+) -> None:
+    h = harness
+    ckpt, seen, out = h.tmp / "ckpt", h.tmp / "seen", h.tmp / "final.bin"
+    every = 10
+    spec = {
+        "name": "ddp-lost",
+        "num_nodes": 2,
+        "market": "spot",
+        "tolerance": "aggressive",
+        "providers": {"allow": ["aws-sim"]},
+        "checkpoint": {"url": str(ckpt)},
+        "run": " ".join(
+            train_command(
+                STEPS, out, seen, "--step-sleep", str(STEP_SLEEP_S), "--save-every", str(every)
+            )
+        ),
+    }
+    job_id = h.launch(spec)
+
+    def past_a_save() -> list[Any] | None:
+        running = h.running(job_id)
+        done = [r["step"] for r in records(seen) if r["rank"] == 1] if seen.exists() else []
+        saved = committed_steps(ckpt, 1) if (ckpt / "rank-00001").exists() else []
+        ready = len(running) == 2 and saved and max(done, default=0) >= saved[-1] + 3
+        return running if ready else None
+
+    group = wait_for(past_a_save, 90, what="both nodes training past a save", interval_s=0.2)
+    kill_machine(h, next(i for i in group if i.tags["spothop-node"] == "1"))
+
+    final = h.wait_state(job_id, {"succeeded", "failed", "cancelled"}, 150, what="the job to end")
+    assert final["state"] == "succeeded", final["reason"]
+    with h.store() as store:
+        attempts = store.attempts(job_id)
+    lost = next(a for a in attempts if a.generation == 0 and a.node == 1)
+    assert str(lost.end_reason) == "failed"
+    assert {(a.generation, a.node) for a in attempts} == {(0, 0), (0, 1), (1, 0), (1, 1)}
+    # No emergency save (there was no notice): generation 1 went on from a periodic step,
+    # the same on both ranks, redoing the steps after it.
+    assert emergency_steps(ckpt, 0) == emergency_steps(ckpt, 1) == []
+    firsts = {r["rank"]: r["step"] for r in records(seen) if r["generation"] == 1}
+    restart = min(r["step"] for r in records(seen) if r["generation"] == 1)
+    assert (restart - 1) % every == 0 and set(firsts) == {0, 1}
+    assert all(
+        min(r["step"] for r in records(seen) if r["generation"] == 1 and r["rank"] == rank)
+        == restart
+        for rank in (0, 1)
+    )
+    assert_every_sample_once_per_epoch(seen)
+    finish(reference_run, h.tmp)
+    assert out.read_bytes() == (h.tmp / "reference.bin").read_bytes()

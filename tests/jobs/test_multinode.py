@@ -400,3 +400,22 @@ def test_a_launch_failure_stops_the_nodes_of_its_generation_that_started() -> No
     actions = decide(snapshot([j]))
     assert not launches(actions)
     assert [s.instance_id for s in of_type(actions, RequestStop)] == [started.instance_id]
+
+
+def test_a_worker_that_fails_because_its_peer_was_lost_ends_with_its_group_not_as_a_failure() -> (
+    None
+):
+    from spothop.providers.base import InstanceState
+    from tests.jobs.controller.factories import instance_of
+
+    a0, a1 = group_attempt(0), group_attempt(1)
+    j = job(attempts=(a0, a1), job_spec=two_node())
+    instances = {
+        a0.instance_id: instance_of(a0),
+        a1.instance_id: instance_of(a1, InstanceState.FAILED, ended_at=NOW - 2),
+    }
+    events = [Exited(**stamp(a0), code=1)]  # its collective broke when node 1's machine died
+    actions = decide(snapshot([j], events=events, instances=instances))
+    ends = {e.attempt_id: e.reason for e in of_type(actions, EndAttempt)}
+    assert ends == {a0.attempt_id: EndReason.SUPERSEDED, a1.attempt_id: EndReason.FAILED}
+    assert JobState.FAILED not in [s.state for s in of_type(actions, SetJobState)]

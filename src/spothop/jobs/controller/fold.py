@@ -87,6 +87,9 @@ class _Change:
     fields: dict[str, Any] = field(default_factory=dict)
     reasons: list[str] = field(default_factory=list)
     end: EndAttempt | None = None
+    # A grouped task's attempt whose generation already lost another node: however its worker
+    # ends now (a collective broke under it), it ends with its group, not as a failure of its own.
+    group_broken: bool = False
 
     def set(self, reason: str, **changes: Any) -> None:
         changes = {k: v for k, v in changes.items() if getattr(self.view, k) != v}
@@ -140,6 +143,13 @@ def fold(snapshot: Snapshot, config: ControllerConfig) -> tuple[tuple[JobView, .
     for job in snapshot.jobs:
         grouped = job.spec.grouped
         changes = [_Change(_as_grouped(a) if grouped else a) for a in job.attempts]
+        if grouped:
+            broken = _broken_generations(job, snapshot)
+            for change in changes:
+                change.group_broken = any(
+                    (change.view.generation, node) in broken and node != change.view.node
+                    for node in range(job.node_count)
+                )
         for change in changes:
             if change.view.alive:
                 _fold_attempt(change, changes, snapshot, events, by_token, config, grouped)
@@ -155,6 +165,25 @@ def _as_grouped(view: AttemptView) -> AttemptView:
     if view.notice_final and view.notice_by_controller:
         return view.with_(notice_final=False)
     return view
+
+
+def _broken_generations(job: JobView, snapshot: Snapshot) -> frozenset[tuple[int, int]]:
+    """(generation, node) of a grouped task's members lost or noticed by the cloud: ended other
+    than done or stopped, noticed, or an instance its provider lists as ended or lists no more."""
+    out: set[tuple[int, int]] = set()
+    for a in job.attempts:
+        if a.ended:
+            lost = a.end_reason not in (EndReason.SUCCEEDED, EndReason.SUPERSEDED)
+        elif a.notice_final or a.state is AttemptState.NOTICED:
+            lost = True
+        elif a.instance_id is not None and a.provider in snapshot.listed_providers:
+            instance = snapshot.instances.get(a.instance_id)
+            lost = instance is None or not instance.state.is_alive
+        else:
+            lost = False
+        if lost:
+            out.add((a.generation, a.node))
+    return frozenset(out)
 
 
 def _events_by_instance(events: Sequence[AgentEvent]) -> Mapping[str, list[AgentEvent]]:
@@ -271,6 +300,9 @@ def _apply_exit(
         and (view.stop_requested_at is not None or view.notice_by_controller)
     ):
         change.finish(EndReason.SUPERSEDED, at_s, "stopped with its group (exit 75)", code)
+    elif grouped and change.group_broken and not view.notice_final:
+        why = f"ended with its group (exit {code}): another node of generation {view.generation} was lost"
+        change.finish(EndReason.SUPERSEDED, at_s, why, code)
     elif code == EXIT_PREEMPTED:
         successor = any(
             s.view.alive
