@@ -27,7 +27,9 @@ at the end) and Redis (``$SPOTHOP_TEST_REDIS_URL``, the shard queue).
 5. At the end every acknowledged event id is looked up in ``agent_events``:
    lost = acknowledged − stored (target 0).
 
-Prints requests/s, p50/p99 per endpoint, errors (a call that failed on every
+Latency is the agent's or user's own: from the call to its answer, the wait
+for one of the few pooled connections included. Prints requests/s, p50/p99
+per endpoint, errors (a call that failed on every
 replica, or answered other than 2xx), and the ratio the issue judges:
 heartbeat p99 / 100 ms (target ≤ 1, before the kill; the window after it is
 shown apart). Exit 1 if an event was lost, a job did not finish, or the
@@ -606,6 +608,10 @@ def _print(
     summary.add_column("value", justify="right")
     summary.add_column("target", justify="right")
     total = sum(len(v) for v in stats.latencies.values())
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    summary.add_row(
+        "machine: cores, load average (1, 5, 15 min) at the end", f"{os.cpu_count()}; {load}", ""
+    )
     summary.add_row("requests/s (all endpoints)", f"{total / args.seconds:.0f}", "")
     summary.add_row("heartbeat p99 / 100 ms (before the kill)", f"{p99 / TARGET_P99_S:.2f}", "≤ 1")
     summary.add_row("errors (every endpoint, whole run)", str(errors), "0")

@@ -1,0 +1,176 @@
+"""Done when: the main job runs with its agents talking to ``spothop server`` over HTTP.
+
+``spothop server run`` (uvicorn, the API and a controller replica in one
+process) on a fresh PostgreSQL schema with Redis as the shard queue, over the
+e2e harness's fast local world. ``spothop launch`` runs with ``SPOTHOP_SERVER``
+set: the CLI asks the server, the server's replica launches the workers on the
+local cloud, and each instance's agent gets the server's URL and a token scoped
+to its job and instance (``SPOTHOP_CONTROL_PLANE``, ``SPOTHOP_AGENT_TOKEN``).
+One worker is preempted. The job must succeed with every shard done exactly
+once, every instance's agent token must have been issued and then revoked, the
+agents' events must be in the server's store (the embedded store of the home
+has none: they came over HTTP), and the report read over HTTP must equal the
+report computed on the server's store in this process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from sqlalchemy import select
+
+from spothop.cli.views import report_json
+from spothop.jobs.controller.daemon import default_providers
+from spothop.jobs.store import JobStore
+from spothop.state.agent_tables import agent_events
+from spothop.state.auth_tables import api_tokens
+from spothop.state.tokens import TokenStore
+from tests.conftest import POSTGRES_URL, REDIS_URL
+from tests.jobs.e2e.conftest import WORLD, Harness, running_harness
+from tests.jobs.e2e.test_batch import batch_spec, check_exactly_once
+from tests.server.live import LiveServer
+from tests.waiting import wait_for
+
+pytestmark = pytest.mark.services
+
+SHARDS = 120
+LEASE_S = 3.0  # the replica's job lease: small, so the test does not wait on it
+TOKEN_GRACE_S = 1.0  # how long an ended instance's agent token outlives it (default 120 s)
+
+
+@pytest.fixture
+def served(
+    pg_schema: str, redis_prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[Harness, LiveServer, str]]:
+    del redis_prefix  # proves Redis answers; the queue's keys are per job id
+    separator = "&" if "?" in POSTGRES_URL else "?"
+    url = f"{POSTGRES_URL}{separator}options=-csearch_path%3D{pg_schema}"
+    with running_harness(tmp_path, monkeypatch, WORLD) as h:
+        h.store_url = url
+        monkeypatch.setenv("SPOTHOP_AGENT_TOKEN_GRACE_S", str(TOKEN_GRACE_S))  # the server's env
+        JobStore(url).close()  # migrated before the token store and the server use it
+        _user, token = TokenStore(url).create_user("alice", "ml")
+        server = LiveServer(
+            url,
+            tmp_path / "server.log",
+            queue_url=REDIS_URL,
+            extra_args=("--lease-s", str(LEASE_S), "--providers", ",".join(h.providers)),
+        )
+        with server:
+            monkeypatch.setenv("SPOTHOP_SERVER", server.url)
+            monkeypatch.setenv("SPOTHOP_TOKEN", token)
+            yield h, server, url
+            _clean_queue(url)
+
+
+def _clean_queue(url: str) -> None:
+    import redis
+
+    client = redis.Redis.from_url(REDIS_URL)
+    with JobStore(url) as store:
+        for job in store.list_jobs():
+            keys = list(client.scan_iter(match=f"*{{{job.job_id}}}*", count=1000))
+            if keys:
+                client.delete(*keys)
+    client.close()
+
+
+def _status(h: Harness, job_id: str) -> dict[str, Any]:
+    code, out = h.cli("status", job_id, "--json")  # over the server: SPOTHOP_SERVER is set
+    assert code == 0, out
+    return dict(json.loads(out))
+
+
+def test_a_batch_job_runs_with_its_agents_on_the_server(
+    served: tuple[Harness, LiveServer, str],
+) -> None:
+    h, server, url = served
+    spec = {**batch_spec(h.tmp, shards=SHARDS), "workers": 2}
+    job_file = h.tmp / "job.yaml"
+    job_file.write_text(yaml.safe_dump(spec))
+    code, out = h.cli("launch", str(job_file), "--detach", "--json")
+    assert code == 0, out
+    job_id = str(json.loads(out)["job_id"])
+
+    running = wait_for(
+        lambda: h.running(job_id), 90, what="a worker running (the server's replica launched it)"
+    )
+    h.preempt(running[0])
+    final = wait_for(
+        lambda: (s := _status(h, job_id))["state"] in ("succeeded", "failed", "cancelled") and s,
+        150,
+        what="the job to end",
+        interval_s=0.5,
+    )
+    assert final["state"] == "succeeded", (final["reason"], server.log()[-3000:])
+    assert final["interruptions"] >= 1
+    check_exactly_once(h, job_id, h.tmp / "out-embed", queue_url=REDIS_URL, shards=SHARDS)
+    wait_for(lambda: not h.alive(job_id), 30, what="every worker ended")
+
+    with JobStore(url) as store:
+        instances = {a.instance_id for a in store.attempts(job_id) if a.instance_id}
+        engine = store.engine
+        with engine.connect() as conn:
+            tokens = conn.execute(
+                select(api_tokens.c.instance_id, api_tokens.c.revoked_unix_s).where(
+                    api_tokens.c.kind == "agent", api_tokens.c.job_id == job_id
+                )
+            ).all()
+            kinds = {
+                (r.instance_id, r.kind)
+                for r in conn.execute(
+                    select(agent_events.c.instance_id, agent_events.c.kind).where(
+                        agent_events.c.job_id == job_id
+                    )
+                )
+            }
+        # Issued at launch, one per instance; revoked when the attempt ended.
+        assert instances and {t.instance_id for t in tokens} == instances
+        wait_for(lambda: _all_revoked(store, job_id), 30, what="every agent token revoked")
+        # The agents' own events reached the server's store: they had no other way there.
+        assert {i for i, _ in kinds} >= instances
+        assert (running[0].instance_id, "interruption") in kinds
+        expected = report_json(store, job_id, default_providers(tuple(h.providers)))
+    assert not _embedded_agent_events(job_id)
+
+    code, out = h.cli("report", job_id, "--json")  # over HTTP
+    assert code == 0, out
+    assert json.loads(out) == json.loads(json.dumps(expected, default=str))
+    assert expected["interruption_count"] >= 1
+
+
+def _all_revoked(store: JobStore, job_id: str) -> bool:
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            select(api_tokens.c.revoked_unix_s).where(
+                api_tokens.c.kind == "agent", api_tokens.c.job_id == job_id
+            )
+        ).all()
+    return bool(rows) and all(r.revoked_unix_s is not None for r in rows)
+
+
+def _embedded_agent_events(job_id: str) -> int:
+    """Agent events of ``job_id`` in the home's embedded store (none: the agents used HTTP)."""
+    from spothop.db import make_engine
+
+    home_db = Path(os.environ["SPOTHOP_HOME"]) / "spothop.db"
+    if not home_db.exists():
+        return 0
+    engine = make_engine(f"sqlite:///{home_db}")
+    try:
+        with engine.connect() as conn:
+            return len(
+                conn.execute(
+                    select(agent_events.c.event_id).where(agent_events.c.job_id == job_id)
+                ).all()
+            )
+    except Exception:  # no agent tables at all: nothing was written there
+        return 0
+    finally:
+        engine.dispose()
