@@ -138,6 +138,21 @@ def emergency_steps(ckpt: Path, rank: int) -> list[int]:
     return [i.step or 0 for i in infos if i.status == "committed" and i.tier == "emergency"]
 
 
+def two_node_spec(h: Harness, name: str, *extra: str) -> dict[str, Any]:
+    """A 2-node spot job of the example on one cloud, checkpointing under the test's folder."""
+    seen, out = h.tmp / "seen", h.tmp / "final.bin"
+    command = train_command(STEPS, out, seen, "--step-sleep", str(STEP_SLEEP_S), *extra)
+    return {
+        "name": name,
+        "num_nodes": 2,
+        "market": "spot",
+        "tolerance": "aggressive",
+        "providers": {"allow": ["aws-sim"]},
+        "checkpoint": {"url": str(h.tmp / "ckpt")},
+        "run": " ".join(command),
+    }
+
+
 @pytest.fixture
 def reference_run(harness: Harness) -> Iterator[list[subprocess.Popen[bytes]]]:  # noqa: F811
     procs = start_reference(harness.tmp, 2, STEPS)
@@ -153,15 +168,7 @@ def test_a_two_node_job_preempted_on_one_node_resumes_bit_identical(
 ) -> None:
     h = harness
     ckpt, seen, out = h.tmp / "ckpt", h.tmp / "seen", h.tmp / "final.bin"
-    spec = {
-        "name": "ddp",
-        "num_nodes": 2,
-        "market": "spot",
-        "tolerance": "aggressive",
-        "providers": {"allow": ["aws-sim"]},
-        "checkpoint": {"url": str(ckpt)},
-        "run": " ".join(train_command(STEPS, out, seen, "--step-sleep", str(STEP_SLEEP_S))),
-    }
+    spec = two_node_spec(h, "ddp")
     job_id = h.launch(spec)
 
     def training() -> list[Any] | None:
@@ -213,19 +220,7 @@ def test_a_node_lost_without_notice_resumes_the_group_from_the_last_committed_st
     h = harness
     ckpt, seen, out = h.tmp / "ckpt", h.tmp / "seen", h.tmp / "final.bin"
     every = 10
-    spec = {
-        "name": "ddp-lost",
-        "num_nodes": 2,
-        "market": "spot",
-        "tolerance": "aggressive",
-        "providers": {"allow": ["aws-sim"]},
-        "checkpoint": {"url": str(ckpt)},
-        "run": " ".join(
-            train_command(
-                STEPS, out, seen, "--step-sleep", str(STEP_SLEEP_S), "--save-every", str(every)
-            )
-        ),
-    }
+    spec = two_node_spec(h, "ddp-lost", "--save-every", str(every))
     job_id = h.launch(spec)
 
     def past_a_save() -> list[Any] | None:

@@ -14,6 +14,7 @@ from spothop.agent.eventmodel import Exited, FinalNotice
 from spothop.errors import JobSpecError
 from spothop.jobs.controller import (
     EndAttempt,
+    Launch,
     RequestStop,
     SetJobState,
     Terminate,
@@ -21,10 +22,15 @@ from spothop.jobs.controller import (
     decide,
 )
 from spothop.jobs.controller.config import ControllerConfig
+from spothop.jobs.controller.executor import Executor
 from spothop.jobs.controller.fold import fold
 from spothop.jobs.launcher import GroupEnv, WorkerCommand, bootstrap, group_port
 from spothop.jobs.lifecycle import AttemptState, EndReason, JobState
-from spothop.scheduler.market_view import MarketState, MarketView
+from spothop.jobs.store import JobStore
+from spothop.market import ManualClock
+from spothop.scheduler.market_view import MarketKind, MarketState, MarketView
+from spothop.scheduler.placement import Candidate
+from spothop.testing import FakeProvider, make_market, make_offerings
 from spothop.testing.factories import make_offering
 from tests.jobs.controller.factories import (
     A100,
@@ -41,6 +47,7 @@ from tests.jobs.controller.factories import (
     spec,
     stamp,
 )
+from tests.waiting import wait_for
 
 A100X2 = "gpu.a100x2"
 
@@ -419,3 +426,43 @@ def test_a_worker_that_fails_because_its_peer_was_lost_ends_with_its_group_not_a
     ends = {e.attempt_id: e.reason for e in of_type(actions, EndAttempt)}
     assert ends == {a0.attempt_id: EndReason.SUPERSEDED, a1.attempt_id: EndReason.FAILED}
     assert JobState.FAILED not in [s.state for s in of_type(actions, SetJobState)]
+
+
+class _SharedHost(FakeProvider):
+    """A fake cloud whose instances share one host, as the local cloud's do."""
+
+    group_rendezvous_host = "127.0.0.1"
+
+
+@pytest.mark.parametrize("provider_class", [_SharedHost, FakeProvider])
+def test_the_executor_gives_a_group_node_its_rendezvous_or_refuses_naming_why(
+    tmp_path: Any, provider_class: type[FakeProvider]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    store = JobStore(url)
+    provider = provider_class(
+        markets=[make_market(o) for o in make_offerings()], clock=ManualClock()
+    )
+    executor = Executor(store, {provider.name: provider}, store_url=url, home=tmp_path)
+    try:
+        job_id = store.create_job(spec(num_nodes=2))
+        offering = provider.list_offerings()[0]
+        candidate = Candidate(offering, MarketKind.SPOT, 1.0, 0.05, 100.0, 0.9, 0.0, 0.01)
+        launch = Launch(job_id, 1, (candidate,), "tok-g", "group", generation=2, group_nnodes=2)
+        assert executor.step(launch).ok
+        wait_for(lambda: not executor.launching(), 10, what="the launch to end")
+        (attempt,) = store.attempts(job_id)
+        assert (attempt.generation, attempt.group_nnodes) == (2, 2)
+        if provider_class is _SharedHost:
+            (request,) = provider.requests
+            assert request.env["MASTER_ADDR"] == "127.0.0.1"
+            assert request.env["MASTER_PORT"] == str(group_port(job_id, 2))
+            assert (request.env["NODE_RANK"], request.env["SPOTHOP_GROUP_GENERATION"]) == ("1", "2")
+        else:
+            assert not provider.requests
+            assert attempt.end_reason is EndReason.LAUNCH_FAILED
+            assert attempt.error_code == "GroupUnsupported"
+            assert "docs/multinode.md" in (attempt.error_message or "")
+    finally:
+        executor.close()
+        store.close()
