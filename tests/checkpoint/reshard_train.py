@@ -18,8 +18,12 @@ restored through ``Checkpointer.restore(agree=...)``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sys
+import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -64,17 +68,36 @@ def train(config: Config) -> list[dict[str, Any]]:
     Path(config.out).mkdir(parents=True, exist_ok=True)
     init = Path(config.out) / "rendezvous"
     init.unlink(missing_ok=True)
-    # forkserver: its server imports torch and this module once per test session, and each rank
-    # forks from it (a spawned rank re-imports torch, seconds on a loaded 2-core box, and tears
-    # the interpreter down at exit)
-    mp.set_forkserver_preload([__name__])
-    mp.start_processes(
-        _rank, args=(config,), nprocs=config.world_size, join=True, start_method="forkserver"
-    )
+    # forkserver: its server imports torch, this module and torch._dynamo (which creating any
+    # torch optimizer imports: seconds on a loaded 2-core box) once per test session, and each
+    # rank forks from it; a spawned rank would import them all again, and tear them down at exit
+    mp.set_forkserver_preload([__name__, "torch._dynamo"])
+    with _main_not_rerun():
+        mp.start_processes(
+            _rank, args=(config,), nprocs=config.world_size, join=True, start_method="forkserver"
+        )
     return [
         json.loads((Path(config.out) / f"rank-{r}.json").read_text())
         for r in range(config.world_size)
     ]
+
+
+@contextlib.contextmanager
+def _main_not_rerun() -> Iterator[None]:
+    """Keep each rank from re-running the parent's main module (pytest's, when under pytest):
+    multiprocessing runs it in every child to find pickled functions, but the ranks need only
+    this module, which the forkserver has imported."""
+    main = sys.modules["__main__"]
+    spec, path = getattr(main, "__spec__", None), getattr(main, "__file__", None)
+    main.__spec__ = None
+    if path is not None:
+        del main.__file__
+    try:
+        yield
+    finally:
+        main.__spec__ = spec
+        if path is not None:
+            main.__file__ = path
 
 
 def _data() -> TensorDataset:
@@ -85,7 +108,9 @@ def _data() -> TensorDataset:
 
 
 def _rank(rank: int, config: Config) -> None:
-    torch.use_deterministic_algorithms(True)
+    began = time.time()
+    # One thread makes these CPU kernels deterministic; use_deterministic_algorithms would import
+    # torch._inductor (seconds per rank on a loaded box) for nothing this model runs.
     torch.set_num_threads(1)
     world = config.world_size
     if world > 1:
@@ -96,6 +121,7 @@ def _rank(rank: int, config: Config) -> None:
             world_size=world,
         )
     record: dict[str, Any] = {"config": asdict(config), "samples": {}, "losses": {}}
+    record["phases_s"] = {"joined": time.time() - began}  # where a slow run spent its time
     try:
         _run(rank, config, record)
     except ReshardError as exc:
@@ -109,6 +135,7 @@ def _rank(rank: int, config: Config) -> None:
 
 def _run(rank: int, config: Config, record: dict[str, Any]) -> None:
     world = config.world_size
+    began = time.time() - record["phases_s"]["joined"]
     torch.manual_seed(0)  # the same initial weights on every rank
     model = torch.nn.Linear(4, 2)
     params = list(model.parameters())
@@ -139,6 +166,7 @@ def _run(rank: int, config: Config, record: dict[str, Any]) -> None:
             momentum = restored.state["zero"]["momentum"].clone()
             sampler.load_state_dict(restored.manifest.data_position)
             step = restored.step
+    record["phases_s"]["restored"] = time.time() - began
     record["restored_step"] = step if restored is not None else None
     record["resharded_from"] = (
         restored.resharded.from_world_size if restored and restored.resharded else None
@@ -148,10 +176,12 @@ def _run(rank: int, config: Config, record: dict[str, Any]) -> None:
             loss_sum = ((model(x) - y) ** 2).sum()
             (loss_sum / GLOBAL_BATCH).backward()
             global_loss = loss_sum.detach().clone()
-            if world > 1:
-                for p in params:
-                    dist.all_reduce(p.grad)  # type: ignore[arg-type]
-                dist.all_reduce(global_loss)
+            if world > 1:  # one collective a step: the gradients and the loss, summed
+                grads = [p.grad for p in params]
+                packed = torch.cat([parameters_to_vector(grads), global_loss.reshape(1)])  # type: ignore[arg-type]
+                dist.all_reduce(packed)
+                vector_to_parameters(packed[:-1], grads)  # type: ignore[arg-type]
+                global_loss = packed[-1]
             record["samples"][str(step)] = [int(i) for i in ids]
             record["losses"][str(step)] = (global_loss / GLOBAL_BATCH).item().hex()
             if config.mode == "replicated":
@@ -170,6 +200,7 @@ def _run(rank: int, config: Config, record: dict[str, Any]) -> None:
                 ckpt.save(state, step, data_position=sampler.state_dict(), sharded=sharded).wait()
             if step == config.steps:
                 break
+    record["phases_s"]["trained"] = time.time() - began
     ckpt.close()
     record["final"] = [v.hex() for v in parameters_to_vector(params).tolist()]
 
@@ -206,8 +237,6 @@ def _minimum(value: int) -> int:
 
 
 if __name__ == "__main__":  # a manual run: python -m tests.checkpoint.reshard_train URL OUT W STEPS
-    import sys
-
     url, out, size, steps = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     os.makedirs(out, exist_ok=True)
     print(json.dumps(train(Config(url, out, size, steps))[0]["losses"]))

@@ -568,7 +568,7 @@ class Checkpointer:
 
         With ``reshard_worlds`` (the default) a newer step written by another
         world size (a re-formed job) is restored re-sharded to this one
-        (:mod:`spothop.checkpoint.reshard`: replicated leaves from old rank 0,
+        (:mod:`spothop.checkpoint.reshard`: replicated leaves from one old rank,
         sharded leaves concatenated and re-split, the RNG derived per rank;
         ``Restored.resharded`` says so); a checkpoint that cannot be re-sharded
         raises :class:`ReshardError`. Without it such steps are skipped.

@@ -11,10 +11,12 @@ then builds this rank's state from the old ranks' parts. The rules, in order
    machine). The newest step wins whatever world wrote it; at equal steps one
    written by this world size is preferred (it restores bit for bit, with no
    re-sharding). Only manifests are read to decide.
-2. **Replicated leaves** — every array leaf not marked sharded — come from
-   old rank 0, and must be the same bytes on every old rank: their chunk
-   hashes are compared in the manifests (nothing extra is read). A leaf that
-   differs is refused by name: it was not replicated, and must be marked.
+2. **Replicated leaves** — every array leaf not marked sharded — must be the
+   same bytes on every old rank: their chunk hashes are compared in the
+   manifests (nothing extra is read). A leaf that differs is refused by name:
+   it was not replicated, and must be marked. A new rank reads them from an
+   old rank whose files it reads anyway for its rows (the lowest), else from
+   old rank ``new rank mod W``; the manifest it reports is old rank 0's.
 3. **Sharded leaves** (``Checkpointer.save(sharded={pattern: Shard(...)})``,
    recorded in each manifest) are the old ranks' slices concatenated in rank
    order along ``dim`` (padding past ``length`` dropped), then split for W'
@@ -319,14 +321,18 @@ def load_candidate(candidate: Candidate, world: WorldLayout) -> Restored:
     plans = _plan([m for m, _ in chosen], world)
     needed: dict[int, set[str]] = defaultdict(set)
     sharded = {p.key for p in plans}
-    needed[0] = {k for k in chosen[0][0].leaves if k not in sharded}
     for plan in plans:
         for piece in plan.slices:
             needed[piece.rank].add(plan.key)
+    # The replicated leaves are the same bytes on every old rank (checked in _plan): read them
+    # from one whose files this rank reads anyway (files are verified whole), else spread the
+    # new ranks over the old ones.
+    source = min(needed) if needed else world.rank % candidate.world_size
+    needed[source] |= {k for k in chosen[source][0].leaves if k not in sharded}
     arrays: dict[int, dict[str, Any]] = {}
     for rank in sorted(needed):
         arrays[rank] = _read_part(candidate.parts[rank], needed[rank])
-    built: dict[str, Any] = dict(arrays[0])
+    built: dict[str, Any] = dict(arrays[source])
     for plan in plans:
         built[plan.key] = _assemble(plan, chosen[0][0].leaves[plan.key], arrays)
     first, store = chosen[0]

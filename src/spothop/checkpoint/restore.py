@@ -42,7 +42,7 @@ class Resharded:
     to_world_size: int
     rank: int
     rng_seed: int  # what this rank's generators were seeded with (the saved states do not apply)
-    sharded: tuple[str, ...]  # the leaves concatenated and re-split; the rest came from old rank 0
+    sharded: tuple[str, ...]  # the leaves concatenated and re-split; the rest are replicated
 
 
 @dataclass(frozen=True)
