@@ -4,6 +4,7 @@ torch leaves), restored by Checkpointers of another world size; the rules and th
 from __future__ import annotations
 
 import random
+import threading
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -298,3 +299,42 @@ def test_ckpt_worlds_lists_each_world_sizes_steps_and_what_is_missing(
     shown = cli("ckpt", "worlds", str(tmp_path))
     assert shown.code == 0 and "1 of 3 (missing 0, 2)" in shown.out
     assert cli("ckpt", "worlds", str(tmp_path / "nowhere")).code == EXIT_NOT_FOUND
+
+
+def test_new_ranks_agree_on_an_older_step_when_some_cannot_load_the_newest(
+    tmp_path: Path,
+) -> None:
+    """Old rank 1's part of step 8 is damaged: new ranks 0 and 1 (rows from old rank 0 only) could
+    load step 8, ranks 2-4 cannot; through the MIN collective all five restore step 5."""
+    _save_world(tmp_path, 2, 5, Shard())
+    _save_world(tmp_path, 2, 8, Shard())
+    (newest,) = [
+        p for p in (tmp_path / "rank-00001").iterdir() if p.name.startswith("step-000000000008")
+    ]
+    for pack in newest.glob("*.pack"):
+        pack.write_bytes(b"\0" * pack.stat().st_size)  # same size, wrong bytes
+    new = 5
+    with _checkpointer(tmp_path, new, 0) as alone:  # on its own, rank 0 would take step 8
+        assert (alone.restore() or pytest.fail("nothing restored")).step == 8
+    barrier = threading.Barrier(new)
+    proposals: list[int] = [0] * new
+    steps: dict[int, int | None] = {}
+
+    def run(rank: int) -> None:
+        def minimum(value: int) -> int:  # an all_reduce MIN over the five threads
+            proposals[rank] = value
+            barrier.wait()
+            agreed = min(proposals)
+            barrier.wait()
+            return agreed
+
+        with _checkpointer(tmp_path, new, rank) as ckpt:
+            restored = ckpt.restore(agree=minimum)
+        steps[rank] = restored.step if restored is not None else None
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(new)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert steps == dict.fromkeys(range(new), 5)
