@@ -1,47 +1,36 @@
-"""An in-memory fsspec filesystem that records every read, so a test can say which store was read.
+"""An in-memory store that records every read, so a test can say which region's store was read.
 
-``countmem://<bucket>/<path>``: each bucket stands for one region's object store.
-:data:`READS` lists the paths whose bytes were read (``cat_file``, ``open`` for reading),
-in order; :func:`reads_of` counts those under one bucket.
+``countmem://<bucket>/<path>``: each bucket stands for one region's object store
+(:mod:`spothop.testing.memory_store`). :data:`READS` lists the paths read, in order;
+:func:`reads_of` counts those under one bucket. While :data:`REPLICATION_GATE` is
+closed (cleared), reads made by the replication thread wait for it to open.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+import threading
 
-import fsspec
-from fsspec.implementations.memory import MemoryFileSystem
+from spothop.testing.memory_store import memory_filesystem
 
-PROTOCOL = "countmem"
 READS: list[str] = []
+REPLICATION_GATE = threading.Event()
+REPLICATION_GATE.set()
 
 
-class CountingMemoryFileSystem(MemoryFileSystem):
-    protocol = (PROTOCOL,)
-    store: ClassVar[dict[str, Any]] = {}  # fsspec keeps a memory filesystem class-level
-    pseudo_dirs: ClassVar[list[str]] = [""]
+def _record(path: str, size: int) -> None:
+    READS.append(path)
+    if threading.current_thread().name.startswith("spothop-ckpt-replicate"):
+        REPLICATION_GATE.wait(60)
 
-    @classmethod
-    def _strip_protocol(cls, path: Any) -> Any:
-        if isinstance(path, str) and path.startswith(f"{PROTOCOL}://"):
-            path = path[len(PROTOCOL) + 3 :]
-        return super()._strip_protocol(path)
 
-    def cat_file(self, path: str, start: Any = None, end: Any = None, **kwargs: Any) -> Any:
-        READS.append(self._strip_protocol(path))
-        return super().cat_file(path, start, end, **kwargs)
-
-    def _open(self, path: str, mode: str = "rb", *args: Any, **kwargs: Any) -> Any:
-        if "r" in mode:
-            READS.append(self._strip_protocol(path))
-        return super()._open(path, mode, *args, **kwargs)
+FS = memory_filesystem("countmem", _record)
 
 
 def reset() -> None:
-    """Forget every file and read (fsspec caches filesystem instances, so the store is shared)."""
-    CountingMemoryFileSystem.store.clear()
-    CountingMemoryFileSystem.pseudo_dirs[:] = [""]
+    """Forget every file and read (fsspec caches filesystem instances; the store is the class's)."""
+    FS.clear()
     READS.clear()
+    REPLICATION_GATE.set()
 
 
 def reads_of(bucket: str, data_only: bool = False) -> int:
@@ -55,12 +44,9 @@ def reads_of(bucket: str, data_only: bool = False) -> int:
 
 
 def write_bytes(path: str, data: bytes) -> None:
-    CountingMemoryFileSystem().pipe_file(path, data)
+    FS().pipe_file(path, data)
 
 
 def read_bytes(path: str) -> bytes:
-    data: bytes = MemoryFileSystem.cat_file(CountingMemoryFileSystem(), path)
+    data: bytes = FS.store[path].getvalue()
     return data
-
-
-fsspec.register_implementation(PROTOCOL, CountingMemoryFileSystem, clobber=True)

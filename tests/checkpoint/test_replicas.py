@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from spothop.checkpoint.replicas import (
 from spothop.checkpoint.store import Store
 from tests.checkpoint import counting_fs
 from tests.checkpoint.counting_fs import reads_of
+from tests.waiting import wait_for
 
 PRIMARY = "countmem://primary/run"
 REPLICAS = {"sim/r1": "countmem://r1/run", "r2": "countmem://r2/run"}
@@ -210,3 +212,31 @@ def test_a_malformed_replicas_variable_is_a_clear_error(raw: str) -> None:
     with pytest.raises(CheckpointConfigError, match=REPLICAS_ENV):
         replicas_from_env({REPLICAS_ENV: raw})
     assert replicas_from_env({}) == {}
+
+
+def test_a_stop_request_does_not_wait_for_copies_to_the_replicas(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    control = tmp_path / "control"
+    control.mkdir()
+    monkeypatch.setenv("SPOTHOP_AGENT_DIR", str(control))
+    monkeypatch.setenv(REGION_ENV, "r0")
+    counting_fs.REPLICATION_GATE.clear()  # the copy is in flight, reading the primary
+    ckpt = Checkpointer(PRIMARY, local_url=str(tmp_path / "a"), replicas=REPLICAS)
+    ckpt.save(_state(1), 1).wait()  # committed in the primary
+    (control / "stop.json").write_text('{"deadline_unix_s": 0}')  # the agent's final notice
+    replicator = ckpt.replicas.replicator
+    assert replicator is not None
+
+    def open_gate_once_abandoned() -> None:
+        wait_for(replicator._stop.is_set, 10, what="close() to abandon the copies")
+        counting_fs.REPLICATION_GATE.set()
+
+    opener = threading.Thread(target=open_gate_once_abandoned)
+    opener.start()
+    ckpt.close()
+    opener.join()
+    assert [m.step for m in committed(Store(PRIMARY))[0]] == [1]
+    for url in REPLICAS.values():  # no replica committed it: a cut-off copy leaves no manifest
+        assert committed(Store(url))[0] == []
+    assert any("stopped" in why for _, _, why in replicator.stats.failures)

@@ -154,3 +154,16 @@ def test_the_table_judges_every_catalog_gpu_in_catalog_order() -> None:
     assert {"A100-SXM4-40GB", "H100-SXM5-80GB", "B200", "L4"} <= ok
     assert not ok & {"V100-SXM2-16GB", "T4", "K80", "MI300X"}
     assert all(v.reasons for v in rows if not v.ok)
+
+
+def test_a_spec_replica_must_be_another_store_and_its_key_a_place() -> None:
+    from spothop.errors import JobSpecError
+    from spothop.jobs.spec import load_job
+
+    base = {"name": "t", "run": "x"}
+    with pytest.raises(JobSpecError, match="is the checkpoint url itself"):
+        load_job({**base, "checkpoint": {"url": "s3://a/run", "replicas": {"r1": "s3://a/run/"}}})
+    with pytest.raises(JobSpecError, match="region or provider/region"):
+        load_job({**base, "checkpoint": {"url": "s3://a/run", "replicas": {"a/b/c": "s3://b"}}})
+    spec = load_job({**base, "checkpoint": {"url": "s3://a/run", "replicas": {"aws/r1": "s3://b"}}})
+    assert spec.checkpoint is not None and spec.checkpoint.replicas == {"aws/r1": "s3://b"}

@@ -17,7 +17,11 @@ Contracts:
    touches the replica's earlier checkpoints. The next save copies what the
    replica still lacks, so the replica catches up. After each copy the
    replica keeps the same number of chains as the primary (the same gc,
-   quick check).
+   quick check). When the worker has been told to stop (a preemption notice:
+   ``sdk.stop_requested()``), closing does not wait for copies. The copy in
+   flight stops at its next block and the queued ones are dropped. The notice's
+   seconds belong to the primary's emergency save, and a restore reads the
+   primary for a checkpoint a replica lacks.
 2. **Nearest first.** :meth:`ReplicaSet.nearest` orders the replicas for a
    restore: the one keyed ``provider/region`` of this instance, then the one
    keyed by its ``region``, then the others (those of the same provider
@@ -56,6 +60,7 @@ from spothop.checkpoint.errors import CheckpointConfigError, CheckpointError
 from spothop.checkpoint.manifest import Manifest
 from spothop.checkpoint.reader import ancestors, load_manifest, manifest_path
 from spothop.checkpoint.store import Store
+from spothop.worker import sdk
 
 log = logging.getLogger("spothop.checkpoint")
 
@@ -199,17 +204,28 @@ def read_restore_records(
     return out
 
 
-def copy_checkpoint(source: Store, target: Store, manifest: Manifest) -> int:
+class _CopyAbandoned(Exception):
+    """A copy to a replica was stopped before its manifest (internal: logged, never raised out)."""
+
+
+def copy_checkpoint(
+    source: Store, target: Store, manifest: Manifest, stop: threading.Event | None = None
+) -> int:
     """Copy ``manifest``'s checkpoint from ``source`` to ``target``: data files, then the manifest.
 
     Returns the bytes copied. A checkpoint the target already holds (its
-    manifest is there) is not copied again."""
+    manifest is there) is not copied again. ``stop`` set: raises
+    an internal error at the next block, before the manifest is written."""
     if target.exists(manifest_path(manifest.checkpoint_id)):
         return 0
     copied = 0
     for entry in manifest.files:
         with source.open_read(entry.path) as reader, target.open_write(entry.path) as writer:
             while block := reader.read(COPY_BLOCK_BYTES):
+                if stop is not None and stop.is_set():
+                    raise _CopyAbandoned(
+                        f"copy of {manifest.checkpoint_id} to {target.url} stopped"
+                    )
                 writer.write(block)
                 copied += len(block)
     text = source.read(manifest_path(manifest.checkpoint_id)).decode("utf-8")
@@ -244,6 +260,7 @@ class Replicator:
         self._on_copied = on_copied
         self._lock = threading.Lock()
         self._executor = ThreadPoolExecutor(1, "spothop-ckpt-replicate")
+        self._stop = threading.Event()
         self._pending: list[Future[None]] = []
 
     def submit(self, checkpoint_id: str) -> Future[None]:
@@ -264,6 +281,11 @@ class Replicator:
         self.wait()
         self._executor.shutdown(wait=True)
 
+    def abandon(self) -> None:
+        """Stop now: the copy in flight stops at its next block, queued ones are dropped."""
+        self._stop.set()
+        self._executor.shutdown(wait=True, cancel_futures=True)
+
     def _replicate(self, checkpoint_id: str) -> None:
         started = time.perf_counter()
         try:
@@ -276,7 +298,7 @@ class Replicator:
         for key, replica in self.replicas:
             try:
                 for member in chain:
-                    copied = copy_checkpoint(self.primary, replica, member)
+                    copied = copy_checkpoint(self.primary, replica, member, self._stop)
                     with self._lock:
                         self.stats.bytes_copied += copied
                         self.stats.copies += 1 if copied or not member.files else 0
@@ -380,9 +402,19 @@ class CheckpointReplicas:
         return record
 
     def wait(self) -> None:
-        if self.replicator is not None:
+        """Wait for the copies in flight, except when the worker was told to stop (contract 1)."""
+        if self.replicator is None:
+            return
+        if sdk.stop_requested():
+            self.replicator.abandon()
+        else:
             self.replicator.wait()
 
     def close(self) -> None:
-        if self.replicator is not None:
+        if self.replicator is None:
+            return
+        if sdk.stop_requested():
+            log.info("stop requested: copies to the replicas left to the next instance's saves")
+            self.replicator.abandon()
+        else:
             self.replicator.close()

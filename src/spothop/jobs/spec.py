@@ -336,6 +336,15 @@ class CheckpointSpec(_Model):
                 )
         return {place: resolve_local(url, base_dir_of(info)) for place, url in value.items()}
 
+    @model_validator(mode="after")
+    def _replicas_are_other_stores(self) -> CheckpointSpec:
+        for place, url in self.replicas.items():
+            if url.rstrip("/") == self.url.rstrip("/"):
+                raise ValueError(
+                    f"replica {place!r} is the checkpoint url itself; name a store in that region"
+                )
+        return self
+
     @field_validator("interval_s", mode="before")
     @classmethod
     def _auto(cls, value: Any) -> Any:
