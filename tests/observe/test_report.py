@@ -134,3 +134,19 @@ def test_mtbf_is_running_time_over_interruptions():
 def test_grouping_by_an_unknown_key_is_refused():
     with pytest.raises(ValueError, match="cannot group by"):
         split_records([_record("a1", _offering("aws-sim"), 0.5, 1, 1)], "colour")
+
+
+def test_a_regional_clouds_on_demand_price_is_found_by_its_region():
+    """Azure-like clouds price by region: the record's zone is empty, its offering keyed by region."""
+    o = next(x for x in WORLD.offerings["azure-sim"] if x.zone is None)
+    records = [_record("r1", o, 0.2, 200_000, 200_000)]
+    report = build_report(
+        _job(),
+        records,
+        [_attempt("r1", o, end=EndReason.SUCCEEDED)],
+        [],
+        {(o.provider, o.region, o.instance_type): o},
+    )
+    data = report.to_dict()
+    assert data["missing_on_demand_prices"] == []
+    assert data["on_demand_cost_microusd"] == round(o.on_demand_price_usd_per_hour * 1e6)

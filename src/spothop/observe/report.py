@@ -338,7 +338,9 @@ def build_report(
     preempted_ids: set[str] = set()
     for r in records:
         attempt = by_attempt.get(r.attempt_id)
-        offering = offerings.get((r.provider, r.zone, r.instance_type))
+        offering = offerings.get(
+            (r.provider, r.zone or r.region, r.instance_type)
+        )  # regional clouds
         gpus = offering.gpu_count if offering is not None else 1
         preempted = attempt is not None and interrupted(attempt)
         seen = lead_by_instance.get(r.instance_id) if r.instance_id else None
