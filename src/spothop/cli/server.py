@@ -127,38 +127,45 @@ def run(
         timeout_graceful_shutdown=5,
         server_header=False,
     )
+    _log_to_stderr()
     install_log_filter(app.state.redactor)  # uvicorn made its handlers just now
     stop = threading.Event()
     server = uvicorn.Server(config)
-    controller = None
     if settings.controller:
         names = tuple(p.strip() for p in providers.split(",") if p.strip()) if providers else ()
         controller = _start_controller(settings, names, stop, server)
+
+        def release() -> None:
+            """At the app's shutdown, before uvicorn re-raises the SIGTERM it caught: the replica
+            releases its job leases and returns (another replica takes the jobs at once)."""
+            stop.set()
+            controller.join(CONTROLLER_STOP_S)
+
+        app.state.on_shutdown.append(release)
     try:
         server.run()
     finally:
-        stop.set()  # the replica releases its job leases and returns
-        if controller is not None:
-            controller.join(CONTROLLER_STOP_S)
+        stop.set()
     return EXIT_OK if server.started else EXIT_FAILED
+
+
+def _log_to_stderr() -> None:
+    """spothop's warnings, and the server's own notes, beside uvicorn's lines on stderr."""
+    if not logging.getLogger().handlers:
+        logging.basicConfig(
+            level=logging.WARNING, format="%(levelname)s:     %(name)s: %(message)s"
+        )
+    for name in ("spothop.cli.server", "spothop.server"):
+        logging.getLogger(name).setLevel(logging.INFO)
 
 
 def _start_controller(
     settings: Any, providers: tuple[str, ...], stop: threading.Event, server: Any
-) -> threading.Thread | None:
+) -> threading.Thread:
     """A controller replica (:func:`spothop.jobs.controller.replica.run_replica`) in a thread, once
     uvicorn listens: its agents are given this server's URL (and a token each)."""
-    try:
-        from spothop.jobs.controller.replica import (  # type: ignore[import-not-found,unused-ignore]
-            run_replica,
-        )
-    except ImportError:
-        log.warning(
-            "this spothop has no controller replica (spothop.jobs.controller.replica): serving the"
-            " API only; run `spothop controller run` beside it"
-        )
-        return None
     from spothop.jobs.controller.daemon import default_providers
+    from spothop.jobs.controller.replica import run_replica
     from spothop.observe.ledger import close_books
 
     def main() -> None:

@@ -20,14 +20,16 @@ What it guarantees on every request:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -78,6 +80,12 @@ def _finite(value: Any) -> Any:
     return value
 
 
+# A body declared past the bound is still read (and dropped) up to this size before the 413 goes
+# out: a client that writes its whole body before reading would otherwise see a broken pipe, not
+# the answer. Past it the connection is simply closed after the 413.
+DRAIN_MAX_BYTES = 16 * 1024 * 1024
+
+
 class BodyTooLarge(StarletteHTTPException):
     def __init__(self, limit: int) -> None:
         super().__init__(413, f"the request body is over {limit} bytes")
@@ -101,6 +109,8 @@ class BodyLimit:
                 except ValueError:
                     declared = -1
                 if declared > self.limit or declared < 0:
+                    if 0 < declared <= DRAIN_MAX_BYTES:
+                        await _drain(receive)  # so the client, still sending, reads the 413
                     response = _error_response(
                         413 if declared > self.limit else 400,
                         "PayloadTooLarge" if declared > self.limit else "BadRequest",
@@ -118,10 +128,20 @@ class BodyLimit:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.limit:
+                    while message.get("more_body", False) and seen <= DRAIN_MAX_BYTES:
+                        message = await receive()  # read and drop the rest (see DRAIN_MAX_BYTES)
+                        seen += len(message.get("body", b""))
                     raise BodyTooLarge(self.limit)
             return message
 
         await self.app(scope, counted, send)
+
+
+async def _drain(receive: Receive) -> None:
+    while True:
+        message = await receive()
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            return
 
 
 def _error_response(
@@ -163,7 +183,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     SafeJSONResponse.redactor = redactor
     install_log_filter(redactor)
 
+    shutdown: list[Callable[[], None]] = []
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        yield
+        for step in shutdown:  # e.g. the controller replica lets go of its job leases
+            await run_in_threadpool(step)
+
     app = FastAPI(
+        lifespan=lifespan,
         title="spothop server",
         version=__version__,
         description="The control plane of spothop: the user API, the agent API, the dashboard.",
@@ -182,6 +211,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.wake = _wake
     app.state.registry = None
     app.state.redactor = redactor
+    app.state.on_shutdown = shutdown  # callables run when the server stops, before it exits
 
     _handlers(app)
     _plain_routes(app)

@@ -1,0 +1,70 @@
+"""`spothop server run` with its controller replica (the default): a user launches a batch job through
+the API; the replica beside the API claims it, its agents talk to this same server over HTTP with their
+own tokens, the job succeeds with every shard done once; on SIGTERM the replica lets go of its leases."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from sqlalchemy import select
+
+from spothop.jobs.store import JobStore
+from spothop.state.job_tables import jobs
+from spothop.state.tokens import TokenStore
+from tests.conftest import POSTGRES_URL, REDIS_URL
+from tests.jobs.e2e.conftest import WORLD, running_harness
+from tests.jobs.e2e.test_batch import batch_spec, check_exactly_once
+from tests.server.conftest import drop_redis_job
+from tests.server.live import LiveServer
+from tests.waiting import wait_for
+
+SHARDS = 6
+
+
+def test_the_servers_own_replica_runs_a_job_whose_agents_call_the_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pg_schema: str, redis_prefix: str
+) -> None:
+    del redis_prefix
+    store_url = f"{POSTGRES_URL}?options=-csearch_path%3D{pg_schema}"
+    with running_harness(tmp_path, monkeypatch, WORLD) as h:
+        server = LiveServer(
+            store_url,
+            tmp_path / "server.log",
+            queue_url=REDIS_URL,
+            extra_args=("--lease-s", "5", "--access-log", "--replica-id", "r-one"),
+        )
+        job_id = ""
+        try:
+            with server:
+                _, token = TokenStore(store_url).create_user("ada", "vision")
+                spec = {**batch_spec(tmp_path, "served", shards=SHARDS), "workers": 2}
+                status, body, _ = server.call(
+                    "POST",
+                    "/v1/jobs",
+                    token=token,
+                    body={"spec": yaml.safe_dump(spec), "filename": "served.yaml"},
+                )
+                assert status == 201, body
+                job_id = body["job_id"]
+
+                def final() -> str | None:
+                    state = server.call("GET", f"/v1/jobs/{job_id}", token=token)[1]["state"]
+                    return state if state in ("succeeded", "failed", "cancelled") else None
+
+                assert wait_for(final, 150, what="the job to end", interval_s=0.5) == "succeeded"
+                log = server.log()
+                assert "POST /v1/agents/register" in log and "/heartbeat" in log
+                assert f"controller replica r-one: agents call {server.url}" in log
+                with JobStore(store_url) as store:
+                    assert store.get_job(job_id).lease_owner in ("r-one", None)
+            check_exactly_once(
+                h, job_id, tmp_path / "out-served", queue_url=REDIS_URL, shards=SHARDS
+            )
+            with JobStore(store_url) as store, store.engine.connect() as conn:
+                owner = conn.execute(select(jobs.c.lease_owner).where(jobs.c.job_id == job_id))
+                assert owner.scalar() is None  # SIGTERM: the replica let go of its lease
+        finally:
+            if job_id:
+                drop_redis_job(job_id)
