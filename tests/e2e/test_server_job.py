@@ -144,6 +144,18 @@ def test_a_batch_job_runs_with_its_agents_on_the_server(
     assert json.loads(out) == json.loads(json.dumps(expected, default=str))
     assert expected["interruption_count"] >= 1
 
+    # launch without --detach follows the job over the server to its end; its logs come back.
+    hello = h.tmp / "hello.yaml"
+    hello.write_text(
+        yaml.safe_dump({"name": "hello", "run": "echo hello from a worker of the server"})
+    )
+    code, out = h.cli("launch", str(hello), "--json")
+    assert code == 0, out
+    done = json.loads(out)
+    assert done["state"] == "succeeded" and [i["exit_code"] for i in done["instances"]] == [0]
+    code, text = h.cli("logs", done["job_id"], "--follow")  # returns: the job has ended
+    assert code == 0 and "hello from a worker of the server" in text
+
 
 def _all_revoked(store: JobStore, job_id: str) -> bool:
     with store.engine.connect() as conn:
