@@ -206,3 +206,26 @@ def test_the_dashboard_is_served_for_the_users_project(served: Served) -> None:
     assert status == 404 and body["error"]["type"] == "JobNotFound"
     _, events, _ = server.call("GET", "/dashboard/api/events", headers=jar)
     assert {e["job_id"] for e in events} == {mine}
+
+
+def test_the_dashboards_event_stream_carries_the_projects_events_only(served: Served) -> None:
+    import http.client
+    from urllib.parse import urlparse
+
+    token = _user(served, "stream-vision")
+    other = _user(served, "stream-nlp")
+    launch(served, other, "not-streamed")  # first: its event's seq is at least 1, mine's past it
+    mine = launch(served, token, "streamed")
+    url = urlparse(served.server.url)
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+    conn.request("GET", f"/dashboard/api/stream?after=1&token={token}")
+    response = conn.getresponse()
+    assert response.status == 200 and response.getheader("content-type").startswith(
+        "text/event-stream"
+    )
+    seen: list[str] = []
+    while not any(line.startswith("event: tick") for line in seen):
+        seen.append(response.readline().decode().strip())
+    conn.close()
+    jobs = {json.loads(line[6:])["job_id"] for line in seen if line.startswith("data: {")}
+    assert jobs == {mine}  # its "created" event; not the other project's

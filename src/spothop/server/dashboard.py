@@ -33,9 +33,8 @@ COOKIE_MAX_AGE_S = 8 * 3600
 
 
 def _visible(request: Request, principal: Principal) -> set[str]:
-    ids = {j.job_id for j in request.app.state.store.list_jobs()}
     tokens: TokenStore = request.app.state.tokens
-    return tokens.project_jobs(principal.project or "", ids)
+    return tokens.project_jobs(principal.project or "")
 
 
 @router.get("")

@@ -46,10 +46,9 @@ def _tokens(request: Request) -> TokenStore:
 
 def _visible(request: Request, principal: Principal) -> set[str]:
     """The jobs ``principal`` may see: its project's, or (an agent) its own."""
-    ids = {j.job_id for j in request.app.state.store.list_jobs()}
     if principal.kind == "agent":
-        return ids & {principal.job_id or ""}
-    return _tokens(request).project_jobs(principal.project or "", ids)
+        return {principal.job_id or ""}
+    return _tokens(request).project_jobs(principal.project or "")
 
 
 def spec_from_text(text: str, filename: str = "job.yaml") -> Any:
@@ -242,10 +241,15 @@ def instances(
 
 
 def _instances(store: Any, job_ids: Collection[str], job_status: Any) -> list[dict[str, Any]]:
-    out = []
+    from spothop.jobs.errors import JobNotFound
+
+    out: list[dict[str, Any]] = []
     for job_id in sorted(job_ids):
-        for instance in job_status(store, job_id, events=False)["instances"]:
-            out.append({"job_id": job_id, **instance})
+        try:
+            found = job_status(store, job_id, events=False)["instances"]
+        except JobNotFound:  # an agent's job that is gone: nothing to list
+            continue
+        out.extend({"job_id": job_id, **instance} for instance in found)
     return out
 
 

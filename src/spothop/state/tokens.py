@@ -289,13 +289,21 @@ class TokenStore:
             ).first()
         return DEFAULT_PROJECT if row is None else str(row[0])
 
-    def project_jobs(self, project: str, job_ids: Iterable[str]) -> set[str]:
-        """Those of ``job_ids`` that belong to ``project``."""
-        ids = set(job_ids)
+    def project_jobs(self, project: str, job_ids: Iterable[str] | None = None) -> set[str]:
+        """The jobs of ``project`` (those of ``job_ids`` when given), by one query of the job store."""
+        from sqlalchemy import func
+
+        from spothop.state.job_tables import jobs
+
+        owner = func.coalesce(job_projects.c.project, DEFAULT_PROJECT)
+        query = (
+            select(jobs.c.job_id)
+            .select_from(jobs.outerjoin(job_projects, job_projects.c.job_id == jobs.c.job_id))
+            .where(owner == project)
+        )
         with self.engine.connect() as conn:
-            rows = conn.execute(select(job_projects.c.job_id, job_projects.c.project)).all()
-        owned = {r.job_id: r.project for r in rows}
-        return {j for j in ids if owned.get(j, DEFAULT_PROJECT) == project}
+            found = {str(r[0]) for r in conn.execute(query)}
+        return found if job_ids is None else found & set(job_ids)
 
     # -- any token ----------------------------------------------------------------
 
