@@ -84,6 +84,8 @@ def test_every_job_command_prints_the_same_either_way(remote: Remote, tmp_path: 
         ("logs", job_id, "--json"),
         ("events", "--job", job_id, "--json"),
         ("events", "--job", job_id),
+        ("events", "--json"),
+        ("status",),
         ("report", job_id, "--json"),
         ("report", job_id),
         ("report", job_id, "--csv"),
