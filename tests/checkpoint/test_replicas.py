@@ -240,3 +240,77 @@ def test_a_stop_request_does_not_wait_for_copies_to_the_replicas(
     for url in REPLICAS.values():  # no replica committed it: a cut-off copy leaves no manifest
         assert committed(Store(url))[0] == []
     assert any("stopped" in why for _, _, why in replicator.stats.failures)
+
+
+def test_every_rank_restores_the_same_step_from_its_own_regions_replica(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from spothop.checkpoint.manifest import WorldLayout
+
+    def ranks(region: str, disk: str) -> list[Checkpointer]:
+        monkeypatch.setenv(REGION_ENV, region)
+        return [
+            Checkpointer(
+                PRIMARY,
+                local_url=str(tmp_path / disk),
+                replicas=REPLICAS,
+                world=WorldLayout(world_size=2, rank=r),
+            )
+            for r in range(2)
+        ]
+
+    first = ranks("r0", "a")
+    for ckpt in first:
+        ckpt.save(_state(10 + ckpt.world.rank), 5).wait()
+    for ckpt in first:
+        ckpt.close()
+    counting_fs.READS.clear()
+    second = ranks("r1", "b")
+    restored = [ckpt.restore() for ckpt in second]
+    for ckpt in second:
+        ckpt.close()
+    assert [r.step for r in restored if r is not None] == [5, 5]
+    assert [r.url for r in restored if r is not None] == [
+        "countmem://r1/run/rank-00000",
+        "countmem://r1/run/rank-00001",
+    ]
+    for rank, r in enumerate(restored):
+        assert r is not None
+        np.testing.assert_array_equal(r.state["w"], _state(10 + rank)["w"])
+    assert reads_of("primary", data_only=True) == 0
+    records = read_restore_records(PRIMARY)
+    assert sorted((rec.rank, rec.served_by) for rec in records) == [(0, "sim/r1"), (1, "sim/r1")]
+
+
+def test_a_delta_only_the_primary_has_reads_its_base_from_the_own_replica(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(REGION_ENV, "r0")
+    # 4 KiB chunks: the delta rewrites the one chunk that changed and points at the rest.
+    with Checkpointer(
+        PRIMARY, local_url=str(tmp_path / "a"), replicas=REPLICAS, chunk_bytes=4096
+    ) as ckpt:
+        state = _state(1)
+        ckpt.save(state, 1).wait()
+        state["w"][0, :8] += 1.0  # type: ignore[index]
+        delta = ckpt.save(state, 2, tier=Tier.EMERGENCY).wait()
+    # The notice's copies were cut off: no replica committed the emergency delta.
+    for url in REPLICAS.values():
+        Store(url).remove(manifest_path(delta.checkpoint_id))
+    base_files = [f.path for f in committed(Store(PRIMARY))[0][0].files]
+    restored = _restore(tmp_path, "b", "r1", monkeypatch)
+    assert restored is not None and restored.step == 2
+    np.testing.assert_array_equal(restored.state["w"], state["w"])
+    # Manifests are read everywhere (every store is listed); data only where it is nearest.
+    primary_reads = [
+        p
+        for p in counting_fs.READS
+        if p.startswith("/primary/run/step-") and not p.endswith("MANIFEST.json")
+    ]
+    assert primary_reads and all(delta.checkpoint_id in p for p in primary_reads)
+    assert not any(f in p for f in base_files for p in primary_reads)  # the base came from r1
+    assert reads_of("r1", data_only=True) >= len(base_files)
+    assert reads_of("r2", data_only=True) == 0
+    record = read_restore_records(PRIMARY)[-1]
+    assert set(record.files_by_store) == {"sim/r1", "primary"}
+    assert record.served_by == "sim/r1" and record.from_own_region is True

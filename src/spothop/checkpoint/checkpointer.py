@@ -606,6 +606,7 @@ class Checkpointer:
         if restored is not None and apply_rng:
             reshard.put_back_rng(restored)
         if restored is not None:
+            restored = self.replicas.resolve(restored)
             self.replicas.restored(
                 restored.manifest, restored.url, self.local.url, time.perf_counter() - started
             )

@@ -32,6 +32,12 @@ Contracts:
    lacks that checkpoint or its bytes fail to verify, the next store that
    holds it serves it. A replica that is behind never makes a restore go back
    to an older step.
+   A restore also tries, first, the union of every store, :class:`NearestFirst`. It reads
+   each checkpoint's files from the nearest store that has committed that
+   checkpoint. A delta the replicas lack is then read from the primary and its
+   durable base from the own region's replica: the bulk of the bytes stays near.
+   The manifests' checksums verify every byte whatever store it came from.
+   When this fails, the single stores follow.
 3. **Restore records.** Every restore that loads a checkpoint writes a
    :class:`RestoreRecord` to the primary store's root. It holds which store
    served it (``local``, a replica's key, or ``primary``), this instance's
@@ -52,13 +58,14 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from spothop.checkpoint import gc as gc_mod
 from spothop.checkpoint.errors import CheckpointConfigError, CheckpointError
 from spothop.checkpoint.manifest import Manifest
 from spothop.checkpoint.reader import ancestors, load_manifest, manifest_path
+from spothop.checkpoint.restore import Restored
 from spothop.checkpoint.store import Store
 from spothop.worker import sdk
 
@@ -146,6 +153,98 @@ class ReplicaSet:
         return [(k, self.replicas[k]) for k in sorted(self.replicas, key=order)]
 
 
+NEAREST_URL_PREFIX = "nearest-first:"
+
+
+class NearestFirst(Store):
+    """A read-only view of several stores, nearest first: each checkpoint is read from the
+    first store that has committed it (its manifest is there, so its files are whole).
+
+    ``served`` counts the files each store's key served (for the restore record)."""
+
+    def __init__(self, stores: Sequence[tuple[str, Store]]) -> None:  # no Store.__init__: a view
+        self.stores = list(stores)
+        self.url = NEAREST_URL_PREFIX + ",".join(key for key, _ in self.stores)
+        self.root = ""
+        self.is_local = False
+        self.fs: Any = None
+        self.served: dict[str, int] = {}
+        self._holder: dict[str, tuple[str, Store] | None] = {}
+
+    def _holder_of(self, relative: str) -> tuple[str, Store] | None:
+        checkpoint_id = relative.split("/", 1)[0]
+        if checkpoint_id not in self._holder:
+            self._holder[checkpoint_id] = next(
+                (
+                    (key, store)
+                    for key, store in self.stores
+                    if _quietly_exists(store, manifest_path(checkpoint_id))
+                ),
+                None,
+            )
+        return self._holder[checkpoint_id]
+
+    def _store_for(self, relative: str) -> tuple[str, Store]:
+        found = self._holder_of(relative)
+        if found is None:
+            raise FileNotFoundError(relative)
+        return found
+
+    def path(self, relative: str) -> str:
+        return self._store_for(relative)[1].path(relative)
+
+    def single_url(self, checkpoint_id: str) -> str | None:
+        """The one store's URL that served all of a restore of ``checkpoint_id``; None if several."""
+        keys = set(self.served)
+        if not keys:
+            holder = self._holder_of(checkpoint_id)
+            return holder[1].url if holder is not None else None
+        if len(keys) > 1:
+            return None
+        return next(store.url for key, store in self.stores if key in keys)
+
+    def exists(self, relative: str) -> bool:
+        found = self._holder_of(relative)
+        return found is not None and _quietly_exists(found[1], relative)
+
+    def read(self, relative: str) -> bytes:
+        return self._store_for(relative)[1].read(relative)
+
+    def open_read(self, relative: str) -> Any:
+        key, store = self._store_for(relative)
+        self.served[key] = self.served.get(key, 0) + 1
+        return store.open_read(relative)
+
+    def list_dirs(self) -> list[str]:
+        names: set[str] = set()
+        for _, store in self.stores:
+            try:
+                names.update(store.list_dirs())
+            except (OSError, CheckpointError):
+                continue  # a store that cannot be listed now holds nothing for this restore
+        return sorted(names)
+
+    def remove(self, relative: str) -> None:
+        raise CheckpointConfigError("a nearest-first view is read-only")
+
+    def write_atomic(self, relative: str, text: str) -> None:
+        raise CheckpointConfigError("a nearest-first view is read-only")
+
+
+def _files_by_store(view: NearestFirst | None, served: str) -> dict[str, int]:
+    """Files per store key of a restore: the view's counts when it served it, else one store."""
+    if view is not None and served in view.served:
+        return dict(view.served)
+    return {served: 1}
+
+
+def _quietly_exists(store: Store, relative: str) -> bool:
+    try:
+        return store.exists(relative)
+    except OSError:
+        return False
+
+
 @dataclass(frozen=True)
 class RestoreRecord:
     """One restore: what was loaded, which store served it, from where, and how long it took."""
@@ -162,6 +261,7 @@ class RestoreRecord:
     seconds: float
     state_bytes: int
     rank: int = 0
+    files_by_store: Mapping[str, int] = field(default_factory=dict)  # through NearestFirst
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -353,9 +453,15 @@ class CheckpointReplicas:
         self.replicator = (
             Replicator(self._primary, self._stores, keep_chains) if self._stores else None
         )
+        self._view: NearestFirst | None = None
 
     def stores(self) -> list[Store]:
-        return [store for _, store in self._stores]
+        """The stores a restore reads before the primary: the nearest-first view over every
+        store (a fresh one: it counts what it serves), then each replica alone."""
+        if not self._stores:
+            return []
+        self._view = NearestFirst([*self._stores, (PRIMARY, self._primary)])
+        return [self._view, *(store for _, store in self._stores)]
 
     def committed(self, checkpoint_id: str) -> None:
         if self.replicator is None:
@@ -365,9 +471,23 @@ class CheckpointReplicas:
         except RuntimeError as exc:  # the interpreter is shutting down: the next save catches up
             log.warning("replication of %s not started: %s", checkpoint_id, exc)
 
+    def resolve(self, restored: Restored) -> Restored:
+        """``restored`` with the URL of the one store that served it through the nearest-first
+        view (a restore served by several keeps the view's URL; its record lists them)."""
+        view = self._view
+        if view is None or restored.url != view.url:
+            return restored
+        single = view.single_url(restored.manifest.checkpoint_id)
+        return restored if single is None else replace(restored, url=single)
+
     def served_by(self, url: str, local_url: str) -> str:
+        """The key of the store that served a restore from ``url``; through the nearest-first
+        view, the store that served most of its files."""
         if url == local_url:
             return LOCAL
+        view = self._view
+        if view is not None and url == view.url and view.served:
+            return max(view.served, key=lambda k: (view.served[k], k == self.places.own))
         return self._names.get(url, PRIMARY)
 
     def restored(
@@ -389,6 +509,7 @@ class CheckpointReplicas:
             seconds=seconds,
             state_bytes=sum(leaf.raw_bytes for leaf in manifest.leaves.values()),
             rank=self.rank,
+            files_by_store=_files_by_store(self._view, served),
         )
         log.info(
             "restore of %s (step %d) served by %s in %.3f s",

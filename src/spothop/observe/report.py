@@ -511,6 +511,6 @@ def job_restores(job: JobRecord) -> list[RestoreRecord]:
         return []
     try:
         return read_restore_records(checkpoint.url)
-    except (SpothopError, OSError) as exc:
+    except Exception as exc:  # any store's failure (no credentials, no network): the report stands
         log.warning("restore records of %s not read from %s: %s", job.job_id, checkpoint.url, exc)
         return []
