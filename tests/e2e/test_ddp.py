@@ -197,6 +197,8 @@ def test_a_two_node_job_preempted_on_one_node_resumes_bit_identical(
         attempts = store.attempts(job_id)
     by_generation = {(a.generation, a.node): a for a in attempts}
     assert set(by_generation) == {(0, 0), (0, 1), (1, 0), (1, 1)}
+    shown = sorted((i["generation"], i["node"], i["group_nnodes"]) for i in final["instances"])
+    assert shown == [(0, 0, 2), (0, 1, 2), (1, 0, 2), (1, 1, 2)]  # what `spothop status` shows
     assert str(by_generation[(0, 1)].end_reason) == "preempted"
     assert str(by_generation[(0, 0)].end_reason) == "superseded"
     firsts = {

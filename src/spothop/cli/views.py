@@ -117,6 +117,9 @@ def job_status(
                 "end_reason": None if a.end_reason is None else str(a.end_reason),
                 "price_usd_per_hour": a.price_usd_per_hour,
                 "exit_code": a.exit_code,
+                # A multi-node task's group generation and its node count (docs/multinode.md).
+                "generation": a.generation,
+                "group_nnodes": a.group_nnodes,
             }
         )
     # An interruption: the cloud took the instance, or noticed it would (a notice handed over
