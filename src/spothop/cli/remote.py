@@ -21,13 +21,17 @@ status  raised as                                            exit
 429, 5xx, unreachable  :class:`ServerUnavailable` (names the URL)  4
 ======  ===================================================  ======
 
-The token is never printed: not in errors, not in ``repr``.
+A ``GET`` the server could not answer (unreachable, 429, 5xx) is asked again
+twice with backoff before it is an error, as is any call whose connection was
+refused: a replica restarting behind a proxy is a blip. The token is never
+printed: not in errors, not in ``repr``.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -49,6 +53,9 @@ SERVER_ENV = "SPOTHOP_SERVER"
 TOKEN_ENV = "SPOTHOP_TOKEN"
 REQUEST_TIMEOUT_S = 60.0  # a report brings a job's ledger up to date: seconds, not milliseconds
 ERROR_DETAIL_CHARS = 500
+ATTEMPTS = 3  # a replica restarting behind a proxy is a blip, not an error
+RETRY_BACKOFF_S = 0.25
+RETRY_MAX_S = 5.0
 TOKEN_HINT = (
     "get a user token from the server's operator (`spothop server users create NAME --project P` "
     f"on the server prints one) and pass it with --token or ${TOKEN_ENV}"
@@ -88,6 +95,8 @@ class ServerUnavailable(ServerError):
     """Unreachable, timed out, rate limited (429) or a server error (5xx): the same call may work later."""
 
     exit_code = EXIT_UNAVAILABLE
+    refused = False  # the connection was refused: the request never reached a server
+    retry_after_s: float | None = None  # the server's Retry-After, when it gave one
 
 
 class ServerAuthError(ServerError):
@@ -214,7 +223,29 @@ class ServerClient:
         *,
         body: Mapping[str, Any] | None = None,
     ) -> Any:
-        """One request; its decoded JSON answer. Errors as the module's table says."""
+        """One request; its decoded JSON answer. Errors as the module's table says.
+
+        A server that is restarting or busy is asked again, up to :data:`ATTEMPTS` times with
+        backoff (its ``Retry-After`` when it gives one, at most :data:`RETRY_MAX_S`): a ``GET``
+        on any :class:`ServerUnavailable`, any other method only when the connection was
+        refused (the request never reached it, so it cannot have been done twice)."""
+        for attempt in range(ATTEMPTS):
+            try:
+                return self._once(method, path, params, body)
+            except ServerUnavailable as exc:
+                last = attempt == ATTEMPTS - 1
+                if last or not (method == "GET" or exc.refused):
+                    raise
+                time.sleep(min(RETRY_MAX_S, exc.retry_after_s or RETRY_BACKOFF_S * 2**attempt))
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    def _once(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, Any] | None,
+        body: Mapping[str, Any] | None,
+    ) -> Any:
         query = {k: v for k, v in (params or {}).items() if v is not None}
         url = self.base_url + path + (f"?{urllib.parse.urlencode(query)}" if query else "")
         headers = {"Accept": "application/json", "User-Agent": "spothop-cli"}
@@ -232,10 +263,12 @@ class ServerClient:
             raise self._http_error(method, path, exc) from None
         except (urllib.error.URLError, OSError) as exc:  # refused, unresolvable, timed out, reset
             reason = getattr(exc, "reason", exc)
-            raise ServerUnavailable(
+            failure = ServerUnavailable(
                 f"the spothop server at {self.base_url} did not answer ({reason}); is it running? "
                 f"(check the URL in --server / ${SERVER_ENV}, or unset it to use the embedded store)"
-            ) from None
+            )
+            failure.refused = isinstance(reason, ConnectionRefusedError)
+            raise failure from None
         if not raw.strip():
             return None
         try:
@@ -270,9 +303,20 @@ class ServerClient:
             retry = exc.headers.get("Retry-After") if exc.headers else None
             wait = f"; retry in {retry} s" if retry else ""
             message = f"the spothop server at {self.base_url} answered HTTP {exc.code} to {method} {path}: {message}{wait}"
+            failure = ServerUnavailable(message, status=exc.code, kind=kind)
+            failure.retry_after_s = _seconds(retry)
+            return failure
         elif cls is ServerNotFound and kind is None:
             message = f"{method} {path}: {message or 'not found'} (HTTP 404 from {self.base_url})"
         return cls(message, status=exc.code, kind=kind)
+
+
+def _seconds(value: str | None) -> float | None:
+    """A ``Retry-After`` in seconds (the date form is not used by spothop server: None)."""
+    try:
+        return None if value is None else max(0.0, float(value))
+    except ValueError:
+        return None
 
 
 def _q(part: str) -> str:
