@@ -9,7 +9,8 @@ at the end) and Redis (``$SPOTHOP_TEST_REDIS_URL``, the shard queue).
 1. Two ``spothop server run`` processes (replicas ``bench-a`` and ``bench-b``),
    each serving the API with a controller replica beside it (``--lease-s``),
    on one database and one queue, over a calm local world in a scratch
-   ``SPOTHOP_HOME``.
+   ``SPOTHOP_HOME``. The agents of the jobs they run are told to call a
+   failover proxy in front of both (``SPOTHOP_SERVER_URL``), as behind nginx.
 2. ``--jobs`` small task jobs (``sleep``, long enough to outlive the kill) are
    launched through the user API; the replicas' controllers claim them (job
    leases) and run them on the local cloud.
@@ -185,6 +186,57 @@ def _stop(replica: Replica) -> None:
         except subprocess.TimeoutExpired:
             replica.process.kill()
             replica.process.wait(10)
+
+
+class FailoverProxy:
+    """The real agents' way to the replicas: a TCP proxy on loopback, in a thread of its own,
+    that connects each new connection to the first replica that accepts it (what nginx's
+    ``proxy_next_upstream`` does in docs/server.md). Both replicas tell their agents its URL
+    (``SPOTHOP_SERVER_URL``), so an agent whose replica was killed goes on with the other."""
+
+    def __init__(self) -> None:
+        self.upstreams: list[tuple[str, int]] = []  # filled once the replicas listen
+        self._loop = asyncio.new_event_loop()
+        ready = threading.Event()
+        self._port = 0
+
+        def serve() -> None:
+            asyncio.set_event_loop(self._loop)
+            server = self._loop.run_until_complete(
+                asyncio.start_server(self._handle, "127.0.0.1", 0)
+            )
+            self._port = server.sockets[0].getsockname()[1]
+            ready.set()
+            self._loop.run_forever()
+
+        threading.Thread(target=serve, name="failover-proxy", daemon=True).start()
+        ready.wait(10)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._port}"
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for host, port in list(self.upstreams):
+            try:
+                up_reader, up_writer = await asyncio.open_connection(host, port)
+            except OSError:
+                continue
+            await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+            return
+        writer.close()
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while chunk := await reader.read(65536):
+            writer.write(chunk)
+            await writer.drain()
+    except OSError:
+        pass
+    finally:
+        with contextlib.suppress(OSError):
+            writer.close()
 
 
 # -- the load ----------------------------------------------------------------------------
@@ -435,6 +487,24 @@ def _leases(db_url: str) -> list[tuple[Any, ...]]:
     return [(*r[:3], None if r[3] is None else round(r[3] - time.time(), 1)) for r in rows]
 
 
+def _real_agents_heard(db_url: str, job_ids: list[str], since: float) -> tuple[int, int]:
+    """How many of the jobs' own agents (not the simulated ones) beat after ``since``; of how many."""
+    from sqlalchemy import select
+
+    from spothop.db import make_engine
+    from spothop.state.agent_tables import agent_heartbeats as t
+
+    engine = make_engine(db_url)
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(t.c.instance_id, t.c.time_unix_s).where(
+                t.c.job_id.in_(job_ids), ~t.c.instance_id.startswith("bench-")
+            )
+        ).all()
+    engine.dispose()
+    return sum(1 for r in rows if r.time_unix_s > since), len(rows)
+
+
 def _states(url: str, token: str, job_ids: list[str]) -> dict[str, str]:
     import httpx
 
@@ -495,13 +565,19 @@ def run(args: argparse.Namespace) -> int:
         home.mkdir()
         world = tmp / "world.yaml"
         world.write_text(yaml.safe_dump(WORLD))
-        env = {**os.environ, "SPOTHOP_HOME": str(home), "SPOTHOP_WORLD": str(world)}
+        proxy = FailoverProxy()
+        env = {
+            **os.environ,
+            "SPOTHOP_HOME": str(home),
+            "SPOTHOP_WORLD": str(world),
+            "SPOTHOP_SERVER_URL": proxy.url,  # what the replicas tell their agents to call
+        }
         os.environ.update({"SPOTHOP_HOME": str(home), "SPOTHOP_WORLD": str(world)})
         replicas = [
             _start_replica(n, db_url, args.lease_s, tmp, env) for n in ("bench-a", "bench-b")
         ]
         try:
-            return _measure(args, db_url, replicas, TokenStore(db_url))
+            return _measure(args, db_url, replicas, TokenStore(db_url), proxy)
         except SystemExit:
             console.print(f"leases: {_leases(db_url)}")
             for replica in replicas:
@@ -514,9 +590,16 @@ def run(args: argparse.Namespace) -> int:
             _end_instances(world)
 
 
-def _measure(args: argparse.Namespace, db_url: str, replicas: list[Replica], tokens: Any) -> int:
+def _measure(
+    args: argparse.Namespace,
+    db_url: str,
+    replicas: list[Replica],
+    tokens: Any,
+    proxy: FailoverProxy,
+) -> int:
     for replica in replicas:
         _wait_ready(replica)
+        proxy.upstreams.append(("127.0.0.1", int(replica.url.rsplit(":", 1)[1])))
     _user_record, user_token = tokens.create_user("bench", "bench")
     flag = Path(os.environ["SPOTHOP_HOME"]) / "bench-done"
     job_ids = _launch_jobs(replicas, user_token, args.jobs, flag)
@@ -550,6 +633,7 @@ def _measure(args: argparse.Namespace, db_url: str, replicas: list[Replica], tok
         before = _owners(db_url, job_ids)
         kill["held"] = held = sorted(j for j, o in before.items() if o == victim.name)
         kill["t"] = time.monotonic()
+        kill["wall"] = time.time()
         os.kill(victim.process.pid, signal.SIGKILL)
         victim.process.wait(10)
 
@@ -568,6 +652,7 @@ def _measure(args: argparse.Namespace, db_url: str, replicas: list[Replica], tok
         _load(replicas, agents, user_token, job_ids, args, on_kill)
     )
     held = kill.get("held", [])
+    heard = _real_agents_heard(db_url, job_ids, kill.get("wall", 0.0))
     if "watcher" in kill:
         kill["watcher"].join()
     takeover_s = kill["taken"] - kill["t"] if "taken" in kill else float("inf")
@@ -585,7 +670,7 @@ def _measure(args: argparse.Namespace, db_url: str, replicas: list[Replica], tok
         1.0,
     )
     stored = _stored_events(db_url, stats.acked_events)
-    return _print(args, stats, start, killed_at, held, takeover_s, finals, stored)
+    return _print(args, stats, start, killed_at, held, takeover_s, finals, stored, heard)
 
 
 def _print(
@@ -597,6 +682,7 @@ def _print(
     takeover_s: float,
     finals: dict[str, str],
     stored: int,
+    heard: tuple[int, int],
 ) -> int:
     console.print(_table(stats, start, killed_at, args.seconds))
     before = [s for t, s in stats.latencies["heartbeat"] if killed_at != killed_at or t < killed_at]
@@ -626,6 +712,11 @@ def _print(
         f"jobs of the killed replica ({len(held)}) held by the other after",
         f"{takeover_s:.1f} s",
         f"≤ {args.lease_s:g} s (one lease; bound {args.lease_s * TAKEOVER_BOUND:.1f})",
+    )
+    summary.add_row(
+        "the jobs' own agents heard from after the kill (through the proxy)",
+        f"{heard[0]}/{heard[1]}",
+        "all",
     )
     summary.add_row(
         "jobs succeeded", f"{sum(v == 'succeeded' for v in finals.values())}/{len(finals)}", "all"
