@@ -11,12 +11,8 @@ so that it runs while the job does.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,96 +21,19 @@ import pytest
 pytest.importorskip("torch")
 
 from spothop.checkpoint import list_checkpoints
-from spothop.jobs.launcher import group_port
 from spothop.providers.local.processes import descendants
+from tests.e2e.ddp_helpers import (
+    STEP_SLEEP_S,
+    STEPS,
+    Reference,
+    assert_every_sample_once_per_epoch,
+    records,
+    train_command,
+)
 from tests.jobs.e2e.conftest import Harness, harness  # noqa: F401  (the e2e harness)
 from tests.waiting import wait_for
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "examples" / "ddp" / "train.py"
-STEPS = 60
-STEP_SLEEP_S = 0.02
 PREEMPT_AFTER_STEPS = 10
-
-
-def train_command(steps: int, out: Path, seen: Path, *extra: str) -> list[str]:
-    return [
-        sys.executable,
-        str(SCRIPT),
-        "--steps",
-        str(steps),
-        "--out",
-        str(out),
-        "--seen",
-        str(seen),
-        *extra,
-    ]
-
-
-def start_reference(tmp: Path, nnodes: int, steps: int) -> list[subprocess.Popen[bytes]]:
-    """The same script with no agent: ``nnodes`` processes of one process each, uninterrupted."""
-    procs = []
-    port = group_port("reference", os.getpid() % 1000)
-    for node in range(nnodes):
-        env = {
-            **os.environ,
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(port),
-            "NODE_RANK": str(node),
-            "NNODES": str(nnodes),
-            "NPROC_PER_NODE": "1",
-            "WORLD_SIZE": str(nnodes),
-            "SPOTHOP_HOME": str(tmp / "reference-home"),
-        }
-        for name in ("SPOTHOP_AGENT_DIR", "SPOTHOP_CHECKPOINT_URL"):
-            env.pop(name, None)
-        command = train_command(
-            steps,
-            tmp / "reference.bin",
-            tmp / "reference-seen",
-            "--checkpoint-url",
-            str(tmp / "reference-ckpt"),
-        )
-        log = open(tmp / f"reference-{node}.log", "wb")  # noqa: SIM115 (closed with the process)
-        procs.append(subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT))
-    return procs
-
-
-def finish(procs: list[subprocess.Popen[bytes]], tmp: Path) -> None:
-    for node, p in enumerate(procs):
-        code = p.wait(timeout=120)
-        assert code == 0, (tmp / f"reference-{node}.log").read_text()
-
-
-def records(seen: Path) -> list[dict[str, Any]]:
-    out = []
-    for path in sorted(seen.glob("*.jsonl")):
-        out += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return out
-
-
-def trajectory(seen: Path) -> dict[int, list[dict[str, Any]]]:
-    """Each step's records of the newest generation that ran it (a step redone after a loss
-    counts once: the run that went on from it)."""
-    by_step: dict[int, list[dict[str, Any]]] = {}
-    for r in records(seen):
-        have = by_step.get(r["step"])
-        if have is None or have[0]["generation"] < r["generation"]:
-            by_step[r["step"]] = [r]
-        elif have[0]["generation"] == r["generation"]:
-            have.append(r)
-    return by_step
-
-
-def assert_every_sample_once_per_epoch(seen: Path, samples: int = 96) -> None:
-    per_epoch: dict[int, list[int]] = {}
-    for rows in trajectory(seen).values():
-        for r in rows:
-            per_epoch.setdefault(r["epoch"], []).extend(r["rows"])
-    complete = [e for e, got in per_epoch.items() if len(got) >= samples]
-    assert complete, per_epoch.keys()
-    for epoch in complete:
-        assert sorted(per_epoch[epoch]) == list(range(samples)), f"epoch {epoch}"
 
 
 def kill_machine(h: Harness, instance: Any) -> None:
@@ -153,18 +72,9 @@ def two_node_spec(h: Harness, name: str, *extra: str) -> dict[str, Any]:
     }
 
 
-@pytest.fixture
-def reference_run(harness: Harness) -> Iterator[list[subprocess.Popen[bytes]]]:  # noqa: F811
-    procs = start_reference(harness.tmp, 2, STEPS)
-    yield procs
-    for p in procs:
-        if p.poll() is None:
-            p.kill()
-
-
 def test_a_two_node_job_preempted_on_one_node_resumes_bit_identical(
     harness: Harness,  # noqa: F811
-    reference_run: list[subprocess.Popen[bytes]],
+    ddp_reference: Reference,
 ) -> None:
     h = harness
     ckpt, seen, out = h.tmp / "ckpt", h.tmp / "seen", h.tmp / "final.bin"
@@ -209,15 +119,14 @@ def test_a_two_node_job_preempted_on_one_node_resumes_bit_identical(
     assert firsts == {0: step + 1, 1: step + 1}
     assert_every_sample_once_per_epoch(seen)
 
-    finish(reference_run, h.tmp)
-    assert out.read_bytes() == (h.tmp / "reference.bin").read_bytes()
+    assert out.read_bytes() == ddp_reference.weights
     wait_for(lambda: not h.alive(job_id), 30, what="the job's instances to end")
 
 
 @pytest.mark.slow  # a second full 2-node run with its reference: about 60-80 s on a loaded machine
 def test_a_node_lost_without_notice_resumes_the_group_from_the_last_committed_step(
     harness: Harness,  # noqa: F811
-    reference_run: list[subprocess.Popen[bytes]],
+    ddp_reference: Reference,
 ) -> None:
     h = harness
     ckpt, seen, out = h.tmp / "ckpt", h.tmp / "seen", h.tmp / "final.bin"
@@ -254,5 +163,4 @@ def test_a_node_lost_without_notice_resumes_the_group_from_the_last_committed_st
         for rank in (0, 1)
     )
     assert_every_sample_once_per_epoch(seen)
-    finish(reference_run, h.tmp)
-    assert out.read_bytes() == (h.tmp / "reference.bin").read_bytes()
+    assert out.read_bytes() == ddp_reference.weights

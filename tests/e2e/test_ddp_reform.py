@@ -12,7 +12,6 @@ on gloo (a node of 2 GPUs spawns 2 ranks), the checkpoint library re-sharding on
 from __future__ import annotations
 
 import copy
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,11 +22,11 @@ torch = pytest.importorskip("torch")
 
 from spothop.checkpoint import Checkpointer  # noqa: E402
 from spothop.checkpoint.manifest import WorldLayout  # noqa: E402
-from tests.e2e.test_ddp import (  # noqa: E402
+from tests.e2e.ddp_helpers import (  # noqa: E402
+    STEPS,
+    Reference,
     assert_every_sample_once_per_epoch,
-    finish,
     records,
-    start_reference,
     train_command,
     trajectory,
 )
@@ -35,7 +34,6 @@ from tests.jobs.e2e.conftest import CALM, SPEED, Harness, running_harness  # noq
 from tests.waiting import wait_for  # noqa: E402
 
 ONE, TWO = "g2-standard-4", "g2-standard-24"
-STEPS = 60
 STEP_SLEEP_S = 0.02
 PREEMPT_AFTER_STEPS = 10
 # The loss of the first step after the re-form against the same weights and global batch computed
@@ -132,36 +130,31 @@ def two_gpus_cheaper(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterato
         yield h
 
 
+@pytest.mark.slow  # 4 ranks' processes and 6 agents: 52 s at load 7, 136 s at load 16 (2 cores)
 def test_two_nodes_re_formed_to_one_node_of_two_ranks_continue_bit_identical(
     one_zone: Harness,
+    ddp_reference: Reference,
 ) -> None:
     h = one_zone
-    reference: list[subprocess.Popen[bytes]] = start_reference(h.tmp, 2, STEPS)
-    try:
-        job_id, final = run_and_preempt_node_1(h, reformable_spec(h, max_nodes=2))
-        assert final["interruptions"] == 1
-        gens = generations(h, job_id)
-        assert [(a.node, a.group_nnodes, a.instance_type) for a in gens[0]] == [
-            (0, 2, ONE),
-            (1, 2, ONE),
-        ]
-        assert [(a.node, a.group_nnodes, a.instance_type) for a in gens[1]] == [(0, 1, TWO)]
-        seen = h.tmp / "seen"
-        after = [r for r in records(seen) if r["generation"] == 1]
-        assert {(r["world_size"], r["rank"]) for r in after} == {(2, 0), (2, 1)}
-        assert_every_sample_once_per_epoch(seen)
-        # Same world size (1 × 2 = 2 × 1): the checkpoint restores bit for bit, so the curve and
-        # the final weights are an uninterrupted 2-rank run's exactly.
-        finish(reference, h.tmp)
-        ours, theirs = trajectory(seen), trajectory(h.tmp / "reference-seen")
-        assert [ours[s][0]["loss"] for s in sorted(ours)] == [
-            theirs[s][0]["loss"] for s in sorted(theirs)
-        ]
-        assert (h.tmp / "final.bin").read_bytes() == (h.tmp / "reference.bin").read_bytes()
-    finally:
-        for p in reference:
-            if p.poll() is None:
-                p.kill()
+    job_id, final = run_and_preempt_node_1(h, reformable_spec(h, max_nodes=2))
+    assert final["interruptions"] == 1
+    gens = generations(h, job_id)
+    assert [(a.node, a.group_nnodes, a.instance_type) for a in gens[0]] == [
+        (0, 2, ONE),
+        (1, 2, ONE),
+    ]
+    assert [(a.node, a.group_nnodes, a.instance_type) for a in gens[1]] == [(0, 1, TWO)]
+    seen = h.tmp / "seen"
+    after = [r for r in records(seen) if r["generation"] == 1]
+    assert {(r["world_size"], r["rank"]) for r in after} == {(2, 0), (2, 1)}
+    assert_every_sample_once_per_epoch(seen)
+    # Same world size (1 × 2 = 2 × 1): the checkpoint restores bit for bit, so the curve and
+    # the final weights are an uninterrupted 2-rank run's exactly.
+    ours, theirs = trajectory(seen), trajectory(ddp_reference.seen)
+    assert [ours[s][0]["loss"] for s in sorted(ours)] == [
+        theirs[s][0]["loss"] for s in sorted(theirs)
+    ]
+    assert (h.tmp / "final.bin").read_bytes() == ddp_reference.weights
 
 
 @pytest.mark.slow  # 7 processes of torch on gloo: about 60-70 s on a loaded 2-core machine
