@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, Engine, and_, insert, select, update
+from sqlalchemy import Connection, Engine, and_, bindparam, insert, select, update
 
 from spothop.errors import ConfigError, NotFoundError
 from spothop.state.auth_tables import (
@@ -148,6 +148,23 @@ def _hasher() -> PasswordHasher:
         memory_cost=ARGON2_MEMORY_KIB,
         parallelism=ARGON2_PARALLELISM,
     )
+
+
+# The row authenticate reads on every request, built once (its token id a parameter).
+_TOKEN_ROW = (
+    select(
+        api_tokens.c.kind,
+        api_tokens.c.secret_hash,
+        api_tokens.c.user_id,
+        api_tokens.c.project,
+        api_tokens.c.job_id,
+        api_tokens.c.instance_id,
+        api_tokens.c.revoked_unix_s,
+        users.c.name,
+    )
+    .select_from(api_tokens.outerjoin(users, users.c.user_id == api_tokens.c.user_id))
+    .where(api_tokens.c.token_id == bindparam("token_id"))
+)
 
 
 class TokenStore:
@@ -363,26 +380,12 @@ class TokenStore:
         digest = hashlib.sha256(token.encode()).digest()
         if cached_only and not self._cached(digest, token_id):
             return None
-        c = api_tokens.c
-        query = (
-            select(
-                c.kind,
-                c.secret_hash,
-                c.user_id,
-                c.project,
-                c.job_id,
-                c.instance_id,
-                c.revoked_unix_s,
-                users.c.name,
-            )
-            .select_from(api_tokens.outerjoin(users, users.c.user_id == c.user_id))
-            .where(c.token_id == token_id)
-        )
+        query, params = _TOKEN_ROW, {"token_id": token_id}
         if conn is not None:
-            row = conn.execute(query).first()
+            row = conn.execute(query, params).first()
         else:
             with self.engine.connect() as own:
-                row = own.execute(query).first()
+                row = own.execute(query, params).first()
         if row is None or row.revoked_unix_s is not None or row.kind != kind:
             with self._lock:
                 self._verified.pop(digest, None)

@@ -25,6 +25,7 @@ standard library.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -281,11 +282,20 @@ def add_request(
 def upsert_heartbeat(conn: Connection, row: dict[str, Any]) -> None:
     """The instance's one ``agent_heartbeats`` row, inserted or replaced, in the caller's transaction
     (the server runs it in the transaction that read the agent's token: one per heartbeat)."""
+    conn.execute(_upsert_statement(conn.dialect.name, tuple(sorted(row))), row)
+
+
+@functools.cache
+def _upsert_statement(dialect: str, columns: tuple[str, ...]) -> Any:
+    """The upsert of those columns, built once per dialect and column set (500 beats a second
+    should not build a statement each): the values come as parameters."""
     from spothop.state.agent_tables import agent_heartbeats
 
-    insert = _dialect_insert(conn)(agent_heartbeats).values(**row)
-    update = {k: v for k, v in row.items() if k != "instance_id"}
-    conn.execute(insert.on_conflict_do_update(index_elements=["instance_id"], set_=update))
+    insert = _insert_for(dialect)(agent_heartbeats)
+    return insert.on_conflict_do_update(
+        index_elements=["instance_id"],
+        set_={c: insert.excluded[c] for c in columns if c != "instance_id"},
+    )
 
 
 def _wake_controller() -> None:
@@ -300,7 +310,11 @@ def _wake_controller() -> None:
 
 def _dialect_insert(engine: Engine | Connection) -> Any:
     """The dialect's INSERT, which has ``on_conflict_do_*`` on both SQLite and PostgreSQL."""
-    if engine.dialect.name == "postgresql":
+    return _insert_for(engine.dialect.name)
+
+
+def _insert_for(dialect: str) -> Any:
+    if dialect == "postgresql":
         from sqlalchemy.dialects.postgresql import insert as pg_insert
 
         return pg_insert
