@@ -20,7 +20,7 @@ from tests.jobs.controller.factories import (
     spec,
 )
 
-CKPT = {"url": "s3://ckpt/train"}
+CKPT = {"url": "s3://ckpt/train", "compatibility": {}}  # opted in: the matrix's own rules
 RAN = NOW - 3500  # when an attempt reached running (the factory leaves it unset once ended)
 
 
@@ -34,8 +34,10 @@ def test_a_job_preempted_on_hopper_is_relaunched_only_on_hopper() -> None:
     with_checkpoint = job(attempts=[lost], job_spec=spec(checkpoint=CKPT))
     assert _types(decide(snapshot([with_checkpoint]))) == {H100}
     assert _ranked_types(with_checkpoint) == {H100}
-    # The same job without a checkpoint section may go to an A100 too.
+    # The same job without a checkpoint section, or not opted in, may go to an A100 too.
     assert _ranked_types(job(attempts=[lost])) == {H100, A100}
+    not_opted = job(attempts=[lost], job_spec=spec(checkpoint={"url": "s3://ckpt/train"}))
+    assert _ranked_types(not_opted) == {H100, A100}
 
 
 def _ranked_types(view) -> set[str]:  # type: ignore[no-untyped-def]

@@ -103,3 +103,17 @@ def test_the_gpu_and_need_come_from_the_environment() -> None:
     for bad in ("[1]", "nope", '{"min_compute_capability": "8"}'):
         with pytest.raises(CheckpointConfigError, match=COMPAT_ENV):
             need_from_env({COMPAT_ENV: bad})
+
+
+def test_a_job_that_did_not_opt_in_is_not_checked_under_the_launcher(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _save(tmp_path, "H100-SXM5-80GB", 1, "a")
+    monkeypatch.setenv(
+        GPU_ENV, "V100-SXM2-16GB"
+    )  # the launcher's GPU, no $SPOTHOP_CHECKPOINT_COMPAT
+    restored = _restore(tmp_path, None, "b")
+    assert restored is not None and restored.step == 1
+    monkeypatch.setenv(COMPAT_ENV, "{}")  # opted in: the matrix's own rules
+    with pytest.raises(NoValidCheckpoint, match="architecture Volta is older"):
+        _restore(tmp_path, None, "c")

@@ -12,7 +12,9 @@ Contracts:
    else ``$SPOTHOP_GPU`` (the launcher sets it to the GPU of the offering it placed the
    attempt on), else the name CUDA reports when torch is already imported and has a
    device. A checkpoint made where none of these is known records nothing.
-2. **At restore** a candidate made on GPU X is refused on GPU Y when the matrix refuses
+2. **At restore**, when the job opted in (``$SPOTHOP_CHECKPOINT_COMPAT`` is set, ``{}`` for the
+   matrix's own rules) or the checkpointer was given ``gpu=``, a candidate made on GPU X
+   is refused on GPU Y when the matrix refuses
    X → Y under the job's need (``$SPOTHOP_CHECKPOINT_COMPAT``, the spec's
    ``checkpoint.compatibility`` as JSON), with its memory need raised to the state's
    own size (the manifest's leaves, one rank's). It is refused as a validation
@@ -107,12 +109,15 @@ class HardwareCheck:
 
     gpu: str | None = None
     need: CompatNeed = field(default_factory=CompatNeed)
+    enforce: bool = True  # False: record made_on, check nothing (the job did not opt in)
 
     @classmethod
     def from_env(
         cls, gpu: str | None = None, environ: Mapping[str, str] | None = None
     ) -> HardwareCheck:
-        return cls(this_gpu(gpu, environ), need_from_env(environ))
+        env = os.environ if environ is None else environ
+        enforce = gpu is not None or COMPAT_ENV in env
+        return cls(this_gpu(gpu, env), need_from_env(env), enforce)
 
     @property
     def made_on(self) -> dict[str, Any]:
@@ -122,7 +127,7 @@ class HardwareCheck:
     def refusal(self, manifest: Manifest) -> str | None:
         """The matrix's reason this GPU may not restore ``manifest``; None when it may."""
         source = manifest.made_on.get("gpu") if manifest.made_on else None
-        if self.gpu is None or not source:
+        if not self.enforce or self.gpu is None or not source:
             return None
         verdict = compat_matrix().compatible(
             str(source), self.gpu, self.need.at_least(state_gib(manifest))
@@ -131,7 +136,7 @@ class HardwareCheck:
 
     def validator(self, validate: Validator | None) -> Validator | None:
         """``validate`` with this check first (None when nothing is to be checked)."""
-        if self.gpu is None:
+        if not self.enforce or self.gpu is None:
             return validate
 
         def checked(restored: Restored) -> bool:

@@ -449,7 +449,8 @@ def plan_json(
     from spothop.scheduler.placement import rank
     from spothop.scheduler.spread import spread
 
-    need = spec.checkpoint.compatibility.need() if spec.checkpoint is not None else None
+    compat = spec.checkpoint.compatibility if spec.checkpoint is not None else None
+    need = compat.need() if compat is not None else None  # --checkpoint-gpu applies it anyway
     req = spec.requirements().moving_from(checkpoint_gpu, need)
     profile, kinds, pools = plan_inputs(spec, reserved_pools({p.name: p for p in providers}))
     changes: dict[str, Any] = {"data_gib": data_gib, "data_location": data_at}

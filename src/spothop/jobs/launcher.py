@@ -137,7 +137,7 @@ class WorkerCommand:
     checkpoint_interval_s: float | None = None  # the spec's fixed interval; None: auto (from λ)
     checkpoint_save_cost_s: float | None = None  # the spec's first guess at one save's seconds
     checkpoint_replicas: Mapping[str, str] = field(default_factory=dict)  # region → durable URL
-    checkpoint_compat: Mapping[str, Any] = field(default_factory=dict)  # checkpoint.compatibility
+    checkpoint_compat: Mapping[str, Any] | None = None  # checkpoint.compatibility (None: not asked)
 
 
 @dataclass(frozen=True)
@@ -180,8 +180,8 @@ def placement_env(
         env[REGION_ENV] = region
     if gpu:
         env[GPU_ENV] = gpu
-    compat = {k: v for k, v in work.checkpoint_compat.items() if v is not None}
-    if compat:
+    if work.checkpoint_compat is not None:  # the job opted in ({}: the matrix's own rules)
+        compat = {k: v for k, v in work.checkpoint_compat.items() if v is not None}
         env[COMPAT_ENV] = json.dumps(compat, sort_keys=True)
     if work.checkpoint_replicas:
         env[REPLICAS_ENV] = json.dumps(dict(work.checkpoint_replicas), sort_keys=True)

@@ -323,7 +323,11 @@ class CheckpointSpec(_Model):
         description="a durable store per region ('region' or 'provider/region': URL); durable "
         "saves are copied to each, and a relaunched instance restores from its own region's",
     )
-    compatibility: CompatibilitySpec = Field(default_factory=CompatibilitySpec)
+    compatibility: CompatibilitySpec | None = Field(
+        default=None,
+        description="opt in to the hardware compatibility matrix ({} for its own rules): "
+        "placement and restore then keep the checkpoint on GPUs it may move to",
+    )
 
     @field_validator("replicas")
     @classmethod

@@ -778,10 +778,10 @@ def _str_or_none(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def _compat_of(spec: Any) -> dict[str, Any]:
-    """The spec's ``checkpoint.compatibility`` as plain values (empty: nothing asked)."""
+def _compat_of(spec: Any) -> dict[str, Any] | None:
+    """The spec's ``checkpoint.compatibility`` as plain values; None: the job did not opt in."""
     compat = getattr(getattr(spec, "checkpoint", None), "compatibility", None)
-    return compat.model_dump() if compat is not None else {}
+    return compat.model_dump() if compat is not None else None
 
 
 def _checkpoint_url(spec: Any) -> str | None:

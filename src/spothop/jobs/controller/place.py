@@ -21,7 +21,8 @@ candidates:
   next. The tolerance chooses among the candidates outside suspected zones,
   and among all only when that choice is empty; reserved pools in a suspected
   zone come after every other pool.
-- **Where the checkpoint may go.** A job with a checkpoint section that has
+- **Where the checkpoint may go.** A job whose checkpoint section opts in
+  (``checkpoint.compatibility``, ``{}`` for the matrix's own rules) and that has
   run is placed only on GPUs the hardware compatibility matrix
   (``resources/compat.py``) lets its checkpoint move to: made on the GPU of
   its newest attempt that reached running (:func:`checkpoint_gpu_of`), under
@@ -229,7 +230,7 @@ class JobPlacement:
         self.inputs = plan_inputs(self.spec, snapshot.reservations)
         self.checkpoint_gpu = checkpoint_gpu_of(job, snapshot.market)
         ckpt = self.spec.checkpoint
-        need = ckpt.compatibility.need() if ckpt is not None else None
+        need = ckpt.compatibility.need() if ckpt is not None and ckpt.compatibility else None
         self.requirements = self.spec.requirements().moving_from(self.checkpoint_gpu, need)
         self.pools = self.inputs.pools
         self._rankings: dict[MarketKind, Ranking] = {}
@@ -343,14 +344,15 @@ def checkpoint_gpu_of(job: JobView, market: MarketView) -> str | None:
     That is the GPU of the job's newest attempt that reached running (its
     worker is the one that saved last: at its interval, and on every notice),
     looked up by (provider, instance type) among the view's offerings. None
-    when the spec has no checkpoint section, no attempt ran, or the type is
+    when the spec has no checkpoint section or does not opt in to the matrix
+    (``checkpoint.compatibility``), no attempt ran, or the type is
     not in the view (nothing is then imposed). An approximation: an attempt
     that ran and never saved makes the bound its GPU's, not the one the
     checkpoint was made on; the worker's own check at restore
     (``checkpoint/hardware.py``: the manifest records its GPU) is the last word.
     """
-    if job.spec.checkpoint is None:
-        return None
+    if job.spec.checkpoint is None or job.spec.checkpoint.compatibility is None:
+        return None  # no checkpoint, or the job did not opt in to the matrix
     ran = sorted((a for a in job.attempts if a.running_at is not None), key=_ran_at, reverse=True)
     if not ran:
         return None
