@@ -466,3 +466,20 @@ def test_the_executor_gives_a_group_node_its_rendezvous_or_refuses_naming_why(
     finally:
         executor.close()
         store.close()
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        ({"spread": {"min_zones": 2}}, "spread is for batch workers"),
+        (
+            {"reserved": [{"provider": "fake", "instance_type": A100}]},
+            "reserved pools are not used by multi-node tasks",
+        ),
+    ],
+)
+def test_what_a_group_does_not_use_is_refused_rather_than_ignored(
+    fields: dict[str, Any], expected: str
+) -> None:
+    with pytest.raises(JobSpecError, match=expected):
+        spec(num_nodes=2, **fields)

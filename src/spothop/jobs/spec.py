@@ -543,6 +543,16 @@ class JobSpec(_Model):
                     f"spread.{field} is {wanted} but the job has only {count} "
                     f"{'workers' if self.kind is JobKind.BATCH else 'nodes'}; lower it"
                 )
+        if self.grouped and (self.spread.min_zones > 1 or self.spread.min_instance_types > 1):
+            raise ValueError(
+                "a multi-node task runs as one group on one zone and instance type "
+                "(docs/multinode.md); spread is for batch workers: remove it"
+            )
+        if self.grouped and self.reserved:
+            raise ValueError(
+                "reserved pools are not used by multi-node tasks yet (docs/multinode.md); "
+                "remove 'reserved' or run the job on one node"
+            )
         return self
 
     @property
