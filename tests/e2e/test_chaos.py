@@ -77,10 +77,12 @@ class Size:
 
 
 # The trainer steps slowly enough (0.2 s a step) to live through the markets' weather too.
-# Deadlines: about 2 minutes on a quiet 2-core machine; a loaded one (load 15) needs more, as every
-# restart's model load slows while the storm keeps its pace.
+# Deadlines: the reduced size takes about 2 minutes on a 2-core machine at load 8-12; a more loaded
+# one needs more, as every restart's model load slows while the storm keeps its simulated pace
+# (at load 20 the full size did not end within 15 minutes: restarts on the 8-minute Azure-like
+# markets barely finish loading the model before the next preemption).
 REDUCED = Size(passages=400, steps=120, step_sleep_s=0.2, end_timeout_s=420)
-FULL = Size(passages=4000, steps=600, step_sleep_s=0.2, end_timeout_s=900)
+FULL = Size(passages=4000, steps=600, step_sleep_s=0.2, end_timeout_s=2400)
 
 
 def stormy_demo_world() -> dict[str, Any]:
@@ -297,7 +299,7 @@ def test_the_chaos_world_is_the_demo_world_five_times_as_stormy() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1500)
+@pytest.mark.timeout(3000)
 def test_chaos_soak_full_size(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
