@@ -483,3 +483,15 @@ def test_what_a_group_does_not_use_is_refused_rather_than_ignored(
 ) -> None:
     with pytest.raises(JobSpecError, match=expected):
         spec(num_nodes=2, **fields)
+
+
+def test_the_ddp_examples_job_file_is_a_checkpointed_two_node_group() -> None:
+    from pathlib import Path
+
+    from spothop.jobs.spec import load_job
+
+    folder = Path(__file__).resolve().parents[2] / "examples" / "ddp"
+    s = load_job(folder / "job.yaml")
+    assert s.grouped and s.num_nodes == 2 and not s.reformable
+    assert s.checkpoint is not None and s.checkpoint.url == str(folder / "ckpt")
+    assert s.run is not None and "train.py" in s.run
