@@ -55,6 +55,13 @@ code  name                        meaning
     │   ├── LeaseLost               the lease expired or another worker holds the shard now
     │   ├── AlreadyCompletedError   a second complete of one lease with a different output
     │   └── QueueUnavailableError   the backend stayed unreachable through every retry             exit 4
+    ├── ServerError                 spothop server refused a call or did not answer (cli/remote.py)
+    │   ├── ServerUnavailable       unreachable, timed out, 429 or 5xx: may work later            exit 4
+    │   ├── ServerAuthError         401: no token, or one the server does not know                exit 2
+    │   ├── ServerForbidden         403: a valid token that may not touch that                     exit 2
+    │   ├── ServerNotFound          404 (also a NotFoundError)                                     exit 3
+    │   ├── ServerConflict          409: does not fit the object's state                           exit 1
+    │   └── ServerRefused           400/413/422: the input is wrong (also a ConfigError)           exit 2
     ├── AgentError                  the on-instance agent failed at something on purpose           exit 1
     │   ├── NoticeEndpointError     the metadata endpoint was unreachable or gave a bad answer     exit 4
     │   ├── EventFormatError        a stored or received agent event is not an event               exit 1
@@ -272,3 +279,49 @@ def exit_for_counts(done: int, failed: int) -> int:
     if failed <= 0:
         return EXIT_OK
     return EXIT_PARTIAL if done > 0 else EXIT_FAILED
+
+
+# --- the CLI's client of ``spothop server`` (cli/remote.py) -------------------------------------
+
+
+class ServerError(SpothopError):
+    """``spothop server`` refused a call or did not answer; the message says which and why."""
+
+    def __init__(self, message: str, *, status: int | None = None, kind: str | None = None):
+        super().__init__(message)
+        self.status = status
+        self.kind = kind  # the server's error type (``JobNotFound``, ``JobSpecError``…)
+
+
+class ServerUnavailable(ServerError):
+    """Unreachable, timed out, rate limited (429) or a server error (5xx): the same call may work later."""
+
+    exit_code = EXIT_UNAVAILABLE
+    refused = False  # the connection was refused: the request never reached a server
+    retry_after_s: float | None = None  # the server's Retry-After, when it gave one
+
+
+class ServerAuthError(ServerError):
+    """401: no token, or one the server does not know (or revoked)."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class ServerForbidden(ServerError):
+    """403: the token is valid but may not touch that (another project's job)."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class ServerNotFound(ServerError, NotFoundError):
+    """404: no such job (or path) on the server."""
+
+
+class ServerConflict(ServerError):
+    """409: the request does not fit the object's state (cancel a finished job)."""
+
+    exit_code = EXIT_FAILED
+
+
+class ServerRefused(ServerError, ConfigError):
+    """400/413/422: the input is wrong (a spec, a flag's value, a body too big)."""

@@ -41,12 +41,14 @@ from typing import Annotated, Any
 import typer
 
 from spothop.errors import (
-    EXIT_BAD_INPUT,
-    EXIT_FAILED,
-    EXIT_UNAVAILABLE,
     ConfigError,
-    NotFoundError,
-    SpothopError,
+    ServerAuthError,
+    ServerConflict,
+    ServerError,
+    ServerForbidden,
+    ServerNotFound,
+    ServerRefused,
+    ServerUnavailable,
 )
 
 SERVER_ENV = "SPOTHOP_SERVER"
@@ -80,49 +82,6 @@ TokenOption = Annotated[
         show_default=False,
     ),
 ]
-
-
-class ServerError(SpothopError):
-    """``spothop server`` refused a call or did not answer; the message says which and why."""
-
-    def __init__(self, message: str, *, status: int | None = None, kind: str | None = None):
-        super().__init__(message)
-        self.status = status
-        self.kind = kind  # the server's error type (``JobNotFound``, ``JobSpecError``…)
-
-
-class ServerUnavailable(ServerError):
-    """Unreachable, timed out, rate limited (429) or a server error (5xx): the same call may work later."""
-
-    exit_code = EXIT_UNAVAILABLE
-    refused = False  # the connection was refused: the request never reached a server
-    retry_after_s: float | None = None  # the server's Retry-After, when it gave one
-
-
-class ServerAuthError(ServerError):
-    """401: no token, or one the server does not know (or revoked)."""
-
-    exit_code = EXIT_BAD_INPUT
-
-
-class ServerForbidden(ServerError):
-    """403: the token is valid but may not touch that (another project's job)."""
-
-    exit_code = EXIT_BAD_INPUT
-
-
-class ServerNotFound(ServerError, NotFoundError):
-    """404: no such job (or path) on the server."""
-
-
-class ServerConflict(ServerError):
-    """409: the request does not fit the object's state (cancel a finished job)."""
-
-    exit_code = EXIT_FAILED
-
-
-class ServerRefused(ServerError, ConfigError):
-    """400/413/422: the input is wrong (a spec, a flag's value, a body too big)."""
 
 
 def _error_for(status: int) -> type[ServerError]:
