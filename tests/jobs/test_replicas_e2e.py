@@ -34,6 +34,7 @@ from tests.jobs.e2e.test_controller_restart import (
     check_agent_events,
     check_instances,
     check_story,
+    task_spec,
 )
 from tests.jobs.test_replicas import schema_url
 from tests.waiting import process_running, scaled, wait_for
@@ -214,3 +215,52 @@ def test_a_replica_sigkilled_mid_job_its_job_goes_on_under_the_other(
     assert codes[survivor] == 0, r.log(survivor)[-3000:]
     assert lease(h, job_id)[0] is None
     assert not process_running(r.procs[survivor].pid)
+
+
+def test_a_paused_replica_wakes_to_find_its_job_taken_and_touches_nothing(
+    replicas: Replicas,
+) -> None:
+    """SIGSTOP the holder past its lease, the other takes the job; SIGCONT: the woken replica
+    drops the job, and launches, ends or writes nothing of it (one attempt, one instance)."""
+    r, h = replicas, replicas.h
+    r.start("r-a")
+    r.start("r-b")
+    gate = h.tmp / "task-gate"
+    with h.store() as store:
+        job_id = store.create_job(load_job(task_spec(h.tmp)))
+
+    def held_by(name: str | None = None) -> tuple[str | None, int] | None:
+        found = lease(h, job_id)
+        return found if found[0] and (name is None or found[0] == name) else None
+
+    owner, _ = wait_for(held_by, 60, what="a replica to claim the job")
+    other = "r-b" if owner == "r-a" else "r-a"
+    [instance] = wait_for(lambda: h.running(job_id), 90, what="the task running", interval_s=0.1)
+
+    r.procs[owner].send_signal(signal.SIGSTOP)
+    try:
+        wait_for(lambda: held_by(other), LEASE_S + LEASE_S / 3 + 5, what=f"{other} to take it")
+    finally:
+        r.procs[owner].send_signal(signal.SIGCONT)
+    wait_for(
+        lambda: f"lost the lease on {job_id}" in r.log(owner),
+        30,
+        what=f"{owner} to find its lease gone and drop the job",
+    )
+    gate.touch()
+
+    def ended() -> Any:
+        with h.store() as store:
+            job = store.get_job(job_id)
+        return job if job.state.final else None
+
+    final = wait_for(ended, 60, what="the task to end", interval_s=0.2)
+    assert str(final.state) == "succeeded", final.reason
+    assert held_by(other) or lease(h, job_id)[0] is None  # never back to the woken one
+    with h.store() as store:
+        attempts = store.attempts(job_id)
+    assert [a.instance_id for a in attempts] == [instance.instance_id]  # adopted, not relaunched
+    wait_for(lambda: not h.alive(job_id), 30, what="the instance to end")
+    check_instances(h, job_id)
+    check_story(h, job_id)
+    assert r.procs[owner].poll() is None and r.procs[other].poll() is None
