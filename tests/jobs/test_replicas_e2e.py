@@ -213,7 +213,7 @@ def test_a_replica_sigkilled_mid_job_its_job_goes_on_under_the_other(
     # A clean stop: the survivor exits 0 and leaves no lease behind.
     codes = r.stop_all()
     assert codes[survivor] == 0, r.log(survivor)[-3000:]
-    assert lease(h, job_id)[0] is None
+    assert lease(h, job_id)[0] is None  # finished: released at the renewal after it ended
     assert not process_running(r.procs[survivor].pid)
 
 

@@ -48,7 +48,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Row, func, insert, select, update
+from sqlalchemy import Connection, Engine, Row, func, insert, select, tuple_, update
 from sqlalchemy.exc import IntegrityError
 
 from spothop.db import make_engine
@@ -431,27 +431,90 @@ class JobStore:
         """
         now = self._clock()
         expires = now + lease_s
-        renewed: list[JobLease] = []
-        finished: list[str] = []
-        with self._engine.begin() as conn:
-            for lease in leases:
-                fenced = _leases.fenced((lease.job_id,), lease.token, now)
-                result = conn.execute(
-                    update(jobs)
-                    .where(fenced & _NEEDS_CONTROLLER)
-                    .values(lease_expires_unix_s=expires)
+        by_id = {lease.job_id: lease for lease in leases}
+        if not by_id:
+            return [], []
+        held = (
+            tuple_(jobs.c.job_id, jobs.c.lease_token).in_(
+                [(lease.job_id, lease.token) for lease in by_id.values()]
+            )
+            & jobs.c.lease_owner.is_not(None)
+            & (jobs.c.lease_expires_unix_s > now)
+        )
+        with self._engine.begin() as conn:  # two statements, whatever the number of jobs
+            kept = conn.execute(
+                update(jobs)
+                .where(held & _NEEDS_CONTROLLER)
+                .values(lease_expires_unix_s=expires)
+                .returning(jobs.c.job_id)
+            ).scalars()
+            renewed_ids = set(kept)
+            rest = [(j, lease.token) for j, lease in by_id.items() if j not in renewed_ids]
+            finished: list[str] = []
+            if rest:
+                finished = sorted(
+                    conn.execute(
+                        update(jobs)
+                        .where(
+                            tuple_(jobs.c.job_id, jobs.c.lease_token).in_(rest)
+                            & jobs.c.lease_owner.is_not(None)
+                            & (jobs.c.lease_expires_unix_s > now)
+                        )
+                        .values(
+                            lease_owner=None,
+                            lease_expires_unix_s=None,
+                            version=jobs.c.version + 1,
+                        )
+                        .returning(jobs.c.job_id)
+                    ).scalars()
                 )
-                if result.rowcount:
-                    renewed.append(JobLease(lease.job_id, lease.token, lease.owner, expires))
-                    continue
-                result = conn.execute(
-                    update(jobs)
-                    .where(fenced)
-                    .values(lease_owner=None, lease_expires_unix_s=None, version=jobs.c.version + 1)
-                )
-                if result.rowcount:
-                    finished.append(lease.job_id)
+        renewed = [
+            JobLease(j, by_id[j].token, by_id[j].owner, expires) for j in sorted(renewed_ids)
+        ]
         return renewed, finished
+
+    def expire_jobs(self, leases: Iterable[JobLease]) -> int:
+        """End each lease that still holds now (a clean stop): others claim the jobs at once,
+        sharing them out as a dead holder's (:meth:`lease_census`); how many ended."""
+        now = self._clock()
+        pairs = [(lease.job_id, lease.token) for lease in leases]
+        if not pairs:
+            return 0
+        with self._engine.begin() as conn:
+            result = conn.execute(
+                update(jobs)
+                .where(
+                    tuple_(jobs.c.job_id, jobs.c.lease_token).in_(pairs)
+                    & jobs.c.lease_owner.is_not(None)
+                    & (jobs.c.lease_expires_unix_s > now)
+                )
+                .values(lease_expires_unix_s=now)
+            )
+        return int(result.rowcount)
+
+    def lease_census(self, owner: str) -> tuple[int, int]:
+        """(jobs whose holder other than ``owner`` let the lease lapse, other live holders).
+
+        What a replica's fair share of a dead (or stopped) replica's jobs is computed from.
+        """
+        now = self._clock()
+        lapsed = (
+            _NEEDS_CONTROLLER
+            & jobs.c.lease_owner.is_not(None)
+            & (jobs.c.lease_owner != owner)
+            & (jobs.c.lease_expires_unix_s <= now)
+        )
+        live = (
+            jobs.c.lease_owner.is_not(None)
+            & (jobs.c.lease_owner != owner)
+            & (jobs.c.lease_expires_unix_s > now)
+        )
+        with self._engine.connect() as conn:
+            expired = conn.execute(select(func.count()).select_from(jobs).where(lapsed))
+            holders = conn.execute(
+                select(func.count(func.distinct(jobs.c.lease_owner))).where(live)
+            )
+            return int(expired.scalar_one()), int(holders.scalar_one())
 
     def release_job(self, lease: JobLease) -> bool:
         """Give a lease up (False: it no longer held anyway)."""

@@ -6,12 +6,15 @@ LOCKED`` on PostgreSQL, so replicas take different jobs at once, without a
 leader). The contract:
 
 1. **Claim.** A keeper thread, every ``lease_s / 3``, renews the held leases
-   (:meth:`JobStore.renew_jobs`: same token, later expiry; a job that needs
-   no controller any more — final, no live attempt — is released) and then claims up
-   to ``claim_limit`` jobs no one holds (new ones, and those whose holder's
-   lease expired), so a replica that starts first does not take every waiting
-   job at once: the others claim theirs at their next tick. A job gained wakes
-   the loop at once.
+   (:meth:`JobStore.renew_jobs`: same token, later expiry, two statements
+   whatever the number of jobs; a job that needs no controller any more —
+   final, no live attempt — is released) and then claims up to
+   ``claim_limit`` jobs no one holds, so a replica that starts first does not
+   take every waiting job at once: the others claim theirs at their next tick;
+   plus its share of the jobs whose holder let the lease lapse (a dead or
+   stopped replica's: their count over the live holders, itself included,
+   :meth:`JobStore.lease_census`), so those are taken over in one tick, however
+   many. A job gained wakes the loop at once.
 2. **Fence.** Every write the controller makes goes through
    ``store.fenced(...)``: the job's row is locked under this replica's token
    in the write's own transaction, so a replica that lost a job — paused
@@ -27,8 +30,8 @@ leader). The contract:
    and its attempts still ``launching`` from before the takeover are ended as
    cut by a crash (``Snapshot.held_since``), as a restarted daemon does.
 4. **Release.** A clean stop (``stop_event``) waits for the launches in
-   flight, then releases every lease, so the others take the jobs at their
-   next tick rather than after ``lease_s``. A killed replica's jobs are taken
+   flight, then ends every lease at once (:meth:`JobStore.expire_jobs`), so
+   the others share the jobs out at their next tick rather than after ``lease_s``. A killed replica's jobs are taken
    within one lease period (its leases expire; the others' next claim gets
    them): at most ``lease_s + lease_s / 3``.
 
@@ -178,10 +181,14 @@ class HeldJobs:
             for job_id, lease in renewed.items():
                 if job_id in self._leases:  # not dropped by a write meanwhile
                     self._leases[job_id] = lease
-            room = self.claim_limit
-            if self.max_jobs is not None:
-                room = min(room, self.max_jobs - len(self._leases))
+            mine = len(self._leases)
             exclude = set(self._leases)
+        # A dead (or stopped) replica's jobs are shared out at once: this replica's share of
+        # them, on top of the few new ones a tick takes (module docstring, 1).
+        lapsed, holders = self.store.lease_census(self.owner)
+        room = self.claim_limit + -(-lapsed // (holders + 1))
+        if self.max_jobs is not None:
+            room = min(room, self.max_jobs - mine)
         gained: list[str] = []
         if room > 0:
             now = self.clock()
@@ -199,18 +206,17 @@ class HeldJobs:
         return gained, lost
 
     def release_all(self) -> int:
-        """Give every lease up (a clean stop); how many still held."""
+        """End every lease now (a clean stop): the others share the jobs out at their next tick;
+        how many still held."""
         with self._lock:
             leases = list(self._leases.values())
             self._leases.clear()
             self._since.clear()
-        released = 0
-        for lease in leases:
-            try:
-                released += bool(self.store.release_job(lease))
-            except Exception as exc:  # it expires by itself: another takes it after lease_s
-                log.warning("releasing %s failed: %s", lease.job_id, exc)
-        return released
+        try:
+            return self.store.expire_jobs(leases)
+        except Exception as exc:  # they expire by themselves: others take them after lease_s
+            log.warning("replica %s: ending its leases failed: %s", self.owner, exc)
+            return 0
 
 
 @dataclass(frozen=True)
