@@ -43,6 +43,14 @@ LEASE_S = 3.0
 SHARDS = 300
 WORK_S_PER_SHARD = 0.05  # two workers: ~8 s of work, so the kill lands mid-job
 TAKEOVER_SLACK_S = 10.0
+# A terminated instance's agent gets 6 s of wall time (30 simulated) to hand its last events to
+# the control plane before the local cloud kills it: a worker released the moment its agent
+# booted (the job drained meanwhile) would otherwise die with its first events unsent, which no
+# controller could get back (a real VM's shutdown gives its agent longer).
+SLOW_TERMINATE = {
+    **WORLD,
+    "clouds": [{**cloud, "terminate_grace_s": 30} for cloud in WORLD["clouds"]],
+}
 LEAD_S = 10.0  # simulated seconds from the notice to the reclaim (2 s of wall time)
 
 
@@ -100,7 +108,7 @@ def replicas(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pg_schema: str, redis_prefix: str
 ) -> Iterator[Replicas]:
     del redis_prefix  # proves Redis answers; the job's keys are deleted below
-    with running_harness(tmp_path, monkeypatch, WORLD, ("--queue-url", REDIS_URL)) as h:
+    with running_harness(tmp_path, monkeypatch, SLOW_TERMINATE, ("--queue-url", REDIS_URL)) as h:
         h.store_url = schema_url(pg_schema)
         r = Replicas(h)
         try:

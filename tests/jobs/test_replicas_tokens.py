@@ -30,22 +30,16 @@ from spothop.jobs.launcher import AGENT_TOKEN_ENV, CONTROL_PLANE_ENV, WorkerComm
 from spothop.state.auth_tables import api_tokens
 from spothop.state.tokens import TokenStore
 from tests.conftest import REDIS_URL
-from tests.jobs.e2e.conftest import WORLD, Harness, running_harness
+from tests.jobs.e2e.conftest import Harness, running_harness
 from tests.jobs.e2e.test_batch import batch_spec, check_exactly_once
 from tests.jobs.e2e.test_controller_restart import agent_up, check_agent_events, check_story
 from tests.jobs.test_replicas import schema_url
-from tests.jobs.test_replicas_e2e import _delete_queue_keys
+from tests.jobs.test_replicas_e2e import SLOW_TERMINATE, _delete_queue_keys
 from tests.server.live import LiveServer
 from tests.waiting import scaled, wait_for
 
 SHARDS = 120
 TOKEN_PREFIX = "shp_a_"  # every agent token starts so (spothop.state.tokens)
-# A terminated instance's agent gets 6 s of wall time (30 simulated) to tell the server its
-# last events over HTTP before the local cloud kills it (a real VM's shutdown takes longer).
-SLOW_TERMINATE = {
-    **WORLD,
-    "clouds": [{**cloud, "terminate_grace_s": 30} for cloud in WORLD["clouds"]],
-}
 
 
 def test_the_launcher_puts_the_token_in_the_environment_only(tmp_path: Path) -> None:
