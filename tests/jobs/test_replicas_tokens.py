@@ -7,8 +7,8 @@ the API with a user token runs on the local cloud, one worker preempted. The
 agents get ``SPOTHOP_CONTROL_PLANE=<server>`` and their own
 ``SPOTHOP_AGENT_TOKEN``: one token per instance, bound to its instance id,
 revoked once its attempt ended and its instance is gone; no token appears in a
-log, an event or a command line; every event an agent logged reached the store
-through the server.
+log, an event or a command line; every event the server acknowledged (all an
+agent that finished its protocol logged) is stored.
 """
 
 from __future__ import annotations
@@ -32,9 +32,13 @@ from spothop.state.tokens import TokenStore
 from tests.conftest import REDIS_URL
 from tests.jobs.e2e.conftest import Harness, running_harness
 from tests.jobs.e2e.test_batch import batch_spec, check_exactly_once
-from tests.jobs.e2e.test_controller_restart import agent_up, check_agent_events, check_story
+from tests.jobs.e2e.test_controller_restart import agent_up, check_story
 from tests.jobs.test_replicas import schema_url
-from tests.jobs.test_replicas_e2e import SLOW_TERMINATE, _delete_queue_keys
+from tests.jobs.test_replicas_e2e import (
+    SLOW_TERMINATE,
+    _delete_queue_keys,
+    check_acknowledged_events,
+)
 from tests.server.live import LiveServer
 from tests.waiting import scaled, wait_for
 
@@ -192,7 +196,7 @@ def test_agents_talk_to_the_server_with_a_token_per_instance_revoked_when_it_end
     access = m.server.log()
     assert "POST /v1/agents/register" in access
     assert f"POST /v1/agents/{victim.instance_id}/events" in access
-    check_agent_events(h, job_id)
+    check_acknowledged_events(h, job_id, {victim.instance_id})
     check_exactly_once(h, job_id, h.tmp / "out-tokens", queue_url=REDIS_URL, shards=SHARDS)
     check_story(h, job_id)
 
