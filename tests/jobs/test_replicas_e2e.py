@@ -51,7 +51,7 @@ SLOW_TERMINATE = {
     **WORLD,
     "clouds": [{**cloud, "terminate_grace_s": 30} for cloud in WORLD["clouds"]],
 }
-LEAD_S = 10.0  # simulated seconds from the notice to the reclaim (2 s of wall time)
+LEAD_S = 30.0  # simulated seconds from the notice to the reclaim (6 s of wall time)
 
 
 class Replicas:

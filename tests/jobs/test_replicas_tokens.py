@@ -35,6 +35,7 @@ from tests.jobs.e2e.test_batch import batch_spec, check_exactly_once
 from tests.jobs.e2e.test_controller_restart import agent_up, check_story
 from tests.jobs.test_replicas import schema_url
 from tests.jobs.test_replicas_e2e import (
+    LEAD_S,
     SLOW_TERMINATE,
     _delete_queue_keys,
     check_acknowledged_events,
@@ -165,7 +166,7 @@ def test_agents_talk_to_the_server_with_a_token_per_instance_revoked_when_it_end
     workers = wait_for(two_running, 90, what="both workers running", interval_s=0.1)
     victim = workers[0]
     agent_up(h, victim)  # its self-check reached the store: through the server, with its token
-    h.preempt(victim, lead_time_s=10.0)
+    h.preempt(victim, lead_time_s=LEAD_S)  # 6 s of wall time for its protocol over HTTP
 
     def ended() -> Any:
         with h.store() as store:
