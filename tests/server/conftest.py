@@ -1,8 +1,9 @@
-"""A real server for a module's tests: `spothop server run` on PostgreSQL (a fresh schema) with its
+"""A real server for the package's tests: `spothop server run` on PostgreSQL (a fresh schema) with its
 queue on Redis, fake cloud credentials in its environment, every request in its access log."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,8 +41,9 @@ class Served:
     home: Path
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+@contextlib.contextmanager
+def serving(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """A server on a fresh PostgreSQL schema (dropped after) with its queue on Redis."""
     for problem in (_postgres_problem(), _redis_problem()):
         if problem:
             unavailable(problem)
@@ -66,6 +68,13 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     finally:
         with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@pytest.fixture(scope="package")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """One server for the package's modules (each test uses its own users, projects and agents)."""
+    with serving(tmp_path_factory) as it:
+        yield it
 
 
 def launch(served: Served, token: str, name: str) -> str:

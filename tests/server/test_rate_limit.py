@@ -4,14 +4,25 @@ the other modules' new tokens)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import pytest
+
 from tests.conftest import unique
-from tests.server.conftest import Served
+from tests.server.conftest import Served, serving
+
+
+@pytest.fixture(scope="module")
+def alone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """A server of this module's own: the limit it reaches would refuse other modules' new tokens."""
+    with serving(tmp_path_factory) as it:
+        yield it
 
 
 def test_failed_authentication_is_rate_limited_but_known_tokens_keep_working(
-    served: Served,
+    alone: Served,
 ) -> None:
-    server = served.server
+    served, server = alone, alone.server
     _, known = served.tokens.create_user(unique("known").lower(), "rate")
     _, fresh = served.tokens.create_user(unique("fresh").lower(), "rate")
     assert server.call("GET", "/v1/whoami", token=known)[0] == 200  # verified: in the cache
