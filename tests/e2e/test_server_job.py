@@ -133,8 +133,12 @@ def test_a_batch_job_runs_with_its_agents_on_the_server(
         # Issued at launch, one per instance; revoked when the attempt ended.
         assert instances and {t.instance_id for t in tokens} == instances
         wait_for(lambda: _all_revoked(store, job_id), 30, what="every agent token revoked")
-        # The agents' own events reached the server's store: they had no other way there.
-        assert {i for i, _ in kinds} >= instances
+        # The agents' own events reached the server's store: they had no other way there. Every
+        # agent whose worker ran to its exit told the server (a replacement ended before its
+        # agent had started, when the other worker had done the last shards, may have nothing).
+        worked = {a.instance_id for a in store.attempts(job_id) if a.exit_code is not None}
+        told = {i for i, _ in kinds}
+        assert worked and worked <= told, (worked, told)
         assert (running[0].instance_id, "interruption") in kinds
         expected = report_json(store, job_id, default_providers(tuple(h.providers)))
     assert not _embedded_agent_events(job_id)
