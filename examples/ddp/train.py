@@ -23,7 +23,9 @@ flags — its agent asked a stop (a final notice, or the controller stopping
 the group for another node's notice), a checkpoint (an advance notice), or
 the checkpoint interval passed (or ``--save-every``) — so that every rank
 saves the same step. On a stop every rank saves an emergency checkpoint,
-waits (at most :data:`OWN_STOP_WAIT_S`) for its own agent's stop — the
+waits until every rank's part is committed (a barrier; only then does each node
+tell its agent it saved, since the agent then ends all of the node's
+processes), waits (at most :data:`OWN_STOP_WAIT_S`) for its own agent's stop — the
 controller's broadcast brings it to the nodes the cloud did not notice — and
 exits 75 (preempted, resumable). A rank whose peer vanished (a collective
 fails) exits 75 too: the group is relaunched from the last committed step.
@@ -44,8 +46,8 @@ size gives bit-identical weights after any number of group restarts.
 from __future__ import annotations
 
 import argparse
-import functools
 import json
+import math
 import os
 import sys
 import time
@@ -67,6 +69,7 @@ SAMPLES, FEATURES = 96, 8
 GLOBAL_BATCH = 12  # divides by 1, 2, 3, 4 and 6 ranks: every shape gets equal shares
 SEED = 0
 LR, MOMENTUM = 0.05, 0.9
+MIN_SAVE_WAIT_S = 0.5  # waited for the emergency save even when the deadline has (nearly) passed
 OWN_STOP_WAIT_S = 60.0  # the controller's broadcast reaches this rank's agent within a pass or two
 COLLECTIVE_TIMEOUT_S = 60.0  # a peer gone silent this long is lost: leave, resumable
 EXIT_PREEMPTED = preemption.EXIT_PREEMPTED
@@ -115,6 +118,9 @@ def _loop(me: World, args: argparse.Namespace) -> int:
     ckpt = Checkpointer(args.checkpoint_url, world=layout)
     state = TorchState(model, optimizer, sampler=sampler)
     step = state.restore(ckpt) or 0  # the step every rank can load; re-sharded from another world
+    if me.rank == 0 and args.seen and step:
+        Path(args.seen).mkdir(parents=True, exist_ok=True)
+        _write_weights(Path(args.seen) / f"gen{me.generation}-restored.json", state, step)
     print(
         f"rank {me.rank}/{me.world_size} generation {me.generation}: starting at step {step}",
         flush=True,
@@ -153,18 +159,7 @@ def _loop(me: World, args: argparse.Namespace) -> int:
             ckpt.should_save() or (args.save_every > 0 and step % args.save_every == 0),
         )
         if stop:
-            own = sdk.stop_requested()
-            save = functools.partial(
-                state.save,
-                ckpt,
-                step,
-                tier=Tier.EMERGENCY,
-                user_metadata={"reason": "stop", "generation": me.generation},
-            )
-            preempted = preemption.emergency_save(ckpt, step, save)
-            _wait_for_own_stop(own)
-            print(f"rank {me.rank}: saved step {step}; exit 75", flush=True)
-            return int(preempted.code or EXIT_PREEMPTED)
+            return _emergency(me, ckpt, state, step, args.seen)
         if asked or due:
             reason = "advance-notice" if asked else "interval"
             state.save(ckpt, step, user_metadata={"reason": reason}).wait()
@@ -192,6 +187,34 @@ class _Batches:
             self._it = iter(BatchSampler(self.sampler, self.size, drop_last=False))
             rows = next(self._it)
         return self.sampler.epoch, [int(r) for r in rows]
+
+
+def _emergency(
+    me: World, ckpt: Checkpointer, state: TorchState, step: int, seen: str | None
+) -> int:
+    """Every rank saves its part of this step; once all parts are there (a barrier), each node's
+    first process tells its agent (``sdk.saved``: the agent then ends the node's processes, so
+    not before the node's other ranks are saved too); then exit 75."""
+    own = sdk.stop_requested()
+    left = sdk.seconds_left()
+    timeout = None if math.isinf(left) else max(MIN_SAVE_WAIT_S, left - preemption.SAFETY_MARGIN_S)
+    metadata = {"reason": "stop", "generation": me.generation}
+    manifest = state.save(ckpt, step, tier=Tier.EMERGENCY, user_metadata=metadata).wait(timeout)
+    dist.barrier()  # every rank's part is committed: the checkpoint of this step is whole
+    if me.local_rank == 0:
+        sdk.saved(step=step, checkpoint_id=manifest.checkpoint_id, tier=manifest.tier.value)
+    if me.rank == 0 and seen:
+        _write_weights(Path(seen) / f"gen{me.generation}-saved.json", state, step)
+    _wait_for_own_stop(own)
+    ckpt.close()
+    print(f"rank {me.rank}: saved step {step}; exit 75", flush=True)
+    return EXIT_PREEMPTED
+
+
+def _write_weights(path: Path, state: TorchState, step: int) -> None:
+    """The model's parameters at ``step``, as JSON (what the re-form test compares)."""
+    weights = [float(v) for p in state.model.parameters() for v in p.detach().flatten()]
+    path.write_text(json.dumps({"step": step, "weights": weights}), encoding="utf-8")
 
 
 def _agreed(*flags: bool) -> list[bool]:
