@@ -9,6 +9,7 @@ the server's refusals must read as the CLI's own errors, with its exit codes.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,6 +24,7 @@ from spothop.jobs.lifecycle import JobState
 from spothop.jobs.store import JobStore
 from spothop.state.tokens import TokenStore
 from tests.conftest import POSTGRES_URL, REDIS_URL
+from tests.jobs.e2e.conftest import WORLD
 from tests.server.live import LiveServer
 
 pytestmark = pytest.mark.services
@@ -50,11 +52,28 @@ class Remote:
         return self.cli(*args, "--store", self.store_url)
 
 
+def _still_world() -> dict[str, Any]:
+    """The e2e world with markets whose prices never move and which never go away: a plan made
+    here and one made by the server a moment later read the same market."""
+    still = copy.deepcopy(WORLD)
+    still["speed"] = 1.0
+    for cloud in still["clouds"]:
+        cloud["market"]["synthetic"]["price_std_ratio"] = 0.0
+    return still
+
+
 @pytest.fixture
 def remote(
-    pg_schema: str, redis_prefix: str, tmp_path: Path, cli: Callable[..., Any]
+    pg_schema: str,
+    redis_prefix: str,
+    tmp_path: Path,
+    cli: Callable[..., Any],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[Remote]:
     del redis_prefix  # proves Redis answers; the server's queue keys are per job
+    world = tmp_path / "world.yaml"
+    world.write_text(yaml.safe_dump(_still_world()))
+    monkeypatch.setenv("SPOTHOP_WORLD", str(world))  # here and in the server's environment
     separator = "&" if "?" in POSTGRES_URL else "?"
     url = f"{POSTGRES_URL}{separator}options=-csearch_path%3D{pg_schema}"
     JobStore(url).close()  # the schema migrated before the server and the token store use it
