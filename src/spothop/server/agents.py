@@ -23,7 +23,11 @@ from pydantic import BaseModel
 
 from spothop.agent.controlplane.base import Heartbeat, Registration
 from spothop.agent.controlplane.queue_leases import queue_leases
-from spothop.agent.controlplane.store import StoreControlPlane, upsert_heartbeat
+from spothop.agent.controlplane.store import (
+    StoreControlPlane,
+    registration_row,
+    upsert_heartbeat,
+)
 from spothop.agent.errors import EventFormatError
 from spothop.agent.eventmodel import event_from_dict
 from spothop.jobs.store import JobStore
@@ -83,11 +87,15 @@ def _own(principal: Principal, instance_id: str, job_id: str = "", what: str = "
 
 @router.post("/register", response_model=Ok)
 async def register(body: RegistrationBody, request: Request) -> Response:
+    """One small transaction, as a heartbeat: the token's row read, the registration written."""
+    store: JobStore = request.app.state.store
+
     def work() -> None:
-        principal = agent_principal(request)
-        job_id = _own(principal, body.instance_id, body.job_id, "the registration")
-        data = {**body.model_dump(), "job_id": job_id, "reasons": tuple(body.reasons)}
-        _plane(request, principal).register(Registration(**data))
+        with store.engine.begin() as conn:
+            principal = agent_principal(request, conn)
+            job_id = _own(principal, body.instance_id, body.job_id, "the registration")
+            data = {**body.model_dump(), "job_id": job_id, "reasons": tuple(body.reasons)}
+            upsert_heartbeat(conn, registration_row(Registration(**data)))
 
     await run_in_threadpool(work)
     return Response(OK_BODY, media_type="application/json")

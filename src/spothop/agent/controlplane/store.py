@@ -119,20 +119,7 @@ class StoreControlPlane:
     # -- the contract ------------------------------------------------------------
 
     def register(self, registration: Registration) -> None:
-        self._upsert_heartbeat(
-            {
-                "instance_id": registration.instance_id,
-                "worker_id": registration.worker_id,
-                "job_id": registration.job_id,
-                "provider": registration.provider,
-                "time_unix_s": registration.time_unix_s,
-                "state": "registered",
-                "worker_pid": None,
-                "worker_restarts": 0,
-                "worker_heartbeat_unix_s": None,
-                "notice_blind": registration.notice_blind,
-            }
-        )
+        self._upsert_heartbeat(registration_row(registration))
 
     def heartbeat(self, beat: Heartbeat) -> None:
         self._upsert_heartbeat(beat.to_dict())
@@ -277,6 +264,22 @@ def add_request(
     key = result.inserted_primary_key
     assert key is not None  # an INSERT of one row always has its key
     return str(key[0])
+
+
+def registration_row(registration: Registration) -> dict[str, Any]:
+    """The ``agent_heartbeats`` row a registration writes (state ``registered``)."""
+    return {
+        "instance_id": registration.instance_id,
+        "worker_id": registration.worker_id,
+        "job_id": registration.job_id,
+        "provider": registration.provider,
+        "time_unix_s": registration.time_unix_s,
+        "state": "registered",
+        "worker_pid": None,
+        "worker_restarts": 0,
+        "worker_heartbeat_unix_s": None,
+        "notice_blind": registration.notice_blind,
+    }
 
 
 def upsert_heartbeat(conn: Connection, row: dict[str, Any]) -> None:
