@@ -11,6 +11,7 @@ from spothop.providers.local.world import load_world
 from spothop.queue import Shard, ShardState, open_queue
 from tests.conftest import PROJECT_ROOT
 from tests.providers.local.conftest import wait_for
+from tests.waiting import scaled
 
 WORKER = str(Path(__file__).with_name("queue_worker.py"))
 
@@ -57,12 +58,15 @@ def test_preempted_workers_leases_go_back_to_the_real_queue(tmp_path: Path) -> N
     try:
         claimed = wait_for(
             lambda: (tmp_path / "started").exists() and (tmp_path / "started").read_text(),
-            timeout_s=20,
+            timeout_s=40,
         )
         with open_queue(url, "embed-7") as queue:
             assert queue.stats().leased == 2
-        provider.preempt(instance.instance_id, lead_time_s=5)
-        ended = provider.wait(instance.instance_id, [InstanceState.PREEMPTED], 20)
+        # The lead is the agent's whole budget (stop, wait, kill, release through the queue, exit
+        # 75 before the reclaim): 12 s leaves a loaded 2-core machine room; the test waits for the
+        # reclaim, so it costs the lead whatever the agent takes.
+        provider.preempt(instance.instance_id, lead_time_s=12)
+        ended = provider.wait(instance.instance_id, [InstanceState.PREEMPTED], scaled(60))
         assert ended.state is InstanceState.PREEMPTED
         row = provider.store.instance(instance.instance_id)
         assert (
