@@ -73,9 +73,7 @@ def test_a_dead_replicas_many_jobs_are_shared_out_among_the_live(pg_store: JobSt
     c = HeldJobs(pg_store, "replica-c", 30, claim_limit=2)
     orphaned = set(dead.tick()[0])
     assert len(orphaned) == 28 and len(b.tick()[0]) == 2 and len(c.tick()[0]) == 2
-    wait_for(
-        lambda: not any(_holds(pg_store, j) for j in orphaned), 10, what="the leases to lapse"
-    )
+    wait_for(lambda: not any(_holds(pg_store, j) for j in orphaned), 10, what="the leases to lapse")
     assert pg_store.lease_census("replica-b") == (28, 1)  # 28 lapsed; c is alive
     # Each takes its share of the lapsed (count over the live holders, itself included) plus its
     # few: not a few a tick, and not all of them.
