@@ -74,6 +74,11 @@ class Size:
     steps: int
     step_sleep_s: float
     end_timeout_s: float
+    # Clouds the markets must have reclaimed one of our instances on. The reduced jobs end after a
+    # few simulated hours, in which a 5x storm may well reclaim on one cloud only (on a quiet
+    # machine they end fastest: 2 reclaims, both on one cloud, was seen); the full size lives
+    # through enough weather for two (48 market preemptions on all four clouds were measured).
+    preempted_clouds: int
 
 
 # The trainer steps slowly enough (0.2 s a step) to live through the markets' weather too.
@@ -81,8 +86,8 @@ class Size:
 # one needs more, as every restart's model load slows while the storm keeps its simulated pace
 # (at load 20 the full size did not end within 15 minutes: restarts on the 8-minute Azure-like
 # markets barely finish loading the model before the next preemption).
-REDUCED = Size(passages=400, steps=120, step_sleep_s=0.2, end_timeout_s=420)
-FULL = Size(passages=4000, steps=600, step_sleep_s=0.2, end_timeout_s=2400)
+REDUCED = Size(passages=400, steps=120, step_sleep_s=0.2, end_timeout_s=420, preempted_clouds=1)
+FULL = Size(passages=4000, steps=600, step_sleep_s=0.2, end_timeout_s=2400, preempted_clouds=2)
 
 
 def stormy_demo_world() -> dict[str, Any]:
@@ -211,13 +216,13 @@ def run_chaos(h: Harness, model: Any, size: Size, monkeypatch: pytest.MonkeyPatc
     assert finals[tune_id]["interruptions"] >= 1  # the zone outage, at least
     assert finals[embed_id]["interruptions"] >= 1
 
-    # The markets' preemptions: on two clouds or more, the embedder's among them, and at least
-    # one noticed while nobody watched (the trainer's share is the markets' to choose).
+    # The markets' preemptions: on size.preempted_clouds clouds or more, the embedder's among them,
+    # and at least one noticed while nobody watched (the trainer's share is the markets' to choose).
     wait_for(lambda: not h.alive(), 60, what="every instance to end")
     noticed = market_noticed(cloud_rows(h, jobs))
     reclaimed = [r for r in noticed if r["state"] == InstanceState.PREEMPTED.value]
     assert embed_id in {r["job"] for r in reclaimed}, noticed
-    assert len({r["cloud"] for r in reclaimed}) >= 2, noticed
+    assert len({r["cloud"] for r in reclaimed}) >= size.preempted_clouds, noticed
     assert any(a <= r["notice_time"] <= b for r in noticed for a, b in dead), (noticed, dead)
     by_job = {j: sum(r["job"] == j for r in reclaimed) for j in jobs}
     print(
