@@ -81,12 +81,14 @@ class Size:
     preempted_clouds: int
 
 
-# The trainer steps slowly enough (0.2 s a step) to live through the markets' weather too.
+# The trainer steps slowly enough to live through the markets' weather too: the reduced size's
+# 0.6 s a step keeps it alive until a market notices one of our instances while the controller is
+# dead, even on a quiet machine (at 0.2 s both jobs could end before any notice came).
 # Deadlines: the reduced size takes about 2 minutes on a 2-core machine at load 8-12; a more loaded
 # one needs more, as every restart's model load slows while the storm keeps its simulated pace
 # (at load 20 the full size did not end within 15 minutes: restarts on the 8-minute Azure-like
 # markets barely finish loading the model before the next preemption).
-REDUCED = Size(passages=400, steps=120, step_sleep_s=0.2, end_timeout_s=420, preempted_clouds=1)
+REDUCED = Size(passages=400, steps=120, step_sleep_s=0.6, end_timeout_s=420, preempted_clouds=1)
 FULL = Size(passages=4000, steps=600, step_sleep_s=0.2, end_timeout_s=2400, preempted_clouds=2)
 
 
