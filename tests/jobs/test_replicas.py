@@ -138,6 +138,21 @@ def test_a_finished_job_with_a_live_attempt_is_still_claimed(pg_store: JobStore)
     assert _owner(pg_store, job_id) is None
 
 
+def test_a_clean_stop_releases_a_finished_job_and_lapses_a_live_one(pg_store: JobStore) -> None:
+    done, live = _jobs(pg_store, 2)
+    held = HeldJobs(pg_store, "replica-a", 30)
+    assert sorted(held.tick()[0]) == sorted([done, live])
+    # It ends between two renewals: no tick has released it yet when the replica stops.
+    pg_store.transition(done, JobState.CANCELLED, "job_cancelled")
+    assert held.release_all() == 2
+    assert _owner(pg_store, done) is None  # nothing left for a controller: let go outright
+    # Still live: the holder's name stays (the others share it out as a stopped replica's), no
+    # lease holds, and another replica takes it at its next tick.
+    assert _owner(pg_store, live) == "replica-a" and not _holds(pg_store, live)
+    assert pg_store.lease_census("replica-b") == (1, 0)
+    assert HeldJobs(pg_store, "replica-b", 30).tick()[0] == [live]
+
+
 def test_a_replica_that_lost_its_lease_writes_nothing_and_drops_the_job(
     pg_store: JobStore,
 ) -> None:

@@ -10,6 +10,7 @@ import pytest
 import yaml
 from sqlalchemy import select
 
+from spothop.jobs.lifecycle import AttemptState
 from spothop.jobs.store import JobStore
 from spothop.state.job_tables import jobs
 from spothop.state.tokens import TokenStore
@@ -23,11 +24,6 @@ from tests.waiting import wait_for
 SHARDS = 6
 
 
-@pytest.mark.xfail(
-    reason="open bug (issue I): at SIGTERM the server's replica no longer lets go of a finished "
-    "job's lease (the job row keeps lease_owner until the lease lapses); the job itself succeeds",
-    strict=False,
-)
 def test_the_servers_own_replica_runs_a_job_whose_agents_call_the_server(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pg_schema: str, redis_prefix: str
 ) -> None:
@@ -64,12 +60,17 @@ def test_the_servers_own_replica_runs_a_job_whose_agents_call_the_server(
                 assert f"controller replica r-one: agents call {server.url}" in log
                 with JobStore(store_url) as store:
                     assert store.get_job(job_id).lease_owner in ("r-one", None)
+
+                    def instances_ended() -> bool:
+                        return all(a.state is AttemptState.ENDED for a in store.attempts(job_id))
+
+                    wait_for(instances_ended, 60, what="every attempt ended", interval_s=0.2)
             check_exactly_once(
                 h, job_id, tmp_path / "out-served", queue_url=REDIS_URL, shards=SHARDS
             )
             with JobStore(store_url) as store, store.engine.connect() as conn:
                 owner = conn.execute(select(jobs.c.lease_owner).where(jobs.c.job_id == job_id))
-                assert owner.scalar() is None  # SIGTERM: the replica let go of its lease
+                assert owner.scalar() is None  # SIGTERM: the replica let go of the finished job
         finally:
             if job_id:
                 drop_redis_job(job_id)

@@ -474,23 +474,32 @@ class JobStore:
         return renewed, finished
 
     def expire_jobs(self, leases: Iterable[JobLease]) -> int:
-        """End each lease that still holds now (a clean stop): others claim the jobs at once,
-        sharing them out as a dead holder's (:meth:`lease_census`); how many ended."""
+        """End each lease that still holds now (a clean stop); how many ended.
+
+        A job that still needs a controller keeps its holder's name with an
+        expiry of now, so the others claim it at once and share it out as a dead
+        holder's (:meth:`lease_census`); one that needs none any more (final, no
+        live attempt) is released outright, as :meth:`renew_jobs` does.
+        """
         now = self._clock()
         pairs = [(lease.job_id, lease.token) for lease in leases]
         if not pairs:
             return 0
+        held = (
+            tuple_(jobs.c.job_id, jobs.c.lease_token).in_(pairs)
+            & jobs.c.lease_owner.is_not(None)
+            & (jobs.c.lease_expires_unix_s > now)
+        )
         with self._engine.begin() as conn:
-            result = conn.execute(
+            done = conn.execute(
                 update(jobs)
-                .where(
-                    tuple_(jobs.c.job_id, jobs.c.lease_token).in_(pairs)
-                    & jobs.c.lease_owner.is_not(None)
-                    & (jobs.c.lease_expires_unix_s > now)
-                )
-                .values(lease_expires_unix_s=now)
+                .where(held & ~_NEEDS_CONTROLLER)
+                .values(lease_owner=None, lease_expires_unix_s=None, version=jobs.c.version + 1)
             )
-        return int(result.rowcount)
+            live = conn.execute(
+                update(jobs).where(held & _NEEDS_CONTROLLER).values(lease_expires_unix_s=now)
+            )
+        return int(done.rowcount) + int(live.rowcount)
 
     def lease_census(self, owner: str) -> tuple[int, int]:
         """(jobs whose holder other than ``owner`` let the lease lapse, other live holders).

@@ -11,6 +11,7 @@ from spothop.jobs.controller import (
     Waiting,
     decide,
 )
+from spothop.jobs.controller.snapshot import LAUNCH_CUT
 from spothop.jobs.lifecycle import AttemptState, EndReason, JobState
 from spothop.scheduler.market_view import MarketKind
 from tests.jobs.controller.factories import (
@@ -162,12 +163,21 @@ def test_a_launch_with_no_instance_after_the_timeout_failed_and_is_failed_over()
         (NOW - 2, False, False),  # its provider did not answer: it may be there
     ],
 )
-def test_a_launch_cut_by_a_controller_crash_fails_over_at_once(
+def test_a_launch_cut_by_a_controller_crash_is_relaunched_at_once_in_its_market(
     started_at: float | None, listed: bool, ends: bool
 ) -> None:
     from dataclasses import replace
 
-    cut = attempt(state=AttemptState.LAUNCHING, instance_id=None, launched_at=NOW - 5)
+    # Cut in the market a first launch picks: a failed market would be left out of the next.
+    (first,) = launches(decide(snapshot([job(state=JobState.PENDING, attempts=[])])))
+    best = first.candidates[0].market_id
+    cut = attempt(
+        state=AttemptState.LAUNCHING,
+        instance_id=None,
+        launched_at=NOW - 5,
+        zone=best.zone,
+        instance_type=best.instance_type,
+    )
     world = replace(
         snapshot([job(state=JobState.PROVISIONING, attempts=[cut])]),
         controller_started_at=started_at,
@@ -179,9 +189,12 @@ def test_a_launch_cut_by_a_controller_crash_fails_over_at_once(
         return
     end = actions[0]
     assert end.attempt_id == cut.attempt_id and end.reason is EndReason.LAUNCH_FAILED
-    assert "controller" in end.detail
+    assert "controller" in end.detail and end.error_code == LAUNCH_CUT
     (launch,) = launches(actions)
     assert launch.token == "j-1.a1"
+    # The market did not refuse it: no failover, and the same choice as the first launch's.
+    assert not launch.parallel
+    assert launch.candidates == first.candidates
 
 
 def test_an_instance_of_a_crash_cut_launch_listed_late_is_terminated() -> None:

@@ -25,7 +25,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import pytest
 from sqlalchemy import select
 
 from spothop.jobs.controller import TAG_JOB, daemon
@@ -160,12 +159,6 @@ def agent_up(h: Harness, instance: Instance) -> None:
     wait_for(checked, 30, what=f"the agent of {instance.instance_id} up", interval_s=0.1)
 
 
-@pytest.mark.xfail(
-    reason="flaky under load since the replica changes (found by the stop's last clean-clone run): "
-    "after a SIGKILL mid-launch the restarted controller sometimes does not replace the task "
-    "within 60 s; passes on a quiet machine",
-    strict=False,
-)
 def test_a_sigkill_mid_launch_leaves_one_instance_per_attempt_and_every_event_stored(
     harness: Harness,
 ) -> None:

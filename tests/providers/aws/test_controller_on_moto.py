@@ -85,7 +85,14 @@ def test_a_job_on_ec2_is_launched_replaced_when_its_instance_vanishes_and_cancel
 
         return wait_for(one, timeout_s=60, what=what, interval_s=0.2)
 
-    (first,) = passes_until(lambda: _alive(provider, job_id), "the job's first instance")
+    def launched() -> list[Any]:
+        # Launches run beside the pass: the instance is up at the cloud a moment before its id
+        # is stored on the attempt (the attempt row itself is written before the cloud call).
+        alive = _alive(provider, job_id)
+        stored = {a.instance_id for a in store.attempts(job_id)}
+        return alive if alive and all(i.instance_id in stored for i in alive) else []
+
+    (first,) = passes_until(launched, "the job's first instance, its id stored")
     assert first.region == REGION and first.instance_type.startswith("g")
     (attempt,) = store.attempts(job_id)
     assert attempt.instance_id == first.instance_id and attempt.provider == "aws"

@@ -135,6 +135,7 @@ class EndAttempt(Action):
     at_s: float
     detail: str = ""
     exit_code: int | None = None
+    error_code: str | None = None  # a failed launch's code (LAUNCH_CUT: the controller stopped)
 
 
 @dataclass(frozen=True)

@@ -170,7 +170,7 @@ def deadline_plan(
         {
             (a.market, a.market_kind)
             for a in job.attempts
-            if a.end_reason is EndReason.LAUNCH_FAILED
+            if a.market_failed
             and (a.ended_at if a.ended_at is not None else a.launched_at) >= horizon
         },
         key=str,

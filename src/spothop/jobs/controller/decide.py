@@ -634,7 +634,7 @@ class _JobDecision:
             for node in groups[on_demand_only]:
                 last = node.last
                 pool = next((c for c in options.reserved if ledger.take(placement.pools, c)), None)
-                if last is not None and last.end_reason is EndReason.LAUNCH_FAILED:
+                if last is not None and last.market_failed:
                     first = (pool,) if pool is not None else ()
                     self._failover(node, first + options.choice.candidates, last)
                     continue
@@ -669,7 +669,7 @@ class _JobDecision:
             last = node.last
             if not candidates:
                 self.out.append(Waiting(self.job.job_id, node.index, why))
-            elif last is not None and last.end_reason is EndReason.LAUNCH_FAILED:
+            elif last is not None and last.market_failed:
                 self._failover(node, candidates, last)
             else:
                 self._launch_one(node, candidates[:1], why)

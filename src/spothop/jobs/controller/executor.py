@@ -634,6 +634,8 @@ class Executor:
         fields: dict[str, Any] = {}
         if getattr(action, "exit_code", None) is not None:
             fields["exit_code"] = int(action.exit_code)
+        if getattr(action, "error_code", None) is not None:
+            fields["error_code"] = str(action.error_code)
         # The end on the provider's clock (clock.py): what the cloud says, else now there.
         # ``action.at_s`` is not used: it may be an agent's wall time.
         fields["ended_unix_s"] = self._ended_at(current)

@@ -64,6 +64,7 @@ from spothop.jobs.controller.actions import Action, EndAttempt, UpdateAttempt
 from spothop.jobs.controller.config import ControllerConfig
 from spothop.jobs.controller.snapshot import (
     CONTROL_PLANE_PROTOCOL,
+    LAUNCH_CUT,
     TAG_TOKEN,
     AttemptView,
     JobView,
@@ -100,17 +101,23 @@ class _Change:
         self.reasons.append(reason)
 
     def finish(
-        self, reason: EndReason, at_s: float, detail: str, exit_code: int | None = None
+        self,
+        reason: EndReason,
+        at_s: float,
+        detail: str,
+        exit_code: int | None = None,
+        error_code: str | None = None,
     ) -> None:
         if self.view.ended:
             return
         v = self.view
-        self.end = EndAttempt(v.attempt_id, v.job_id, reason, at_s, detail, exit_code)
+        self.end = EndAttempt(v.attempt_id, v.job_id, reason, at_s, detail, exit_code, error_code)
         self.view = v.with_(
             state=AttemptState.ENDED,
             ended_at=at_s,
             end_reason=reason,
             exit_code=exit_code if exit_code is not None else v.exit_code,
+            error_code=error_code if error_code is not None else v.error_code,
         )
 
     def actions(self) -> list[Action]:
@@ -212,6 +219,7 @@ def _fold_attempt(
                     snapshot.now,
                     "its launch was cut short: the controller that made it stopped, and no"
                     " instance carries its token",
+                    error_code=LAUNCH_CUT,
                 )
             elif snapshot.now - view.launched_at > config.launch_timeout_s:
                 change.finish(

@@ -43,7 +43,6 @@ import numpy as np
 
 from spothop.jobs.controller.config import ControllerConfig
 from spothop.jobs.controller.snapshot import AttemptView, JobView, Snapshot
-from spothop.jobs.lifecycle import EndReason
 from spothop.jobs.spec import JobSpec, MarketChoice
 from spothop.providers.reservations import Reservation
 from spothop.resources.market_id import MarketId
@@ -249,7 +248,7 @@ class JobPlacement:
         return frozenset(
             a.market
             for a in self.job.attempts
-            if a.end_reason is EndReason.LAUNCH_FAILED
+            if a.market_failed
             and a.market_kind is kind
             and (a.ended_at if a.ended_at is not None else a.launched_at) >= horizon
         )

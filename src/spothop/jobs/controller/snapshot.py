@@ -58,6 +58,9 @@ TAG_JOB = (
 TAG_NODE = "spothop-node"
 TAG_TOKEN = "spothop-token"
 CONTROL_PLANE_PROTOCOL = _CONTROL_PLANE_PROTOCOL  # an agent's report of the control plane's stop
+# The error code of a launch the controller that made it stopped in (fold.py): the market did
+# not refuse it, so it is neither left out for a while nor failed over from.
+LAUNCH_CUT = "launch_cut"
 
 
 @dataclass(frozen=True)
@@ -85,7 +88,7 @@ class AttemptView:
     ended_at: float | None = None
     end_reason: EndReason | None = None
     exit_code: int | None = None
-    error_code: str | None = None  # the cloud's own code, for a failed launch
+    error_code: str | None = None  # the cloud's own code, for a failed launch (or LAUNCH_CUT)
     stop_requested_at: float | None = None  # when a RequestStop for it was carried out
     # Its final notice is its agent's report of the controller's own stop request (protocol
     # ``control-plane``), not the cloud's: a grouped task's node stopped with its group.
@@ -96,6 +99,11 @@ class AttemptView:
     @property
     def market(self) -> MarketId:
         return MarketId.of(self.provider, self.region, self.zone, self.instance_type)
+
+    @property
+    def market_failed(self) -> bool:
+        """Its launch failed in its market: not one a stopped controller cut short (LAUNCH_CUT)."""
+        return self.end_reason is EndReason.LAUNCH_FAILED and self.error_code != LAUNCH_CUT
 
     @property
     def ended(self) -> bool:
