@@ -2,21 +2,25 @@
 
 ``spothop server run`` (uvicorn, the API and a controller replica in one
 process) on a fresh PostgreSQL schema with Redis as the shard queue, over the
-e2e harness's fast local world. ``spothop launch`` runs with ``SPOTHOP_SERVER``
-set: the CLI asks the server, the server's replica launches the workers on the
-local cloud, and each instance's agent gets the server's URL and a token scoped
-to its job and instance (``SPOTHOP_CONTROL_PLANE``, ``SPOTHOP_AGENT_TOKEN``).
-One worker is preempted. The job must succeed with every shard done exactly
-once, every instance's agent token must have been issued and then revoked, the
-agents' events must be in the server's store (the embedded store of the home
-has none: they came over HTTP), and the report read over HTTP must equal the
-report computed on the server's store in this process.
+e2e harness's fast local world. ``spothop launch`` runs the main job
+(``examples/embed``: the real sentence-embedding model, over a small corpus
+the example generates) with ``SPOTHOP_SERVER`` set: the CLI asks the server,
+the server's replica launches the workers on the local cloud, and each
+instance's agent gets the server's URL and a token scoped to its job and
+instance (``SPOTHOP_CONTROL_PLANE``, ``SPOTHOP_AGENT_TOKEN``). One worker is
+preempted. The job must succeed with every shard done exactly once and every
+embedding equal to an uninterrupted run's (``examples/embed/verify.py``), every
+instance's agent token must have been issued and then revoked, the agents'
+events must be in the server's store (the embedded store of the home has none:
+they came over HTTP), and the report read over HTTP must equal the report
+computed on the server's store in this process.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,18 +32,28 @@ from sqlalchemy import select
 from spothop.cli.views import report_json
 from spothop.jobs.controller.daemon import default_providers
 from spothop.jobs.store import JobStore
+from spothop.queue import OutputStore, open_queue
 from spothop.state.agent_tables import agent_events
 from spothop.state.auth_tables import api_tokens
 from spothop.state.tokens import TokenStore
 from tests.conftest import POSTGRES_URL, REDIS_URL
 from tests.jobs.e2e.conftest import WORLD, Harness, running_harness
-from tests.jobs.e2e.test_batch import batch_spec, check_exactly_once
 from tests.server.live import LiveServer
 from tests.waiting import wait_for
 
+pytest.importorskip("sentence_transformers")
+pytest.importorskip("pyarrow")
+
+from examples.embed import verify
+from examples.embed.corpus import write_corpus
+
+from tests.examples.conftest import EXAMPLES, embed_model  # noqa: F401  (the shared model)
+
 pytestmark = pytest.mark.services
 
-SHARDS = 120
+PASSAGES = 240
+RECORDS_PER_SHARD = 20
+SHARDS = PASSAGES // RECORDS_PER_SHARD
 LEASE_S = 3.0  # the replica's job lease: small, so the test does not wait on it
 TOKEN_GRACE_S = 1.0  # how long an ended instance's agent token outlives it (default 120 s)
 
@@ -87,11 +101,31 @@ def _status(h: Harness, job_id: str) -> dict[str, Any]:
     return dict(json.loads(out))
 
 
-def test_a_batch_job_runs_with_its_agents_on_the_server(
+def embed_spec(tmp: Path) -> dict[str, Any]:
+    """examples/embed/job.yaml over a small corpus: the real model, in this world's instances."""
+    write_corpus(tmp / "embed-data" / "passages.jsonl", PASSAGES)
+    return {
+        "name": "embed-served",
+        "kind": "batch",
+        "workers": 2,
+        "market": "spot",
+        "tolerance": "aggressive",
+        "run": f"{sys.executable} {EXAMPLES / 'embed' / 'embed.py'}",
+        "envs": {"BATCH_SIZE": "8", "EMBED_THREADS": "1", "EMBED_DEVICE": "cpu"},
+        "batch": {
+            "inputs": [str(tmp / "embed-data" / "*.jsonl")],
+            "records_per_shard": RECORDS_PER_SHARD,
+            "output": str(tmp / "embed-out"),
+        },
+    }
+
+
+def test_the_main_job_runs_with_its_agents_on_the_server(
     served: tuple[Harness, LiveServer, str],
+    embed_model: Any,  # noqa: F811
 ) -> None:
     h, server, url = served
-    spec = {**batch_spec(h.tmp, shards=SHARDS), "workers": 2}
+    spec = embed_spec(h.tmp)
     job_file = h.tmp / "job.yaml"
     job_file.write_text(yaml.safe_dump(spec))
     code, out = h.cli("launch", str(job_file), "--detach", "--json")
@@ -110,7 +144,15 @@ def test_a_batch_job_runs_with_its_agents_on_the_server(
     )
     assert final["state"] == "succeeded", (final["reason"], server.log()[-3000:])
     assert final["interruptions"] >= 1
-    check_exactly_once(h, job_id, h.tmp / "out-embed", queue_url=REDIS_URL, shards=SHARDS)
+    # Every shard done once, every passage one embedding, each as an uninterrupted run's.
+    with open_queue(REDIS_URL, job_id) as queue:
+        stats = queue.stats()
+    assert (stats.done, stats.pending, stats.leased, stats.dead) == (SHARDS, 0, 0, 0)
+    output = OutputStore(str(h.tmp / "embed-out"))
+    assert len(output.published()) == SHARDS and output.temporaries() == []
+    checked = verify.verify(verify.read_job(job_file), model=embed_model, reference_shards=2)
+    assert checked.ok, checked.to_dict()
+    assert (checked.inputs, checked.outputs, checked.max_abs_diff) == (PASSAGES, PASSAGES, 0.0)
     wait_for(lambda: not h.alive(job_id), 30, what="every worker ended")
 
     with JobStore(url) as store:
