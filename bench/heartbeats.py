@@ -59,6 +59,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agents", type=int, default=50)
     parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument(
+        "--profile",
+        metavar="SVG",
+        help="run the server under py-spy record (collapsed stacks written here)",
+    )
     args = parser.parse_args()
     import psycopg
 
@@ -73,6 +78,8 @@ def main() -> int:
     log_path = home / "server.log"
     command = [sys.executable, "-m", "spothop.cli.main", "server", "run", "--port", "0"]
     command += ["--db", url, "--no-controller"]
+    if args.profile:
+        command = ["py-spy", "record", "-r", "200", "-f", "raw", "-o", args.profile, "--", *command]
     with open(log_path, "wb") as log:
         server = subprocess.Popen(
             command,
@@ -143,7 +150,7 @@ def main() -> int:
         )
         return 0 if errors[0] == 0 else 1
     finally:
-        server.send_signal(signal.SIGTERM)
+        server.send_signal(signal.SIGINT if args.profile else signal.SIGTERM)
         try:
             server.wait(30)
         except subprocess.TimeoutExpired:

@@ -14,24 +14,26 @@ at the end) and Redis (``$SPOTHOP_TEST_REDIS_URL``, the shard queue).
 2. ``--jobs`` small task jobs (``sleep``, long enough to outlive the kill) are
    launched through the user API; the replicas' controllers claim them (job
    leases) and run them on the local cloud.
-3. ``--agents`` simulated agents (asyncio + httpx, ``--connections`` pooled
-   connections per replica), each with its own agent token scoped to one job and
-   one synthetic instance, register, then heartbeat every second and send a
+3. ``--agents`` simulated agents (asyncio on uvloop, each with a keep-alive
+   HTTP/1.1 connection of its own, as a real agent has: :class:`Http1`), each
+   with its own agent token scoped to one job and one synthetic instance, register, then heartbeat every second and send a
    batch of events every ``--event-every-s`` (each event's id is kept once a 2xx
    acknowledged it). ``--users`` users list their jobs and read a job's status
    and report, one request every ``--user-every-s``. Agents and users are split
-   across the two replicas; a call a replica cannot answer (connection refused)
-   is retried once on the other, as an agent behind a load balancer would be.
+   across the two replicas; a call a replica cannot answer (connection refused
+   or reset) is retried once on the other, as an agent behind a load balancer
+   would be.
 4. At ``--kill-at`` of the run, replica ``bench-a`` is SIGKILLed: the jobs it
    held must be held by ``bench-b`` within one lease period (measured from the
    kill to the last lease changing owner), and go on to succeed.
 5. At the end every acknowledged event id is looked up in ``agent_events``:
    lost = acknowledged − stored (target 0).
 
-Latency is the agent's or user's own: from the call to its answer, the wait
-for one of the few pooled connections included. Prints requests/s, p50/p99
-per endpoint, errors (a call that failed on every
-replica, or answered other than 2xx), and the ratio the issue judges:
+Latency is the agent's or user's own: from the call to its answer. Prints
+requests/s, p50/p99 per endpoint, errors (a call that failed on every
+replica, or answered other than 2xx), the CPU spent per request by the
+replicas and by the bench itself (so a bench that is its own bottleneck shows),
+the machine's CPU busy, and the ratio the issue judges:
 heartbeat p99 / 100 ms (target ≤ 1, before the kill; the window after it is
 shown apart). Exit 1 if an event was lost, a job did not finish, or the
 takeover took longer than the replicas' bound (one lease, plus the survivor's claim tick of
@@ -43,6 +45,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import random
 import re
@@ -143,20 +146,34 @@ class Replica:
     log_path: Path
     process: subprocess.Popen[bytes]
     url: str = ""
+    profiled: bool = False
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
 
 def _start_replica(
-    name: str, db_url: str, lease_s: float, tmp: Path, env: dict[str, str]
+    name: str, db_url: str, lease_s: float, tmp: Path, env: dict[str, str], profile: str | None
 ) -> Replica:
     args = [sys.executable, "-m", "spothop.cli.main", "server", "run", "--port", "0"]
     args += ["--db", db_url, "--queue", REDIS_URL, "--replica-id", name, "--lease-s", str(lease_s)]
+    if profile:  # py-spy's collapsed stacks of the replica, written when it stops (no kill)
+        args = [
+            "py-spy",
+            "record",
+            "-r",
+            "100",
+            "-f",
+            "raw",
+            "-o",
+            f"{profile}-{name}.txt",
+            "--",
+            *args,
+        ]
     log_path = tmp / f"{name}.log"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
-    return Replica(name, log_path, process)
+    return Replica(name, log_path, process, profiled=bool(profile))
 
 
 def _wait_ready(replica: Replica) -> None:
@@ -180,7 +197,7 @@ def _wait_ready(replica: Replica) -> None:
 
 def _stop(replica: Replica) -> None:
     if replica.process.poll() is None:
-        replica.process.send_signal(signal.SIGTERM)
+        replica.process.send_signal(signal.SIGINT if replica.profiled else signal.SIGTERM)
         try:
             replica.process.wait(20)
         except subprocess.TimeoutExpired:
@@ -252,6 +269,7 @@ class Stats:
     failovers: int = 0
     acked_events: set[str] = field(default_factory=set)
     sent_events: int = 0
+    server_errors: str = ""  # the replicas' first logged traceback, if any
 
     def ok(self, endpoint: str, started: float, seconds: float) -> None:
         self.latencies[endpoint].append((started, seconds))
@@ -262,41 +280,118 @@ class Stats:
             self.error_samples.append(f"{endpoint}: {what}")
 
 
+class Http1:
+    """One caller's keep-alive HTTP/1.1 connection to a replica: what a real agent holds (its own
+    connection, not a pool shared by hundreds), and cheap enough on the client's CPU (a few tens of
+    microseconds a call, against a millisecond or more for httpx) that the bench measures the
+    server, not itself. Answers with a ``Content-Length`` only (uvicorn's JSON answers)."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+
+    async def request(
+        self, method: str, path: str, token: str, body: bytes | None = None
+    ) -> tuple[int, bytes]:
+        """(status, body); OSError, EOFError or a timeout when the replica does not answer."""
+        return await asyncio.wait_for(self._request(method, path, token, body), HTTP_TIMEOUT_S)
+
+    async def _request(
+        self, method: str, path: str, token: str, body: bytes | None
+    ) -> tuple[int, bytes]:
+        if self._writer is None:
+            self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
+        assert self._reader is not None
+        head = f"{method} {path} HTTP/1.1\r\nHost: {self.host}\r\nAuthorization: Bearer {token}\r\n"
+        if body is not None:
+            head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+        try:
+            self._writer.write(head.encode() + b"\r\n" + (body or b""))
+            lines = (await self._reader.readuntil(b"\r\n\r\n")).split(b"\r\n")
+            status = int(lines[0].split(b" ", 2)[1])
+            length = next(
+                int(line.split(b":", 1)[1])
+                for line in lines
+                if line.lower().startswith(b"content-length:")
+            )
+            return status, await self._reader.readexactly(length)
+        except (OSError, EOFError, asyncio.IncompleteReadError, StopIteration, ValueError) as exc:
+            self.close()
+            raise OSError(f"{type(exc).__name__}: {exc}") from None
+        except BaseException:
+            self.close()  # a timeout mid-answer: the connection is out of step
+            raise
+
+    @property
+    def open(self) -> bool:
+        return self._writer is not None
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        self._reader = self._writer = None
+
+
 @dataclass
 class Fleet:
-    """The two replicas' clients; a call goes to the preferred one, else to the other."""
+    """The two replicas' addresses; a caller's call goes to its replica, else to the other."""
 
-    clients: list[Any]
+    addresses: list[tuple[str, int]]
     stats: Stats
     dead: set[int] = field(default_factory=set)
 
-    async def call(
-        self, prefer: int, endpoint: str, method: str, path: str, token: str, body: Any = None
-    ) -> Any:
-        import httpx
+    def caller(self, prefer: int) -> Caller:
+        return Caller(self, prefer)
 
-        order = [prefer, 1 - prefer]
-        order = [i for i in order if i not in self.dead] + [i for i in order if i in self.dead]
+
+@dataclass
+class Caller:
+    """One agent or user: a connection of its own to its preferred replica (moved to the other
+    when that one does not answer, as behind a load balancer)."""
+
+    fleet: Fleet
+    prefer: int
+    conns: dict[int, Http1] = field(default_factory=dict)
+
+    async def call(
+        self, endpoint: str, method: str, path: str, token: str, body: Any = None
+    ) -> Any:
+        stats = self.fleet.stats
+        order = [self.prefer, 1 - self.prefer]
+        order = [i for i in order if i not in self.fleet.dead] + [
+            i for i in order if i in self.fleet.dead
+        ]
+        data = None if body is None else json.dumps(body).encode()
         last = ""
         for n, index in enumerate(order):
-            started = time.monotonic()
-            try:
-                response = await self.clients[index].request(
-                    method, path, json=body, headers={"Authorization": f"Bearer {token}"}
-                )
-            except httpx.TransportError as exc:
-                last = f"{type(exc).__name__}: {exc}"
-                self.dead.add(index)
-                if n == 0:
-                    self.stats.failovers += 1
-                continue
-            if response.status_code >= 300:
-                self.stats.fail(endpoint, f"HTTP {response.status_code} {response.text[:160]}")
-                return FAILED
-            self.stats.ok(endpoint, started, time.monotonic() - started)
-            return response.json() if response.content else None
-        self.stats.fail(endpoint, last)
+            for fresh in (False, True):  # a kept-alive connection the server closed: one more
+                conn = self.conns.get(index)
+                reused = conn is not None and conn.open
+                if conn is None:
+                    conn = self.conns[index] = Http1(*self.fleet.addresses[index])
+                started = time.monotonic()
+                try:
+                    status, answer = await conn.request(method, path, token, data)
+                except (OSError, TimeoutError) as exc:
+                    last = f"{type(exc).__name__}: {exc}"
+                    if reused and not fresh:
+                        continue
+                    self.fleet.dead.add(index)
+                    if n == 0:
+                        stats.failovers += 1
+                    break
+                if status >= 300:
+                    stats.fail(endpoint, f"HTTP {status} {answer[:160]!r}")
+                    return FAILED
+                stats.ok(endpoint, started, time.monotonic() - started)
+                return json.loads(answer) if answer else None
+        stats.fail(endpoint, last)
         return FAILED
+
+    def close(self) -> None:
+        for conn in self.conns.values():
+            conn.close()
 
 
 FAILED = object()  # what Fleet.call returns for a call that was not answered with a 2xx
@@ -309,11 +404,10 @@ async def _agent(
     from spothop.agent.eventmodel import Probe
 
     instance = f"bench-{i:04d}"
-    prefer = i % 2
+    caller = fleet.caller(i % 2)
     stamp = {"instance_id": instance, "provider": "aws-sim", "job_id": job_id, "worker_id": "w0"}
     await asyncio.sleep(random.uniform(0, 1.0))  # the fleet does not beat in lockstep
-    await fleet.call(
-        prefer,
+    await caller.call(
         "register",
         "POST",
         "/v1/agents/register",
@@ -326,15 +420,14 @@ async def _agent(
         beat = Heartbeat(
             instance, "w0", time.time(), "running", 4242, 0, None, False, job_id, "aws-sim"
         )
-        await fleet.call(
-            prefer, "heartbeat", "POST", f"/v1/agents/{instance}/heartbeat", token, beat.to_dict()
+        await caller.call(
+            "heartbeat", "POST", f"/v1/agents/{instance}/heartbeat", token, beat.to_dict()
         )
         if time.monotonic() >= next_events:
             next_events += event_every_s
             events = [Probe(**stamp, ran=False, reason="bench").to_dict() for _ in range(2)]
             fleet.stats.sent_events += len(events)
-            answer = await fleet.call(
-                prefer,
+            answer = await caller.call(
                 "events",
                 "POST",
                 f"/v1/agents/{instance}/events",
@@ -344,25 +437,27 @@ async def _agent(
             if answer is not FAILED:  # a 2xx: the server says every one is stored
                 fleet.stats.acked_events.update(e["event_id"] for e in events)
         await asyncio.sleep(max(0.0, beat_at + 1.0 - time.monotonic()))
+    caller.close()
 
 
 async def _user(
     fleet: Fleet, i: int, job_ids: list[str], token: str, until: float, every_s: float
 ) -> None:
-    prefer = i % 2
+    caller = fleet.caller(i % 2)
     await asyncio.sleep(random.uniform(0, every_s))
     turn = 0
     while time.monotonic() < until:
         at = time.monotonic()
         job = random.choice(job_ids)
         if turn % 3 == 0:
-            await fleet.call(prefer, "jobs list", "GET", "/v1/jobs", token)
+            await caller.call("jobs list", "GET", "/v1/jobs", token)
         elif turn % 3 == 1:
-            await fleet.call(prefer, "job status", "GET", f"/v1/jobs/{job}", token)
+            await caller.call("job status", "GET", f"/v1/jobs/{job}", token)
         else:
-            await fleet.call(prefer, "job report", "GET", f"/v1/jobs/{job}/report", token)
+            await caller.call("job report", "GET", f"/v1/jobs/{job}/report", token)
         turn += 1
         await asyncio.sleep(max(0.0, at + every_s - time.monotonic()))
+    caller.close()
 
 
 async def _load(
@@ -374,16 +469,8 @@ async def _load(
     on_kill: Any,
 ) -> tuple[Stats, float, float]:
     """Run the load for ``args.seconds``; ``on_kill()`` at ``args.kill_at``. Stats, start, kill time."""
-    import httpx
-
     stats = Stats()
-    limits = httpx.Limits(
-        max_connections=args.connections, max_keepalive_connections=args.connections
-    )
-    clients = [
-        httpx.AsyncClient(base_url=r.url, timeout=HTTP_TIMEOUT_S, limits=limits) for r in replicas
-    ]
-    fleet = Fleet(clients, stats)
+    fleet = Fleet([("127.0.0.1", int(r.url.rsplit(":", 1)[1])) for r in replicas], stats)
     start = time.monotonic()
     until = start + args.seconds
     tasks = [
@@ -400,8 +487,6 @@ async def _load(
         killed_at = time.monotonic()
         await asyncio.to_thread(on_kill)
     await asyncio.gather(*tasks)
-    for client in clients:
-        await client.aclose()
     return stats, start, killed_at
 
 
@@ -574,7 +659,8 @@ def run(args: argparse.Namespace) -> int:
         }
         os.environ.update({"SPOTHOP_HOME": str(home), "SPOTHOP_WORLD": str(world)})
         replicas = [
-            _start_replica(n, db_url, args.lease_s, tmp, env) for n in ("bench-a", "bench-b")
+            _start_replica(n, db_url, args.lease_s, tmp, env, args.profile)
+            for n in ("bench-a", "bench-b")
         ]
         try:
             return _measure(args, db_url, replicas, TokenStore(db_url), proxy)
@@ -623,14 +709,16 @@ def _measure(
         )
         agents = list(zip(owned, issued, strict=True))
     console.print(f"{len(agents)} agent tokens issued in {time.monotonic() - minted:.1f} s")
-    victim = replicas[0]
+    # The replica holding more of the jobs is killed (the claim spreads them, not evenly).
+    held_by = [sum(o == r.name for o in owners.values()) for r in replicas]
+    victim, other = (replicas[0], replicas[1]) if held_by[0] >= held_by[1] else replicas[::-1]
     kill: dict[str, Any] = {}
-
-    survivor = replicas[1].name
+    survivor = other.name
 
     def on_kill() -> None:
         """SIGKILL the victim, then watch (beside the load) for the survivor to hold its jobs."""
         before = _owners(db_url, job_ids)
+        cpu["kill"] = _cpu(replicas)
         kill["held"] = held = sorted(j for j, o in before.items() if o == victim.name)
         kill["t"] = time.monotonic()
         kill["wall"] = time.time()
@@ -648,9 +736,10 @@ def _measure(
         kill["watcher"] = threading.Thread(target=watch, daemon=True)
         kill["watcher"].start()
 
-    stats, start, killed_at = asyncio.run(
-        _load(replicas, agents, user_token, job_ids, args, on_kill)
-    )
+    cpu: dict[str, Any] = {"start": _cpu(replicas)}
+    stats, start, killed_at = _run_loop(_load(replicas, agents, user_token, job_ids, args, on_kill))
+    cpu["end"] = _cpu(replicas)
+    stats.server_errors = _first_traceback(replicas)
     held = kill.get("held", [])
     heard = _real_agents_heard(db_url, job_ids, kill.get("wall", 0.0))
     if "watcher" in kill:
@@ -663,14 +752,14 @@ def _measure(
         "every job ending",
         args.lease_s * 4 + 180,
         lambda: (
-            (s := _states(replicas[1].url, user_token, job_ids))
+            (s := _states(other.url, user_token, job_ids))
             and all(v in ("succeeded", "failed", "cancelled") for v in s.values())
             and s
         ),
         1.0,
     )
     stored = _stored_events(db_url, stats.acked_events)
-    return _print(args, stats, start, killed_at, held, takeover_s, finals, stored, heard)
+    return _print(args, stats, start, killed_at, held, takeover_s, finals, stored, heard, cpu)
 
 
 def _print(
@@ -683,6 +772,7 @@ def _print(
     finals: dict[str, str],
     stored: int,
     heard: tuple[int, int],
+    cpu: dict[str, Any],
 ) -> int:
     console.print(_table(stats, start, killed_at, args.seconds))
     before = [s for t, s in stats.latencies["heartbeat"] if killed_at != killed_at or t < killed_at]
@@ -699,6 +789,22 @@ def _print(
         "machine: cores, load average (1, 5, 15 min) at the end", f"{os.cpu_count()}; {load}", ""
     )
     summary.add_row("requests/s (all endpoints)", f"{total / args.seconds:.0f}", "")
+    cut = cpu.get("kill", cpu["end"])
+    answered = sum(1 for v in stats.latencies.values() for t, _ in v if t < killed_at) or total
+    served = sum(cut["replicas"]) - sum(cpu["start"]["replicas"])
+    summary.add_row(
+        "replicas' CPU ms per request (both, before the kill)",
+        f"{1000 * served / max(1, answered):.2f}",
+        "",
+    )
+    client = cpu["end"]["bench"] - cpu["start"]["bench"]
+    summary.add_row(
+        "the bench's own CPU ms per request (agents, users, proxy)",
+        f"{1000 * client / max(1, total):.2f}",
+        "",
+    )
+    busy = _busy(cpu["start"]["machine"], cpu["end"]["machine"])
+    summary.add_row("the machine's CPU busy during the load", f"{100 * busy:.0f}%", "")
     summary.add_row("heartbeat p99 / 100 ms (before the kill)", f"{p99 / TARGET_P99_S:.2f}", "≤ 1")
     summary.add_row("errors (every endpoint, whole run)", str(errors), "0")
     summary.add_row("calls moved to the other replica", str(stats.failovers), "")
@@ -724,12 +830,55 @@ def _print(
     console.print(summary)
     for sample in stats.error_samples:
         console.print(f"  error: {sample}")
+    if stats.server_errors:
+        console.print(stats.server_errors, markup=False, highlight=False)
     bad = (
         lost
         or any(v != "succeeded" for v in finals.values())
         or (held and not takeover_s <= args.lease_s * TAKEOVER_BOUND)
     )
     return 1 if bad else 0
+
+
+def _first_traceback(replicas: list[Replica]) -> str:
+    for replica in replicas:
+        log = replica.log()
+        at = log.find("Traceback (most recent call last)")
+        if at >= 0:
+            return f"── {replica.name}'s first traceback ──\n" + log[max(0, at - 300) : at + 4000]
+    return ""
+
+
+def _run_loop(coroutine: Any) -> Any:
+    """The load on uvloop when it is there (uvicorn's standard extra brings it): less client CPU."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coroutine)
+    return uvloop.run(coroutine)
+
+
+def _proc_cpu_s(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:  # gone (the killed replica): its last reading stands
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu(replicas: list[Replica]) -> dict[str, Any]:
+    """CPU seconds so far: each replica's, this process's, and the machine's (busy, all)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]
+    return {
+        "replicas": [_proc_cpu_s(r.process.pid) for r in replicas],
+        "bench": time.process_time(),
+        "machine": (sum(fields) - idle, sum(fields)),
+    }
+
+
+def _busy(before: tuple[int, int], after: tuple[int, int]) -> float:
+    return (after[0] - before[0]) / max(1, after[1] - before[1])
 
 
 def _end_instances(world: Path) -> None:
@@ -754,7 +903,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--users", type=int, default=20)
     parser.add_argument("--jobs", type=int, default=4, help="real jobs the replicas run")
     parser.add_argument("--lease-s", type=float, default=10.0, help="the replicas' job lease")
-    parser.add_argument("--connections", type=int, default=8, help="pooled connections per replica")
     parser.add_argument(
         "--event-every-s", type=float, default=5.0, help="each agent's event batches"
     )
@@ -762,7 +910,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--kill-at", type=float, default=0.5, help="fraction of the run (1: no kill)"
     )
+    parser.add_argument(
+        "--profile",
+        metavar="PREFIX",
+        help="run the replicas under py-spy record: PREFIX-bench-a.txt, … (needs --kill-at 1)",
+    )
     args = parser.parse_args(argv)
+    if args.profile and args.kill_at < 1:
+        parser.error("--profile needs --kill-at 1 (a SIGKILL would end py-spy, not the replica)")
     if not 0 < args.kill_at <= 1 or args.seconds <= 0 or args.agents < 1 or args.jobs < 1:
         parser.error("--kill-at in (0, 1], --seconds > 0, --agents and --jobs ≥ 1")
     return run(args)

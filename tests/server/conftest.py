@@ -42,7 +42,9 @@ class Served:
 
 
 @contextlib.contextmanager
-def serving(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+def serving(
+    tmp_path_factory: pytest.TempPathFactory, extra_args: tuple[str, ...] = ()
+) -> Iterator[Served]:
     """A server on a fresh PostgreSQL schema (dropped after) with its queue on Redis."""
     for problem in (_postgres_problem(), _redis_problem()):
         if problem:
@@ -60,7 +62,7 @@ def serving(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         home / "server.log",
         queue_url=REDIS_URL,
         env=env,
-        extra_args=("--no-controller", "--access-log"),
+        extra_args=("--no-controller", "--access-log", *extra_args),
     )
     try:
         with server:

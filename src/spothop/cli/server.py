@@ -89,6 +89,15 @@ def run(
             help="the URL agents call (behind a proxy: its https URL; default http://HOST:PORT)",
         ),
     ] = None,
+    forwarded_allow_ips: Annotated[
+        str | None,
+        typer.Option(
+            "--forwarded-allow-ips",
+            envvar="SPOTHOP_SERVER_FORWARDED_ALLOW_IPS",
+            help="proxies whose X-Forwarded-For names the client, comma-separated addresses or"
+            " networks (default: none; the peer is the client)",
+        ),
+    ] = None,
     access_log: Annotated[
         bool,
         typer.Option("--access-log", help="log every request (off: 500 heartbeats/s is a lot)"),
@@ -116,8 +125,10 @@ def run(
         lease_s=lease_s,
         controller=not no_controller,
         public_url=public_url,
+        forwarded_allow_ips=forwarded_allow_ips,
     )
     app = create_app(settings)
+    proxies = settings.trusted_proxies()
     config = uvicorn.Config(
         app,
         host=settings.host,
@@ -126,6 +137,9 @@ def run(
         log_level="info",
         timeout_graceful_shutdown=5,
         server_header=False,
+        # uvicorn alone trusts X-Forwarded-For from loopback: only the named proxies here
+        proxy_headers=bool(proxies),
+        forwarded_allow_ips=proxies or "",
     )
     _log_to_stderr()
     install_log_filter(app.state.redactor)  # uvicorn made its handlers just now

@@ -23,16 +23,12 @@ from pydantic import BaseModel
 
 from spothop.agent.controlplane.base import Heartbeat, Registration
 from spothop.agent.controlplane.queue_leases import queue_leases
-from spothop.agent.controlplane.store import (
-    StoreControlPlane,
-    registration_row,
-    upsert_heartbeat,
-)
+from spothop.agent.controlplane.store import StoreControlPlane, registration_row
 from spothop.agent.errors import EventFormatError
 from spothop.agent.eventmodel import event_from_dict
-from spothop.jobs.store import JobStore
 from spothop.queue.errors import UnknownJobError
-from spothop.server.auth import agent_principal, require_agent
+from spothop.server import beats
+from spothop.server.auth import agent_only, agent_principal, require_agent
 from spothop.server.errors import ApiError, error_responses, forbidden, not_found
 from spothop.server.models import (
     AckBody,
@@ -87,17 +83,15 @@ def _own(principal: Principal, instance_id: str, job_id: str = "", what: str = "
 
 @router.post("/register", response_model=Ok)
 async def register(body: RegistrationBody, request: Request) -> Response:
-    """One small transaction, as a heartbeat: the token's row read, the registration written."""
-    store: JobStore = request.app.state.store
+    """Written as a heartbeat is (:mod:`spothop.server.beats`): the token's row read and the
+    registration written in one transaction, with the other beats of its batch."""
 
-    def work() -> None:
-        with store.engine.begin() as conn:
-            principal = agent_principal(request, conn)
-            job_id = _own(principal, body.instance_id, body.job_id, "the registration")
-            data = {**body.model_dump(), "job_id": job_id, "reasons": tuple(body.reasons)}
-            upsert_heartbeat(conn, registration_row(Registration(**data)))
+    def row(principal: Principal) -> dict[str, Any]:
+        job_id = _own(agent_only(principal), body.instance_id, body.job_id, "the registration")
+        data = {**body.model_dump(), "job_id": job_id, "reasons": tuple(body.reasons)}
+        return registration_row(Registration(**data))
 
-    await run_in_threadpool(work)
+    await beats.write(request, row)
     return Response(OK_BODY, media_type="application/json")
 
 
@@ -105,18 +99,15 @@ async def register(body: RegistrationBody, request: Request) -> Response:
 async def heartbeat(
     body: HeartbeatBody, request: Request, instance_id: str = InstancePath
 ) -> Response:
-    """One small transaction: the token's row read, the beat written (500 agents beat every second),
-    in one hop to a worker thread; the answer is written as it is (nothing to validate)."""
-    store: JobStore = request.app.state.store
+    """Written in the replica's next batch of beats (:mod:`spothop.server.beats`), answered once
+    that batch committed; the answer is written as it is (nothing to validate)."""
 
-    def beat() -> None:
-        with store.engine.begin() as conn:
-            principal = agent_principal(request, conn)
-            _own(principal, instance_id, what="the path")
-            job_id = _own(principal, body.instance_id, body.job_id, "the heartbeat")
-            upsert_heartbeat(conn, Heartbeat(**{**body.model_dump(), "job_id": job_id}).to_dict())
+    def row(principal: Principal) -> dict[str, Any]:
+        _own(agent_only(principal), instance_id, what="the path")
+        job_id = _own(principal, body.instance_id, body.job_id, "the heartbeat")
+        return Heartbeat(**{**body.model_dump(), "job_id": job_id}).to_dict()
 
-    await run_in_threadpool(beat)
+    await beats.write(request, row)
     return Response(OK_BODY, media_type="application/json")
 
 

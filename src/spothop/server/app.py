@@ -176,6 +176,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     from spothop.jobs.store import JobStore
     from spothop.server import agents, dashboard, users
     from spothop.server.auth import FailureLimiter
+    from spothop.server.beats import BeatWriter
     from spothop.state.tokens import TokenStore
 
     settings = settings or Settings.from_env()
@@ -211,7 +212,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.wake = _wake
     app.state.registry = None
     app.state.redactor = redactor
+    app.state.beats = BeatWriter(engine, app.state.tokens, settings.heartbeat_batch_s)
     app.state.on_shutdown = shutdown  # callables run when the server stops, before it exits
+    shutdown.append(app.state.beats.close)
 
     _handlers(app)
     _plain_routes(app)

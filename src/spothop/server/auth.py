@@ -20,6 +20,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import NoReturn
 
 from fastapi import Request
 from sqlalchemy import Connection
@@ -83,17 +84,25 @@ def bearer(request: Request) -> str | None:
 def authenticate(request: Request, conn: Connection | None = None) -> Principal:
     """The caller's principal, or 401 / 429 (see the module docstring); the token's row is read in
     ``conn``'s transaction when given."""
-    state = request.app.state
-    tokens: TokenStore = state.tokens
-    limiter: FailureLimiter = state.limiter
+    token, wait = presented(request)
+    tokens: TokenStore = request.app.state.tokens
+    principal = tokens.authenticate(token, cached_only=wait is not None, conn=conn)
+    return principal if principal is not None else refuse(request, wait)
+
+
+def presented(request: Request) -> tuple[str, float | None]:
+    """The caller's bearer token (401 without one), and how long its address is refused (or None)."""
     token = bearer(request)
     if token is None:
         raise unauthorized()
-    address = request.client.host if request.client else "unknown"
-    wait = limiter.retry_after_s(address)
-    principal = tokens.authenticate(token, cached_only=wait is not None, conn=conn)
-    if principal is not None:
-        return principal
+    limiter: FailureLimiter = request.app.state.limiter
+    return token, limiter.retry_after_s(client_address(request))
+
+
+def refuse(request: Request, wait: float | None) -> NoReturn:
+    """The answer to a token that was not taken: 429 while the address is refused, else 401
+    (the failure counted against the address)."""
+    address = client_address(request)
     if wait is not None:
         raise ApiError(
             429,
@@ -101,8 +110,15 @@ def authenticate(request: Request, conn: Connection | None = None) -> Principal:
             f"too many failed authentications from {address}; try again in {math.ceil(wait)} s",
             headers={"Retry-After": str(max(1, math.ceil(wait)))},
         )
+    limiter: FailureLimiter = request.app.state.limiter
     limiter.failed(address)
     raise unauthorized("the token is not valid (malformed, unknown or revoked)")
+
+
+def client_address(request: Request) -> str:
+    """The address the failure limit counts against: the peer's, or the client a proxy of
+    ``--forwarded-allow-ips`` names in ``X-Forwarded-For`` (uvicorn has put it in its place)."""
+    return request.client.host if request.client else "unknown"
 
 
 def require_user(request: Request) -> Principal:
@@ -118,7 +134,11 @@ def require_agent(request: Request) -> Principal:
 
 def agent_principal(request: Request, conn: Connection | None = None) -> Principal:
     """An agent's principal (403 for a user's token), its token read in ``conn`` when given."""
-    principal = authenticate(request, conn)
+    return agent_only(authenticate(request, conn))
+
+
+def agent_only(principal: Principal) -> Principal:
+    """``principal`` when it is an agent's; 403 for a user's token."""
     if principal.kind != "agent":
         raise forbidden("the agent API takes an agent's token (issued to the instance at launch)")
     return principal

@@ -10,7 +10,15 @@ setting                    environment              default
 ``lease_s``                (flag)                   15 s, the controller's job lease
 ``controller``             (``--no-controller``)    on: a controller replica runs beside the API
 ``public_url``             ``SPOTHOP_SERVER_URL``   ``http://<host>:<port>``: what agents are told to call
+``forwarded_allow_ips``    ``SPOTHOP_SERVER_``      none: the peer is the client (see below)
+                           ``FORWARDED_ALLOW_IPS``
+``heartbeat_batch_s``      (setting)                0.02 s: how long a heartbeat waits for others
 =========================  =======================  ==============================================
+
+``forwarded_allow_ips``: the proxies (addresses or networks, comma-separated,
+or ``*``) whose ``X-Forwarded-For`` names the client; the failure limit then
+counts against the address the proxy names. From any other peer the header
+is ignored, so a client cannot pick the address its failures count against.
 
 The bounds below are the API's, named once: a body over ``max_body_bytes`` is a
 413, a list over :data:`MAX_LIST_LIMIT` a 422, and more than
@@ -20,6 +28,7 @@ within ``auth_window_s`` get 429 with ``Retry-After`` until the window passes.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import socket
 from dataclasses import dataclass, replace
@@ -30,6 +39,7 @@ from spothop.errors import ConfigError
 DB_ENV = "SPOTHOP_SERVER_DB"
 QUEUE_ENV = "SPOTHOP_SERVER_QUEUE"
 PUBLIC_URL_ENV = "SPOTHOP_SERVER_URL"
+FORWARDED_ENV = "SPOTHOP_SERVER_FORWARDED_ALLOW_IPS"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8350
 DEFAULT_LEASE_S = 15.0
@@ -37,6 +47,7 @@ MAX_BODY_BYTES = 1024 * 1024  # 1 MiB: a job spec or 100 events are far smaller
 MAX_LIST_LIMIT = 1000
 AUTH_FAILURES_PER_WINDOW = 20
 AUTH_WINDOW_S = 60.0
+HEARTBEAT_BATCH_S = 0.02
 
 
 def default_replica_id() -> str:
@@ -57,8 +68,10 @@ class Settings:
     max_body_bytes: int = MAX_BODY_BYTES
     auth_failures_per_window: int = AUTH_FAILURES_PER_WINDOW
     auth_window_s: float = AUTH_WINDOW_S
-    token_cache_ttl_s: float = 5.0
+    token_cache_ttl_s: float = 30.0  # spothop.state.tokens.DEFAULT_CACHE_TTL_S
     public_url: str | None = None
+    forwarded_allow_ips: str = ""
+    heartbeat_batch_s: float = HEARTBEAT_BATCH_S
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Settings:
@@ -67,6 +80,7 @@ class Settings:
             db_url=os.environ.get(DB_ENV) or None,
             queue_url=os.environ.get(QUEUE_ENV) or None,
             public_url=os.environ.get(PUBLIC_URL_ENV) or None,
+            forwarded_allow_ips=os.environ.get(FORWARDED_ENV, ""),
             replica_id=default_replica_id(),
         )
         settings = replace(base, **{k: v for k, v in overrides.items() if v is not None})
@@ -80,6 +94,27 @@ class Settings:
             raise ConfigError(f"--lease-s must be between 1 and 3600 seconds, got {self.lease_s}")
         if self.max_body_bytes < 1024:
             raise ConfigError(f"max_body_bytes must be at least 1024, got {self.max_body_bytes}")
+        if not 0 <= self.heartbeat_batch_s <= 1:
+            raise ConfigError(
+                f"heartbeat_batch_s must be between 0 and 1 s, got {self.heartbeat_batch_s}"
+            )
+        self.trusted_proxies()
+
+    def trusted_proxies(self) -> list[str]:
+        """``forwarded_allow_ips`` as a list (empty: no proxy is trusted); a bad entry is a
+        ConfigError naming it."""
+        entries = [e.strip() for e in self.forwarded_allow_ips.split(",") if e.strip()]
+        for entry in entries:
+            if entry == "*":
+                continue
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ConfigError(
+                    f"--forwarded-allow-ips: {entry!r} is not an IP address or network (e.g."
+                    " 10.0.0.5, 10.0.0.0/24, or * for any peer)"
+                ) from None
+        return entries
 
     def agents_url(self, port: int) -> str:
         """The URL the agents of this replica's jobs are given (``public_url``, else this listener's)."""

@@ -9,12 +9,16 @@ The contract:
    ``api_tokens`` keeps the ``token_id`` and an argon2id hash of the secret.
 2. :meth:`TokenStore.authenticate` answers a :class:`Principal` or ``None``
    (malformed, unknown, revoked, or a wrong secret: the caller cannot tell
-   which). It reads the token's row on every call (one lookup by primary key),
-   so a revocation made by any process on the same store takes effect on the
-   next request. The argon2 verify, the expensive part, is skipped when the
-   same token verified within ``cache_ttl_s`` (at most 5 s; the cache is keyed
-   by the SHA-256 of the whole token, in memory only). An unknown token id
-   costs a verify against a dummy hash, so timing does not tell which ids exist.
+   which). It reads the token's row on every call (one lookup by primary key;
+   :meth:`TokenStore.authenticate_many` reads a batch's rows in one query), so
+   a revocation made by any process on the same store takes effect on the next
+   request. The argon2 verify, the expensive part, is skipped when the same
+   token was last taken within ``cache_ttl_s`` (30 s by default, at most 30 s,
+   counted from its last use: an agent beating every 10 s is verified once,
+   and a server slow for a while does not start verifying all over; the cache is
+   keyed by the SHA-256 of the whole token, in memory only, and a token found
+   revoked leaves it). An unknown token id costs a verify against a dummy
+   hash, so timing does not tell which ids exist.
 3. An agent token names its job and instance; the server lets it touch those
    and nothing else. :meth:`TokenStore.revoke_agent_tokens` ends them all for
    an instance (or a whole job) when its attempt ends.
@@ -33,7 +37,7 @@ import secrets
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -57,13 +61,16 @@ KIND_LETTERS = {"user": "u", "agent": "a"}
 LETTER_KINDS = {v: k for k, v in KIND_LETTERS.items()}
 SECRET_BYTES = 32  # 256 bits from secrets.token_urlsafe: far past any guessing
 MAX_TOKEN_LENGTH = 128  # a real token is 64 characters; longer is refused before any work
-MAX_CACHE_TTL_S = 5.0  # the server contract's bound on how long a verify is trusted
-DEFAULT_CACHE_TTL_S = 5.0
+# How long a verify is trusted after the token's last use. The row is read on every request, so
+# this bounds no revocation, only what the cache keeps: 30 s is three beats of an agent's default
+# 10 s interval (at 5 s every one of its beats paid a verify).
+MAX_CACHE_TTL_S = 30.0
+DEFAULT_CACHE_TTL_S = 30.0
 MAX_CACHE_ENTRIES = 100_000  # ~500 agents and a few users per replica; bounded against floods
 # argon2id, cheap settings on purpose. Password settings (OWASP's m=19 MiB, t=2) make guessing
 # a human's password slow; these secrets are 256 random bits, past guessing at any cost, so the
 # hash need only be one-way. A verify is then ~4 ms of one core instead of ~22 ms: 500 agents
-# re-verified every cache_ttl_s (5 s) cost a replica 0.4 of a core rather than two whole cores.
+# re-verified every 5 s cost a replica 0.4 of a core rather than two whole cores.
 # (Each hash records its settings: hashes made with other settings still verify.)
 ARGON2_TIME_COST = 1
 ARGON2_MEMORY_KIB = 8_192
@@ -150,9 +157,10 @@ def _hasher() -> PasswordHasher:
     )
 
 
-# The row authenticate reads on every request, built once (its token id a parameter).
-_TOKEN_ROW = (
+# The rows authenticate reads on every request, built once (their token ids a parameter).
+_TOKEN_ROWS = (
     select(
+        api_tokens.c.token_id,
         api_tokens.c.kind,
         api_tokens.c.secret_hash,
         api_tokens.c.user_id,
@@ -163,8 +171,25 @@ _TOKEN_ROW = (
         users.c.name,
     )
     .select_from(api_tokens.outerjoin(users, users.c.user_id == api_tokens.c.user_id))
-    .where(api_tokens.c.token_id == bindparam("token_id"))
+    .where(api_tokens.c.token_id.in_(bindparam("ids", expanding=True)))
 )
+
+
+@dataclass(frozen=True)
+class _Presented:
+    """A well-formed token, taken apart: its kind, id and secret, and the SHA-256 of the whole."""
+
+    kind: str
+    token_id: str
+    secret: str
+    digest: bytes
+
+
+def _presented(token: str) -> _Presented | None:
+    parsed = parse_token(token)
+    if parsed is None:
+        return None
+    return _Presented(*parsed, hashlib.sha256(token.encode()).digest())
 
 
 class TokenStore:
@@ -373,40 +398,57 @@ class TokenStore:
         ``conn``: read the token's row in that transaction (the server's heartbeat reads it and
         writes the beat in one), else in one of its own.
         """
-        parsed = parse_token(token)
-        if parsed is None:
-            return None
-        kind, token_id, secret = parsed
-        digest = hashlib.sha256(token.encode()).digest()
-        if cached_only and not self._cached(digest, token_id):
-            return None
-        query, params = _TOKEN_ROW, {"token_id": token_id}
-        if conn is not None:
-            row = conn.execute(query, params).first()
-        else:
+        if conn is None:
             with self.engine.connect() as own:
-                row = own.execute(query, params).first()
-        if row is None or row.revoked_unix_s is not None or row.kind != kind:
+                return self.authenticate_many(own, [token], cached_only=cached_only)[0]
+        return self.authenticate_many(conn, [token], cached_only=cached_only)[0]
+
+    def authenticate_many(
+        self, conn: Connection, tokens: Sequence[str], *, cached_only: bool = False
+    ) -> list[Principal | None]:
+        """:meth:`authenticate` for each of ``tokens``, their rows read in one query in ``conn``'s
+        transaction (the server's batch of heartbeats: every token's revocation checked, once)."""
+        presented = [_presented(t) for t in tokens]
+        wanted = [p for p in presented if p is not None]
+        if cached_only:
+            wanted = [p for p in wanted if self._cached(p.digest, p.token_id)]
+        ids = sorted({p.token_id for p in wanted})
+        found = {r.token_id: r for r in conn.execute(_TOKEN_ROWS, {"ids": ids})} if ids else {}
+        out: list[Principal | None] = []
+        for p in presented:
+            if p is None or (cached_only and not self._cached(p.digest, p.token_id)):
+                out.append(None)
+            else:
+                out.append(self._judge(p, found.get(p.token_id)))
+        return out
+
+    def cached(self, token: str) -> bool:
+        """Whether ``token`` verified lately (its next :meth:`authenticate` pays no verify)."""
+        p = _presented(token)
+        return p is not None and self._cached(p.digest, p.token_id)
+
+    # -- inside -------------------------------------------------------------------
+
+    def _judge(self, p: _Presented, row: Any) -> Principal | None:
+        """The principal of token ``p`` given its row (None: no row), verifying unless cached."""
+        if row is None or row.revoked_unix_s is not None or row.kind != p.kind:
             with self._lock:
-                self._verified.pop(digest, None)
+                self._verified.pop(p.digest, None)
             if row is None:
-                self._verify(self._dummy_hash, secret)  # as slow as a real miss
+                self._verify(self._dummy_hash, p.secret)  # as slow as a real miss
             return None
-        if not self._cached(digest, token_id):
-            if not self._verify(row.secret_hash, secret):
-                return None
-            self._remember(digest, token_id)
+        if not self._cached(p.digest, p.token_id) and not self._verify(row.secret_hash, p.secret):
+            return None
+        self._remember(p.digest, p.token_id)  # the TTL runs from the token's last use
         return Principal(
-            kind=kind,
-            token_id=token_id,
+            kind=p.kind,
+            token_id=p.token_id,
             user=row.name,
             user_id=row.user_id,
             project=row.project,
             job_id=row.job_id,
             instance_id=row.instance_id,
         )
-
-    # -- inside -------------------------------------------------------------------
 
     def _issue(self, kind: str, **row: Any) -> str:
         token_id = secrets.token_hex(TOKEN_ID_LENGTH // 2)

@@ -1,0 +1,175 @@
+"""Heartbeats written in batches: one transaction for every beat that arrived meanwhile.
+
+500 agents beat every second; one transaction each (a connection checked out,
+the token's row read, the beat upserted, a commit) was most of a replica's
+CPU. :class:`BeatWriter` runs one thread that takes every beat waiting, waits
+``linger_s`` more for others, and writes them all in one transaction:
+
+- every token's row is read in one query (:meth:`TokenStore.authenticate_many`),
+  so a revoked token is refused at once, on any replica, as before;
+- each beat's row is built by the request's own ``build(principal)`` (the
+  scoping checks of :mod:`spothop.server.agents`: a 403 there is that beat's
+  answer only), and the instance's latest beat of the batch is upserted;
+- each request is answered once the transaction committed, so an answered
+  beat is stored (``docs/server.md``, "Heartbeats").
+
+Only tokens in the verify cache come here (:func:`write`); a token that must
+be verified (argon2, milliseconds) takes the one-transaction path in a worker
+thread, so a verify never holds up a batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import Request
+from fastapi.concurrency import run_in_threadpool
+from sqlalchemy import Connection, Engine
+
+from spothop.agent.controlplane.store import _upsert_statement, upsert_heartbeat
+from spothop.server.auth import agent_principal, presented, refuse
+from spothop.server.errors import ApiError
+from spothop.state.tokens import Principal, TokenStore
+
+log = logging.getLogger(__name__)
+
+Build = Callable[[Principal], dict[str, Any]]  # the beat's row, or ApiError (403) for this beat
+MAX_BATCH = 1000
+
+
+@dataclass
+class _Beat:
+    token: str
+    build: Build
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[Principal | BaseException | None] = field(repr=False)
+
+
+class BeatWriter:
+    """The replica's heartbeat writer thread (see the module docstring); started on first use."""
+
+    def __init__(self, engine: Engine, tokens: TokenStore, linger_s: float) -> None:
+        self.engine = engine
+        self.tokens = tokens
+        self.linger_s = linger_s
+        self._waiting: list[_Beat] = []
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self.batches = 0  # how many transactions, and how many beats they wrote (for the bench)
+        self.beats = 0
+
+    async def submit(self, token: str, build: Build) -> Principal | None:
+        """The principal the beat was written for; None when the token was not taken (the
+        caller answers 401/429); raises the ApiError ``build`` raised."""
+        loop = asyncio.get_running_loop()
+        beat = _Beat(token, build, loop, loop.create_future())
+        with self._cond:
+            if self._thread is None:  # the first beat, or the first since close()
+                self._thread = threading.Thread(target=self._run, name="beat-writer", daemon=True)
+                self._thread.start()
+            self._waiting.append(beat)
+            if len(self._waiting) == 1:
+                self._cond.notify()
+        outcome = await beat.future
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    def close(self) -> None:
+        """Write what waits, then stop the thread (a later beat starts another)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+            thread = self._thread
+        if thread is not None:
+            thread.join(10)
+        with self._cond:
+            self._closed = False
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._waiting and not self._closed:
+                    self._cond.wait()
+                if not self._waiting:
+                    self._thread = None  # under the lock: the next beat starts a thread
+                    return
+            if self.linger_s > 0 and not self._closed:
+                time.sleep(self.linger_s)  # the others arriving meanwhile join this batch
+            with self._cond:
+                batch, self._waiting = self._waiting[:MAX_BATCH], self._waiting[MAX_BATCH:]
+            outcomes = self._write(batch)
+            by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Beat, Any]]] = {}
+            for beat, outcome in zip(batch, outcomes, strict=True):
+                by_loop.setdefault(beat.loop, []).append((beat, outcome))
+            for loop, answered in by_loop.items():
+                with contextlib.suppress(RuntimeError):  # that loop has closed: no one waits
+                    loop.call_soon_threadsafe(_answer, answered)
+
+    def _write(self, batch: list[_Beat]) -> list[Any]:
+        """One transaction for the batch; each beat's outcome (principal, None or an exception)."""
+        try:
+            with self.engine.begin() as conn:
+                principals = self.tokens.authenticate_many(conn, [b.token for b in batch])
+                outcomes: list[Any] = []
+                latest: dict[str, dict[str, Any]] = {}
+                for beat, principal in zip(batch, principals, strict=True):
+                    if principal is None:
+                        outcomes.append(None)
+                        continue
+                    try:
+                        row = beat.build(principal)
+                    except ApiError as exc:
+                        outcomes.append(exc)
+                        continue
+                    latest[row["instance_id"]] = row  # the instance's latest beat wins
+                    outcomes.append(principal)
+                _upsert_all(conn, list(latest.values()))
+        except Exception as exc:  # the database: every beat of the batch fails alike (a 500)
+            log.warning("a batch of %d heartbeats was not written: %s", len(batch), exc)
+            return [exc] * len(batch)
+        self.batches += 1
+        self.beats += len(latest)
+        return outcomes
+
+
+def _upsert_all(conn: Connection, rows: list[dict[str, Any]]) -> None:
+    """The rows upserted, one statement per column set (a heartbeat's, a registration's): one
+    multi-row statement each, not one per row (a per-row execute was most of the writer's time)."""
+    by_columns: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for row in rows:
+        by_columns.setdefault(tuple(sorted(row)), []).append(row)
+    for columns, same in by_columns.items():
+        conn.execute(_upsert_statement(conn.dialect.name, columns), same)
+
+
+def _answer(answered: list[tuple[_Beat, Any]]) -> None:
+    for beat, outcome in answered:
+        if not beat.future.done():
+            beat.future.set_result(outcome)
+
+
+async def write(request: Request, build: Build) -> None:
+    """Write the caller's beat (``build(principal)`` is its row): in the next batch when its
+    token verified lately, else in a transaction of its own (401/403/429 as any agent call)."""
+    state = request.app.state
+    token, wait = presented(request)
+    if state.tokens.cached(token):
+        principal = await state.beats.submit(token, build)
+        if principal is None:
+            refuse(request, wait)
+        return
+
+    def alone() -> None:
+        with state.store.engine.begin() as conn:
+            upsert_heartbeat(conn, build(agent_principal(request, conn)))
+
+    await run_in_threadpool(alone)
