@@ -28,7 +28,7 @@ from spothop.agent.errors import EventFormatError
 from spothop.agent.eventmodel import event_from_dict
 from spothop.queue.errors import UnknownJobError
 from spothop.server import beats
-from spothop.server.auth import agent_only, agent_principal, require_agent
+from spothop.server.auth import agent_only, require_agent
 from spothop.server.errors import ApiError, error_responses, forbidden, not_found
 from spothop.server.models import (
     AckBody,
@@ -120,14 +120,19 @@ class Received(BaseModel):
 async def events(
     body: EventsBody, request: Request, instance_id: str = InstancePath
 ) -> dict[str, Any]:
-    """The batch, checked whole, then stored in one transaction (a known ``event_id`` is skipped)."""
+    """The batch, checked whole, then stored in one transaction (a known ``event_id`` is skipped);
+    the token is checked with the replica's next batch of beats (:mod:`spothop.server.beats`)."""
 
-    def work() -> dict[str, Any]:
-        principal = agent_principal(request)
-        _own(principal, instance_id, what="the path")
-        parsed = []
+    def scoped(principal: Principal) -> None:
+        _own(agent_only(principal), instance_id, what="the path")
         for n, item in enumerate(body.events):
             _own(principal, item.instance_id, item.job_id, f"event {n} ({item.event_id})")
+
+    principal = await beats.write(request, scoped)
+
+    def work() -> dict[str, Any]:
+        parsed = []
+        for n, item in enumerate(body.events):
             try:
                 parsed.append(event_from_dict(event_dict(item)))  # as sent: the event's own model
             except EventFormatError as exc:

@@ -13,6 +13,10 @@ CPU. :class:`BeatWriter` runs one thread that takes every beat waiting, waits
 - each request is answered once the transaction committed, so an answered
   beat is stored (``docs/server.md``, "Heartbeats").
 
+An events call rides a batch for its token's check only (its ``build`` writes
+nothing): it then stores its events in a transaction of its own, with no
+connection of the pool spent on reading a token's row.
+
 Only tokens in the verify cache come here (:func:`write`); a token that must
 be verified (argon2, milliseconds) takes the one-transaction path in a worker
 thread, so a verify never holds up a batch.
@@ -40,7 +44,8 @@ from spothop.state.tokens import Principal, TokenStore
 
 log = logging.getLogger(__name__)
 
-Build = Callable[[Principal], dict[str, Any]]  # the beat's row, or ApiError (403) for this beat
+# The beat's row (None: nothing to write, the call only wanted its token checked), or ApiError (403).
+Build = Callable[[Principal], dict[str, Any] | None]
 MAX_BATCH = 1000
 
 
@@ -130,7 +135,8 @@ class BeatWriter:
                     except ApiError as exc:
                         outcomes.append(exc)
                         continue
-                    latest[row["instance_id"]] = row  # the instance's latest beat wins
+                    if row is not None:
+                        latest[row["instance_id"]] = row  # the instance's latest beat wins
                     outcomes.append(principal)
                 _upsert_all(conn, list(latest.values()))
         except Exception as exc:  # the database: every beat of the batch fails alike (a 500)
@@ -157,19 +163,24 @@ def _answer(answered: list[tuple[_Beat, Any]]) -> None:
             beat.future.set_result(outcome)
 
 
-async def write(request: Request, build: Build) -> None:
-    """Write the caller's beat (``build(principal)`` is its row): in the next batch when its
-    token verified lately, else in a transaction of its own (401/403/429 as any agent call)."""
+async def write(request: Request, build: Build) -> Principal:
+    """Write the caller's beat (``build(principal)`` is its row; None writes nothing, as for the
+    events, whose token rides a batch): in the next batch when its token verified lately, else
+    in a transaction of its own (401/403/429 as any agent call). The caller's principal."""
     state = request.app.state
     token, wait = presented(request)
     if state.tokens.cached(token):
-        principal = await state.beats.submit(token, build)
-        if principal is None:
-            refuse(request, wait)
-        return
+        writer: BeatWriter = state.beats
+        principal = await writer.submit(token, build)
+        return principal if principal is not None else refuse(request, wait)
 
-    def alone() -> None:
+    def alone() -> Principal:
         with state.store.engine.begin() as conn:
-            upsert_heartbeat(conn, build(agent_principal(request, conn)))
+            principal = agent_principal(request, conn)
+            row = build(principal)
+            if row is not None:
+                upsert_heartbeat(conn, row)
+            return principal
 
-    await run_in_threadpool(alone)
+    answer: Principal = await run_in_threadpool(alone)
+    return answer

@@ -217,10 +217,18 @@ def job_report(
     job_id: JobPath, request: Request, principal: Principal = Depends(require_any)
 ) -> dict[str, Any]:
     """``spothop report JOB --json``."""
+    from sqlalchemy.exc import IntegrityError
+
     from spothop.cli.views import report_json
 
     may_read_job(request, principal, job_id)
-    return report_json(request.app.state.store, job_id, request.app.state.providers())
+    store, providers = request.app.state.store, request.app.state.providers()
+    try:
+        return report_json(store, job_id, providers)
+    except IntegrityError:
+        # A controller pass (or another report) wrote the same attempt's ledger record at the
+        # same moment (the ledger's delete-then-insert races): that one is written; read again.
+        return report_json(store, job_id, providers)
 
 
 @router.get("/instances")
