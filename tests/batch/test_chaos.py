@@ -30,12 +30,8 @@ def test_chaos_reduced(tmp_path: Path) -> None:
     assert (report.missing_outputs, report.wrong_outputs, report.temporaries_left) == (0, 0, 0)
 
 
-@pytest.mark.slow
-def test_chaos_full(tmp_path: Path, request: pytest.FixtureRequest) -> None:
-    if "slow" not in str(request.config.getoption("-m")):
-        pytest.skip(
-            "the full-size chaos run takes minutes: select it with -m slow (or run bench/chaos.py)"
-        )
+@pytest.mark.slow  # minutes: -m slow (or bench/chaos.py)
+def test_chaos_full(tmp_path: Path) -> None:
     report = run_chaos(
         f"sqlite:///{tmp_path / 'q.db'}",
         tmp_path,
