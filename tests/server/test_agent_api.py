@@ -225,6 +225,38 @@ def test_a_revoked_agent_token_is_refused_at_once(
         plane.requests()
 
 
+def test_a_heartbeat_answers_as_the_app_does_once_its_token_is_cached(
+    served: Served, agents: tuple[Agent, Agent]
+) -> None:
+    """The common beat is answered before the app (server.beats.HeartbeatFastPath); a beat that is
+    no 200 still gets the app's own answer, and a revoked token is refused at the next beat."""
+    a, _ = agents
+    server, path = served.server, f"/v1/agents/{a.instance_id}/heartbeat"
+    beat = {"instance_id": a.instance_id, "time_unix_s": 2.0, "state": "running"}
+    _, user_token = served.tokens.create_user(unique("u").lower(), "vision")
+    assert server.call("GET", "/v1/whoami", token=user_token)[0] == 200  # cached too
+    assert server.call("POST", path, token=a.token, body=beat)[:2] == (200, {"status": "ok"})
+    status, body, _ = server.call("POST", path, token=a.token, body={**beat, "state": ""})
+    assert status == 422 and body["error"]["problems"][0]["field"].endswith("state")
+    status, body, _ = server.call("POST", path, token=user_token, body=beat)
+    assert status == 403 and "agent" in body["error"]["message"]
+    raw = server.call("POST", path, token=a.token, raw=b"{not json", headers=_JSON)
+    assert raw[0] == 422
+    assert served.tokens.revoke_agent_tokens(a.job_id, a.instance_id) == 1
+    status, body, _ = server.call("POST", path, token=a.token, body=beat)
+    assert status == 401 and body["error"]["type"] == "Unauthorized"
+    with served.tokens.engine.connect() as conn:
+        stored = conn.execute(
+            select(agent_heartbeats.c.time_unix_s).where(
+                agent_heartbeats.c.instance_id == a.instance_id
+            )
+        ).scalar_one()
+    assert stored == 2.0  # the one beat answered 200 is the one stored
+
+
+_JSON = {"Content-Type": "application/json"}
+
+
 def test_a_batch_of_events_is_stored_once_each_in_one_call(
     served: Served, agents: tuple[Agent, Agent]
 ) -> None:

@@ -48,7 +48,7 @@ router = APIRouter(
 )
 InstancePath = Path(min_length=1, max_length=128)
 OK = {"status": "ok"}
-OK_BODY = b'{"status":"ok"}'
+OK_BODY = beats.OK_BODY
 
 
 class Ok(BaseModel):
@@ -100,15 +100,22 @@ async def heartbeat(
     body: HeartbeatBody, request: Request, instance_id: str = InstancePath
 ) -> Response:
     """Written in the replica's next batch of beats (:mod:`spothop.server.beats`), answered once
-    that batch committed; the answer is written as it is (nothing to validate)."""
+    that batch committed; the answer is written as it is (nothing to validate). The common beat
+    is answered before it reaches this route (:class:`~spothop.server.beats.HeartbeatFastPath`,
+    with :func:`heartbeat_row`); this route answers the rest, errors included."""
+    await beats.write(request, heartbeat_row(instance_id, body))
+    return Response(OK_BODY, media_type="application/json")
+
+
+def heartbeat_row(instance_id: str, body: HeartbeatBody) -> beats.Build:
+    """The beat's row for the token's principal (403 unless the path and the body are its own)."""
 
     def row(principal: Principal) -> dict[str, Any]:
         _own(agent_only(principal), instance_id, what="the path")
         job_id = _own(principal, body.instance_id, body.job_id, "the heartbeat")
         return Heartbeat(**{**body.model_dump(), "job_id": job_id}).to_dict()
 
-    await beats.write(request, row)
-    return Response(OK_BODY, media_type="application/json")
+    return row
 
 
 class Received(BaseModel):
