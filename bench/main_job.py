@@ -50,6 +50,13 @@ JOB_FILE = ROOT / "examples" / "embed" / "job.yaml"
 DEMO_WORLD = ROOT / "examples" / "worlds" / "demo.yaml"
 TERMINAL = ("succeeded", "failed", "cancelled")
 RSS_LINE = re.compile(r"peak_rss_mib=([0-9.]+)")
+# The worker's own lines (examples/embed/embed.py), read for the breakdown.
+LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \S+ (.*)$")
+READY_LINE = re.compile(r"model ready: [0-9.]+ s after start, ([0-9.]+) s CPU")
+SHARD_LINE = re.compile(
+    r"(\d+) passages embedded and published \(([0-9.]+) s encode, ([0-9.]+) s publish\)"
+)
+GIVEN_BACK_LINE = re.compile(r"given back after ([0-9.]+) s")
 
 
 def raw(corpus: Path, batch_size: int, threads: int) -> dict[str, float]:
@@ -90,19 +97,23 @@ def spothop(*args: str, env: dict[str, str]) -> Any:
 
 def run_job(job_file: Path, home: Path, world: Path, timeout_s: float) -> dict[str, Any]:
     """Launch the job, wait for its end; its wall time, state, interruptions and workers' RSS."""
+    from spothop.jobs.store import JobStore
+
     # The workers' `python` is the first on PATH: this environment's (the local cloud's
     # instances are processes of this machine).
     path = f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"
     env = {**os.environ, "SPOTHOP_HOME": str(home), "SPOTHOP_WORLD": str(world), "PATH": path}
     started = time.perf_counter()
     job_id = spothop("launch", str(job_file), "--detach", "--json", env=env)["job_id"]
-    status: dict[str, Any] = {}
-    while time.perf_counter() - started < timeout_s:
-        status = spothop("status", job_id, "--json", env=env)
-        if str(status.get("state")) in TERMINAL:
-            break
-        time.sleep(1.0)  # a benchmark's poll of a job minutes long; the job does not wait on it
+    # Polled in this process with one small query a second: a `spothop status` process a
+    # second would import the CLI each time and take CPU from the job it measures.
+    with JobStore(f"sqlite:///{home / 'spothop.db'}") as store:
+        while time.perf_counter() - started < timeout_s:
+            if str(store.get_job(job_id).state) in TERMINAL:
+                break
+            time.sleep(1.0)  # a benchmark's poll of a job minutes long; the job does not wait on it
     elapsed = time.perf_counter() - started
+    status = spothop("status", job_id, "--json", env=env)
     subprocess.run(
         [str(Path(sys.executable).with_name("spothop")), "controller", "stop"],
         env=env,
@@ -123,7 +134,131 @@ def run_job(job_file: Path, home: Path, world: Path, timeout_s: float) -> dict[s
         "instances": len(status.get("instances", [])),
         "providers": providers,
         "peak_rss_mib": max(rss) if rss else None,
+        "breakdown": breakdown(home, job_id),
     }
+
+
+def _worker_lines(log: Path) -> list[tuple[float, str]]:
+    """(unix time, message) of each line of one attempt's log (the logging module's local time)."""
+    from datetime import datetime
+
+    lines = []
+    text = log.read_text(errors="replace") if log.exists() else ""
+    for line in text.splitlines():
+        m = LOG_LINE.match(line)
+        if m:
+            when = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            lines.append((when, m.group(2)))
+    return lines
+
+
+def _agent_events(path: Path) -> dict[str, float]:
+    """The first time of each kind of the agent's events (its ``events.jsonl``)."""
+    first: dict[str, float] = {}
+    for line in path.read_text().splitlines() if path.exists() else []:
+        event = json.loads(line)
+        first.setdefault(str(event["kind"]), float(event["time_unix_s"]))
+    return first
+
+
+def breakdown(home: Path, job_id: str) -> dict[str, float]:
+    """Where the job's instance-time went, in wall seconds summed over its instances.
+
+    Per attempt: boot (launch to the worker's process), start-up (imports and the model's
+    load, and its CPU seconds), encoding and publishing the shards it published, waits
+    between shards, work lost (the shard in hand at a final notice, recomputed elsewhere),
+    the notice to the instance's end, and the wait at the end of the queue.
+    """
+    from spothop.jobs.store import JobStore
+    from spothop.providers.local.runtime import stored_anchor
+    from spothop.providers.local.store import CloudStore
+
+    # An attempt's times are its cloud's (simulated) clock; the agents' and workers' are wall.
+    anchor = stored_anchor(CloudStore(home / "localcloud"))
+    speed, sim0, wall0 = (
+        (anchor.speed, anchor.sim_start, anchor.wall_start) if anchor else (1, 0, 0)
+    )
+
+    def wall(sim_s: float) -> float:
+        return wall0 + (sim_s - sim0) / speed
+
+    out: dict[str, float] = dict.fromkeys(
+        ("instances", "workers_ready", "workers_useful", "boot_s", "startup_s",
+         "startup_cpu_s", "encode_s", "publish_s", "between_s", "lost_s",
+         "notice_to_end_s", "drained_s", "lifetime_s"),
+        0.0,
+    )  # fmt: skip
+    with JobStore(f"sqlite:///{home / 'spothop.db'}") as store:
+        attempts = store.attempts(job_id)
+    for a in attempts:
+        events = _agent_events(home / "jobs" / job_id / "agents" / a.attempt_id / "events.jsonl")
+        lines = _worker_lines(
+            home / "jobs" / job_id / "logs" / f"node-{a.node}" / f"{a.attempt_id}.log"
+        )
+        launched = wall(a.launched_unix_s)
+        ended = wall(a.ended_unix_s) if a.ended_unix_s else (lines[-1][0] if lines else launched)
+        noticed = events.get("final_notice")
+        out["instances"] += 1
+        out["lifetime_s"] += ended - launched
+        started = events.get("worker_started")
+        if started is None:
+            out["boot_s"] += ended - launched
+            continue
+        out["boot_s"] += started - launched
+        ready = next(((t, m) for t, m in lines if READY_LINE.search(m)), None)
+        if ready is None:  # ended while importing or loading
+            out["startup_s"] += (noticed or ended) - started
+        else:
+            out["workers_ready"] += 1
+            out["startup_s"] += ready[0] - started
+            out["startup_cpu_s"] += float(READY_LINE.search(ready[1]).group(1))  # type: ignore[union-attr]
+            last = ready[0]
+            useful = False
+            for t, m in lines:
+                shard = SHARD_LINE.search(m)
+                given = GIVEN_BACK_LINE.search(m)
+                if shard:
+                    useful = True
+                    encode, publish = float(shard.group(2)), float(shard.group(3))
+                    out["encode_s"] += encode
+                    out["publish_s"] += publish
+                    out["between_s"] += max(0.0, t - encode - publish - last)
+                    last = t
+                elif given:
+                    out["lost_s"] += float(given.group(1))
+                    last = t
+            out["workers_useful"] += useful
+            if noticed is not None and noticed > last:  # the shard in hand when the notice came
+                out["lost_s"] += noticed - last
+            elif noticed is None:
+                out["drained_s"] += max(0.0, ended - last)
+        if noticed is not None:
+            out["notice_to_end_s"] += max(0.0, ended - noticed)
+    return out
+
+
+def breakdown_table(b: dict[str, float], workers: int, elapsed_s: float) -> Table:
+    """The breakdown as a table: seconds, and the share of the workers' wall time."""
+    slot_s = workers * elapsed_s
+    table = Table(title=f"where the job's time went ({workers} workers x {elapsed_s:.0f} s wall)")
+    for column in ("phase (instances' wall seconds, summed)", "seconds", "share"):
+        table.add_column(column, justify="left" if column.startswith("phase") else "right")
+    n = int(b["instances"])
+    rows = [
+        (f"boot: launch to worker process ({n} instances)", b["boot_s"]),
+        (f"start-up: imports and model load ({int(b['workers_ready'])} loaded, "
+         f"{b['startup_cpu_s'] / max(1, b['workers_ready']):.1f} s CPU each)", b["startup_s"]),
+        (f"encoding published shards ({int(b['workers_useful'])} instances published)", b["encode_s"]),
+        ("publishing outputs (Parquet, fenced complete)", b["publish_s"]),
+        ("between shards (queue claims)", b["between_s"]),
+        ("lost: the shard in hand at a notice (recomputed)", b["lost_s"]),
+        ("final notice to the instance's end", b["notice_to_end_s"]),
+        ("queue drained: waiting for the job's end", b["drained_s"]),
+        ("instances' lifetimes, total", b["lifetime_s"]),
+    ]  # fmt: skip
+    for name, seconds in rows:
+        table.add_row(name, f"{seconds:.1f}", f"{seconds / slot_s:.0%}")
+    return table
 
 
 def scratch_job(folder: Path, passages: int) -> tuple[Path, Path, dict[str, Any]]:
@@ -160,6 +295,9 @@ def main() -> int:
     parser.add_argument("--world", type=Path, default=DEMO_WORLD)
     parser.add_argument("--timeout-s", type=float, default=1200)
     parser.add_argument(
+        "--breakdown", nargs=2, metavar=("HOME", "JOB"), help="only the breakdown of a job run"
+    )
+    parser.add_argument(
         "--raw", nargs=3, metavar=("CORPUS", "BATCH", "THREADS"), help=argparse.SUPPRESS
     )
     args = parser.parse_args()
@@ -167,6 +305,15 @@ def main() -> int:
         print(json.dumps(raw(Path(args.raw[0]), int(args.raw[1]), int(args.raw[2]))))
         return 0
     console = Console(highlight=False)
+    if args.breakdown:  # a job already run (make run's home, say): where its time went
+        home, job_id = Path(args.breakdown[0]), args.breakdown[1]
+        from spothop.jobs.store import JobStore
+
+        with JobStore(f"sqlite:///{home / 'spothop.db'}") as store:
+            job = store.get_job(job_id)
+        elapsed = job.updated_unix_s - job.created_unix_s  # the job's own times are wall
+        console.print(breakdown_table(breakdown(home, job_id), len(job.nodes) or 1, elapsed))
+        return 0
     with tempfile.TemporaryDirectory(prefix="spothop-main-job-") as scratch:
         folder = Path(scratch)
         job_file, corpus, spec = scratch_job(folder, args.passages)
@@ -213,6 +360,7 @@ def main() -> int:
         "",
     )
     console.print(table)
+    console.print(breakdown_table(job["breakdown"], int(spec.get("workers", 1)), job["elapsed_s"]))
     console.print(
         f"job {job['job_id']}: {job['state']}, {job['interruptions']} interruptions survived, "
         f"{job['instances']} instances on {', '.join(job['providers']) or '-'}; "

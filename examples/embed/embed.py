@@ -47,6 +47,7 @@ import io
 import logging
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,7 @@ THREADS_ENV = "EMBED_THREADS"  # torch intra-op threads; unset: torch's default
 BATCH_SIZE_ENV = "BATCH_SIZE"
 
 log = logging.getLogger("embed")
+STARTED_S = time.monotonic()  # near the process's start: the imports below come after it
 
 
 def load_model(device: str | None = None) -> Any:
@@ -177,11 +179,19 @@ def run(
 
     sdk.on_stop(lambda: None)  # a stop arrives as a request, seen between batches
     model = model if model is not None else load_model()
+    # What an instance pays before its first shard (imports and the model's load): the
+    # benchmark's breakdown reads these lines (bench/main_job.py).
+    log.info(
+        "model ready: %.2f s after start, %.2f s CPU",
+        time.monotonic() - STARTED_S,
+        time.process_time(),
+    )
     store = OutputStore(output_url)
     done = 0
     stopped = False
     with open_queue(queue_url, job) as queue:
         for item in iter_shards(queue, worker, store=store, lease_s=lease_s):
+            claimed = time.monotonic()
             records = BatchShard(item.shard_id, item.payload).records()
             ids = [str(r["id"]) for r in records]
 
@@ -191,10 +201,12 @@ def run(
             vectors = embed_records(
                 model, [str(r["text"]) for r in records], batch_size, interrupted
             )
+            encoded = time.monotonic()
             if vectors is None:
                 stopped = item.stop_requested()
                 if not stopped:  # the lease was lost under us: another worker has the shard
                     item.settled = True
+                log.info("shard %s: given back after %.2f s", item.shard_id, encoded - claimed)
                 continue  # iter_shards releases the unsettled shard on a stop, and ends
             try:
                 item.commit(to_parquet(ids, vectors))
@@ -205,13 +217,20 @@ def run(
                 continue
             done += 1
             sdk.heartbeat()
-            log.info("shard %s: %d passages embedded and published", item.shard_id, len(ids))
+            log.info(
+                "shard %s: %d passages embedded and published (%.2f s encode, %.2f s publish)",
+                item.shard_id,
+                len(ids),
+                encoded - claimed,
+                time.monotonic() - encoded,
+            )
     log.info(
-        "worker %s: %d shards published%s; peak_rss_mib=%.1f",
+        "worker %s: %d shards published%s; peak_rss_mib=%.1f cpu_s=%.2f",
         worker,
         done,
         ", stopped" if stopped else "",
         peak_rss_mib(),
+        time.process_time(),
     )
     return EXIT_PREEMPTED if stopped else 0
 

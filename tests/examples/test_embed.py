@@ -42,7 +42,7 @@ def submit(job_file: Path, url: str) -> int:
 
 
 def test_a_preempted_worker_gives_its_shard_back_and_the_job_ends_exact(
-    tmp_path: Path, embed_model: Any
+    tmp_path: Path, embed_model: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     job_file = write_job(tmp_path)
     url = f"sqlite:///{tmp_path / 'queue.db'}"
@@ -86,8 +86,13 @@ def test_a_preempted_worker_gives_its_shard_back_and_the_job_ends_exact(
     first_done = set(store.published())
 
     # A second worker (another instance) loads the model and drains the queue.
-    code = embed.run(url, JOB, output, worker="worker-2", batch_size=8, model=embed_model)
+    with caplog.at_level("INFO", logger="embed"):
+        code = embed.run(url, JOB, output, worker="worker-2", batch_size=8, model=embed_model)
     assert code == 0
+    # What it paid before its first shard and each shard's time: bench/main_job.py's breakdown.
+    lines = [r.getMessage() for r in caplog.records if r.name == "embed"]
+    assert any(line.startswith("model ready: ") for line in lines), lines
+    assert any(" s encode, " in line and " s publish)" in line for line in lines), lines
     with open_queue(url, JOB) as queue:
         stats = queue.stats()
         assert (stats.done, stats.pending, stats.leased, stats.dead) == (8, 0, 0, 0)
