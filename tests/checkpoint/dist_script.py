@@ -1,7 +1,9 @@
-"""One rank of a two-rank run for the restore-agreement test: ``python dist_script.py RANK INIT_FILE URL MODE``.
+"""One rank of a two-rank restore for the restore-agreement test: ``python dist_script.py RANK INIT_FILE URL``.
 
-``save`` writes steps 1 and 2 (parameters filled with step*10 + rank); ``restore`` restores through
-``TorchState`` with ``torch.distributed`` (gloo) initialised and prints ``restored STEP VALUE``.
+:func:`save_steps` writes a rank's steps 1 and 2 (parameters filled with step*10 + rank; saving
+talks to no other rank, so the test calls it in-process); run as a script, a rank restores
+through ``TorchState`` with ``torch.distributed`` (gloo) initialised and prints
+``restored STEP VALUE``.
 """
 
 from __future__ import annotations
@@ -17,23 +19,30 @@ from spothop.checkpoint.pytorch import TorchState
 WORLD = 2
 
 
-def main() -> None:
-    rank, init_file, url, mode = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=WORLD)
+def _rank_state(url: str, rank: int) -> tuple[torch.nn.Linear, TorchState, Checkpointer]:
     model = torch.nn.Linear(4, 4)
-    parts = TorchState(model)
     ckpt = Checkpointer(
         url, local_url=f"{url}-local-{rank}", world=WorldLayout(world_size=WORLD, rank=rank)
     )
-    if mode == "save":
-        for step in (1, 2):
-            with torch.no_grad():
-                for p in model.parameters():
-                    p.fill_(step * 10 + rank)
-            parts.save(ckpt, step).wait()
-    else:
-        step = parts.restore(ckpt)
-        print(f"restored {step} {model.bias[0].item():.0f}", flush=True)
+    return model, TorchState(model), ckpt
+
+
+def save_steps(url: str, rank: int) -> None:
+    model, parts, ckpt = _rank_state(url, rank)
+    for step in (1, 2):
+        with torch.no_grad():
+            for p in model.parameters():
+                p.fill_(step * 10 + rank)
+        parts.save(ckpt, step).wait()
+    ckpt.close()
+
+
+def main() -> None:
+    rank, init_file, url = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=WORLD)
+    model, parts, ckpt = _rank_state(url, rank)
+    step = parts.restore(ckpt)
+    print(f"restored {step} {model.bias[0].item():.0f}", flush=True)
     ckpt.close()
     dist.barrier()
     dist.destroy_process_group()

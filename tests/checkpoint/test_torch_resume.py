@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch")
 
 from spothop.checkpoint import Checkpointer, Tier  # noqa: E402
 from spothop.checkpoint.pytorch import ResumableSampler, TorchState  # noqa: E402
-from tests.checkpoint import train_script  # noqa: E402
+from tests.checkpoint import dist_script, train_script  # noqa: E402
 from tests.waiting import scaled, wait_for  # noqa: E402
 
 TOTAL = 17
@@ -369,14 +369,15 @@ def test_frozen_takes_tensors_only(tmp_path: Path) -> None:
     assert not (tmp_path / "ckpt").exists()  # refused before anything was written
 
 
-def run_ranks(tmp_path: Path, url: str, mode: str, tag: str) -> list[str]:
-    """Both ranks of ``dist_script.py`` as real processes joined by torch.distributed (gloo)."""
-    script = Path(__file__).with_name("dist_script.py")
+def restore_ranks(tmp_path: Path, url: str) -> list[str]:
+    """Both ranks of ``dist_script.py`` restoring, as real processes joined by torch.distributed
+    (gloo)."""
+    script = Path(dist_script.__file__)
     env = child_env()
-    init = tmp_path / f"init-{tag}"
+    init = tmp_path / "init"
     ranks = [
         subprocess.Popen(
-            [sys.executable, str(script), str(rank), str(init), url, mode],
+            [sys.executable, str(script), str(rank), str(init), url],
             env=env,
             cwd=ROOT,
             stdout=subprocess.PIPE,
@@ -394,12 +395,13 @@ def test_ranks_agree_when_a_checkpoint_verifies_on_one_rank_only(tmp_path: Path)
     """Rank 1's step-2 file is damaged; rank 0's is fine. Both ranks committed step 2, so only talking
     (all_reduce) can tell: both must restore step 1, each its own rank's values."""
     url = str(tmp_path / "ckpt")
-    run_ranks(tmp_path, url, "save", "save")
+    for rank in (0, 1):
+        dist_script.save_steps(url, rank)  # a save talks to no other rank: in-process
     [pack] = (tmp_path / "ckpt" / "rank-00001").glob("step-000000000002-*/data-00000.pack")
     damaged = bytearray(pack.read_bytes())
     damaged[len(damaged) // 2] ^= 0x01
     pack.write_bytes(bytes(damaged))
-    assert run_ranks(tmp_path, url, "restore", "restore") == ["restored 1 10", "restored 1 11"]
+    assert restore_ranks(tmp_path, url) == ["restored 1 10", "restored 1 11"]
 
 
 def test_checkpoint_step_prepares_the_buffers_on_its_first_quiet_step(
