@@ -59,21 +59,13 @@ def test_resume_after_sigkill_matches_bit_for_bit(tmp_path: Path) -> None:
     child.send_signal(signal.SIGKILL)
     assert child.wait(timeout=scaled(30)) == -signal.SIGKILL
     assert not (tmp_path / "never").exists()
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), url, str(TOTAL), str(tmp_path / "resumed")],
-        check=True,
-        env=env,
-        cwd=ROOT,
-        timeout=scaled(120),
-        capture_output=True,
-        text=True,
-    )
+    # The resume is a fresh model, optimizer and loader, in this process: what the killed child left
+    # on disk is all it has (a second child interpreter with torch would prove no more).
+    resumed, resumed_from = train_script.train(url, TOTAL)
     # Step 9's save may have been in flight at the kill; then it never committed and step 6 is used.
-    assert done.stdout.strip() in ("resumed from 6", "resumed from 9")
-    reference, _ = train_script.train(
-        None, TOTAL
-    )  # single-threaded like the children, so comparable
-    assert (tmp_path / "resumed").read_bytes() == reference.tobytes()
+    assert resumed_from in (6, 9)
+    reference, _ = train_script.train(None, TOTAL)  # single-threaded like the child, so comparable
+    assert resumed.tobytes() == reference.tobytes()
 
 
 def test_a_worker_under_the_agent_saves_on_notices_exits_75_and_resumes_exactly(
