@@ -19,7 +19,6 @@ import os
 import threading
 import weakref
 from collections.abc import Callable, Hashable
-from functools import cache
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
@@ -70,7 +69,7 @@ def make_engine(url: str | None = None, **options: Any) -> Engine:
         )
         _configure_sqlite(engine)
         return engine
-    return create_engine(url, pool_pre_ping=True, **options)
+    return create_engine(url, **{"pool_pre_ping": True, **options})
 
 
 def _configure_sqlite(engine: Engine) -> None:
@@ -88,10 +87,47 @@ def _configure_sqlite(engine: Engine) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
-@cache
-def shared_engine(url: str) -> Engine:
-    """One engine per URL per process (engines pool connections; make few)."""
-    return make_engine(url)
+_shared: dict[str, tuple[Engine, dict[str, Any]]] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_engine(url: str, **options: Any) -> Engine:
+    """One engine per URL per process (engines pool connections; make few).
+
+    ``options`` (``pool_size``, ``max_overflow``, ...: :func:`make_engine`'s) are for a process
+    that sizes its pool, the server: the engine made with them is the URL's shared one from then
+    on. Without options, the URL's engine as it is (made with the defaults if there is none yet).
+    """
+    key = normalise_url(url)
+    with _shared_lock:
+        made = _shared.get(key)
+        if made is None or (options and made[1] != options):
+            made = (make_engine(url, **options), dict(options))
+            _shared[key] = made
+        return made[0]
+
+
+def pool_options(url: str, connections: int) -> dict[str, Any]:
+    """Pool options for at most ``connections`` connections at once to ``url``: up to 10 kept
+    open, the rest opened when a burst needs them; none for SQLite (its file has one writer)."""
+    if connections < 1:
+        raise ConfigError(f"a pool needs at least 1 connection, got {connections}")
+    if not normalise_url(url).startswith("postgresql"):
+        return {}
+    kept = min(10, connections)
+    return {"pool_size": kept, "max_overflow": connections - kept}
+
+
+def dialect_insert(dialect: str) -> Any:
+    """The dialect's INSERT construct (``on_conflict_do_nothing`` / ``on_conflict_do_update`` on
+    both SQLite and PostgreSQL), for ``engine.dialect.name`` or ``conn.dialect.name``."""
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        return pg_insert
+    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+    return sqlite_insert
 
 
 # What this process has done once per engine (brought its schema up to date, per schema). Keyed by the

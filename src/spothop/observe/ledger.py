@@ -45,6 +45,7 @@ The contract:
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -53,8 +54,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import delete, insert, select
+from sqlalchemy import select
 
+from spothop.db import dialect_insert
 from spothop.errors import SpothopError
 from spothop.jobs.lifecycle import AttemptState
 from spothop.jobs.records import AttemptRecord
@@ -270,10 +272,9 @@ class Ledger:
             except Exception as exc:
                 log.warning("run of attempt %s not recorded: %s", record.attempt_id, exc)
         now = self._clock()
+        rows = {r.attempt_id: _row(r, now) for r in fresh}  # one row per key (the last given)
         with self.store.engine.begin() as conn:
-            ids = [r.attempt_id for r in fresh]
-            conn.execute(delete(ledger_records).where(ledger_records.c.attempt_id.in_(ids)))
-            conn.execute(insert(ledger_records), [_row(r, now) for r in fresh])
+            conn.execute(_upsert_records(conn.dialect.name), list(rows.values()))
 
     def price(self, attempt: AttemptRecord) -> LedgerRecord:
         """The record of one attempt, as the ledger prices it now (nothing written)."""
@@ -645,6 +646,19 @@ def _provider_usage(instance: Instance) -> tuple[float | None, float | None, flo
         return start, instance.ended_at, max(0.0, instance.ended_at - start), closed
     # Still running: the provider's count so far (its clock's now is the cloud's to know).
     return start, None, instance.billed_seconds, closed
+
+
+@functools.cache
+def _upsert_records(dialect: str) -> Any:
+    """Insert-or-update of a record, one statement (two writers at once, a controller pass and a
+    report, each leave a whole record: a delete-then-insert let the second one's insert hit the
+    first one's row, a duplicate key). A closed record stays as stored: it is never reopened."""
+    upsert = dialect_insert(dialect)(ledger_records)
+    return upsert.on_conflict_do_update(
+        index_elements=["attempt_id"],
+        set_={c.name: upsert.excluded[c.name] for c in ledger_records.c if c.name != "attempt_id"},
+        where=~ledger_records.c.closed,
+    )
 
 
 def _row(r: LedgerRecord, now: float) -> dict[str, Any]:

@@ -172,7 +172,7 @@ class _Lazy:
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The server over ``settings``' store and queue (opened, and migrated, now)."""
     from spothop.dashboard.app import Dashboard
-    from spothop.db import shared_engine
+    from spothop.db import pool_options, shared_engine
     from spothop.jobs.store import JobStore
     from spothop.server import agents, dashboard, users
     from spothop.server.auth import FailureLimiter
@@ -204,7 +204,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # at the environment for providers (a few per cent of a replica at 500 beats a second).
         telemetry={"tracing": False, "metrics": False, "logs": False},
     )
-    engine = shared_engine(settings.store_url)
+    # The URL's shared engine from now on (the agents' control plane, the tokens, the beat writer).
+    engine = shared_engine(settings.store_url, **pool_options(settings.store_url, settings.db_pool))
     store = JobStore(engine=engine)
     app.state.settings = settings
     app.state.store = store

@@ -45,7 +45,7 @@ from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import Connection, Engine
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from spothop.agent.controlplane.store import _upsert_statement, upsert_heartbeat
+from spothop.agent.controlplane.store import upsert_heartbeat, upsert_heartbeats
 from spothop.server.auth import agent_principal, presented, refuse
 from spothop.server.errors import ApiError
 from spothop.state.tokens import Principal, TokenStore
@@ -254,8 +254,8 @@ def _upsert_all(conn: Connection, rows: list[dict[str, Any]]) -> None:
     by_columns: dict[tuple[str, ...], list[dict[str, Any]]] = {}
     for row in rows:
         by_columns.setdefault(tuple(sorted(row)), []).append(row)
-    for columns, same in by_columns.items():
-        conn.execute(_upsert_statement(conn.dialect.name, columns), same)
+    for same in by_columns.values():
+        upsert_heartbeats(conn, same)
 
 
 def _answer(answered: list[tuple[_Beat, Any]]) -> None:

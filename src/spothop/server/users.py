@@ -212,27 +212,15 @@ def job_checkpoints(
     }
 
 
-REPORT_TRIES = 4  # two replicas' controllers and a few users bring one job's ledger up to date
-
-
 @router.get("/jobs/{job_id}/report")
 def job_report(
     job_id: JobPath, request: Request, principal: Principal = Depends(require_any)
 ) -> dict[str, Any]:
     """``spothop report JOB --json``."""
-    from sqlalchemy.exc import IntegrityError
-
     from spothop.cli.views import report_json
 
     may_read_job(request, principal, job_id)
     store, providers = request.app.state.store, request.app.state.providers()
-    for _ in range(REPORT_TRIES - 1):
-        try:
-            return report_json(store, job_id, providers)
-        except IntegrityError:
-            # A controller pass (or another report) wrote the same attempt's ledger record at the
-            # same moment (the ledger's delete-then-insert races): that one is written; again.
-            continue
     return report_json(store, job_id, providers)
 
 

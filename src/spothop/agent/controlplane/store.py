@@ -160,16 +160,11 @@ class StoreControlPlane:
             }
             for e in events
         }
-        insert = (
-            _dialect_insert(engine)(agent_events)
-            .values(list(rows.values()))
-            .on_conflict_do_nothing(index_elements=["event_id"])
-            .returning(agent_events.c.event_id)
-        )
-        with (
-            engine.begin() as conn
-        ):  # RETURNING, not rowcount: psycopg reports -1 for this statement
-            inserted = {str(r[0]) for r in conn.execute(insert)}
+        with engine.begin() as conn:
+            # One cached statement, its rows sent as parameters (insertmanyvalues: one round trip
+            # a batch of rows); RETURNING, not rowcount: psycopg reports -1 for it.
+            result = conn.execute(_events_statement(conn.dialect.name), list(rows.values()))
+            inserted = {str(r[0]) for r in result}
         if inserted:
             _wake_controller()
         done: set[str] = set()
@@ -285,19 +280,41 @@ def registration_row(registration: Registration) -> dict[str, Any]:
 def upsert_heartbeat(conn: Connection, row: dict[str, Any]) -> None:
     """The instance's one ``agent_heartbeats`` row, inserted or replaced, in the caller's transaction
     (the server runs it in the transaction that read the agent's token: one per heartbeat)."""
-    conn.execute(_upsert_statement(conn.dialect.name, tuple(sorted(row))), row)
+    upsert_heartbeats(conn, [row])
+
+
+def upsert_heartbeats(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
+    """Each instance's one ``agent_heartbeats`` row, inserted or replaced, in the caller's
+    transaction; ``rows`` all have the same columns (one statement, the rows as its parameters)."""
+    if rows:
+        conn.execute(_upsert_statement(conn.dialect.name, tuple(sorted(rows[0]))), list(rows))
 
 
 @functools.cache
 def _upsert_statement(dialect: str, columns: tuple[str, ...]) -> Any:
     """The upsert of those columns, built once per dialect and column set (500 beats a second
     should not build a statement each): the values come as parameters."""
+    from spothop.db import dialect_insert
     from spothop.state.agent_tables import agent_heartbeats
 
-    insert = _insert_for(dialect)(agent_heartbeats)
+    insert = dialect_insert(dialect)(agent_heartbeats)
     return insert.on_conflict_do_update(
         index_elements=["instance_id"],
         set_={c: insert.excluded[c] for c in columns if c != "instance_id"},
+    )
+
+
+@functools.cache
+def _events_statement(dialect: str) -> Any:
+    """The events' insert, built once per dialect: a resent event id is skipped, the new ids
+    returned (rows sent as its parameters, executemany: insertmanyvalues batches them)."""
+    from spothop.db import dialect_insert
+    from spothop.state.agent_tables import agent_events
+
+    return (
+        dialect_insert(dialect)(agent_events)
+        .on_conflict_do_nothing(index_elements=["event_id"])
+        .returning(agent_events.c.event_id)
     )
 
 
@@ -309,21 +326,6 @@ def _wake_controller() -> None:
         poke()
     except Exception:  # a controller that cannot be woken runs its periodic pass instead
         pass
-
-
-def _dialect_insert(engine: Engine | Connection) -> Any:
-    """The dialect's INSERT, which has ``on_conflict_do_*`` on both SQLite and PostgreSQL."""
-    return _insert_for(engine.dialect.name)
-
-
-def _insert_for(dialect: str) -> Any:
-    if dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert as pg_insert
-
-        return pg_insert
-    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-
-    return sqlite_insert
 
 
 def _record_interruption(history: InterruptionStore, event: Interruption) -> None:
