@@ -159,6 +159,20 @@ def test_usage_errors_stay_2(cli: Callable[..., Any]) -> None:
     assert cli("queue", "stats").code == EXIT_BAD_INPUT  # a missing argument
 
 
+def test_one_process_runs_command_after_command_each_parsed_afresh(
+    cli: Callable[..., Any],
+) -> None:
+    # main builds the command tree once per process (cli/main.py); nothing of a call's
+    # arguments, options or errors may reach the next.
+    first = cli("gpus", "H100", "--json")
+    assert first.code == EXIT_OK, first.err
+    assert cli("gpus", "--no-such-flag").code == EXIT_BAD_INPUT
+    every = cli("gpus", "--json")
+    assert every.code == EXIT_OK and len(every.json()) > len(first.json())
+    again = cli("gpus", "H100", "--json")
+    assert (again.code, again.out) == (first.code, first.out)
+
+
 # -- queue work: the job's outcome ------------------------------------------------
 
 FAIL_ODD = (
