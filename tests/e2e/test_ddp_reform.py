@@ -156,7 +156,9 @@ def test_two_nodes_re_formed_to_one_node_of_two_ranks_continue_bit_identical(
     assert (h.tmp / "final.bin").read_bytes() == ddp_reference.weights
 
 
-@pytest.mark.slow  # 7 processes of torch on gloo: about 60-70 s on a loaded 2-core machine
+# In make test (7 processes of torch on gloo: about 50-70 s on a loaded 2-core machine): the re-form
+# that changes the world size and re-shards the checkpoint. 2 -> 1 x 2 above (same world size,
+# bit for bit) is -m slow, as the reshard of 2 -> 1 ranks is in tests/checkpoint/test_reshard_dist.py.
 def test_two_nodes_of_two_ranks_re_formed_to_three_nodes_continue_the_loss_curve(
     two_gpus_cheaper: Harness,
 ) -> None:
