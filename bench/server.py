@@ -49,6 +49,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -941,6 +942,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.profile and args.kill_at < 1:
         parser.error("--profile needs --kill-at 1 (a SIGKILL would end py-spy, not the replica)")
+    if args.profile and shutil.which("py-spy") is None:
+        parser.error("--profile needs py-spy on PATH: .venv/bin/pip install py-spy")
     if not 0 < args.kill_at <= 1 or args.seconds <= 0 or args.agents < 1 or args.jobs < 1:
         parser.error("--kill-at in (0, 1], --seconds > 0, --agents and --jobs ≥ 1")
     return run(args)
