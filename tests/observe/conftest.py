@@ -28,7 +28,7 @@ def flat_world() -> dict:
     return world
 
 
-MOVING_SPEED = 20.0  # a synthetic price steps every 300 simulated s: every 15 wall s here
+MOVING_SPEED = 50.0  # a synthetic price steps every 300 simulated s: every 6 wall s here
 MOVING_STD_RATIO = 0.3
 
 

@@ -35,7 +35,7 @@ def test_a_run_across_price_steps_is_priced_as_the_cloud_billed_it(moving_harnes
         "resources": {"gpu": "T4", "gpus_per_node": 1},
         "market": "spot",
         "providers": {"allow": ["aws-sim"]},
-        "run": "sleep 25",  # wall seconds: 500 simulated, more than one price step
+        "run": "sleep 12",  # wall seconds: 600 simulated, two price steps
     }
     job_id = h.launch(spec)
     h.wait_state(job_id, {"succeeded"}, scaled(90), what="the job to succeed")
