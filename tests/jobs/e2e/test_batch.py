@@ -14,6 +14,10 @@ from tests.waiting import wait_for
 
 SHARDS = 2000
 PREEMPTIONS = 5
+# Simulated seconds from each notice to the reclaim: 6 s of wall time at the harness's speed for a
+# worker to finish its shard and give its leases back (the default 60, 12 s, kept the last
+# noticed worker alive that long after the job ended).
+LEAD_S = 30.0
 
 
 def batch_spec(tmp: Path, name: str = "embed", shards: int = SHARDS) -> dict[str, Any]:
@@ -61,7 +65,7 @@ def preempt_workers(h: Harness, job_id: str, count: int) -> list[str]:
             return running[0] if running else None
 
         instance = wait_for(victim, 60, what="a running worker to preempt", interval_s=0.1)
-        h.preempt(instance)
+        h.preempt(instance, lead_time_s=LEAD_S)
         preempted.append(instance.instance_id)
     return preempted
 

@@ -29,6 +29,10 @@ TOTAL = 200  # steps
 STEP_SLEEP_S = 0.02
 MIN_PREEMPTIONS = 3
 MAX_PREEMPTIONS = 6
+# Simulated seconds from each notice to the reclaim: 6 s of wall time at the harness's speed for
+# the worker's emergency save (a fraction of a second); the default 60 (12 s) left the job's last
+# noticed instance alive that long after the job ended, and the test waits for every instance.
+LEAD_S = 30.0
 SCRIPT = Path(numpy_train.__file__)
 
 
@@ -79,7 +83,7 @@ def test_training_survives_preemptions_on_two_clouds_bit_identical(harness: Harn
 
         instance = wait_for(progressing, 60, what="the task training on a new instance")
         clouds.add(instance.provider)
-        h.preempt(instance)
+        h.preempt(instance, lead_time_s=LEAD_S)
         preempted.append(instance.instance_id)
         if newest_step(str(ckpt)) >= TOTAL - 10:
             break  # too near the end for another round: the test would not be about preemptions
