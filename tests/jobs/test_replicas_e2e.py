@@ -222,17 +222,7 @@ def test_a_replica_sigkilled_mid_job_its_job_goes_on_under_the_other(
     )
     assert taken[1] > token  # a new token: the dead replica's writes are fenced out
 
-    def ended() -> Any:
-        with h.store() as store:
-            job = store.get_job(job_id)
-        return job if job.state.final else None
-
-    final = wait_for(
-        ended,
-        120,
-        what="the job to end under the surviving replica",
-        interval_s=0.2,
-    )
+    final = h.wait_final(job_id, 120, what="the job to end under the surviving replica")
     assert str(final.state) == "succeeded", final.reason
     status = h.status(job_id)
     assert status["interruptions"] >= 1  # the event the killed replica never saw was acted on
@@ -290,12 +280,7 @@ def test_a_paused_replica_wakes_to_find_its_job_taken_and_touches_nothing(
     )
     gate.touch()
 
-    def ended() -> Any:
-        with h.store() as store:
-            job = store.get_job(job_id)
-        return job if job.state.final else None
-
-    final = wait_for(ended, 60, what="the task to end", interval_s=0.2)
+    final = h.wait_final(job_id, 60, what="the task to end")
     assert str(final.state) == "succeeded", final.reason
     assert held_by(other) or lease(h, job_id)[0] is None  # never back to the woken one
     with h.store() as store:

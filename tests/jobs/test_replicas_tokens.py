@@ -168,12 +168,7 @@ def test_agents_talk_to_the_server_with_a_token_per_instance_revoked_when_it_end
     agent_up(h, victim)  # its self-check reached the store: through the server, with its token
     h.preempt(victim, lead_time_s=LEAD_S)  # 6 s of wall time for its protocol over HTTP
 
-    def ended() -> Any:
-        with h.store() as store:
-            job = store.get_job(job_id)
-        return job if job.state.final else None
-
-    final = wait_for(ended, 120, what="the job to end", interval_s=0.2)
+    final = h.wait_final(job_id, 120, what="the job to end")
     assert str(final.state) == "succeeded", final.reason
     wait_for(lambda: not h.alive(job_id), 30, what="every worker released")
 

@@ -29,6 +29,7 @@ import yaml
 
 from spothop.cli.main import main
 from spothop.jobs.controller import daemon
+from spothop.jobs.records import JobRecord
 from spothop.jobs.store import JobStore
 from spothop.providers.base import Instance, InstanceState
 from spothop.providers.local.provider import LocalProvider
@@ -169,6 +170,16 @@ class Harness:
             return data if data["state"] in states else None
 
         return wait_for(reached, timeout_s, what=what, interval_s=0.2)
+
+    def wait_final(self, job_id: str, timeout_s: float, what: str) -> JobRecord:
+        """The job's record once it is final, read from the store (no CLI, no controller needed)."""
+
+        def ended() -> JobRecord | None:
+            with self.store() as store:
+                job = store.get_job(job_id)
+            return job if job.state.final else None
+
+        return wait_for(ended, timeout_s, what=what, interval_s=0.2)
 
 
 @contextlib.contextmanager
