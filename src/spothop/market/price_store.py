@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 from sqlalchemy import Connection, Engine, and_, func, select, update
 
-from spothop.db import default_database_url, shared_engine
+from spothop.db import default_database_url, dialect_insert, shared_engine
 from spothop.market.identity import PriceSeriesKey
 from spothop.market.price_history import PriceProblem
 from spothop.market.price_import import PriceRecord, read_price_file, resolve_format
@@ -166,14 +166,7 @@ def _key_of(row: Any) -> PriceSeriesKey:
 
 def _insert_ignoring_conflicts(conn: Connection, rows: list[dict[str, Any]]) -> None:
     """Insert, skipping rows whose point a concurrent writer stored first (unique key)."""
-    if conn.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert as pg_insert
-
-        conn.execute(pg_insert(prices).on_conflict_do_nothing(), rows)
-    else:
-        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-
-        conn.execute(sqlite_insert(prices).on_conflict_do_nothing(), rows)
+    conn.execute(dialect_insert(conn.dialect.name)(prices).on_conflict_do_nothing(), rows)
 
 
 def out_of_order(records: Sequence[PriceRecord]) -> list[PriceProblem]:
