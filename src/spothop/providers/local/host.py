@@ -99,7 +99,9 @@ class Host:
         )
         self.market: SpotMarket = spot_market(self.store, self.world, [self.key])
         self.billing = PROTOCOLS[self.spec["protocol"]].BILLING
-        self.notices = NoticeState(clock=self.clock.now)
+        # The endpoint prints the cloud's times on the instance's own clock, the wall (see
+        # metadata.state): a notice's deadline is then the wall instant this host kills at.
+        self.notices = NoticeState(clock=self.clock.now, instance_time=self.wall_time)
         self.plan = _Plan()
         self.worker: subprocess.Popen[bytes] | None = None
         self.billed_to = self.clock.now()
@@ -110,6 +112,10 @@ class Host:
         self.line_start = self.billed_to
         self.line_price = float(self.spec["price_usd_per_hour"])
         self.row: dict[str, Any] = {}
+
+    def wall_time(self, t: float) -> float:
+        """The wall instant (unix seconds) at which the cloud's clock reads ``t``."""
+        return self.clock.wall_start + (t - self.clock.sim_start) / self.clock.speed
 
     # -- lifecycle ----------------------------------------------------------
 
@@ -124,7 +130,7 @@ class Host:
                 region=self.spec["region"],
                 zone=self.spec["location"],
                 provider=self.spec["cloud"],
-                launch_time=self.spec["launched_at"],
+                launch_time=self.wall_time(self.spec["launched_at"]),
                 spot=self.spec["spot"],
             ),
             self.notices,

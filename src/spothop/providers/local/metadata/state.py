@@ -11,6 +11,13 @@ Contracts:
 - Every time the handlers print comes from this state and its injected clock
   ``now()``; nothing here or in the handlers reads ``time.time()`` directly,
   so a simulated clock that runs faster than the wall is honoured end to end.
+- The handlers print times on the *instance's* clock: :meth:`NoticeState.snapshot`
+  passes every time through ``instance_time`` (default: the cloud's clock is the
+  instance's). An instance's processes read their operating system's clock, the
+  wall; on an accelerated world the host maps the cloud's simulated times to the
+  wall instants it acts at, so a watcher that computes ``deadline − time.time()``
+  gets the wall seconds it really has (a 120 s notice at speed 30: 4 s), and
+  nothing on the instance needs to know the world is simulated.
 - A notice is visible to the endpoints as soon as it is recorded; the host
   calls :meth:`NoticeState.schedule_termination` at the moment the notice is
   issued (``notice_at`` is that moment on the host's clock).
@@ -27,6 +34,7 @@ Contracts:
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import uuid
@@ -122,19 +130,27 @@ class NoticeSnapshot:
         return self.termination_time is not None
 
 
+def _same_time(t: float) -> float:
+    return t
+
+
 class NoticeState:
     """The notices one instance has had, shared between the host and its endpoint's threads.
 
     Thread-safe: every method takes the one lock. Times are unix-second floats
-    on ``clock`` (default ``time.time``). The host writes with
+    on ``clock`` (default ``time.time``); :meth:`snapshot` shows them on the
+    instance's clock, ``instance_time(t)`` (default: the same). The host writes with
     :meth:`recommend_rebalance`, :meth:`schedule_termination` and
     :meth:`set_maintenance`; the instance writes only with :meth:`acknowledge`
     (Azure's StartRequests), which the host may read (:attr:`acknowledged`) to
     proceed before ``NotBefore``.
     """
 
-    def __init__(self, clock: Clock = time.time) -> None:
+    def __init__(
+        self, clock: Clock = time.time, *, instance_time: Callable[[float], float] | None = None
+    ) -> None:
         self._clock = clock
+        self._shown = instance_time or _same_time
         self._changed = threading.Condition(threading.Lock())
         self._version = 0
         self._advance_notice_time: float | None = None
@@ -153,20 +169,30 @@ class NoticeState:
         return self._clock()
 
     def snapshot(self) -> NoticeSnapshot:
-        """Every field at once, read under the lock."""
+        """Every field at once, read under the lock; its times on the instance's clock."""
+        shown = self._shown
+
+        def maybe(t: float | None) -> float | None:
+            return None if t is None else shown(t)
+
         with self._changed:
             return NoticeSnapshot(
                 version=self._version,
-                now=self._clock(),
-                advance_notice_time=self._advance_notice_time,
-                termination_time=self._termination_time,
-                notice_time=self._notice_time,
+                now=shown(self._clock()),
+                advance_notice_time=maybe(self._advance_notice_time),
+                termination_time=maybe(self._termination_time),
+                notice_time=maybe(self._notice_time),
                 maintenance_event=self._maintenance_event,
                 document_incarnation=self._document_incarnation,
                 event_id=self._event_id,
                 acknowledged=self._acknowledged_at is not None,
-                acknowledged_at=self._acknowledged_at,
-                scheduled_events=self._scheduled_events,
+                acknowledged_at=maybe(self._acknowledged_at),
+                scheduled_events=tuple(
+                    dataclasses.replace(
+                        e, not_before=shown(e.not_before), not_after=shown(e.not_after)
+                    )
+                    for e in self._scheduled_events
+                ),
             )
 
     @property
