@@ -96,6 +96,26 @@ def world_command(world_path: WorldOption = None, as_json: JsonOption = False) -
             right=["notice", "$/h spot", "$/h OD"],
         )
     )
+    if view.storms:
+        console.print(
+            table(
+                "storms: capacity crunches, from the first launch",
+                ["cloud", "locations", "instance types", "from", "for", "markets", "now"],
+                [
+                    [
+                        s.cloud,
+                        ", ".join(s.locations) if s.locations else "all",
+                        ", ".join(s.instance_types) if s.instance_types else "all",
+                        f"{s.at_s:g} s",
+                        f"{s.duration_s:g} s",
+                        str(s.markets),
+                        s.state,
+                    ]
+                    for s in view.storms
+                ],
+                right=["from", "for", "markets"],
+            )
+        )
 
 
 @cloud_app.command("launch")

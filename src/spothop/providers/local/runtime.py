@@ -29,6 +29,7 @@ from spothop.errors import ConfigError
 from spothop.market import SimClock, SpotMarket
 from spothop.providers.base import InstanceState
 from spothop.providers.local.store import CloudStore
+from spothop.providers.local.storms import StormyMarket
 from spothop.providers.local.world import World
 from spothop.resources.market_id import MarketId
 
@@ -161,9 +162,9 @@ def spot_market(
     start_s: float | None = None,
 ) -> SpotMarket:
     """The world's spot market (or just ``keys`` of it: a host needs only its own), starting at
-    ``start_s`` if given, else at :func:`market_start`."""
+    ``start_s`` if given, else at :func:`market_start`; the world's storms played on it."""
     sources = world.market_sources
     if keys is not None:
         sources = {k: sources[k] for k in keys}
     start = market_start(store, anchor=anchor) if start_s is None else start_s
-    return SpotMarket(sources, sim_start=start, seed=world.seed)
+    return StormyMarket(sources, sim_start=start, seed=world.seed, storms=world.storm_windows)

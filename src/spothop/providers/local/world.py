@@ -81,6 +81,7 @@ from spothop.market import (
 from spothop.market.errors import TraceError
 from spothop.market.traces import detect_kind
 from spothop.providers.local.metadata import PROTOCOLS, check_options
+from spothop.providers.local.storms import StormSpec, Window
 from spothop.resources.catalog import builtin_offerings
 from spothop.resources.market_id import MarketId
 from spothop.resources.offering import Offering
@@ -280,6 +281,10 @@ class WorldSpec(BaseModel):
         default=1.0, description="simulated seconds per wall second"
     )
     clouds: list[CloudSpec] = Field(min_length=1)
+    storms: list[StormSpec] = Field(
+        default_factory=list,
+        description="scheduled capacity crunches on top of the markets' own weather (storms.py)",
+    )
 
     @model_validator(mode="after")
     def _unique_names(self) -> WorldSpec:
@@ -306,6 +311,8 @@ class World:
                         f"{origin}: key clouds.{i}.reserved.{j}: the {cloud.catalog} catalog does not sell "
                         f"{pool.instance_type} in {pool.location}; reserve a type sold there"
                     )
+        for i, storm in enumerate(spec.storms):
+            _check_storm(storm, f"{origin}: key storms.{i}", {c.name: c for c in spec.clouds})
 
     @cached_property
     def data_dir(self) -> Path | None:
@@ -380,6 +387,22 @@ class World:
     def market_key(self, cloud: str, offering: Offering) -> MarketId:
         """The market of ``offering`` in the world's cloud ``cloud`` (the world names its clouds)."""
         return MarketId.of(cloud, offering.region, offering.zone, offering.instance_type)
+
+    @cached_property
+    def storm_windows(self) -> dict[MarketId, list[Window]]:
+        """Each market's storms, ``(start, end)`` in seconds after the markets' start."""
+        out: dict[MarketId, list[Window]] = {}
+        for cloud in self.spec.clouds:
+            for offering in self.offerings[cloud.name]:
+                key = self.market_key(cloud.name, offering)
+                windows = [
+                    (s.at_s, s.at_s + s.duration_s)
+                    for s in self.spec.storms
+                    if s.takes(key, offering.location)
+                ]
+                if windows:
+                    out[key] = windows
+        return out
 
     @cached_property
     def market_sources(self) -> dict[MarketId, MarketSource]:
@@ -483,6 +506,25 @@ class World:
                     "(Can't Be Late 1-node traces flag, multi-node and SpotHedge traces count)"
                 ) from None
             raise ConfigError(f"{self.origin}: key {key}: {exc}") from None
+
+
+def _check_storm(storm: StormSpec, where: str, clouds: dict[str, CloudSpec]) -> None:
+    """ConfigError unless ``storm`` names a cloud of the world and only its locations and types."""
+    cloud = clouds.get(storm.cloud)
+    if cloud is None:
+        raise ConfigError(
+            f"{where}.cloud: {storm.cloud!r} is not a cloud of this world; use one of {', '.join(clouds)}"
+        )
+    for key, given, known in (
+        ("locations", storm.locations, cloud.locations),
+        ("instance_types", storm.instance_types, cloud.instance_types),
+    ):
+        unknown = [v for v in given or () if v not in known]
+        if unknown:
+            raise ConfigError(
+                f"{where}.{key}: {', '.join(map(repr, unknown))} not among {storm.cloud}'s {key} "
+                f"({', '.join(known)}); name those, or leave '{key}' out to take them all"
+            )
 
 
 def _spot_ratio(offering: Offering) -> float:
