@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from spothop.jobs.lifecycle import AttemptState, EndReason, JobState
@@ -103,6 +105,17 @@ def test_a_difference_with_the_clouds_bill_is_reported():
     reconciliation = reconcile([_record("a1", a, 0.5, 500_000, 500_060)])
     assert reconciliation.difference_microusd == 60
     assert [line.attempt_id for line in reconciliation.differing] == ["a1"]
+
+
+def test_an_attempt_that_never_had_an_instance_has_no_bill_to_reconcile():
+    a = _offering("aws-sim")
+    refused = dataclasses.replace(_record("a2", a, 0.5, 0, None), instance_id=None)
+    charged = dataclasses.replace(_record("a3", a, 0.5, 1_000, None), instance_id=None)
+    reconciliation = reconcile([_record("a1", a, 0.5, 500_000, 500_000), refused, charged])
+    # The refused launch is on neither bill; a charge without an instance is a discrepancy.
+    assert [line.attempt_id for line in reconciliation.lines] == ["a1", "a3"]
+    assert [line.attempt_id for line in reconciliation.unmatched] == ["a3"]
+    assert reconciliation.difference_microusd == 0
 
 
 def test_the_cheaper_spot_market_per_useful_unit_is_recommended():

@@ -609,15 +609,26 @@ def record_run(store: JobStore, record: LedgerRecord) -> bool:
 
 
 def reconcile(records: Iterable[LedgerRecord]) -> Reconciliation:
-    """Each record's charge beside the provider's own (see :class:`Reconciliation`)."""
+    """Each record's charge beside the provider's own (see :class:`Reconciliation`).
+
+    An attempt that never had an instance (a launch the cloud refused, or one cut
+    before the cloud answered) and that the ledger charges nothing has no bill to
+    match on either side: it is left out, not listed as unmatched. One that the
+    ledger charges without an instance is kept: that is a discrepancy to show.
+    """
     return Reconciliation(
         tuple(
             ReconcileLine(
                 r.attempt_id, r.instance_id, r.provider, r.cost_microusd, r.provider_cost_microusd
             )
             for r in records
+            if not _never_billed(r)
         )
     )
+
+
+def _never_billed(record: LedgerRecord) -> bool:
+    return record.instance_id is None and record.cost_microusd == 0
 
 
 def total_microusd(records: Iterable[LedgerRecord]) -> int:

@@ -61,6 +61,10 @@ OVERRIDE = "      - {location: us-east-1a, instance_type: g5.xlarge, synthetic: 
             "mean_outage_s (5) must be at least tick_s (60)",
         ),
         (
+            ("mean_time_between_preemptions_s: 3600", "mean_time_between_preemptions_s: 30"),
+            "mean_time_between_preemptions_s (30) must be at least tick_s (60)",
+        ),
+        (
             ("  - name: aws-sim\n", "  - name: aws-sim\n    metadata_port: 8080\n"),
             "key clouds.0.metadata_port",
         ),

@@ -128,11 +128,13 @@ class SyntheticSpec(BaseModel):
 
     @model_validator(mode="after")
     def _outage_spans_a_tick(self) -> SyntheticSpec:
-        # The generator draws outages on its tick; a shorter mean could not be played.
-        if self.mean_outage_s < self.tick_s:
-            raise ValueError(
-                f"mean_outage_s ({self.mean_outage_s:g}) must be at least tick_s ({self.tick_s:g}); raise it or lower tick_s"
-            )
+        # The generator draws up periods and outages on its tick; a shorter mean could not be played.
+        for name in ("mean_time_between_preemptions_s", "mean_outage_s"):
+            value = getattr(self, name)
+            if value < self.tick_s:
+                raise ValueError(
+                    f"{name} ({value:g}) must be at least tick_s ({self.tick_s:g}); raise it or lower tick_s"
+                )
         return self
 
 
