@@ -271,6 +271,10 @@ class Stats:
     acked_events: set[str] = field(default_factory=set)
     sent_events: int = 0
     server_errors: str = ""  # the replicas' first logged traceback, if any
+    # The bench's own event loop: how late a 50 ms sleep woke (its start, the lateness). A call's
+    # latency includes this lateness; when it is near the heartbeat p99, the bench is measuring
+    # its own scheduling, not the server.
+    loop_lag: list[tuple[float, float]] = field(default_factory=list)
 
     def ok(self, endpoint: str, started: float, seconds: float) -> None:
         self.latencies[endpoint].append((started, seconds))
@@ -486,6 +490,7 @@ async def _load(
         asyncio.create_task(_user(fleet, i, job_ids, user_token, until, args.user_every_s))
         for i in range(args.users)
     ]
+    tasks.append(asyncio.create_task(_watch_lag(stats, until)))
     killed_at = float("nan")
     if args.kill_at < 1:
         await asyncio.sleep(args.seconds * args.kill_at)
@@ -493,6 +498,13 @@ async def _load(
         await asyncio.to_thread(on_kill)
     await asyncio.gather(*tasks)
     return stats, start, killed_at
+
+
+async def _watch_lag(stats: Stats, until: float, every_s: float = 0.05) -> None:
+    while time.monotonic() < until:
+        at = time.monotonic()
+        await asyncio.sleep(every_s)
+        stats.loop_lag.append((at, time.monotonic() - at - every_s))
 
 
 # -- figures -----------------------------------------------------------------------------
@@ -759,6 +771,7 @@ def _measure(
     takeover_s = kill["taken"] - kill["t"] if "taken" in kill else float("inf")
     if not held:
         takeover_s = float("nan")
+    costs = _probe_costs(other, user_token, job_ids)
     flag.touch()  # the workers may finish now
     finals = _wait(
         "every job ending",
@@ -771,7 +784,38 @@ def _measure(
         1.0,
     )
     stored = _stored_events(db_url, stats.acked_events)
-    return _print(args, stats, start, killed_at, held, takeover_s, finals, stored, heard, cpu)
+    code = _print(args, stats, start, killed_at, held, takeover_s, finals, stored, heard, cpu)
+    console.print(
+        "the survivor's API CPU ms per call, each endpoint called alone after the load: "
+        + ", ".join(f"{name} {ms:.1f}" for name, ms in costs.items())
+    )
+    return code
+
+
+PROBE_CALLS = 20
+
+
+def _probe_costs(replica: Replica, token: str, job_ids: list[str]) -> dict[str, float]:
+    """What one user call costs the replica's API process: ``PROBE_CALLS`` of each, one at a time
+    on one connection, its CPU read before and after (nothing else calls it by then)."""
+    import httpx
+
+    paths = {
+        "jobs list": "/v1/jobs",
+        "job status": f"/v1/jobs/{job_ids[0]}",
+        "job report": f"/v1/jobs/{job_ids[0]}/report",
+    }
+    out = {}
+    with httpx.Client(
+        base_url=replica.url, headers={"Authorization": f"Bearer {token}"}, timeout=HTTP_TIMEOUT_S
+    ) as client:
+        for name, path in paths.items():
+            client.get(path)  # the token verified, the path warm
+            before = _proc_cpu_s(replica.process.pid)
+            for _ in range(PROBE_CALLS):
+                client.get(path).raise_for_status()
+            out[name] = 1000 * (_proc_cpu_s(replica.process.pid) - before) / PROBE_CALLS
+    return out
 
 
 def _print(
@@ -806,8 +850,15 @@ def _print(
     answered = sum(1 for v in stats.latencies.values() for t, _ in v if t < killed_at) or total
     served = sum(cut["replicas"]) - sum(cpu["start"]["replicas"])
     summary.add_row(
-        "replicas' CPU ms per request (both, before the kill)",
+        "replicas' API CPU ms per request (both, before the kill)",
         f"{1000 * served / max(1, answered):.2f}",
+        "",
+    )
+    controllers = sum(cut["controllers"]) - sum(cpu["start"]["controllers"])
+    window_s = max(1e-9, cut["at"] - cpu["start"]["at"])
+    summary.add_row(
+        "replicas' controller processes, cores (both, before the kill)",
+        f"{controllers / window_s:.2f}",
         "",
     )
     client = cpu["end"]["bench"] - cpu["start"]["bench"]
@@ -824,6 +875,12 @@ def _print(
         "",
     )
     summary.add_row("heartbeat p99 / 100 ms (steady)", f"{p99 / TARGET_P99_S:.2f}", "≤ 1")
+    lag = [s for t, s in stats.loop_lag if lo <= t < hi]
+    summary.add_row(
+        "the bench's own event-loop lag p50 / p99 ms, steady (in every latency above)",
+        f"{1000 * _pct(lag, 0.5):.1f} / {1000 * _pct(lag, 0.99):.1f}",
+        "",
+    )
     summary.add_row("errors (every endpoint, whole run)", str(errors), "0")
     summary.add_row("calls moved to the other replica", str(stats.failovers), "")
     summary.add_row(
@@ -885,13 +942,20 @@ def _proc_cpu_s(pid: int) -> float:
 
 
 def _cpu(replicas: list[Replica]) -> dict[str, Any]:
-    """CPU seconds so far: each replica's, this process's, and the machine's (busy, all)."""
+    """CPU seconds so far: each replica's API process and its controller process, this process's,
+    and the machine's (busy, all)."""
+    from spothop.server.controller import controller_pids
+
     fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     idle = fields[3] + fields[4]
     return {
         "replicas": [_proc_cpu_s(r.process.pid) for r in replicas],
+        "controllers": [
+            sum(_proc_cpu_s(c) for c in controller_pids(r.process.pid)) for r in replicas
+        ],
         "bench": time.process_time(),
         "machine": (sum(fields) - idle, sum(fields)),
+        "at": time.monotonic(),
     }
 
 

@@ -108,14 +108,14 @@ def shared_engine(url: str, **options: Any) -> Engine:
 
 
 def pool_options(url: str, connections: int) -> dict[str, Any]:
-    """Pool options for at most ``connections`` connections at once to ``url``: up to 10 kept
-    open, the rest opened when a burst needs them; none for SQLite (its file has one writer)."""
+    """Pool options for at most ``connections`` connections at once to ``url``, each opened when
+    first needed and then kept (an overflow connection closed after each burst made PostgreSQL
+    start a backend for the next one); none for SQLite (its file has one writer)."""
     if connections < 1:
         raise ConfigError(f"a pool needs at least 1 connection, got {connections}")
     if not normalise_url(url).startswith("postgresql"):
         return {}
-    kept = min(10, connections)
-    return {"pool_size": kept, "max_overflow": connections - kept}
+    return {"pool_size": connections, "max_overflow": 0}
 
 
 def dialect_insert(dialect: str) -> Any:

@@ -4,6 +4,9 @@ own tokens, the job succeeds with every shard done once; on SIGTERM the replica 
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +15,7 @@ from sqlalchemy import select
 
 from spothop.jobs.lifecycle import AttemptState
 from spothop.jobs.store import JobStore
+from spothop.server.controller import controller_pids
 from spothop.state.job_tables import jobs
 from spothop.state.tokens import TokenStore
 from tests.conftest import POSTGRES_URL, REDIS_URL
@@ -19,7 +23,7 @@ from tests.jobs.e2e.conftest import WORLD, running_harness
 from tests.jobs.e2e.test_batch import batch_spec, check_exactly_once
 from tests.server.conftest import drop_redis_job
 from tests.server.live import LiveServer
-from tests.waiting import wait_for
+from tests.waiting import process_running, wait_for
 
 SHARDS = 6
 
@@ -74,3 +78,37 @@ def test_the_servers_own_replica_runs_a_job_whose_agents_call_the_server(
         finally:
             if job_id:
                 drop_redis_job(job_id)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_the_controller_process_is_restarted_when_it_dies_and_dies_with_its_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pg_schema: str, redis_prefix: str
+) -> None:
+    del redis_prefix
+    store_url = f"{POSTGRES_URL}?options=-csearch_path%3D{pg_schema}"
+    with running_harness(tmp_path, monkeypatch, WORLD):
+        server = LiveServer(
+            store_url,
+            tmp_path / "server.log",
+            queue_url=REDIS_URL,
+            extra_args=("--lease-s", "3", "--replica-id", "r-unit"),
+        )
+        with server:
+            assert server.process is not None
+            pid = server.process.pid
+            first = wait_for(lambda: controller_pids(pid), 60, what="the controller process")
+            assert len(first) == 1
+            os.kill(first[0], signal.SIGKILL)
+            again = wait_for(
+                lambda: [c for c in controller_pids(pid) if c not in first],
+                30,
+                what="the controller process started again",
+            )
+            assert "the controller replica exited with -9; starting it again" in server.log()
+            server.process.kill()  # the whole replica, as the bench's fault: no SIGTERM
+            server.process.wait()
+            wait_for(
+                lambda: not process_running(again[0]),
+                10,
+                what="the controller to die with its server",
+            )

@@ -1,8 +1,8 @@
 """``spothop server``: run the control-plane server, and manage its users and tokens.
 
 - ``server run``: the API (:func:`spothop.server.app.create_app`) under
-  uvicorn, with a controller replica in a thread beside it (``--no-controller``
-  to run the API alone). Settings: ``$SPOTHOP_SERVER_DB``,
+  uvicorn, with a controller replica in a process of its own beside it
+  (:mod:`spothop.server.controller`; ``--no-controller`` to run the API alone). Settings: ``$SPOTHOP_SERVER_DB``,
   ``$SPOTHOP_SERVER_QUEUE``, flags over them (``docs/server.md``).
 - ``server users create NAME --project P``: a user and its first token (printed
   once: only its hash is kept). ``server users list``.
@@ -151,9 +151,9 @@ def run(
 
         def release() -> None:
             """At the app's shutdown, before uvicorn re-raises the SIGTERM it caught: the replica
-            releases its job leases and returns (another replica takes the jobs at once)."""
+            releases its job leases and exits (another replica takes the jobs at once)."""
             stop.set()
-            controller.join(CONTROLLER_STOP_S)
+            controller.join(CONTROLLER_STOP_S + 5)
 
         app.state.on_shutdown.append(release)
     try:
@@ -176,11 +176,12 @@ def _log_to_stderr() -> None:
 def _start_controller(
     settings: Any, providers: tuple[str, ...], stop: threading.Event, server: Any
 ) -> threading.Thread:
-    """A controller replica (:func:`spothop.jobs.controller.replica.run_replica`) in a thread, once
-    uvicorn listens: its agents are given this server's URL (and a token each)."""
-    from spothop.jobs.controller.daemon import default_providers
-    from spothop.jobs.controller.replica import run_replica
-    from spothop.observe.ledger import close_books
+    """The controller replica in a process of its own (:mod:`spothop.server.controller`), started
+    once uvicorn listens (its agents are given this server's URL and a token each), stopped when
+    ``stop`` is set (it releases its job leases). The thread returned ends once it has."""
+    import os
+
+    from spothop.server.controller import ControllerProcess, ControllerSettings
 
     def main() -> None:
         while not server.started and not stop.is_set():
@@ -190,22 +191,19 @@ def _start_controller(
         port = server.servers[0].sockets[0].getsockname()[1]
         url = settings.agents_url(port)
         log.info("controller replica %s: agents call %s", settings.replica_id, url)
-        while not stop.is_set():
-            try:
-                run_replica(
-                    settings.store_url,
-                    owner=settings.replica_id,
-                    lease_s=settings.lease_s,
-                    providers=default_providers(providers),
-                    stop_event=stop,
-                    after_pass=(close_books,),
-                    queue_url=settings.jobs_queue_url,
-                    control_plane_url=url,
-                )
-                return
-            except Exception:  # the API keeps serving; the replica starts again
-                log.exception("the controller replica failed; starting it again")
-                stop.wait(settings.lease_s / 3)
+        child = ControllerProcess(
+            ControllerSettings(
+                store_url=settings.store_url,
+                queue_url=settings.jobs_queue_url,
+                replica_id=settings.replica_id,
+                lease_s=settings.lease_s,
+                providers=providers,
+                control_plane_url=url,
+                parent_pid=os.getpid(),
+            )
+        ).start()
+        stop.wait()
+        child.stop(CONTROLLER_STOP_S)
 
     thread = threading.Thread(target=main, name="controller-replica", daemon=True)
     thread.start()

@@ -25,6 +25,8 @@ import json
 import logging
 import math
 import threading
+import time
+import weakref
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -32,6 +34,8 @@ from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from sqlalchemy import Engine, event
+from sqlalchemy.exc import DisconnectionError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -205,7 +209,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     # The URL's shared engine from now on (the agents' control plane, the tokens, the beat writer).
-    engine = shared_engine(settings.store_url, **pool_options(settings.store_url, settings.db_pool))
+    options = pool_options(settings.store_url, settings.db_pool)
+    if options:  # PostgreSQL: a ping only for a connection that sat idle (settings.DB_PING_IDLE_S)
+        options["pool_pre_ping"] = False
+    engine = shared_engine(settings.store_url, **options)
+    if options:
+        ping_when_idle(engine, settings.db_ping_idle_s)
     store = JobStore(engine=engine)
     app.state.settings = settings
     app.state.store = store
@@ -216,6 +225,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.wake = _wake
     app.state.registry = None
     app.state.redactor = redactor
+    app.state.reports = TtlCache(settings.report_cache_s)
     app.state.beats = BeatWriter(engine, app.state.tokens, settings.heartbeat_batch_s)
     app.state.on_shutdown = shutdown  # callables run when the server stops, before it exits
     shutdown.append(app.state.beats.close)
@@ -228,6 +238,69 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     app.add_middleware(HeartbeatFastPath, state=app.state, build=agents.heartbeat_row)
     return app
+
+
+_IDLE_SINCE = "spothop_idle_since"
+_PINGED: weakref.WeakSet[Engine] = weakref.WeakSet()  # the engines given the listeners below
+_PINGED_LOCK = threading.Lock()
+
+
+def ping_when_idle(engine: Engine, idle_s: float) -> None:
+    """Check a pooled connection before use only when it sat idle ``idle_s`` or more (instead of
+    ``pool_pre_ping``'s every checkout): one the database closed meanwhile is replaced, the
+    pool trying a fresh one (SQLAlchemy's custom pessimistic disconnect handling)."""
+    with _PINGED_LOCK:
+        if engine in _PINGED:
+            return  # the URL's shared engine (another app made on it) has its listeners already
+        _PINGED.add(engine)
+
+    @event.listens_for(engine, "checkin")
+    def _checkin(dbapi_connection: Any, record: Any) -> None:
+        record.info[_IDLE_SINCE] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _checkout(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+        since = record.info.get(_IDLE_SINCE)
+        if since is None or time.monotonic() - since < idle_s:
+            return  # a new connection, or one in steady use
+        try:
+            alive = engine.dialect.do_ping(dbapi_connection)
+        except Exception:
+            alive = False
+        if not alive:
+            raise DisconnectionError("a pooled connection was closed while idle")
+
+
+class TtlCache:
+    """Values kept ``ttl_s`` after they were made, by key; one maker at a time per key (the
+    callers meanwhile wait for its value rather than make it again). ``ttl_s`` 0: no cache."""
+
+    MAX_KEYS = 10_000
+
+    def __init__(self, ttl_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.ttl_s = ttl_s
+        self._clock = clock
+        self._values: dict[Any, tuple[float, Any]] = {}
+        self._locks: dict[Any, threading.Lock] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: Any, make: Callable[[], Any]) -> Any:
+        if self.ttl_s <= 0:
+            return make()
+        with self._lock:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
+            now = self._clock()
+            hit = self._values.get(key)
+            if hit is not None and now < hit[0]:
+                return hit[1]
+            value = make()
+            with self._lock:
+                if len(self._values) >= self.MAX_KEYS:
+                    self._values = {k: v for k, v in self._values.items() if v[0] > now}
+                    self._locks = {k: self._locks[k] for k in self._values if k in self._locks}
+                self._values[key] = (self._clock() + self.ttl_s, value)
+            return value
 
 
 def _providers() -> dict[str, Any]:

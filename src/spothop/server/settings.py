@@ -13,8 +13,13 @@ setting                    environment              default
 ``forwarded_allow_ips``    ``SPOTHOP_SERVER_``      none: the peer is the client (see below)
                            ``FORWARDED_ALLOW_IPS``
 ``heartbeat_batch_s``      (setting)                0.02 s: how long a heartbeat waits for others
-``db_pool``                (setting)                40: database connections at most (10 kept open),
-                                                    one per request thread (the thread pool's 40)
+``db_pool``                (setting)                40: database connections at most, each opened
+                                                    when first needed and kept, one per request
+                                                    thread (the thread pool's 40)
+``db_ping_idle_s``         (setting)                2 s: a connection idle longer is pinged before
+                                                    use (one in steady use is not)
+``report_cache_s``         (setting)                5 s: a job's report is computed at most once in
+                                                    this long per replica (callers checked first)
 =========================  =======================  ==============================================
 
 ``forwarded_allow_ips``: the proxies (addresses or networks, comma-separated,
@@ -53,6 +58,13 @@ HEARTBEAT_BATCH_S = 0.02
 # The request threads (anyio's default thread pool: 40); each may hold a connection, so a request
 # never waits for one while another thread is idle (the engine's default 5 + 10 made them wait).
 DB_POOL = 40
+# A connection back in the pool less than this long ago is used without a ping: its last use just
+# showed it works, and a user's call checks out several (a ping each was ~10% of a replica's CPU).
+# One idle longer is pinged, and replaced when the database closed it.
+DB_PING_IDLE_S = 2.0
+# A job's report (its ledger brought up to date, its events read: ~30 ms) is shared by the callers
+# within this long; the ledger moves by the second, not faster than a report can be read.
+REPORT_CACHE_S = 5.0
 
 
 def default_replica_id() -> str:
@@ -78,6 +90,8 @@ class Settings:
     forwarded_allow_ips: str = ""
     heartbeat_batch_s: float = HEARTBEAT_BATCH_S
     db_pool: int = DB_POOL
+    db_ping_idle_s: float = DB_PING_IDLE_S
+    report_cache_s: float = REPORT_CACHE_S
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Settings:
@@ -104,6 +118,10 @@ class Settings:
             raise ConfigError(
                 f"heartbeat_batch_s must be between 0 and 1 s, got {self.heartbeat_batch_s}"
             )
+        if not 0 <= self.db_ping_idle_s <= 3600:
+            raise ConfigError(f"db_ping_idle_s must be 0-3600 s, got {self.db_ping_idle_s}")
+        if not 0 <= self.report_cache_s <= 60:
+            raise ConfigError(f"report_cache_s must be 0-60 s, got {self.report_cache_s}")
         if not 1 <= self.db_pool <= 1000:
             raise ConfigError(f"db_pool must be between 1 and 1000 connections, got {self.db_pool}")
         self.trusted_proxies()

@@ -216,12 +216,17 @@ def job_checkpoints(
 def job_report(
     job_id: JobPath, request: Request, principal: Principal = Depends(require_any)
 ) -> dict[str, Any]:
-    """``spothop report JOB --json``."""
+    """``spothop report JOB --json`` (as of at most a few seconds ago: the replica shares a job's
+    report among its callers for ``report_cache_s``)."""
     from spothop.cli.views import report_json
 
     may_read_job(request, principal, job_id)
     store, providers = request.app.state.store, request.app.state.providers()
-    return report_json(store, job_id, providers)
+    # Shared by the callers of the next few seconds (settings.REPORT_CACHE_S), each checked above.
+    answer: dict[str, Any] = request.app.state.reports.get(
+        ("report", job_id), lambda: report_json(store, job_id, providers)
+    )
+    return answer
 
 
 @router.get("/instances")

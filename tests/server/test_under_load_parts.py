@@ -1,0 +1,143 @@
+"""The pieces that keep a replica cheap under load (docs/server.md, "Heartbeats" and "Connections"):
+agent tokens hashed with argon2id at its smallest memory (user tokens keep theirs), a pooled
+connection pinged only when it sat idle (and replaced when the database closed it), and a job's
+report shared for a few seconds; all on the real PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, text
+
+from spothop.db import make_engine
+from spothop.server.app import TtlCache, ping_when_idle
+from spothop.state.tokens import AGENT_ARGON2_MEMORY_KIB, ARGON2_MEMORY_KIB, TokenStore
+from tests.conftest import POSTGRES_URL
+from tests.waiting import wait_for
+
+
+@pytest.fixture
+def pg_url(pg_schema: str) -> str:
+    return f"{POSTGRES_URL}?options=-csearch_path%3D{pg_schema}"
+
+
+def _hashes(tokens: TokenStore) -> dict[str, str]:
+    with tokens.engine.connect() as conn:
+        rows = conn.execute(text("SELECT kind, secret_hash FROM api_tokens")).all()
+    return {str(kind): str(secret_hash) for kind, secret_hash in rows}
+
+
+def test_agent_tokens_use_argon2id_at_64_kib_and_user_tokens_keep_8_mib(pg_url: str) -> None:
+    tokens = TokenStore(pg_url)
+    _, user_token = tokens.create_user("ada", "vision")
+    agent_token = tokens.issue_agent_token("j-1", "i-1", project="vision")
+    hashes = _hashes(tokens)
+    assert hashes["agent"].startswith(f"$argon2id$v=19$m={AGENT_ARGON2_MEMORY_KIB},t=1,p=1$")
+    assert hashes["user"].startswith(f"$argon2id$v=19$m={ARGON2_MEMORY_KIB},t=1,p=1$")
+    fresh = TokenStore(pg_url)  # no verify cached: each token is verified against its hash
+    agent = fresh.authenticate(agent_token)
+    assert agent is not None and (agent.job_id, agent.instance_id) == ("j-1", "i-1")
+    user = fresh.authenticate(user_token)
+    assert user is not None and user.user == "ada"
+    kind, token_id, secret = agent_token.split("_")[1:4]
+    assert fresh.authenticate(f"shp_{kind}_{token_id}_{secret[::-1]}") is None  # a wrong secret
+
+
+def test_an_agent_token_hashed_with_the_old_settings_still_verifies(pg_url: str) -> None:
+    tokens = TokenStore(pg_url)
+    tokens._hashers["agent"] = tokens._hashers["user"]  # as tokens issued before the change
+    old = tokens.issue_agent_token("j-1", "i-2")
+    assert _hashes(tokens)["agent"].startswith(f"$argon2id$v=19$m={ARGON2_MEMORY_KIB},")
+    assert TokenStore(pg_url).authenticate(old) is not None
+
+
+@pytest.fixture
+def one_connection() -> Iterator[Engine]:
+    engine = make_engine(POSTGRES_URL, pool_size=1, max_overflow=0, pool_pre_ping=False)
+    yield engine
+    engine.dispose()
+
+
+def _backend(engine: Engine) -> int:
+    with engine.connect() as conn:
+        return int(conn.execute(text("SELECT pg_backend_pid()")).scalar_one())
+
+
+def _terminate(pid: int) -> None:
+    import psycopg
+
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+        def gone() -> bool:
+            row = admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()
+            return row is None
+
+        wait_for(gone, 10, what=f"backend {pid} to end")
+
+
+def test_an_idle_connection_the_database_closed_is_replaced_not_failed(
+    one_connection: Engine,
+) -> None:
+    ping_when_idle(one_connection, 0.0)  # every reused connection counts as idle: pinged
+    first = _backend(one_connection)
+    _terminate(first)
+    second = _backend(one_connection)  # the ping found it closed; the pool connected afresh
+    assert second != first
+
+
+def test_a_connection_in_steady_use_is_not_pinged(one_connection: Engine) -> None:
+    ping_when_idle(one_connection, 3600.0)
+    pings: list[Any] = []
+    dialect = one_connection.dialect
+    real = dialect.do_ping
+
+    def counting(dbapi_connection: Any) -> bool:
+        pings.append(dbapi_connection)
+        return real(dbapi_connection)
+
+    dialect.do_ping = counting  # type: ignore[method-assign]
+    try:
+        backends = {_backend(one_connection) for _ in range(5)}
+    finally:
+        del dialect.do_ping
+    assert len(backends) == 1 and pings == []
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_report_is_made_once_per_ttl_and_again_after() -> None:
+    clock = Clock()
+    cache = TtlCache(5.0, clock)
+    made: list[int] = []
+
+    def make() -> dict[str, int]:
+        made.append(1)
+        return {"n": len(made)}
+
+    assert cache.get("j-1", make) == {"n": 1}
+    clock.now = 4.9
+    assert cache.get("j-1", make) == {"n": 1}  # shared
+    assert cache.get("j-2", make) == {"n": 2}  # another job: its own
+    clock.now = 5.1
+    assert cache.get("j-1", make) == {"n": 3}  # past the TTL: made again
+    assert [TtlCache(0.0, clock).get("j-1", make) for _ in range(2)] == [{"n": 4}, {"n": 5}]
+
+
+def test_a_failed_report_is_not_kept() -> None:
+    cache = TtlCache(5.0, Clock())
+
+    def broken() -> None:
+        raise LookupError("no job")
+
+    with pytest.raises(LookupError):
+        cache.get("j-9", broken)
+    assert cache.get("j-9", lambda: "made") == "made"
