@@ -1,28 +1,102 @@
-"""The ``spothop`` command: every group registers itself here, one line each."""
+"""The ``spothop`` command: every command is named here, one line each, and imported when it runs."""
 
 from __future__ import annotations
 
+import importlib
 import sys
+from collections.abc import Iterator, MutableMapping
 from functools import cache
 from typing import Any
 
 import typer
+from typer.core import TyperGroup
 
 from spothop import __version__
-from spothop.cli import advise as advise_cli
-from spothop.cli import agent as agent_cli
-from spothop.cli import catalog, ckpt, cloud, db, offers, plan, probe, topo
-from spothop.cli import dashboard as dashboard_cli
-from spothop.cli import events as events_cli
-from spothop.cli import jobs as jobs_cli
-from spothop.cli import market as market_cli
-from spothop.cli import queue as queue_cli
-from spothop.cli import report as report_cli
-from spothop.cli import server as server_cli
-from spothop.cli import simulate as simulate_cli
 from spothop.cli.failures import describe_outside_error
 from spothop.cli.output import err_console, error_line
 from spothop.errors import EXIT_INTERRUPTED, EXIT_OK, SpothopError
+
+# Every top-level command and the module of spothop.cli whose ``register(app)`` adds it, in the
+# order ``spothop --help`` lists them (typer's: the plain commands, then the groups). A command's
+# module is imported when that command runs, not before: ``spothop controller run`` (what every
+# launch starts) and ``spothop status`` skip the advisor, the dashboard and the other groups'
+# imports (~0.5 s of CPU a process). tests/cli/test_lazy_commands.py checks this table against
+# what the modules register.
+COMMANDS: dict[str, str] = {
+    "offers": "offers",
+    "gpus": "offers",
+    "probe": "probe",
+    "simulate": "simulate",
+    "launch": "jobs",
+    "status": "jobs",
+    "jobs": "jobs",
+    "logs": "jobs",
+    "cancel": "jobs",
+    "plan": "plan",
+    "report": "report",
+    "events": "events",
+    "advise": "advise",
+    "dashboard": "dashboard",
+    "catalog": "catalog",
+    "topo": "topo",
+    "ckpt": "ckpt",
+    "queue": "queue",
+    "market": "market",
+    "cloud": "cloud",
+    "agent": "agent",
+    "db": "db",
+    "controller": "jobs",
+    "server": "server",
+}
+
+
+def _register(app: typer.Typer, module: str) -> None:
+    importlib.import_module(f"spothop.cli.{module}").register(app)
+
+
+@cache
+def _commands_of(module: str) -> dict[str, Any]:  # name -> typer's click Command
+    """The click commands that ``spothop.cli.<module>``'s ``register`` adds, built once."""
+    group = typer.Typer()
+    _register(group, module)
+    return dict(typer.main.get_group(group).commands)
+
+
+class _LazyCommands(MutableMapping[str, Any]):
+    """The root group's commands: :data:`COMMANDS`' names, each built on first lookup."""
+
+    def __init__(self) -> None:
+        self._added: dict[str, Any] = {}
+
+    def __getitem__(self, name: str) -> Any:
+        if name in self._added:
+            return self._added[name]
+        module = COMMANDS.get(name)
+        if module is None:
+            raise KeyError(name)
+        return _commands_of(module)[name]
+
+    def __setitem__(self, name: str, command: Any) -> None:
+        self._added[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._added[name]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from COMMANDS
+        yield from (n for n in self._added if n not in COMMANDS)
+
+    def __len__(self) -> int:
+        return len(COMMANDS) + len(set(self._added) - set(COMMANDS))
+
+
+class _LazyGroup(TyperGroup):
+    """typer's root group, its subcommands imported when named (a help lists them all)."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.commands = _LazyCommands()
+
 
 app = typer.Typer(
     name="spothop",
@@ -30,26 +104,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=_LazyGroup,
 )
-
-offers.register(app)
-catalog.register(app)
-probe.register(app)
-topo.register(app)
-ckpt.register(app)
-queue_cli.register(app)
-market_cli.register(app)
-cloud.register(app)
-agent_cli.register(app)
-db.register(app)
-simulate_cli.register(app)
-jobs_cli.register(app)
-plan.register(app)
-report_cli.register(app)
-events_cli.register(app)
-advise_cli.register(app)
-dashboard_cli.register(app)
-server_cli.register(app)
 
 
 def _print_version(value: bool) -> None:
@@ -76,7 +132,8 @@ def _command() -> Any:  # typer's own (vendored) click Command
     """The click command tree of ``app``, built once per process: typer rebuilds it from every
     command's signature on each call (~0.17 s on an idle core, 90% of an in-process
     ``spothop market import`` of one row), which callers that run ``main`` again and again (a
-    harness polling a job's state) paid every time. Every command is registered at import, above."""
+    harness polling a job's state) paid every time. Each command's module is registered when
+    the command is first named (:data:`COMMANDS`)."""
     return typer.main.get_command(app)
 
 
