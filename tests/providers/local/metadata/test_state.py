@@ -149,3 +149,21 @@ def test_a_malformed_scheduled_event_is_refused(fields: dict[str, object], messa
     }
     with pytest.raises(ValueError, match=message):
         ScheduledEvent(**values)  # type: ignore[arg-type]
+
+
+def test_a_snapshot_shows_every_time_on_the_instance_clock() -> None:
+    # A 30x world: the cloud's T0 + 30 s is one wall second after the wall's W0.
+    wall0 = 1_000.0
+    state = NoticeState(ManualClock(), instance_time=lambda t: wall0 + (t - T0) / 30)
+    state.recommend_rebalance(T0 + 30)
+    state.schedule_termination(T0 + 60, T0 + 180)
+    state.set_scheduled_events(
+        [ScheduledEvent("e-1", "instance-stop", not_before=T0 + 300, not_after=T0 + 600)]
+    )
+    snap = state.snapshot()
+    assert snap.now == wall0
+    assert (snap.advance_notice_time, snap.notice_time, snap.termination_time) == (1001, 1002, 1006)
+    (event,) = snap.scheduled_events
+    assert (event.not_before, event.not_after) == (1010, 1020)
+    # The state itself keeps the cloud's times: the host plans on them.
+    assert state.termination_time == T0 + 180
