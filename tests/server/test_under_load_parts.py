@@ -6,6 +6,7 @@ report shared for a few seconds; all on the real PostgreSQL."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -141,3 +142,42 @@ def test_a_failed_report_is_not_kept() -> None:
     with pytest.raises(LookupError):
         cache.get("j-9", broken)
     assert cache.get("j-9", lambda: "made") == "made"
+
+
+def test_an_agents_first_beats_are_written_in_one_batch_and_a_user_token_alone(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import concurrent.futures
+
+    from fastapi.testclient import TestClient
+
+    from spothop.server.app import create_app
+    from spothop.server.settings import Settings
+
+    monkeypatch.setenv("SPOTHOP_HOME", str(tmp_path))
+    # A long linger: the beats sent together are waiting when the writer takes its batch.
+    app = create_app(Settings(db_url=pg_url, controller=False, heartbeat_batch_s=0.5))
+    agents = [app.state.tokens.issue_agent_token("j-1", f"i-{n}") for n in range(8)]
+    _, user = app.state.tokens.create_user("ada", "vision")
+    assert not any(app.state.tokens.cached(t) for t in agents)  # none verified yet
+    with TestClient(app) as client:
+
+        def beat(n: int, token: str) -> int:
+            body = {"instance_id": f"i-{n}", "time_unix_s": 1.0, "state": "running"}
+            answer = client.post(
+                f"/v1/agents/i-{n}/heartbeat",
+                json=body,
+                headers={"Authorization": f"Bearer {token}"},
+            )
+            return answer.status_code
+
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            codes = list(pool.map(beat, range(8), agents))
+        assert codes == [200] * 8
+        writer = app.state.beats
+        assert writer.beats == 8  # each written by the writer (verified in its batch), none alone
+        assert writer.batches < 8  # (all 8 in one batch unless the machine is very slow)
+        assert all(app.state.tokens.cached(t) for t in agents)
+        batches = writer.batches
+        assert beat(0, user) == 403  # a user's token: verified alone, never in a batch
+        assert writer.batches == batches
