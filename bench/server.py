@@ -162,6 +162,7 @@ def _start_replica(
         args = [
             "py-spy",
             "record",
+            "--subprocesses",  # the replica's controller process too
             "-r",
             "100",
             "-f",
