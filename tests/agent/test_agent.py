@@ -27,6 +27,7 @@ from spothop.state.agent_tables import agent_heartbeats
 from spothop.worker.channel import read_json
 from tests.agent.fakes import ListReleaser
 from tests.conftest import PROJECT_ROOT
+from tests.waiting import scaled, wait_for
 
 WORKER = str(Path(__file__).with_name("worker.py"))
 
@@ -61,6 +62,36 @@ def _config(tmp_path: Path, command: list[str], **overrides: Any) -> AgentConfig
     }
     values.update(overrides)
     return AgentConfig(**values)
+
+
+def test_a_stop_request_is_read_without_waiting_for_the_next_heartbeat(tmp_path: Path) -> None:
+    """The controller stopping a group's other nodes: read every requests interval, not per beat."""
+    import threading
+
+    from spothop.agent.controlplane.embedded import add_request
+
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    started = tmp_path / "started"
+    agent = Agent(
+        _config(
+            tmp_path,
+            ["sh", "-c", f"touch {started}; sleep 60"],
+            safety_margin_s=0,
+            heartbeat_interval_s=3_600,
+            requests_interval_s=0.05,
+        ),
+        plane=EmbeddedControlPlane(url, "i-test"),
+    )
+    codes: list[int] = []
+    thread = threading.Thread(target=lambda: codes.append(agent.run()), daemon=True)
+    thread.start()
+    wait_for(started.exists, 30, what="the worker started")
+    wait_for(lambda: agent.link.registered, 30, what="the agent registered")
+    add_request(shared_engine(url), "i-test", "stop", "group re-forms", deadline_unix_s=time.time())
+    thread.join(timeout=scaled(30))
+    assert codes == [EXIT_PREEMPTED]  # long before a second heartbeat was due
+    [record] = read_events(agent.config.state_dir, "interruption")
+    assert record["cause"] == "stop-requested"
 
 
 def test_a_crashing_worker_is_restarted_with_its_leases_released_until_it_succeeds(

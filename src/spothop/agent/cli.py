@@ -87,6 +87,7 @@ def config_from(args: argparse.Namespace) -> AgentConfig:
         assumed_lead_s=args.assumed_lead,
         sigterm_grace_s=args.sigterm_grace,
         heartbeat_interval_s=args.heartbeat_interval,
+        requests_interval_s=args.requests_interval,
         probe_first_boot=not args.no_probe,
     )
 

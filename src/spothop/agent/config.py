@@ -14,6 +14,11 @@ DEFAULT_SAFETY_MARGIN_S = (
 DEFAULT_RESTART_LIMIT = 3
 DEFAULT_RESTART_BACKOFF_S = 1.0
 DEFAULT_HEARTBEAT_INTERVAL_S = 10.0
+# A request is the controller asking this instance to checkpoint or stop now: a group's other
+# nodes when one node got its notice, an on-demand switch of a deadline job. It is read apart
+# from the heartbeat and more often, so a node's stop does not wait up to a heartbeat interval
+# (10 s of a 30 s notice: the group relaunches only once every node stopped).
+DEFAULT_REQUESTS_INTERVAL_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -45,5 +50,6 @@ class AgentConfig:
     sigterm_grace_s: float = KUBERNETES_GRACE_S
     endpoint_lost_polls: int = 5
     heartbeat_interval_s: float = DEFAULT_HEARTBEAT_INTERVAL_S
+    requests_interval_s: float = DEFAULT_REQUESTS_INTERVAL_S
     extra_env: dict[str, str] = field(default_factory=dict)
     probe_first_boot: bool = True  # measure the GPUs once per instance type (see first_boot.py)

@@ -201,6 +201,15 @@ OPTIONS: tuple[Option, ...] = (
         bound=HEARTBEAT_INTERVAL_S,
     ),
     Option(
+        "--requests-interval",
+        "seconds between reads of the control plane's checkpoint and stop requests "
+        f"(default {defaults.DEFAULT_REQUESTS_INTERVAL_S:g})",
+        float,
+        defaults.DEFAULT_REQUESTS_INTERVAL_S,
+        "S",
+        bound=HEARTBEAT_INTERVAL_S,
+    ),
+    Option(
         "--lease-releaser",
         "hook that releases the worker's leases (default: the control plane's)",
         metavar="MODULE:FACTORY",

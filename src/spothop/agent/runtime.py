@@ -129,7 +129,12 @@ class Agent:
             )
         )
         self.link = ControlLink(
-            self.plane, self._registration, self._heartbeat, config.heartbeat_interval_s, self.wake
+            self.plane,
+            self._registration,
+            self._heartbeat,
+            config.heartbeat_interval_s,
+            self.wake,
+            requests_interval_s=config.requests_interval_s,
         )
         self.check = SelfCheck(notice_blind=True, reasons=("not checked yet",))
         self._restart_at: float | None = None
