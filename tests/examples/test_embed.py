@@ -9,6 +9,7 @@ exactly one embedding, equal to a run without preemptions.
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from spothop.providers.base import InstanceState, LaunchRequest
 from spothop.providers.local.provider import LocalProvider
 from spothop.providers.local.world import load_world
 from spothop.queue import OutputStore, ShardState, open_queue
+from tests.conftest import PROJECT_ROOT
 from tests.examples.conftest import EXAMPLES, RECORDS_PER_SHARD, SMALL_CORPUS, write_job
 from tests.waiting import wait_for
 
@@ -155,3 +157,21 @@ def test_verify_names_missing_duplicated_and_altered_embeddings(
     assert report.missing == RECORDS_PER_SHARD and report.duplicated == RECORDS_PER_SHARD
     assert [m.split(":")[0] for m in report.reference_mismatches] == ["shard-000001"]
     assert verify.main([str(job_file), "--reference-shards", "0", "--json"]) == 1
+
+
+def test_the_worker_reads_its_shards_without_loading_the_spec_validation() -> None:
+    # What run() imports from spothop: the queue and the shard reader, not pydantic (the job
+    # spec's validation, the launcher's business): a worker's memory is the model's.
+    code = (
+        "import sys\n"
+        "from examples.embed import embed\n"
+        "from spothop.batch.inputs import BatchShard\n"
+        "from spothop.batch.shards import iter_shards\n"
+        "from spothop.queue import LeaseLost, OutputStore, open_queue\n"
+        "from spothop.worker import sdk\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pydantic'))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]"

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import fsspec
 
-from spothop.batch.spec import BatchInput
 from spothop.queue.errors import BatchSpecError, MalformedShardError
 from spothop.queue.model import Shard
+
+if TYPE_CHECKING:  # only an annotation: a worker reading its shards never loads pydantic
+    from spothop.batch.spec import BatchInput
 
 SHARD_ID_DIGITS = 6
 
