@@ -67,6 +67,10 @@ def test_a_deadline_job_switches_to_on_demand_by_the_safety_rule_and_finishes_in
 ) -> None:
     monkeypatch.setenv(DEADLINE_TICK_ENV, str(TICK_S))
     with running_harness(tmp_path, monkeypatch, _world(tmp_path)) as h:
+        # The controller runs before the job exists: the deadline counts from the job's creation,
+        # and a controller started by the launch (seconds of imports on a loaded machine) would
+        # spend that budget before its first decision, which the safety rule then makes on-demand.
+        h.start_controller()
         job_id = h.launch(
             {
                 "name": "due",
