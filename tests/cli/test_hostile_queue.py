@@ -11,6 +11,7 @@ import pytest
 
 from spothop.errors import ConfigError, NotFoundError
 from spothop.queue.errors import BatchSpecError, UnknownJobError
+from spothop.queue.retry import RETRY_BUDGET_ENV
 from tests.cli.hostile import Row, hostile_files, rows, run_row
 
 
@@ -130,15 +131,21 @@ UNREACHABLE = ("redis://127.0.0.1:1/0", "postgresql://postgres@127.0.0.1:1/none"
 
 
 def test_an_unreachable_queue_url_is_unavailable_in_a_real_process(tmp_path: Path) -> None:
-    # Each process rides out its backend's absence for its whole retry budget (~5 s of backoff)
-    # before it says so: both URLs' processes run at once (a home each), so the test waits once.
+    # Each process rides out its backend's absence for its whole retry budget before it says so:
+    # half a second here (the default ~5 s of backoff is tests/queue/test_connection_loss.py's), and
+    # both URLs' processes run at once (a home each).
     procs = {
         url: subprocess.Popen(
             [sys.executable, "-m", "spothop.cli.main", "queue", "stats", "job", "--url", url],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env={"PATH": "/usr/bin:/bin", "SPOTHOP_HOME": str(tmp_path / str(n)), "COLUMNS": "200"},
+            env={
+                "PATH": "/usr/bin:/bin",
+                "SPOTHOP_HOME": str(tmp_path / str(n)),
+                "COLUMNS": "200",
+                RETRY_BUDGET_ENV: "0.5",
+            },
         )
         for n, url in enumerate(UNREACHABLE)
     }

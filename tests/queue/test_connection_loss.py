@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import signal
 import socket
@@ -16,9 +17,10 @@ import redis
 from sqlalchemy import event
 
 from spothop.db import make_engine
+from spothop.errors import ConfigError
 from spothop.queue import QueueUnavailableError, Shard, ShardState
 from spothop.queue.redis_backend import RedisQueue, wait_for_redis
-from spothop.queue.retry import with_retry
+from spothop.queue.retry import RETRY_BUDGET_ENV, with_retry
 from spothop.queue.sql_backend import SqlQueue
 from tests.conftest import POSTGRES_URL, REDIS_URL, unique
 
@@ -43,6 +45,28 @@ def test_retry_rides_out_transient_errors_then_gives_up() -> None:
 
     with pytest.raises(QueueUnavailableError, match="unreachable after 4 tries"):
         with_retry(down, (redis.ConnectionError,), "test", attempts=4, sleep=lambda _s: None)
+
+
+def test_the_retry_budget_variable_bounds_the_waits_and_is_checked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def down() -> str:
+        raise redis.ConnectionError("refused")
+
+    waits: list[float] = []
+    monkeypatch.setenv(RETRY_BUDGET_ENV, "0.4")  # 0.05 + 0.1 + 0.2; the next 0.4 would pass it
+    with pytest.raises(QueueUnavailableError, match="unreachable after 4 tries"):
+        with_retry(down, (redis.ConnectionError,), "test", sleep=waits.append)
+    assert waits == [0.05, 0.1, 0.2]
+    monkeypatch.setenv(RETRY_BUDGET_ENV, "60")  # longer than the default 8 tries (~5 s)
+    waits.clear()
+    with pytest.raises(QueueUnavailableError):
+        with_retry(down, (redis.ConnectionError,), "test", sleep=waits.append)
+    assert len(waits) > 8 and sum(waits) <= 60
+    for bad in ("soon", "-1", "nan", "7200"):
+        monkeypatch.setenv(RETRY_BUDGET_ENV, bad)
+        with pytest.raises(ConfigError, match=re.escape(f"${RETRY_BUDGET_ENV}")):
+            with_retry(down, (redis.ConnectionError,), "test", sleep=waits.append)
 
 
 def test_redis_client_kill_mid_run(redis_prefix: str) -> None:
