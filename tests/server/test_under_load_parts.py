@@ -5,6 +5,7 @@ report shared for a few seconds; all on the real PostgreSQL."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -181,3 +182,57 @@ def test_an_agents_first_beats_are_written_in_one_batch_and_a_user_token_alone(
         batches = writer.batches
         assert beat(0, user) == 403  # a user's token: verified alone, never in a batch
         assert writer.batches == batches
+
+
+def _asdict_payload(event: Any) -> dict[str, Any]:
+    """An event's stored dictionary as it was made before: ``dataclasses.asdict``, made plain."""
+    import dataclasses
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {str(k): plain(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [plain(v) for v in value]
+        return value
+
+    return {"kind": event.kind, **plain(dataclasses.asdict(event))}
+
+
+def test_an_events_dictionary_is_what_the_deep_copy_made_and_shares_nothing() -> None:
+    from spothop.agent.eventmodel import EVENT_TYPES, Interruption, Saved, SelfCheckEvent
+
+    identity = {"instance_id": "i-1", "fallbacks": ["imdsv1"], "nested": {"pair": (1, 2)}}
+    events = [cls(instance_id="i-1", job_id="j-1") for cls in EVENT_TYPES.values()]
+    events += [
+        SelfCheckEvent(instance_id="i-1", reasons=("no endpoint", "v1"), identity=identity),
+        Saved(instance_id="i-1", detail={"step": 3, "files": ["a", "b"]}),
+        Interruption(instance_id="i-1", steps_s={"save": 1.5}, errors={"upload": "denied"}),
+    ]
+    for event in events:
+        data = event.to_dict()
+        assert data == _asdict_payload(event)
+        assert list(data) == list(_asdict_payload(event))  # kind first, then the fields in order
+    data = events[-3].to_dict()
+    data["identity"]["fallbacks"].append("changed")
+    data["identity"]["nested"]["pair"].append(3)
+    assert identity == {"instance_id": "i-1", "fallbacks": ["imdsv1"], "nested": {"pair": (1, 2)}}
+
+
+def test_events_are_stored_once_and_the_pools_connection_keeps_its_transactions(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from spothop.agent.controlplane.store import StoreControlPlane
+    from spothop.agent.eventmodel import Probe
+
+    monkeypatch.setenv("SPOTHOP_HOME", str(tmp_path))  # the controller's wake-up is this home's
+    plane = StoreControlPlane(pg_url, "i-1")
+    events = [Probe(instance_id="i-1", job_id="j-1", reason=f"r{n}") for n in range(3)]
+    assert plane.record_many([*events, events[0]]) == 3  # autocommit on PostgreSQL: one statement
+    assert plane.record_many(events) == 0  # resent: stored once
+    with plane.engine.connect() as conn:  # the connection the batch used, back in the pool
+        assert conn.connection.dbapi_connection.autocommit is False  # type: ignore[union-attr]
+        conn.execute(text("DELETE FROM agent_events"))
+        conn.rollback()
+    with plane.engine.connect() as conn:
+        stored = conn.execute(text("SELECT payload FROM agent_events ORDER BY time_unix_s")).all()
+    assert sorted(json.loads(p)["reason"] for (p,) in stored) == ["r0", "r1", "r2"]

@@ -27,6 +27,7 @@ Standard library only: the agent imports it while it watches.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import time
 import uuid
@@ -66,16 +67,41 @@ class AgentEvent(Stamp):
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON types: ``kind`` first, then every field (tuples become lists)."""
-        return {"kind": self.kind, **_plain(dataclasses.asdict(self))}
+        """Plain JSON types: ``kind`` first, then every field (tuples become lists, mappings dicts).
+
+        Built from the class's field names, read once (:func:`field_names`), not with
+        ``dataclasses.asdict``, which copies every value deeply: the server turns every event it
+        stores into this dictionary, and most fields are strings and numbers, kept as they are."""
+        out: dict[str, Any] = {"kind": self.kind}
+        for name in field_names(type(self)):
+            value = getattr(self, name)
+            out[name] = value if type(value) in _SCALARS else _plain(value)
+        return out
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+_FIELD_NAMES: dict[type[AgentEvent], tuple[str, ...]] = {}
+
+
+def field_names(cls: type[AgentEvent]) -> tuple[str, ...]:
+    """The fields of the event class ``cls``, in their order (read once per class)."""
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
 
 
 def _plain(value: Any) -> Any:
-    if isinstance(value, dict):
+    """A copy of ``value`` in plain JSON types (what ``dataclasses.asdict`` would copy deeply)."""
+    if type(value) in _SCALARS:
+        return value
+    if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
-    return value
+    return copy.deepcopy(value)
 
 
 # -- start-up and supervision ----------------------------------------------------
@@ -288,7 +314,7 @@ EVENT_TYPES: dict[str, type[AgentEvent]] = {
         Exited,
     )
 }
-_COMMON = tuple(f.name for f in dataclasses.fields(AgentEvent))
+_COMMON = field_names(AgentEvent)
 
 
 def event_from_dict(data: Mapping[str, Any]) -> AgentEvent:
@@ -313,14 +339,19 @@ def event_from_dict(data: Mapping[str, Any]) -> AgentEvent:
         return _build(
             UnknownEvent, {**common, "unknown_kind": data["kind"], "reason": reason, "fields": rest}
         )
-    names = {f.name for f in dataclasses.fields(cls)}
+    names = _NAME_SETS.get(cls)
+    if names is None:
+        names = _NAME_SETS[cls] = frozenset(field_names(cls))
     return _build(cls, {k: v for k, v in data.items() if k in names})
 
 
+_NAME_SETS: dict[type[AgentEvent], frozenset[str]] = {}
+
+
 def _build(cls: type[AgentEvent], values: dict[str, Any]) -> AgentEvent:
-    for f in dataclasses.fields(cls):
-        if f.name in values and isinstance(values[f.name], list):
-            values[f.name] = tuple(values[f.name])
+    for name, value in values.items():  # only fields of ``cls`` (another name fails in cls(...))
+        if isinstance(value, list):
+            values[name] = tuple(value)
     if not isinstance(values.get("time_unix_s", 0.0), int | float):
         raise EventFormatError(f"time_unix_s must be a number; got {values['time_unix_s']!r}")
     try:

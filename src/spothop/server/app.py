@@ -21,6 +21,7 @@ What it guarantees on every request:
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import logging
 import math
@@ -171,6 +172,18 @@ class _Lazy:
                 self._value = self._make()
                 self._made = True
             return self._value
+
+
+def freeze_start_up_heap() -> None:
+    """Move what start-up made (modules, the app, its routes and models: ~100k objects) out of
+    the garbage collector's view (``gc.freeze``), for a server about to serve.
+
+    A full collection otherwise walks all of it, and it runs on the event loop: ~20 ms on an idle
+    machine and over 150 ms on a loaded one, every heartbeat waiting meanwhile. Collected first, so
+    no garbage is frozen. For ``spothop server run`` only: a process that makes many apps (the
+    tests) would keep each one's objects for good."""
+    gc.collect()
+    gc.freeze()
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
