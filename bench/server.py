@@ -36,8 +36,8 @@ replicas and by the bench itself (so a bench that is its own bottleneck shows),
 the machine's CPU busy, and the ratio the issue judges:
 heartbeat p99 / 100 ms (target ≤ 1, before the kill; the window after it is
 shown apart). Exit 1 if an event was lost, a job did not finish, or the
-takeover took longer than the replicas' bound (one lease, plus the survivor's claim tick of
-a third of one).
+takeover took longer than one lease period (plus a second for the survivor's claim itself
+on a loaded machine: its keeper ticks just after the dead replica's leases lapse).
 """
 
 from __future__ import annotations
@@ -73,9 +73,10 @@ POSTGRES_URL = os.environ.get(
 )
 REDIS_URL = os.environ.get("SPOTHOP_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 TARGET_P99_S = 0.100  # the issue: p99 ≤ 100 ms for heartbeats
-# A killed replica's leases expire at most one lease after its last renewal, and the survivor
-# claims at its next keeper tick, every lease/3 (jobs/controller/replica.py): ≤ 4/3 of a lease.
-TAKEOVER_BOUND = 4 / 3
+# A killed replica's leases expire at most one lease after its last renewal, and the survivor's
+# keeper ticks just after the first of them lapses (jobs/controller/replica.py): one lease, plus
+# the claim's own time.
+TAKEOVER_SLACK_S = 1.0
 HTTP_TIMEOUT_S = 10.0
 START_S = 90.0  # a replica imports FastAPI, SQLAlchemy, the store, and migrates it
 RUNNING = re.compile(r"Uvicorn running on http://127\.0\.0\.1:(\d+)")
@@ -893,7 +894,7 @@ def _print(
     summary.add_row(
         f"jobs of the killed replica ({len(held)}) held by the other after",
         f"{takeover_s:.1f} s",
-        f"≤ {args.lease_s:g} s (one lease; bound {args.lease_s * TAKEOVER_BOUND:.1f})",
+        f"≤ {args.lease_s:g} s (one lease; bound {args.lease_s + TAKEOVER_SLACK_S:.1f})",
     )
     summary.add_row(
         "the jobs' own agents heard from after the kill (through the proxy)",
@@ -911,7 +912,7 @@ def _print(
     bad = (
         lost
         or any(v != "succeeded" for v in finals.values())
-        or (held and not takeover_s <= args.lease_s * TAKEOVER_BOUND)
+        or (held and not takeover_s <= args.lease_s + TAKEOVER_SLACK_S)
     )
     return 1 if bad else 0
 

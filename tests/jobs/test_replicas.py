@@ -18,7 +18,7 @@ from sqlalchemy import func, select
 from spothop.errors import ConfigError
 from spothop.jobs.controller import Launch, decide
 from spothop.jobs.controller.loop import Controller
-from spothop.jobs.controller.replica import HeldJobs, run_replica
+from spothop.jobs.controller.replica import LAPSE_MARGIN_S, HeldJobs, run_replica
 from spothop.jobs.errors import JobLeaseLost
 from spothop.jobs.lifecycle import AttemptState, EndReason, JobState, NodeState
 from spothop.jobs.spec import load_job
@@ -74,7 +74,7 @@ def test_a_dead_replicas_many_jobs_are_shared_out_among_the_live(pg_store: JobSt
     orphaned = set(dead.tick()[0])
     assert len(orphaned) == 28 and len(b.tick()[0]) == 2 and len(c.tick()[0]) == 2
     wait_for(lambda: not any(_holds(pg_store, j) for j in orphaned), 10, what="the leases to lapse")
-    assert pg_store.lease_census("replica-b") == (28, 1)  # 28 lapsed; c is alive
+    assert pg_store.lease_census("replica-b")[:2] == (28, 1)  # 28 lapsed; c is alive
     # Each takes its share of the lapsed (count over the live holders, itself included) plus its
     # few: not a few a tick, and not all of them.
     assert len(b.tick()[0]) == 14 + 2  # 28 / 2, plus its 2 a tick
@@ -82,6 +82,26 @@ def test_a_dead_replicas_many_jobs_are_shared_out_among_the_live(pg_store: JobSt
     b.tick()
     assert set(b.held()) | set(c.held()) == set(ids)
     assert not set(b.held()) & set(c.held())
+
+
+def test_a_replica_looks_again_just_after_another_holders_lease_would_lapse(
+    pg_store: JobStore,
+) -> None:
+    (job_id,) = _jobs(pg_store, 1)
+    dead = HeldJobs(pg_store, "replica-dead", 3)
+    survivor = HeldJobs(pg_store, "replica-b", 30)
+    assert dead.tick()[0] == [job_id]
+    assert survivor.tick()[0] == [] and survivor.next_lapse_unix_s is not None
+    expires = dead.lease(job_id).expires_unix_s  # type: ignore[union-attr]
+    assert survivor.next_lapse_unix_s == pytest.approx(expires)
+    # Not at its next third of a lease (10 s): just after the dead one's lease lapses.
+    before = survivor.clock()
+    wait = survivor.next_tick_s()
+    assert 0 < wait <= expires - before + LAPSE_MARGIN_S < 30 / 3
+    wait_for(lambda: not _holds(pg_store, job_id), 10, what="the dead replica's lease to lapse")
+    assert survivor.tick()[0] == [job_id]
+    # Nothing else held by anyone: back to a third of its lease.
+    assert survivor.next_lapse_unix_s is None and survivor.next_tick_s() == 10
 
 
 def _event_count(store: JobStore) -> int:
@@ -149,7 +169,7 @@ def test_a_clean_stop_releases_a_finished_job_and_lapses_a_live_one(pg_store: Jo
     # Still live: the holder's name stays (the others share it out as a stopped replica's), no
     # lease holds, and another replica takes it at its next tick.
     assert _owner(pg_store, live) == "replica-a" and not _holds(pg_store, live)
-    assert pg_store.lease_census("replica-b") == (1, 0)
+    assert pg_store.lease_census("replica-b")[:2] == (1, 0)
     assert HeldJobs(pg_store, "replica-b", 30).tick()[0] == [live]
 
 

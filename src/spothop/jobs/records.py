@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from spothop.jobs.lifecycle import AttemptState, EndReason, JobState, NodeState
 from spothop.resources.market_id import MarketId
@@ -33,6 +33,18 @@ class JobLease:
     token: int
     owner: str
     expires_unix_s: float
+
+
+class LeaseCensus(NamedTuple):
+    """Other controllers' leases on the jobs that need one, as one replica sees them
+    (:meth:`JobStore.lease_census`)."""
+
+    lapsed: int
+    """Jobs whose holder (not this replica) let the lease lapse: a dead or stopped replica's."""
+    holders: int
+    """Other replicas holding a live lease."""
+    next_lapse_unix_s: float | None = None
+    """When the first of those live leases lapses unless renewed (None: no live lease)."""
 
 
 @dataclass(frozen=True)

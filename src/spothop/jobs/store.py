@@ -68,6 +68,7 @@ from spothop.jobs.records import (
     JobEvent,
     JobLease,
     JobRecord,
+    LeaseCensus,
     NodeRecord,
     StorableSpec,
     node_count,
@@ -501,29 +502,27 @@ class JobStore:
             )
         return int(done.rowcount) + int(live.rowcount)
 
-    def lease_census(self, owner: str) -> tuple[int, int]:
-        """(jobs whose holder other than ``owner`` let the lease lapse, other live holders).
+    def lease_census(self, owner: str) -> LeaseCensus:
+        """Other holders' leases as ``owner`` sees them (:class:`LeaseCensus`).
 
-        What a replica's fair share of a dead (or stopped) replica's jobs is computed from.
+        What a replica's fair share of a dead (or stopped) replica's jobs is computed from,
+        and when it has to look again to take a lapsing lease at once.
         """
         now = self._clock()
-        lapsed = (
-            _NEEDS_CONTROLLER
-            & jobs.c.lease_owner.is_not(None)
-            & (jobs.c.lease_owner != owner)
-            & (jobs.c.lease_expires_unix_s <= now)
-        )
-        live = (
-            jobs.c.lease_owner.is_not(None)
-            & (jobs.c.lease_owner != owner)
-            & (jobs.c.lease_expires_unix_s > now)
-        )
+        others = _NEEDS_CONTROLLER & jobs.c.lease_owner.is_not(None) & (jobs.c.lease_owner != owner)
         with self._engine.connect() as conn:
-            expired = conn.execute(select(func.count()).select_from(jobs).where(lapsed))
-            holders = conn.execute(
-                select(func.count(func.distinct(jobs.c.lease_owner))).where(live)
-            )
-            return int(expired.scalar_one()), int(holders.scalar_one())
+            lapsed = conn.execute(
+                select(func.count()).where(others & (jobs.c.lease_expires_unix_s <= now))
+            ).scalar_one()
+            holders, next_lapse = conn.execute(
+                select(
+                    func.count(func.distinct(jobs.c.lease_owner)),
+                    func.min(jobs.c.lease_expires_unix_s),
+                ).where(others & (jobs.c.lease_expires_unix_s > now))
+            ).one()
+        return LeaseCensus(
+            int(lapsed), int(holders), None if next_lapse is None else float(next_lapse)
+        )
 
     def release_job(self, lease: JobLease) -> bool:
         """Give a lease up (False: it no longer held anyway)."""

@@ -32,8 +32,10 @@ leader). The contract:
 4. **Release.** A clean stop (``stop_event``) waits for the launches in
    flight, then ends every lease at once (:meth:`JobStore.expire_jobs`), so
    the others share the jobs out at their next tick rather than after ``lease_s``. A killed replica's jobs are taken
-   within one lease period (its leases expire; the others' next claim gets
-   them): at most ``lease_s + lease_s / 3``.
+   within one lease period of its last renewal: its leases expire, and each
+   other replica's keeper, which knows the first foreign lease to lapse
+   (:meth:`JobStore.lease_census`), ticks just after it (``LAPSE_MARGIN_S``)
+   rather than at its next third of a lease.
 
 Clocks: a lease's expiry is compared with each writer's own clock (the
 store's); replicas on several machines need clocks in sync (NTP) to well
@@ -62,6 +64,9 @@ log = logging.getLogger(__name__)
 
 DEFAULT_LEASE_S = 15.0
 DEFAULT_CLAIM_LIMIT = 8  # jobs one replica claims per tick: the rest are left to the others
+LAPSE_MARGIN_S = (
+    0.05  # how soon after another holder's lease lapses the keeper looks (its clock vs the store's)
+)
 DEFAULT_PERIOD_S = 5.0
 MAX_OWNER_CHARS = 128  # jobs.lease_owner's width
 TOKEN_GRACE_ENV = "SPOTHOP_AGENT_TOKEN_GRACE_S"  # server mode: see Executor.sync_tokens
@@ -136,6 +141,7 @@ class HeldJobs:
         self._since: dict[str, float] = {}
         self.gained_total = 0
         self.lost_total = 0
+        self.next_lapse_unix_s: float | None = None  # another holder's first lease to lapse
 
     # -- what the controller reads -------------------------------------------------
 
@@ -185,8 +191,9 @@ class HeldJobs:
             exclude = set(self._leases)
         # A dead (or stopped) replica's jobs are shared out at once: this replica's share of
         # them, on top of the few new ones a tick takes (module docstring, 1).
-        lapsed, holders = self.store.lease_census(self.owner)
-        room = self.claim_limit + -(-lapsed // (holders + 1))
+        census = self.store.lease_census(self.owner)
+        self.next_lapse_unix_s = census.next_lapse_unix_s
+        room = self.claim_limit + -(-census.lapsed // (census.holders + 1))
         if self.max_jobs is not None:
             room = min(room, self.max_jobs - mine)
         gained: list[str] = []
@@ -204,6 +211,16 @@ class HeldJobs:
         if gained:
             log.info("replica %s: took %s", self.owner, ", ".join(gained))
         return gained, lost
+
+    def next_tick_s(self) -> float:
+        """Seconds until the keeper's next tick: a third of a lease, or sooner, just after
+        another holder's lease would lapse (a killed replica's jobs are then taken within
+        one lease of its last renewal, not up to a third of one later)."""
+        interval = self.lease_s / 3
+        if self.next_lapse_unix_s is None:
+            return interval
+        until = self.next_lapse_unix_s - self.clock() + LAPSE_MARGIN_S
+        return min(interval, max(LAPSE_MARGIN_S, until))
 
     def release_all(self) -> int:
         """End every lease now (a clean stop): the others share the jobs out at their next tick;
@@ -300,8 +317,7 @@ def run_replica(
     loop = Loop(controller.run_pass, waker, period_s)
 
     def keep() -> None:
-        interval = held.lease_s / 3
-        while not stop_event.wait(interval):
+        while not stop_event.wait(held.next_tick_s()):
             try:
                 gained, _ = held.tick()
             except Exception as exc:  # the database is down: the leases lapse, writes stop
