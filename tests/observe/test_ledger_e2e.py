@@ -15,7 +15,10 @@ from tests.jobs.e2e.conftest import Harness
 from tests.waiting import scaled, wait_for
 
 MAX_PREEMPTIONS = 4  # 2 types x 2 zones per cloud: the cooldowns push the job to the other cloud
-LEAD_TIME_S = 5.0  # simulated seconds of notice (1 s of wall time at the harness's speed)
+# Simulated seconds of notice: 3 s of wall time at the harness's speed (5x). The agent now reads
+# its notice's deadline on the wall clock (the local cloud maps it), so it really has those 3 s
+# to stop its worker and record the interruption: 1 s was too short on a loaded machine.
+LEAD_TIME_S = 15.0
 
 
 def _worker_started(h: Harness, job_id: str, instance_id: str) -> bool:
