@@ -74,8 +74,7 @@ class AgentEvent(Stamp):
         stores into this dictionary, and most fields are strings and numbers, kept as they are."""
         out: dict[str, Any] = {"kind": self.kind}
         for name in field_names(type(self)):
-            value = getattr(self, name)
-            out[name] = value if type(value) in _SCALARS else _plain(value)
+            out[name] = _plain(getattr(self, name))
         return out
 
 
