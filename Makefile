@@ -45,11 +45,16 @@ run: $(STAMP_EXAMPLE)
 	  $(BIN)/spothop controller stop; \
 	  test $$launched -eq 0 -a $$verified -eq 0
 
+# The suite mostly waits (simulated markets run at wall pace), so it runs two tests at a time
+# (pytest-xdist); the tests marked solo run after it, one at a time, with the machine to themselves.
+TEST_WORKERS ?= 2
+
 test: $(STAMP_DEV)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not solo"
+	$(BIN)/pytest -q -m solo
 
 bench: $(STAMP_DEV)
 	@# -P: the script folder must not shadow the standard library (bench/queue.py vs queue).

@@ -12,6 +12,12 @@ import pytest
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
+# pytest-xdist gives its workers the terminal's width as COLUMNS (80 without a terminal), which
+# would squeeze the CLI's tables and error lines as a plain run never does: a worker sees what a
+# plain run sees.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.pop("COLUMNS", None)
+
 # Real traces, prices, catalogs and nvidia-smi outputs are read in place from
 # ../shared/data (never copied into the project); SPOTHOP_SHARED_DATA points elsewhere.
 SHARED_DATA = Path(

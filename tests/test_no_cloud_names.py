@@ -36,6 +36,7 @@ import io
 import re
 import tokenize
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -136,6 +137,7 @@ def cloud_names_in(source: str) -> Iterator[tuple[int, str]]:
             yield token.start[0], name
 
 
+@cache  # the tree does not change during a run: both tests below read one scan of it
 def offenders(root: Path = SRC) -> dict[str, dict[str, list[int]]]:
     """path → cloud name → lines, for every generic file under ``root`` that names a cloud."""
     found: dict[str, dict[str, list[int]]] = {}

@@ -34,13 +34,23 @@ def wait_for(
 ) -> T:
     """Poll ``predicate`` until it returns something truthy and return it; fail the test after
     ``scaled(timeout_s)`` seconds, naming ``what`` was awaited."""
+    value = poll_until(predicate, timeout_s, interval_s=interval_s)
+    if not value:
+        pytest.fail(f"{what} not met within {scaled(timeout_s):.1f} s")
+    return value
+
+
+def poll_until(
+    predicate: Callable[[], T], timeout_s: float, *, interval_s: float = 0.02
+) -> T | None:
+    """As :func:`wait_for`, but ``None`` after the deadline: for an event a test can do without."""
     deadline = time.monotonic() + scaled(timeout_s)
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            pytest.fail(f"{what} not met within {scaled(timeout_s):.1f} s")
+            return None
         time.sleep(interval_s)
 
 

@@ -16,7 +16,9 @@ A plain ``postgresql://`` URL is read as psycopg 3.
 from __future__ import annotations
 
 import os
+import sqlite3
 import threading
+import time
 import weakref
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -76,8 +78,8 @@ def _configure_sqlite(engine: Engine) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        _enter_wal(cursor)
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.close()
@@ -85,6 +87,27 @@ def _configure_sqlite(engine: Engine) -> None:
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Any) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _enter_wal(cursor: Any) -> None:
+    """Put the file in WAL mode (it stays so), retrying while another process does the same.
+
+    Switching a file to WAL needs its exclusive lock, and SQLite answers "database is locked" at
+    once, without its busy handler, when two connections that both read the file race for it
+    (waiting could deadlock them). Processes opening a new store together meet exactly that, so
+    the switch is retried here, up to the busy timeout; a file already in WAL needs no lock.
+    """
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    pause_s = 0.001
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause_s)
+        pause_s = min(pause_s * 2, 0.05)
 
 
 _shared: dict[str, tuple[Engine, dict[str, Any]]] = {}
@@ -105,6 +128,23 @@ def shared_engine(url: str, **options: Any) -> Engine:
             made = (make_engine(url, **options), dict(options))
             _shared[key] = made
         return made[0]
+
+
+def commit_without_waiting_for_disk(engine: Engine) -> None:
+    """Every connection ``engine`` opens commits without waiting for PostgreSQL to flush its
+    write-ahead log to disk (``synchronous_commit = off``): a commit is visible to every
+    connection at once, as any commit, but one made in the last few hundred milliseconds
+    (3 × ``wal_writer_delay``) before PostgreSQL itself crashes may be undone by the crash.
+    Only for writes that are superseded soon anyway (the server's heartbeats): a flush took
+    100-300 ms on a busy disk. Nothing on SQLite (its writes are local)."""
+    if engine.dialect.name != "postgresql":
+        return
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        with dbapi_connection.cursor() as cursor:
+            cursor.execute("SET synchronous_commit TO OFF")
+        dbapi_connection.commit()
 
 
 def pool_options(url: str, connections: int) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from spothop.agent.controlplane import EmbeddedControlPlane, Heartbeat, QueueLea
 from spothop.agent.controlplane.embedded import StoreRefused
 from spothop.agent.emergency import release_leases
 from spothop.agent.errors import ControlPlaneError
+from spothop.agent.eventmodel import WorkerStarted
 from spothop.queue import Shard, open_queue
 from tests.agent.store_process import (
     agent_command,
@@ -160,6 +161,43 @@ def test_the_store_process_ignores_sigterm_and_exits_when_the_plane_closes(store
     assert not process_running(pid)
     with pytest.raises(ControlPlaneError, match="closed"):
         plane.heartbeat(_beat("done", 3.0))
+
+
+def test_a_sigterm_while_the_store_process_starts_does_not_stop_it(store_url: str) -> None:
+    """A shutdown SIGTERMs every process of the instance at once, maybe before the store process's
+    interpreter has got as far as ignoring it: it is born with the signal blocked, so it waits."""
+    with EmbeddedControlPlane(store_url, "i-1") as plane:
+        plane.start()
+        pid = plane.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGTERM)  # at once: the child is still starting Python
+        plane.heartbeat(_beat("preempting", 1.0))
+        assert plane.restarts == 0 and plane.pid == pid
+    assert stored_beat(store_url, "i-1") == ("preempting", 1.0)
+
+
+def test_an_event_the_store_process_died_under_is_stored_by_its_successor(store_url: str) -> None:
+    """The agent's local log has every event; a restart of the store process must not leave one
+    out of the store (the first event of an agent whose store process was killed while it started
+    was once missing from the store, though the agent finished its protocol)."""
+    event = WorkerStarted(instance_id="i-1", job_id="j-1", pid=42, command=("python", "x.py"))
+    with EmbeddedControlPlane(store_url, "i-1") as plane:
+        plane.start()
+        pid = plane.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)  # before it is ready: the record waits for it, and it dies
+        plane.record(event)
+        assert plane.restarts >= 1
+    from sqlalchemy import select
+
+    from spothop.db import make_engine
+    from spothop.state.agent_tables import agent_events
+
+    engine = make_engine(store_url)
+    with engine.connect() as conn:
+        stored = conn.execute(select(agent_events.c.event_id, agent_events.c.kind)).all()
+    engine.dispose()
+    assert [tuple(r) for r in stored] == [(event.event_id, "worker_started")]
 
 
 def _run_agent(tmp_path: Path, store_url: str) -> subprocess.Popen[bytes]:

@@ -376,6 +376,30 @@ def test_events_follow_after_a_seq_across_jobs(store: JobStore) -> None:
     assert len(store.events(limit=2)) == 2
 
 
+@pytest.mark.parametrize("in_query", [True, False])
+def test_the_newest_events_of_some_jobs_are_chosen_by_the_query(
+    store: JobStore, in_query: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not in_query:  # a filter too long for an IN list: pages of events, filtered
+        monkeypatch.setattr(store_module, "MAX_IN_IDS", 0)
+        monkeypatch.setattr(store_module, "EVENT_PAGE", 2)
+    assert store.last_event_seq() == 0
+    jobs = [store.create_job(Spec()) for _ in range(3)]
+    for n in range(4):
+        for job in jobs:
+            store.record_event(job, "launch_error", {"n": n})
+    every = store.events()
+    assert store.last_event_seq() == every[-1].seq
+    some = {jobs[0], jobs[2]}
+    theirs = [e for e in every if e.job_id in some]
+    assert store.events(job_ids=some) == theirs
+    assert store.events(job_ids=some, limit=3, newest=True) == theirs[-3:]  # still in order
+    assert store.events(job_ids=some, limit=3) == theirs[:3]
+    assert store.events(job_ids=some, after_seq=theirs[2].seq, limit=2) == theirs[3:5]
+    assert store.events(job_ids=set()) == []
+    assert store.events(limit=2, newest=True) == every[-2:]
+
+
 def test_cooldowns_persist_and_only_extend(open_store: Opener, clock: Clock) -> None:
     store = open_store(clock)
     market = MarketId("local", "r1", "r1-a", "gpu.small")

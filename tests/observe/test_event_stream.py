@@ -10,7 +10,7 @@ from spothop.agent.eventmodel import FinalNotice, Interruption, WorkerStarted
 from spothop.jobs.lifecycle import AttemptState
 from spothop.jobs.spec import load_job
 from spothop.jobs.store import JobStore
-from spothop.observe.events import EventStream
+from spothop.observe.events import Cursor, EventStream, StreamEvent
 
 
 def test_both_sources_arrive_in_order_and_a_cursor_reads_each_event_once(tmp_path: Path):
@@ -51,3 +51,34 @@ def test_both_sources_arrive_in_order_and_a_cursor_reads_each_event_once(tmp_pat
         assert next(e for e in second if e.kind == "note").instance_id == "i-1"
         assert [e.time_unix_s for e in first] == sorted(e.time_unix_s for e in first)
         assert stream.read(job_id, cursor)[0] == []
+
+
+def test_pages_of_a_limit_give_every_event_once_even_those_received_together(tmp_path: Path):
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    with JobStore(url) as store:
+        job_id = store.create_job(load_job({"name": "pages", "run": "true"}))
+        plane = StoreControlPlane(url, "i-1")
+        # One batch: one received time for all 25, so pages end inside a tie.
+        plane.record_many(
+            [WorkerStarted(instance_id="i-1", job_id=job_id, pid=i) for i in range(25)]
+        )
+        for i in range(3):
+            store.record_event(job_id, "note", {"i": i})
+        stream = EventStream(store)
+        whole, _ = stream.read(job_id)
+
+        def pages(cursor: Cursor | None) -> tuple[list[StreamEvent], Cursor | None]:
+            seen: list[StreamEvent] = []
+            for _ in range(20):  # a bound: 29 events at 7 a page
+                page, cursor = stream.read(job_id, cursor, limit=7)
+                assert len(page) <= 7
+                if not page:
+                    return seen, cursor
+                seen += page
+            raise AssertionError("the pages never ended")
+
+        paged, cursor = pages(None)
+        assert sorted(map(repr, paged)) == sorted(map(repr, whole))
+        plane.record(FinalNotice(instance_id="i-1", job_id=job_id, lead_time_s=30.0))
+        later, _ = pages(cursor)
+        assert [e.kind for e in later] == ["final_notice"]

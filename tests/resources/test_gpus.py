@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from spothop.errors import UnknownGpuError
+from spothop.resources import gpus as gpus_module
 from spothop.resources.gpus import GpuModel, gpu_catalog, normalise_gpu_name
 
 SHARED_DATA = (Path(__file__).parents[2] / ".." / "shared" / "data").resolve()
@@ -88,6 +90,12 @@ def _model(name: str) -> GpuModel:
 
 
 # --- the catalog itself -------------------------------------------------------
+
+
+def test_the_fast_loader_reads_the_catalog_as_the_pure_python_one_does() -> None:
+    # gpu_catalog reads with libyaml's loader (start-up time); it must see the same data.
+    text = (Path(gpus_module.__file__).parent / "data" / "gpus.yaml").read_text(encoding="utf-8")
+    assert yaml.load(text, Loader=gpus_module._DATA_LOADER) == yaml.safe_load(text)
 
 
 def test_loads_at_least_25_models() -> None:

@@ -184,6 +184,41 @@ def test_an_agents_first_beats_are_written_in_one_batch_and_a_user_token_alone(
         assert writer.batches == batches
 
 
+def test_beats_commit_without_waiting_for_the_disk_and_everything_else_waits(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sqlalchemy import text
+
+    from spothop.server.app import create_app
+    from spothop.server.settings import Settings
+
+    monkeypatch.setenv("SPOTHOP_HOME", str(tmp_path))
+    app = create_app(Settings(db_url=pg_url, controller=False))
+    beat_engine = app.state.beats.engine
+    try:
+        assert beat_engine is not app.state.store.engine  # its own connection
+        with beat_engine.begin() as conn:
+            assert conn.execute(text("SHOW synchronous_commit")).scalar() == "off"
+            assert conn.connection.dbapi_connection.autocommit  # no BEGIN, no COMMIT round trips
+        with beat_engine.begin() as conn:  # the pool's connection kept its setting
+            assert conn.execute(text("SHOW synchronous_commit")).scalar() == "off"
+        with app.state.store.engine.begin() as conn:  # events, leases, jobs: flushed first
+            assert conn.execute(text("SHOW synchronous_commit")).scalar() == "on"
+    finally:
+        beat_engine.dispose()
+
+
+def test_on_sqlite_the_beats_share_the_stores_engine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from spothop.server.app import create_app
+    from spothop.server.settings import Settings
+
+    monkeypatch.setenv("SPOTHOP_HOME", str(tmp_path))
+    app = create_app(Settings(db_url=f"sqlite:///{tmp_path}/s.db", controller=False))
+    assert app.state.beats.engine is app.state.store.engine
+
+
 def _asdict_payload(event: Any) -> dict[str, Any]:
     """An event's stored dictionary as it was made before: ``dataclasses.asdict``, made plain."""
     import dataclasses

@@ -65,6 +65,36 @@ def test_the_answers_are_the_clis_json(served: Served) -> None:
     assert 1 <= len(offers["offers"]) <= 3 and all(o["gpu"] == "T4" for o in offers["offers"])
 
 
+def test_a_jobs_events_are_read_page_by_page_each_once(served: Served) -> None:
+    from spothop.agent.controlplane.store import StoreControlPlane
+    from spothop.agent.eventmodel import Probe
+
+    token = _user(served, "pages")
+    job_id = launch(served, token, "paged")
+    sent = [Probe(instance_id="i-paged", job_id=job_id, reason=f"r{n}") for n in range(7)]
+    StoreControlPlane(served.db_url, "i-paged").record_many(sent)
+    _, whole, _ = served.server.call("GET", f"/v1/jobs/{job_id}/events", token=token)
+    assert len(whole["events"]) >= len(sent)  # the launch's own events, then the agent's
+    pages, after = [], ""
+    for _ in range(len(whole["events"]) + 2):
+        query = f"limit=3&after_id={after}" if after else "limit=3"
+        status, page, _ = served.server.call(
+            "GET", f"/v1/jobs/{job_id}/events?{query}", token=token
+        )
+        assert status == 200 and len(page["events"]) <= 3
+        if not page["events"]:
+            break
+        pages += page["events"]
+        after = page["next"]
+    # Every event once, none skipped (pages follow the store's order, each page in time order).
+    assert sorted(map(_key, pages)) == sorted(map(_key, whole["events"]))
+    assert len({_key(e) for e in pages}) == len(pages)
+
+
+def _key(event: dict[str, object]) -> str:
+    return json.dumps(event, sort_keys=True)
+
+
 def test_bad_input_is_a_clear_error_never_a_500(served: Served) -> None:
     token = _user(served, "bad-input")
     server = served.server

@@ -88,6 +88,9 @@ def _stream(read: Callable[[], list[dict[str, Any]]], follow: bool, as_json: boo
         _print([StreamEvent(**e) for e in read()], as_json)
 
 
+PAGE = 1000  # events a call asks the server for (its most: spothop.server.settings.MAX_LIST_LIMIT)
+
+
 class _RemoteStream:
     """The server's event stream, one job's or every job's (job by job, merged by time).
 
@@ -105,14 +108,17 @@ class _RemoteStream:
         ids = [self.job_id] if self.job_id else [j["job_id"] for j in self.client.jobs()]
         out = []
         for job in ids:
-            batch, nxt = self.client.events(job, self.cursors.get(job))
-            if nxt is not None:
-                self.cursors[job] = nxt
-            for event in batch:
-                key = json.dumps(event, sort_keys=True, default=str)
-                if key not in self.seen:
-                    self.seen.add(key)
-                    out.append(event)
+            while True:  # page after page: the server answers at most PAGE events a call
+                batch, nxt = self.client.events(job, self.cursors.get(job), limit=PAGE)
+                if nxt is not None:
+                    self.cursors[job] = nxt
+                for event in batch:
+                    key = json.dumps(event, sort_keys=True, default=str)
+                    if key not in self.seen:
+                        self.seen.add(key)
+                        out.append(event)
+                if nxt is None or len(batch) < PAGE:
+                    break
         out.sort(key=lambda e: (e["time_unix_s"], e["source"], e["kind"]))
         return out
 

@@ -112,7 +112,7 @@ def run(
     """Serve the API (and a controller replica) until SIGINT/SIGTERM."""
     import uvicorn
 
-    from spothop.server.app import create_app, freeze_start_up_heap
+    from spothop.server.app import create_app, settle_heap
     from spothop.server.safety import install_log_filter
     from spothop.server.settings import Settings
 
@@ -156,7 +156,7 @@ def run(
             controller.join(CONTROLLER_STOP_S + 5)
 
         app.state.on_shutdown.append(release)
-    freeze_start_up_heap()  # (the controller replica is a process of its own, not a fork)
+    settle_heap(app)  # (the controller replica is a process of its own, not a fork)
     try:
         server.run()
     finally:

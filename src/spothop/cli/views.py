@@ -302,17 +302,18 @@ def read_log(path: Path, tail_bytes: int | None = None) -> str:
 
 
 def stream_events(
-    store: JobStore, job_id: str | None, cursor: Cursor | None = None
+    store: JobStore, job_id: str | None, cursor: Cursor | None = None, limit: int | None = None
 ) -> tuple[list[dict[str, Any]], Cursor]:
     """The event stream (:class:`~spothop.observe.events.EventStream`) after ``cursor``, one job's
-    or every job's, as dicts; and the next cursor. An unknown job is
+    or every job's, as dicts; and the next cursor (with ``limit``: at most that many events,
+    and a cursor that resumes after them). An unknown job is
     :class:`~spothop.observe.report.UnknownJob` naming the nearest ids."""
     from spothop.observe.events import EventStream
     from spothop.observe.report import find_job
 
     if job_id is not None:
         find_job(store, job_id)
-    batch, nxt = EventStream(store).read(job_id, cursor)
+    batch, nxt = EventStream(store).read(job_id, cursor, limit=limit)
     return [e.to_dict() for e in batch], nxt
 
 

@@ -24,7 +24,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Container, Mapping
+from collections.abc import Callable, Collection, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from pathlib import Path
@@ -101,7 +101,7 @@ class Dashboard:
         return difflib.get_close_matches(job_id, ids, n=3, cutoff=0.3) or ids[-3:]
 
     def api(
-        self, path: str, query: Mapping[str, list[str]], only: Container[str] | None = None
+        self, path: str, query: Mapping[str, list[str]], only: Collection[str] | None = None
     ) -> Any:
         """The JSON of ``path`` (``/api/jobs``, …); of the jobs in ``only`` when given (the server
         passes a user's project's jobs). KeyError for an unknown path; JobNotFound for a timeline
@@ -233,8 +233,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
         app = self.dashboard
         if after <= 0:
-            newest = app.store.events()
-            after = newest[-1].seq if newest else 0
+            after = app.store.last_event_seq()
         next_tick = 0.0
         while not app.stopping.is_set():
             for event in data.events(app.store, after):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Container, Mapping
+from collections.abc import Collection, Container, Mapping
 from typing import Any
 
 from spothop.errors import SpothopError
@@ -82,15 +82,14 @@ def jobs(
 
 
 def events(
-    store: JobStore, after_seq: int = 0, limit: int = 200, only: Container[str] | None = None
+    store: JobStore, after_seq: int = 0, limit: int = 200, only: Collection[str] | None = None
 ) -> list[dict[str, Any]]:
     """The controller's job events after ``after_seq`` (the newest ``limit`` when 0), oldest first;
-    only those of the jobs in ``only`` if given."""
-    if after_seq <= 0:
-        rows = [e for e in store.events() if only is None or e.job_id in only][-limit:]
-    else:
-        rows = store.events(after_seq=after_seq, limit=None if only is not None else limit)
-        rows = [e for e in rows if only is None or e.job_id in only][:limit]
+    only those of the jobs in ``only`` if given (chosen by the store's query: a store with a long
+    history is not read whole)."""
+    rows = store.events(
+        after_seq=max(after_seq, 0), limit=limit, job_ids=only, newest=after_seq <= 0
+    )
     return [
         {
             "seq": e.seq,

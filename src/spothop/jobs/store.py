@@ -152,6 +152,12 @@ _NEEDS_CONTROLLER = jobs.c.state.in_([s.value for s in JobState if not s.final])
 )
 
 
+# Job ids put in a query's IN list at most (SQLite and PostgreSQL bound a statement's parameters);
+# a longer filter is applied to pages of EVENT_PAGE events instead.
+MAX_IN_IDS = 1000
+EVENT_PAGE = 1000
+
+
 class JobStore:
     """Jobs, nodes, attempts, events, cooldowns and cursors (see the module's contract).
 
@@ -743,19 +749,51 @@ class JobStore:
             return self._event(conn, job_id, now, kind, data or {})
 
     def events(
-        self, job_id: str | None = None, *, after_seq: int = 0, limit: int | None = None
+        self,
+        job_id: str | None = None,
+        *,
+        after_seq: int = 0,
+        limit: int | None = None,
+        job_ids: Collection[str] | None = None,
+        newest: bool = False,
     ) -> list[JobEvent]:
-        """Events with ``seq > after_seq`` in order: one job's, or every job's (``job_id`` None)."""
-        query = select(job_events).where(job_events.c.seq > after_seq).order_by(job_events.c.seq)
+        """Events with ``seq > after_seq`` in order: one job's, or every job's (``job_id`` None),
+        or those of ``job_ids``; with ``limit``, the first that many, or with ``newest`` the last
+        (still in order: the dashboard's opening page, chosen by the database, not read whole)."""
+        t = job_events
+        wanted = None if job_ids is None else set(job_ids)
+        query = select(t).where(t.c.seq > after_seq)
         if job_id is not None:
-            query = query.where(job_events.c.job_id == job_id)
-        if limit is not None:
-            query = query.limit(limit)
+            query = query.where(t.c.job_id == job_id)
+        if wanted is not None and len(wanted) <= MAX_IN_IDS:
+            query, wanted = query.where(t.c.job_id.in_(sorted(wanted))), None
+        query = query.order_by(t.c.seq.desc() if newest else t.c.seq)
+        rows: list[JobEvent] = []
         with self._engine.connect() as conn:
-            return [
-                JobEvent(r.seq, r.job_id, r.time_unix_s, r.kind, json.loads(r.data))
-                for r in conn.execute(query)
-            ]
+            seen_seq: int | None = None
+            while True:  # one query, or (a filter too long for a query) page after page
+                page = (
+                    query
+                    if seen_seq is None
+                    else query.where(t.c.seq < seen_seq if newest else t.c.seq > seen_seq)
+                )
+                size = limit if wanted is None else EVENT_PAGE
+                got = list(conn.execute(page if size is None else page.limit(size)))
+                rows += [
+                    JobEvent(r.seq, r.job_id, r.time_unix_s, r.kind, json.loads(r.data))
+                    for r in got
+                    if wanted is None or r.job_id in wanted
+                ]
+                if wanted is None or not got or (limit is not None and len(rows) >= limit):
+                    break
+                seen_seq = got[-1].seq
+        rows = rows if limit is None else rows[:limit]
+        return rows[::-1] if newest else rows
+
+    def last_event_seq(self) -> int:
+        """The newest job event's ``seq`` (0: none yet)."""
+        with self._engine.connect() as conn:
+            return int(conn.execute(select(func.max(job_events.c.seq))).scalar() or 0)
 
     # --- cooldowns and cursors ------------------------------------------------------
 

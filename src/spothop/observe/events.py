@@ -10,7 +10,9 @@ The contract:
    and what went back to the queue to be recomputed (``leases_released``).
 2. **Ordered by time**, then by source and position, so the same rows give
    the same stream; :meth:`EventStream.read` takes a :class:`Cursor` and
-   returns the events after it with the next cursor (``--follow``).
+   returns the events after it with the next cursor (``--follow``), and
+   given ``kinds``, only the events of those kinds, the others left in the
+   database (:func:`stored_kinds`).
 3. A controller event about an attempt (its ``attempt_id``) is stamped with
    that attempt's instance, provider, zone and type.
 4. :func:`mtbf` is the mean time between interruptions per provider and
@@ -23,16 +25,16 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sqlalchemy import select
 
 from spothop.agent.errors import EventFormatError
-from spothop.agent.eventmodel import AgentEvent, event_from_dict
+from spothop.agent.eventmodel import AgentEvent, UnknownEvent, event_from_dict
 from spothop.jobs.lifecycle import EndReason
-from spothop.jobs.records import AttemptRecord
+from spothop.jobs.records import AttemptRecord, JobEvent
 from spothop.jobs.store import JobStore
 from spothop.observe.ledger import LedgerRecord
 from spothop.state.agent_tables import agent_events
@@ -83,45 +85,102 @@ class EventStream:
         self.store = store
 
     def read(
-        self, job_id: str | None = None, cursor: Cursor | None = None
+        self,
+        job_id: str | None = None,
+        cursor: Cursor | None = None,
+        kinds: Collection[str] | None = None,
+        attempts: Sequence[AttemptRecord] | None = None,
+        limit: int | None = None,
     ) -> tuple[list[StreamEvent], Cursor]:
-        """Events after ``cursor`` (all if None), one job's or every job's, in order; and the next cursor."""
+        """Events after ``cursor`` (all if None), one job's or every job's, in order; and the next cursor.
+
+        ``kinds``: only the events of those kinds, chosen in the query where the rows say their
+        kind, so that a reader of a few kinds (the report) does not read, parse and drop every
+        other event of a job whose agents sent thousands. ``attempts``: the job's (every job's),
+        when the caller has just read them. ``limit``: at most that many events, the first
+        stored (:func:`_first_stored`); the next cursor follows the last of them, so that
+        reading page after page with it gives every event once, each page in time order."""
         at = cursor or Cursor()
-        attempts = {a.attempt_id: a for a in self.store.attempts(job_id)}
-        by_instance = {a.instance_id: a for a in attempts.values() if a.instance_id}
-        job_events = self.store.events(job_id, after_seq=at.job_seq)
+        if attempts is None:
+            attempts = self.store.attempts(job_id)
+        by_id = {a.attempt_id: a for a in attempts}
+        by_instance = {a.instance_id: a for a in by_id.values() if a.instance_id}
+        job_events = self.store.events(job_id, after_seq=at.job_seq, limit=limit)
+        rows = self._agent_rows(job_id, set(by_instance), at, kinds, limit)
+        if limit is not None:
+            job_events, rows = _first_stored(job_events, rows, limit)
         out = [
-            _from_job_event(e.time_unix_s, e.kind, e.job_id, e.data, attempts) for e in job_events
+            _from_job_event(e.time_unix_s, e.kind, e.job_id, e.data, by_id)
+            for e in job_events
+            if kinds is None or e.kind in kinds
         ]
-        rows = self._agent_rows(job_id, set(by_instance), at)
-        for row in rows:
-            event = _from_agent_row(row, by_instance)
-            if event is not None:
+        for _, _, payload in rows:
+            event = _from_agent_row(payload, by_instance)
+            if event is not None and (kinds is None or event.kind in kinds):
                 out.append(event)
         out.sort(key=lambda e: (e.time_unix_s, e.source, e.kind))
         next_seq = job_events[-1].seq if job_events else at.job_seq
         if rows:
-            last = max(r["received_unix_s"] for r in rows)
-            same = {r["event_id"] for r in rows if r["received_unix_s"] == last}
+            last = max(received for _, received, _ in rows)
+            same = {event_id for event_id, received, _ in rows if received == last}
             ids = frozenset(same | (at.agent_ids if last == at.agent_received_unix_s else set()))
             return out, Cursor(next_seq, last, ids)
         return out, Cursor(next_seq, at.agent_received_unix_s, at.agent_ids)
 
     def _agent_rows(
-        self, job_id: str | None, instance_ids: set[str], at: Cursor
-    ) -> list[dict[str, Any]]:
-        query = select(agent_events).where(
-            agent_events.c.received_unix_s >= at.agent_received_unix_s
+        self,
+        job_id: str | None,
+        instance_ids: set[str],
+        at: Cursor,
+        kinds: Collection[str] | None = None,
+        limit: int | None = None,
+    ) -> list[tuple[str, float, str]]:
+        """(event id, received time, payload) of the agent rows after ``at``, the first ``limit``
+        received when given: only the columns the stream reads."""
+        t = agent_events
+        query = select(t.c.event_id, t.c.received_unix_s, t.c.payload).where(
+            t.c.received_unix_s >= at.agent_received_unix_s
         )
+        if at.agent_ids:  # read already: in the query, so that a limit counts only the others
+            query = query.where(t.c.event_id.not_in(sorted(at.agent_ids)))
         if job_id is not None:
             # An agent that was not told its job still names its instance, which an attempt owns.
-            query = query.where(
-                (agent_events.c.job_id == job_id)
-                | agent_events.c.instance_id.in_(sorted(instance_ids))
-            )
+            query = query.where((t.c.job_id == job_id) | t.c.instance_id.in_(sorted(instance_ids)))
+        if kinds is not None:
+            query = query.where(t.c.kind.in_(stored_kinds(kinds)))
+        if limit is not None:
+            query = query.order_by(t.c.received_unix_s, t.c.event_id).limit(limit)
         with self.store.engine.connect() as conn:
-            rows = [dict(r._mapping) for r in conn.execute(query)]
-        return [r for r in rows if r["event_id"] not in at.agent_ids]
+            rows = conn.execute(query).all()
+        return [
+            (str(event_id), float(received), str(payload)) for event_id, received, payload in rows
+        ]
+
+
+def _first_stored(
+    job_events: list[JobEvent], rows: list[tuple[str, float, str]], limit: int
+) -> tuple[list[JobEvent], list[tuple[str, float, str]]]:
+    """The first ``limit`` of the job events (by seq) and agent rows (by received time) taken
+    together, in the order the store wrote them (a job event's time and an agent row's received
+    time are both the store's clock): a prefix of each, so that each source's cursor can
+    follow its last."""
+    i = j = 0
+    while i + j < limit and (i < len(job_events) or j < len(rows)):
+        if j == len(rows) or (i < len(job_events) and job_events[i].time_unix_s <= rows[j][1]):
+            i += 1
+        else:
+            j += 1
+    return job_events[:i], rows[:j]
+
+
+def stored_kinds(kinds: Collection[str]) -> list[str]:
+    """The values of ``agent_events.kind`` whose rows may be events of ``kinds``.
+
+    A row's ``kind`` column is its event's kind (:mod:`spothop.agent.controlplane.store`
+    writes both from one event), which is the kind the stream gives it — except a row of an
+    event that the writer could not read as a kind it knows (:class:`UnknownEvent`, kind
+    ``""``), whose own kind is in its payload: those rows are read, and judged by it."""
+    return sorted({*kinds, UnknownEvent.kind})
 
 
 def _from_job_event(
@@ -147,11 +206,9 @@ def _from_job_event(
     )
 
 
-def _from_agent_row(
-    row: Mapping[str, Any], by_instance: Mapping[str, AttemptRecord]
-) -> StreamEvent | None:
+def _from_agent_row(payload: str, by_instance: Mapping[str, AttemptRecord]) -> StreamEvent | None:
     try:
-        event: AgentEvent = event_from_dict(json.loads(row["payload"]))
+        event: AgentEvent = event_from_dict(json.loads(payload))
     except (EventFormatError, ValueError):
         return None  # a row this code cannot read is left out of the stream, not guessed at
     data = event.to_dict()

@@ -240,12 +240,16 @@ class Ledger:
 
     # --- writing ----------------------------------------------------------------------
 
-    def update(self, job_id: str | None = None) -> list[LedgerRecord]:
-        """Bring the records of ``job_id``'s attempts (every job's if None) up to date; returns them all."""
+    def update(
+        self, job_id: str | None = None, attempts: Sequence[AttemptRecord] | None = None
+    ) -> list[LedgerRecord]:
+        """Bring the records of ``job_id``'s attempts (every job's if None) up to date; returns them all.
+
+        ``attempts``: those attempts, when the caller has just read them."""
         closed = {r.attempt_id for r in self.records(job_id) if r.closed}
-        self._write(
-            [self.price(a) for a in self.store.attempts(job_id) if a.attempt_id not in closed]
-        )
+        if attempts is None:
+            attempts = self.store.attempts(job_id)
+        self._write([self.price(a) for a in attempts if a.attempt_id not in closed])
         return self.records(job_id)
 
     def close(self, attempt_id: str) -> LedgerRecord:

@@ -55,6 +55,12 @@ log = logging.getLogger("spothop.observe")
 
 BATCH = "batch"
 SAVED = "saved"  # the worker said it saved (an emergency checkpoint): its work is kept
+SEEN_KINDS = ("interruption", "final_notice")  # an interruption, as the agent or its notice saw it
+SHARDS_ENQUEUED = "shards_enqueued"
+OUTPUTS_PUBLISHED = "outputs_published"
+# Every kind of event build_report reads: job_report reads only these from the stream, not the
+# thousands of others (probes, heartbeats' events) a job's agents may have sent.
+REPORT_KINDS = frozenset({*SEEN_KINDS, SHARDS_ENQUEUED, OUTPUTS_PUBLISHED})
 
 
 @dataclass(frozen=True)
@@ -372,7 +378,7 @@ def build_report(
                 ),
             )
         )
-    outputs = next((dict(e.data) for e in reversed(events) if e.kind == "outputs_published"), {})
+    outputs = next((dict(e.data) for e in reversed(events) if e.kind == OUTPUTS_PUBLISHED), {})
     return JobReport(
         job_id=job.job_id,
         name=job.name,
@@ -409,7 +415,7 @@ def _interruptions(events: Sequence[StreamEvent]) -> tuple[InterruptionSeen, ...
     """One per instance: the agent's ``interruption`` event, else its final notice."""
     best: dict[str, StreamEvent] = {}
     for e in events:
-        if e.kind not in ("interruption", "final_notice") or not e.instance_id:
+        if e.kind not in SEEN_KINDS or not e.instance_id:
             continue
         if e.instance_id not in best or (
             e.kind == "interruption" and best[e.instance_id].kind != "interruption"
@@ -433,7 +439,7 @@ def _interruptions(events: Sequence[StreamEvent]) -> tuple[InterruptionSeen, ...
 
 
 def _shards_run(events: Sequence[StreamEvent], released: int) -> int | None:
-    added = sum(int(e.data.get("added") or 0) for e in events if e.kind == "shards_enqueued")
+    added = sum(int(e.data.get("added") or 0) for e in events if e.kind == SHARDS_ENQUEUED)
     return added + released if added else None
 
 
@@ -488,12 +494,13 @@ def job_report(store: JobStore, job_id: str, providers: Mapping[str, Provider]) 
     """``job_id``'s report: its ledger brought up to date with ``providers``, its event stream, their
     catalogs. :class:`UnknownJob` if there is no such job."""
     job = find_job(store, job_id)
-    records = Ledger(store, providers).update(job_id)
-    events, _ = EventStream(store).read(job_id)
+    attempts = store.attempts(job_id)  # read once: the ledger, the stream and the report share it
+    records = Ledger(store, providers).update(job_id, attempts)
+    events, _ = EventStream(store).read(job_id, kinds=REPORT_KINDS, attempts=attempts)
     return build_report(
         job,
         records,
-        store.attempts(job_id),
+        attempts,
         events,
         offerings_by_place(providers),
         job_restores(job),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from spothop.db import default_database_url
 from spothop.errors import ConfigError
 from spothop.queue.base import Clock, ShardQueue
 
@@ -13,9 +12,14 @@ def open_queue(url: str | None, job: str, *, clock: Clock | None = None) -> Shar
     """The queue of ``job`` at ``url`` (default: the embedded SQLite database).
 
     Backends are imported only when asked for, so the SQL queue works without
-    the ``redis`` package installed.
+    the ``redis`` package installed, and a Redis queue's worker never imports
+    SQLAlchemy (most of a worker's start-up; a preempted worker's replacement
+    pays it again).
     """
-    url = url or default_database_url()
+    if not url:
+        from spothop.db import default_database_url
+
+        url = default_database_url()
     scheme = url.split(":", 1)[0].split("+", 1)[0].lower()
     if scheme in ("redis", "rediss"):
         from spothop.queue.redis_backend import RedisQueue

@@ -205,6 +205,12 @@ def _memory_matches(model: GpuModel, memory_gib: float) -> bool:
     return abs(model.memory_gib - memory_gib) <= 0.1 * model.memory_gib
 
 
+# The catalog is our own 25 kB file, read by every process that resolves a GPU (each local
+# instance's host among them): libyaml's safe loader, where PyYAML has it (its wheels do), reads
+# it in about 8 ms against the pure-Python loader's 45 ms (idle machine).
+_DATA_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 @cache
 def gpu_catalog() -> GpuCatalog:
     """The built-in GPU models, loaded once from ``data/gpus.yaml``."""
@@ -213,7 +219,7 @@ def gpu_catalog() -> GpuCatalog:
         .joinpath("data/gpus.yaml")
         .read_text(encoding="utf-8")
     )
-    raw = yaml.safe_load(text)
+    raw = yaml.load(text, Loader=_DATA_LOADER)
     return GpuCatalog(GpuModel.model_validate(entry) for entry in raw["gpus"])
 
 

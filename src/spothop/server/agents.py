@@ -84,7 +84,7 @@ def _own(principal: Principal, instance_id: str, job_id: str = "", what: str = "
 @router.post("/register", response_model=Ok)
 async def register(body: RegistrationBody, request: Request) -> Response:
     """Written as a heartbeat is (:mod:`spothop.server.beats`): the token's row read and the
-    registration written in one transaction, with the other beats of its batch."""
+    registration written with the other beats of its batch."""
 
     def row(principal: Principal) -> dict[str, Any]:
         job_id = _own(agent_only(principal), body.instance_id, body.job_id, "the registration")

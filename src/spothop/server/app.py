@@ -174,16 +174,78 @@ class _Lazy:
             return self._value
 
 
-def freeze_start_up_heap() -> None:
-    """Move what start-up made (modules, the app, its routes and models: ~100k objects) out of
-    the garbage collector's view (``gc.freeze``), for a server about to serve.
+# What the request paths import on first use (the CLI's views, the reports, job specs, the
+# dashboard's data, the metrics): imported at start-up, before the heap is frozen, so that the
+# modules, their classes and functions (tens of thousands of objects) are not walked by every
+# full collection (tests/server/test_heap.py checks that serving imports nothing more).
+WARM_MODULES = (
+    "spothop.batch.spec",
+    "spothop.checkpoint.admin",
+    "spothop.cli.views",
+    "spothop.dashboard.data",
+    "spothop.jobs.controller.observe",
+    "spothop.jobs.reachable",
+    "spothop.jobs.skypilot",
+    "spothop.jobs.spec",
+    "spothop.observe.metrics",
+    "spothop.observe.recommend",
+    "spothop.observe.report",
+    "spothop.state.wake",
+)
+# A full collection slower than this (CPU) means the heap grew by long-lived objects since the
+# last freeze: they are frozen too, at most once per SETTLE_EVERY_S.
+SLOW_FULL_COLLECTION_S = 0.005
+SETTLE_EVERY_S = 60.0
 
-    A full collection otherwise walks all of it, and it runs on the event loop: ~20 ms on an idle
-    machine and over 150 ms on a loaded one, every heartbeat waiting meanwhile. Collected first, so
-    no garbage is frozen. For ``spothop server run`` only: a process that makes many apps (the
-    tests) would keep each one's objects for good."""
+
+def settle_heap(app: FastAPI) -> None:
+    """Make what serving needs now — the providers, the modules of :data:`WARM_MODULES` — then
+    move the whole start-up heap out of the garbage collector's view (``gc.freeze``), and keep
+    it so for a server about to serve.
+
+    A full collection walks every tracked object that is not frozen, on whichever thread
+    allocates (the event loop, mostly): with the providers and the request paths' modules made
+    after the start-up freeze it took ~50 ms of CPU every ~13 s, 100-260 ms on a loaded
+    machine, every heartbeat waiting (it was most of bench/server.py's p99). Collected first,
+    so no garbage is frozen. After that, a full collection slower than
+    :data:`SLOW_FULL_COLLECTION_S` freezes its survivors (long-lived by then: something made
+    lazily later), at most once per :data:`SETTLE_EVERY_S`. For ``spothop server run`` only: a
+    process that makes many apps (the tests) would keep each one's objects for good."""
+    import importlib
+
+    try:
+        app.state.providers()
+    except Exception as exc:  # made again on first use, where its error is that request's
+        log.warning("the providers could not be made at start-up: %s", exc)
+    for name in WARM_MODULES:
+        importlib.import_module(name)
     gc.collect()
     gc.freeze()
+    gc.callbacks.append(_FreezeSlowCollections().__call__)
+
+
+class _FreezeSlowCollections:
+    """A ``gc.callbacks`` entry: freezes the survivors of a slow full collection (see
+    :func:`settle_heap`)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.started = 0.0
+        self.last_freeze = -math.inf
+        self.freezes = 0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if info.get("generation") != 2:
+            return
+        if phase == "start":
+            self.started = time.thread_time()
+            return
+        slow = time.thread_time() - self.started >= SLOW_FULL_COLLECTION_S
+        now = self.clock()
+        if slow and now - self.last_freeze >= SETTLE_EVERY_S:
+            gc.freeze()  # the collection is over: its survivors are what is left
+            self.last_freeze = now
+            self.freezes += 1
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -239,9 +301,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.registry = None
     app.state.redactor = redactor
     app.state.reports = TtlCache(settings.report_cache_s)
-    app.state.beats = BeatWriter(engine, app.state.tokens, settings.heartbeat_batch_s)
+    beat_engine = _beat_engine(settings, engine)
+    app.state.beats = BeatWriter(beat_engine, app.state.tokens, settings.heartbeat_batch_s)
     app.state.on_shutdown = shutdown  # callables run when the server stops, before it exits
     shutdown.append(app.state.beats.close)
+    if beat_engine is not engine:
+        shutdown.append(beat_engine.dispose)
 
     _handlers(app)
     _plain_routes(app)
@@ -251,6 +316,28 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     app.add_middleware(HeartbeatFastPath, state=app.state, build=agents.heartbeat_row)
     return app
+
+
+def _beat_engine(settings: Settings, engine: Engine) -> Engine:
+    """The beat writer's own engine on PostgreSQL: one connection, kept, in autocommit (a batch's
+    token read and its upsert are two statements, two round trips instead of four with BEGIN and
+    COMMIT), whose commits do not wait for the disk
+    (:func:`spothop.db.commit_without_waiting_for_disk`; docs/server.md, "Heartbeats"); on SQLite
+    the store's engine."""
+    from spothop.db import commit_without_waiting_for_disk, make_engine
+
+    if engine.dialect.name != "postgresql":
+        return engine
+    beat_engine = make_engine(
+        settings.store_url,
+        pool_size=1,
+        max_overflow=0,
+        pool_pre_ping=False,
+        isolation_level="AUTOCOMMIT",
+    )
+    ping_when_idle(beat_engine, settings.db_ping_idle_s)
+    commit_without_waiting_for_disk(beat_engine)
+    return beat_engine
 
 
 _IDLE_SINCE = "spothop_idle_since"

@@ -1,17 +1,19 @@
-"""Heartbeats written in batches: one transaction for every beat that arrived meanwhile.
+"""Heartbeats written in batches: one write for every beat that arrived meanwhile.
 
 500 agents beat every second; one transaction each (a connection checked out,
 the token's row read, the beat upserted, a commit) was most of a replica's
 CPU. :class:`BeatWriter` runs one thread that takes every beat waiting, waits
-``linger_s`` more for others, and writes them all in one transaction:
+``linger_s`` more for others, and writes them all at once (on PostgreSQL on a connection of
+its own, in autocommit, whose commits do not wait for the disk: :func:`spothop.server.app.
+_beat_engine`, docs/server.md "Heartbeats"):
 
 - every token's row is read in one query (:meth:`TokenStore.authenticate_many`),
   so a revoked token is refused at once, on any replica, as before;
 - each beat's row is built by the request's own ``build(principal)`` (the
   scoping checks of :mod:`spothop.server.agents`: a 403 there is that beat's
   answer only), and the instance's latest beat of the batch is upserted;
-- each request is answered once the transaction committed, so an answered
-  beat is stored (``docs/server.md``, "Heartbeats").
+- each request is answered once its beat committed, so an answered beat is
+  stored (``docs/server.md``, "Heartbeats").
 
 An events call rides a batch for its token's check only (its ``build`` writes
 nothing): it then stores its events in a transaction of its own, with no
@@ -131,7 +133,9 @@ class BeatWriter:
                     loop.call_soon_threadsafe(_answer, answered)
 
     def _write(self, batch: list[_Beat]) -> list[Any]:
-        """One transaction for the batch; each beat's outcome (principal, None or an exception)."""
+        """The batch written (one transaction on SQLite; on PostgreSQL the writer's connection is
+        in autocommit: the tokens' read, then the upsert); each beat's outcome (principal, None
+        or an exception)."""
         try:
             with self.engine.begin() as conn:
                 principals = self.tokens.authenticate_many(conn, [b.token for b in batch])

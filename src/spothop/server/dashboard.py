@@ -83,8 +83,7 @@ async def stream(request: Request, principal: Principal = Depends(require_user))
     async def events() -> AsyncIterator[bytes]:
         nonlocal after
         if after <= 0:
-            newest = await run_in_threadpool(store.events)
-            after = newest[-1].seq if newest else 0
+            after = await run_in_threadpool(store.last_event_seq)
         until = time.monotonic() + STREAM_MAX_S
         next_tick = 0.0
         while time.monotonic() < until and not await request.is_disconnected():

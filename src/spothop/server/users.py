@@ -143,13 +143,13 @@ def job_events(
     principal: Principal = Depends(require_any),
 ) -> dict[str, Any]:
     """The job's event stream (``spothop events --job JOB --json``) after the cursor ``after_id``
-    (the ``next`` of the previous answer; none: from the start)."""
+    (the ``next`` of the previous answer; none: from the start): at most ``limit`` events, the
+    first stored; ``next`` resumes after the last of them (an empty page: none yet)."""
     from spothop.cli.views import stream_events
 
     may_read_job(request, principal, job_id)
-    events, nxt = stream_events(request.app.state.store, job_id, _cursor(after_id))
-    if len(events) > limit:
-        events = events[:limit]  # the cursor still moves past them all: ask with a larger limit
+    store = request.app.state.store
+    events, nxt = stream_events(store, job_id, _cursor(after_id), limit=limit)  # resumes after them
     return {"events": events, "next": _cursor_text(nxt)}
 
 

@@ -51,6 +51,8 @@ agent_events = Table(
     Column("payload", Text, nullable=False),
     Index(None, "instance_id", "time_unix_s"),
     Index(None, "job_id", "time_unix_s"),
+    # Events of a few kinds: every job's (the metrics), one job's (its report) (0010).
+    Index(None, "kind", "job_id"),
 )
 
 agent_requests = Table(

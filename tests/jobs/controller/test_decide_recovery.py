@@ -290,6 +290,18 @@ def test_an_instance_lost_with_no_notice_is_preempted_and_relaunched() -> None:
     assert launches(actions)[0].candidates[0].market_id != old.market
 
 
+@pytest.mark.parametrize("state", [AttemptState.LAUNCHING, AttemptState.PENDING])
+def test_an_instance_launched_a_moment_ago_and_not_yet_listed_is_not_gone(
+    state: AttemptState,
+) -> None:
+    grace = ControllerConfig().listing_grace_s
+    fresh = attempt(state=state, launched_at=NOW - 1, running_at=None)
+    assert of_type(decide(snapshot([job(attempts=[fresh])], instances={})), EndAttempt) == []
+    late = attempt(state=state, launched_at=NOW - grace - 1, running_at=None)
+    ended = of_type(decide(snapshot([job(attempts=[late])], instances={})), EndAttempt)
+    assert [e.reason for e in ended] == [EndReason.FAILED]  # past the grace: gone
+
+
 def test_an_instance_missing_from_a_provider_that_did_not_answer_is_unknown_not_gone() -> None:
     old = attempt()
     world = snapshot([job(attempts=[old])], instances={})

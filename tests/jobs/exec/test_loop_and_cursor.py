@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from spothop.agent.controlplane.store import StoreControlPlane
 from spothop.agent.eventmodel import FinalNotice, WorkerExited
@@ -51,12 +54,19 @@ def test_a_failing_pass_does_not_end_the_loop(spothop_home: Path) -> None:
     assert loop.stats.failed_passes >= 3 and "cloud is down" in (loop.stats.last_error or "")
 
 
-def test_the_cursor_reads_each_event_once_and_again_after_an_uncommitted_pass(
-    tmp_path: Path,
-) -> None:
+@pytest.fixture
+def stored(tmp_path: Path) -> Iterator[tuple[JobStore, StoreControlPlane]]:
+    """A job store and instance i-1's control plane on one SQLite file."""
     url = f"sqlite:///{tmp_path / 'store.db'}"
     store = JobStore(url)
-    plane = StoreControlPlane(url, "i-1")
+    yield store, StoreControlPlane(url, "i-1")
+    store.close()
+
+
+def test_the_cursor_reads_each_event_once_and_again_after_an_uncommitted_pass(
+    stored: tuple[JobStore, StoreControlPlane],
+) -> None:
+    store, plane = stored
     first = FinalNotice(instance_id="i-1", job_id="j-1", protocol="aws", cause="spot")
     plane.record(first)
     cursor = EventCursor(store)
@@ -72,7 +82,46 @@ def test_the_cursor_reads_each_event_once_and_again_after_an_uncommitted_pass(
     again.commit()
     assert json.loads(store.cursor("agent_events") or "{}")["ids"]  # the overlap window's ids
     assert EventCursor(store).read() == []
-    store.close()
+
+
+def test_the_cursor_keeps_only_the_overlaps_ids_however_long_events_keep_coming(
+    stored: tuple[JobStore, StoreControlPlane],
+) -> None:
+    from sqlalchemy import update
+
+    from spothop.jobs.controller.observe import CURSOR_OVERLAP_S
+    from spothop.state.agent_tables import agent_events
+
+    store, plane = stored
+    step_s = CURSOR_OVERLAP_S / 4
+    read: list[str] = []
+    for n in range(12):  # an event every quarter of an overlap, a pass after each
+        event = WorkerExited(instance_id="i-1", job_id="j-1", code=n)
+        plane.record(event)
+        with store.engine.begin() as conn:  # received as if n quarters of an overlap apart
+            conn.execute(
+                update(agent_events)
+                .where(agent_events.c.event_id == event.event_id)
+                .values(received_unix_s=1000.0 + n * step_s)
+            )
+        cursor = EventCursor(store)
+        read += [e.event_id for e in cursor.read()]
+        cursor.commit()
+        window = json.loads(store.cursor("agent_events") or "{}")["ids"]
+        assert len(window) <= 5, n  # the ids within one overlap of the newest, not all read
+    assert len(read) == len(set(read)) == 12  # and still each event once
+
+
+def test_a_cursor_stored_as_a_list_of_ids_still_reads(
+    stored: tuple[JobStore, StoreControlPlane],
+) -> None:
+    store, plane = stored
+    old = WorkerExited(instance_id="i-1", job_id="j-1", code=1)
+    plane.record(old)
+    store.set_cursor("agent_events", json.dumps({"t": 0.0, "ids": [old.event_id]}))
+    new = WorkerExited(instance_id="i-1", job_id="j-1", code=2)
+    plane.record(new)
+    assert [e.event_id for e in EventCursor(store).read()] == [new.event_id]
 
 
 def test_only_this_stores_unknown_instances_are_orphans(tmp_path: Path) -> None:

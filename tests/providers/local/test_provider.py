@@ -173,6 +173,7 @@ def test_bootstrap_exit_shuts_the_instance_down_and_billing_is_recorded(aws):
 
 def test_on_demand_is_billed_at_list_price(aws):
     instance = _launch(aws, spot=False, command="sleep 1")
+    assert aws.forecast_notice(instance.instance_id) is None  # no market reclaims on-demand
     ended = aws.wait(instance.instance_id, [InstanceState.TERMINATED], scaled(15))
     assert ended.price_usd_per_hour == pytest.approx(
         aws.world.offering("aws-sim", "us-east-1a", "g5.xlarge").on_demand_price_usd_per_hour
@@ -346,11 +347,15 @@ def test_market_preemption_gives_advance_then_final_notice_then_reclaims(world_f
             bootstrap_command=["python", str(script)],
         )
     )
+    # The cloud's forecast of the notice: the drop less AWS's lead, before it comes.
+    assert provider.forecast_notice(instance.instance_id) == pytest.approx(drop - 120, abs=1e-6)
     ended = provider.wait(instance.instance_id, [InstanceState.PREEMPTED], scaled(90))
     assert ended.state is InstanceState.PREEMPTED
     assert ended.termination_time == pytest.approx(drop, abs=1e-6)
     tick_sim_s = 0.1 * 60 * 3  # the host looks every 0.1 s wall; allow three ticks
     assert ended.termination_time - ended.notice_time == pytest.approx(120, abs=tick_sim_s)
+    # Once given, the forecast is the notice itself.
+    assert provider.forecast_notice(instance.instance_id) == ended.notice_time
     seen = json.loads(
         (provider.store.instances_dir / instance.instance_id / "seen.json").read_text()
     )

@@ -17,7 +17,10 @@ agent down. Contracts, on top of :class:`~spothop.agent.controlplane.base.Contro
   ``call_timeout_s`` or the call raises :class:`ControlPlaneError` and the
   store process, which serves calls in order and is therefore stuck, is
   killed. A process that exits (killed, crashed) fails its pending calls with
-  :class:`ControlPlaneError` and is restarted at once, after a backoff, at
+  :class:`ControlPlaneError` (but a :meth:`record` or :meth:`register` the
+  process died under is sent once more, to the process that replaces it: the
+  store takes either twice as once, so an event the local log has is not left
+  out of the store by a restart) and is restarted at once, after a backoff, at
   most ``max_restarts`` times within :data:`RESTART_WINDOW_S` (each restart
   is counted in :attr:`EmbeddedControlPlane.restarts` and logged); past that
   calls raise :class:`ControlPlaneError` (so the emergency protocol releases
@@ -27,7 +30,9 @@ agent down. Contracts, on top of :class:`~spothop.agent.controlplane.base.Contro
   (the store could not be opened) as one; any other (the store or the queue
   refused) as :class:`StoreRefused`, naming the original type.
 - The process is in a session of its own (a signal to the agent's or the
-  worker's process group does not reach it); it exits when its stdin closes:
+  worker's process group does not reach it), starts with SIGTERM and SIGINT
+  blocked and ignores them (a shutdown's SIGTERM to every process of the
+  instance, even one sent while it starts, does not stop it); it exits when its stdin closes:
   at :meth:`EmbeddedControlPlane.close`, or when the agent dies, even by
   SIGKILL. :meth:`close` waits :data:`STOP_TIMEOUT_S` for it, then kills it.
 - :meth:`prepare` costs nothing while the store process is up (it warmed up at
@@ -41,6 +46,7 @@ import collections
 import itertools
 import json
 import logging
+import signal
 import subprocess
 import sys
 import threading
@@ -69,6 +75,15 @@ RESTART_WINDOW_S = 600.0
 RESTART_BACKOFF_S = 0.2  # doubled per restart, up to RESTART_BACKOFF_MAX_S
 RESTART_BACKOFF_MAX_S = 5.0
 HOST_MODULE = "spothop.agent.controlplane.host"
+STORE_PROCESS_SIGNALS = {signal.SIGTERM, signal.SIGINT}  # the store process ignores them
+
+
+def _process_gone(message: str) -> ControlPlaneError:
+    """The error of a call whose store process exited before or during it (marked ``gone``:
+    the call can go to the process's successor)."""
+    error = ControlPlaneError(message)
+    error.gone = True  # type: ignore[attr-defined]
+    return error
 
 
 class _Reply:
@@ -85,9 +100,16 @@ class _StoreProcess:
     def __init__(
         self, argv: list[str], on_exit: weakref.WeakMethod[Callable[[_StoreProcess, int], None]]
     ) -> None:
-        self.proc = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True
-        )
+        # Born with SIGTERM and SIGINT blocked (a child inherits the mask): a shutdown's SIGTERM
+        # to every process of the instance, sent while the child's interpreter starts, waits until
+        # the host ignores it. Only this thread's mask changes, and only around the fork.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STORE_PROCESS_SIGNALS)
+        try:
+            self.proc = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True
+            )
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         self.started = time.monotonic()
         self.ready = threading.Event()
         self.exited = False
@@ -142,7 +164,7 @@ class _StoreProcess:
         reply = _Reply()
         with self._lock:
             if self.exited:
-                raise ControlPlaneError(f"the embedded store process (pid {self.pid}) has exited")
+                raise _process_gone(f"the embedded store process (pid {self.pid}) has exited")
             call_id = next(self._ids)
             self._pending[call_id] = reply
             line = json.dumps({"id": call_id, "method": method, "arg": arg}, default=str)
@@ -152,7 +174,7 @@ class _StoreProcess:
                 self.proc.stdin.flush()
             except OSError as exc:  # the process is gone; the reader will see it exit
                 self._pending.pop(call_id, None)
-                raise ControlPlaneError(
+                raise _process_gone(
                     f"the embedded store process (pid {self.pid}) is gone: {exc}"
                 ) from exc
         if not reply.done.wait(call_timeout_s):
@@ -169,7 +191,7 @@ class _StoreProcess:
                 f"the embedded store process did not answer {method} within {call_timeout_s:g} s"
             )
         if reply.message is None:
-            raise ControlPlaneError(
+            raise _process_gone(
                 f"the embedded store process (pid {self.pid}) exited during {method}"
             )
         error = reply.message.get("error")
@@ -300,21 +322,32 @@ class EmbeddedControlPlane:
         except ControlPlaneError as exc:
             log.error("%s", exc)
 
-    def _call(self, method: str, arg: Any = None) -> Any:
-        return self._live().call(
-            method, arg, start_timeout_s=self.start_timeout_s, call_timeout_s=self.call_timeout_s
-        )
+    def _call(self, method: str, arg: Any = None, *, again: bool = False) -> Any:
+        """One call; with ``again``, a call the store process died under goes once more to the
+        process that replaces it (for calls the store takes twice as once: keyed, or upserts)."""
+        try:
+            return self._live().call(
+                method,
+                arg,
+                start_timeout_s=self.start_timeout_s,
+                call_timeout_s=self.call_timeout_s,
+            )
+        except ControlPlaneError as exc:
+            if not (again and getattr(exc, "gone", False)):
+                raise
+            log.warning("%s; sending %s to its successor", exc, method)
+            return self._call(method, arg)
 
     # -- the contract ------------------------------------------------------------
 
     def register(self, registration: Registration) -> None:
-        self._call("register", registration.to_dict())
+        self._call("register", registration.to_dict(), again=True)
 
     def heartbeat(self, beat: Heartbeat) -> None:
         self._call("heartbeat", beat.to_dict())
 
     def record(self, event: AgentEvent) -> None:
-        self._call("record", event.to_dict())
+        self._call("record", event.to_dict(), again=True)  # keyed by event_id: twice is once
 
     def release_leases(self, worker_id: str) -> int:
         return int(self._call("release_leases", worker_id))

@@ -21,7 +21,9 @@ Calls are served one at a time, in order. The process exits 0 when its stdin
 closes (the agent exited, or was SIGKILLed), and ignores SIGTERM and SIGINT:
 a final notice delivered as a SIGTERM to every process must not stop the
 store process before the agent has released the leases and recorded the
-interruption. Its logs go to stderr (the agent's); stdout carries only the
+interruption. The agent starts it with both signals blocked, so that one
+sent while the interpreter is still starting (before it can ignore them)
+waits and is then discarded. Its logs go to stderr (the agent's); stdout carries only the
 protocol, so a library printing cannot corrupt it.
 """
 
@@ -38,6 +40,7 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from spothop.agent.controlplane.base import Heartbeat, Registration
+from spothop.agent.controlplane.embedded import STORE_PROCESS_SIGNALS
 from spothop.agent.controlplane.queue_leases import queue_leases
 from spothop.agent.controlplane.store import StoreControlPlane
 from spothop.agent.errors import ControlPlaneError
@@ -110,11 +113,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queue-url", default=None)
     parser.add_argument("--job-id", default=None)
     args = parser.parse_args(argv)
-    for signum in (
-        signal.SIGTERM,
-        signal.SIGINT,
-    ):  # the agent's exit (stdin closing) is what stops us
+    # The agent's exit (stdin closing) is what stops us. The agent starts us with both signals
+    # blocked, so one sent while this interpreter was still starting waits, pending, and is
+    # discarded here once ignored: a shutdown's SIGTERM at any moment cannot stop us.
+    for signum in STORE_PROCESS_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STORE_PROCESS_SIGNALS)
     logging.basicConfig(
         level=logging.WARNING,
         stream=sys.stderr,

@@ -347,10 +347,12 @@ def _apply_instance(
     now = snapshot.now
     if instance is None:
         if (
-            view.state is AttemptState.LAUNCHING
+            view.state in (AttemptState.LAUNCHING, AttemptState.PENDING)
             and now - view.launched_at <= config.listing_grace_s
         ):
-            return  # accepted a moment ago; the listing may not show it yet
+            # Accepted a moment ago (its launch may have returned its id already: pending); the
+            # listing may not show it yet. Ended as gone here, it would never be terminated.
+            return
         if view.exit_code is not None:  # its agent's exit was stored before the instance went
             _apply_exit(change, siblings, view.exit_code, now, grouped)
         elif view.notice_final or view.state is AttemptState.NOTICED:

@@ -67,7 +67,7 @@ from spothop.providers.local.processes import (
     kill_group,
     reap_children,
 )
-from spothop.providers.local.runtime import cloud_clock, spot_market
+from spothop.providers.local.runtime import cloud_clock, market_drop, spot_market
 from spothop.providers.local.store import CloudStore
 from spothop.providers.local.world import load_world
 from spothop.resources.market_id import MarketId
@@ -245,11 +245,7 @@ class Host:
             return
         if not self.spec["spot"]:
             return
-        drop = (
-            self.market.next_preemption_after(self.key, now)
-            if self.market.is_available(self.key, now)
-            else now
-        )
+        drop = market_drop(self.market, self.key, now)
         if drop is None:
             return
         advance = self.spec.get("advance_notice_s")

@@ -64,6 +64,7 @@ from spothop.providers.local.metadata.codes import ErrorCodes
 from spothop.providers.local.processes import kill_group, kill_process, pid_alive
 from spothop.providers.local.runtime import (
     cloud_clock,
+    market_drop,
     market_start,
     read_clock,
     spot_market,
@@ -72,6 +73,7 @@ from spothop.providers.local.runtime import (
 from spothop.providers.local.store import CloudStore
 from spothop.providers.local.world import CloudSpec, World, load_world
 from spothop.providers.reservations import Reservation, ReservedCapacity, check_reserved_request
+from spothop.resources.market_id import MarketId
 from spothop.resources.offering import Offering
 
 HOST_READY_TIMEOUT_S = 20.0  # a host must serve its metadata endpoint within this (wall) time
@@ -174,11 +176,7 @@ class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory):
     ) -> list[tuple[float, float]]:
         """The market's price path, as the instance hosts bill it (the same :class:`SpotMarket`
         on the cloud's stored market start: :mod:`spothop.providers.billing`)."""
-        stored = stored_market_start(self.store)
-        if stored is not None and stored != self._market_start_s:
-            # Another process anchored the cloud after this provider was made: its market is the truth.
-            self._market_start_s = stored
-            self._market = self._own_market()
+        market = self._stored_market()
         offering = self.world.offering(self.name, zone or region, instance_type)
         if offering is None:
             raise InvalidRequest(
@@ -186,8 +184,36 @@ class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory):
                 self.codes.invalid_parameter,
                 f"no market {instance_type} in {zone or region} on {self.name}",
             )
-        key = self.world.market_key(self.name, offering)
-        return self._market.price_steps(key, start_s, end_s)
+        return market.price_steps(self.world.market_key(self.name, offering), start_s, end_s)
+
+    def _stored_market(self) -> SpotMarket:
+        """The market on the cloud's stored start, as the instance hosts play it."""
+        stored = stored_market_start(self.store)
+        if stored is not None and stored != self._market_start_s:
+            # Another process anchored the cloud after this provider was made: its market is the truth.
+            self._market_start_s = stored
+            self._market = self._own_market()
+        return self._market
+
+    def forecast_notice(self, instance_id: str) -> float | None:
+        """When the market gives this instance its final interruption notice, in simulated unix
+        seconds: the notice it already has, else its market's next drop less the cloud's lead
+        time (not before now: a drop sooner than the lead is noticed at once). None for an
+        on-demand or ended instance, and for one whose market never drops again.
+
+        The local cloud knows its own future (its markets are seeded traces): tests and demos
+        use this to act just before a preemption the market, not the caller, brings.
+        """
+        row = self._reap(self._own_row(instance_id))
+        if row["notice_time"] is not None:
+            return float(row["notice_time"])
+        if not row["spot"] or not InstanceState(row["state"]).is_alive:
+            return None
+        # The host's own key for its market (.host), so the forecast is what the host will play.
+        key = MarketId.of(self.name, row["region"], row["zone"], row["instance_type"])
+        now = self.clock.now()
+        drop = market_drop(self._stored_market(), key, now)
+        return None if drop is None else max(now, drop - self.spec.notice_lead_time_s)
 
     # -- launch -------------------------------------------------------------
 
@@ -371,13 +397,17 @@ class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory):
 
     # -- describe, list, terminate, preempt -------------------------------------
 
-    def describe(self, instance_id: str) -> Instance:
+    def _own_row(self, instance_id: str) -> dict[str, Any]:
+        """This cloud's stored row of the instance; InstanceNotFound with the cloud's own code."""
         row = self.store.instance(instance_id)
         if row is None or row["cloud"] != self.name:
             raise InstanceNotFound(
                 self.name, self.codes.instance_not_found, f"no instance {instance_id!r}"
             )
-        return self._instance(self._reap(row))
+        return row
+
+    def describe(self, instance_id: str) -> Instance:
+        return self._instance(self._reap(self._own_row(instance_id)))
 
     def list_instances(self) -> list[Instance]:
         return [self._instance(self._reap(r)) for r in self.store.all_instances(self.name)]
@@ -401,11 +431,7 @@ class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory):
         ConfigError for a cloud that gives no advance signal, and for an on-demand
         instance (clouds reclaim spot capacity only; no notice would reach its agent).
         """
-        row = self.store.instance(instance_id)
-        if row is None or row["cloud"] != self.name:
-            raise InstanceNotFound(
-                self.name, self.codes.instance_not_found, f"no instance {instance_id!r}"
-            )
+        row = self._own_row(instance_id)
         if not InstanceState(row["state"]).is_alive:
             raise ConfigError(
                 f"instance {instance_id} is {row['state']}; only a live instance can be preempted"

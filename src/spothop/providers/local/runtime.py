@@ -56,7 +56,8 @@ class ClockAnchor:
 
 def stored_anchor(store: CloudStore) -> ClockAnchor | None:
     """The anchor in the cloud's records, or ``None`` before the first launch."""
-    values = {key: store.get_state(key) for key in (_SPEED, _SIM_START, _WALL_START, _WORLD)}
+    # One read, not one a key: every status and price of a running job reads the clock.
+    values = store.get_states((_SPEED, _SIM_START, _WALL_START, _WORLD))
     if values[_SPEED] is None or values[_SIM_START] is None or values[_WALL_START] is None:
         return None
     try:
@@ -168,3 +169,10 @@ def spot_market(
         sources = {k: sources[k] for k in keys}
     start = market_start(store, anchor=anchor) if start_s is None else start_s
     return StormyMarket(sources, sim_start=start, seed=world.seed, storms=world.storm_windows)
+
+
+def market_drop(market: SpotMarket, key: MarketId, now: float) -> float | None:
+    """When ``key`` next loses its spot capacity, from ``now`` on: ``now`` if it has none now,
+    None if it never drops again. What an instance host reclaims at, and what the provider
+    forecasts from."""
+    return market.next_preemption_after(key, now) if market.is_available(key, now) else now

@@ -12,7 +12,7 @@ Money is kept in integer micro-dollars, as the ledger contract asks.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +122,17 @@ class CloudStore:
                 select(world_state.c.value).where(world_state.c.key == key)
             ).scalar()
             return value
+
+    def get_states(self, keys: Collection[str]) -> dict[str, str | None]:
+        """Each key's value (None: not stored), read in one statement: one snapshot of them all."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(world_state.c.key, world_state.c.value).where(
+                    world_state.c.key.in_(sorted(keys))
+                )
+            ).all()
+        stored = {str(key): value for key, value in rows}
+        return {key: stored.get(key) for key in keys}
 
     def set_state_default(self, values: Mapping[str, str]) -> dict[str, str]:
         """Store each value unless one is already stored; returns what is stored now."""
