@@ -51,12 +51,22 @@ def normalise_url(url: str) -> str:
     return url
 
 
-def make_engine(url: str | None = None, **options: Any) -> Engine:
+def make_engine(
+    url: str | None = None, *, idle_transaction_timeout_s: float | None = None, **options: Any
+) -> Engine:
     """A new engine for ``url`` (default: :func:`default_database_url`).
 
     SQLite connections get WAL mode (readers never block the writer), a busy
     timeout, foreign keys on, and ``BEGIN IMMEDIATE`` for every transaction so
     that a read-then-write cannot deadlock against another writer.
+
+    ``idle_transaction_timeout_s`` (PostgreSQL): the server ends a session of this engine that
+    sits that long inside a transaction without sending its next statement
+    (``idle_in_transaction_session_timeout``), and with it the row locks it holds. A process
+    paused mid-transaction (SIGSTOP, a VM freeze) would otherwise keep its rows locked until it
+    woke, and every ``SKIP LOCKED`` claim of them would pass them by. The woken process's next
+    statement fails and its transaction is rolled back. Nothing on SQLite (one machine: a
+    paused writer's lock is its file's, and it holds every writer up whatever is set).
     """
     url = normalise_url(url or default_database_url())
     if not (url.startswith("sqlite") or url.startswith("postgresql")):
@@ -71,7 +81,26 @@ def make_engine(url: str | None = None, **options: Any) -> Engine:
         )
         _configure_sqlite(engine)
         return engine
-    return create_engine(url, **{"pool_pre_ping": True, **options})
+    engine = create_engine(url, **{"pool_pre_ping": True, **options})
+    if idle_transaction_timeout_s is not None:
+        if not idle_transaction_timeout_s > 0:
+            raise ValueError(
+                f"idle_transaction_timeout_s must be positive, got {idle_transaction_timeout_s!r}"
+            )
+        milliseconds = max(1, round(idle_transaction_timeout_s * 1000))
+        _set_on_connect(engine, f"SET idle_in_transaction_session_timeout = {milliseconds}")
+    return engine
+
+
+def _set_on_connect(engine: Engine, statement: str) -> None:
+    """Run the PostgreSQL ``SET`` ``statement`` on each connection ``engine`` opens (a session
+    setting: the URL's own ``options``, a schema's ``search_path``, stay as they are)."""
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        with dbapi_connection.cursor() as cursor:
+            cursor.execute(statement)
+        dbapi_connection.commit()
 
 
 def _configure_sqlite(engine: Engine) -> None:
@@ -137,14 +166,8 @@ def commit_without_waiting_for_disk(engine: Engine) -> None:
     (3 × ``wal_writer_delay``) before PostgreSQL itself crashes may be undone by the crash.
     Only for writes that are superseded soon anyway (the server's heartbeats): a flush took
     100-300 ms on a busy disk. Nothing on SQLite (its writes are local)."""
-    if engine.dialect.name != "postgresql":
-        return
-
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-        with dbapi_connection.cursor() as cursor:
-            cursor.execute("SET synchronous_commit TO OFF")
-        dbapi_connection.commit()
+    if engine.dialect.name == "postgresql":
+        _set_on_connect(engine, "SET synchronous_commit TO OFF")
 
 
 def pool_options(url: str, connections: int) -> dict[str, Any]:

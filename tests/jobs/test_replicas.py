@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import func, select
+from sqlalchemy.exc import DBAPIError
 
 from spothop.errors import ConfigError
 from spothop.jobs.controller import Launch, decide
@@ -102,6 +103,52 @@ def test_a_replica_looks_again_just_after_another_holders_lease_would_lapse(
     assert survivor.tick()[0] == [job_id]
     # Nothing else held by anyone: back to a third of its lease.
     assert survivor.next_lapse_unix_s is None and survivor.next_tick_s() == 10
+
+
+def test_a_replica_paused_mid_transaction_loses_its_session_and_its_row_locks(
+    pg_store: JobStore, pg_schema: str
+) -> None:
+    """A holder stopped inside a transaction keeps its job's row locked: every ``SKIP LOCKED``
+    claim passes the job by, lease lapsed or not, until the server ends the idle session."""
+    (job_id,) = _jobs(pg_store, 1)
+    survivor = HeldJobs(pg_store, "replica-b", 30)
+
+    def paused_holder(store: JobStore) -> Any:
+        """The holder's lease, and its connection left inside a transaction holding the row."""
+        holder = HeldJobs(store, "replica-paused", 0.3)
+        assert holder.tick()[0] == [job_id]
+        conn = store.engine.connect()
+        conn.begin()
+        conn.execute(select(jobs.c.job_id).where(jobs.c.job_id == job_id).with_for_update())
+        wait_for(
+            lambda: not _holds(pg_store, job_id), 10, what="the paused holder's lease to lapse"
+        )
+        return conn
+
+    # Without the timeout the lapsed job is never taken while the holder sleeps.
+    conn = paused_holder(pg_store)
+    assert survivor.tick()[0] == [] and pg_store.lease_census("replica-b").lapsed == 1
+    conn.rollback()  # the holder wakes and finishes its transaction
+    conn.close()
+    assert survivor.tick()[0] == [job_id]
+    survivor.release_all()
+
+    # With it (what run_replica sets: half a lease), the server ends the session, locks and all.
+    survivor = HeldJobs(pg_store, "replica-c", 30)
+    timed = JobStore(schema_url(pg_schema), idle_transaction_timeout_s=0.5)
+    try:
+        conn = paused_holder(timed)
+        wait_for(lambda: survivor.tick()[0] == [job_id], 20, what="the job taken from the sleeper")
+        with pytest.raises(DBAPIError, match="idle-in-transaction timeout"):  # woken: refused
+            conn.execute(select(jobs.c.job_id).where(jobs.c.job_id == job_id))
+        conn.close()
+    finally:
+        timed.close()
+
+
+def test_an_idle_transaction_timeout_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="idle_transaction_timeout_s must be positive"):
+        JobStore(POSTGRES_URL, idle_transaction_timeout_s=0)
 
 
 def _event_count(store: JobStore) -> int:

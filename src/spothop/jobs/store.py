@@ -174,9 +174,14 @@ class JobStore:
         engine: Engine | None = None,
         schema: str | None = None,
         clock: Clock | None = None,
+        idle_transaction_timeout_s: float | None = None,
     ) -> None:
         self._owns_engine = engine is None
-        base = engine if engine is not None else make_engine(url)
+        base = (
+            engine
+            if engine is not None
+            else make_engine(url, idle_transaction_timeout_s=idle_transaction_timeout_s)
+        )
         self._base_engine = base
         self._engine = (
             base.execution_options(schema_translate_map={None: schema}) if schema else base

@@ -20,7 +20,12 @@ leader). The contract:
    in the write's own transaction, so a replica that lost a job — paused
    (SIGSTOP, a VM freeze, a long GC) past its lease while another took it —
    writes nothing of it: the write raises :class:`JobLeaseLost` and the job is
-   dropped from this replica. Cloud calls (terminate, a stop request) check
+   dropped from this replica. On PostgreSQL a replica paused in the middle of a
+   transaction would also keep the rows it locked, and every other replica's
+   ``SKIP LOCKED`` claim would pass its jobs by until it woke: its sessions
+   are ended by the server after half a lease idle in a transaction
+   (``idle_in_transaction_session_timeout``), locks and all, so its jobs are
+   free once its leases lapse. Cloud calls (terminate, a stop request) check
    the lease right before; a launch's attempt row is a fenced write made
    before the cloud call, as always.
 3. **See only your own.** The snapshot holds the held jobs, their attempts,
@@ -297,7 +302,9 @@ def run_replica(
         chosen: Mapping[str, Any] = providers
     else:
         chosen = default_providers(tuple(providers))
-    store = JobStore(store_url)
+    # A replica paused mid-transaction has its session ended after half a lease (module
+    # docstring, 2): its row locks go with it, so the job is free to claim when its lease lapses.
+    store = JobStore(store_url, idle_transaction_timeout_s=lease_s / 2)
     held = HeldJobs(store, owner, lease_s, claim_limit=claim_limit, max_jobs=max_jobs)
     address = replica_wake_address(home, owner)
     waker = Waker(address)
