@@ -73,7 +73,11 @@ def test_events_wait_in_the_spool_through_an_outage_and_are_sent_once_it_ends(
         for line in (tmp_path / "agent" / SPOOL_FILE).read_text().splitlines()
     ] == [e.event_id for e in events]
     with ControlServer(f"sqlite:///{tmp_path / 'store.db'}", token=TOKEN, port=port) as server:
-        plane._down_until = 0.0  # the backoff window is over
+        plane._outage_s, plane._down_until = 60.0, time.monotonic() + 60  # a long window
+        events.append(Exited(instance_id="i-1", code=0))
+        plane.record(events[-1])  # within it: spooled, not sent
+        assert server.received == []
+        # The agent's exit: its last chance, tried at once whatever the window says.
         assert plane.flush(5) == 0
     assert _stored_ids(server) == [e.event_id for e in events]
     assert EventSpool(tmp_path / "agent").pending() == []  # and the spool on disk is empty too
@@ -89,8 +93,7 @@ def test_a_lost_reply_makes_the_agent_resend_and_the_server_stores_it_once(tmp_p
         event = WorkerExited(instance_id="i-1", code=3)
         plane.record(event)
         assert len(plane.spool) == 1
-        plane._down_until = 0.0
-        assert plane.flush(5) == 0
+        assert plane.flush(5) == 0  # tried again at once, backoff window or not
     assert _stored_ids(server) == [event.event_id, event.event_id]  # sent twice…
     from sqlalchemy import func, select
 
@@ -131,6 +134,21 @@ def test_5xx_is_retried_with_backoff_and_a_hung_server_times_out(tmp_path: Path)
         with pytest.raises(ControlPlaneError, match="timed out"):
             plane.release_leases("w-1")
         assert time.monotonic() - started < 2.5
+
+
+def test_a_flush_never_outlasts_its_own_timeout_on_a_hung_server(tmp_path: Path) -> None:
+    """The exit's flush gives a hung server what is left of its timeout, not a whole call's."""
+    with StubServer(canned({}, default=(200, "sleep:5"))) as server:
+        plane = _plane(server.url, tmp_path, timeout_s=30.0)
+        plane._down_until = time.monotonic() + 60  # record() spools without trying
+        plane.record(Exited(instance_id="i-1", code=0))
+        started = time.monotonic()
+        assert plane.flush(0.5) == 1  # not taken: it stays in the spool
+        took = time.monotonic() - started
+        assert len(server.requests) == 1
+    assert took < 4.5, (
+        took
+    )  # bounded by the flush (0.5 s), not by the call's 30 s or the stub's 5 s
 
 
 def test_the_spool_is_bounded_and_drops_the_oldest_with_a_count(

@@ -27,7 +27,9 @@ Failure rules:
   not an outage. Another 4xx raises :class:`ControlPlaneError` naming it.
 - :meth:`HttpControlPlane.record` never raises: the event goes to the
   :class:`~spothop.agent.controlplane.spool.EventSpool` first, then the spool
-  is sent when the server is not in its backoff window. Events are sent oldest
+  is sent when the server is not in its backoff window; :meth:`HttpControlPlane.flush`
+  (the agent's exit: its last chance) tries at once, window or not, within its
+  timeout. Events are sent oldest
   first and removed only once the server took them, so an outage loses
   nothing (up to the spool's bounds) and a resend is deduplicated by the server.
 - The token is never logged; ``repr`` hides it.
@@ -106,16 +108,34 @@ class HttpControlPlane:
     def record(self, event: AgentEvent) -> None:
         """Spool ``event``, then send the spool unless the server is in its backoff window; never raises."""
         self.spool.add(event.to_dict())
-        self.flush(self.timeout_s)
+        self._drain(self.timeout_s, now=False)
 
     def flush(self, timeout_s: float) -> int:
-        """Send spooled events, oldest first, for up to about ``timeout_s``; how many still wait."""
+        """Send spooled events, oldest first, for up to about ``timeout_s``; how many still wait.
+
+        Tried now, even inside a backoff window, and no call outlasts ``timeout_s``: the agent
+        flushes when it has no later (at its exit, its instance about to go), and a server that
+        failed a moment ago may well answer now.
+        """
+        return self._drain(timeout_s, now=True)
+
+    def _drain(self, timeout_s: float, *, now: bool) -> int:
+        """The spool sent in batches for up to ``timeout_s``; ``now``: past a backoff window."""
         until = time.monotonic() + timeout_s
         with self._send_lock:
-            while len(self.spool) and time.monotonic() < until and not self._in_backoff():
+            while len(self.spool) and (left := until - time.monotonic()) > 0:
+                if self._in_backoff() and not now:
+                    break
                 batch = self.spool.pending(EVENTS_BATCH)
                 try:
-                    self._call("POST", f"{self._agent_path}/events", {"events": batch}, attempts=1)
+                    self._call(
+                        "POST",
+                        f"{self._agent_path}/events",
+                        {"events": batch},
+                        attempts=1,
+                        timeout_s=min(self.timeout_s, left),
+                        past_backoff=now,
+                    )
                 except ControlPlaneAuthError as exc:
                     log.error("the control plane refused the agent's events: %s", exc)
                     break
@@ -173,9 +193,14 @@ class HttpControlPlane:
         body: dict[str, Any] | None = None,
         *,
         attempts: int | None = None,
+        timeout_s: float | None = None,
+        past_backoff: bool = False,
     ) -> Any:
-        """One call with retries; the decoded JSON answer (None for an empty body)."""
-        if self._in_backoff():
+        """One call with retries; the decoded JSON answer (None for an empty body).
+
+        ``timeout_s``: each try's (default ``self.timeout_s``); ``past_backoff``: tried even
+        within the backoff window (:meth:`flush`)."""
+        if self._in_backoff() and not past_backoff:
             left = self._down_until - time.monotonic()
             raise ControlPlaneError(f"{self.base_url} is unreachable (next try in {left:.1f} s)")
         last = ""
@@ -186,7 +211,7 @@ class HttpControlPlane:
                     random.uniform(0, min(self.backoff_max_s, self.backoff_s * 2 ** (attempt - 1)))
                 )
             try:
-                answer = self._send(method, path, body)
+                answer = self._send(method, path, body, timeout_s or self.timeout_s)
             except _Retryable as exc:
                 last = str(exc)
                 continue
@@ -198,7 +223,7 @@ class HttpControlPlane:
             f"{method} {self.base_url}{path} failed {tries} times; last: {last}"
         )
 
-    def _send(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
+    def _send(self, method: str, path: str, body: dict[str, Any] | None, timeout_s: float) -> Any:
         headers = {"Accept": "application/json"}
         if self._token:
             headers["Authorization"] = f"Bearer {self._token}"
@@ -210,7 +235,7 @@ class HttpControlPlane:
             self.base_url + path, data=data, method=method, headers=headers
         )
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+            with urllib.request.urlopen(request, timeout=timeout_s) as response:
                 raw = response.read()
         except urllib.error.HTTPError as exc:
             detail = exc.read(300).decode("utf-8", "replace").strip()
