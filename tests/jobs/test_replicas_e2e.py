@@ -28,7 +28,7 @@ from sqlalchemy import select
 from spothop.jobs.spec import load_job
 from spothop.state.job_tables import jobs
 from tests.conftest import REDIS_URL
-from tests.jobs.e2e.conftest import WORLD, Harness, running_harness
+from tests.jobs.e2e.conftest import SLOW_TERMINATE, Harness, running_harness
 from tests.jobs.e2e.test_batch import batch_spec, check_exactly_once
 from tests.jobs.e2e.test_controller_restart import (
     agent_up,
@@ -43,14 +43,6 @@ LEASE_S = 3.0
 SHARDS = 300
 WORK_S_PER_SHARD = 0.05  # two workers: ~8 s of work, so the kill lands mid-job
 TAKEOVER_SLACK_S = 10.0
-# A terminated instance's agent gets 6 s of wall time (30 simulated) to hand its last events to
-# the control plane before the local cloud kills it: a worker released the moment its agent
-# booted (the job drained meanwhile) would otherwise die with its first events unsent, which no
-# controller could get back (a real VM's shutdown gives its agent longer).
-SLOW_TERMINATE = {
-    **WORLD,
-    "clouds": [{**cloud, "terminate_grace_s": 30} for cloud in WORLD["clouds"]],
-}
 LEAD_S = 30.0  # simulated seconds from the notice to the reclaim (6 s of wall time)
 
 

@@ -73,6 +73,15 @@ WORLD = {
         },
     ],
 }
+# A terminated instance's agent gets 6 s of wall time (30 simulated) to hand its last events to
+# the control plane before the local cloud kills it: a worker released the moment its agent
+# booted (the job drained meanwhile), or one in its emergency protocol when the job ended, would
+# otherwise die with its last events unsent, which no controller could get back (a real VM's
+# shutdown gives its agent longer). For the tests that check every event reached the store.
+SLOW_TERMINATE = {
+    **WORLD,
+    "clouds": [{**cloud, "terminate_grace_s": 30} for cloud in WORLD["clouds"]],
+}
 PERIOD_S = 2.0  # the controller's slow pass; notices wake it at once
 HERE = Path(__file__).parent
 
