@@ -163,7 +163,9 @@ class JobStore:
 
     ``url``: a SQLAlchemy URL (default :func:`spothop.db.default_database_url`:
     the home's SQLite, or ``SPOTHOP_DATABASE_URL``); or an ``engine``.
-    ``schema``: a PostgreSQL schema for the tables. Safe to share between
+    ``schema``: a PostgreSQL schema for the tables. ``idle_transaction_timeout_s``: the
+    server ends a session of the store's own engine idle that long inside a transaction, and
+    its row locks with it (:func:`spothop.db.make_engine`; a replica's). Safe to share between
     threads; several processes may open one store.
     """
 
