@@ -15,6 +15,10 @@ from typing import TypeVar
 
 import pytest
 
+from spothop.processes import process_running
+
+__all__ = ["poll_until", "process_running", "scaled", "wait_for"]
+
 T = TypeVar("T")
 
 TIME_SCALE = float(os.environ.get("SPOTHOP_TEST_TIME_SCALE", "1") or 1)
@@ -52,16 +56,3 @@ def poll_until(
         if time.monotonic() > deadline:
             return None
         time.sleep(interval_s)
-
-
-def process_running(pid: int) -> bool:
-    """Whether ``pid`` runs: a zombie (exited, not yet reaped by its parent) counts as gone."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False

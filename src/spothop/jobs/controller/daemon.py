@@ -6,7 +6,9 @@ Files, under ``<home>/controller/``:
   controller for as long as it lives; the kernel lets go when the process
   dies, SIGKILL included, so a stale lock is impossible;
 - ``controller.json`` — written by the controller once it holds the lock:
-  ``pid``, ``started_unix_s``, ``store_url``, ``log``;
+  ``pid``, ``started_unix_s``, ``store_url``, ``log``; a SIGKILLed one's stays
+  until its successor writes its own, so it is believed only while its ``pid``
+  runs (:func:`_holders_info`);
 - ``controller.log`` — the background controller's output;
 - ``wake.sock`` — its :class:`~spothop.state.wake.Waker`;
 - ``catalog_refresh.json`` — when each real cloud's catalog was last refreshed
@@ -45,6 +47,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from spothop.errors import SpothopError
 from spothop.paths import spothop_home
+from spothop.processes import process_running
 
 if TYPE_CHECKING:
     from spothop.jobs.controller.loop import AfterPass
@@ -121,6 +124,16 @@ class Lock:
         self._handle.close()
 
 
+def _holders_info(home: Path) -> ControllerInfo | None:
+    """``controller.json`` if the process it names still runs; None until the holder wrote its own.
+
+    A SIGKILLed controller leaves its file behind, and the next one takes the lock a moment
+    before it writes its own: in between, the file names the dead one.
+    """
+    info = _read_info(home)
+    return info if info is not None and process_running(info.pid) else None
+
+
 def _read_info(home: Path) -> ControllerInfo | None:
     try:
         data = json.loads((controller_dir(home) / "controller.json").read_text())
@@ -152,11 +165,11 @@ def acquire(home: Path | None = None) -> Lock:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
             return Lock(home, handle)
         except BlockingIOError:
-            if _read_info(home) is None and time.monotonic() < deadline:
+            if _holders_info(home) is None and time.monotonic() < deadline:
                 time.sleep(0.01)  # a status() probe, or a controller still writing its info
                 continue
             handle.close()
-            info = _read_info(home)
+            info = _holders_info(home)
             raise ControllerRunning(home, info.pid if info else None) from None
 
 
@@ -166,19 +179,24 @@ def status(home: Path | None = None) -> ControllerInfo | None:
     path = controller_dir(home) / "controller.lock"
     if not path.exists():
         return None
+    deadline = time.monotonic() + 2.0
     with open(path, "a+") as handle:
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            # Held: a controller runs. Its info may not be written yet; wait a moment for it.
-            deadline = time.monotonic() + 2.0
-            info = _read_info(home)
-            while info is None and time.monotonic() < deadline:
+        while True:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                # Held: a controller runs, or another status() probes. A starting controller's
+                # info may not be written yet (or still be a killed one's): look again a moment
+                # later, at the lock and the info both.
+                info = _holders_info(home)
+                if info is not None:
+                    return info
+                if time.monotonic() >= deadline:
+                    return ControllerInfo(0, 0.0, None, None)
                 time.sleep(0.05)
-                info = _read_info(home)
-            return info or ControllerInfo(0, 0.0, None, None)
-        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-    return None
+                continue
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+            return None
 
 
 def start_background(
