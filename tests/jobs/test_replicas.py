@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import Connection, func, select
 from sqlalchemy.exc import DBAPIError
 
 from spothop.errors import ConfigError
@@ -113,7 +113,7 @@ def test_a_replica_paused_mid_transaction_loses_its_session_and_its_row_locks(
     (job_id,) = _jobs(pg_store, 1)
     survivor = HeldJobs(pg_store, "replica-b", 30)
 
-    def paused_holder(store: JobStore) -> Any:
+    def paused_holder(store: JobStore) -> Connection:
         """The holder's lease, and its connection left inside a transaction holding the row."""
         holder = HeldJobs(store, "replica-paused", 0.3)
         assert holder.tick()[0] == [job_id]
