@@ -34,8 +34,8 @@ def test_interruptions_round_trip_on_postgresql_keyed_by_provider(pg_engine: Eng
     from sqlalchemy import select
 
     from spothop.market.interruptions import Interruption, InterruptionStore
-    from spothop.market.tables import interruptions
     from spothop.resources.market_id import MarketId
+    from spothop.state.market_tables import interruptions
 
     store = InterruptionStore(engine=pg_engine)
     market = MarketId("azure", "eastus", "", "Standard_NC6s_v3")

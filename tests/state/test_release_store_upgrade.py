@@ -7,9 +7,9 @@ from typing import Any
 
 from spothop.market.interruptions import InterruptionStore
 from spothop.market.price_store import PriceStore
-from spothop.market.tables import prices as prices_table
 from spothop.queue import ShardState
 from spothop.queue.sql_backend import SqlQueue
+from spothop.state.market_tables import prices as prices_table
 from spothop.state.migrate import BASELINE_REVISION, head_revision, status, upgrade
 from tests.state.conftest import RELEASE_0_1_TABLES, Store, StoreFactory
 

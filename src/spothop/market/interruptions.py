@@ -22,8 +22,9 @@ from sqlalchemy import Engine, and_, func, select
 from spothop.bounds import LEAD_TIME_S, UNIX_S
 from spothop.db import default_database_url, shared_engine
 from spothop.market.reliability import SECONDS_PER_HOUR, WINDOW_S, MarketEvidence, ReliabilityBook
-from spothop.market.tables import ensure_tables, exposure, interruptions
 from spothop.resources.market_id import MarketId
+from spothop.state import ensure_schema
+from spothop.state.market_tables import exposure, interruptions
 
 GpuOf = Callable[[MarketId], str]
 
@@ -56,7 +57,7 @@ class InterruptionStore:
 
     def __init__(self, url: str | None = None, *, engine: Engine | None = None) -> None:
         self.engine = engine or shared_engine(url or default_database_url())
-        ensure_tables(self.engine)
+        ensure_schema(self.engine)
 
     def record_interruption(self, interruption: Interruption) -> None:
         """Record one preemption (validated when the :class:`Interruption` was made).

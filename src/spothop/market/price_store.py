@@ -35,8 +35,9 @@ from spothop.db import default_database_url, dialect_insert, shared_engine
 from spothop.market.identity import PriceSeriesKey
 from spothop.market.price_history import PriceProblem
 from spothop.market.price_import import PriceRecord, read_price_file, resolve_format
-from spothop.market.tables import ensure_tables, prices
 from spothop.resources.market_id import MarketId
+from spothop.state import ensure_schema
+from spothop.state.market_tables import prices
 
 SECONDS_PER_HOUR = 3600.0
 _INSERT_CHUNK = 2000  # rows per executemany: bounded memory, few round trips
@@ -208,7 +209,7 @@ class PriceStore:
         gpu_lookup: GpuLookup | None = None,
     ) -> None:
         self.engine = engine or shared_engine(url or default_database_url())
-        ensure_tables(self.engine)
+        ensure_schema(self.engine)
         self._gpu_lookup = gpu_lookup
 
     def _gpu(self, provider: str, instance_type: str) -> tuple[str, int] | None:

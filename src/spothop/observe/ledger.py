@@ -64,7 +64,6 @@ from spothop.jobs.store import JobStore
 from spothop.market.identity import PriceSeriesKey
 from spothop.market.interruptions import InterruptionStore
 from spothop.market.price_store import PriceStore
-from spothop.market.tables import exposure
 from spothop.observe.billing import Charge, charge, known_price, usd
 from spothop.providers.base import BillingRule, Instance, InstanceState, Provider
 from spothop.providers.billing import (
@@ -76,6 +75,7 @@ from spothop.providers.billing import (
 from spothop.resources.market_id import MarketId
 from spothop.state.job_tables import job_attempts
 from spothop.state.ledger_tables import ledger_records
+from spothop.state.market_tables import exposure
 
 log = logging.getLogger(__name__)
 

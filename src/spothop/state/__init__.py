@@ -12,7 +12,8 @@ cloud's control plane, not spothop's.
 - :mod:`~spothop.state.migrate`: :func:`ensure_schema`, :func:`upgrade`, :func:`status`.
 - :mod:`~spothop.state.leases`: fenced claim-with-lease on any table's rows.
 - :mod:`~spothop.state.queue_tables`, :mod:`~spothop.state.agent_tables`: tables
-  whose owners sit above this layer (the market tables are ``market/tables.py``).
+  whose owners sit above this layer (the market tables are
+  ``market_tables.py``).
 
 Alembic is imported only when a store is opened, not by ``import spothop.state``.
 """

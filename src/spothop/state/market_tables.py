@@ -1,7 +1,9 @@
 """The market layer's tables (SQLAlchemy Core), on spothop's one :data:`~spothop.state.metadata`.
 
 Three tables, created and upgraded by the migrations of :mod:`spothop.state`
-(:func:`ensure_tables` runs them when a store is opened):
+(the market's stores call :func:`~spothop.state.ensure_schema` when they open one). They are
+defined here, in the state layer, like every other table spothop owns: the market layer sits
+above ``state/`` and reads and writes them through its stores.
 
 - ``market_prices``: one row per price point of one series — (provider, region,
   zone, instance type, spot or on-demand, product) at one instant. The unique
@@ -20,7 +22,6 @@ from __future__ import annotations
 from sqlalchemy import (
     BigInteger,
     Column,
-    Engine,
     Float,
     Index,
     Integer,
@@ -29,7 +30,6 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-from spothop.state.migrate import ensure_schema
 from spothop.state.registry import metadata
 
 _NAME = 128  # cloud names for regions, zones and types are far shorter than this
@@ -91,8 +91,3 @@ exposure = Table(
     Column("start_unix_s", Float, nullable=False),
     Column("end_unix_s", Float, nullable=False),
 )
-
-
-def ensure_tables(engine: Engine) -> None:
-    """Bring the store's schema up to date, market tables included (once per engine per process)."""
-    ensure_schema(engine)

@@ -157,11 +157,11 @@ def head_revision() -> str:
 
 def owned_metadata() -> MetaData:
     """The registry with every table module imported: the schema the migrations must produce."""
-    import spothop.market.tables
     import spothop.state.agent_tables
     import spothop.state.auth_tables
     import spothop.state.job_tables
     import spothop.state.ledger_tables
+    import spothop.state.market_tables
     import spothop.state.queue_tables  # noqa: F401  (imported for the tables they register)
 
     return metadata
