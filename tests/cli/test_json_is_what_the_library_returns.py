@@ -14,7 +14,7 @@ from spothop.resources.catalog_summary import summarise
 from spothop.resources.diff import change_json, diff_catalogs
 from spothop.resources.gpus import gpu_catalog
 from spothop.resources.sources.skypilot import ImportReport
-from spothop.resources.topology import parse_file
+from spothop.resources.topology import parse_file, topology_json
 from spothop.testing import make_offering
 from tests.conftest import shared_path
 
@@ -47,7 +47,7 @@ def test_topology_json_carries_its_cost_matrix_and_choice(cli) -> None:  # type:
     result = cli("topo", "parse", str(path), "--json", "--choose", "2")
     assert result.code == 0, result.err
     data = json.loads(result.out)
-    _same(result.out, parse_file(path).to_dict(data["chosen"]))
+    _same(result.out, topology_json(parse_file(path), data["chosen"]))
     assert data["cost_matrix"] and len(data["chosen"]) == 2
 
 

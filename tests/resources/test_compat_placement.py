@@ -6,12 +6,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from spothop.providers.fake.factories import make_offering
 from spothop.resources.compat import CompatNeed
 from spothop.scheduler.errors import NoCandidates
 from spothop.scheduler.market_view import MarketView
 from spothop.scheduler.placement import rank
 from spothop.scheduler.requirements import Requirements
-from spothop.testing.factories import make_offering
 
 GPUS = ("H100-SXM5-80GB", "A100-SXM4-40GB", "A100-SXM4-80GB", "V100-SXM2-16GB", "T4", "MI300X")
 

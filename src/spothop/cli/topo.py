@@ -10,7 +10,14 @@ from rich.text import Text
 
 from spothop.cli.output import console, print_json, table
 from spothop.errors import SpothopError
-from spothop.resources.topology import Topology, choose_gpus, cost_matrix, parse_file, set_cost
+from spothop.resources.topology import (
+    Topology,
+    choose_gpus,
+    cost_matrix,
+    parse_file,
+    set_cost,
+    topology_json,
+)
 
 topo_app = typer.Typer(help="GPU topology from nvidia-smi output.", no_args_is_help=True)
 
@@ -33,7 +40,7 @@ def parse(
     topology = parse_file(file)
     chosen = choose_gpus(topology, choose) if choose is not None else None
     if as_json:
-        print_json(topology.to_dict(chosen))
+        print_json(topology_json(topology, chosen))
         return
     console.print(
         Text.assemble(

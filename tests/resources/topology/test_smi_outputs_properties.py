@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 
 from spothop.errors import TopologyParseError
-from spothop.resources.topology import choose_gpus, cost_matrix, parse_file
+from spothop.resources.topology import choose_gpus, cost_matrix, parse_file, topology_json
 from tests.hostile_text import PROPERTY_SETTINGS, head, hostile, shared_sample, write_hostile
 
 _TEXT = shared_sample("nvidia-smi", "thamada-text")
@@ -39,7 +39,7 @@ def _parse(tmp_path_factory: pytest.TempPathFactory, text: str) -> None:
         assert str(exc).startswith(f"{path}: "), exc
         return
     n = topology.gpu_count  # the model checked its own shape (links n x n, NICs n x m)
-    assert n >= 1 and json.dumps(topology.to_dict())
+    assert n >= 1 and json.dumps(topology_json(topology))
     costs = cost_matrix(topology)  # what `topo parse --choose` computes from it
     assert len(costs) == n and all(math.isfinite(c) and c >= 0 for row in costs for c in row)
     assert len(set(choose_gpus(topology, min(2, n)))) == min(2, n)

@@ -1,7 +1,8 @@
 """GPU topology from ``nvidia-smi`` (and ``rocm-smi``) output, and which GPUs a job should take.
 
 ``parse_any(text)`` detects the format; ``cost_matrix`` and ``choose_gpus``
-turn the paths between GPUs into a placement. See ``cost.py`` for the cost model.
+turn the paths between GPUs into a placement; ``topology_json`` is a topology with
+its cost matrix, as ``spothop topo parse --json`` prints it. See ``cost.py`` for the cost model.
 """
 
 from spothop.resources.topology.cost import (
@@ -10,6 +11,7 @@ from spothop.resources.topology.cost import (
     cost_matrix,
     estimated_bandwidth_gbps,
     set_cost,
+    topology_json,
 )
 from spothop.resources.topology.detect import SUPPORTED, parse_any, parse_file
 from spothop.resources.topology.model import GpuDevice, Link, LinkKind, SourceFormat, Topology
@@ -37,4 +39,5 @@ __all__ = [
     "parse_smi_xml",
     "parse_topo_matrix",
     "set_cost",
+    "topology_json",
 ]

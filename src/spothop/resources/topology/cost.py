@@ -33,9 +33,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from itertools import combinations
+from typing import Any
 
 from spothop.errors import ConfigError
-from spothop.resources.topology.model import Link, LinkKind, Topology
+from spothop.resources.topology.model import Link, LinkKind, Topology, labels
 
 NVLINK_GBPS_PER_LINK = 20.0  # NCCL src/graph/topo.h SM80_NVLINK_BW and SM90_NVLINK_BW
 PCIE_PIX_GBPS = 12.0  # NCCL src/graph/topo.h PCI_BW ("PCI Gen3 x16")
@@ -165,3 +166,15 @@ def _grow(costs: list[list[float]], chosen: list[int], k: int) -> list[int]:
         added = {c: sum(costs[c][x] for x in chosen) for c in rest}
         chosen.append(min(rest, key=lambda c: (added[c], c)))
     return chosen
+
+
+def topology_json(topology: Topology, chosen: list[int] | None = None) -> dict[str, Any]:
+    """JSON-ready: links spelled as ``topo -m`` does (``NV12``), the communication cost matrix
+    (None without links), and ``chosen`` GPU indices when given."""
+    data = topology.model_dump(mode="json", exclude={"links", "gpu_nic_links"})
+    data["links"] = labels(topology.links) if topology.links is not None else None
+    data["gpu_nic_links"] = labels(topology.gpu_nic_links)
+    data["cost_matrix"] = cost_matrix(topology) if topology.links is not None else None
+    if chosen is not None:
+        data["chosen"] = chosen
+    return data

@@ -10,7 +10,6 @@ never "zero".
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -193,20 +192,6 @@ class Topology(BaseModel):
         n = self.gpu_count
         return [[self.nvlink_count(i, j) for j in range(n)] for i in range(n)]
 
-    def to_dict(self, chosen: list[int] | None = None) -> dict[str, Any]:
-        """JSON-ready: links spelled as ``topo -m`` does (``NV12``), the communication
-        cost matrix (None without links), and ``chosen`` GPU indices when given."""
-        # cost.py builds on this module, so it is imported here, not at the top.
-        from spothop.resources.topology.cost import cost_matrix
 
-        data = self.model_dump(mode="json", exclude={"links", "gpu_nic_links"})
-        data["links"] = _labels(self.links) if self.links is not None else None
-        data["gpu_nic_links"] = _labels(self.gpu_nic_links)
-        data["cost_matrix"] = cost_matrix(self) if self.links is not None else None
-        if chosen is not None:
-            data["chosen"] = chosen
-        return data
-
-
-def _labels(matrix: LinkMatrix) -> list[list[str | None]]:
+def labels(matrix: LinkMatrix) -> list[list[str | None]]:
     return [[None if cell is None else cell.label for cell in row] for row in matrix]
