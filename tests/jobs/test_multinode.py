@@ -28,10 +28,10 @@ from spothop.jobs.launcher import GroupEnv, WorkerCommand, bootstrap, group_port
 from spothop.jobs.lifecycle import AttemptState, EndReason, JobState
 from spothop.jobs.store import JobStore
 from spothop.market import ManualClock
+from spothop.providers.fake.factories import make_offering
 from spothop.scheduler.market_view import MarketKind, MarketState, MarketView
 from spothop.scheduler.placement import Candidate
 from spothop.testing import FakeProvider, make_market, make_offerings
-from spothop.testing.factories import make_offering
 from tests.jobs.controller.factories import (
     A100,
     BOOT_S,

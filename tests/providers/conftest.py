@@ -19,13 +19,13 @@ import pytest
 
 from spothop.market import ManualClock
 from spothop.providers.base import Instance, InstanceState, LaunchRequest, Provider
+from spothop.providers.fake.provider import FAKE_INSTANCE_IDS
 from spothop.providers.local.metadata import PROTOCOLS
 from spothop.providers.local.metadata.codes import ErrorCodes, InstanceIdShape
 from spothop.providers.local.provider import LocalProvider
 from spothop.providers.local.world import load_world
 from spothop.providers.reservations import Reservation
 from spothop.testing import FakeProvider, make_market, make_offering
-from spothop.testing.fake_provider import FAKE_INSTANCE_IDS
 from tests.waiting import wait_for
 
 PROVIDERS = ["local", "fake", "aws", "gcp", "aliyun"]

@@ -5,11 +5,11 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from spothop.providers.fake.factories import make_offering
 from spothop.resources.offering import Interconnect, Offering
 from spothop.scheduler.market_view import MarketView
 from spothop.scheduler.placement import rank
 from spothop.scheduler.requirements import FILTERS, Requirements
-from spothop.testing.factories import make_offering
 
 GPUS = ("H100-SXM5-80GB", "A100-SXM4-80GB", "A10G", "L4")
 

@@ -14,6 +14,8 @@ from spothop.jobs.store import JobStore
 from spothop.market.clock import ManualClock
 from spothop.market.interruptions import HistoryBook, Interruption, InterruptionStore
 from spothop.market.reliability import MarketEvidence, ReliabilityBook
+from spothop.providers.fake.factories import make_market, make_offering, make_offerings
+from spothop.providers.fake.provider import FakeProvider
 from spothop.providers.local.provider import LocalProvider
 from spothop.providers.local.world import load_world
 from spothop.scheduler.market_view import (
@@ -25,8 +27,6 @@ from spothop.scheduler.market_view import (
 )
 from spothop.scheduler.placement import rank
 from spothop.scheduler.requirements import Requirements
-from spothop.testing.factories import make_market, make_offering, make_offerings
-from spothop.testing.fake_provider import FakeProvider
 
 NOW = 1_780_000_000.0  # a real unix time: interruption records refuse times outside 2006 … 2100
 

@@ -12,14 +12,14 @@ from hypothesis import strategies as st
 
 from spothop.errors import EXIT_BAD_INPUT, EXIT_UNAVAILABLE
 from spothop.market.reliability import MarketEvidence, ReliabilityBook
+from spothop.providers.fake.factories import make_market, make_offering, make_offerings
+from spothop.providers.fake.provider import FakeProvider
 from spothop.resources.market_id import MarketId
 from spothop.scheduler.egress import egress_table
 from spothop.scheduler.errors import NoCandidates, NoCapacityNow
 from spothop.scheduler.market_view import MarketKind, MarketState, MarketView, gather_market_view
 from spothop.scheduler.placement import CandidateList, ReservedPool, WorkProfile, rank
 from spothop.scheduler.requirements import Requirements
-from spothop.testing.factories import make_market, make_offering, make_offerings
-from spothop.testing.fake_provider import FakeProvider
 
 
 def _view(offerings, rates=None, **kwargs) -> MarketView:  # type: ignore[no-untyped-def]

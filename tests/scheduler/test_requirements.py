@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from spothop.errors import ConfigError, UnknownGpuError
+from spothop.providers.fake.factories import make_offering
 from spothop.resources.offering import Interconnect
 from spothop.scheduler.requirements import FILTERS, Requirements
-from spothop.testing.factories import make_offering
 
 
 def test_a_default_requirements_lets_every_offering_through() -> None:

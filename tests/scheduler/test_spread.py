@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from spothop.providers.fake.factories import make_offering
 from spothop.scheduler.market_view import MarketState, MarketView
 from spothop.scheduler.placement import Candidate, rank
 from spothop.scheduler.requirements import Requirements
 from spothop.scheduler.spread import spread
-from spothop.testing.factories import make_offering
 
 
 def _ranked(specs: list[tuple[str, str, float]]) -> list[Candidate]:

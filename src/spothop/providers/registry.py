@@ -36,12 +36,12 @@ from spothop.providers.base import Provider
 # family name → "module:attribute" of its ProviderFamily. One line per adapter.
 _FAMILIES: dict[str, str] = {
     "local": "spothop.providers.local.provider:LOCAL_FAMILY",
-    "fake": "spothop.testing.fake_provider:FAKE_FAMILY",
+    "fake": "spothop.providers.fake.provider:FAKE_FAMILY",
     # Each real cloud's adapter: the package providers/<cloud>/, its FAMILY, named by its folder.
     **{
         m.name: f"spothop.providers.{m.name}:FAMILY"
         for m in sorted(pkgutil.iter_modules([str(Path(__file__).parent)]), key=lambda m: m.name)
-        if m.ispkg and m.name != "local"
+        if m.ispkg and m.name not in ("local", "fake")
     },
 }
 

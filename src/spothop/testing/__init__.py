@@ -13,24 +13,25 @@ process, port or file::
     clock.advance(150)
     assert provider.describe(instance.instance_id).state is InstanceState.PREEMPTED
 
-The fake is also in the provider registry: ``get_provider("fake", clock=clock)``.
+The fake lives in :mod:`spothop.providers.fake`, a provider package the registry finds like
+every cloud's, so ``get_provider("fake", clock=clock)`` works too; this package re-exports it.
 """
 
-from spothop.testing.factories import (
+from spothop.providers.fake.factories import (
     make_instance,
     make_market,
     make_markets,
     make_offering,
     make_offerings,
 )
-from spothop.testing.fake_provider import (
+from spothop.providers.fake.market import FakeMarket
+from spothop.providers.fake.provider import (
     FAKE_ERROR_CODES,
     FAKE_FAMILY,
     FAKE_QUOTA_EXCEEDED,
     FakeFamily,
     FakeProvider,
 )
-from spothop.testing.market import FakeMarket
 
 __all__ = [
     "FAKE_ERROR_CODES",

@@ -17,10 +17,10 @@ from spothop.jobs.controller.snapshot import TAG_JOB, TAG_NODE, TAG_TOKEN
 from spothop.jobs.lifecycle import AttemptState, EndReason, JobState
 from spothop.jobs.spec import JobSpec, load_job
 from spothop.providers.base import Instance, InstanceState
+from spothop.providers.fake.factories import make_offerings
 from spothop.queue.model import QueueStats
 from spothop.resources.market_id import MarketId
 from spothop.scheduler.market_view import MarketKind, MarketState, MarketView
-from spothop.testing.factories import make_offerings
 
 NOW = 100_000.0
 PROVIDER = "fake"

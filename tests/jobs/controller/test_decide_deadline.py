@@ -12,9 +12,9 @@ from spothop.jobs.controller.observe import attempt_view, clock_rate
 from spothop.jobs.lifecycle import AttemptState, EndReason, JobState
 from spothop.jobs.records import AttemptRecord
 from spothop.market.clock import ManualClock, SimClock
+from spothop.providers.fake.factories import make_offerings
 from spothop.scheduler.market_view import MarketKind, MarketState, MarketView
 from spothop.scheduler.policies.base import Kind
-from spothop.testing.factories import make_offerings
 from tests.jobs.controller.factories import (
     A100,
     BOOT_S,

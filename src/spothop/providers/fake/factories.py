@@ -1,7 +1,7 @@
 """Factories: valid offerings, markets and instances with one line, any field overridden.
 
 Every factory returns a real spothop type (an :class:`~spothop.resources.offering.Offering`
-model, a :class:`~spothop.testing.market.FakeMarket`, an
+model, a :class:`~spothop.providers.fake.market.FakeMarket`, an
 :class:`~spothop.providers.base.Instance`) filled with plausible values, so a
 test names only the fields it is about::
 
@@ -19,8 +19,8 @@ import datetime as dt
 from typing import Any
 
 from spothop.providers.base import Instance, InstanceState
+from spothop.providers.fake.market import FakeMarket
 from spothop.resources.offering import Interconnect, Offering
-from spothop.testing.market import FakeMarket
 
 DEFAULT_PROVIDER = "fake"
 DEFAULT_REGION = "fake-1"

@@ -12,7 +12,7 @@ Rules beyond the Provider contract:
 - An instance is ``pending`` for ``launch_delay_s`` of clock time, then
   ``running``; billing runs from then until it ends, per second, in integer
   micro-dollars: on-demand at the offering's price, spot at the market's price
-  step by step (:class:`~spothop.testing.market.FakeMarket`).
+  step by step (:class:`~spothop.providers.fake.market.FakeMarket`).
 - A spot launch fails with :class:`~spothop.errors.CapacityUnavailable` when
   its market is unavailable or full (``capacity``), with
   :class:`~spothop.errors.PriceTooLow` when its maximum price is under the
@@ -60,11 +60,11 @@ from spothop.providers.base import (
     Provider,
     SpotPrice,
 )
+from spothop.providers.fake.factories import make_markets
+from spothop.providers.fake.market import FakeMarket, fixed_cost_microusd
 from spothop.providers.local.metadata.codes import HEX_DIGITS, ErrorCodes, InstanceIdShape
 from spothop.providers.reservations import Reservation, ReservedCapacity, check_reserved_request
 from spothop.resources.offering import Offering
-from spothop.testing.factories import make_markets
-from spothop.testing.market import FakeMarket, fixed_cost_microusd
 
 FAKE_NAME = "fake"
 FAKE_NOTICE_LEAD_TIME_S = (
