@@ -37,6 +37,8 @@ code  name                        meaning
     │   │   └── StorageUnreachable  a checkpoint or output URL that cannot be written, found before launch
     │   ├── AgentConfigError        a bad agent option: unknown protocol, bad hook spec
     │   ├── ValueOutOfRange         a number that is not finite or not in its field's range
+    │   ├── NoCandidates            no offering meets the job's requirements (names the one that excluded most)
+    │   ├── WorldConfigError        a multi-node group's environment that does not hold together
     │   ├── SimulationError         a simulation that cannot go on: a policy that never finishes, a window past its traces
     │   └── CatalogError            a catalog file that cannot be read at all
     │       └── CatalogRowError     one malformed row: file, line, field, reason
@@ -49,6 +51,9 @@ code  name                        meaning
     ├── JobLeaseLost                a write under a controller's job lease that no longer holds     exit 1
     ├── JobFinished                 asked of a job in a final state (cancel a finished job)         exit 1
     ├── StoreTooNew                 the store's schema was upgraded by a newer spothop than this    exit 1
+    ├── NoCapacityNow               offerings fit, but none has a price or capacity there now      exit 4
+    ├── ControllerRunning           another controller holds this home's lock                       exit 1
+    ├── ControllerStartFailed       the background controller exited before it took its lock        exit 1
     ├── TopologyParseError          nvidia-smi output that cannot be understood                     exit 2
     ├── QueueError                  the shard queue refused an operation                           exit 1
     │   ├── UnknownLeaseError       a lease for a shard the job does not have                     exit 3
@@ -64,7 +69,9 @@ code  name                        meaning
     │   └── ServerRefused           400/413/422: the input is wrong (also a ConfigError)           exit 2
     ├── AgentError                  the on-instance agent failed at something on purpose           exit 1
     │   ├── NoticeEndpointError     the metadata endpoint was unreachable or gave a bad answer     exit 4
+    │   │   └── EndpointTimeout     no answer within the timeout (the request or its answer was lost)
     │   ├── EventFormatError        a stored or received agent event is not an event               exit 1
+    │   ├── StoreRefused            the store process answered with the store's or queue's error   exit 1
     │   └── ControlPlaneError       the control plane refused a call or did not answer             exit 4
     │       └── ControlPlaneAuthError   it refused the agent's token (HTTP 401/403)                exit 2
     ├── CheckpointError             a checkpoint could not be written, read or trusted             exit 1
