@@ -8,7 +8,8 @@ instance, and spot does not come back. The job: ``work`` 30 s, ``deadline`` 40 s
 :data:`TICK_S` (``$SPOTHOP_DEADLINE_TICK_S``); the worker needs :data:`WORK_WALL_S` of wall time,
 resumed from its progress file. Greedy would wait for spot for ever; the safety rule
 (need = ⌈(W+d)/tick⌉ ≥ left = ⌊(D−t)/tick⌋) moves it to on-demand while the deadline can still be
-met, and the job finishes before it. About 35 s of wall time.
+met, and the job finishes before it. About 35 s of wall time. The assertions read the order of
+the controller's decisions, never its pace.
 
 Clocks: the job's ``created`` and its events share one clock, the attempts' times are the
 provider's (5 simulated seconds per wall second here), so the assertions read the job's events only.
@@ -91,13 +92,16 @@ def test_a_deadline_job_switches_to_on_demand_by_the_safety_rule_and_finishes_in
     assert "deadline policy greedy: spot" in launches[0].data["reason"]
     ended = {e.data["attempt_id"]: e.data for e in events if e.kind == "attempt_ended"}
     assert ended[launches[0].data["attempt_id"]]["end_reason"] == "preempted"
-    # Greedy waited for spot once the market was gone ...
-    waits = [e for e in events if e.kind == "waiting" and "greedy: none" in e.data["reason"]]
-    assert waits, [e.kind for e in events]
-    # ... until the safety rule moved it to on-demand (greedy never asks for on-demand itself) ...
+    # The safety rule moved it to on-demand (greedy never asks for on-demand itself: it waits for
+    # spot). Whether greedy first waited a pass depends on how long the controller's passes take
+    # against the simulated slack, so only the order is asserted: every wait greedy decided came
+    # before the switch, every launch before it was spot, and none after it.
     od = [e for e in launches if e.data["market_kind"] == "on-demand"]
-    assert od and od[0].time_unix_s > waits[0].time_unix_s
+    assert od and "deadline policy greedy: on-demand" in od[0].data["reason"], launches
     assert all(e.data["market_kind"] == "spot" for e in launches if e.seq < od[0].seq)
+    waits = [e for e in events if e.kind == "waiting" and "greedy: none" in e.data["reason"]]
+    assert all(w.seq < od[0].seq for w in waits), (waits, od[0])
+    assert not [e for e in launches if e.seq > od[0].seq and e.data["market_kind"] == "spot"]
     # ... in time: the job succeeded before its deadline (its events and created are one clock).
     (done,) = [e for e in events if e.kind == "job_succeeded"]
     assert done.time_unix_s - job.created_unix_s <= DEADLINE_S, (done, job.created_unix_s)
