@@ -1,9 +1,10 @@
 """The ledger against the cloud's bill: each attempt's charge beside the provider's own.
 
 :func:`reconcile` lines up the stored ledger records
-(:class:`~spothop.observe.ledger_record.LedgerRecord`: spothop's own charge, from the running time, the billing rule and the rates in
-force) with the provider's figure kept beside each (``Instance.cost_microusd``),
-never used to compute it, so the two sums are independent:
+(:class:`~spothop.observe.ledger_record.LedgerRecord`), spothop's own charge
+from the running time, the billing rule and the rates in force, with the
+provider's figure kept beside each (``Instance.cost_microusd``), never used to
+compute it, so the two sums are independent:
 
 - a :class:`ReconcileLine` per attempt, its difference provider − ledger, None
   when one side has no figure (a missing price, a cloud that did not say);
