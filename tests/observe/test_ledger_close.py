@@ -12,7 +12,8 @@ from spothop.jobs.lifecycle import AttemptState, EndReason
 from spothop.jobs.store import JobStore
 from spothop.market.interruptions import HistoryBook, Interruption, InterruptionStore
 from spothop.market.reliability import DEFAULT_PRIOR_RATE_PER_H
-from spothop.observe.ledger import Ledger, close_ended, price_over
+from spothop.observe.ledger import Ledger, close_ended
+from spothop.observe.rates import price_over
 from spothop.resources.market_id import MarketId
 
 START = 1_800_000_000.0

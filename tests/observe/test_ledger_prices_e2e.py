@@ -7,7 +7,8 @@ from typing import Any
 
 from spothop.market.price_store import PriceStore
 from spothop.observe.billing import microusd
-from spothop.observe.ledger import RATE_CLOUD, RATE_OBSERVED, SOURCE_OBSERVED, Ledger
+from spothop.observe.ledger import Ledger
+from spothop.observe.rates import RATE_CLOUD, RATE_OBSERVED, SOURCE_OBSERVED
 from spothop.providers.base import Instance
 from spothop.providers.local.runtime import spot_market
 from spothop.resources.market_id import MarketId

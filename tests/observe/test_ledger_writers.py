@@ -11,7 +11,8 @@ import pytest
 from sqlalchemy import func, select
 
 from spothop.jobs.store import JobStore
-from spothop.observe.ledger import Ledger, LedgerRecord
+from spothop.observe.ledger import Ledger
+from spothop.observe.ledger_record import LedgerRecord
 from spothop.state.ledger_tables import ledger_records
 from tests.conftest import POSTGRES_URL
 from tests.observe.test_ledger_close import START, Spec, _ran

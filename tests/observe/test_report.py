@@ -9,8 +9,9 @@ import pytest
 from spothop.jobs.lifecycle import AttemptState, EndReason, JobState
 from spothop.jobs.records import AttemptRecord, JobRecord
 from spothop.observe.events import StreamEvent, mtbf
-from spothop.observe.ledger import LedgerRecord, reconcile
+from spothop.observe.ledger_record import LedgerRecord
 from spothop.observe.recommend import recommend
+from spothop.observe.reconcile import reconcile
 from spothop.observe.report import build_report, split_records
 from spothop.providers.local.world import load_world
 

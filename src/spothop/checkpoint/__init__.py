@@ -33,7 +33,7 @@ from spothop.checkpoint.admin import (
     list_worlds,
     verify_checkpoints,
 )
-from spothop.checkpoint.checkpointer import Checkpointer, SaveHandle, SaveStats
+from spothop.checkpoint.checkpointer import Checkpointer
 from spothop.checkpoint.errors import (
     CheckpointConfigError,
     CheckpointCorrupt,
@@ -65,6 +65,7 @@ from spothop.checkpoint.manifest import (
 from spothop.checkpoint.preemption import EXIT_PREEMPTED, Preempted
 from spothop.checkpoint.restore import Restored, Validator
 from spothop.checkpoint.rng import capture_rng, restore_rng
+from spothop.checkpoint.saving import SaveHandle, SaveStats
 from spothop.checkpoint.store import Store
 
 __all__ = [

@@ -5,6 +5,22 @@ Tiers
     ``durable``    a full checkpoint in the object store (a folder by default, S3 or any fsspec URL)
     ``emergency``  a delta against the last durable checkpoint, written when notice is short
 
+A save, step by step (:meth:`Checkpointer.save`; steps 1–5 run on the caller's thread)
+    1. ``room`` — wait for the save in flight (backpressure: one at a time; an emergency save
+       cancels a local or durable one instead) and for host buffers being prepared.
+    2. ``flatten`` — the state as leaves by path, the sharded leaves resolved, the leaves of
+       ``frozen`` tensors trusted; a value that cannot be stored raises
+       :class:`CheckpointConfigError` here, before anything is written.
+    3. ``name`` — the checkpoint's id, and for an emergency delta its base (the newest durable
+       checkpoint of this world size).
+    4. ``copy`` — the leaves into host memory (:func:`~spothop.checkpoint.snapshot.take_snapshot`),
+       inside ``save()``, or on the copy thread with ``overlap``.
+    5. ``submit`` — RNG states, data position and metadata captured into a
+       :class:`~spothop.checkpoint.saving.SaveJob`, its write queued on the save thread, the
+       :class:`~spothop.checkpoint.saving.SaveHandle` returned.
+    6. ``write`` (save thread) — packs, then the manifest (the commit); then the base of the next
+       delta, the copies to the replicas, and the clean-up of superseded checkpoints, queued next.
+
 Contracts
     * A save copies the state to host memory and returns; that copy is the only
       part the training loop waits for; host buffers are kept and reused between
@@ -40,19 +56,17 @@ import hashlib
 import logging
 import os
 import secrets
-import sys
 import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, replace
 from typing import Any
 
 from spothop.checkpoint import gc as gc_mod
 from spothop.checkpoint import reshard
 from spothop.checkpoint import tree as tree_mod
-from spothop.checkpoint.errors import CheckpointConfigError, CheckpointWriteError
+from spothop.checkpoint.errors import CheckpointConfigError
 from spothop.checkpoint.hardware import HardwareCheck
 from spothop.checkpoint.interval import IntervalPolicy, SaveCostMeter, interval_from_env
 from spothop.checkpoint.manifest import Manifest, Shard, Tier, WorldLayout
@@ -61,7 +75,6 @@ from spothop.checkpoint.pack import (
     DEFAULT_COMPRESS_BELOW,
     DEFAULT_UPLOAD_STREAMS,
     SaveCancelled,
-    write_packs,
 )
 from spothop.checkpoint.reader import manifest_path
 from spothop.checkpoint.replicas import CheckpointReplicas
@@ -73,6 +86,14 @@ from spothop.checkpoint.restore import (
     steps_every_rank_committed,
 )
 from spothop.checkpoint.rng import capture_rng
+from spothop.checkpoint.saving import (
+    SaveHandle,
+    SaveJob,
+    SaveStats,
+    flatten_state,
+    log_failure,
+    resolved,
+)
 from spothop.checkpoint.snapshot import (
     DeltaBase,
     HostBuffers,
@@ -115,86 +136,6 @@ DEFAULT_ZSTD_LEVELS: Mapping[Tier, int | None] = {
     Tier.EMERGENCY: 1,
 }
 MAX_HASH_WORKERS = 8  # hashing and compression threads; more rarely helps a single upload stream
-
-
-@dataclass(frozen=True)
-class SaveStats:
-    """What one save cost and what it wrote."""
-
-    # The copy to host memory: the loop's stall when the copy runs inside ``save()``; an overlapped
-    # copy runs beside the next step, and its stall is the handle's ``blocking_s + waited_s``.
-    blocking_s: float
-    total_s: float  # from the ``save()`` call to the commit
-    bytes_written: int
-    bytes_copied: int
-    chunks_written: int
-    chunks_reused: int  # taken from the parent (emergency deltas), matched chunks included
-    chunks_matched: int = (
-        0  # found equal to the parent by comparison with the retained host copy: not hashed
-    )
-
-
-class SaveHandle:
-    """A save in progress. ``wait()`` returns its manifest or raises why it failed.
-
-    ``blocking_s`` is the time :meth:`Checkpointer.save` held the caller. For an overlapped save
-    (``overlap=True``) the copy runs afterwards, and the caller must :meth:`wait_copied` before it
-    changes the state; the time that waited is added up in ``waited_s``. The training loop's stall
-    is ``blocking_s + waited_s``.
-    """
-
-    def __init__(
-        self,
-        checkpoint_id: str,
-        step: int,
-        tier: Tier,
-        blocking_s: float,
-        future: Future[tuple[Manifest, SaveStats]],
-        cancel: threading.Event,
-        copied: Future[Snapshot] | None = None,
-    ) -> None:
-        self.checkpoint_id, self.step, self.tier, self.blocking_s = (
-            checkpoint_id,
-            step,
-            tier,
-            blocking_s,
-        )
-        self.waited_s = 0.0
-        self._future, self._cancel, self._copied = future, cancel, copied
-
-    def done(self) -> bool:
-        return self._future.done()
-
-    def copied(self) -> bool:
-        """Whether the state has been copied, so the live tensors may change (always, unless overlapped)."""
-        return self._copied is None or self._copied.done()
-
-    def wait_copied(self, timeout: float | None = None) -> float:
-        """Block until the state has been copied; returns the seconds waited (also added to ``waited_s``).
-
-        A failed copy does not raise here: :meth:`wait` reports it."""
-        if self._copied is None or self._copied.done():
-            return 0.0
-        start = time.perf_counter()
-        with contextlib.suppress(Exception):
-            self._copied.exception(timeout)
-        waited = time.perf_counter() - start
-        self.waited_s += waited
-        return waited
-
-    def wait(self, timeout: float | None = None) -> Manifest:
-        """The committed manifest; raises :class:`CheckpointWriteError` if the save failed or was cancelled."""
-        try:
-            return self._future.result(timeout)[0]
-        except SaveCancelled:
-            raise CheckpointWriteError(
-                f"save {self.checkpoint_id} was cancelled for an emergency save"
-            ) from None
-
-    @property
-    def stats(self) -> SaveStats:
-        """The save's measurements; waits for it to finish."""
-        return self._future.result()[1]
 
 
 class Checkpointer:
@@ -375,24 +316,40 @@ class Checkpointer:
         """
         start = time.perf_counter()
         tier = Tier(tier)
-        self._make_room(tier)
+        self._make_room(tier)  # 1. room
         self._await_prepared()  # the buffers belong to one thread at a time
-        flat = tree_mod.flatten(state)
-        sharding = reshard.resolve_sharding(sharded, list(flat.arrays))
-        trusted = frozenset[str]()
-        frozen = list(frozen)
-        if frozen:
-            if "torch" not in sys.modules:
-                raise CheckpointConfigError(
-                    "frozen= takes torch tensors (the frozen parameters); torch is not in use"
-                )
-            from spothop.checkpoint import _torch_arrays as ta
-
-            trusted = ta.sharing_storage(flat.arrays, frozen)
-        base = self._delta_base() if tier is Tier.EMERGENCY else None
+        flat, sharding, trusted = flatten_state(state, frozen, sharded)  # 2. flatten
+        base = self._delta_base() if tier is Tier.EMERGENCY else None  # 3. name
         # Named before the copy: the host buffers record which save's bytes they hold, so that a later
         # emergency delta against this checkpoint can compare with them instead of hashing everything.
         checkpoint_id = gc_mod.checkpoint_id(step, tier.value, secrets.token_hex(3))
+        copying = self._copy(flat, base, checkpoint_id, trusted, overlap)  # 4. copy
+        job = SaveJob(
+            checkpoint_id,
+            step,
+            tier,
+            copying,
+            base,
+            capture_rng(),
+            dict(data_position or {}),
+            dict(user_metadata or {}),
+            time.time(),
+            start,
+            sharding,
+        )
+        self._inflight = self._submit(job, copying if overlap else None)  # 5. submit
+        self._last_save_at = self._clock()
+        return self._inflight
+
+    def _copy(
+        self,
+        flat: tree_mod.Flattened,
+        base: DeltaBase | None,
+        checkpoint_id: str,
+        trusted: frozenset[str],
+        overlap: bool,
+    ) -> Future[Snapshot]:
+        """Step 4: the leaves copied to host memory, here or (``overlap``) on the copy thread."""
 
         def copy() -> Snapshot:
             return take_snapshot(
@@ -406,40 +363,28 @@ class Checkpointer:
                 frozen=trusted,
             )
 
-        copying: Future[Snapshot] = self._copier.submit(copy) if overlap else _resolved(copy())
-        job = _Job(
-            checkpoint_id,
-            step,
-            tier,
-            copying,
-            base,
-            capture_rng(),
-            dict(data_position or {}),
-            dict(user_metadata or {}),
-            time.time(),
-            start,
-            sharding,
-        )
+        return self._copier.submit(copy) if overlap else resolved(copy())
+
+    def _submit(self, job: SaveJob, copying: Future[Snapshot] | None) -> SaveHandle:
+        """Step 5: the write queued on the save thread; its handle (``copying``: an overlapped copy)."""
         cancel = threading.Event()
         future = self._executor.submit(self._write, job, cancel)
-        future.add_done_callback(lambda f: _log_failure(checkpoint_id, f))
+        future.add_done_callback(lambda f: log_failure(job.checkpoint_id, f))
         handle = SaveHandle(
-            checkpoint_id,
-            step,
-            tier,
-            time.perf_counter() - start,
+            job.checkpoint_id,
+            job.step,
+            job.tier,
+            time.perf_counter() - job.started,
             future,
             cancel,
-            copying if overlap else None,
+            copying,
         )
         # The stall is known once the copy is (an overlapped save's wait happens at the next step,
         # usually before its write is done): record it when the save ends.
         future.add_done_callback(
             lambda f: self.cost.record_stall(handle.blocking_s + handle.waited_s)
         )
-        self._inflight = handle
-        self._last_save_at = self._clock()
-        return self._inflight
+        return handle
 
     def wait(self) -> Manifest | None:
         """Wait for the save in flight (if any) and its clean-up; returns its manifest or raises its error."""
@@ -454,6 +399,7 @@ class Checkpointer:
             collecting.result()  # _collect logs its own failures and never raises
 
     def _make_room(self, tier: Tier) -> None:
+        """Step 1: wait for the save in flight; an emergency save cancels a local or durable one."""
         inflight = self._inflight
         if inflight is None or inflight.done():
             return
@@ -475,37 +421,22 @@ class Checkpointer:
         ]
         return DeltaBase(durable[-1]) if durable else None
 
-    def _write(self, job: _Job, cancel: threading.Event) -> tuple[Manifest, SaveStats]:
+    def _write(self, job: SaveJob, cancel: threading.Event) -> tuple[Manifest, SaveStats]:
+        """Step 6, on the save thread: the commit, then the next delta's base, the replicas, and
+        the clean-up queued behind it."""
         store = self.local if job.tier is Tier.LOCAL else self.durable
-        try:
-            snapshot = (
-                job.copying.result()
-            )  # an overlapped copy may still be running; it cannot be cancelled
+        snapshot, manifest, result = job.commit(
+            store,
+            cancel,
             # A local disk is written in place by every worker already; an object store gets streams.
-            result = write_packs(
-                store,
-                job.checkpoint_id,
-                snapshot.leaves,
-                streams=1 if store.is_local else self.upload_streams,
-                parent=job.base.manifest.leaves if job.base else None,
-                level=self.zstd_levels.get(job.tier),
-                chunk_bytes=self.chunk_bytes,
-                workers=self.workers,
-                cancel=cancel,
-                compress_below=self.compress_below,
-            )
-            manifest = job.manifest(snapshot, result.leaves, result.files, self.world)
-            if self.hardware.made_on:
-                manifest = replace(manifest, made_on=self.hardware.made_on)
-            store.write_atomic(manifest_path(job.checkpoint_id), manifest.to_json())  # the commit
-        except BaseException as exc:
-            with contextlib.suppress(Exception):
-                store.remove(job.checkpoint_id)
-            if isinstance(exc, SpothopError | SaveCancelled) or not isinstance(exc, Exception):
-                raise
-            raise CheckpointWriteError(
-                f"saving {job.checkpoint_id} to {store.url} failed: {exc}"
-            ) from exc
+            streams=1 if store.is_local else self.upload_streams,
+            level=self.zstd_levels.get(job.tier),
+            chunk_bytes=self.chunk_bytes,
+            workers=self.workers,
+            compress_below=self.compress_below,
+            world=self.world,
+            made_on=self.hardware.made_on,
+        )
         total_s = time.perf_counter() - job.started
         self.cost.record(total_s)
         if job.tier is Tier.DURABLE:
@@ -645,44 +576,6 @@ class Checkpointer:
         self.close()
 
 
-@dataclass(frozen=True)
-class _Job:
-    checkpoint_id: str
-    step: int
-    tier: Tier
-    copying: Future[Snapshot]  # resolved at once unless the save overlaps its copy
-    base: DeltaBase | None
-    rng: dict[str, Any]
-    data_position: dict[str, Any]
-    user_metadata: dict[str, Any]
-    wall_time: float
-    started: float
-    sharding: dict[str, Shard]
-
-    def manifest(
-        self,
-        snapshot: Snapshot,
-        leaves: Mapping[str, Any],
-        files: tuple[Any, ...],
-        world: WorldLayout,
-    ) -> Manifest:
-        return Manifest(
-            self.checkpoint_id,
-            self.step,
-            self.wall_time,
-            self.tier,
-            self.base.manifest.checkpoint_id if self.base else None,
-            files,
-            leaves,
-            snapshot.tree,
-            self.rng,
-            self.data_position,
-            world,
-            self.user_metadata,
-            sharding=self.sharding,
-        )
-
-
 def _world_from_environment() -> WorldLayout:
     """This process's layout from the launcher's environment (:func:`spothop.worker.world`)."""
     from spothop.worker.world import world
@@ -698,17 +591,3 @@ def _world_from_environment() -> WorldLayout:
             "spothop.worker.world().for_local_rank(local_rank)"
         )
     return WorldLayout(shape.world_size, shape.rank, shape.nproc_per_node)
-
-
-def _resolved(snapshot: Snapshot) -> Future[Snapshot]:
-    done: Future[Snapshot] = Future()
-    done.set_result(snapshot)
-    return done
-
-
-def _log_failure(checkpoint_id: str, future: Future[Any]) -> None:
-    exc = future.exception()
-    if isinstance(exc, SaveCancelled):
-        log.info("save %s cancelled for an emergency save", checkpoint_id)
-    elif exc is not None:
-        log.error("save %s failed: %s", checkpoint_id, exc)

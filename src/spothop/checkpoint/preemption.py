@@ -24,7 +24,8 @@ import logging
 import math
 from collections.abc import Callable
 
-from spothop.checkpoint.checkpointer import Checkpointer, SaveHandle
+from spothop.checkpoint.checkpointer import Checkpointer
+from spothop.checkpoint.saving import SaveHandle
 from spothop.worker import sdk
 
 EXIT_PREEMPTED = 75  # spothop.agent.model.EXIT_PREEMPTED (a test checks they agree)

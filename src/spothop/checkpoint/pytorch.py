@@ -19,10 +19,11 @@ from typing import Any
 import torch
 from torch.utils.data import Sampler
 
-from spothop.checkpoint.checkpointer import Checkpointer, SaveHandle
+from spothop.checkpoint.checkpointer import Checkpointer
 from spothop.checkpoint.errors import CheckpointConfigError
 from spothop.checkpoint.manifest import Shard, Tier
 from spothop.checkpoint.restore import Restored
+from spothop.checkpoint.saving import SaveHandle
 
 VALIDATION_KEY = "validation_value"
 DEFAULT_VALIDATION_RTOL = 1e-5  # same weights and batch on the same machine give the same value

@@ -36,7 +36,7 @@ from spothop.agent.eventmodel import AgentEvent, UnknownEvent, event_from_dict
 from spothop.jobs.lifecycle import EndReason
 from spothop.jobs.records import AttemptRecord, JobEvent
 from spothop.jobs.store import JobStore
-from spothop.observe.ledger import LedgerRecord
+from spothop.observe.ledger_record import LedgerRecord
 from spothop.state.agent_tables import agent_events
 
 SOURCE_AGENT = "agent"

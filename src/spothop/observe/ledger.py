@@ -41,17 +41,20 @@ The contract:
    controller observed over its run (:func:`record_observed_prices`, in the
    price history; ``rate_source`` ``observed``): their time-weighted mean
    (:func:`price_over`), the placement price where none moved it.
+
+Here: :class:`Ledger` (writing, pricing and reading records) and the
+controller's hooks that close the books (rule 6). Beside it, and re-exported
+here: the record and its row in :mod:`spothop.observe.ledger_record`, which
+rate an attempt is charged at (rule 7) in :mod:`spothop.observe.rates`, the
+comparison with the cloud's bill in :mod:`spothop.observe.reconcile`.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import select
@@ -61,164 +64,58 @@ from spothop.errors import SpothopError
 from spothop.jobs.lifecycle import AttemptState
 from spothop.jobs.records import AttemptRecord
 from spothop.jobs.store import JobStore
-from spothop.market.identity import PriceSeriesKey
 from spothop.market.interruptions import InterruptionStore
-from spothop.market.price_store import PriceStore
-from spothop.observe.billing import Charge, charge, known_price, usd
-from spothop.providers.base import BillingRule, Instance, InstanceState, Provider
-from spothop.providers.billing import (
-    BillingLine,
-    SpotPriceHistory,
-    billed_price_steps,
-    billing_lines,
+from spothop.observe.billing import Charge, charge, known_price
+from spothop.observe.ledger_record import LedgerRecord, record_from_row, record_row
+from spothop.observe.rates import (
+    RATE_CLOUD,
+    RATE_OBSERVED,
+    RATE_PLACED,
+    SOURCE_OBSERVED,
+    charge_of_lines,
+    cloud_lines,
+    mean_line_price,
+    observed_price,
+    price_over,
+    record_observed_prices,
 )
+from spothop.observe.reconcile import ReconcileLine, Reconciliation, reconcile
+from spothop.providers.base import BillingRule, Instance, InstanceState, Provider
 from spothop.resources.market_id import MarketId
 from spothop.state.job_tables import job_attempts
 from spothop.state.ledger_tables import ledger_records
 from spothop.state.market_tables import exposure
 
+__all__ = [
+    "CLOCK_PROVIDER",
+    "CLOCK_STORE",
+    "CURRENCY",
+    "RATE_CLOUD",
+    "RATE_OBSERVED",
+    "RATE_PLACED",
+    "SOURCE_OBSERVED",
+    "UNKNOWN_RULE",
+    "Ledger",
+    "LedgerRecord",
+    "ReconcileLine",
+    "Reconciliation",
+    "close_attempt",
+    "close_books",
+    "close_ended",
+    "price_over",
+    "reconcile",
+    "record_observed_prices",
+    "record_run",
+    "total_microusd",
+]
+
 log = logging.getLogger(__name__)
 
 CURRENCY = "USD"
-RATE_PLACED = "placement"  # the price the controller placed the attempt at (the cloud's quote)
-RATE_OBSERVED = "observed"  # the mean of the spot prices the controller saw over the run
-RATE_CLOUD = "cloud"  # the cloud's own price history, billed line by line as the cloud bills
-SOURCE_OBSERVED = "controller"  # price_store source of the controller's observed prices
 CLOCK_PROVIDER = "provider"
 CLOCK_STORE = "store"
 UNKNOWN_RULE = BillingRule(source="unknown: the provider was not available")
 _RUNNING = (InstanceState.RUNNING, InstanceState.NOTICED)
-
-
-@dataclass(frozen=True)
-class LedgerRecord:
-    """One attempt's billing record (see the module's contract)."""
-
-    attempt_id: str
-    job_id: str
-    node: int
-    provider: str
-    region: str
-    zone: str
-    instance_type: str
-    market_kind: str
-    instance_id: str | None
-    currency: str
-    price_usd_per_hour: float | None
-    rate_source: str
-    clock: str
-    usage_start_unix_s: float | None
-    usage_end_unix_s: float | None
-    usage_s: float
-    billed_s: float
-    cost_microusd: int | None
-    provider_cost_microusd: int | None
-    rule: Mapping[str, Any]
-    tags: Mapping[str, str]
-    closed: bool
-
-    @property
-    def price_missing(self) -> bool:
-        return self.cost_microusd is None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready, with ``cost_usd`` beside the micro-dollars."""
-        return {
-            "attempt_id": self.attempt_id,
-            "job_id": self.job_id,
-            "node": self.node,
-            "provider": self.provider,
-            "region": self.region,
-            "zone": self.zone,
-            "instance_type": self.instance_type,
-            "market": self.market_kind,
-            "instance_id": self.instance_id,
-            "currency": self.currency,
-            "price_usd_per_hour": self.price_usd_per_hour,
-            "price_missing": self.price_missing,
-            "rate_source": self.rate_source,
-            "clock": self.clock,
-            "usage_start_unix_s": self.usage_start_unix_s,
-            "usage_end_unix_s": self.usage_end_unix_s,
-            "usage_s": self.usage_s,
-            "billed_s": self.billed_s,
-            "cost_microusd": self.cost_microusd,
-            "cost_usd": usd(self.cost_microusd),
-            "provider_cost_microusd": self.provider_cost_microusd,
-            "rule": dict(self.rule),
-            "tags": dict(self.tags),
-            "closed": self.closed,
-        }
-
-
-@dataclass(frozen=True)
-class ReconcileLine:
-    """One attempt: the ledger's charge, the provider's, and their difference (provider − ledger)."""
-
-    attempt_id: str
-    instance_id: str | None
-    provider: str
-    ledger_microusd: int | None
-    provider_microusd: int | None
-
-    @property
-    def difference_microusd(self) -> int | None:
-        if self.ledger_microusd is None or self.provider_microusd is None:
-            return None
-        return self.provider_microusd - self.ledger_microusd
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "attempt_id": self.attempt_id,
-            "instance_id": self.instance_id,
-            "provider": self.provider,
-            "ledger_microusd": self.ledger_microusd,
-            "provider_microusd": self.provider_microusd,
-            "difference_microusd": self.difference_microusd,
-        }
-
-
-@dataclass(frozen=True)
-class Reconciliation:
-    """The ledger against the providers' bills: matched lines, and those one side cannot price."""
-
-    lines: tuple[ReconcileLine, ...] = field(default_factory=tuple)
-
-    @property
-    def matched(self) -> tuple[ReconcileLine, ...]:
-        return tuple(line for line in self.lines if line.difference_microusd is not None)
-
-    @property
-    def unmatched(self) -> tuple[ReconcileLine, ...]:
-        """Lines without a figure on one side (a missing price, a cloud that did not say)."""
-        return tuple(line for line in self.lines if line.difference_microusd is None)
-
-    @property
-    def ledger_microusd(self) -> int:
-        return sum(line.ledger_microusd or 0 for line in self.matched)
-
-    @property
-    def provider_microusd(self) -> int:
-        return sum(line.provider_microusd or 0 for line in self.matched)
-
-    @property
-    def difference_microusd(self) -> int:
-        """Provider − ledger over the matched lines (0: the books agree)."""
-        return sum(line.difference_microusd or 0 for line in self.matched)
-
-    @property
-    def differing(self) -> tuple[ReconcileLine, ...]:
-        return tuple(line for line in self.matched if line.difference_microusd != 0)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "ledger_microusd": self.ledger_microusd,
-            "provider_microusd": self.provider_microusd,
-            "difference_microusd": self.difference_microusd,
-            "differing": [line.to_dict() for line in self.differing],
-            "unmatched": [line.to_dict() for line in self.unmatched],
-            "lines": [line.to_dict() for line in self.lines],
-        }
 
 
 Clock = Callable[[], float]
@@ -276,7 +173,7 @@ class Ledger:
             except Exception as exc:
                 log.warning("run of attempt %s not recorded: %s", record.attempt_id, exc)
         now = self._clock()
-        rows = {r.attempt_id: _row(r, now) for r in fresh}  # one row per key (the last given)
+        rows = {r.attempt_id: record_row(r, now) for r in fresh}  # one row per key (the last given)
         with self.store.engine.begin() as conn:
             conn.execute(_upsert_records(conn.dialect.name), list(rows.values()))
 
@@ -296,12 +193,12 @@ class Ledger:
         rate_source = RATE_PLACED
         billed: Charge | None = None
         if attempt.market_kind == "spot" and start is not None and usage_s > 0:
-            lines = _cloud_lines(provider, rule, attempt, instance, start, start + usage_s)
+            lines = cloud_lines(provider, rule, attempt, instance, start, start + usage_s)
             if lines is not None:
-                billed = _sum_lines(usage_s, lines)
-                price, rate_source = _mean_price(lines), RATE_CLOUD
+                billed = charge_of_lines(usage_s, lines)
+                price, rate_source = mean_line_price(lines), RATE_CLOUD
             elif price is not None:
-                observed = self._observed(attempt, rule, price, start, start + usage_s)
+                observed = observed_price(self.store, attempt, rule, price, start, start + usage_s)
                 if observed is not None:
                     price, rate_source = observed, RATE_OBSERVED
         tags.setdefault("spothop-job", attempt.job_id)
@@ -332,29 +229,6 @@ class Ledger:
             tags=tags,
             closed=closed,
         )
-
-    def _observed(
-        self, attempt: AttemptRecord, rule: BillingRule, placed: float, start: float, end: float
-    ) -> float | None:
-        """The mean spot price in force over ``start … end`` from the prices the controller
-        observed (:func:`record_observed_prices`); None when none moved it off ``placed``.
-
-        A step function: the placement price from launch (it holds through the
-        rule's ``price_fixed_s`` protection), then each observed price from the
-        time the cloud quoted it until the next.
-        """
-        market = MarketId.of(attempt.provider, attempt.region, attempt.zone, attempt.instance_type)
-        since = attempt.launched_unix_s + rule.price_fixed_s
-        points = [
-            (p.timestamp.timestamp(), p.price_usd_per_hour)
-            for p in _prices(self.store).points(
-                series=PriceSeriesKey(market, True, ""),
-                since=datetime.fromtimestamp(since, tz=UTC),
-                until=datetime.fromtimestamp(end, tz=UTC),
-            )
-            if p.source == SOURCE_OBSERVED
-        ]
-        return price_over(points, placed, start, end)
 
     def _store_usage(
         self, attempt: AttemptRecord
@@ -390,113 +264,11 @@ class Ledger:
                 | (ledger_records.c.usage_end_unix_s >= since_unix_s)
             )
         with self.store.engine.connect() as conn:
-            return [_record(dict(r._mapping)) for r in conn.execute(query)]
+            return [record_from_row(dict(r._mapping)) for r in conn.execute(query)]
 
     def reconcile(self, job_id: str | None = None) -> Reconciliation:
         """The stored records against what each provider billed (update first for fresh figures)."""
         return reconcile(self.records(job_id))
-
-
-def price_over(
-    points: Sequence[tuple[float, float]], placed: float, start: float, end: float
-) -> float | None:
-    """The time-weighted mean of a step price over ``start … end`` (``end`` > ``start``).
-
-    ``points`` are ``(unix s, USD per hour)``, oldest first: each is in force
-    from its time until the next; before the first, ``placed``. None when no
-    point changes the price in force over the interval (``placed`` stands).
-    """
-    current = placed
-    for t, p in points:
-        if t <= start:
-            current = p
-    segments: list[tuple[float, float]] = []
-    at = start
-    for t, p in points:
-        if start < t < end:
-            segments.append((current, t - at))
-            at, current = t, p
-    segments.append((current, end - at))
-    prices = {p for p, _ in segments}
-    if prices == {placed}:
-        return None
-    if len(prices) == 1:
-        return segments[0][0]
-    return sum(p * dt for p, dt in segments) / (end - start)
-
-
-def _cloud_lines(
-    provider: Provider | None,
-    rule: BillingRule,
-    attempt: AttemptRecord,
-    instance: Instance | None,
-    start: float,
-    end: float,
-) -> list[BillingLine] | None:
-    """A spot attempt's bill from its cloud's own price history (spothop.providers.billing),
-    or None when the cloud keeps none or cannot say now (the observed prices stand in)."""
-    if not isinstance(provider, SpotPriceHistory) or instance is None:
-        return None
-    try:
-        steps = billed_price_steps(
-            rule,
-            instance.launched_at,
-            start,
-            end,
-            lambda a, b: provider.spot_price_steps(
-                attempt.region, attempt.zone or None, attempt.instance_type, a, b
-            ),
-        )
-    except SpothopError as exc:
-        log.warning("price history of attempt %s not read: %s", attempt.attempt_id, exc)
-        return None
-    return billing_lines(rule, start, end, steps)
-
-
-def _sum_lines(usage_s: float, lines: Sequence[BillingLine]) -> Charge:
-    return Charge(
-        usage_s, sum(line.billed_s for line in lines), sum(line.cost_microusd for line in lines)
-    )
-
-
-def _mean_price(lines: Sequence[BillingLine]) -> float:
-    """The lines' price weighted by their billed seconds (the one price when they share it)."""
-    prices = {line.price_usd_per_hour for line in lines}
-    billed = sum(line.billed_s for line in lines)
-    if len(prices) == 1 or billed <= 0:
-        return lines[0].price_usd_per_hour
-    return sum(line.price_usd_per_hour * line.billed_s for line in lines) / billed
-
-
-def record_observed_prices(store: JobStore, observation: Any) -> int:
-    """Store this pass's spot price of each market a live spot attempt runs in; points written.
-
-    ``observation`` is the controller's (``attempts`` by job, ``market`` the
-    market view: prices on the providers' clock at ``market.now``). A price
-    equal to the last one recorded for its market in this process is not
-    written again (a step function needs only the changes). Never raises.
-    """
-    try:
-        view = observation.market
-        when = float(view.now)
-        points: list[_Quote] = []
-        for attempts in observation.attempts.values():
-            for a in attempts:
-                if not a.live or a.market_kind != "spot":
-                    continue
-                market = MarketId.of(a.provider, a.region, a.zone, a.instance_type)
-                price = view.state_of(market).spot_price_usd_per_hour
-                key = (id(store.engine), market)
-                if price is None or _LAST_QUOTED.get(key) == price or when <= 0:
-                    continue
-                _LAST_QUOTED[key] = price
-                points.append(_Quote(market, float(price), when))
-        if not points:
-            return 0
-        return _prices(store).record_prices(points, source=SOURCE_OBSERVED).added
-    except Exception as exc:
-        log.warning("observed spot prices not recorded: %s", exc)
-        return 0
 
 
 def close_books(store: JobStore, providers: Mapping[str, Provider], observation: Any) -> None:
@@ -504,41 +276,6 @@ def close_books(store: JobStore, providers: Mapping[str, Provider], observation:
     if observation is not None:
         record_observed_prices(store, observation)
     close_ended(store, providers)
-
-
-@dataclass(frozen=True)
-class _Quote:
-    market: MarketId
-    price_usd_per_hour: float
-    timestamp: float
-
-    @property
-    def provider(self) -> str:
-        return self.market.provider
-
-    @property
-    def region(self) -> str:
-        return self.market.region
-
-    @property
-    def zone(self) -> str | None:
-        return self.market.zone or None
-
-    @property
-    def instance_type(self) -> str:
-        return self.market.instance_type
-
-
-_LAST_QUOTED: dict[tuple[int, MarketId], float] = {}
-_PRICE_STORES: dict[int, PriceStore] = {}
-
-
-def _prices(store: JobStore) -> PriceStore:
-    """The price history on the job store's database (opened once per engine)."""
-    key = id(store.engine)
-    if key not in _PRICE_STORES:
-        _PRICE_STORES[key] = PriceStore(engine=store.engine)
-    return _PRICE_STORES[key]
 
 
 def close_ended(store: JobStore, providers: Mapping[str, Provider]) -> list[LedgerRecord]:
@@ -612,29 +349,6 @@ def record_run(store: JobStore, record: LedgerRecord) -> bool:
     return True
 
 
-def reconcile(records: Iterable[LedgerRecord]) -> Reconciliation:
-    """Each record's charge beside the provider's own (see :class:`Reconciliation`).
-
-    An attempt that never had an instance (a launch the cloud refused, or one cut
-    before the cloud answered) and that the ledger charges nothing has no bill to
-    match on either side: it is left out, not listed as unmatched. One that the
-    ledger charges without an instance is kept: that is a discrepancy to show.
-    """
-    return Reconciliation(
-        tuple(
-            ReconcileLine(
-                r.attempt_id, r.instance_id, r.provider, r.cost_microusd, r.provider_cost_microusd
-            )
-            for r in records
-            if not _never_billed(r)
-        )
-    )
-
-
-def _never_billed(record: LedgerRecord) -> bool:
-    return record.instance_id is None and record.cost_microusd == 0
-
-
 def total_microusd(records: Iterable[LedgerRecord]) -> int:
     """The sum of the priced records (missing prices are not 0: list them with ``price_missing``)."""
     return sum(r.cost_microusd for r in records if r.cost_microusd is not None)
@@ -673,41 +387,4 @@ def _upsert_records(dialect: str) -> Any:
         index_elements=["attempt_id"],
         set_={c.name: upsert.excluded[c.name] for c in ledger_records.c if c.name != "attempt_id"},
         where=~ledger_records.c.closed,
-    )
-
-
-def _row(r: LedgerRecord, now: float) -> dict[str, Any]:
-    return {
-        "attempt_id": r.attempt_id,
-        "job_id": r.job_id,
-        "node": r.node,
-        "provider": r.provider,
-        "region": r.region,
-        "zone": r.zone,
-        "instance_type": r.instance_type,
-        "market_kind": r.market_kind,
-        "instance_id": r.instance_id,
-        "currency": r.currency,
-        "price_usd_per_hour": r.price_usd_per_hour,
-        "rate_source": r.rate_source,
-        "clock": r.clock,
-        "usage_start_unix_s": r.usage_start_unix_s,
-        "usage_end_unix_s": r.usage_end_unix_s,
-        "usage_s": r.usage_s,
-        "billed_s": r.billed_s,
-        "cost_microusd": r.cost_microusd,
-        "provider_cost_microusd": r.provider_cost_microusd,
-        "rule_json": json.dumps(dict(r.rule)),
-        "tags_json": json.dumps(dict(r.tags)),
-        "closed": r.closed,
-        "updated_unix_s": now,
-    }
-
-
-def _record(m: Mapping[str, Any]) -> LedgerRecord:
-    values = {k: v for k, v in m.items() if k not in ("rule_json", "tags_json", "updated_unix_s")}
-    return LedgerRecord(
-        **values,
-        rule=json.loads(m["rule_json"]),
-        tags=json.loads(m["tags_json"]),
     )

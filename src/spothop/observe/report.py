@@ -47,7 +47,9 @@ from spothop.jobs.records import AttemptRecord, JobRecord
 from spothop.jobs.store import JobStore
 from spothop.observe.billing import SECONDS_PER_HOUR, known_price, microusd, usd
 from spothop.observe.events import EventStream, StreamEvent, interrupted
-from spothop.observe.ledger import Ledger, LedgerRecord, reconcile
+from spothop.observe.ledger import Ledger
+from spothop.observe.ledger_record import LedgerRecord
+from spothop.observe.reconcile import reconcile
 from spothop.providers.base import Provider
 from spothop.resources.offering import Offering
 

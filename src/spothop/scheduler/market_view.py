@@ -230,30 +230,8 @@ def offering_columns(offerings: Sequence[Offering]) -> OfferingColumns:
     group_pairs = sorted({(o.provider, o.gpu) for o in offers})
     group_index = {pair: i for i, pair in enumerate(group_pairs)}
     group = np.fromiter((group_index[(o.provider, o.gpu)] for o in offers), dtype=np.int32, count=n)
-    # Per-GPU facts come from the GPU model: look each model up once, not once per row.
-    facts: dict[tuple[str, float | None], tuple[float, float, float]] = {}
-    memory = np.empty(n)
-    tflops = np.empty(n)
-    nominal = np.empty(n)
-    row_of: dict[MarketKey, int] = {}
-    more: dict[MarketKey, list[int]] = {}
-    regional: dict[tuple[str, str, str], list[int]] = {}
-    for i, o in enumerate(offers):
-        key = (o.gpu, o.measured_tflops_per_gpu)
-        known = facts.get(key)
-        if known is None:
-            known = facts[key] = (
-                o.gpu_memory_gib,
-                o.effective_tflops_per_gpu,
-                o.nominal_tflops_per_gpu,
-            )
-        memory[i], tflops[i], nominal[i] = known
-        market = (o.provider, o.region, o.zone or "", o.instance_type)
-        if market in row_of:
-            more.setdefault(market, []).append(i)
-        else:
-            row_of[market] = i
-        regional.setdefault((o.provider, o.region, o.instance_type), []).append(i)
+    memory, tflops, nominal = _gpu_facts(offers)
+    row_of, more, regional = _market_rows(offers)
     return OfferingColumns(
         source=source,
         offerings=offers,
@@ -292,6 +270,45 @@ def offering_columns(offerings: Sequence[Offering]) -> OfferingColumns:
         copy_rows=np.array([i for rows in more.values() for i in rows], dtype=np.intp),
         copy_from=np.array([row_of[k] for k, rows in more.items() for _ in rows], dtype=np.intp),
     )
+
+
+def _gpu_facts(offers: Sequence[Offering]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each row's GPU memory (GiB), effective and nominal TFLOPS per GPU."""
+    n = len(offers)
+    # Per-GPU facts come from the GPU model: look each model up once, not once per row.
+    facts: dict[tuple[str, float | None], tuple[float, float, float]] = {}
+    memory = np.empty(n)
+    tflops = np.empty(n)
+    nominal = np.empty(n)
+    for i, o in enumerate(offers):
+        key = (o.gpu, o.measured_tflops_per_gpu)
+        known = facts.get(key)
+        if known is None:
+            known = facts[key] = (
+                o.gpu_memory_gib,
+                o.effective_tflops_per_gpu,
+                o.nominal_tflops_per_gpu,
+            )
+        memory[i], tflops[i], nominal[i] = known
+    return memory, tflops, nominal
+
+
+def _market_rows(
+    offers: Sequence[Offering],
+) -> tuple[dict[MarketKey, int], dict[MarketKey, list[int]], dict[tuple[str, str, str], list[int]]]:
+    """Each market's first row, the other rows of a market listed twice, and every row of each
+    (provider, region, instance type)."""
+    row_of: dict[MarketKey, int] = {}
+    more: dict[MarketKey, list[int]] = {}
+    regional: dict[tuple[str, str, str], list[int]] = {}
+    for i, o in enumerate(offers):
+        market = (o.provider, o.region, o.zone or "", o.instance_type)
+        if market in row_of:
+            more.setdefault(market, []).append(i)
+        else:
+            row_of[market] = i
+        regional.setdefault((o.provider, o.region, o.instance_type), []).append(i)
+    return row_of, more, regional
 
 
 @dataclass(frozen=True, eq=False)

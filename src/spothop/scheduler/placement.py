@@ -66,7 +66,8 @@ from spothop.scheduler.egress import EgressTable, egress_table
 from spothop.scheduler.errors import NoCandidates, NoCapacityNow
 from spothop.scheduler.goodput import goodput_array
 from spothop.scheduler.market_view import MarketKind, MarketView, OfferingTable
-from spothop.scheduler.requirements import FILTERS, INTERCONNECT_RANK, Requirements
+from spothop.scheduler.requirements import FILTERS, Requirements
+from spothop.scheduler.row_filters import filter_masks, gpus_refused
 
 # The checkpoint cost and restart a job pays when its spec says nothing: a few GiB of
 # state to object storage (~30 s, the checkpoint library's own initial estimate) and a
@@ -312,69 +313,7 @@ class Ranking:
         }
 
 
-# -- filtering --------------------------------------------------------------------------
-
-
-def _codes_of(names: Sequence[str], wanted: Iterable[str]) -> np.ndarray:
-    index = {name: i for i, name in enumerate(names)}
-    return np.array([index[w] for w in wanted if w in index], dtype=np.int32)
-
-
-def _filter_masks(t: OfferingTable, req: Requirements) -> dict[str, np.ndarray]:
-    """name → bool mask of the rows *passing* that filter (only filters that are set)."""
-    masks: dict[str, np.ndarray] = {}
-    if req.providers_allow or req.providers_deny:
-        allowed = [p for p in t.provider_names if req.allows_provider(p)]
-        masks["providers"] = np.isin(t.provider, _codes_of(t.provider_names, allowed))
-    for name, column, names, wanted in (
-        ("regions", t.region, t.region_names, req.regions),
-        ("zones", t.zone, t.zone_names, tuple(z for z in req.zones if z)),
-        ("gpu", t.gpu, t.gpu_names, tuple(sorted(req.gpu_names))),
-    ):
-        if wanted or (name == "zones" and req.zones):
-            masks[name] = np.isin(column, _codes_of(names, wanted))
-    if req.node_gpus is not None:
-        masks["gpus_per_node"] = t.gpu_count == req.node_gpus
-    for name, values, bound in (
-        ("min_gpu_memory_gib", t.gpu_memory_gib, req.min_gpu_memory_gib),
-        ("min_tflops_per_gpu", t.nominal_tflops_per_gpu, req.min_tflops_per_gpu),
-        ("min_cpus", t.vcpus, req.min_cpus),
-        ("min_memory_gib", t.memory_gib, req.min_memory_gib),
-    ):
-        if bound is not None:
-            masks[name] = values >= bound
-    if req.interconnect is not None:
-        masks["interconnect"] = t.interconnect_rank >= INTERCONNECT_RANK[req.interconnect]
-    if req.checkpoint_gpu is not None:
-        refused = req.refusals(t.gpu_names)
-        masks["compatible"] = ~np.isin(t.gpu, _codes_of(t.gpu_names, sorted(refused)))
-    if req.alternatives:
-        any_alt = np.zeros(len(t), dtype=bool)
-        for alt in req.alternatives:
-            any_alt |= _qualifying(t, alt)
-        masks["any_of"] = any_alt
-    return masks
-
-
-def _refused(t: OfferingTable, req: Requirements, masks: dict[str, np.ndarray]) -> dict[str, str]:
-    """gpu → the matrix's reason, for the GPUs refused among rows meeting every other filter."""
-    compat = masks.get("compatible")
-    if compat is None:
-        return {}
-    others = np.ones(len(t), dtype=bool)
-    for name, mask in masks.items():
-        if name != "compatible":
-            others &= mask
-    codes = np.unique(t.gpu[others & ~compat])
-    reasons = req.refusals(t.gpu_names[int(c)] for c in codes)
-    return dict(sorted(reasons.items()))
-
-
-def _qualifying(t: OfferingTable, req: Requirements) -> np.ndarray:
-    ok = np.ones(len(t), dtype=bool)
-    for mask in _filter_masks(t, req).values():
-        ok &= mask
-    return ok
+# -- excluded markets and reserved pools ----------------------------------------------
 
 
 def _market_codes(t: OfferingTable, market: MarketId) -> tuple[int, int, int, int] | None:
@@ -462,40 +401,87 @@ def rank(
     t = view.table
     n = len(t)
 
-    masks = _filter_masks(t, req)
+    masks = filter_masks(t, req)
     qualifying = np.ones(n, dtype=bool)
     for mask in masks.values():
         qualifying &= mask
     excluded = {name: int(n - np.count_nonzero(masks[name])) for name in FILTERS if name in masks}
-    refused = _refused(t, req, masks)
+    refused = gpus_refused(t, req, masks)
     skip = _excluded_rows(t, exclude)
+    priced = _price_kinds(t, wanted, qualifying, skip, reserved, excluded)
+    scored = _score(t, profile, priced, _egress_usd(t, profile, egress))
+    most = max(
+        (name for name, count in excluded.items() if count > 0),
+        key=lambda name: excluded[name],
+        default=None,
+    )
+    return Ranking(
+        candidates=CandidateList(scored.score, scored.candidate),
+        excluded=excluded,
+        most_excluding=most,
+        offerings=n,
+        requirements=req,
+        refused=refused,
+    )
 
-    tflops = t.effective_tflops_per_gpu * t.gpu_count
-    egress_usd = _egress_usd(t, profile, egress)
-    # Per kind: rows, price, λ.
+
+@dataclass(frozen=True, eq=False)
+class _Priced:
+    """The qualifying rows priced in the kinds asked for: kinds in KIND_ORDER, rows in market
+    order within each (a stable sort by score keeps that order among ties)."""
+
+    rows: np.ndarray  # row of the offering table
+    price: np.ndarray  # USD per hour
+    rate: np.ndarray  # preemption rate λ per hour (0: not preempted)
+    kind_codes: np.ndarray  # index into KIND_ORDER
+
+
+def _kind_rows(
+    t: OfferingTable,
+    kind: MarketKind,
+    qualifying: np.ndarray,
+    skip: np.ndarray,
+    reserved: Sequence[ReservedPool],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One kind's (rows, price, λ) of the qualifying rows not skipped, and the mask of rows it offers."""
+    n = len(t)
+    if kind is MarketKind.SPOT:
+        offered = ~np.isnan(t.spot_price_usd_per_hour) & t.spot_available
+        rows = np.flatnonzero(qualifying & offered & ~skip)
+        price = t.spot_price_usd_per_hour[rows]
+        rate = t.preemption_rate_per_h[rows]
+    elif kind is MarketKind.ON_DEMAND:
+        offered = ~np.isnan(t.on_demand_price_usd_per_hour)
+        rows = np.flatnonzero(qualifying & offered & ~skip)
+        price = t.on_demand_price_usd_per_hour[rows]
+        rate = np.zeros(rows.size)
+    else:
+        pool_rows, pool_price = _reserved_rows(t, reserved)
+        offered = np.zeros(n, dtype=bool)
+        offered[pool_rows] = True
+        keep = qualifying[pool_rows] & ~skip[pool_rows]
+        rows, price = pool_rows[keep], pool_price[keep]
+        rate = np.zeros(rows.size)
+    return rows, price, rate, offered
+
+
+def _price_kinds(
+    t: OfferingTable,
+    wanted: set[MarketKind],
+    qualifying: np.ndarray,
+    skip: dict[MarketKind, np.ndarray],
+    reserved: Sequence[ReservedPool],
+    excluded: dict[str, int],
+) -> _Priced:
+    """The rows of every kind wanted; counts ``market`` and ``excluded_markets`` into ``excluded``."""
+    n = len(t)
     parts: list[tuple[MarketKind, np.ndarray, np.ndarray, np.ndarray]] = []
     priced_any = np.zeros(n, dtype=bool)
     skipped_any = np.zeros(n, dtype=bool)
     for kind in KIND_ORDER:
         if kind not in wanted:
             continue
-        if kind is MarketKind.SPOT:
-            offered = ~np.isnan(t.spot_price_usd_per_hour) & t.spot_available
-            rows = np.flatnonzero(qualifying & offered & ~skip[kind])
-            price = t.spot_price_usd_per_hour[rows]
-            rate = t.preemption_rate_per_h[rows]
-        elif kind is MarketKind.ON_DEMAND:
-            offered = ~np.isnan(t.on_demand_price_usd_per_hour)
-            rows = np.flatnonzero(qualifying & offered & ~skip[kind])
-            price = t.on_demand_price_usd_per_hour[rows]
-            rate = np.zeros(rows.size)
-        else:
-            pool_rows, pool_price = _reserved_rows(t, reserved)
-            offered = np.zeros(n, dtype=bool)
-            offered[pool_rows] = True
-            keep = qualifying[pool_rows] & ~skip[kind][pool_rows]
-            rows, price = pool_rows[keep], pool_price[keep]
-            rate = np.zeros(rows.size)
+        rows, price, rate, offered = _kind_rows(t, kind, qualifying, skip[kind], reserved)
         priced_any |= qualifying & offered
         skipped_any |= qualifying & offered & skip[kind]
         parts.append((kind, rows, price, rate))
@@ -504,68 +490,83 @@ def rank(
     excluded["excluded_markets"] = int(np.count_nonzero(skipped_any))
 
     kind_code = {kind: i for i, kind in enumerate(KIND_ORDER)}
-    rows = np.concatenate([p[1] for p in parts]) if parts else np.empty(0, dtype=np.int64)
-    price = np.concatenate([p[2] for p in parts]) if parts else np.empty(0)
-    rate = np.concatenate([p[3] for p in parts]) if parts else np.empty(0)
-    kind_codes = (
-        np.concatenate([np.full(p[1].size, kind_code[p[0]], dtype=np.int8) for p in parts])
-        if parts
-        else np.empty(0, dtype=np.int8)
+    return _Priced(
+        rows=np.concatenate([p[1] for p in parts]) if parts else np.empty(0, dtype=np.int64),
+        price=np.concatenate([p[2] for p in parts]) if parts else np.empty(0),
+        rate=np.concatenate([p[3] for p in parts]) if parts else np.empty(0),
+        kind_codes=(
+            np.concatenate([np.full(p[1].size, kind_code[p[0]], dtype=np.int8) for p in parts])
+            if parts
+            else np.empty(0, dtype=np.int8)
+        ),
     )
+
+
+@dataclass(frozen=True, eq=False)
+class _Scored:
+    """The priced rows scored (module docstring's formula); :meth:`candidate` builds one."""
+
+    t: OfferingTable
+    profile: WorkProfile
+    priced: _Priced
+    tflops: np.ndarray  # per table row: effective TFLOPS of the instance
+    good: np.ndarray  # per candidate from here on
+    tau: np.ndarray  # checkpoint interval, s
+    egress_usd: np.ndarray
+    score: np.ndarray  # USD per useful TFLOPS-hour (∞: unusable)
+
+    def candidate(self, j: int) -> Candidate:
+        t, profile, p = self.t, self.profile, self.priced
+        row = int(p.rows[j])
+        kind = KIND_ORDER[int(p.kind_codes[j])]
+        price, rate, tflops = float(p.price[j]), float(p.rate[j]), float(self.tflops[row])
+        return Candidate(
+            offering=t.offerings[row],
+            market_kind=kind,
+            price_usd_per_hour=price,
+            preemption_rate_per_h=rate,
+            effective_tflops=tflops,
+            goodput=float(self.good[j]),
+            egress_usd=float(self.egress_usd[j]),
+            score=float(self.score[j]),
+            factors={
+                "price_usd_per_hour": price,
+                "preemption_rate_per_h": rate,
+                "reliability_score": float(t.reliability_score[row])
+                if kind is MarketKind.SPOT
+                else 1.0,
+                "checkpoint_interval_s": float(self.tau[j]),
+                "save_s": profile.save_s,
+                "restart_s": profile.restart_s,
+                "boot_s": float(t.boot_s[row]),
+                "goodput": float(self.good[j]),
+                "effective_tflops_per_gpu": float(t.effective_tflops_per_gpu[row]),
+                "gpu_count": float(t.gpu_count[row]),
+                "effective_tflops": tflops,
+                "egress_usd": float(self.egress_usd[j]),
+                "data_gib": profile.data_gib,
+                "horizon_h": profile.horizon_h,
+                "usd_per_effective_tflops_hour": float(p.price[j] / self.tflops[row]),
+                "usd_per_useful_tflops_hour": float(self.score[j]),
+            },
+        )
+
+
+def _score(
+    t: OfferingTable, profile: WorkProfile, priced: _Priced, egress_usd: np.ndarray
+) -> _Scored:
+    """Goodput and score of every priced row (``egress_usd``: per table row)."""
+    tflops = t.effective_tflops_per_gpu * t.gpu_count
+    rows, price = priced.rows, priced.price
     good, tau = goodput_array(
-        rate, profile.checkpoint_interval_s, profile.save_s, profile.restart_s, t.boot_s[rows]
+        priced.rate,
+        profile.checkpoint_interval_s,
+        profile.save_s,
+        profile.restart_s,
+        t.boot_s[rows],
     )
     egress_rows = egress_usd[rows]
     with np.errstate(divide="ignore", invalid="ignore"):
         score = (price / good + egress_rows / profile.horizon_h) / tflops[rows]
     score = np.where(np.isnan(score), np.inf, score)
-    # Rows are in market order within each kind, kinds in KIND_ORDER: a stable sort keeps that.
-
-    def build(j: int) -> Candidate:
-        row = int(rows[j])
-        offering = t.offerings[row]
-        kind = KIND_ORDER[int(kind_codes[j])]
-        return Candidate(
-            offering=offering,
-            market_kind=kind,
-            price_usd_per_hour=float(price[j]),
-            preemption_rate_per_h=float(rate[j]),
-            effective_tflops=float(tflops[row]),
-            goodput=float(good[j]),
-            egress_usd=float(egress_rows[j]),
-            score=float(score[j]),
-            factors={
-                "price_usd_per_hour": float(price[j]),
-                "preemption_rate_per_h": float(rate[j]),
-                "reliability_score": float(t.reliability_score[row])
-                if kind is MarketKind.SPOT
-                else 1.0,
-                "checkpoint_interval_s": float(tau[j]),
-                "save_s": profile.save_s,
-                "restart_s": profile.restart_s,
-                "boot_s": float(t.boot_s[row]),
-                "goodput": float(good[j]),
-                "effective_tflops_per_gpu": float(t.effective_tflops_per_gpu[row]),
-                "gpu_count": float(t.gpu_count[row]),
-                "effective_tflops": float(tflops[row]),
-                "egress_usd": float(egress_rows[j]),
-                "data_gib": profile.data_gib,
-                "horizon_h": profile.horizon_h,
-                "usd_per_effective_tflops_hour": float(price[j] / tflops[row]),
-                "usd_per_useful_tflops_hour": float(score[j]),
-            },
-        )
-
-    most = max(
-        (name for name, count in excluded.items() if count > 0),
-        key=lambda name: excluded[name],
-        default=None,
-    )
-    return Ranking(
-        candidates=CandidateList(score, build),
-        excluded=excluded,
-        most_excluding=most,
-        offerings=n,
-        requirements=req,
-        refused=refused,
-    )
+    return _Scored(t, profile, priced, tflops, good, tau, egress_rows, score)

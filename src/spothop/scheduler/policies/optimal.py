@@ -90,8 +90,44 @@ def _widen(
     return out
 
 
-def solve(window: Window, setting: JobSetting, keep_choices: bool = True) -> Plan:
-    """The least cost of finishing ``setting.task_s`` by the deadline on ``window`` (module docstring)."""
+Values = list[list[npt.NDArray[np.float64]]]  # [last type][pending level] → V over w
+
+
+@dataclass(frozen=True, eq=False)
+class _Grid:
+    """The programme's dimensions, in ticks and quanta of work, and the window's market per tick."""
+
+    gap: float  # the tick, s
+    d: float  # the restart overhead, s
+    deadline_s: float
+    full: int  # whole ticks before the deadline
+    rem: float  # the deadline's last partial tick, s
+    ticks: int  # ``full``, plus the partial one if any
+    q: float  # the quantum of work, s
+    units: int  # the task, in quanta
+    nz: int  # zones
+    ntypes: int  # 0 NONE, 1 ON_DEMAND, 2+z SPOT in zone z
+    levels: int  # pending levels: 0 = none, k ≥ 1 = d − k·gap still to pay (only when d > gap)
+    pending: list[float]  # the overhead still to pay at each level, s
+    avail: npt.NDArray[np.bool_]  # [zone, tick]
+    prices: npt.NDArray[np.float64]  # [zone, tick], USD per hour
+    od_cost: float  # one tick on demand, USD
+
+    @property
+    def per_tick(self) -> int:
+        return round(self.gap / self.q)
+
+    def step(self, overhead: float, tick_len: float) -> tuple[int, int]:
+        """A running tick paying ``overhead``: (quanta credited, pending level left for the next)."""
+        credit = max(tick_len - overhead, 0.0)
+        spill = overhead - tick_len
+        level = 0 if spill <= EPS_S else round((self.d - spill) / self.gap)
+        return round(credit / self.q), level
+
+
+def _grid(window: Window, setting: JobSetting) -> _Grid:
+    """The quantum, the ticks and the pending levels of ``setting`` on ``window``; ConfigError
+    when the task is more quanta than :data:`MAX_QUANTA`."""
     gap, d = window.tick_s, setting.restart_overhead_s
     full = math.floor(setting.deadline_s / gap + EPS_S)
     rem = setting.deadline_s - full * gap
@@ -105,12 +141,8 @@ def solve(window: Window, setting: JobSetting, keep_choices: bool = True) -> Pla
             "overheads and task lengths that share a larger divisor with the tick"
         )
     nz = len(window.zones)
-    ntypes = 2 + nz  # 0 NONE, 1 ON_DEMAND, 2+z SPOT in zone z
-    # pending levels: 0 = none, k ≥ 1 = d − k·gap still to pay (only when d > gap)
     levels = 1 + (math.ceil(d / gap - EPS_S) - 1 if d > gap + EPS_S else 0)
-    pending = [0.0] + [d - k * gap for k in range(1, levels)]
     idx = (window.start_tick + np.arange(ticks)) % len(window.zones[0])
-    avail = np.stack([z.available[idx] for z in window.zones])
     prices = np.stack(
         [
             z.prices_usd_per_hour[idx]
@@ -119,62 +151,91 @@ def solve(window: Window, setting: JobSetting, keep_choices: bool = True) -> Pla
             for z in window.zones
         ]
     )
-    od_cost = setting.on_demand_price_usd_per_hour * gap / 3600.0
-    inf = np.full(units + 1, np.inf)
+    return _Grid(
+        gap=gap,
+        d=d,
+        deadline_s=setting.deadline_s,
+        full=full,
+        rem=rem,
+        ticks=ticks,
+        q=q,
+        units=units,
+        nz=nz,
+        ntypes=2 + nz,
+        levels=levels,
+        pending=[0.0] + [d - k * gap for k in range(1, levels)],
+        avail=np.stack([z.available[idx] for z in window.zones]),
+        prices=prices,
+        od_cost=setting.on_demand_price_usd_per_hour * gap / 3600.0,
+    )
+
+
+def solve(window: Window, setting: JobSetting, keep_choices: bool = True) -> Plan:
+    """The least cost of finishing ``setting.task_s`` by the deadline on ``window`` (module docstring)."""
+    grid = _grid(window, setting)
+    inf = np.full(grid.units + 1, np.inf)
     inf[0] = 0.0
-    nxt = [[inf] * levels for _ in range(ntypes)]
-    choices = np.zeros((ticks, ntypes, levels, units + 1), dtype=np.int8) if keep_choices else None
+    nxt: Values = [[inf] * grid.levels for _ in range(grid.ntypes)]
+    choices = (
+        np.zeros((grid.ticks, grid.ntypes, grid.levels, grid.units + 1), dtype=np.int8)
+        if keep_choices
+        else None
+    )
+    for t in range(grid.ticks - 1, -1, -1):
+        nxt = _tick(grid, t, nxt, inf, choices)
+    return Plan(float(nxt[0][0][grid.units]), grid.q, grid.ticks, grid.levels, choices)
 
-    def step(overhead: float, tick_len: float) -> tuple[int, int]:
-        credit = max(tick_len - overhead, 0.0)
-        spill = overhead - tick_len
-        level = 0 if spill <= EPS_S else round((d - spill) / gap)
-        return round(credit / q), level
 
-    per_tick = round(gap / q)
-    for t in range(ticks - 1, -1, -1):
-        tick_len = gap if t < full else rem
-        # only w in [lo, hi] matters: more work than that cannot be left after t ticks,
-        # and less time than that is left for it (∞ above hi)
-        lo = max(0, units - t * per_tick)
-        hi = min(units, math.ceil((setting.deadline_s - t * gap) / q - EPS_S))
-        if hi < lo:
-            hi = lo
-        running = [1] + [2 + z for z in range(nz) if avail[z, t]]
-        cost = {1: od_cost} | {2 + z: prices[z, t] * gap / 3600.0 for z in range(nz)}
-        sw_credit, sw_level = step(d, tick_len)
-        rows = [nxt[0][0][lo : hi + 1]] + [
-            cost[c] + _shift(nxt[c][sw_level], sw_credit, lo, hi) for c in running
-        ]
-        stack = np.stack(rows)
-        arg1 = np.argmin(stack, axis=0)
-        best1 = np.take_along_axis(stack, arg1[None], 0)[0]
-        stack2 = stack.copy()
-        np.put_along_axis(stack2, arg1[None], np.inf, 0)
-        arg2 = np.argmin(stack2, axis=0)
-        best2 = np.take_along_axis(stack2, arg2[None], 0)[0]
-        codes = np.array([0, *running], dtype=np.int8)
-        cur = [[inf] * levels for _ in range(ntypes)]
-        cur[0] = [_widen(best1, lo, inf)] * levels
-        if choices is not None:
-            choices[t, 0, :, lo : hi + 1] = codes[arg1]
-        for row, c in enumerate(running, start=1):
-            without_c = np.where(arg1 == row, best2, best1)
-            without_code = np.where(arg1 == row, codes[arg2], codes[arg1])
-            for k in range(levels):
-                credit, level = step(pending[k], tick_len)
-                stay = cost[c] + _shift(nxt[c][level], credit, lo, hi)
-                take_stay = stay <= without_c
-                cur[c][k] = _widen(np.where(take_stay, stay, without_c), lo, inf)
-                if choices is not None:
-                    choices[t, c, k, lo : hi + 1] = np.where(take_stay, c, without_code)
-        for z in range(nz):
-            if not avail[z, t]:  # last ran spot there, but the instance is gone
-                cur[2 + z] = cur[0]
-                if choices is not None:
-                    choices[t, 2 + z] = choices[t, 0]
-        nxt = cur
-    return Plan(float(nxt[0][0][units]), q, ticks, levels, choices)
+def _tick(
+    grid: _Grid,
+    t: int,
+    nxt: Values,
+    inf: npt.NDArray[np.float64],
+    choices: npt.NDArray[np.int8] | None,
+) -> Values:
+    """V at the start of tick ``t`` from V at ``t + 1`` (``nxt``); the argmin into ``choices``."""
+    gap, nz, levels = grid.gap, grid.nz, grid.levels
+    tick_len = gap if t < grid.full else grid.rem
+    # only w in [lo, hi] matters: more work than that cannot be left after t ticks,
+    # and less time than that is left for it (∞ above hi)
+    lo = max(0, grid.units - t * grid.per_tick)
+    hi = min(grid.units, math.ceil((grid.deadline_s - t * gap) / grid.q - EPS_S))
+    if hi < lo:
+        hi = lo
+    running = [1] + [2 + z for z in range(nz) if grid.avail[z, t]]
+    cost = {1: grid.od_cost} | {2 + z: grid.prices[z, t] * gap / 3600.0 for z in range(nz)}
+    sw_credit, sw_level = grid.step(grid.d, tick_len)
+    rows = [nxt[0][0][lo : hi + 1]] + [
+        cost[c] + _shift(nxt[c][sw_level], sw_credit, lo, hi) for c in running
+    ]
+    stack = np.stack(rows)
+    arg1 = np.argmin(stack, axis=0)
+    best1 = np.take_along_axis(stack, arg1[None], 0)[0]
+    stack2 = stack.copy()
+    np.put_along_axis(stack2, arg1[None], np.inf, 0)
+    arg2 = np.argmin(stack2, axis=0)
+    best2 = np.take_along_axis(stack2, arg2[None], 0)[0]
+    codes = np.array([0, *running], dtype=np.int8)
+    cur = [[inf] * levels for _ in range(grid.ntypes)]
+    cur[0] = [_widen(best1, lo, inf)] * levels
+    if choices is not None:
+        choices[t, 0, :, lo : hi + 1] = codes[arg1]
+    for row, c in enumerate(running, start=1):
+        without_c = np.where(arg1 == row, best2, best1)
+        without_code = np.where(arg1 == row, codes[arg2], codes[arg1])
+        for k in range(levels):
+            credit, level = grid.step(grid.pending[k], tick_len)
+            stay = cost[c] + _shift(nxt[c][level], credit, lo, hi)
+            take_stay = stay <= without_c
+            cur[c][k] = _widen(np.where(take_stay, stay, without_c), lo, inf)
+            if choices is not None:
+                choices[t, c, k, lo : hi + 1] = np.where(take_stay, c, without_code)
+    for z in range(nz):
+        if not grid.avail[z, t]:  # last ran spot there, but the instance is gone
+            cur[2 + z] = cur[0]
+            if choices is not None:
+                choices[t, 2 + z] = choices[t, 0]
+    return cur
 
 
 @register

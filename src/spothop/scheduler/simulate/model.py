@@ -314,6 +314,45 @@ def _views(
     return views, union.history.view(at, union_avail[t], 0.0)
 
 
+@dataclass(frozen=True)
+class _Tape:
+    """A run's window as plain lists for the hot loop, and what one tick bills."""
+
+    avail: list[list[bool]]  # [zone][tick]
+    prices: list[list[float]]  # [zone][tick], USD per hour
+    estimates: bool  # whether the policy sees online estimates (``uses_estimates``)
+    union: Zone | None  # the any-zone union, when it does
+    union_avail: list[bool] | None
+    bill: float  # hours billed per tick
+    od_tick_cost: float  # USD for one tick on demand
+
+
+def _tape(policy: Policy, window: Window, setting: JobSetting, horizon: int) -> _Tape:
+    """Read the window's traces for ``horizon`` ticks; the policy prepares (an oracle sees all)."""
+    lists = [
+        _window_lists(z, window.start_tick, horizon, setting.spot_price_usd_per_hour)
+        for z in window.zones
+    ]
+    wants_estimates = getattr(policy, "uses_estimates", False)
+    prepare = getattr(policy, "prepare", None)
+    if prepare is not None:
+        prepare(window, setting)
+    bill = window.tick_s / S_PER_H
+    union = window.any_zone if wants_estimates else None
+    union_avail = None
+    if union is not None:
+        union_avail = _window_lists(union, window.start_tick, horizon, 0.0)[0]
+    return _Tape(
+        avail=[a for a, _ in lists],
+        prices=[p for _, p in lists],
+        estimates=wants_estimates,
+        union=union,
+        union_avail=union_avail,
+        bill=bill,
+        od_tick_cost=setting.on_demand_price_usd_per_hour * bill,
+    )
+
+
 def run(
     policy: Policy,
     window: Window,
@@ -323,24 +362,9 @@ def run(
     record: bool = False,
 ) -> RunResult:
     """One job from ``window.start_tick`` under ``policy``, tick by tick (module docstring)."""
-    gap, task, d = window.tick_s, setting.task_s, setting.restart_overhead_s
+    gap, task = window.tick_s, setting.task_s
     horizon = setting.horizon_ticks(gap)
-    zones = window.zones
-    lists = [
-        _window_lists(z, window.start_tick, horizon, setting.spot_price_usd_per_hour) for z in zones
-    ]
-    avail = [a for a, _ in lists]
-    prices = [p for _, p in lists]
-    wants_estimates = getattr(policy, "uses_estimates", False)
-    prepare = getattr(policy, "prepare", None)
-    if prepare is not None:
-        prepare(window, setting)
-    bill = gap / S_PER_H
-    od_tick_cost = setting.on_demand_price_usd_per_hour * bill
-    union = window.any_zone if wants_estimates else None
-    union_avail = None
-    if union is not None:
-        union_avail = _window_lists(union, window.start_tick, horizon, 0.0)[0]
+    tape = _tape(policy, window, setting, horizon)
     run_ = _Tally(task)
     records: list[TickRecord] = []
     t = 0
@@ -351,15 +375,17 @@ def run(
                 f"{horizon} ticks on {window.label}"
             )
         last = run_.last
-        if last.kind is Kind.SPOT and not avail[last.zone][t]:
+        if last.kind is Kind.SPOT and not tape.avail[last.zone][t]:
             run_.preemptions += 1
-        views, any_zone = _views(window, t, avail, prices, union, union_avail, wants_estimates)
+        views, any_zone = _views(
+            window, t, tape.avail, tape.prices, tape.union, tape.union_avail, tape.estimates
+        )
         state = DeadlineState(
             t * gap,
             run_.work_left,
             task,
             setting.deadline_s,
-            d,
+            setting.restart_overhead_s,
             gap,
             last,
             run_.pending,
@@ -367,36 +393,8 @@ def run(
             setting.on_demand_price_usd_per_hour,
             any_zone,
         )
-        decision = _choose(policy, state, avail, t)
-        credit = tick_cost = 0.0
-        if decision.kind is Kind.NONE:
-            run_.last, run_.pending = IDLE, 0.0
-        elif decision.make_before_break:  # the old zone works the tick while the new one boots
-            overhead = run_.pending
-            credit = gap - overhead
-            tick_cost = (prices[last.zone][t] + prices[decision.zone][t]) * bill
-            run_.cost += tick_cost
-            run_.spot_ticks += 1
-            run_.migrations += 1
-            credit = run_.work(credit, t * gap + overhead)
-            run_.last, run_.pending = Decision(Kind.SPOT, decision.zone), 0.0
-        else:
-            if decision != last:
-                overhead = d
-                run_.restarts += 1
-            else:
-                overhead = run_.pending
-            credit = gap - overhead if overhead < gap else 0.0
-            run_.pending = overhead - gap if overhead > gap else 0.0
-            if decision.kind is Kind.SPOT:
-                tick_cost = prices[decision.zone][t] * bill
-                run_.spot_ticks += 1
-            else:
-                tick_cost = od_tick_cost
-                run_.od_ticks += 1
-            run_.cost += tick_cost
-            credit = run_.work(credit, t * gap + overhead)
-            run_.last = decision
+        decision = _choose(policy, state, tape.avail, t)
+        credit, tick_cost = _play(run_, decision, last, t, gap, setting.restart_overhead_s, tape)
         if record:
             records.append(TickRecord(t, decision, credit, tick_cost, run_.work_left))
         t += 1
@@ -409,11 +407,48 @@ def run(
         deadline_met=run_.finish <= setting.deadline_s + EPS_S,
         preemptions=run_.preemptions,
         restarts=run_.restarts,
-        spot_hours=run_.spot_ticks * bill,
-        on_demand_hours=run_.od_ticks * bill,
+        spot_hours=run_.spot_ticks * tape.bill,
+        on_demand_hours=run_.od_ticks * tape.bill,
         ticks=tuple(records),
         migrations=run_.migrations,
     )
+
+
+def _play(
+    run_: _Tally, decision: Decision, last: Decision, t: int, gap: float, d: float, tape: _Tape
+) -> tuple[float, float]:
+    """Steps 3 and 5 for tick ``t``: pay the overhead, credit the work, bill the tick; returns
+    (seconds of work credited, USD billed)."""
+    credit = tick_cost = 0.0
+    if decision.kind is Kind.NONE:
+        run_.last, run_.pending = IDLE, 0.0
+    elif decision.make_before_break:  # the old zone works the tick while the new one boots
+        overhead = run_.pending
+        credit = gap - overhead
+        tick_cost = (tape.prices[last.zone][t] + tape.prices[decision.zone][t]) * tape.bill
+        run_.cost += tick_cost
+        run_.spot_ticks += 1
+        run_.migrations += 1
+        credit = run_.work(credit, t * gap + overhead)
+        run_.last, run_.pending = Decision(Kind.SPOT, decision.zone), 0.0
+    else:
+        if decision != last:
+            overhead = d
+            run_.restarts += 1
+        else:
+            overhead = run_.pending
+        credit = gap - overhead if overhead < gap else 0.0
+        run_.pending = overhead - gap if overhead > gap else 0.0
+        if decision.kind is Kind.SPOT:
+            tick_cost = tape.prices[decision.zone][t] * tape.bill
+            run_.spot_ticks += 1
+        else:
+            tick_cost = tape.od_tick_cost
+            run_.od_ticks += 1
+        run_.cost += tick_cost
+        credit = run_.work(credit, t * gap + overhead)
+        run_.last = decision
+    return credit, tick_cost
 
 
 def zone_from_flags(

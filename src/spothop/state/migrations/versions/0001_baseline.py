@@ -28,6 +28,12 @@ def _missing(name: str) -> bool:
 
 
 def upgrade() -> None:
+    _create_market_tables()
+    _create_queue_tables()
+
+
+def _create_market_tables() -> None:
+    """Price history, interruptions and exposure (runs), each only if missing."""
     if _missing("market_prices"):
         op.create_table(
             "market_prices",
@@ -83,6 +89,10 @@ def upgrade() -> None:
             sa.Column("start_unix_s", sa.Float, nullable=False),
             sa.Column("end_unix_s", sa.Float, nullable=False),
         )
+
+
+def _create_queue_tables() -> None:
+    """The shard queue's jobs and shards, each only if missing."""
     if _missing("queue_jobs"):
         op.create_table(
             "queue_jobs",
