@@ -120,9 +120,9 @@ class JobStore(JobRows, ControllerLeases, AttemptRows, EventRows, CooldownRows, 
         self._engine = (
             base.execution_options(schema_translate_map={None: schema}) if schema else base
         )
-        self._clock: Clock = clock or time.time
-        self._holder: Holder | None = None
-        self._on_lost: Callable[[str], object] | None = None
+        self._clock = clock or time.time
+        self._holder = None
+        self._on_lost = None
         ensure_schema(base, schema)
 
     def fenced(self, holder: Holder, *, on_lost: Callable[[str], object] | None = None) -> JobStore:
