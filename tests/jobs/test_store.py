@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from spothop.errors import NotFoundError
-from spothop.jobs import store as store_module
 from spothop.jobs.lifecycle import AttemptState, EndReason, IllegalTransition, JobState, NodeState
 from spothop.jobs.store import (
     AttemptNotFound,
@@ -22,8 +21,10 @@ from spothop.jobs.store import (
     JobLeaseLost,
     JobNotFound,
     JobStore,
+    job_rows,
     node_count,
 )
+from spothop.jobs.store import events as event_rows
 from spothop.resources.market_id import MarketId
 from tests.conftest import POSTGRES_URL
 
@@ -133,7 +134,7 @@ def test_ids_are_unique_and_a_collision_is_drawn_again(
     assert len(ids) == 50
     taken = next(iter(ids))[2:]
     draws = iter([taken, taken, "abcdef"])
-    monkeypatch.setattr(store_module.secrets, "token_hex", lambda _n: next(draws))
+    monkeypatch.setattr(job_rows.secrets, "token_hex", lambda _n: next(draws))
     assert store.create_job(Spec()) == "j-abcdef"
 
 
@@ -381,8 +382,8 @@ def test_the_newest_events_of_some_jobs_are_chosen_by_the_query(
     store: JobStore, in_query: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if not in_query:  # a filter too long for an IN list: pages of events, filtered
-        monkeypatch.setattr(store_module, "MAX_IN_IDS", 0)
-        monkeypatch.setattr(store_module, "EVENT_PAGE", 2)
+        monkeypatch.setattr(event_rows, "MAX_IN_IDS", 0)
+        monkeypatch.setattr(event_rows, "EVENT_PAGE", 2)
     assert store.last_event_seq() == 0
     jobs = [store.create_job(Spec()) for _ in range(3)]
     for n in range(4):

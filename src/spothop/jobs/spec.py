@@ -30,6 +30,12 @@ Contracts:
 4. GPU names are checked against the GPU catalog (``resources/gpus.py``) and
    kept as the catalog spells them: a model's canonical name ("A100-SXM4-80GB")
    or a family ("A100", meaning every variant); ``match_gpus`` expands either.
+
+The spec's sections are models of their own modules, exported here with it:
+``spec_resources`` (what each node needs), ``spec_placement`` (clouds, spread,
+reserved pools), ``spec_work`` (checkpoints, batch inputs and output);
+``spec_values`` holds the value checks and field types they share, and
+``spec_messages`` how a validation error reads.
 """
 
 from __future__ import annotations
@@ -44,50 +50,55 @@ from typing import TYPE_CHECKING, Annotated, Any
 import yaml
 from pydantic import (
     AfterValidator,
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     ValidationError,
     ValidationInfo,
-    field_serializer,
     field_validator,
     model_validator,
 )
 
-from spothop.batch.spec import DEFAULT_RECORDS_PER_SHARD, RECORDS_PER_SHARD
-from spothop.bounds import (
-    GPU_MEMORY_GIB,
-    INSTANCE_COUNT,
-    INSTANCE_GPU_COUNT,
-    MEMORY_GIB,
-    SECONDS_PER_DAY,
-    TFLOPS,
-    VCPUS,
-    Bound,
-)
-from spothop.errors import ConfigError, JobSpecError, NotFoundError
+from spothop.bounds import SECONDS_PER_DAY, Bound
+from spothop.errors import JobSpecError, NotFoundError
 from spothop.jobs.spec_messages import spec_error
+from spothop.jobs.spec_placement import ProvidersSpec, ReservedSpec, SpreadSpec
+from spothop.jobs.spec_resources import AlternativeSpec, ResourcesSpec
 from spothop.jobs.spec_values import (
-    at_least,
+    Command,
+    Place,
+    SpecModel,
     base_dir_of,
     check_envs,
-    check_gpu_name,
-    check_url,
     env_value,
     not_blank,
-    parse_accelerators,
     parse_duration_s,
     resolve_local,
     valid_text,
 )
+from spothop.jobs.spec_work import BatchJobSpec, CheckpointSpec, CompatibilitySpec
 from spothop.queue.model import JOB_NAME_PATTERN
-from spothop.resources.offering import Interconnect
 from spothop.scheduler.policies import policy_class, policy_names
 
 if TYPE_CHECKING:
-    from spothop.resources.compat import CompatNeed
     from spothop.scheduler.requirements import Requirements
+
+__all__ = [
+    "AlternativeSpec",
+    "BatchJobSpec",
+    "CheckpointSpec",
+    "CompatibilitySpec",
+    "JobKind",
+    "JobSpec",
+    "MarketChoice",
+    "OnMaxInterruptions",
+    "ProvidersSpec",
+    "ReservedSpec",
+    "ResourcesSpec",
+    "SpreadSpec",
+    "Tolerance",
+    "container_image",
+    "load_job",
+]
 
 # Numbers of a job spec, checked with spothop.bounds (a NaN, an infinity or an absurd value names the field):
 NUM_NODES = Bound(1, 1024, "nodes", integer=True)  # the largest training clusters rented on spot
@@ -98,15 +109,8 @@ RETRIES = Bound(
 )  # a worker that failed a thousand times is broken
 DEADLINE_S = Bound(0, 365 * SECONDS_PER_DAY, "s", low_open=True)  # at most a year from launch
 BUDGET_USD = Bound(0, 100_000_000, "USD", low_open=True)  # USD 100M: beyond any one job
-SPREAD = Bound(1, 100, integer=True)  # no cloud has a hundred zones in reach of one job
-INTERVAL_S = Bound(0, SECONDS_PER_DAY, "s", low_open=True)  # a checkpoint at least daily
-SAVE_COST_S = Bound(0, SECONDS_PER_DAY, "s", low_open=True)
-FAILED_SHARDS = Bound(0, 10**9, "shards", integer=True)
-RESERVED_COUNT = Bound(1, INSTANCE_COUNT.high, "instances", integer=True)
 
 DEFAULT_SPREAD_WORKERS = 3  # from this many batch workers on, spread over 2 zones and 2 types
-NAME_PATTERN = r"^[a-z][a-z0-9-]*$"  # a provider's name, as world files and the registry spell it
-PLACE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,99}$"  # a region or zone name
 
 
 class JobKind(StrEnum):
@@ -140,251 +144,6 @@ class OnMaxInterruptions(StrEnum):
     FAIL = "fail"
 
 
-Name = Annotated[str, AfterValidator(valid_text), Field(pattern=NAME_PATTERN, max_length=63)]
-Place = Annotated[str, Field(pattern=PLACE_PATTERN)]
-Url = Annotated[str, Field(min_length=1), AfterValidator(check_url)]
-Command = Annotated[str, AfterValidator(valid_text)]
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-
-# -- resources --------------------------------------------------------------------------
-
-
-class _Hardware(_Model):
-    """What one node needs: a GPU model and count, or lower bounds on what any GPU offers."""
-
-    accelerators: Annotated[str | None, BeforeValidator(parse_accelerators)] = Field(
-        default=None, description="SkyPilot's spelling: NAME:COUNT, e.g. A10G:1"
-    )
-    gpu: Annotated[str, AfterValidator(check_gpu_name)] | None = None
-    gpus_per_node: Annotated[int, INSTANCE_GPU_COUNT.annotated("gpus_per_node")] | None = None
-    min_gpu_memory_gib: Annotated[float, GPU_MEMORY_GIB.annotated("min_gpu_memory_gib")] | None = (
-        None
-    )
-    min_tflops: Annotated[float, TFLOPS.annotated("min_tflops")] | None = Field(
-        default=None, description="per GPU, the catalog's nominal (dense BF16) figure"
-    )
-    interconnect: Interconnect | None = None
-    cpus: Annotated[float, BeforeValidator(at_least), VCPUS.annotated("cpus")] | None = None
-    memory_gib: (
-        Annotated[float, BeforeValidator(at_least), MEMORY_GIB.annotated("memory_gib")] | None
-    ) = None
-
-    @model_validator(mode="after")
-    def _one_gpu_spelling(self) -> _Hardware:
-        if self.accelerators is not None and self.gpu is not None:
-            raise ValueError(
-                "give 'accelerators' (NAME:COUNT) or 'gpu' with 'gpus_per_node', not both"
-            )
-        if self.accelerators is not None and self.gpus_per_node is not None:
-            raise ValueError(
-                "'accelerators' already gives the count (NAME:COUNT); drop 'gpus_per_node'"
-            )
-        return self
-
-    @property
-    def gpu_name(self) -> str | None:
-        """The GPU asked for (catalog spelling: a model or a family), or None for any GPU."""
-        if self.accelerators is not None:
-            return self.accelerators.rpartition(":")[0]
-        return self.gpu
-
-    @property
-    def gpu_count(self) -> int | None:
-        """GPUs per node asked for: one where a GPU is named without a count (as in SkyPilot),
-        None (any count) where neither a GPU nor a count is given."""
-        if self.accelerators is not None:
-            return int(self.accelerators.rpartition(":")[2])
-        if self.gpus_per_node is None and self.gpu is not None:
-            return 1
-        return self.gpus_per_node
-
-    def _filters(self) -> dict[str, Any]:
-        """This hardware's Requirements fields (GPU name and count are merged by the caller)."""
-        return {
-            "min_gpu_memory_gib": self.min_gpu_memory_gib,
-            "min_tflops_per_gpu": self.min_tflops,
-            "interconnect": self.interconnect,
-            "min_cpus": self.cpus,
-            "min_memory_gib": self.memory_gib,
-        }
-
-
-class AlternativeSpec(_Hardware):
-    """One entry of ``resources.any_of``: hardware (and optionally places) the job may run on instead.
-
-    Fields it leaves out are inherited from ``resources``; ``providers``, ``regions``
-    and ``zones`` narrow the job's own for this alternative.
-    """
-
-    providers: list[Name] | None = None
-    regions: list[Place] | None = None
-    zones: list[Place] | None = None
-
-
-class ResourcesSpec(_Hardware):
-    """What each node needs. ``any_of``: alternatives, any one of which will do."""
-
-    any_of: list[AlternativeSpec] = Field(default_factory=list)
-
-
-# -- placement --------------------------------------------------------------------------
-
-
-class ProvidersSpec(_Model):
-    """Which clouds the job may use: ``allow`` (empty: every configured one) minus ``deny``."""
-
-    allow: list[Name] = Field(default_factory=list)
-    deny: list[Name] = Field(default_factory=list)
-
-    @model_validator(mode="after")
-    def _disjoint(self) -> ProvidersSpec:
-        both = sorted(set(self.allow) & set(self.deny))
-        if both:
-            raise ValueError(f"{', '.join(both)} is both allowed and denied; keep it in one list")
-        return self
-
-
-class SpreadSpec(_Model):
-    """Spread workers over at least this many zones and instance types, where the market allows."""
-
-    min_zones: Annotated[int, SPREAD.annotated("min_zones")] = 1
-    min_instance_types: Annotated[int, SPREAD.annotated("min_instance_types")] = 1
-
-
-class ReservedSpec(_Model):
-    """A pool the user already pays for: filled before spot or on-demand is bought."""
-
-    provider: Name
-    instance_type: Annotated[str, Field(pattern=PLACE_PATTERN)]
-    zone: Place | None = None
-    count: Annotated[int, RESERVED_COUNT.annotated("count")] = 1
-
-
-# -- work -------------------------------------------------------------------------------
-
-
-_REPLICA_PLACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}(/[A-Za-z0-9][A-Za-z0-9._-]{0,99})?")
-
-
-class CompatibilitySpec(_Model):
-    """What the checkpoint's state asks of a GPU it moves to (``resources/compat.py``'s rules).
-
-    Unset fields ask nothing beyond the matrix's own rules (same vendor stack,
-    the checkpoint's architecture family or newer)."""
-
-    min_architecture: Annotated[str, AfterValidator(not_blank)] | None = Field(
-        default=None,
-        description="the oldest architecture family the state loads on (default: the "
-        "checkpoint's own family)",
-    )
-    min_compute_capability: Annotated[str, AfterValidator(not_blank)] | None = Field(
-        default=None, description="CUDA compute capability the job needs, e.g. '8.0'"
-    )
-    state_memory_gib: Annotated[float, GPU_MEMORY_GIB.annotated("state_memory_gib")] | None = Field(
-        default=None, description="GiB of state one rank keeps on its GPU"
-    )
-
-    @model_validator(mode="after")
-    def _known(self) -> CompatibilitySpec:
-        from spothop.resources.compat import compat_matrix
-
-        try:  # a ValueError is reported with the field's path, like every spec error
-            compat_matrix().check_need(self.need())
-        except ConfigError as exc:
-            raise ValueError(str(exc)) from None
-        return self
-
-    def need(self) -> CompatNeed:
-        from spothop.resources.compat import CompatNeed
-
-        return CompatNeed(self.min_architecture, self.min_compute_capability, self.state_memory_gib)
-
-
-class CheckpointSpec(_Model):
-    """Where a task's checkpoints go and how often they are taken."""
-
-    url: Url
-    interval_s: (
-        Annotated[float, BeforeValidator(parse_duration_s), INTERVAL_S.annotated("interval")] | None
-    ) = Field(
-        default=None,
-        alias="interval",
-        description="'auto' (Young/Daly from the market's preemption rate) or a duration",
-    )
-    save_cost_s: Annotated[float, SAVE_COST_S.annotated("save_cost_s")] | None = Field(
-        default=None, description="a first guess at one save's seconds; measured from then on"
-    )
-    replicas: dict[str, Url] = Field(
-        default_factory=dict,
-        description="a durable store per region ('region' or 'provider/region': URL); durable "
-        "saves are copied to each, and a relaunched instance restores from its own region's",
-    )
-    compatibility: CompatibilitySpec | None = Field(
-        default=None,
-        description="opt in to the hardware compatibility matrix ({} for its own rules): "
-        "placement and restore then keep the checkpoint on GPUs it may move to",
-    )
-
-    @field_validator("replicas")
-    @classmethod
-    def _resolve_replicas(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
-        for place in value:
-            if not _REPLICA_PLACE.fullmatch(place):
-                raise ValueError(
-                    f"replica key {place!r} must be a region or provider/region "
-                    "(letters, digits, '.', '_', '-')"
-                )
-        return {place: resolve_local(url, base_dir_of(info)) for place, url in value.items()}
-
-    @model_validator(mode="after")
-    def _replicas_are_other_stores(self) -> CheckpointSpec:
-        for place, url in self.replicas.items():
-            if url.rstrip("/") == self.url.rstrip("/"):
-                raise ValueError(
-                    f"replica {place!r} is the checkpoint url itself; name a store in that region"
-                )
-        return self
-
-    @field_validator("interval_s", mode="before")
-    @classmethod
-    def _auto(cls, value: Any) -> Any:
-        return None if value == "auto" else value
-
-    @field_validator("url")
-    @classmethod
-    def _resolve(cls, value: str, info: ValidationInfo) -> str:
-        return resolve_local(value, base_dir_of(info))
-
-    @field_serializer("interval_s")
-    def _dump_interval(self, value: float | None) -> float | str:
-        return "auto" if value is None else value
-
-
-class BatchJobSpec(_Model):
-    """A batch job's inputs (globs of JSONL or Parquet files), shard size and output."""
-
-    inputs: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)]
-    records_per_shard: Annotated[int, RECORDS_PER_SHARD.annotated("records_per_shard")] = (
-        DEFAULT_RECORDS_PER_SHARD
-    )
-    output: Url
-    allow_failed_shards: Annotated[int, FAILED_SHARDS.annotated("allow_failed_shards")] = 0
-
-    @field_validator("inputs")
-    @classmethod
-    def _resolve_inputs(cls, value: list[str], info: ValidationInfo) -> list[str]:
-        return [resolve_local(valid_text(v), base_dir_of(info)) for v in value]
-
-    @field_validator("output")
-    @classmethod
-    def _resolve_output(cls, value: str, info: ValidationInfo) -> str:
-        return resolve_local(value, base_dir_of(info))
-
-
 # -- the job ----------------------------------------------------------------------------
 
 
@@ -401,7 +160,7 @@ def container_image(value: str) -> str:
     return value
 
 
-class JobSpec(_Model):
+class JobSpec(SpecModel):
     """A validated job. Frozen; :meth:`to_json` / :meth:`from_json` round-trip it for the store."""
 
     name: Annotated[str, Field(pattern=JOB_NAME_PATTERN.pattern)]

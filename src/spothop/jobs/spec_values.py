@@ -4,6 +4,10 @@
 Durations (``6h``, ``1h30m``), SkyPilot's ``4+`` minimums and ``NAME:COUNT`` GPUs,
 text a shell and a UTF-8 store can hold, environment names, storage URLs, and
 relative paths made absolute against the job file's folder.
+
+And what the spec's sections are built from: :class:`SpecModel` (frozen; an
+unknown field is an error) and the field types ``Name`` (a provider's name),
+``Place`` (a region or zone), ``Url`` (a storage URL) and ``Command`` (shell text).
 """
 
 from __future__ import annotations
@@ -13,9 +17,9 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import ValidationInfo
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo
 
 from spothop.bounds import INSTANCE_GPU_COUNT, SECONDS_PER_DAY
 from spothop.errors import UnknownGpuError
@@ -161,3 +165,20 @@ def resolve_local(value: str, base_dir: Path | None) -> str:
 def base_dir_of(info: ValidationInfo) -> Path | None:
     context = info.context
     return context.get("base_dir") if isinstance(context, Mapping) else None
+
+
+# -- field types the spec's models share ----------------------------------------------------
+
+NAME_PATTERN = r"^[a-z][a-z0-9-]*$"  # a provider's name, as world files and the registry spell it
+PLACE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,99}$"  # a region or zone name
+
+Name = Annotated[str, AfterValidator(valid_text), Field(pattern=NAME_PATTERN, max_length=63)]
+Place = Annotated[str, Field(pattern=PLACE_PATTERN)]
+Url = Annotated[str, Field(min_length=1), AfterValidator(check_url)]
+Command = Annotated[str, AfterValidator(valid_text)]
+
+
+class SpecModel(BaseModel):
+    """A section of a job spec: frozen, and a field it does not know is an error (named, with a guess)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)

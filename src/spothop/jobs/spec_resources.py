@@ -1,0 +1,111 @@
+"""A job's ``resources``: what each node needs, as a GPU model and count or bounds, and alternatives.
+
+:class:`ResourcesSpec` (the job's ``resources``) and :class:`AlternativeSpec`
+(one entry of its ``any_of``) share the hardware fields of ``_Hardware``:
+
+- a GPU is named as SkyPilot spells it (``accelerators: A10G:1``) or as ``gpu``
+  with ``gpus_per_node``, never both; :attr:`~_Hardware.gpu_name` and
+  :attr:`~_Hardware.gpu_count` read either (a GPU named without a count means one);
+- GPU names are checked against the GPU catalog and kept as it spells them
+  (:mod:`spothop.jobs.spec`'s contract, 4);
+- the other fields are lower bounds that any offering must meet
+  (``_filters`` gives them as :class:`~spothop.scheduler.requirements.Requirements`
+  fields; :meth:`spothop.jobs.spec.JobSpec.requirements` merges them).
+
+Every field is described in ``docs/jobs.md``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BeforeValidator, Field, model_validator
+
+from spothop.bounds import GPU_MEMORY_GIB, INSTANCE_GPU_COUNT, MEMORY_GIB, TFLOPS, VCPUS
+from spothop.jobs.spec_values import (
+    Name,
+    Place,
+    SpecModel,
+    at_least,
+    check_gpu_name,
+    parse_accelerators,
+)
+from spothop.resources.offering import Interconnect
+
+
+class _Hardware(SpecModel):
+    """What one node needs: a GPU model and count, or lower bounds on what any GPU offers."""
+
+    accelerators: Annotated[str | None, BeforeValidator(parse_accelerators)] = Field(
+        default=None, description="SkyPilot's spelling: NAME:COUNT, e.g. A10G:1"
+    )
+    gpu: Annotated[str, AfterValidator(check_gpu_name)] | None = None
+    gpus_per_node: Annotated[int, INSTANCE_GPU_COUNT.annotated("gpus_per_node")] | None = None
+    min_gpu_memory_gib: Annotated[float, GPU_MEMORY_GIB.annotated("min_gpu_memory_gib")] | None = (
+        None
+    )
+    min_tflops: Annotated[float, TFLOPS.annotated("min_tflops")] | None = Field(
+        default=None, description="per GPU, the catalog's nominal (dense BF16) figure"
+    )
+    interconnect: Interconnect | None = None
+    cpus: Annotated[float, BeforeValidator(at_least), VCPUS.annotated("cpus")] | None = None
+    memory_gib: (
+        Annotated[float, BeforeValidator(at_least), MEMORY_GIB.annotated("memory_gib")] | None
+    ) = None
+
+    @model_validator(mode="after")
+    def _one_gpu_spelling(self) -> _Hardware:
+        if self.accelerators is not None and self.gpu is not None:
+            raise ValueError(
+                "give 'accelerators' (NAME:COUNT) or 'gpu' with 'gpus_per_node', not both"
+            )
+        if self.accelerators is not None and self.gpus_per_node is not None:
+            raise ValueError(
+                "'accelerators' already gives the count (NAME:COUNT); drop 'gpus_per_node'"
+            )
+        return self
+
+    @property
+    def gpu_name(self) -> str | None:
+        """The GPU asked for (catalog spelling: a model or a family), or None for any GPU."""
+        if self.accelerators is not None:
+            return self.accelerators.rpartition(":")[0]
+        return self.gpu
+
+    @property
+    def gpu_count(self) -> int | None:
+        """GPUs per node asked for: one where a GPU is named without a count (as in SkyPilot),
+        None (any count) where neither a GPU nor a count is given."""
+        if self.accelerators is not None:
+            return int(self.accelerators.rpartition(":")[2])
+        if self.gpus_per_node is None and self.gpu is not None:
+            return 1
+        return self.gpus_per_node
+
+    def _filters(self) -> dict[str, Any]:
+        """This hardware's Requirements fields (GPU name and count are merged by the caller)."""
+        return {
+            "min_gpu_memory_gib": self.min_gpu_memory_gib,
+            "min_tflops_per_gpu": self.min_tflops,
+            "interconnect": self.interconnect,
+            "min_cpus": self.cpus,
+            "min_memory_gib": self.memory_gib,
+        }
+
+
+class AlternativeSpec(_Hardware):
+    """One entry of ``resources.any_of``: hardware (and optionally places) the job may run on instead.
+
+    Fields it leaves out are inherited from ``resources``; ``providers``, ``regions``
+    and ``zones`` narrow the job's own for this alternative.
+    """
+
+    providers: list[Name] | None = None
+    regions: list[Place] | None = None
+    zones: list[Place] | None = None
+
+
+class ResourcesSpec(_Hardware):
+    """What each node needs. ``any_of``: alternatives, any one of which will do."""
+
+    any_of: list[AlternativeSpec] = Field(default_factory=list)
