@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from spothop.agent.controlplane import EventSpool, Heartbeat, HttpControlPlane
-from spothop.agent.controlplane.spool import SPOOL_FILE
-from spothop.agent.errors import ControlPlaneAuthError, ControlPlaneError
-from spothop.agent.eventmodel import Exited, WorkerExited
-from tests.agent.control_server import ControlServer
+from spothop.controlplane import EventSpool, Heartbeat, HttpControlPlane
+from spothop.controlplane.spool import SPOOL_FILE
+from spothop.wire.errors import ControlPlaneAuthError, ControlPlaneError
+from spothop.wire.events import Exited, WorkerExited
 from tests.agent.stubs import StubServer, canned
+from tests.controlplane.control_server import ControlServer
 
 TOKEN = "tok-abc123"
 BEAT = Heartbeat("i-1", "w-1", 1_800_000_000.0, "running", 1, 0, None, False)

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from spothop.agent.errors import EventFormatError
-from spothop.agent.eventmodel import (
+from spothop.agent.events import EventLog, read_agent_events, read_events
+from spothop.wire.errors import EventFormatError
+from spothop.wire.events import (
     EVENT_TYPES,
     SCHEMA_VERSION,
     AgentEvent,
@@ -18,7 +19,6 @@ from spothop.agent.eventmodel import (
     UnknownEvent,
     event_from_dict,
 )
-from spothop.agent.events import EventLog, read_agent_events, read_events
 
 ISSUE_KINDS = {
     "self_check",

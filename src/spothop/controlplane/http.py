@@ -26,7 +26,7 @@ Failure rules:
 - 401 and 403 raise :class:`ControlPlaneAuthError` at once: a wrong token is
   not an outage. Another 4xx raises :class:`ControlPlaneError` naming it.
 - :meth:`HttpControlPlane.record` never raises: the event goes to the
-  :class:`~spothop.agent.controlplane.spool.EventSpool` first, then the spool
+  :class:`~spothop.controlplane.spool.EventSpool` first, then the spool
   is sent when the server is not in its backoff window; :meth:`HttpControlPlane.flush`
   (the agent's exit: its last chance) tries at once, window or not, within its
   timeout. Events are sent oldest
@@ -48,10 +48,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from spothop.agent.controlplane.base import ControlRequest, Heartbeat, Registration
-from spothop.agent.controlplane.spool import EventSpool
-from spothop.agent.errors import ControlPlaneAuthError, ControlPlaneError
-from spothop.agent.eventmodel import AgentEvent
+from spothop.controlplane.spool import EventSpool
+from spothop.wire.contract import EVENTS_BATCH, ControlRequest, Heartbeat, Registration
+from spothop.wire.errors import ControlPlaneAuthError, ControlPlaneError
+from spothop.wire.events import AgentEvent
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,6 @@ ATTEMPTS = 3
 BACKOFF_S = 0.2
 BACKOFF_MAX_S = 2.0
 OUTAGE_BACKOFF_MAX_S = 30.0  # how long a dead server is left alone at most between tries
-EVENTS_BATCH = 100
 RETRIED_STATUSES = frozenset({429, 500, 502, 503, 504})
 
 

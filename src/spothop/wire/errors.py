@@ -1,12 +1,17 @@
-"""The agent's errors, under spothop's one tree (:mod:`spothop.errors`).
+"""The errors of the agent <-> control-plane contract, under spothop's one tree (:mod:`spothop.errors`).
 
-::
+Both sides raise and catch them (the agent, the control plane's store side,
+the server), so they live on the ground floor with the contract itself. The
+agent's own errors (:mod:`spothop.agent.errors`) hang under the same
+:class:`AgentError`::
 
     SpothopError
     ├── ConfigError
-    │   └── AgentConfigError        a bad agent option: unknown protocol, bad hook spec
+    │   └── AgentConfigError        a bad agent option: unknown protocol, bad hook spec,
+    │                               a --control-plane that names no control plane
     └── AgentError                  the on-instance agent failed at something on purpose
         ├── NoticeEndpointError     the metadata endpoint was unreachable or gave a bad answer (exit 4)
+        │                           (spothop.agent.errors)
         ├── EventFormatError        a stored or received agent event is not an event
         ├── ControlPlaneError       the control plane refused a call or did not answer
         │   └── ControlPlaneAuthError   it refused the agent's token (HTTP 401/403)
@@ -25,16 +30,6 @@ class AgentConfigError(ConfigError):
 
 class AgentError(SpothopError):
     """Root of the on-instance agent's own errors."""
-
-
-class NoticeEndpointError(AgentError):
-    """One poll of the metadata endpoint failed: unreachable, timed out, 5xx, or an answer that does not parse.
-
-    Watchers raise it; the watch loop counts it, backs off, and applies the
-    worst-case rule (see :mod:`spothop.agent.watch`). It never escapes the loop.
-    """
-
-    exit_code = EXIT_UNAVAILABLE
 
 
 class ControlPlaneError(AgentError):
