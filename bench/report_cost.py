@@ -42,10 +42,10 @@ BATCH = 1000  # events written per call
 
 def _job(store: Any, url: str) -> str:
     """A task job with two attempts on a local cloud, the first interrupted, the second running."""
-    from spothop.agent.controlplane.store import StoreControlPlane
-    from spothop.agent.eventmodel import FinalNotice, Interruption
+    from spothop.controlplane.store import StoreControlPlane
     from spothop.jobs.lifecycle import AttemptState, EndReason
     from spothop.jobs.spec import load_job
+    from spothop.wire.events import FinalNotice, Interruption
 
     job_id = store.create_job(load_job({"name": "report-cost", "run": "true"}))
     now = time.time()
@@ -85,8 +85,8 @@ def _job(store: Any, url: str) -> str:
 
 def _add_probes(url: str, job_id: str, count: int) -> None:
     """``count`` probe events from the synthetic agents, as bench/server.py's send them."""
-    from spothop.agent.controlplane.store import StoreControlPlane
-    from spothop.agent.eventmodel import Probe
+    from spothop.controlplane.store import StoreControlPlane
+    from spothop.wire.events import Probe
 
     plane = StoreControlPlane(url, "bench-0000")
     stamp = {"provider": "aws-sim", "job_id": job_id, "worker_id": "w0"}

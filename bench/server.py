@@ -410,8 +410,8 @@ FAILED = object()  # what Fleet.call returns for a call that was not answered wi
 async def _agent(
     fleet: Fleet, i: int, job_id: str, token: str, until: float, args: argparse.Namespace
 ) -> None:
-    from spothop.agent.controlplane.base import Heartbeat, Registration
-    from spothop.agent.eventmodel import Probe
+    from spothop.wire.contract import Heartbeat, Registration
+    from spothop.wire.events import Probe
 
     instance = f"bench-{i:04d}"
     caller = fleet.caller(i % 2)

@@ -82,14 +82,14 @@ _LAZY: dict[str, str] = {
         (
             "AgentError",
             "AgentConfigError",
-            "NoticeEndpointError",
             "EventFormatError",
             "ControlPlaneError",
             "ControlPlaneAuthError",
             "StoreRefused",
         ),
-        "spothop.agent.errors",
+        "spothop.wire.errors",
     ),
+    "NoticeEndpointError": "spothop.agent.errors",
     **dict.fromkeys(
         (
             "CheckpointError",
@@ -138,15 +138,7 @@ _LAZY: dict[str, str] = {
 }
 
 if TYPE_CHECKING:  # what type checkers and editors see; at run time each comes from _LAZY
-    from spothop.agent.errors import (
-        AgentConfigError,
-        AgentError,
-        ControlPlaneAuthError,
-        ControlPlaneError,
-        EventFormatError,
-        NoticeEndpointError,
-        StoreRefused,
-    )
+    from spothop.agent.errors import NoticeEndpointError
     from spothop.checkpoint import Checkpointer
     from spothop.checkpoint.errors import (
         CheckpointConfigError,
@@ -186,6 +178,14 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time each comes 
     from spothop.resources.catalog import load_catalog
     from spothop.scheduler.errors import NoCandidates, NoCapacityNow
     from spothop.scheduler.simulate.model import SimulationError
+    from spothop.wire.errors import (
+        AgentConfigError,
+        AgentError,
+        ControlPlaneAuthError,
+        ControlPlaneError,
+        EventFormatError,
+        StoreRefused,
+    )
     from spothop.worker.sdk import (
         checkpoint_requested,
         heartbeat,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tests.waiting import process_running
 
-HOST_MODULE = "spothop.agent.controlplane.host"
+HOST_MODULE = "spothop.controlplane.host"
 # Runs the agent as ``python -m spothop.agent`` does, and writes its sys.modules to $SPOTHOP_TEST_MODULES_DIR:
 # on SIGUSR1 (while it watches) to watching.txt, and at exit to exit.txt.
 AGENT_WITH_MODULE_DUMPS = """

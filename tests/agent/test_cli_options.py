@@ -11,7 +11,7 @@ import typer.main
 from spothop.agent import read_events
 from spothop.agent.cli import build_parser
 from spothop.cli.agent import agent_app
-from tests.agent.control_server import ControlServer
+from tests.controlplane.control_server import ControlServer
 
 
 def _light_options() -> set[str]:

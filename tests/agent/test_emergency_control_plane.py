@@ -23,13 +23,13 @@ import pytest
 from sqlalchemy import select
 
 from spothop.agent import EXIT_PREEMPTED, read_events
-from spothop.agent.controlplane import HttpControlPlane, QueueLeases
+from spothop.controlplane import HttpControlPlane, QueueLeases
 from spothop.db import shared_engine
 from spothop.market.interruptions import InterruptionStore
 from spothop.queue import Shard, open_queue
 from spothop.state.agent_tables import agent_events, agent_heartbeats
-from tests.agent.control_server import ControlServer
 from tests.conftest import POSTGRES_URL, PROJECT_ROOT
+from tests.controlplane.control_server import ControlServer
 from tests.waiting import scaled, wait_for
 
 WORKER = str(Path(__file__).with_name("queue_worker.py"))

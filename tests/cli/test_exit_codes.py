@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import spothop.errors as errors
-from spothop.agent.errors import AgentConfigError, NoticeEndpointError
+from spothop.agent.errors import NoticeEndpointError
 from spothop.checkpoint.errors import CheckpointCorrupt, NoValidCheckpoint
 from spothop.errors import (
     EXIT_BAD_INPUT,
@@ -31,6 +31,7 @@ from spothop.queue.errors import (
     UnknownJobError,
     UnknownLeaseError,
 )
+from spothop.wire.errors import AgentConfigError
 
 DOCUMENTED = {0, 1, 2, 3, 4, 5, 75, 130}
 

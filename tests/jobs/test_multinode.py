@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from spothop.agent.eventmodel import Exited, FinalNotice
 from spothop.errors import JobSpecError
 from spothop.jobs.controller import (
     EndAttempt,
@@ -32,6 +31,7 @@ from spothop.providers.fake.factories import make_offering
 from spothop.scheduler.market_view import MarketKind, MarketState, MarketView
 from spothop.scheduler.placement import Candidate
 from spothop.testing import FakeProvider, make_market, make_offerings
+from spothop.wire.events import Exited, FinalNotice
 from tests.jobs.controller.factories import (
     A100,
     BOOT_S,
@@ -351,9 +351,9 @@ def test_each_generation_rendezvouses_on_a_port_of_its_own() -> None:
 def test_a_stop_the_controller_asked_for_is_no_preemption_in_the_market_history(
     tmp_path: Any,
 ) -> None:
-    from spothop.agent.controlplane.store import StoreControlPlane
-    from spothop.agent.eventmodel import Interruption
+    from spothop.controlplane.store import StoreControlPlane
     from spothop.market.interruptions import InterruptionStore
+    from spothop.wire.events import Interruption
 
     url = f"sqlite:///{tmp_path / 'store.db'}"
     for protocol, instance_id in (("control-plane", "i-stopped"), ("gcp", "i-preempted")):

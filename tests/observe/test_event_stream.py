@@ -5,12 +5,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from spothop.agent.controlplane.store import StoreControlPlane
-from spothop.agent.eventmodel import FinalNotice, Interruption, WorkerStarted
+from spothop.controlplane.store import StoreControlPlane
 from spothop.jobs.lifecycle import AttemptState
 from spothop.jobs.spec import load_job
 from spothop.jobs.store import JobStore
 from spothop.observe.events import Cursor, EventStream, StreamEvent
+from spothop.wire.events import FinalNotice, Interruption, WorkerStarted
 
 
 def test_both_sources_arrive_in_order_and_a_cursor_reads_each_event_once(tmp_path: Path):

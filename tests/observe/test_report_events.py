@@ -9,16 +9,8 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 
-from spothop.agent.controlplane.store import StoreControlPlane
-from spothop.agent.eventmodel import (
-    FinalNotice,
-    Interruption,
-    Probe,
-    WorkerStarted,
-    event_from_dict,
-    new_event_id,
-)
 from spothop.cli.views import report_json
+from spothop.controlplane.store import StoreControlPlane
 from spothop.jobs.lifecycle import AttemptState, EndReason
 from spothop.jobs.spec import load_job
 from spothop.jobs.store import JobStore
@@ -26,6 +18,14 @@ from spothop.observe import events as stream_module
 from spothop.observe import report as report_module
 from spothop.observe.events import EventStream
 from spothop.observe.report import REPORT_KINDS
+from spothop.wire.events import (
+    FinalNotice,
+    Interruption,
+    Probe,
+    WorkerStarted,
+    event_from_dict,
+    new_event_id,
+)
 
 PLACE = {"provider": "p1", "region": "r1", "zone": "z1", "instance_type": "t1"}
 PROBES = 600  # a bench minute's worth for a few agents; enough that reading them shows

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from spothop.agent.controlplane import Heartbeat, HttpControlPlane, Registration
-from spothop.agent.controlplane.embedded import add_request
-from spothop.agent.errors import ControlPlaneAuthError
-from spothop.agent.eventmodel import WorkerStarted
+from spothop.controlplane import Heartbeat, HttpControlPlane, Registration
+from spothop.controlplane.embedded import add_request
 from spothop.queue import Shard, open_queue
 from spothop.state.agent_tables import agent_events, agent_heartbeats
+from spothop.wire.errors import ControlPlaneAuthError
+from spothop.wire.events import WorkerStarted
 from tests.conftest import unique
 from tests.server.conftest import Served, drop_redis_job
 

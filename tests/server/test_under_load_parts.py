@@ -234,7 +234,7 @@ def _asdict_payload(event: Any) -> dict[str, Any]:
 
 
 def test_an_events_dictionary_is_what_the_deep_copy_made_and_shares_nothing() -> None:
-    from spothop.agent.eventmodel import EVENT_TYPES, Interruption, Saved, SelfCheckEvent
+    from spothop.wire.events import EVENT_TYPES, Interruption, Saved, SelfCheckEvent
 
     identity = {"instance_id": "i-1", "fallbacks": ["imdsv1"], "nested": {"pair": (1, 2)}}
     events = [cls(instance_id="i-1", job_id="j-1") for cls in EVENT_TYPES.values()]
@@ -256,8 +256,8 @@ def test_an_events_dictionary_is_what_the_deep_copy_made_and_shares_nothing() ->
 def test_events_are_stored_once_and_the_pools_connection_keeps_its_transactions(
     pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from spothop.agent.controlplane.store import StoreControlPlane
-    from spothop.agent.eventmodel import Probe
+    from spothop.controlplane.store import StoreControlPlane
+    from spothop.wire.events import Probe
 
     monkeypatch.setenv("SPOTHOP_HOME", str(tmp_path))  # the controller's wake-up is this home's
     plane = StoreControlPlane(pg_url, "i-1")

@@ -66,8 +66,8 @@ def test_the_answers_are_the_clis_json(served: Served) -> None:
 
 
 def test_a_jobs_events_are_read_page_by_page_each_once(served: Served) -> None:
-    from spothop.agent.controlplane.store import StoreControlPlane
-    from spothop.agent.eventmodel import Probe
+    from spothop.controlplane.store import StoreControlPlane
+    from spothop.wire.events import Probe
 
     token = _user(served, "pages")
     job_id = launch(served, token, "paged")

@@ -11,8 +11,9 @@ Public surface (everything else is implementation):
 - :data:`EXIT_DONE` (0), :data:`EXIT_PREEMPTED` (75, EX_TEMPFAIL: preempted,
   resumable), :data:`EXIT_WORKER_FAILED` (1).
 - :class:`ControlPlane` and its implementations, :func:`open_control_plane`
-  (:mod:`spothop.agent.controlplane`); the events it records are the typed
-  models of :mod:`spothop.agent.eventmodel`.
+  (the contract in :mod:`spothop.wire`, the implementations in
+  :mod:`spothop.controlplane`); the events it records are the typed
+  models of :mod:`spothop.wire.events`.
 - :class:`LeaseReleaser`, ``Upload`` — the emergency protocol's hooks.
 - :func:`read_events`, :func:`read_agent_events`, :func:`read_status`,
   :class:`AgentStatus` — the instance's own log.
@@ -25,25 +26,7 @@ The agent imports only the standard library and this package at start (see
 from __future__ import annotations
 
 from spothop.agent.config import AgentConfig
-from spothop.agent.controlplane import (
-    ControlPlane,
-    ControlRequest,
-    EmbeddedControlPlane,
-    Heartbeat,
-    HttpControlPlane,
-    NoControlPlane,
-    Registration,
-    open_control_plane,
-)
-from spothop.agent.errors import (
-    AgentConfigError,
-    AgentError,
-    ControlPlaneAuthError,
-    ControlPlaneError,
-    EventFormatError,
-    NoticeEndpointError,
-)
-from spothop.agent.eventmodel import SCHEMA_VERSION, AgentEvent, UnknownEvent, event_from_dict
+from spothop.agent.errors import NoticeEndpointError
 from spothop.agent.events import AgentStatus, read_agent_events, read_events, read_status
 from spothop.agent.hooks import LeaseReleaser, Upload
 from spothop.agent.model import (
@@ -57,6 +40,18 @@ from spothop.agent.model import (
 )
 from spothop.agent.notices import WATCHERS, Watcher, make_watcher
 from spothop.agent.runtime import Agent
+from spothop.controlplane.embedded import EmbeddedControlPlane
+from spothop.controlplane.http import HttpControlPlane
+from spothop.controlplane.open import NoControlPlane, open_control_plane
+from spothop.wire.contract import ControlPlane, ControlRequest, Heartbeat, Registration
+from spothop.wire.errors import (
+    AgentConfigError,
+    AgentError,
+    ControlPlaneAuthError,
+    ControlPlaneError,
+    EventFormatError,
+)
+from spothop.wire.events import SCHEMA_VERSION, AgentEvent, UnknownEvent, event_from_dict
 
 __all__ = [
     "EXIT_DONE",

@@ -18,12 +18,13 @@ from collections.abc import Sequence
 
 from spothop.agent import model
 from spothop.agent.config import AgentConfig
-from spothop.agent.controlplane import open_control_plane, queue_leases
-from spothop.agent.errors import AgentConfigError
 from spothop.agent.hooks import load_hook
 from spothop.agent.options import OPTIONS
 from spothop.agent.runtime import Agent
+from spothop.controlplane.open import open_control_plane
+from spothop.controlplane.queue_leases import queue_leases
 from spothop.errors import ConfigError
+from spothop.wire.errors import AgentConfigError
 
 
 def build_parser() -> argparse.ArgumentParser:

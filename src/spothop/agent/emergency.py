@@ -40,10 +40,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from spothop.agent.control import ControlDir
-from spothop.agent.controlplane.base import ControlPlane
-from spothop.agent.controlplane.queue_leases import QueueLeases
-from spothop.agent.errors import ControlPlaneError
-from spothop.agent.eventmodel import (
+from spothop.agent.hooks import LeaseReleaser, Upload
+from spothop.agent.model import Notice
+from spothop.agent.reporter import Reporter
+from spothop.agent.supervisor import Supervisor
+from spothop.controlplane.queue_leases import QueueLeases
+from spothop.wire.contract import ControlPlane
+from spothop.wire.errors import ControlPlaneError
+from spothop.wire.events import (
     Interruption,
     InterruptionRecorded,
     LeasesReleased,
@@ -51,10 +55,6 @@ from spothop.agent.eventmodel import (
     SaveRequested,
     Uploaded,
 )
-from spothop.agent.hooks import LeaseReleaser, Upload
-from spothop.agent.model import Notice
-from spothop.agent.reporter import Reporter
-from spothop.agent.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
 

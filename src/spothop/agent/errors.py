@@ -1,30 +1,16 @@
-"""The agent's errors, under spothop's one tree (:mod:`spothop.errors`).
+"""The on-instance agent's own errors; the contract's (ControlPlaneError, …) are in :mod:`spothop.wire.errors`.
 
 ::
 
     SpothopError
-    ├── ConfigError
-    │   └── AgentConfigError        a bad agent option: unknown protocol, bad hook spec
-    └── AgentError                  the on-instance agent failed at something on purpose
-        ├── NoticeEndpointError     the metadata endpoint was unreachable or gave a bad answer (exit 4)
-        ├── EventFormatError        a stored or received agent event is not an event
-        ├── ControlPlaneError       the control plane refused a call or did not answer
-        │   └── ControlPlaneAuthError   it refused the agent's token (HTTP 401/403)
-        └── StoreRefused            the embedded plane's store process answered with the store's or
-                                    queue's own error (not an outage, so no fallback)
+    └── AgentError                  (spothop.wire.errors)
+        └── NoticeEndpointError     the metadata endpoint was unreachable or gave a bad answer (exit 4)
 """
 
 from __future__ import annotations
 
-from spothop.errors import EXIT_BAD_INPUT, EXIT_UNAVAILABLE, ConfigError, SpothopError
-
-
-class AgentConfigError(ConfigError):
-    """An agent option is wrong (an unknown protocol, a hook that does not import); the message says how."""
-
-
-class AgentError(SpothopError):
-    """Root of the on-instance agent's own errors."""
+from spothop.errors import EXIT_UNAVAILABLE
+from spothop.wire.errors import AgentError
 
 
 class NoticeEndpointError(AgentError):
@@ -35,27 +21,3 @@ class NoticeEndpointError(AgentError):
     """
 
     exit_code = EXIT_UNAVAILABLE
-
-
-class ControlPlaneError(AgentError):
-    """A control-plane call failed: unreachable, timed out, or refused; the message names the URL and why.
-
-    The agent never lets it stop the emergency protocol: events are spooled and
-    leases are released through the queue directly where that is reachable.
-    """
-
-    exit_code = EXIT_UNAVAILABLE
-
-
-class ControlPlaneAuthError(ControlPlaneError):
-    """The control plane refused the agent's token (HTTP 401 or 403): retrying will not help."""
-
-    exit_code = EXIT_BAD_INPUT
-
-
-class EventFormatError(AgentError):
-    """A stored or received agent event is not an event: a required field is missing or of the wrong type."""
-
-
-class StoreRefused(AgentError):
-    """The store process answered, with an error of the store or the queue behind it (not an outage)."""

@@ -1,7 +1,7 @@
 """The instance's own record of what happened: an append-only JSONL event log and a status file.
 
 ``events.jsonl`` in the state folder holds one event a line, each the
-``to_dict()`` of a typed model of :mod:`spothop.agent.eventmodel` (``kind``,
+``to_dict()`` of a typed model of :mod:`spothop.wire.events` (``kind``,
 ``event_id``, ``schema_version``, the instance's identity, ``time_unix_s`` and
 the kind's own fields) — the same dictionaries the control plane stores. It is
 the instance's local log, kept whatever the control plane does; with
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spothop.agent.errors import EventFormatError
-from spothop.agent.eventmodel import AgentEvent, event_from_dict
+from spothop.wire.errors import EventFormatError
+from spothop.wire.events import AgentEvent, event_from_dict
 from spothop.worker.channel import read_json, write_json
 
 log = logging.getLogger(__name__)

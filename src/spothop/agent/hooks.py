@@ -7,7 +7,7 @@
 - ``Upload`` — ``() -> None``: push what is still local (the emergency
   checkpoint) to durable storage.
 
-Recording the interruption is the control plane's (:mod:`spothop.agent.controlplane`).
+Recording the interruption is the control plane's (:mod:`spothop.controlplane`).
 
 Hooks given on the command line are ``module:attribute`` specs naming a
 zero-argument factory (:func:`load_hook`); that is how a deployment plugs in
@@ -20,7 +20,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from spothop.agent.errors import AgentConfigError
+from spothop.wire.errors import AgentConfigError
 
 Upload = Callable[[], None]
 

@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from spothop.agent.controlplane.base import ControlPlane, ControlRequest, Heartbeat, Registration
+from spothop.wire.contract import ControlPlane, ControlRequest, Heartbeat, Registration
 
 log = logging.getLogger(__name__)
 

@@ -24,9 +24,8 @@ METADATA_URL_ENV = "SPOTHOP_METADATA_URL"  # same names as spothop.providers.loc
 METADATA_PROTOCOL_ENV = "SPOTHOP_METADATA_PROTOCOL"
 CLOUD_ENV = "SPOTHOP_CLOUD"  # the provider's name (``aws``, ``aws-sim``); default: the protocol
 
-
-# The protocol of a notice that is the control plane's own stop request (not a cloud's notice).
-CONTROL_PLANE_PROTOCOL = "control-plane"
+# (the protocol of a notice that is the control plane's own stop request is
+# spothop.wire.contract.CONTROL_PLANE_PROTOCOL: the controller reads it too)
 
 
 class NoticeKind(StrEnum):

@@ -26,10 +26,10 @@ from typing import Any
 
 from spothop.agent import config as defaults
 from spothop.agent import model
-from spothop.agent.controlplane import NONE, TOKEN_ENV
 from spothop.agent.notices import WATCHERS
 from spothop.agent.notices.sigterm import KUBERNETES_GRACE_S
 from spothop.bounds import DURATION_S, LEAD_TIME_S, POLL_INTERVAL_S, Bound
+from spothop.controlplane.open import NONE, TOKEN_ENV
 from spothop.worker import channel
 
 CONTROL_PLANE_ENV = "SPOTHOP_CONTROL_PLANE"

@@ -20,9 +20,9 @@ import threading
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from spothop.agent.controlplane.base import ControlPlane
-from spothop.agent.eventmodel import AgentEvent, Stamp
 from spothop.agent.events import EventLog
+from spothop.wire.contract import ControlPlane
+from spothop.wire.events import AgentEvent, Stamp
 
 log = logging.getLogger(__name__)
 

@@ -29,12 +29,27 @@ from typing import Any
 from spothop.agent import model
 from spothop.agent.config import AgentConfig
 from spothop.agent.control import ControlDir
-from spothop.agent.controlplane import TOKEN_ENV, NoControlPlane
-from spothop.agent.controlplane.base import ControlPlane, ControlRequest, Heartbeat, Registration
-from spothop.agent.controlplane.queue_leases import QueueLeases, queue_leases
 from spothop.agent.emergency import EmergencyContext, release_leases, run_emergency
 from spothop.agent.errors import NoticeEndpointError
-from spothop.agent.eventmodel import (
+from spothop.agent.events import EventLog
+from spothop.agent.first_boot import probe_first_boot
+from spothop.agent.hooks import LeaseReleaser, Upload
+from spothop.agent.link import ControlLink
+from spothop.agent.model import Identity, Notice, NoticeKind, SelfCheck, final_notice
+from spothop.agent.notices import Watcher, make_watcher, sigterm_notice
+from spothop.agent.reporter import Reporter
+from spothop.agent.supervisor import LogSink, Supervisor
+from spothop.agent.watch import WatcherThread, WatchLoop
+from spothop.controlplane.open import TOKEN_ENV, NoControlPlane
+from spothop.controlplane.queue_leases import QueueLeases, queue_leases
+from spothop.wire.contract import (
+    CONTROL_PLANE_PROTOCOL,
+    ControlPlane,
+    ControlRequest,
+    Heartbeat,
+    Registration,
+)
+from spothop.wire.events import (
     AdvanceNotice,
     Exited,
     FinalNotice,
@@ -48,15 +63,6 @@ from spothop.agent.eventmodel import (
     WorkerExited,
     WorkerStarted,
 )
-from spothop.agent.events import EventLog
-from spothop.agent.first_boot import probe_first_boot
-from spothop.agent.hooks import LeaseReleaser, Upload
-from spothop.agent.link import ControlLink
-from spothop.agent.model import Identity, Notice, NoticeKind, SelfCheck, final_notice
-from spothop.agent.notices import Watcher, make_watcher, sigterm_notice
-from spothop.agent.reporter import Reporter
-from spothop.agent.supervisor import LogSink, Supervisor
-from spothop.agent.watch import WatcherThread, WatchLoop
 from spothop.worker import channel
 
 log = logging.getLogger(__name__)
@@ -324,7 +330,7 @@ class Agent:
             deadline = request.deadline_unix_s if request.deadline_unix_s is not None else now
             self.notices.append(
                 final_notice(
-                    model.CONTROL_PLANE_PROTOCOL,
+                    CONTROL_PLANE_PROTOCOL,
                     "stop-requested",
                     seen_at=now,
                     deadline=deadline,

@@ -6,7 +6,8 @@ With ``$SPOTHOP_SERVER`` (or ``--server URL``) set, every job command —
 with ``$SPOTHOP_TOKEN`` (or ``--token``) as its bearer token, and prints the
 same output: the server answers the objects of :mod:`spothop.cli.views`, the
 ones ``--json`` prints locally (a list the server wraps, ``{"jobs": […]}``, is
-unwrapped here). Standard-library ``urllib`` only: the core needs no extra.
+unwrapped here). It sends through :mod:`spothop.controlplane.client`, standard-library
+``urllib`` only: the core needs no extra.
 
 The server's errors become the CLI's, never a traceback:
 
@@ -31,15 +32,13 @@ from __future__ import annotations
 
 import json
 import os
-import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any
 
 import typer
 
+from spothop.controlplane.client import HttpStatus, JsonClient, NotJson, Unreachable, retrying
 from spothop.errors import (
     ConfigError,
     ServerAuthError,
@@ -113,6 +112,9 @@ class ServerClient:
         self.base_url = base_url.strip().rstrip("/")
         self._token = token.strip() if token and token.strip() else None
         self.timeout_s = timeout_s
+        self._client = JsonClient(
+            self.base_url, self._token, timeout_s=timeout_s, user_agent="spothop-cli"
+        )
 
     def __repr__(self) -> str:
         return f"ServerClient({self.base_url!r}, token={'***' if self._token else None})"
@@ -188,15 +190,14 @@ class ServerClient:
         backoff (its ``Retry-After`` when it gives one, at most :data:`RETRY_MAX_S`): a ``GET``
         on any :class:`ServerUnavailable`, any other method only when the connection was
         refused (the request never reached it, so it cannot have been done twice)."""
-        for attempt in range(ATTEMPTS):
-            try:
-                return self._once(method, path, params, body)
-            except ServerUnavailable as exc:
-                last = attempt == ATTEMPTS - 1
-                if last or not (method == "GET" or exc.refused):
-                    raise
-                time.sleep(min(RETRY_MAX_S, exc.retry_after_s or RETRY_BACKOFF_S * 2**attempt))
-        raise AssertionError("unreachable")  # the loop returns or raises
+        return retrying(
+            lambda: self._once(method, path, params, body),
+            attempts=ATTEMPTS,
+            retry=lambda exc: (
+                isinstance(exc, ServerUnavailable) and (method == "GET" or exc.refused)
+            ),
+            delay_s=_retry_delay_s,
+        )
 
     def _once(
         self,
@@ -205,41 +206,27 @@ class ServerClient:
         params: Mapping[str, Any] | None,
         body: Mapping[str, Any] | None,
     ) -> Any:
-        query = {k: v for k, v in (params or {}).items() if v is not None}
-        url = self.base_url + path + (f"?{urllib.parse.urlencode(query)}" if query else "")
-        headers = {"Accept": "application/json", "User-Agent": "spothop-cli"}
-        if self._token:
-            headers["Authorization"] = f"Bearer {self._token}"
-        data = None
-        if body is not None:
-            data = json.dumps(body, default=str).encode()
-            headers["Content-Type"] = "application/json"
-        request = urllib.request.Request(url, data=data, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                raw = response.read()
-        except urllib.error.HTTPError as exc:
+            return self._client.send(
+                method, path, params=params, body=body, timeout_s=self.timeout_s
+            )
+        except HttpStatus as exc:
             raise self._http_error(method, path, exc) from None
-        except (urllib.error.URLError, OSError) as exc:  # refused, unresolvable, timed out, reset
-            reason = getattr(exc, "reason", exc)
+        except Unreachable as exc:
             failure = ServerUnavailable(
-                f"the spothop server at {self.base_url} did not answer ({reason}); is it running? "
+                f"the spothop server at {self.base_url} did not answer ({exc.reason}); is it running? "
                 f"(check the URL in --server / ${SERVER_ENV}, or unset it to use the embedded store)"
             )
-            failure.refused = isinstance(reason, ConnectionRefusedError)
+            failure.refused = exc.refused
             raise failure from None
-        if not raw.strip():
-            return None
-        try:
-            return json.loads(raw)
-        except ValueError:
+        except NotJson as exc:
             raise ServerError(
-                f"{method} {self.base_url}{path}: the answer is not JSON ({raw[:120]!r}); "
+                f"{method} {self.base_url}{path}: the answer is not JSON ({exc.raw[:120]!r}); "
                 f"is {self.base_url} a spothop server?"
             ) from None
 
-    def _http_error(self, method: str, path: str, exc: urllib.error.HTTPError) -> ServerError:
-        raw = exc.read(64 * 1024)
+    def _http_error(self, method: str, path: str, exc: HttpStatus) -> ServerError:
+        raw = exc.body
         kind, message = None, raw.decode("utf-8", "replace").strip()[:ERROR_DETAIL_CHARS]
         try:
             error = json.loads(raw).get("error")
@@ -268,6 +255,13 @@ class ServerClient:
         elif cls is ServerNotFound and kind is None:
             message = f"{method} {path}: {message or 'not found'} (HTTP 404 from {self.base_url})"
         return cls(message, status=exc.code, kind=kind)
+
+
+def _retry_delay_s(attempt: int, failure: Exception) -> float:
+    """The server's ``Retry-After`` when it gave one, else ``RETRY_BACKOFF_S × 2^attempt``; at most
+    :data:`RETRY_MAX_S`."""
+    retry_after_s = failure.retry_after_s if isinstance(failure, ServerUnavailable) else None
+    return min(RETRY_MAX_S, retry_after_s or RETRY_BACKOFF_S * 2**attempt)
 
 
 def _seconds(value: str | None) -> float | None:

@@ -62,13 +62,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spothop.agent.controlplane import TOKEN_ENV
 from spothop.checkpoint.hardware import COMPAT_ENV, GPU_ENV
 from spothop.checkpoint.interval import INTERVAL_ENV, SAVE_COST_ENV
 from spothop.checkpoint.interval import RATE_ENV as _RATE_ENV
 from spothop.checkpoint.replicas import PROVIDER_ENV, REGION_ENV, REPLICAS_ENV
 from spothop.paths import spothop_home
 from spothop.state.wake import WAKE_SOCKET_ENV, wake_address
+from spothop.wire.contract import TOKEN_ENV
 
 RATE_ENV = _RATE_ENV  # the same variable the checkpoint library reads
 NODE_RANK_ENV = "SPOTHOP_NODE_RANK"

@@ -3,7 +3,7 @@
 The contract:
 
 1. **Two sources, one shape.** The agents' typed events (``agent_events``,
-   :mod:`spothop.agent.eventmodel`) and the controller's job events
+   :mod:`spothop.wire.events`) and the controller's job events
    (``job_events``) come out as :class:`StreamEvent`: time, source, kind,
    job, instance, provider, zone, instance type, and where the event says
    them, the cause, the lead time, what was saved and how long saving took,
@@ -31,13 +31,13 @@ from typing import Any
 
 from sqlalchemy import select
 
-from spothop.agent.errors import EventFormatError
-from spothop.agent.eventmodel import AgentEvent, UnknownEvent, event_from_dict
 from spothop.jobs.lifecycle import EndReason
 from spothop.jobs.records import AttemptRecord, JobEvent
 from spothop.jobs.store import JobStore
 from spothop.observe.ledger_record import LedgerRecord
 from spothop.state.agent_tables import agent_events
+from spothop.wire.errors import EventFormatError
+from spothop.wire.events import AgentEvent, UnknownEvent, event_from_dict
 
 SOURCE_AGENT = "agent"
 SOURCE_CONTROLLER = "controller"
@@ -176,7 +176,7 @@ def _first_stored(
 def stored_kinds(kinds: Collection[str]) -> list[str]:
     """The values of ``agent_events.kind`` whose rows may be events of ``kinds``.
 
-    A row's ``kind`` column is its event's kind (:mod:`spothop.agent.controlplane.store`
+    A row's ``kind`` column is its event's kind (:mod:`spothop.controlplane.store`
     writes both from one event), which is the kind the stream gives it — except a row of an
     event that the writer could not read as a kind it knows (:class:`UnknownEvent`, kind
     ``""``), whose own kind is in its payload: those rows are read, and judged by it."""

@@ -1,6 +1,6 @@
 """The agent API (``docs/agent.md``, "HTTP endpoints"): the server side of the HTTP control plane.
 
-Each request is carried out by :class:`~spothop.agent.controlplane.store.StoreControlPlane`,
+Each request is carried out by :class:`~spothop.controlplane.store.StoreControlPlane`,
 the same code the embedded control plane runs, bound to the instance and job
 the caller's token names. The scoping rules, all 403 when broken:
 
@@ -21,16 +21,7 @@ from fastapi import APIRouter, Depends, Path, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel
 
-from spothop.agent.controlplane.base import Heartbeat, Registration
-from spothop.agent.controlplane.queue_leases import queue_leases
-from spothop.agent.controlplane.store import StoreControlPlane, registration_row
-from spothop.agent.errors import EventFormatError
-from spothop.agent.eventmodel import event_from_dict
-from spothop.queue.errors import UnknownJobError
-from spothop.server import beats
-from spothop.server.auth import agent_only, require_agent
-from spothop.server.errors import ApiError, error_responses, forbidden, not_found
-from spothop.server.models import (
+from spothop.controlplane.bodies import (
     AckBody,
     EventsBody,
     HeartbeatBody,
@@ -38,8 +29,17 @@ from spothop.server.models import (
     ReleaseBody,
     event_dict,
 )
+from spothop.controlplane.queue_leases import queue_leases
+from spothop.controlplane.store import StoreControlPlane, registration_row
+from spothop.queue.errors import UnknownJobError
+from spothop.server import beats
+from spothop.server.auth import agent_only, require_agent
+from spothop.server.errors import ApiError, error_responses, forbidden, not_found
 from spothop.server.settings import Settings
 from spothop.state.tokens import Principal
+from spothop.wire.contract import Heartbeat, Registration
+from spothop.wire.errors import EventFormatError
+from spothop.wire.events import event_from_dict
 
 router = APIRouter(
     prefix="/v1/agents",

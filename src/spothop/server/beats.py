@@ -50,7 +50,7 @@ from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import Connection, Engine
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from spothop.agent.controlplane.store import upsert_heartbeat, upsert_heartbeats
+from spothop.controlplane.store import upsert_heartbeat, upsert_heartbeats
 from spothop.server.auth import agent_principal, presented, refuse
 from spothop.server.errors import ApiError
 from spothop.state.tokens import Principal, TokenStore, parse_token
@@ -213,7 +213,7 @@ class HeartbeatFastPath:
     async def _beat(self, instance_id: str, body: bytes, token: str) -> bool:
         from pydantic import ValidationError
 
-        from spothop.server.models import HeartbeatBody
+        from spothop.controlplane.bodies import HeartbeatBody
 
         if not 1 <= len(instance_id) <= MAX_ID:
             return False
@@ -229,7 +229,7 @@ class HeartbeatFastPath:
 
 
 _BEAT_PATH = re.compile(r"/v1/agents/([^/]+)/heartbeat")
-MAX_ID = 128  # spothop.server.models.Id
+MAX_ID = 128  # spothop.wire.fields.Id
 OK_BODY = b'{"status":"ok"}'
 _OK_START = {
     "type": "http.response.start",

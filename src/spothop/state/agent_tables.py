@@ -1,7 +1,7 @@
 """What the agents tell the control plane, and what it asks of them.
 
 - ``agent_heartbeats``: the latest beat per instance (upserted).
-- ``agent_events``: every typed agent event (:mod:`spothop.agent.eventmodel`),
+- ``agent_events``: every typed agent event (:mod:`spothop.wire.events`),
   one row each, keyed by the event's own id so a resent event is stored once.
   ``payload`` is the whole event as JSON; the columns beside it are what
   queries filter on.

@@ -11,7 +11,6 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from spothop.agent.eventmodel import AgentEvent
 from spothop.jobs.controller import Action, AttemptView, JobView, Launch, Snapshot
 from spothop.jobs.controller.snapshot import TAG_JOB, TAG_NODE, TAG_TOKEN
 from spothop.jobs.lifecycle import AttemptState, EndReason, JobState
@@ -21,6 +20,7 @@ from spothop.providers.fake.factories import make_offerings
 from spothop.queue.model import QueueStats
 from spothop.resources.market_id import MarketId
 from spothop.scheduler.market_view import MarketKind, MarketState, MarketView
+from spothop.wire.events import AgentEvent
 
 NOW = 100_000.0
 PROVIDER = "fake"

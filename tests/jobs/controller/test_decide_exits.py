@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from spothop.agent.eventmodel import Exited
 from spothop.jobs.controller import (
     EndAttempt,
     EnqueueShards,
@@ -14,6 +13,7 @@ from spothop.jobs.controller import (
 from spothop.jobs.controller.snapshot import TAG_JOB
 from spothop.jobs.lifecycle import AttemptState, EndReason, JobState
 from spothop.providers.base import InstanceState
+from spothop.wire.events import Exited
 from tests.jobs.controller.factories import (
     NOW,
     ZONES,

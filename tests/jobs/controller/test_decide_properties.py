@@ -10,14 +10,6 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spothop.agent.eventmodel import (
-    AdvanceNotice,
-    AgentEvent,
-    Exited,
-    FinalNotice,
-    NoticeBlind,
-    WorkerStarted,
-)
 from spothop.jobs.controller import (
     EndAttempt,
     Launch,
@@ -35,6 +27,14 @@ from spothop.jobs.lifecycle import (
 )
 from spothop.providers.base import InstanceState
 from spothop.scheduler.market_view import MarketKind
+from spothop.wire.events import (
+    AdvanceNotice,
+    AgentEvent,
+    Exited,
+    FinalNotice,
+    NoticeBlind,
+    WorkerStarted,
+)
 from tests.jobs.controller.factories import (
     A100,
     H100,

@@ -6,7 +6,6 @@ import dataclasses
 
 import pytest
 
-from spothop.agent.eventmodel import AdvanceNotice, FinalNotice, NoticeBlind, SelfCheckEvent
 from spothop.jobs.controller import (
     CoolDown,
     EndAttempt,
@@ -25,6 +24,7 @@ from spothop.providers.base import InstanceState
 from spothop.resources.market_id import MarketId
 from spothop.scheduler.market_view import MarketKind
 from spothop.scheduler.tolerance import BALANCED_WINDOW_S
+from spothop.wire.events import AdvanceNotice, FinalNotice, NoticeBlind, SelfCheckEvent
 from tests.jobs.controller.factories import (
     A100,
     H100,
@@ -131,7 +131,7 @@ def test_the_replacement_running_asks_the_old_instance_to_stop_then_terminates_i
 
 
 def test_the_old_instance_exiting_75_after_the_handover_is_superseded_and_terminated() -> None:
-    from spothop.agent.eventmodel import Exited
+    from spothop.wire.events import Exited
 
     old = attempt(n=0, state=AttemptState.NOTICED, noticed_at=NOW - 120, stop_requested_at=NOW - 20)
     new = attempt(n=1, zone=ZONES[1], state=AttemptState.RUNNING, running_at=NOW - 10)

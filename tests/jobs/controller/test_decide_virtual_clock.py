@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from spothop.agent.eventmodel import Exited, FinalNotice
 from spothop.jobs.controller import (
     Action,
     Launch,
@@ -21,6 +20,7 @@ from spothop.jobs.controller.simulated import SimulatedWorld
 from spothop.jobs.lifecycle import AttemptState, EndReason, JobState
 from spothop.providers.base import InstanceState
 from spothop.scheduler.market_view import MarketKind
+from spothop.wire.events import Exited, FinalNotice
 from tests.jobs.controller.factories import (
     NOW,
     job,

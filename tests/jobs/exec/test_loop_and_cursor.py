@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from spothop.agent.controlplane.store import StoreControlPlane
-from spothop.agent.eventmodel import FinalNotice, WorkerExited
+from spothop.controlplane.store import StoreControlPlane
 from spothop.jobs.controller.loop import Loop
 from spothop.jobs.controller.observe import EventCursor
 from spothop.jobs.orphans import find_orphans
 from spothop.jobs.store import JobStore
 from spothop.state.wake import Waker, poke
 from spothop.testing import make_instance
+from spothop.wire.events import FinalNotice, WorkerExited
 from tests.waiting import wait_for
 
 

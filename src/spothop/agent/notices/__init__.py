@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from spothop.agent.errors import AgentConfigError
 from spothop.agent.notices.aliyun import AliyunWatcher
 from spothop.agent.notices.aws import AwsWatcher
 from spothop.agent.notices.azure import AzureWatcher
@@ -18,6 +17,7 @@ from spothop.agent.notices.gcp import GcpWatcher
 from spothop.agent.notices.sigterm import SigtermWatcher, sigterm_notice
 from spothop.agent.notices.tencent import TencentWatcher
 from spothop.agent.notices.volcengine import VolcengineWatcher
+from spothop.wire.errors import AgentConfigError
 
 WATCHERS: dict[str, type[Watcher]] = {
     "aws": AwsWatcher,

@@ -1,7 +1,7 @@
 """The one HTTP call every watcher makes: stdlib ``urllib``, always with a timeout.
 
 A network failure (refused, reset, timed out) raises
-:class:`~spothop.agent.errors.NoticeEndpointError` — :class:`EndpointTimeout`,
+:class:`~spothop.wire.errors.NoticeEndpointError` — :class:`EndpointTimeout`,
 a subclass, when the endpoint took the request but never answered in time;
 any HTTP status, 4xx and 5xx included, comes back as a :class:`Reply` for the
 watcher to judge, since a 404 is often the answer "no notice".

@@ -3,7 +3,7 @@
 Contracts every watcher keeps (``tests/agent`` checks them per protocol):
 
 - :meth:`Watcher.poll` returns the notices visible now (usually none). It
-  raises :class:`~spothop.agent.errors.NoticeEndpointError` for anything it
+  raises :class:`~spothop.wire.errors.NoticeEndpointError` for anything it
   cannot trust — unreachable, timed out, 5xx, a body that does not parse on a
   protocol that signals by value — and never any other exception on a bad
   answer. It may block up to about ``poll_interval_s`` (long-polls) but no

@@ -724,7 +724,7 @@ class Executor:
         reason: str,
         deadline_unix_s: float | None = None,
     ) -> Mapping[str, Any]:
-        from spothop.agent.controlplane.store import add_request
+        from spothop.controlplane.store import add_request
 
         self.store.check_lease(job_id)
         request_id = add_request(self.store.engine, instance_id, kind, reason, deadline_unix_s)

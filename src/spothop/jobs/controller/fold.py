@@ -49,16 +49,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from spothop.agent.eventmodel import (
-    AdvanceNotice,
-    AgentEvent,
-    Exited,
-    FinalNotice,
-    Interruption,
-    NoticeBlind,
-    SelfCheckEvent,
-    WorkerStarted,
-)
 from spothop.agent.model import EXIT_DONE, EXIT_PREEMPTED
 from spothop.jobs.controller.actions import Action, EndAttempt, UpdateAttempt
 from spothop.jobs.controller.config import ControllerConfig
@@ -72,6 +62,16 @@ from spothop.jobs.controller.snapshot import (
 )
 from spothop.jobs.lifecycle import AttemptState, EndReason
 from spothop.providers.base import Instance, InstanceState
+from spothop.wire.events import (
+    AdvanceNotice,
+    AgentEvent,
+    Exited,
+    FinalNotice,
+    Interruption,
+    NoticeBlind,
+    SelfCheckEvent,
+    WorkerStarted,
+)
 
 _ENDS = {
     InstanceState.PREEMPTED: EndReason.PREEMPTED,

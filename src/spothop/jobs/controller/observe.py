@@ -7,7 +7,7 @@
   (``spothop-job``; ``list_instances``), so an instance whose launch call
   never returned (the controller died in it) is still found by its token;
 - the agents' events stored since the cursor (``agent_events``, typed by
-  :func:`spothop.agent.eventmodel.event_from_dict`), oldest first;
+  :func:`spothop.wire.events.event_from_dict`), oldest first;
 - each batch job's queue counts (pending, leased, done, dead);
 - the persisted market cooldowns;
 - every provider's reserved pools (``list_reservations``, with ``in_use``), for
@@ -53,13 +53,13 @@ from typing import Any, Protocol
 
 from sqlalchemy import select
 
-from spothop.agent.eventmodel import AgentEvent, event_from_dict
 from spothop.jobs.controller.clock import provider_now, stamp
 from spothop.jobs.lifecycle import AttemptState, JobState
 from spothop.jobs.store import AttemptRecord, JobRecord, JobStore
 from spothop.providers.base import Instance, InstanceState, Provider
 from spothop.providers.reservations import Reservation, ReservedCapacity
 from spothop.state.agent_tables import agent_events
+from spothop.wire.events import AgentEvent, event_from_dict
 
 log = logging.getLogger(__name__)
 

@@ -37,7 +37,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spothop.agent.eventmodel import AgentEvent, Exited
 from spothop.jobs.controller.actions import (
     Action,
     CoolDown,
@@ -75,6 +74,7 @@ from spothop.scheduler.simulate.model import (
     TickRecord,
     Window,
 )
+from spothop.wire.events import AgentEvent, Exited
 
 PROVIDER = "sim"
 REGION = "sim-1"

@@ -42,8 +42,6 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
-from spothop.agent.eventmodel import AgentEvent
-from spothop.agent.model import CONTROL_PLANE_PROTOCOL as _CONTROL_PLANE_PROTOCOL
 from spothop.jobs.lifecycle import AttemptState, EndReason, JobState
 from spothop.jobs.spec import JobSpec
 from spothop.providers.base import Instance
@@ -51,6 +49,8 @@ from spothop.providers.reservations import Reservation
 from spothop.queue.model import QueueStats
 from spothop.resources.market_id import MarketId
 from spothop.scheduler.market_view import MarketKind, MarketView
+from spothop.wire.contract import CONTROL_PLANE_PROTOCOL as _CONTROL_PLANE_PROTOCOL
+from spothop.wire.events import AgentEvent
 
 TAG_JOB = (
     "spothop-job"  # the tags every launch carries (written to the store before the launch call)

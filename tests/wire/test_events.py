@@ -3,22 +3,19 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
-from spothop.agent.errors import EventFormatError
-from spothop.agent.eventmodel import (
+from spothop.wire.errors import EventFormatError
+from spothop.wire.events import (
     EVENT_TYPES,
     SCHEMA_VERSION,
-    AgentEvent,
     Interruption,
     Saved,
     SelfCheckEvent,
     UnknownEvent,
     event_from_dict,
 )
-from spothop.agent.events import EventLog, read_agent_events, read_events
 
 ISSUE_KINDS = {
     "self_check",
@@ -126,19 +123,3 @@ def test_a_malformed_event_is_an_error_naming_the_field(
 ) -> None:
     with pytest.raises(EventFormatError, match=field):
         event_from_dict(broken)
-
-
-def test_the_local_log_is_written_from_the_same_models(tmp_path: Path) -> None:
-    log = EventLog(tmp_path)
-    events: list[AgentEvent] = [
-        SelfCheckEvent(instance_id="i-1", notice_blind=True, reasons=("no endpoint",)),
-        Interruption(instance_id="i-1", steps_s={"stop": 0.01}),
-    ]
-    for event in events:
-        log.write(event)
-    with open(log.path, "a", encoding="utf-8") as handle:
-        handle.write(
-            '{"kind": "exited", "instance_id": "i-1"}\n{"torn'
-        )  # malformed, then a torn last line
-    assert read_agent_events(tmp_path) == events
-    assert [e["kind"] for e in read_events(tmp_path)] == ["self_check", "interruption", "exited"]

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from spothop.agent.controlplane import EventSpool, Heartbeat, HttpControlPlane
-from spothop.agent.controlplane.spool import SPOOL_FILE
-from spothop.agent.errors import ControlPlaneAuthError, ControlPlaneError
-from spothop.agent.eventmodel import Exited, WorkerExited
-from tests.agent.control_server import ControlServer
+from spothop.controlplane import EventSpool, Heartbeat, HttpControlPlane
+from spothop.controlplane.spool import SPOOL_FILE
+from spothop.wire.errors import ControlPlaneAuthError, ControlPlaneError
+from spothop.wire.events import Exited, WorkerExited
 from tests.agent.stubs import StubServer, canned
+from tests.controlplane.control_server import ControlServer
 
 TOKEN = "tok-abc123"
 BEAT = Heartbeat("i-1", "w-1", 1_800_000_000.0, "running", 1, 0, None, False)
@@ -73,7 +73,7 @@ def test_events_wait_in_the_spool_through_an_outage_and_are_sent_once_it_ends(
         for line in (tmp_path / "agent" / SPOOL_FILE).read_text().splitlines()
     ] == [e.event_id for e in events]
     with ControlServer(f"sqlite:///{tmp_path / 'store.db'}", token=TOKEN, port=port) as server:
-        plane._outage_s, plane._down_until = 60.0, time.monotonic() + 60  # a long window
+        plane._outage.window_s, plane._outage.until = 60.0, time.monotonic() + 60  # a long window
         events.append(Exited(instance_id="i-1", code=0))
         plane.record(events[-1])  # within it: spooled, not sent
         assert server.received == []
@@ -140,7 +140,7 @@ def test_a_flush_never_outlasts_its_own_timeout_on_a_hung_server(tmp_path: Path)
     """The exit's flush gives a hung server what is left of its timeout, not a whole call's."""
     with StubServer(canned({}, default=(200, "sleep:5"))) as server:
         plane = _plane(server.url, tmp_path, timeout_s=30.0)
-        plane._down_until = time.monotonic() + 60  # record() spools without trying
+        plane._outage.until = time.monotonic() + 60  # record() spools without trying
         plane.record(Exited(instance_id="i-1", code=0))
         started = time.monotonic()
         assert plane.flush(0.5) == 1  # not taken: it stays in the spool

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from spothop.agent import read_events
-from spothop.agent.controlplane import EmbeddedControlPlane, Heartbeat, QueueLeases
-from spothop.agent.controlplane.embedded import StoreRefused
 from spothop.agent.emergency import release_leases
-from spothop.agent.errors import ControlPlaneError
-from spothop.agent.eventmodel import WorkerStarted
+from spothop.controlplane import EmbeddedControlPlane, Heartbeat, QueueLeases
+from spothop.controlplane.embedded import StoreRefused
 from spothop.queue import Shard, open_queue
+from spothop.wire.errors import ControlPlaneError
+from spothop.wire.events import WorkerStarted
 from tests.agent.store_process import (
     agent_command,
     kill_quietly,

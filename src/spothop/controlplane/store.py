@@ -1,8 +1,8 @@
 """The control plane in spothop's store: the store and the queue, written directly, in this process.
 
 What the embedded control plane's store process runs
-(:mod:`spothop.agent.controlplane.host`; the agent itself talks to it through
-:class:`~spothop.agent.controlplane.embedded.EmbeddedControlPlane`), and what
+(:mod:`spothop.controlplane.host`; the agent itself talks to it through
+:class:`~spothop.controlplane.embedded.EmbeddedControlPlane`), and what
 a server can serve the agent API with. The tables are those of
 :mod:`spothop.state.agent_tables`:
 
@@ -34,11 +34,10 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from spothop.agent.controlplane.base import ControlRequest, Heartbeat, Registration
-from spothop.agent.controlplane.queue_leases import QueueLeases
-from spothop.agent.errors import ControlPlaneError
-from spothop.agent.eventmodel import AgentEvent, Interruption
-from spothop.agent.model import CONTROL_PLANE_PROTOCOL
+from spothop.controlplane.queue_leases import QueueLeases
+from spothop.wire.contract import CONTROL_PLANE_PROTOCOL, ControlRequest, Heartbeat, Registration
+from spothop.wire.errors import ControlPlaneError
+from spothop.wire.events import AgentEvent, Interruption
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Engine
@@ -242,8 +241,8 @@ def add_request(
     deadline_unix_s: float | None = None,
 ) -> str:
     """Ask ``instance_id`` for ``kind`` (``checkpoint`` or ``stop``): what the controller will call; the id."""
-    from spothop.agent.controlplane.base import REQUEST_KINDS
     from spothop.state.agent_tables import agent_requests
+    from spothop.wire.contract import REQUEST_KINDS
 
     if kind not in REQUEST_KINDS:
         raise ControlPlaneError(f"unknown request kind {kind!r}; known: {', '.join(REQUEST_KINDS)}")

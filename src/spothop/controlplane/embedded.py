@@ -1,15 +1,15 @@
 """The embedded control plane: spothop's store and queue, reached through a store process of the agent's own.
 
 ``--control-plane sqlite:///…`` or ``postgresql://…``. The store work (the
-:class:`~spothop.agent.controlplane.store.StoreControlPlane`, SQLAlchemy and
+:class:`~spothop.controlplane.store.StoreControlPlane`, SQLAlchemy and
 the queue under it) runs in a child process,
-``python -m spothop.agent.controlplane.host`` (its wire protocol is there),
+``python -m spothop.controlplane.host`` (its wire protocol is there),
 so the agent process itself imports only the standard library and stays
 small while it watches, and a store that hangs or crashes cannot take the
-agent down. Contracts, on top of :class:`~spothop.agent.controlplane.base.ControlPlane`'s:
+agent down. Contracts, on top of :class:`~spothop.wire.contract.ControlPlane`'s:
 
 - :meth:`EmbeddedControlPlane.start` starts the store process without waiting
-  (:func:`~spothop.agent.controlplane.open_control_plane` calls it, so the
+  (:func:`~spothop.controlplane.open_control_plane` calls it, so the
   process warms up while the worker starts); the first call starts it
   otherwise. A call waits for it to be ready until ``start_timeout_s`` after
   the process started.
@@ -55,11 +55,11 @@ import weakref
 from collections.abc import Callable
 from typing import IO, Any
 
-from spothop.agent.controlplane.base import ControlRequest, Heartbeat, Registration
-from spothop.agent.controlplane.queue_leases import QueueLeases
-from spothop.agent.controlplane.store import add_request, ensure_agent_schema
-from spothop.agent.errors import ControlPlaneError, StoreRefused
-from spothop.agent.eventmodel import AgentEvent
+from spothop.controlplane.queue_leases import QueueLeases
+from spothop.controlplane.store import add_request, ensure_agent_schema
+from spothop.wire.contract import ControlRequest, Heartbeat, Registration
+from spothop.wire.errors import ControlPlaneError, StoreRefused
+from spothop.wire.events import AgentEvent
 
 __all__ = ["EmbeddedControlPlane", "StoreRefused", "add_request", "ensure_agent_schema"]
 
@@ -74,7 +74,7 @@ MAX_RESTARTS = (
 RESTART_WINDOW_S = 600.0
 RESTART_BACKOFF_S = 0.2  # doubled per restart, up to RESTART_BACKOFF_MAX_S
 RESTART_BACKOFF_MAX_S = 5.0
-HOST_MODULE = "spothop.agent.controlplane.host"
+HOST_MODULE = "spothop.controlplane.host"
 STORE_PROCESS_SIGNALS = {signal.SIGTERM, signal.SIGINT}  # the store process ignores them
 
 

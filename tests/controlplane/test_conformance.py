@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from spothop.agent.controlplane import (
+from spothop.controlplane import (
     ControlPlane,
     EmbeddedControlPlane,
     Heartbeat,
@@ -18,14 +18,14 @@ from spothop.agent.controlplane import (
     QueueLeases,
     Registration,
 )
-from spothop.agent.controlplane.embedded import add_request
-from spothop.agent.eventmodel import Interruption, WorkerStarted, event_from_dict
+from spothop.controlplane.embedded import add_request
 from spothop.db import shared_engine
 from spothop.market.interruptions import InterruptionStore
 from spothop.queue import Shard, open_queue
 from spothop.state.agent_tables import agent_events, agent_heartbeats
-from tests.agent.control_server import ControlServer
+from spothop.wire.events import Interruption, WorkerStarted, event_from_dict
 from tests.conftest import POSTGRES_URL, unique
+from tests.controlplane.control_server import ControlServer
 
 TOKEN = "s3cret-token"
 

@@ -15,8 +15,8 @@ import re
 import threading
 from typing import Any
 
-from spothop.agent.controlplane import Heartbeat, QueueLeases, Registration, StoreControlPlane
-from spothop.agent.eventmodel import event_from_dict
+from spothop.controlplane import Heartbeat, QueueLeases, Registration, StoreControlPlane
+from spothop.wire.events import event_from_dict
 from tests.agent.stubs import Answer, StubHandler, StubServer
 
 AGENT_PATH = re.compile(r"^/v1/agents/(?P<instance>[^/]+)/(?P<rest>.+)$")

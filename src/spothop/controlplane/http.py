@@ -1,4 +1,4 @@
-"""The HTTP control plane: ``spothop server``'s agent API, over standard-library ``urllib``.
+"""The HTTP control plane: ``spothop server``'s agent API, through :mod:`spothop.controlplane.client`.
 
 Endpoints (``docs/agent.md`` is the contract the server implements); every
 request carries ``Authorization: Bearer TOKEN`` and JSON bodies:
@@ -26,7 +26,7 @@ Failure rules:
 - 401 and 403 raise :class:`ControlPlaneAuthError` at once: a wrong token is
   not an outage. Another 4xx raises :class:`ControlPlaneError` naming it.
 - :meth:`HttpControlPlane.record` never raises: the event goes to the
-  :class:`~spothop.agent.controlplane.spool.EventSpool` first, then the spool
+  :class:`~spothop.controlplane.spool.EventSpool` first, then the spool
   is sent when the server is not in its backoff window; :meth:`HttpControlPlane.flush`
   (the agent's exit: its last chance) tries at once, window or not, within its
   timeout. Events are sent oldest
@@ -37,21 +37,26 @@ Failure rules:
 
 from __future__ import annotations
 
-import json
 import logging
-import random
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from pathlib import Path
 from typing import Any
 
-from spothop.agent.controlplane.base import ControlRequest, Heartbeat, Registration
-from spothop.agent.controlplane.spool import EventSpool
-from spothop.agent.errors import ControlPlaneAuthError, ControlPlaneError
-from spothop.agent.eventmodel import AgentEvent
+from spothop.controlplane.client import (
+    HttpStatus,
+    JsonClient,
+    NotJson,
+    OutageWindow,
+    Unreachable,
+    full_jitter_s,
+    retrying,
+)
+from spothop.controlplane.spool import EventSpool
+from spothop.wire.contract import EVENTS_BATCH, ControlRequest, Heartbeat, Registration
+from spothop.wire.errors import ControlPlaneAuthError, ControlPlaneError
+from spothop.wire.events import AgentEvent
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +65,6 @@ ATTEMPTS = 3
 BACKOFF_S = 0.2
 BACKOFF_MAX_S = 2.0
 OUTAGE_BACKOFF_MAX_S = 30.0  # how long a dead server is left alone at most between tries
-EVENTS_BATCH = 100
-RETRIED_STATUSES = frozenset({429, 500, 502, 503, 504})
 
 
 class HttpControlPlane:
@@ -89,9 +92,9 @@ class HttpControlPlane:
         self.backoff_max_s = backoff_max_s
         self.spool = spool or EventSpool(spool_dir)
         self._agent_path = f"/v1/agents/{urllib.parse.quote(instance_id, safe='')}"
+        self._client = JsonClient(self.base_url, token, timeout_s=timeout_s)
         self._send_lock = threading.Lock()
-        self._down_until = 0.0  # monotonic; no connection is tried before it
-        self._outage_s = 0.0
+        self._outage = OutageWindow(backoff_s, OUTAGE_BACKOFF_MAX_S)
 
     def __repr__(self) -> str:
         return f"HttpControlPlane({self.base_url!r}, {self.instance_id!r}, token={'***' if self._token else None})"
@@ -184,7 +187,7 @@ class HttpControlPlane:
     # -- transport -----------------------------------------------------------------
 
     def _in_backoff(self) -> bool:
-        return time.monotonic() < self._down_until
+        return self._outage.left_s() > 0
 
     def _call(
         self,
@@ -201,64 +204,45 @@ class HttpControlPlane:
         ``timeout_s``: each try's (default ``self.timeout_s``); ``past_backoff``: tried even
         within the backoff window (:meth:`flush`)."""
         if self._in_backoff() and not past_backoff:
-            left = self._down_until - time.monotonic()
+            left = self._outage.left_s()
             raise ControlPlaneError(f"{self.base_url} is unreachable (next try in {left:.1f} s)")
-        last = ""
         tries = attempts or self.attempts
-        for attempt in range(tries):
-            if attempt:
-                time.sleep(
-                    random.uniform(0, min(self.backoff_max_s, self.backoff_s * 2 ** (attempt - 1)))
-                )
-            try:
-                answer = self._send(method, path, body, timeout_s or self.timeout_s)
-            except _Retryable as exc:
-                last = str(exc)
-                continue
-            self._outage_s = 0.0
-            return answer
-        self._outage_s = min(OUTAGE_BACKOFF_MAX_S, max(self.backoff_s, self._outage_s * 2))
-        self._down_until = time.monotonic() + random.uniform(self._outage_s / 2, self._outage_s)
-        raise ControlPlaneError(
-            f"{method} {self.base_url}{path} failed {tries} times; last: {last}"
-        )
+        try:
+            answer = retrying(
+                lambda: self._send(method, path, body, timeout_s or self.timeout_s),
+                attempts=tries,
+                retry=lambda exc: isinstance(exc, _Retryable),
+                delay_s=lambda k, _: full_jitter_s(k, self.backoff_s, self.backoff_max_s),
+            )
+        except _Retryable as exc:
+            self._outage.failed()
+            raise ControlPlaneError(
+                f"{method} {self.base_url}{path} failed {tries} times; last: {exc}"
+            ) from None
+        self._outage.succeeded()
+        return answer
 
     def _send(self, method: str, path: str, body: dict[str, Any] | None, timeout_s: float) -> Any:
-        headers = {"Accept": "application/json"}
-        if self._token:
-            headers["Authorization"] = f"Bearer {self._token}"
-        data = None
-        if body is not None:
-            data = json.dumps(body, default=str).encode()
-            headers["Content-Type"] = "application/json"
-        request = urllib.request.Request(
-            self.base_url + path, data=data, method=method, headers=headers
-        )
         try:
-            with urllib.request.urlopen(request, timeout=timeout_s) as response:
-                raw = response.read()
-        except urllib.error.HTTPError as exc:
-            detail = exc.read(300).decode("utf-8", "replace").strip()
-            if exc.code in (401, 403):
+            return self._client.send(method, path, body=body, timeout_s=timeout_s)
+        except HttpStatus as exc:
+            detail = exc.body[:300].decode("utf-8", "replace").strip()
+            if exc.auth:
                 raise ControlPlaneAuthError(
                     f"{method} {self.base_url}{path}: HTTP {exc.code} {detail!r}: the control plane refused the "
                     "agent's token; pass the instance's token with --token or $SPOTHOP_AGENT_TOKEN"
-                ) from exc
-            if exc.code in RETRIED_STATUSES:
-                raise _Retryable(f"HTTP {exc.code} {detail!r}") from exc
+                ) from exc.__cause__
+            if exc.retryable:
+                raise _Retryable(f"HTTP {exc.code} {detail!r}") from exc.__cause__
             raise ControlPlaneError(
                 f"{method} {self.base_url}{path}: HTTP {exc.code} {detail!r}"
-            ) from exc
-        except (urllib.error.URLError, OSError) as exc:  # refused, unresolvable, timed out, reset
-            raise _Retryable(f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}") from exc
-        if not raw.strip():
-            return None
-        try:
-            return json.loads(raw)
-        except ValueError as exc:
+            ) from exc.__cause__
+        except Unreachable as exc:
+            raise _Retryable(str(exc)) from exc.error
+        except NotJson as exc:
             raise ControlPlaneError(
-                f"{method} {self.base_url}{path}: an answer that is not JSON: {raw[:200]!r}"
-            ) from exc
+                f"{method} {self.base_url}{path}: an answer that is not JSON: {exc.raw[:200]!r}"
+            ) from exc.__cause__
 
 
 class _Retryable(Exception):

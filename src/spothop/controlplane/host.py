@@ -1,7 +1,7 @@
-"""The embedded control plane's store process: ``python -m spothop.agent.controlplane.host``.
+"""The embedded control plane's store process: ``python -m spothop.controlplane.host``.
 
-The agent (:class:`~spothop.agent.controlplane.embedded.EmbeddedControlPlane`)
-starts it once; it runs a :class:`~spothop.agent.controlplane.store.StoreControlPlane`,
+The agent (:class:`~spothop.controlplane.embedded.EmbeddedControlPlane`)
+starts it once; it runs a :class:`~spothop.controlplane.store.StoreControlPlane`,
 so SQLAlchemy, the store and the queue live here and never in the agent.
 
 Wire protocol, one JSON object a line (UTF-8):
@@ -39,14 +39,14 @@ import sys
 from collections.abc import Callable
 from typing import IO, Any
 
-from spothop.agent.controlplane.base import Heartbeat, Registration
-from spothop.agent.controlplane.embedded import STORE_PROCESS_SIGNALS
-from spothop.agent.controlplane.queue_leases import queue_leases
-from spothop.agent.controlplane.store import StoreControlPlane
-from spothop.agent.errors import ControlPlaneError
-from spothop.agent.eventmodel import event_from_dict
+from spothop.controlplane.embedded import STORE_PROCESS_SIGNALS
+from spothop.controlplane.queue_leases import queue_leases
+from spothop.controlplane.store import StoreControlPlane
+from spothop.wire.contract import Heartbeat, Registration
+from spothop.wire.errors import ControlPlaneError
+from spothop.wire.events import event_from_dict
 
-log = logging.getLogger("spothop.agent.controlplane.host")
+log = logging.getLogger("spothop.controlplane.host")
 
 Method = Callable[[StoreControlPlane, Any], Any]
 
@@ -103,7 +103,7 @@ def _write(replies: IO[bytes], message: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m spothop.agent.controlplane.host",
+        prog="python -m spothop.controlplane.host",
         description="the embedded control plane's store process (started by the agent)",
     )
     parser.add_argument(

@@ -1,49 +1,32 @@
-"""How the agent reaches the control plane: one protocol, :class:`ControlPlane`, three ways.
+"""How the agent reaches the control plane: one protocol (:class:`~spothop.wire.contract.ControlPlane`), three ways.
 
-- :class:`EmbeddedControlPlane` — ``--control-plane sqlite:///…`` or
+- :class:`~spothop.controlplane.embedded.EmbeddedControlPlane` — ``--control-plane sqlite:///…`` or
   ``postgresql://…`` (the default: spothop's default database): the store and
   the queue directly, from a store process the agent starts
-  (:mod:`~spothop.agent.controlplane.host`), so SQLAlchemy never loads into
-  the agent. :class:`StoreControlPlane` is that process's in-process plane.
-- :class:`HttpControlPlane` — ``--control-plane https://…``: ``spothop
+  (:mod:`~spothop.controlplane.host`), so SQLAlchemy never loads into
+  the agent. :class:`~spothop.controlplane.store.StoreControlPlane` is that process's in-process plane.
+- :class:`~spothop.controlplane.http.HttpControlPlane` — ``--control-plane https://…``: ``spothop
   server``'s agent API with a bearer token and an on-disk spool.
 - :class:`NoControlPlane` — ``--control-plane none``: the instance's own log
   only (``events.jsonl``); leases are released through the queue directly.
 
 :func:`open_control_plane` picks one from the option's value. Importing this
-package loads only the standard library.
+module loads only the standard library.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from spothop.agent.controlplane.base import ControlPlane, ControlRequest, Heartbeat, Registration
-from spothop.agent.controlplane.embedded import EmbeddedControlPlane
-from spothop.agent.controlplane.http import HttpControlPlane
-from spothop.agent.controlplane.queue_leases import QueueLeases, queue_leases
-from spothop.agent.controlplane.spool import EventSpool
-from spothop.agent.controlplane.store import StoreControlPlane
-from spothop.agent.errors import AgentConfigError
-from spothop.agent.eventmodel import AgentEvent
-
-__all__ = [
-    "ControlPlane",
-    "ControlRequest",
-    "EmbeddedControlPlane",
-    "EventSpool",
-    "Heartbeat",
-    "HttpControlPlane",
-    "NoControlPlane",
-    "QueueLeases",
-    "Registration",
-    "StoreControlPlane",
-    "open_control_plane",
-    "queue_leases",
-]
+from spothop.controlplane.embedded import EmbeddedControlPlane
+from spothop.controlplane.http import HttpControlPlane
+from spothop.controlplane.queue_leases import QueueLeases
+from spothop.wire.contract import TOKEN_ENV, ControlPlane, ControlRequest, Heartbeat, Registration
+from spothop.wire.errors import AgentConfigError
+from spothop.wire.events import AgentEvent
 
 NONE = "none"
-TOKEN_ENV = "SPOTHOP_AGENT_TOKEN"  # the HTTP control plane's bearer token (better than --token: ps shows argv)
+__all__ = ["NONE", "TOKEN_ENV", "NoControlPlane", "open_control_plane"]
 
 
 class NoControlPlane:

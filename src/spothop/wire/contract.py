@@ -1,6 +1,12 @@
-"""The one interface between the agent and the control plane: :class:`ControlPlane`.
+"""The one interface between the agent and the control plane: :class:`ControlPlane`, and what it carries.
 
-Contracts every implementation keeps (``tests/agent/test_controlplane_conformance.py``
+The bodies (:class:`Registration`, :class:`Heartbeat`, the events of
+:mod:`spothop.wire.events`, :class:`LeaseRelease`) are declared here once, with
+the bounds of their fields (:mod:`spothop.wire.fields`): the agent builds them,
+the store side (:mod:`spothop.controlplane`) reads them, and the server's
+request-body models are derived from them (:mod:`spothop.controlplane.bodies`).
+
+Contracts every implementation keeps (``tests/controlplane/test_conformance.py``
 runs them on each):
 
 - :meth:`ControlPlane.register` — once at start, after the self-check: who
@@ -25,31 +31,48 @@ runs them on each):
   ``timeout_s``; returns how many events are still waiting.
 
 Any method but ``record``, ``prepare`` and ``flush`` may raise
-:class:`~spothop.agent.errors.ControlPlaneError`; the agent logs it and
+:class:`~spothop.wire.errors.ControlPlaneError`; the agent logs it and
 carries on (a missed heartbeat is the controller's signal, not the agent's
 problem). None of them may take longer than its implementation's documented
 timeout.
+
+Standard library only: the agent imports it while it watches.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
 
-from spothop.agent.eventmodel import AgentEvent, Stamp
+from spothop.wire.events import AgentEvent, Stamp
+from spothop.wire.fields import (
+    Count,
+    Id,
+    OptionalId,
+    ProtocolName,
+    Provider,
+    Reasons,
+    State,
+    UnixTime,
+    WireDefault,
+)
 
 REQUEST_KINDS = ("checkpoint", "stop")  # what a control plane may ask of an instance
+EVENTS_BATCH = 100  # events in one request at most (``POST …/events``)
+TOKEN_ENV = "SPOTHOP_AGENT_TOKEN"  # the HTTP control plane's bearer token (better than --token: ps shows argv)
+# The protocol of a notice that is the control plane's own stop request (not a cloud's notice).
+CONTROL_PLANE_PROTOCOL = "control-plane"
 
 
 @dataclass(frozen=True, kw_only=True)
 class Registration(Stamp):
     """An instance introducing itself: identity, what it watches, and the self-check's verdict."""
 
-    protocol: str = ""
+    protocol: ProtocolName = ""
     notice_blind: bool = False
-    reasons: tuple[str, ...] = ()
-    time_unix_s: float = field(default_factory=time.time)
+    reasons: Reasons = ()
+    time_unix_s: UnixTime = field(default_factory=time.time)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Registration:
@@ -65,17 +88,18 @@ class Heartbeat:
     and ``worker_step`` the training step the worker last reported (``sdk.heartbeat(step=)`` or
     ``sdk.saved(step=)``), if any."""
 
-    instance_id: str
-    worker_id: str
-    time_unix_s: float
-    state: str  # "running", "restarting", "preempting", "preempted", "done", "failed"
-    worker_pid: int | None
-    worker_restarts: int
-    worker_heartbeat_unix_s: float | None
-    notice_blind: bool
-    job_id: str = ""
-    provider: str = ""
-    worker_step: int | None = None
+    # The agent sends every field; a body may omit those marked WireDefault (the server fills them in).
+    instance_id: Id
+    worker_id: Annotated[OptionalId, WireDefault("")]
+    time_unix_s: UnixTime
+    state: State  # "running", "restarting", "preempting", "preempted", "done", "failed"
+    worker_pid: Annotated[Count | None, WireDefault(None)]
+    worker_restarts: Annotated[Count, WireDefault(0)]
+    worker_heartbeat_unix_s: Annotated[UnixTime | None, WireDefault(None)]
+    notice_blind: Annotated[bool, WireDefault(False)]
+    job_id: OptionalId = ""
+    provider: Provider = ""
+    worker_step: Count | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Heartbeat:
@@ -108,6 +132,13 @@ class ControlRequest:
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class LeaseRelease:
+    """The body of ``leases/release``: the worker whose leases go back to its job's queue."""
+
+    worker_id: Id
 
 
 class ControlPlane(Protocol):

@@ -22,6 +22,9 @@ Reading back what this code does not know is explicit, never a guess:
 - a dictionary without an ``event_id``, ``kind`` or ``instance_id``, or with a
   field of the wrong type, raises :class:`EventFormatError`.
 
+The bounds of the fields every event carries are declared on them
+(:mod:`spothop.wire.fields`); the server checks a received event against them.
+
 Standard library only: the agent imports it while it watches.
 """
 
@@ -35,7 +38,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from spothop.agent.errors import EventFormatError
+from spothop.wire.errors import EventFormatError
+from spothop.wire.fields import (
+    EventId,
+    Id,
+    OptionalId,
+    Place,
+    Provider,
+    SchemaVersionNumber,
+    UnixTime,
+)
 
 SCHEMA_VERSION = 1  # bump when a field's meaning changes; adding an optional field does not need it
 
@@ -48,23 +60,23 @@ def new_event_id() -> str:
 class Stamp:
     """Who an event (or a registration) is about: the instance, where it runs, its job and worker."""
 
-    instance_id: str
-    provider: str = ""
-    region: str = ""
-    zone: str = ""
-    instance_type: str = ""
-    job_id: str = ""
-    worker_id: str = ""
+    instance_id: Id
+    provider: Provider = ""
+    region: Place = ""
+    zone: Place = ""
+    instance_type: Place = ""
+    job_id: OptionalId = ""
+    worker_id: OptionalId = ""
 
 
 @dataclass(frozen=True, kw_only=True)
 class AgentEvent(Stamp):
     """What every event carries. Subclasses set :attr:`kind` and add their own fields."""
 
-    kind: ClassVar[str] = ""
-    time_unix_s: float = field(default_factory=time.time)
-    event_id: str = field(default_factory=new_event_id)
-    schema_version: int = SCHEMA_VERSION
+    kind: ClassVar[str] = ""  # on the wire: a string of 1..32 characters (fields.EventKind)
+    time_unix_s: UnixTime = field(default_factory=time.time)
+    event_id: EventId = field(default_factory=new_event_id)
+    schema_version: SchemaVersionNumber = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON types: ``kind`` first, then every field (tuples become lists, mappings dicts).

@@ -1,0 +1,65 @@
+"""The agent <-> control-plane contract, declared once: what crosses the wire, as frozen dataclasses.
+
+A ground-floor package: every layer may read it (the agent that writes the
+bodies, the control plane that stores them, the controller and ``observe/``
+that read the events back, the server that checks them), and it imports only
+the standard library and :mod:`spothop.errors`.
+
+- :mod:`spothop.wire.events` — the typed, versioned agent events
+  (:class:`AgentEvent`, every kind, :func:`event_from_dict`).
+- :mod:`spothop.wire.contract` — :class:`Registration`, :class:`Heartbeat`,
+  :class:`ControlRequest` (:data:`REQUEST_KINDS`), :class:`LeaseRelease`, the
+  :class:`ControlPlane` protocol and its contracts, :data:`EVENTS_BATCH`.
+- :mod:`spothop.wire.fields` — the bounds of each field (:class:`Limits`),
+  from which the server's request-body models are derived.
+- :mod:`spothop.wire.errors` — the errors both sides raise and catch.
+"""
+
+from __future__ import annotations
+
+from spothop.wire.contract import (
+    CONTROL_PLANE_PROTOCOL,
+    EVENTS_BATCH,
+    REQUEST_KINDS,
+    ControlPlane,
+    ControlRequest,
+    Heartbeat,
+    LeaseRelease,
+    Registration,
+)
+from spothop.wire.errors import (
+    AgentConfigError,
+    AgentError,
+    ControlPlaneAuthError,
+    ControlPlaneError,
+    EventFormatError,
+    StoreRefused,
+)
+from spothop.wire.events import SCHEMA_VERSION, AgentEvent, Stamp, UnknownEvent, event_from_dict
+from spothop.wire.fields import Limits, WireDefault, WireField, wire_fields
+
+__all__ = [
+    "CONTROL_PLANE_PROTOCOL",
+    "EVENTS_BATCH",
+    "REQUEST_KINDS",
+    "SCHEMA_VERSION",
+    "AgentConfigError",
+    "AgentError",
+    "AgentEvent",
+    "ControlPlane",
+    "ControlPlaneAuthError",
+    "ControlPlaneError",
+    "ControlRequest",
+    "EventFormatError",
+    "Heartbeat",
+    "LeaseRelease",
+    "Limits",
+    "Registration",
+    "Stamp",
+    "StoreRefused",
+    "UnknownEvent",
+    "WireDefault",
+    "WireField",
+    "event_from_dict",
+    "wire_fields",
+]
