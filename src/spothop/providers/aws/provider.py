@@ -42,7 +42,7 @@ import base64
 import datetime as dt
 import logging
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from spothop.errors import (
@@ -54,7 +54,8 @@ from spothop.errors import (
 from spothop.market.clock import Clock, WallClock
 from spothop.providers.aws import offerings as parse
 from spothop.providers.aws import sdk
-from spothop.providers.aws.errors import map_error, with_retries
+from spothop.providers.aws.calls import FILTER_VALUES_MAX, NAME, Ec2Calls
+from spothop.providers.aws.errors import map_error
 from spothop.providers.aws.userdata import render_user_data
 from spothop.providers.base import (
     Capabilities,
@@ -82,26 +83,17 @@ from spothop.resources.offering import Offering
 
 log = logging.getLogger("spothop.providers.aws")
 
-NAME = "aws"
 DEFAULT_REGION = "us-east-1"
 JOB_TAG = "spothop-job"
 PRICE_TAG = "spothop-price-usd-per-hour"
 ENDED_TAG = "spothop-ended-at"
 AVAILABLE_MIN_SCORE = 3  # GetSpotPlacementScores: 1 (unlikely to be filled) … 10 (highly likely)
 PLACEMENT_SCORE_MAX_TYPES = 10  # one call per type: asked only for this many types at once
-FILTER_VALUES_MAX = 100  # values per filter in one call; more go in further calls
 SPOT_QUOTE_TTL_S = 300.0  # a launch's spot price comes from quotes at most this old
 PRICING_REGION = "us-east-1"  # the Pricing API's endpoint region
 DEEP_LEARNING_AMI = (
     "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
 )
-# EC2 keeps page sizes per call: DescribeInstanceTypes 5-100, the others 5-1000.
-PAGE_SIZES = {
-    "describe_instance_types": 100,
-    "describe_instance_type_offerings": 1000,
-    "describe_spot_price_history": 1000,
-    "describe_instances": 1000,
-}
 _ENDED_STATES = frozenset({"shutting-down", "terminated", "stopping", "stopped"})
 _PREEMPTION_REASONS = frozenset({"Server.SpotInstanceTermination", "Server.SpotInstanceShutdown"})
 _FAILURE_REASONS = frozenset(
@@ -131,7 +123,7 @@ ENV_OPTIONS = {  # option → the environment variable that sets it when the opt
 }
 
 
-class AwsProvider(Provider, FleetLauncher, OfferingNotes):
+class AwsProvider(Ec2Calls, Provider, FleetLauncher, OfferingNotes):
     """EC2 in ``regions`` (the session's region when none are given). See the module docstring.
 
     ``session`` (a boto3 Session) and ``endpoint_url`` (moto's server, say)
@@ -183,44 +175,13 @@ class AwsProvider(Provider, FleetLauncher, OfferingNotes):
         self.placement_scores = placement_scores
         self.pricing = pricing
         self.page_size = page_size
-        self._clients: dict[tuple[str, str], Any] = {}
+        self._clients = {}
         self._types: dict[str, dict[str, parse.GpuType]] = {}
         self._on_demand: dict[str, dict[str, float]] = {}
         self._quotes: dict[str, tuple[float, dict[tuple[str, str], parse.SpotQuote]]] = {}
         self._images: dict[str, str] = {}
         self._region_of: dict[str, str] = {}
         self._notes: list[str] = []
-
-    # -- plumbing ------------------------------------------------------------
-
-    def client(self, region: str, service: str = "ec2") -> Any:
-        """The boto3 client for ``service`` in ``region`` (one per pair, made on first use)."""
-        key = (service, region)
-        if key not in self._clients:
-            self._clients[key] = sdk.make_client(self._session, service, region, self.endpoint_url)
-        return self._clients[key]
-
-    def _call(self, region: str, operation: str, service: str = "ec2", **params: Any) -> Any:
-        method = getattr(self.client(region, service), operation)
-        return with_retries(lambda: method(**params), self.name, self.clock.sleep)
-
-    def _pages(self, region: str, operation: str, **params: Any) -> Iterator[Any]:
-        """Every page of a NextToken-paginated EC2 call, each page retried on its own."""
-        size = PAGE_SIZES.get(operation)
-        if size is not None and self.page_size is not None:
-            size = min(size, self.page_size)
-        token: str | None = None
-        while True:
-            args = dict(params)
-            if size is not None:
-                args["MaxResults"] = size
-            if token:
-                args["NextToken"] = token
-            page = self._call(region, operation, **args)
-            yield page
-            token = page.get("NextToken")
-            if not token:
-                return
 
     # -- offerings and prices --------------------------------------------------
 
