@@ -1,5 +1,12 @@
 """The EC2 provider: spothop's provider contract (providers/base.py) over boto3.
 
+:class:`AwsProvider` is built in floors, each a module of its own, each on
+the one below: :mod:`.calls` (clients, retried calls, ``NextToken`` paging),
+:mod:`.prices` (offerings and prices), :mod:`.instances` (describe, list,
+terminate) and :mod:`.launch` (instances and fleets). This module holds its
+constructor (options, capabilities) and the registry's family,
+:class:`AwsFamily`.
+
 What each method asks of EC2 (every list call paginated with ``NextToken``):
 
 - ``list_offerings``: ``DescribeInstanceTypes`` (the GPU families, ``GpuInfo``),
@@ -10,7 +17,7 @@ What each method asks of EC2 (every list call paginated with ``NextToken``):
 - ``spot_prices``: ``DescribeSpotPriceHistory`` (the newest Linux price per
   zone and type), ``available`` from ``GetSpotPlacementScores`` where the
   account may call it (a score under :data:`AVAILABLE_MIN_SCORE` is not
-  available); where it may not (or the API is not there, as on moto) every
+  available, :mod:`.prices`); where it may not (or the API is not there, as on moto) every
   market reads available and the notes say why.
 - ``launch``: ``RunInstances``, spot as ``InstanceMarketOptions`` one-time
   with ``terminate`` on interruption, IMDSv2 required, the launch token as
@@ -38,53 +45,26 @@ an instance ended by EC2 stops at the time its ``StateTransitionReason`` gives.
 
 from __future__ import annotations
 
-import base64
-import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from spothop.errors import (
-    CapacityUnavailable,
-    ConfigError,
-    ProviderError,
-)
 from spothop.market.clock import Clock, WallClock
 from spothop.providers.aws import sdk
 from spothop.providers.aws.calls import NAME
-from spothop.providers.aws.errors import map_error
-from spothop.providers.aws.instances import NOTICE_LEAD_TIME_S, PRICE_TAG, Ec2Instances
-from spothop.providers.aws.userdata import render_user_data
-from spothop.providers.base import (
-    Capabilities,
-    Instance,
-    LaunchRequest,
-    Provider,
-)
-from spothop.providers.extensions import FleetLauncher, FleetRequest, FleetResult, OfferingNotes
-from spothop.providers.local.metadata.aws import BILLING, ERROR_CODES
-from spothop.providers.records import (
-    NODE_TAG,
-    TOKEN_TAG,
-    OneNameFamily,
-    launch_tags,
-    new_token,
-    number_text,
-    split_list,
-)
-from spothop.providers.reservations import refuse_reservation
-
-log = logging.getLogger("spothop.providers.aws")
+from spothop.providers.aws.instances import NOTICE_LEAD_TIME_S
+from spothop.providers.aws.launch import IMAGE_ID_ENV, Ec2Launch
+from spothop.providers.base import Capabilities, Provider
+from spothop.providers.extensions import FleetLauncher, OfferingNotes
+from spothop.providers.local.metadata.aws import BILLING
+from spothop.providers.records import OneNameFamily, split_list
 
 DEFAULT_REGION = "us-east-1"
 JOB_TAG = "spothop-job"
-DEEP_LEARNING_AMI = (
-    "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
-)
 
 ENV_OPTIONS = {  # option → the environment variable that sets it when the option is not given
     "regions": "SPOTHOP_AWS_REGIONS",
     "endpoint_url": "SPOTHOP_AWS_ENDPOINT_URL",
-    "image_id": "SPOTHOP_AWS_IMAGE_ID",
+    "image_id": IMAGE_ID_ENV,
     "instance_profile": "SPOTHOP_AWS_INSTANCE_PROFILE",
     "security_group_ids": "SPOTHOP_AWS_SECURITY_GROUP_IDS",
     "key_name": "SPOTHOP_AWS_KEY_NAME",
@@ -92,7 +72,7 @@ ENV_OPTIONS = {  # option → the environment variable that sets it when the opt
 }
 
 
-class AwsProvider(Ec2Instances, Provider, FleetLauncher, OfferingNotes):
+class AwsProvider(Ec2Launch, Provider, FleetLauncher, OfferingNotes):
     """EC2 in ``regions`` (the session's region when none are given). See the module docstring.
 
     ``session`` (a boto3 Session) and ``endpoint_url`` (moto's server, say)
@@ -140,7 +120,7 @@ class AwsProvider(Ec2Instances, Provider, FleetLauncher, OfferingNotes):
         self.security_group_ids = split_list(security_group_ids)
         self.key_name = key_name
         self.install = install
-        self.clock: Clock = clock or WallClock()
+        self.clock = clock or WallClock()
         self.placement_scores = placement_scores
         self.pricing = pricing
         self.page_size = page_size
@@ -148,214 +128,9 @@ class AwsProvider(Ec2Instances, Provider, FleetLauncher, OfferingNotes):
         self._types = {}
         self._on_demand = {}
         self._quotes = {}
-        self._images: dict[str, str] = {}
+        self._images = {}
         self._region_of = {}
         self._notes = []
-
-    # -- launching -------------------------------------------------------------
-
-    def _image(self, region: str) -> str:
-        if self.image_id:
-            return self.image_id
-        if region not in self._images:
-            try:
-                answer = self._call(region, "get_parameter", service="ssm", Name=DEEP_LEARNING_AMI)
-            except ProviderError as exc:
-                raise ConfigError(
-                    f"{self.name}: no AMI to launch in {region}: the Deep Learning AMI's public "
-                    f"parameter could not be read ({exc}); set image_id= or "
-                    f"{ENV_OPTIONS['image_id']} to an AMI with NVIDIA drivers and Python 3.11+"
-                ) from None
-            self._images[region] = str(answer["Parameter"]["Value"])
-        return self._images[region]
-
-    def _tags(self, request: LaunchRequest, token: str) -> dict[str, str]:
-        tags, node = launch_tags(request.tags, request.name, token)
-        tags.setdefault("Name", request.name or node or f"spothop-{token}")
-        return tags
-
-    def _instance_params(self, request: LaunchRequest, region: str) -> dict[str, Any]:
-        params: dict[str, Any] = {
-            "ImageId": self._image(region),
-            "MetadataOptions": {
-                "HttpTokens": "required",
-                "HttpEndpoint": "enabled",
-                "HttpPutResponseHopLimit": 2,  # containers on the instance reach IMDS too
-            },
-            "InstanceInitiatedShutdownBehavior": "terminate",
-        }
-        if self.instance_profile:
-            key = "Arn" if self.instance_profile.startswith("arn:") else "Name"
-            params["IamInstanceProfile"] = {key: self.instance_profile}
-        if self.security_group_ids:
-            params["SecurityGroupIds"] = list(self.security_group_ids)
-        if self.key_name:
-            params["KeyName"] = self.key_name
-        return params
-
-    def _user_data(self, request: LaunchRequest) -> str:
-        env = {"SPOTHOP_CLOUD": self.name, **request.env}
-        return render_user_data(
-            request.bootstrap_command, env, install=self.install, image=request.image
-        )
-
-    def launch(self, request: LaunchRequest) -> Instance:
-        refuse_reservation(self.name, ERROR_CODES.invalid_parameter, request)  # no pools held yet
-        region = sdk.check_region(self.name, self._session, request.region)
-        user_data = self._user_data(request)  # refuses a credential before any call
-        token = request.tags.get(TOKEN_TAG) or new_token()
-        tags = self._tags(request, token)
-        if request.zone is not None:
-            tags[PRICE_TAG] = number_text(
-                self._price(region, request.zone, request.instance_type, request.spot)
-            )
-        params = self._instance_params(request, region) | {
-            "InstanceType": request.instance_type,
-            "MinCount": 1,
-            "MaxCount": 1,
-            "ClientToken": token[:64],
-            "UserData": user_data,
-            "TagSpecifications": _tag_specifications(tags),
-        }
-        if request.zone is not None:
-            params["Placement"] = {"AvailabilityZone": request.zone}
-        if request.spot:
-            spot_options: dict[str, Any] = {
-                "SpotInstanceType": "one-time",
-                "InstanceInterruptionBehavior": "terminate",
-            }
-            if request.max_price_usd_per_hour is not None:
-                spot_options["MaxPrice"] = number_text(request.max_price_usd_per_hour)
-            params["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": spot_options}
-        answer = self._call(region, "run_instances", **params)
-        raw = answer["Instances"][0]
-        instance_id = str(raw["InstanceId"])
-        self._region_of[instance_id] = region
-        try:
-            if PRICE_TAG not in tags:
-                zone = raw["Placement"]["AvailabilityZone"]
-                price = number_text(self._price(region, zone, request.instance_type, request.spot))
-                self._call(
-                    region,
-                    "create_tags",
-                    Resources=[instance_id],
-                    Tags=[{"Key": PRICE_TAG, "Value": price}],
-                )
-                raw = {**raw, "Tags": [*raw.get("Tags", []), {"Key": PRICE_TAG, "Value": price}]}
-            return self._instance(raw, region)
-        except BaseException:
-            self.terminate(instance_id)  # never leave an instance behind after raising
-            raise
-
-    def launch_fleet(self, request: FleetRequest) -> FleetResult:
-        template = request.template
-        refuse_reservation(self.name, ERROR_CODES.invalid_parameter, template)
-        region = sdk.check_region(self.name, self._session, template.region)
-        user_data = self._user_data(template)
-        token = template.tags.get(TOKEN_TAG) or new_token()
-        tags = self._tags(template, token)
-        data = self._instance_params(template, region) | {
-            "UserData": base64.b64encode(user_data.encode("utf-8")).decode("ascii")
-        }
-        name = f"spothop-{token}"[:128]
-        made = self._call(
-            region, "create_launch_template", LaunchTemplateName=name, LaunchTemplateData=data
-        )
-        template_id = made["LaunchTemplate"]["LaunchTemplateId"]
-        try:
-            answer = self._call(
-                region, "create_fleet", **self._fleet_params(request, template_id, tags, token)
-            )
-        finally:
-            self._delete_template(region, template_id)
-        ids = [i for group in answer.get("Instances", []) for i in group.get("InstanceIds", [])]
-        refused = [
-            map_error(self.name, str(e.get("ErrorCode")), str(e.get("ErrorMessage", "")))
-            for e in answer.get("Errors", [])
-        ]
-        for instance_id in ids:
-            self._region_of[instance_id] = region
-        if len(ids) < request.min_count:
-            for instance_id in ids:
-                self.terminate(instance_id)
-            if refused:
-                raise refused[0]
-            raise CapacityUnavailable(
-                self.name,
-                ERROR_CODES.capacity_unavailable,
-                f"the fleet started {len(ids)} of the {request.min_count} instances it needed",
-            )
-        try:
-            instances = self._tag_fleet(region, ids, template, tags)
-        except BaseException:
-            for instance_id in ids:
-                self.terminate(instance_id)
-            raise
-        return FleetResult(instances=instances, refused=refused)
-
-    def _fleet_params(
-        self, request: FleetRequest, template_id: str, tags: Mapping[str, str], token: str
-    ) -> dict[str, Any]:
-        template = request.template
-        overrides = []
-        for instance_type, zone in request.choices:
-            override: dict[str, Any] = {"InstanceType": instance_type}
-            if zone is not None:
-                override["AvailabilityZone"] = zone
-            if template.spot and template.max_price_usd_per_hour is not None:
-                override["MaxPrice"] = number_text(template.max_price_usd_per_hour)
-            overrides.append(override)
-        return {
-            "Type": "instant",
-            "ClientToken": token[:64],
-            "LaunchTemplateConfigs": [
-                {
-                    "LaunchTemplateSpecification": {
-                        "LaunchTemplateId": template_id,
-                        "Version": "$Latest",
-                    },
-                    "Overrides": overrides,
-                }
-            ],
-            "TargetCapacitySpecification": {
-                "TotalTargetCapacity": request.count,
-                "DefaultTargetCapacityType": "spot" if template.spot else "on-demand",
-            },
-            "SpotOptions": {
-                "AllocationStrategy": "price-capacity-optimized",
-                "InstanceInterruptionBehavior": "terminate",
-            },
-            "OnDemandOptions": {"AllocationStrategy": "lowest-price"},
-            "TagSpecifications": [{"ResourceType": "instance", "Tags": _tag_list(tags)}],
-        }
-
-    def _tag_fleet(
-        self, region: str, ids: Sequence[str], template: LaunchRequest, tags: Mapping[str, str]
-    ) -> list[Instance]:
-        """Give each fleet instance its node (``NODE-i``) and its price tag; return them described."""
-        raws = self._describe_raw(region, ids)
-        node = tags.get(NODE_TAG)
-        instances = []
-        for index, raw in enumerate(sorted(raws, key=lambda r: str(r["InstanceId"]))):
-            zone = raw["Placement"]["AvailabilityZone"]
-            extra = {
-                PRICE_TAG: number_text(
-                    self._price(region, zone, raw["InstanceType"], template.spot)
-                )
-            }
-            if node:
-                extra[NODE_TAG] = f"{node}-{index}"
-                extra["Name"] = f"{node}-{index}"
-            self._call(region, "create_tags", Resources=[raw["InstanceId"]], Tags=_tag_list(extra))
-            present = {t["Key"]: t["Value"] for t in raw.get("Tags", [])} | extra
-            instances.append(self._instance({**raw, "Tags": _tag_list(present)}, region))
-        return instances
-
-    def _delete_template(self, region: str, template_id: str) -> None:
-        try:
-            self._call(region, "delete_launch_template", LaunchTemplateId=template_id)
-        except ProviderError as exc:  # a leftover template costs nothing; say so and go on
-            log.warning("%s: launch template %s not deleted: %s", self.name, template_id, exc)
 
 
 # -- the family: one name, options from the call or the environment ---------------
@@ -385,11 +160,3 @@ class AwsFamily(OneNameFamily):
         }
     )
     env_options = ENV_OPTIONS
-
-
-def _tag_list(tags: Mapping[str, str]) -> list[dict[str, str]]:
-    return [{"Key": k, "Value": v} for k, v in tags.items()]
-
-
-def _tag_specifications(tags: Mapping[str, str]) -> list[dict[str, Any]]:
-    return [{"ResourceType": kind, "Tags": _tag_list(tags)} for kind in ("instance", "volume")]
