@@ -71,7 +71,8 @@ from spothop.providers.local.runtime import (
     stored_market_start,
 )
 from spothop.providers.local.store import CloudStore
-from spothop.providers.local.world import CloudSpec, World, load_world
+from spothop.providers.local.world import World, load_world
+from spothop.providers.local.world_spec import CloudSpec
 from spothop.providers.reservations import Reservation, ReservedCapacity, check_reserved_request
 from spothop.resources.market_id import MarketId
 from spothop.resources.offering import Offering
