@@ -2,9 +2,10 @@
 
 Each cloud of the world (:mod:`.world`) is one :class:`LocalProvider`,
 registered under its own name (``aws-sim``, ``gcp-sim``, …). A launch writes
-the instance's directory and starts its host process (:mod:`.host`), which
-serves the metadata endpoint, runs the bootstrap command in its own process
-group, bills it, and plays the market's preemptions on it.
+the instance's directory and record and starts its host process (:mod:`.boot`;
+the host is :mod:`.host`), which serves the metadata endpoint, runs the
+bootstrap command in its own process group, bills it, and plays the market's
+preemptions on it. A stored record reads as an instance by :mod:`.rows`.
 
 Contract notes beyond :class:`~spothop.providers.base.Provider`:
 
@@ -33,8 +34,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -59,9 +58,11 @@ from spothop.providers.base import (
 )
 from spothop.providers.billing import SpotPriceHistory
 from spothop.providers.local import maintenance
+from spothop.providers.local.boot import NewInstance, start_host
 from spothop.providers.local.metadata import PROTOCOLS, ScheduledEvent
 from spothop.providers.local.metadata.codes import ErrorCodes
 from spothop.providers.local.processes import kill_group, kill_process, pid_alive
+from spothop.providers.local.rows import instance_of, preempt_lead_s
 from spothop.providers.local.runtime import (
     cloud_clock,
     market_drop,
@@ -71,12 +72,11 @@ from spothop.providers.local.runtime import (
     stored_market_start,
 )
 from spothop.providers.local.store import CloudStore
-from spothop.providers.local.world import CloudSpec, World, load_world
+from spothop.providers.local.world import World, load_world
+from spothop.providers.local.world_spec import CloudSpec
 from spothop.providers.reservations import Reservation, ReservedCapacity, check_reserved_request
 from spothop.resources.market_id import MarketId
 from spothop.resources.offering import Offering
-
-HOST_READY_TIMEOUT_S = 20.0  # a host must serve its metadata endpoint within this (wall) time
 
 
 class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory):
@@ -282,48 +282,18 @@ class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory):
         instance_id = self._instance_ids.new()
         directory = self.store.instances_dir / instance_id
         directory.mkdir(parents=True)
-        spec = {
-            "instance_id": instance_id,
-            "cloud": self.name,
-            "protocol": self.spec.protocol,
-            "region": offering.region,
-            "zone": offering.zone,
-            "location": offering.location,
-            "instance_type": offering.instance_type,
-            "spot": request.spot,
-            "price_usd_per_hour": price,
-            "launched_at": now,
-            "notice_lead_time_s": self.spec.notice_lead_time_s,
-            "advance_notice_s": self.spec.advance_notice_s,
-            "launch_delay_s": self.spec.launch_delay_s,
-            "command": list(request.bootstrap_command),
-            "env": dict(request.env),
-            "world_path": str(self.world_path.resolve()) if self.world_path else None,
-            "cloud_root": str(self.store.root),
-            "reservation": pool.reservation_id if pool else None,
-        }
-        (directory / "instance.json").write_text(json.dumps(spec, indent=2))
-        added = self.store.add_instance(
-            {
-                "instance_id": instance_id,
-                "cloud": self.name,
-                "region": offering.region,
-                "zone": offering.zone,
-                "instance_type": offering.instance_type,
-                "spot": request.spot,
-                "state": InstanceState.PENDING.value,
-                "launched_at": now,
-                "price_usd_per_hour": price,
-                "billed_seconds": 0.0,
-                "cost_micro_usd": 0,
-                "directory": str(directory),
-                "name": request.name,
-                "tags": dict(request.tags),
-                "terminate_requested": False,
-                "reservation": pool.reservation_id if pool else None,
-            },
-            capacity=pool.count if pool else None,
+        new = NewInstance(
+            instance_id=instance_id,
+            cloud=self.spec,
+            request=request,
+            offering=offering,
+            price_usd_per_hour=price,
+            launched_at=now,
+            reservation=pool.reservation_id if pool else None,
         )
+        host_spec = new.host_spec(self.world_path, self.store.root)
+        (directory / "instance.json").write_text(json.dumps(host_spec, indent=2))
+        added = self.store.add_instance(new.row(directory), capacity=pool.count if pool else None)
         if not added:
             assert pool is not None  # only a reserved launch has a capacity to be refused by
             shutil.rmtree(directory, ignore_errors=True)
@@ -333,7 +303,7 @@ class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory):
                 f"reservation {pool.reservation_id!r} is full: its {pool.count} instance(s) of "
                 f"{pool.instance_type} in {offering.location} all run",
             )
-        self._start_host(instance_id, directory)
+        start_host(self.store, instance_id, directory, self.name, self.codes)
         return self.describe(instance_id)
 
     def _offering_for(self, request: LaunchRequest) -> Offering:
@@ -365,35 +335,6 @@ class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory):
                 self.codes.bid_refused,
                 f"max price {request.max_price_usd_per_hour:.4f} is below the spot price {price:.4f} USD/h",
             )
-
-    def _start_host(self, instance_id: str, directory: Path) -> None:
-        log = open(directory / "host.log", "ab")  # noqa: SIM115 - the child keeps it
-        process = subprocess.Popen(
-            [sys.executable, "-m", "spothop.providers.local.host", str(directory)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        log.close()
-        deadline = time.monotonic() + HOST_READY_TIMEOUT_S
-        while time.monotonic() < deadline:
-            row = self.store.instance(instance_id)
-            if row and row["metadata_url"]:
-                return
-            if process.poll() is not None:
-                break
-            time.sleep(0.05)
-        process.kill()
-        tail = (directory / "host.log").read_text(errors="replace")[-2000:]
-        self.store.update_instance(
-            instance_id, state=InstanceState.FAILED.value, end_reason="host did not start"
-        )
-        raise ProviderError(
-            self.name,
-            self.codes.internal_error,
-            f"instance host did not start: {tail.strip() or 'no output'}",
-        )
 
     # -- describe, list, terminate, preempt -------------------------------------
 
@@ -432,36 +373,7 @@ class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory):
         instance (clouds reclaim spot capacity only; no notice would reach its agent).
         """
         row = self._own_row(instance_id)
-        if not InstanceState(row["state"]).is_alive:
-            raise ConfigError(
-                f"instance {instance_id} is {row['state']}; only a live instance can be preempted"
-            )
-        if row.get("reservation"):
-            raise ConfigError(
-                f"instance {instance_id} runs in the reserved pool {row['reservation']!r}: reserved "
-                "capacity is never preempted; end it with `spothop cloud terminate`"
-            )
-        if not row["spot"]:
-            # The imitated clouds reclaim spot capacity only, and their interruption notices
-            # (AWS instance-action, GCP preempted, Azure Preempt, ...) exist for spot instances
-            # only: a "preempted" on-demand instance would die without any notice its agent
-            # could read. So it is refused, as no real cloud would do it.
-            raise ConfigError(
-                f"instance {instance_id} is on-demand: clouds reclaim only spot capacity, and only a spot "
-                "instance's metadata carries an interruption notice; launch it as spot to test preemption, "
-                "schedule a maintenance event with notice (`spothop cloud maintenance`), "
-                "or end it with `spothop cloud terminate`"
-            )
-        lead = self.spec.notice_lead_time_s if lead_time_s is None else lead_time_s
-        if lead < 0:
-            raise ConfigError(f"--lead-time must be ≥ 0 seconds, got {lead}")
-        if advance_s is not None:
-            if self.spec.advance_notice_s is None:
-                raise ConfigError(
-                    f"{self.name} gives no advance notice (its world entry has no 'advance_notice_s'); drop --advance"
-                )
-            if advance_s <= 0:
-                raise ConfigError(f"--advance must be > 0 seconds, got {advance_s}")
+        lead = preempt_lead_s(instance_id, row, self.spec, lead_time_s, advance_s)
         self.store.update_instance(instance_id, preempt_lead_s=lead, preempt_advance_s=advance_s)
         return self.describe(instance_id)
 
@@ -542,27 +454,7 @@ class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory):
         return row
 
     def _instance(self, row: dict[str, Any]) -> Instance:
-        return Instance(
-            instance_id=row["instance_id"],
-            provider=self.name,
-            region=row["region"],
-            zone=row["zone"],
-            instance_type=row["instance_type"],
-            spot=row["spot"],
-            state=InstanceState(row["state"]),
-            launched_at=row["launched_at"],
-            price_usd_per_hour=row["price_usd_per_hour"],
-            ended_at=row["ended_at"],
-            running_at=row["running_at"],
-            billed_seconds=row["billed_seconds"],
-            cost_microusd=int(row["cost_micro_usd"]),
-            notice_time=row["notice_time"],
-            termination_time=row["termination_time"],
-            metadata_url=row["metadata_url"],
-            name=row["name"],
-            tags=row["tags"],
-            reservation=row.get("reservation"),
-        )
+        return instance_of(self.name, row)
 
     def wait(self, instance_id: str, states: Sequence[InstanceState], timeout_s: float) -> Instance:
         """Poll until the instance reaches one of ``states`` or ``timeout_s`` (wall) passes."""
