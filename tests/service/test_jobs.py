@@ -14,6 +14,7 @@ from spothop.service.jobs import (
     CANCEL_EVENT,
     JobQuery,
     job_status,
+    job_storage,
     list_jobs,
     request_cancel,
 )
@@ -87,3 +88,12 @@ def test_a_finished_job_cannot_be_cancelled(store: JobStore) -> None:
     store.transition(job_id, JobState.CANCELLED, "cancelled")
     with pytest.raises(JobFinished, match="nothing to cancel"):
         request_cancel(store, job_id)
+
+
+def test_a_job_without_checkpoints_or_outputs_says_so(store: JobStore) -> None:
+    job_id = preempted_job(store)
+    assert job_storage(store, job_id).to_dict() == {
+        "job_id": job_id,
+        "checkpoint_url": None,
+        "output_url": None,
+    }

@@ -169,15 +169,10 @@ def job_checkpoints(
     job_id: JobPath, request: Request, principal: Principal = Depends(require_any)
 ) -> dict[str, Any]:
     """Where the job's checkpoints and outputs go (its spec's URLs)."""
+    from spothop.service.jobs import job_storage
+
     may_read_job(request, principal, job_id)
-    spec = request.app.state.store.get_job(job_id).spec()
-    checkpoint = getattr(spec, "checkpoint", None)
-    batch = getattr(spec, "batch", None)
-    return {
-        "job_id": job_id,
-        "checkpoint_url": None if checkpoint is None else checkpoint.url,
-        "output_url": None if batch is None else batch.output,
-    }
+    return job_storage(request.app.state.store, job_id).to_dict()
 
 
 @router.get("/jobs/{job_id}/report")

@@ -338,6 +338,31 @@ def instances_of(store: JobStore, job_ids: Collection[str]) -> list[dict[str, An
     return out
 
 
+@dataclass(frozen=True)
+class JobStorage:
+    """Where a job's checkpoints and outputs go (its spec's URLs; None: it has none)."""
+
+    job_id: str
+    checkpoint_url: str | None
+    output_url: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def job_storage(store: JobStore, job_id: str) -> JobStorage:
+    """``GET /v1/jobs/{id}/checkpoints``: the job's checkpoint URL and (a batch job) output URL.
+    :class:`~spothop.jobs.errors.JobNotFound` for a job that does not exist."""
+    spec = store.get_job(job_id).spec()
+    checkpoint = getattr(spec, "checkpoint", None)
+    batch = getattr(spec, "batch", None)
+    return JobStorage(
+        job_id,
+        None if checkpoint is None else checkpoint.url,
+        None if batch is None else batch.output,
+    )
+
+
 # -- cancel -----------------------------------------------------------------------------
 
 
