@@ -86,9 +86,9 @@ def offers(
     else:
         catalog = load_catalog()
         warn_refused(catalog)
-        offers = find_offers(query, catalog)
-        found = list(offers.offerings)
-        data = offers.to_list()
+        listed = find_offers(query, catalog)
+        found = list(listed.offerings)
+        data = listed.to_list()
     if as_json:
         print_json(data)
         return
