@@ -3,7 +3,7 @@
 ``.venv/bin/python -P bench/report_cost.py [--events 100,1000,10000] [--calls 20] [--no-postgres]``
 
 The user API's ``GET /v1/jobs/{id}/report`` and ``GET /v1/jobs/{id}`` run
-:func:`~spothop.cli.views.report_json` and :func:`~spothop.cli.views.job_status`
+:func:`~spothop.service.report.job_report` and :func:`~spothop.service.jobs.job_status`
 in the server's threadpool, holding the GIL while they build their answer: a
 heartbeat waits behind them. Here one job of the local world's clouds (in a
 scratch ``SPOTHOP_HOME``) has two attempts, one interrupted (its final notice
@@ -118,9 +118,10 @@ def _cpu_ms(call: Callable[[], Any], calls: int) -> float:
 
 
 def measure(url: str, counts: list[int], calls: int) -> list[tuple[int, float, float]]:
-    from spothop.cli.views import job_status, report_json
     from spothop.jobs.controller.daemon import default_providers
     from spothop.jobs.store import JobStore
+    from spothop.service.jobs import job_status
+    from spothop.service.report import job_report
 
     providers = default_providers()
     rows = []
@@ -131,8 +132,8 @@ def measure(url: str, counts: list[int], calls: int) -> list[tuple[int, float, f
             _add_probes(url, job_id, count - have)
             have = count
             _settle(store)
-            report = _cpu_ms(lambda: report_json(store, job_id, providers), calls)
-            status = _cpu_ms(lambda: job_status(store, job_id), calls)
+            report = _cpu_ms(lambda: job_report(store, job_id, providers).to_dict(), calls)
+            status = _cpu_ms(lambda: job_status(store, job_id).to_dict(), calls)
             rows.append((count, report, status))
     return rows
 
@@ -152,7 +153,7 @@ def main() -> int:
                 results["postgresql"] = measure(url, counts, args.calls)
     table = Table(title=f"CPU ms per call (median of {args.calls}), by the job's agent events")
     table.add_column("store")
-    table.add_column("call")  # report_json, job_status
+    table.add_column("call")  # job_report, job_status
     for count in counts:
         table.add_column(f"{count:,} events", justify="right")
     table.add_column(f"{counts[-1]:,} / {counts[0]:,}", justify="right")

@@ -29,10 +29,10 @@ import pytest
 import yaml
 from sqlalchemy import select
 
-from spothop.cli.views import report_json
 from spothop.jobs.controller.daemon import default_providers
 from spothop.jobs.store import JobStore
 from spothop.queue import OutputStore, open_queue
+from spothop.service.report import job_report
 from spothop.state.agent_tables import agent_events
 from spothop.state.auth_tables import api_tokens
 from spothop.state.tokens import TokenStore
@@ -201,7 +201,7 @@ def test_the_main_job_runs_with_its_agents_on_the_server(
         # it handled. (With a 0.4 s wall terminate grace, a job that ended while that agent was
         # still sending had its instance killed mid-send: the world gives 6 s, SLOW_TERMINATE.)
         assert {(running[0].instance_id, k) for k in ("final_notice", "interruption")} <= kinds
-        expected = report_json(store, job_id, default_providers(tuple(h.providers)))
+        expected = job_report(store, job_id, default_providers(tuple(h.providers))).to_dict()
     assert not _embedded_agent_events(job_id)
 
     code, out = h.cli("report", job_id, "--json")  # over HTTP

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 
-from spothop.cli.views import report_json
 from spothop.controlplane.store import StoreControlPlane
 from spothop.jobs.lifecycle import AttemptState, EndReason
 from spothop.jobs.spec import load_job
@@ -18,6 +17,7 @@ from spothop.observe import events as stream_module
 from spothop.observe import report as report_module
 from spothop.observe.events import EventStream
 from spothop.observe.report import REPORT_KINDS
+from spothop.service.report import job_report
 from spothop.wire.events import (
     FinalNotice,
     Interruption,
@@ -82,11 +82,11 @@ def test_many_irrelevant_agent_events_leave_the_report_as_it_was(
     url = f"sqlite:///{tmp_path / 'store.db'}"
     with JobStore(url) as store:
         job_id = _job(store, url)
-        before = report_json(store, job_id, {})
+        before = job_report(store, job_id, {}).to_dict()
         _noise(url, job_id, PROBES)
-        after = report_json(store, job_id, {})
+        after = job_report(store, job_id, {}).to_dict()
         monkeypatch.setattr(report_module, "REPORT_KINDS", None)  # the whole stream, as it was read
-        whole = report_json(store, job_id, {})
+        whole = job_report(store, job_id, {}).to_dict()
     assert after == before == whole
     assert after["interruption_count"] == 1 and after["interruptions"][0]["save_s"] == 1.5
     assert after["outputs"] == {"url": "file:///out", "files": 3}

@@ -11,8 +11,8 @@ import sys
 
 from sqlalchemy import select
 
-from spothop.cli.views import job_status, jobs_json
 from spothop.jobs.store import JobStore
+from spothop.service.jobs import job_status, list_jobs
 from spothop.state.auth_tables import api_tokens
 from spothop.state.tokens import parse_token
 from tests.conftest import unique
@@ -55,9 +55,9 @@ def test_the_answers_are_the_clis_json(served: Served) -> None:
     store = JobStore(served.db_url)
     try:
         _, listed, _ = served.server.call("GET", "/v1/jobs", token=token)
-        assert listed["jobs"] == [j for j in jobs_json(store) if j["job_id"] == job_id]
+        assert listed["jobs"] == [j for j in list_jobs(store).to_list() if j["job_id"] == job_id]
         _, status, _ = served.server.call("GET", f"/v1/jobs/{job_id}", token=token)
-        local = job_status(store, job_id, queue_url=served.queue_url)
+        local = job_status(store, job_id, queue_url=served.queue_url).to_dict()
         assert json.loads(json.dumps(local, default=str)) == status
     finally:
         store.close()

@@ -172,18 +172,19 @@ def _advise_job(
     reserved_price: float | None,
     reserved_count: int | None,
 ) -> Advice:
-    from spothop.cli.plan import _history, _providers
+    from spothop.cli.output import note
     from spothop.jobs.controller.observe import reserved_pools
     from spothop.jobs.controller.place import plan_inputs
     from spothop.jobs.spec import load_job
     from spothop.scheduler.market_view import MarketKind, gather_market_view
     from spothop.scheduler.placement import rank
+    from spothop.service.plan import plan_providers, reliability_history
 
     spec = load_job(file)
-    providers = _providers(spec, provider)
+    providers = plan_providers(spec, provider, lambda line: note(line, stderr=True))
     profile, kinds, pools = plan_inputs(spec, reserved_pools({p.name: p for p in providers}))
     kinds = tuple(dict.fromkeys((*kinds, MarketKind.SPOT, MarketKind.ON_DEMAND)))
-    view = gather_market_view(providers, _history)
+    view = gather_market_view(providers, reliability_history)
     ranking = rank(view, spec.requirements(), profile, kinds, reserved=pools)
     ranking.raise_if_empty()
     return advise(

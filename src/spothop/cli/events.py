@@ -20,8 +20,8 @@ from rich.text import Text
 from spothop.cli.output import console, note, print_json, table
 from spothop.cli.remote import ServerClient, ServerOption, TokenOption, connect
 from spothop.cli.report import StoreOption
-from spothop.cli.views import stream_events
 from spothop.errors import ConfigError
+from spothop.service.events import stream_events
 
 if TYPE_CHECKING:
     from spothop.jobs.store import JobStore
@@ -70,8 +70,9 @@ def events(
         cursor: list[Any] = [None]
 
         def read() -> list[dict[str, Any]]:
-            batch, cursor[0] = stream_events(store, job_id, cursor[0])
-            return batch
+            page = stream_events(store, job_id, cursor[0])
+            cursor[0] = page.next
+            return page.to_list()
 
         _stream(read, follow, as_json)
 

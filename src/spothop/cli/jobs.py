@@ -6,7 +6,7 @@ none runs, and follows the job live (Ctrl-C detaches: the job goes on);
 asks the controller to end the job (it terminates the instances). See
 ``docs/jobs.md``. With ``--server`` (``$SPOTHOP_SERVER``) every one of them asks
 ``spothop server`` instead (:mod:`spothop.cli.remote`), the same output either
-way: both sides build it with :mod:`spothop.cli.views`.
+way: both sides build it with :mod:`spothop.service`.
 """
 
 from __future__ import annotations
@@ -24,20 +24,13 @@ from rich.text import Text
 
 from spothop.cli.output import console, note, print_json, table
 from spothop.cli.remote import ServerClient, ServerOption, TokenOption, connect
-from spothop.cli.views import (
-    check_launchable,
-    job_logs,
-    job_status,
-    jobs_json,
-    launch_job,
-    request_cancel,
-)
 from spothop.errors import EXIT_FAILED, EXIT_OK
+from spothop.service.jobs import job_status, list_jobs, request_cancel
+from spothop.service.launch import check_launchable, launch_job
+from spothop.service.logs import LogTail, job_logs
 
 if TYPE_CHECKING:
     from spothop.jobs.store import JobStore
-
-__all__ = ["job_status", "register"]
 
 controller_app = typer.Typer(
     help="This home's controller: the background process that runs every job.",
@@ -123,7 +116,9 @@ def launch(
     if client is not None:
         return _follow(lambda events: client.status(job_id), job_id, as_json)
     with _store(_store_url(store_url)) as store:
-        return _follow(lambda events: job_status(store, job_id, events=events), job_id, as_json)
+        return _follow(
+            lambda events: job_status(store, job_id, events=events).to_dict(), job_id, as_json
+        )
 
 
 def _launch_here(spec: Any, store_url: str | None, queue_url: str | None) -> str:
@@ -134,7 +129,7 @@ def _launch_here(spec: Any, store_url: str | None, queue_url: str | None) -> str
     check_launchable(spec)
     url = _store_url(store_url)
     with _store(url) as store:
-        job_id = str(launch_job(store, spec)["job_id"])
+        job_id = launch_job(store, spec).job_id
     extra = ("--queue-url", queue_url) if queue_url else ()
     info = daemon.start_background(store_url=url, extra_args=extra)
     if info.store_url and info.store_url != url:
@@ -231,7 +226,7 @@ def status(
         data = client.status(job_id)
     else:
         with _store(store_url) as store:
-            data = job_status(store, job_id)
+            data = job_status(store, job_id).to_dict()
     if as_json:
         print_json(data)
         return
@@ -293,7 +288,7 @@ def jobs(
         records = client.jobs()
     else:
         with _store(store_url) as store:
-            records = jobs_json(store)
+            records = list_jobs(store).to_list()
     if as_json:
         print_json(records)
         return
@@ -340,7 +335,10 @@ def logs(
     with contextlib.ExitStack() as stack:
         store = None if client is not None else stack.enter_context(_store(store_url))
         if as_json:
-            print_json(client.logs(job_id, node) if client else job_logs(store, job_id, node))  # type: ignore[arg-type]
+            if client is not None:
+                print_json(client.logs(job_id, node))
+            else:
+                print_json(job_logs(store, job_id, node).to_list())  # type: ignore[arg-type]
             return
         chunks = (
             _remote_chunks(client, job_id, node) if client else _local_chunks(store, job_id, node)
@@ -367,31 +365,11 @@ Chunks = Callable[[], Iterator[tuple[dict[str, Any], str]]]
 
 def _local_chunks(store: Any, job_id: str, node: int | None) -> Chunks:
     """Each call: every attempt whose log exists, with what its log gained since the last call."""
-    from spothop.jobs.launcher import attempt_log_path
-
-    store.get_job(job_id)  # JobNotFound (exit 3) for a job that does not exist
-    offsets: dict[str, int] = {}
+    tail = LogTail(store, job_id, node)  # JobNotFound (exit 3) for a job that does not exist
 
     def chunks() -> Iterator[tuple[dict[str, Any], str]]:
-        for a in store.attempts(job_id):
-            if node is not None and a.node != node:
-                continue
-            path = attempt_log_path(job_id, a.node, a.attempt_id)
-            if not path.exists():
-                continue
-            with open(path, "rb") as handle:
-                handle.seek(offsets.get(a.attempt_id, 0))
-                chunk = handle.read()
-            offsets[a.attempt_id] = offsets.get(a.attempt_id, 0) + len(chunk)
-            entry = {
-                "attempt_id": a.attempt_id,
-                "node": a.node,
-                "provider": a.provider,
-                "zone": a.zone,
-                "instance_type": a.instance_type,
-                "market": str(a.market_kind),
-            }
-            yield entry, chunk.decode("utf-8", errors="replace")
+        for entry in tail.read():
+            yield entry.to_dict(), entry.log
 
     return chunks
 
@@ -440,7 +418,7 @@ def cancel(
 
         url = _store_url(store_url)
         with _store(url) as store:
-            answer = request_cancel(store, job_id)
+            answer = request_cancel(store, job_id).to_dict()
         daemon.start_background(store_url=url)
         poke()
     if as_json:

@@ -9,12 +9,12 @@ import typer
 from spothop.cli.catalog import warn_refused
 from spothop.cli.output import console, money, note, print_json, table
 from spothop.cli.remote import ServerOption, TokenOption, connect
-from spothop.cli.views import offer_query_params
 from spothop.errors import ConfigError
-from spothop.resources.catalog import OfferQuery, SortKey, check_names, load_catalog
+from spothop.resources.catalog import OfferQuery, SortKey, load_catalog
 from spothop.resources.compat import CompatNeed, compat_matrix
 from spothop.resources.gpus import GpuModel, gpu_catalog, match_gpus
 from spothop.resources.offering import DEFAULT_EFFICIENCY, Offering
+from spothop.service.offers import find_offers, offer_query_params
 
 
 def offers(
@@ -86,9 +86,9 @@ def offers(
     else:
         catalog = load_catalog()
         warn_refused(catalog)
-        check_names(query, catalog)
-        found = catalog.query(query)
-        data = [o.to_dict(spot) for o in found]
+        listed = find_offers(query, catalog)
+        found = list(listed.offerings)
+        data = listed.to_list()
     if as_json:
         print_json(data)
         return

@@ -5,12 +5,12 @@ Loads the job file, asks the providers for offerings and live spot prices
 own: the local world's clouds and the real ones in ``$SPOTHOP_PROVIDERS``), takes λ from spothop's own interruption history when the store has any
 (priors otherwise), ranks with :func:`spothop.scheduler.rank` and shows the
 spread :func:`spothop.scheduler.spread` would choose for the job's nodes or
-workers. Nothing is launched, and spothop's own store is only read.
+workers: :func:`spothop.service.plan.plan_request` builds the answer, here or on
+``spothop server``. Nothing is launched, and spothop's own store is only read.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,68 +18,9 @@ import typer
 
 from spothop.cli.output import console, note, print_json, table
 from spothop.cli.remote import ServerOption, TokenOption, connect
-from spothop.cli.views import plan_request
-from spothop.db import DATABASE_URL_ENV
-from spothop.errors import ConfigError, SpothopError
-from spothop.jobs.spec import JobSpec, load_job
-from spothop.market.reliability import ReliabilityBook
-from spothop.paths import spothop_home
-from spothop.providers.base import Provider
-from spothop.providers.registry import get_provider
+from spothop.jobs.spec import load_job
 from spothop.scheduler.placement import DEFAULT_HORIZON_H
-
-DEFAULT_LIMIT = 10
-
-
-def _data_at(value: str | None, data_gib: float) -> tuple[str, str] | None:
-    if value is None:
-        if data_gib > 0:
-            raise ConfigError("--data-gib needs --data-at PROVIDER/REGION: where the data is now")
-        return None
-    provider, _, region = value.partition("/")
-    if not provider.strip() or not region.strip() or "/" in region:
-        raise ConfigError(
-            f"--data-at is PROVIDER/REGION (as `spothop offers` names them), got {value!r}"
-        )
-    return provider.strip(), region.strip()
-
-
-def _providers(spec: JobSpec, names: list[str] | None) -> list[Provider]:
-    """The providers to ask: ``--provider``, else the job's ``providers.allow``, else the
-    controller's own (every cloud of the local world plus ``$SPOTHOP_PROVIDERS``).
-
-    A provider that cannot be made (SDK missing, no credentials) is left out with its
-    reason on stderr, as the controller leaves it out; a job that only it could carry is
-    then told no offering satisfies it.
-    """
-    from spothop.jobs.controller.daemon import default_providers
-
-    wanted = tuple(n for n in (names or spec.providers.allow) if n not in spec.providers.deny)
-    if not wanted:
-        made = default_providers()
-        return [p for name, p in made.items() if name not in spec.providers.deny]
-    providers: list[Provider] = []
-    for name in dict.fromkeys(wanted):
-        try:
-            providers.append(get_provider(name))
-        except SpothopError as exc:
-            note(f"provider {name} left out: {exc}", stderr=True)
-    return providers
-
-
-def _history(now: float) -> ReliabilityBook | None:
-    """The interruption history's book at ``now``, or None (priors) when there is no store to read.
-
-    A home without a database has no history: it is not created just to be read.
-    """
-    from spothop.market.interruptions import reliability_from_store
-
-    if not os.environ.get(DATABASE_URL_ENV) and not (spothop_home() / "spothop.db").exists():
-        return None
-    try:
-        return reliability_from_store(now)
-    except SpothopError:
-        return None
+from spothop.service.plan import DEFAULT_LIMIT, PlanRequest, data_location, plan_request
 
 
 def _cells(rank_no: int, c: dict[str, Any]) -> list[Any]:
@@ -202,7 +143,7 @@ def plan(
 ) -> None:
     """Rank where a job would run by the expected cost of useful work, and show the spread chosen."""
     spec = load_job(file)
-    _data_at(data_at, data_gib)  # a bad --data-at is this machine's error, server or not
+    data_location(data_at, data_gib)  # a bad --data-at is this machine's error, server or not
     client = connect(server, token)
     if client is not None:
         data = client.plan(
@@ -217,15 +158,16 @@ def plan(
             **({"checkpoint_gpu": checkpoint_gpu} if checkpoint_gpu is not None else {}),
         )
     else:
-        data = plan_request(
+        request = PlanRequest(
             spec,
-            provider or (),
+            tuple(provider or ()),
             limit=limit,
             data_gib=data_gib,
             data_at=data_at,
             horizon_h=horizon_h,
             checkpoint_gpu=checkpoint_gpu,
         )
+        data = plan_request(request, lambda line: note(line, stderr=True)).to_dict()
     if as_json:
         print_json(data)
         return

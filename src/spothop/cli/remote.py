@@ -4,7 +4,7 @@ With ``$SPOTHOP_SERVER`` (or ``--server URL``) set, every job command —
 ``launch``, ``jobs``, ``status``, ``logs``, ``cancel``, ``report``, ``events``,
 ``offers``, ``plan`` — asks the server instead of opening the embedded store,
 with ``$SPOTHOP_TOKEN`` (or ``--token``) as its bearer token, and prints the
-same output: the server answers the objects of :mod:`spothop.cli.views`, the
+same output: the server answers the objects of :mod:`spothop.service`, the
 ones ``--json`` prints locally (a list the server wraps, ``{"jobs": […]}``, is
 unwrapped here). It sends through :mod:`spothop.controlplane.client`, standard-library
 ``urllib`` only: the core needs no extra.

@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.table import Table
 from rich.text import Text
 
 from spothop.cli.output import console, money, note, print_json, table
 from spothop.cli.remote import ServerOption, TokenOption, connect
-from spothop.cli.views import costs_json, report_json
 from spothop.errors import ConfigError
+from spothop.service.report import CostQuery, costs, job_report
 
 StoreOption = Annotated[
     str | None,
@@ -91,8 +92,8 @@ def _local(
     providers = default_providers()
     with JobStore(store_url) as store:
         if job_id is None:
-            return costs_json(store, providers, since, by)
-        data = report_json(store, job_id, providers)
+            return costs(store, providers, CostQuery(since, by)).to_dict()
+        data = job_report(store, job_id, providers).to_dict()
         if plot is not None:  # the timeline of instances and preemptions (observe/timeline.py)
             from spothop.observe.timeline import job_timeline, plot_timeline
 
@@ -168,33 +169,7 @@ def _usd(value: float | None, digits: int = 4) -> str:
 def _show(d: dict[str, Any]) -> None:
     """The report of ``report JOB --json`` as tables, then its recommendations."""
     console.print(Text.assemble("job ", (d["job_id"], "bold"), f" ({d['name']}) · {d['state']}"))
-    saving = d["saving_fraction"]
-    lines = [
-        ("cost", f"{_usd(d['cost_usd'])} USD"),
-        ("on-demand, same useful work", f"{_usd(d['on_demand_cost_usd'])} USD"),
-        (
-            "saving",
-            f"{_usd(d['saving_usd'])} USD" + (f" ({saving:.0%})" if saving is not None else ""),
-        ),
-        ("interruptions survived", str(d["interruption_count"])),
-        ("goodput", "—" if d["goodput"] is None else f"{d['goodput']:.1%}"),
-        (
-            "recomputed",
-            ("—" if d["recomputed_fraction"] is None else f"{d['recomputed_fraction']:.1%}")
-            + f" of paid GPU time, {_usd(d['recomputed_cost_usd'])} USD",
-        ),
-        ("USD per effective-TFLOPS-hour", _usd(d["usd_per_effective_tflops_hour"])),
-        (
-            "reconciliation (cloud − ledger)",
-            f"{d['reconciliation']['difference_microusd']} µUSD"
-            + (
-                f", {len(d['reconciliation']['unmatched'])} without the cloud's figure"
-                if d["reconciliation"]["unmatched"]
-                else ""
-            ),
-        ),
-    ]
-    console.print(table(None, ["figure", "value"], lines))
+    console.print(table(None, ["figure", "value"], _figures(d)))
     for missing in d["missing_prices"]:
         note(f"price missing: {missing}", "yellow")
     for missing in d["missing_on_demand_prices"]:
@@ -219,47 +194,81 @@ def _show(d: dict[str, Any]) -> None:
             )
         )
     if d["interruptions"]:
-        console.print(
-            table(
-                "interruptions",
-                ["instance", "provider", "zone", "type", "cause", "lead s", "saved", "save s"],
-                [
-                    (
-                        i["instance_id"],
-                        i["provider"],
-                        i["zone"],
-                        i["instance_type"],
-                        i["cause"],
-                        _num(i["lead_time_s"]),
-                        i["saved"],
-                        _num(i["save_s"]),
-                    )
-                    for i in d["interruptions"]
-                ],
-                right=["lead s", "save s"],
-            )
-        )
+        console.print(_interruptions(d["interruptions"]))
     if d.get("restores"):
-        console.print(
-            table(
-                "restores",
-                ["checkpoint", "step", "served by", "instance in", "own region", "seconds"],
-                [
-                    (
-                        r["checkpoint_id"],
-                        r["step"],
-                        r["served_by"],
-                        "/".join(x for x in (r["provider"], r["region"]) if x) or "?",
-                        "yes" if r["from_own_region"] else "no",
-                        f"{r['seconds']:.3f}",
-                    )
-                    for r in d["restores"]
-                ],
-                right=["step", "seconds"],
-            )
-        )
+        console.print(_restores(d["restores"]))
     for advice in d["recommendations"]:
         console.print(Text.assemble(("→ ", "bold"), advice["message"]))
+
+
+def _figures(d: dict[str, Any]) -> list[tuple[str, str]]:
+    """The report's headline figures, one (figure, value) row each."""
+    saving = d["saving_fraction"]
+    return [
+        ("cost", f"{_usd(d['cost_usd'])} USD"),
+        ("on-demand, same useful work", f"{_usd(d['on_demand_cost_usd'])} USD"),
+        (
+            "saving",
+            f"{_usd(d['saving_usd'])} USD" + (f" ({saving:.0%})" if saving is not None else ""),
+        ),
+        ("interruptions survived", str(d["interruption_count"])),
+        ("goodput", "—" if d["goodput"] is None else f"{d['goodput']:.1%}"),
+        (
+            "recomputed",
+            ("—" if d["recomputed_fraction"] is None else f"{d['recomputed_fraction']:.1%}")
+            + f" of paid GPU time, {_usd(d['recomputed_cost_usd'])} USD",
+        ),
+        ("USD per effective-TFLOPS-hour", _usd(d["usd_per_effective_tflops_hour"])),
+        (
+            "reconciliation (cloud − ledger)",
+            f"{d['reconciliation']['difference_microusd']} µUSD"
+            + (
+                f", {len(d['reconciliation']['unmatched'])} without the cloud's figure"
+                if d["reconciliation"]["unmatched"]
+                else ""
+            ),
+        ),
+    ]
+
+
+def _interruptions(rows: Sequence[dict[str, Any]]) -> Table:
+    return table(
+        "interruptions",
+        ["instance", "provider", "zone", "type", "cause", "lead s", "saved", "save s"],
+        [
+            (
+                i["instance_id"],
+                i["provider"],
+                i["zone"],
+                i["instance_type"],
+                i["cause"],
+                _num(i["lead_time_s"]),
+                i["saved"],
+                _num(i["save_s"]),
+            )
+            for i in rows
+        ],
+        right=["lead s", "save s"],
+    )
+
+
+def _restores(rows: Sequence[dict[str, Any]]) -> Table:
+    return table(
+        "restores",
+        ["checkpoint", "step", "served by", "instance in", "own region", "seconds"],
+        [
+            (
+                r["checkpoint_id"],
+                r["step"],
+                r["served_by"],
+                "/".join(x for x in (r["provider"], r["region"]) if x) or "?",
+                "yes" if r["from_own_region"] else "no",
+                f"{r['seconds']:.3f}",
+            )
+            for r in rows
+        ],
+        right=["step", "seconds"],
+    )
 
 
 def _num(value: float | None) -> str | None:

@@ -5,7 +5,7 @@
 - :mod:`~spothop.server.auth`: tokens read, checked and scoped; failed attempts rate-limited.
 - :mod:`~spothop.server.agents`, :mod:`~spothop.server.users`,
   :mod:`~spothop.server.dashboard`: the routes.
-- the JSON answers are :mod:`spothop.cli.views`', the same the CLI's ``--json`` prints.
+- the JSON answers are :mod:`spothop.service`'s results, the same the CLI's ``--json`` prints.
 - :mod:`~spothop.server.safety`: no credential in any response or log line.
 
 FastAPI, uvicorn and argon2-cffi are the ``server`` extra

@@ -174,14 +174,13 @@ class _Lazy:
             return self._value
 
 
-# What the request paths import on first use (the CLI's views, the reports, job specs, the
+# What the request paths import on first use (the services, the reports, job specs, the
 # dashboard's data, the metrics): imported at start-up, before the heap is frozen, so that the
 # modules, their classes and functions (tens of thousands of objects) are not walked by every
 # full collection (tests/server/test_heap.py checks that serving imports nothing more).
 WARM_MODULES = (
     "spothop.batch.spec",
     "spothop.checkpoint.admin",
-    "spothop.cli.views",
     "spothop.dashboard.data",
     "spothop.jobs.controller.observe",
     "spothop.jobs.reachable",
@@ -190,6 +189,7 @@ WARM_MODULES = (
     "spothop.observe.metrics",
     "spothop.observe.recommend",
     "spothop.observe.report",
+    "spothop.service",
     "spothop.state.wake",
 )
 # A full collection slower than this (CPU) means the heap grew by long-lived objects since the

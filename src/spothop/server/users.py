@@ -5,15 +5,12 @@ is the ``default`` project's); an agent's token may read its own job (status,
 events, logs, checkpoints, report) and may not launch, cancel or list others.
 A job outside the caller's reach is a 403, whether or not it exists. Every
 answer is the JSON the CLI prints with ``--json`` for the same command
-(:mod:`spothop.cli.views` builds both); a list is wrapped in an object
+(:mod:`spothop.service` builds both); a list is wrapped in an object
 (``{"jobs": [...]}``).
 """
 
 from __future__ import annotations
 
-import base64
-import json
-from collections.abc import Collection
 from pathlib import Path as FilePath
 from typing import Annotated, Any
 
@@ -76,14 +73,14 @@ def create_job(
     body: JobBody, request: Request, principal: Principal = Depends(require_user)
 ) -> JSONResponse:
     """Launch a job: validate its spec, check it can be placed, store it in the caller's project."""
-    from spothop.cli.views import check_launchable, launch_job
+    from spothop.service.launch import check_launchable, launch_job
 
     spec = spec_from_text(body.spec, body.filename)
     check_launchable(spec)
     answer = launch_job(request.app.state.store, spec)
-    _tokens(request).assign_job(answer["job_id"], principal.project or "", principal.user_id)
+    _tokens(request).assign_job(answer.job_id, principal.project or "", principal.user_id)
     request.app.state.wake()
-    return JSONResponse(answer, status_code=201)
+    return JSONResponse(answer.to_dict(), status_code=201)
 
 
 @router.get("/jobs")
@@ -94,8 +91,8 @@ def list_jobs(
     principal: Principal = Depends(require_any),
 ) -> dict[str, Any]:
     """The caller's jobs (``spothop jobs --json``), oldest first; ``state`` a comma-separated list."""
-    from spothop.cli.views import jobs_json
     from spothop.jobs.lifecycle import JobState
+    from spothop.service.jobs import JobQuery, list_jobs
 
     states = [s.strip() for s in (state or "").split(",") if s.strip()]
     known = {s.value for s in JobState}
@@ -103,9 +100,8 @@ def list_jobs(
         raise ConfigError(
             f"state {bad[0]!r} is not a job state; use one of {', '.join(sorted(known))}"
         )
-    visible = _visible(request, principal)
-    jobs = [j for j in jobs_json(request.app.state.store, states or None) if j["job_id"] in visible]
-    return {"jobs": jobs[-limit:]}
+    query = JobQuery(tuple(states), job_ids=_visible(request, principal), newest=limit)
+    return list_jobs(request.app.state.store, query).to_dict()
 
 
 @router.get("/jobs/{job_id}")
@@ -113,12 +109,12 @@ def job_status(
     job_id: JobPath, request: Request, principal: Principal = Depends(require_any)
 ) -> dict[str, Any]:
     """``spothop status JOB --json``."""
-    from spothop.cli.views import job_status as status
+    from spothop.service.jobs import job_status as status
 
     may_read_job(request, principal, job_id)
     return status(
         request.app.state.store, job_id, queue_url=request.app.state.settings.jobs_queue_url
-    )
+    ).to_dict()
 
 
 @router.post("/jobs/{job_id}/cancel")
@@ -126,12 +122,12 @@ def cancel_job(
     job_id: JobPath, request: Request, principal: Principal = Depends(require_user)
 ) -> dict[str, Any]:
     """``spothop cancel JOB --json``: the controller terminates the job's instances."""
-    from spothop.cli.views import request_cancel
+    from spothop.service.jobs import request_cancel
 
     may_read_job(request, principal, job_id)
     answer = request_cancel(request.app.state.store, job_id, by=f"user {principal.user}")
     request.app.state.wake()
-    return answer
+    return answer.to_dict()
 
 
 @router.get("/jobs/{job_id}/events")
@@ -145,40 +141,12 @@ def job_events(
     """The job's event stream (``spothop events --job JOB --json``) after the cursor ``after_id``
     (the ``next`` of the previous answer; none: from the start): at most ``limit`` events, the
     first stored; ``next`` resumes after the last of them (an empty page: none yet)."""
-    from spothop.cli.views import stream_events
+    from spothop.service.events import cursor_from_text, stream_events
 
     may_read_job(request, principal, job_id)
     store = request.app.state.store
-    events, nxt = stream_events(store, job_id, _cursor(after_id), limit=limit)  # resumes after them
-    return {"events": events, "next": _cursor_text(nxt)}
-
-
-def _cursor_text(cursor: Any) -> str:
-    data = {
-        "job_seq": cursor.job_seq,
-        "agent_received_unix_s": cursor.agent_received_unix_s,
-        "agent_ids": sorted(cursor.agent_ids),
-    }
-    return base64.urlsafe_b64encode(json.dumps(data).encode()).decode()
-
-
-def _cursor(text: str | None) -> Any:
-    from spothop.observe.events import Cursor
-
-    if not text:
-        return None
-    try:
-        data = json.loads(base64.urlsafe_b64decode(text.encode()))
-        return Cursor(
-            int(data["job_seq"]),
-            float(data["agent_received_unix_s"]),
-            frozenset(str(i) for i in data["agent_ids"]),
-        )
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ConfigError(
-            f"after_id is not a cursor this server gave ({type(exc).__name__}); pass the 'next' of"
-            " the previous answer, or none to read from the start"
-        ) from None
+    # At most ``limit`` events, and a cursor that resumes after them.
+    return stream_events(store, job_id, cursor_from_text(after_id), limit=limit).to_dict()
 
 
 @router.get("/jobs/{job_id}/logs")
@@ -190,10 +158,10 @@ def job_logs(
     principal: Principal = Depends(require_any),
 ) -> dict[str, Any]:
     """``spothop logs JOB --json``: each attempt's worker output (its last ``tail_bytes``)."""
-    from spothop.cli.views import job_logs as read
+    from spothop.service.logs import job_logs as read
 
     may_read_job(request, principal, job_id)
-    return {"logs": read(request.app.state.store, job_id, node, tail_bytes)}
+    return read(request.app.state.store, job_id, node, tail_bytes).to_dict()
 
 
 @router.get("/jobs/{job_id}/checkpoints")
@@ -201,15 +169,10 @@ def job_checkpoints(
     job_id: JobPath, request: Request, principal: Principal = Depends(require_any)
 ) -> dict[str, Any]:
     """Where the job's checkpoints and outputs go (its spec's URLs)."""
+    from spothop.service.jobs import job_storage
+
     may_read_job(request, principal, job_id)
-    spec = request.app.state.store.get_job(job_id).spec()
-    checkpoint = getattr(spec, "checkpoint", None)
-    batch = getattr(spec, "batch", None)
-    return {
-        "job_id": job_id,
-        "checkpoint_url": None if checkpoint is None else checkpoint.url,
-        "output_url": None if batch is None else batch.output,
-    }
+    return job_storage(request.app.state.store, job_id).to_dict()
 
 
 @router.get("/jobs/{job_id}/report")
@@ -218,13 +181,13 @@ def job_report(
 ) -> dict[str, Any]:
     """``spothop report JOB --json`` (as of at most a few seconds ago: the replica shares a job's
     report among its callers for ``report_cache_s``)."""
-    from spothop.cli.views import report_json
+    from spothop.service.report import job_report as report
 
     may_read_job(request, principal, job_id)
     store, providers = request.app.state.store, request.app.state.providers()
     # Shared by the callers of the next few seconds (settings.REPORT_CACHE_S), each checked above.
     answer: dict[str, Any] = request.app.state.reports.get(
-        ("report", job_id), lambda: report_json(store, job_id, providers)
+        ("report", job_id), lambda: report(store, job_id, providers).to_dict()
     )
     return answer
 
@@ -236,27 +199,13 @@ def instances(
     principal: Principal = Depends(require_any),
 ) -> dict[str, Any]:
     """The instances of the caller's jobs (or of ``job_id``), as ``status --json`` lists them."""
-    from spothop.cli.views import job_status
+    from spothop.service.jobs import instances_of
 
     visible = _visible(request, principal)
     if job_id is not None:
         may_read_job(request, principal, job_id)
         visible &= {job_id}
-    store = request.app.state.store
-    return {"instances": _instances(store, visible, job_status)}
-
-
-def _instances(store: Any, job_ids: Collection[str], job_status: Any) -> list[dict[str, Any]]:
-    from spothop.jobs.errors import JobNotFound
-
-    out: list[dict[str, Any]] = []
-    for job_id in sorted(job_ids):
-        try:
-            found = job_status(store, job_id, events=False)["instances"]
-        except JobNotFound:  # an agent's job that is gone: nothing to list
-            continue
-        out.extend({"job_id": job_id, **instance} for instance in found)
-    return out
+    return {"instances": instances_of(request.app.state.store, visible)}
 
 
 @router.get("/costs")
@@ -267,11 +216,12 @@ def costs(
     principal: Principal = Depends(require_user),
 ) -> dict[str, Any]:
     """``spothop report --since S --by B --json`` over the caller's project's jobs (micro-dollars)."""
-    from spothop.cli.views import costs_json
+    from spothop.service.report import CostQuery
+    from spothop.service.report import costs as sum_costs
 
-    visible = _visible(request, principal)
+    query = CostQuery(since, by, job_ids=_visible(request, principal))
     state = request.app.state
-    return costs_json(state.store, state.providers(), since, by, job_ids=visible)
+    return sum_costs(state.store, state.providers(), query).to_dict()
 
 
 @router.get("/offers")
@@ -292,7 +242,7 @@ def offers(
     principal: Principal = Depends(require_user),
 ) -> dict[str, Any]:
     """``spothop offers --json``: the catalog's offerings matching, cheapest first."""
-    from spothop.cli.views import offer_query_from_params, offers_json
+    from spothop.service.offers import find_offers, offer_query_from_params
 
     del principal
     given = {
@@ -310,23 +260,24 @@ def offers(
         "limit": limit,
     }
     params = {k: str(v) for k, v in given.items() if v is not None}
-    return {"offers": offers_json(offer_query_from_params(params))}
+    return find_offers(offer_query_from_params(params)).to_dict()
 
 
 @router.post("/plans")
 def plans(body: PlanBody, principal: Principal = Depends(require_user)) -> dict[str, Any]:
     """``spothop plan FILE --json``: where the job would run, and why."""
-    from spothop.cli.views import plan_request
+    from spothop.service.plan import PlanRequest, plan_request
 
     del principal
-    return plan_request(
+    request = PlanRequest(
         spec_from_text(body.spec, body.filename),
-        body.providers,
+        tuple(body.providers),
         limit=body.limit,
         data_gib=body.data_gib,
         data_at=body.data_at,
         horizon_h=body.horizon_h,
     )
+    return plan_request(request).to_dict()
 
 
 @router.get("/whoami")

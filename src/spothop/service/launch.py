@@ -1,0 +1,55 @@
+"""Launching a job, as both fronts do it: ``spothop launch`` and ``POST /v1/jobs``.
+
+:func:`check_launchable` refuses, before anything is stored, a job that could never run;
+:func:`launch_job` stores it (pending) for the controller to place. Starting this home's
+controller is the CLI's business, waking the server's its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from spothop.jobs.spec import JobSpec
+    from spothop.jobs.store import JobStore
+
+
+@dataclass(frozen=True)
+class LaunchedJob:
+    """A job just stored: what ``launch --detach --json`` and ``POST /v1/jobs`` answer."""
+
+    job_id: str
+    name: str
+    state: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def check_launchable(spec: JobSpec) -> None:
+    """What ``launch`` checks before a job is stored: its checkpoint and output URLs can be
+    written (:class:`~spothop.errors.StorageUnreachable`), and some offering of the controller's
+    providers meets it at all (:class:`~spothop.scheduler.errors.NoCandidates`, naming the
+    requirement that excluded the most). No capacity *now* is not refused: the job waits."""
+    from spothop.jobs.controller.daemon import default_providers
+    from spothop.jobs.controller.place import plan_inputs
+    from spothop.jobs.reachable import check_reachable
+    from spothop.scheduler.errors import NoCapacityNow
+    from spothop.scheduler.market_view import gather_market_view
+    from spothop.scheduler.placement import rank
+
+    check_reachable(spec)  # before anything is paid for
+    providers = [p for n, p in default_providers().items() if n not in spec.providers.deny]
+    profile, kinds, pools = plan_inputs(spec)
+    view = gather_market_view(providers, on_error=lambda *_: None)
+    with contextlib.suppress(NoCapacityNow):
+        rank(view, spec.requirements(), profile, kinds, reserved=pools).raise_if_empty()
+
+
+def launch_job(store: JobStore, spec: JobSpec) -> LaunchedJob:
+    """Store ``spec`` as a new job (pending). Call :func:`check_launchable` first."""
+    job_id = store.create_job(spec)
+    job = store.get_job(job_id)
+    return LaunchedJob(job.job_id, job.name, str(job.state))
