@@ -97,6 +97,7 @@ __all__ = [
     "SpreadSpec",
     "Tolerance",
     "container_image",
+    "job_name_from",
     "load_job",
 ]
 
@@ -399,7 +400,7 @@ def load_job(source: Mapping[str, Any] | Path | str, base_dir: Path | None = Non
         path = Path(source)
         where = f"{path}: "
         source = _read_yaml(path, where)
-        stem = _name_from(path)
+        stem = job_name_from(path)
         if base_dir is None:
             base_dir = path.absolute().parent
     if not isinstance(source, Mapping):
@@ -437,6 +438,8 @@ def _read_yaml(path: Path, where: str) -> Any:
         raise JobSpecError(f"{where}not valid YAML: {exc}") from None
 
 
-def _name_from(path: Path) -> str | None:
+def job_name_from(path: Path) -> str | None:
+    """The job name a file's stem gives (``train-v2.yaml`` → ``train-v2``), or None when nothing
+    of the stem is a valid name; the name a spec without ``name`` takes."""
     name = re.sub(r"[^A-Za-z0-9._:=-]+", "-", path.stem).strip("-._:=")[:200]
     return name if name and JOB_NAME_PATTERN.match(name) else None

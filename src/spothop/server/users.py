@@ -54,7 +54,7 @@ def spec_from_text(text: str, filename: str = "job.yaml") -> Any:
     resolved (``spec.to_json()``), so they are absolute already."""
     import yaml
 
-    from spothop.jobs.spec import _name_from, load_job
+    from spothop.jobs.spec import job_name_from, load_job
 
     where = FilePath(filename).name or "job.yaml"
     try:
@@ -63,7 +63,7 @@ def spec_from_text(text: str, filename: str = "job.yaml") -> Any:
         raise JobSpecError(f"{where}: not valid YAML: {exc}") from None
     if not isinstance(data, dict):
         raise JobSpecError(f"{where}: a job spec is a mapping of fields, got {type(data).__name__}")
-    if "name" not in data and (name := _name_from(FilePath(where))):
+    if "name" not in data and (name := job_name_from(FilePath(where))):
         data["name"] = name
     return load_job(data)
 
