@@ -1,37 +1,20 @@
-"""``decide(snapshot) -> actions``: the controller's one decision, pure and deterministic.
+"""Step 4 of a pass: one job's rules, from cancel to the state it settles on.
 
-One pass, in this order (docs/controller.md has the tables):
-
-1. **Fold** the agents' events and the providers' listings into the attempts
-   (:mod:`.fold`): notices, exits, lost instances become attempt updates.
-2. **Cool down** every market an attempt was interrupted in (or got an
-   advance notice in) for ``cooldown_s`` from then, and every zone that lost
-   all its instances at once (``zone_outage_*``); a zone that interrupted an
-   instance within ``zone_suspicion_s`` is suspected (relaunches avoid it).
-3. **Orphans**: a spothop-tagged instance no attempt owns, or whose attempt
-   ended (a preempted one excepted, until its deadline), is terminated.
-4. **Jobs**, those recovering first (so they get reserved capacity and the
-   best markets before new jobs), then running, then pending, each oldest
-   first: cancel → fail (retries, dead shards, ``max_interruptions``) →
-   succeed (every node done; a batch queue drained and its outputs published)
-   → per node: hand over, replace, fail over or launch → the job's state. A job
-   with a deadline launches (and switches, make-before-break) only in the
-   market kind its deadline policy chooses this pass (:mod:`.deadline`).
-
-Pure: no I/O, no clock (time is ``snapshot.now``), no randomness; the same
-snapshot and config always give the same list, in the same order, and every
-state change it asks for is legal from the job's current state.
+Per job (:class:`JobDecision`): cancel → fail (retries, dead shards,
+``max_interruptions``) → succeed (every node done; a batch queue drained and
+its outputs published) → per node: hand over, replace, fail over or launch →
+the job's state. A job with a deadline launches (and switches,
+make-before-break) only in the market kind its deadline policy chooses this
+pass (:mod:`.deadline`). Pure, like :func:`~.decide.decide`.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from spothop.jobs.controller.actions import (
     Action,
-    CoolDown,
     EndAttempt,
     EnqueueShards,
     ForceOnDemand,
@@ -45,16 +28,12 @@ from spothop.jobs.controller.actions import (
 )
 from spothop.jobs.controller.config import ControllerConfig
 from spothop.jobs.controller.deadline import DeadlinePlan, deadline_plan
-from spothop.jobs.controller.fold import fold
 from spothop.jobs.controller.group import group_actions, group_succeeded
 from spothop.jobs.controller.place import (
     JobPlacement,
     ReservedLedger,
-    blind_types_of,
-    cooled_markets,
-    suspected_zones,
 )
-from spothop.jobs.controller.snapshot import TAG_JOB, TAG_TOKEN, AttemptView, JobView, Snapshot
+from spothop.jobs.controller.snapshot import AttemptView, JobView, Snapshot
 from spothop.jobs.lifecycle import (
     TRANSITIONS,
     AttemptState,
@@ -69,29 +48,10 @@ from spothop.scheduler.spread import spread
 from spothop.scheduler.tolerance import NoticeBlindResponse
 
 
-def decide(snapshot: Snapshot, config: ControllerConfig | None = None) -> list[Action]:
-    """The actions that move the world in ``snapshot`` towards what its jobs want (module docstring)."""
-    config = config or ControllerConfig()
-    jobs, actions = fold(snapshot, config)
-    cooldowns = _cooldowns(snapshot, jobs, config)
-    actions += cooldowns
-    actions += _orphans(snapshot, jobs, config)
-    p = _Pass(
-        snapshot,
-        config,
-        cooled=cooled_markets(snapshot, [c.market for c in cooldowns]),
-        blind_types=blind_types_of(jobs),
-        reserved=ReservedLedger.of(jobs, snapshot.reservations),
-        suspected=suspected_zones(jobs, snapshot.now, config.zone_suspicion_s),
-        outage_opened=_outage_windows(snapshot, cooldowns, config),
-    )
-    for job in sorted(jobs, key=_priority):
-        actions += _JobDecision(p, job).actions()
-    return actions
-
-
 @dataclass
-class _Pass:
+class Pass:
+    """What one pass knows before it decides on each job: the snapshot, the config, the markets left out."""
+
     snapshot: Snapshot
     config: ControllerConfig
     cooled: frozenset[MarketId]
@@ -104,166 +64,13 @@ class _Pass:
     def moved_by_outage(self, a: AttemptView) -> bool:
         """A live attempt launched into a zone during the window of the outage it is cooled for.
 
-        Such an attempt was no survivor (``_zone_outages``): it is replaced elsewhere,
+        Such an attempt was no survivor (:func:`~.cooldowns.zone_outages`): it is replaced elsewhere,
         make-before-break, like one on advance notice.
         """
         if not a.zone or not a.alive:
             return False
         opened = self.outage_opened.get(MarketId(a.provider, a.region, a.zone, ""))
         return opened is not None and a.launched_at >= opened
-
-
-def _outage_windows(
-    snapshot: Snapshot, cooldowns: Sequence[CoolDown], config: ControllerConfig
-) -> dict[MarketId, float]:
-    """Each zone cooling for an outage → when its window opened: ``zone_outage_window_s``
-    before its last loss, which is ``zone_cooldown_s`` before the cooldown ends."""
-    until = {m: t for m, t in snapshot.cooldowns.items() if not m.instance_type}
-    for c in cooldowns:
-        if not c.market.instance_type:
-            until[c.market] = max(c.until_s, until.get(c.market, float("-inf")))
-    return {
-        zone: t - config.zone_cooldown_s - config.zone_outage_window_s
-        for zone, t in until.items()
-        if t > snapshot.now
-    }
-
-
-_LOSSES = (EndReason.PREEMPTED, EndReason.FAILED, EndReason.TERMINATED, EndReason.WORKER_FAILED)
-
-
-def _priority(job: JobView) -> tuple[int, float, str]:
-    """Recovering jobs first (a node lost or about to be), then running ones, then pending; oldest first."""
-    recovering = job.state is JobState.RECOVERING or any(
-        a.interrupted and a.alive for a in job.attempts
-    )
-    for n in range(job.node_count):
-        attempts = job.node_attempts(n)
-        if attempts and not any(a.alive for a in attempts) and not job.node_done(n):
-            last = max(attempts, key=_launch_order)
-            recovering = recovering or last.end_reason in _LOSSES
-    rank = 0 if recovering else 2 if job.state is JobState.PENDING else 1
-    return (rank, job.created_at, job.job_id)
-
-
-# -- cooldowns and orphans -------------------------------------------------------------------
-
-
-def _lost_at(a: AttemptView) -> float | None:
-    if a.interrupted:
-        return a.interrupted_at
-    if a.end_reason is EndReason.FAILED:
-        return a.ended_at
-    return None
-
-
-def _cooldowns(
-    snapshot: Snapshot, jobs: Sequence[JobView], config: ControllerConfig
-) -> list[CoolDown]:
-    """Level-triggered: each cooldown is asked for until the snapshot holds one lasting as long."""
-    wanted = _market_cooldowns(snapshot.now, jobs, config)
-    wanted.update(_zone_outages(snapshot.now, jobs, config))
-    out = []
-    for market in sorted(wanted):
-        until, why = wanted[market]
-        if snapshot.cooldowns.get(market, float("-inf")) < until:
-            out.append(CoolDown(market, until, why))
-    return out
-
-
-def _market_cooldowns(
-    now: float, jobs: Sequence[JobView], config: ControllerConfig
-) -> dict[MarketId, tuple[float, str]]:
-    """A spot market that interrupted an attempt (or gave it an advance notice) cools from then."""
-    wanted: dict[MarketId, tuple[float, str]] = {}
-    for job in jobs:
-        for a in job.attempts:
-            t, why = a.interrupted_at, "preempted here"
-            if t is None and a.alive and a.state is AttemptState.NOTICED:
-                t, why = a.noticed_at, "advance notice here"
-            if t is None or a.market_kind is not MarketKind.SPOT:
-                continue
-            until = t + config.cooldown_s
-            if until > now and until > wanted.get(a.market, (0.0, ""))[0]:
-                wanted[a.market] = (until, f"{why} at {t:.0f} (job {job.job_id})")
-    return wanted
-
-
-def _zone_outages(
-    now: float, jobs: Sequence[JobView], config: ControllerConfig
-) -> dict[MarketId, tuple[float, str]]:
-    """A zone that lost at least ``zone_outage_min_instances`` within the window and kept none.
-
-    Kept: an instance that was in the zone before the window's first loss and is
-    still up, or ended after the last loss for another reason (so what this pass
-    itself ends does not change the verdict on a second pass). A replacement
-    launched into the zone during the window (a pass that saw only the first
-    loss) is no survivor: it does not hide the outage, and is moved once the
-    outage is declared (:meth:`_Pass.moved_by_outage`).
-    """
-    window = config.zone_outage_window_s
-    if not any(
-        (t := _lost_at(a)) is not None and now - t <= window for j in jobs for a in j.attempts
-    ):
-        return {}  # the common pass: nothing was lost lately
-    in_zone: dict[MarketId, list[AttemptView]] = {}
-    for job in jobs:
-        for a in job.attempts:
-            if a.zone and a.instance_id:
-                in_zone.setdefault(MarketId(a.provider, a.region, a.zone, ""), []).append(a)
-    wanted: dict[MarketId, tuple[float, str]] = {}
-    for zone in sorted(in_zone):
-        times = []
-        for a in in_zone[zone]:
-            t = _lost_at(a)
-            if t is not None and now - t <= config.zone_outage_window_s:
-                times.append(t)
-        if len(times) < config.zone_outage_min_instances:
-            continue
-        first, last = min(times), max(times)
-        kept = any(
-            a.launched_at < first
-            and _lost_at(a) is None
-            and a.state is not AttemptState.NOTICED
-            and (a.alive or (a.ended_at is not None and a.ended_at >= last))
-            for a in in_zone[zone]
-        )
-        if not kept:
-            wanted[zone] = (
-                last + config.zone_cooldown_s,
-                f"zone outage: {len(times)} instances lost at once",
-            )
-    return wanted
-
-
-def _orphans(snapshot: Snapshot, jobs: Sequence[JobView], config: ControllerConfig) -> list[Action]:
-    by_instance = {a.instance_id: a for j in jobs for a in j.attempts if a.instance_id}
-    by_token = {a.launch_token: a for j in jobs for a in j.attempts}
-    out: list[Action] = []
-    for instance_id in sorted(snapshot.instances):
-        inst = snapshot.instances[instance_id]
-        if not inst.state.is_alive or TAG_JOB not in inst.tags:
-            continue
-        attempt = by_instance.get(instance_id) or by_token.get(inst.tags.get(TAG_TOKEN, ""))
-        if attempt is None:
-            if snapshot.now - inst.launched_at > config.listing_grace_s:
-                out.append(
-                    Terminate(
-                        instance_id, inst.provider, "orphan: tagged by spothop, owned by no attempt"
-                    )
-                )
-            continue
-        if attempt.alive:
-            continue
-        if attempt.end_reason is EndReason.PREEMPTED:
-            deadline = attempt.notice_deadline_s
-            if deadline is not None and deadline > snapshot.now:
-                continue  # the cloud takes it at its deadline; its emergency checkpoint may be uploading
-        why = attempt.end_reason.value if attempt.end_reason else "ended"
-        out.append(
-            Terminate(instance_id, inst.provider, f"its attempt ended ({why})", attempt.job_id)
-        )
-    return out
 
 
 # -- one job ---------------------------------------------------------------------------------
@@ -306,7 +113,7 @@ class _Node:
         return self.attempts[-1] if self.attempts else None
 
 
-def _launch_order(a: AttemptView) -> tuple[float, str]:
+def launch_order(a: AttemptView) -> tuple[float, str]:
     return (a.launched_at, a.attempt_id)
 
 
@@ -318,8 +125,10 @@ def _run_order(a: AttemptView) -> tuple[float, float, str]:
     )
 
 
-class _JobDecision:
-    def __init__(self, p: _Pass, job: JobView) -> None:
+class JobDecision:
+    """One job's actions this pass (module docstring)."""
+
+    def __init__(self, p: Pass, job: JobView) -> None:
         self.p = p
         self.job = job
         self.spec = job.spec
@@ -501,7 +310,7 @@ class _JobDecision:
         blind_response = self.placement.policy.notice_blind(self.placement.situation)
         nodes = []
         for n in range(self.job.node_count):
-            attempts = tuple(sorted(self.job.node_attempts(n), key=_launch_order))
+            attempts = tuple(sorted(self.job.node_attempts(n), key=launch_order))
             node = _Node(n, attempts)
             if not self.batch and self.job.node_done(n):
                 for a in attempts:
@@ -690,7 +499,7 @@ class _JobDecision:
     def _launch_one(
         self, node: _Node, candidates: tuple[Candidate, ...], why: str, parallel: bool = False
     ) -> None:
-        replaces = max(node.doomed, key=_launch_order) if node.doomed else None
+        replaces = max(node.doomed, key=launch_order) if node.doomed else None
         last = node.last
         if replaces is not None:
             blind = replaces.notice_blind and replaces.state is not AttemptState.NOTICED
