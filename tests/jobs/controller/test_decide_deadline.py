@@ -8,7 +8,8 @@ from spothop.errors import JobSpecError
 from spothop.jobs.controller import Terminate, Waiting, decide
 from spothop.jobs.controller.config import ControllerConfig
 from spothop.jobs.controller.deadline import deadline_plan, work_left_s
-from spothop.jobs.controller.observe import attempt_view, clock_rate
+from spothop.jobs.controller.observe import clock_rate
+from spothop.jobs.controller.views import attempt_view
 from spothop.jobs.lifecycle import AttemptState, EndReason, JobState
 from spothop.jobs.records import AttemptRecord
 from spothop.market.clock import ManualClock, SimClock

@@ -119,7 +119,7 @@ def replica_cursor(owner: str) -> str:
     """A replica's own agent-event cursor name (``agent_events@<owner>``, hashed past 64 chars)."""
     import hashlib
 
-    from spothop.jobs.controller.observe import CURSOR_NAME
+    from spothop.jobs.controller.events import CURSOR_NAME
 
     name = f"{CURSOR_NAME}@{owner}"
     if len(name) <= 64:
@@ -163,8 +163,9 @@ class Controller:
         ``control_plane_url``: the server the agents talk to (server mode: each instance gets
         a token of its own, revoked ``token_grace_s`` after its attempt ended and its instance
         went), else the store itself."""
+        from spothop.jobs.controller.events import CURSOR_NAME
         from spothop.jobs.controller.executor import DEFAULT_TOKEN_GRACE_S, Executor
-        from spothop.jobs.controller.observe import CURSOR_NAME, Observer
+        from spothop.jobs.controller.observe import Observer
         from spothop.state.wake import poke
 
         self.base_store = store
