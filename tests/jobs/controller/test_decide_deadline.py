@@ -13,6 +13,7 @@ from spothop.jobs.controller.views import attempt_view
 from spothop.jobs.lifecycle import AttemptState, EndReason, JobState
 from spothop.jobs.records import AttemptRecord
 from spothop.market.clock import ManualClock, SimClock
+from spothop.providers.extensions import ClockKeeper
 from spothop.scheduler.market_view import MarketKind, MarketState, MarketView
 from spothop.scheduler.policies.base import Kind
 from spothop.testing.factories import make_offerings
@@ -190,13 +191,17 @@ def test_work_done_is_credited_on_the_controllers_clock(
 
 
 def test_clock_rate_is_the_provider_clocks_speed() -> None:
-    class Sim:
+    class Sim(ClockKeeper):
         clock = SimClock(5.0, 0.0)
 
-    class Manual:
+    class Manual(ClockKeeper):
         clock = ManualClock(10.0)
 
+    class NoAbility:  # a clock without the ability's mixin is not the provider's
+        clock = SimClock(5.0, 0.0)
+
     assert (clock_rate(Sim()), clock_rate(Manual()), clock_rate(None)) == (5.0, 1.0, 1.0)
+    assert clock_rate(NoAbility()) == 1.0
 
 
 # -- one zone: a preemption with no slack goes on-demand in the same pass ------------------------

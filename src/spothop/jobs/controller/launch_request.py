@@ -24,6 +24,7 @@ from spothop.jobs.controller.observe import (
 from spothop.jobs.launcher import GroupEnv, WorkerCommand, bootstrap, group_port
 from spothop.jobs.store import AttemptRecord
 from spothop.providers.base import LaunchRequest
+from spothop.providers.extensions import GroupRendezvous
 
 log = logging.getLogger(__name__)
 
@@ -116,13 +117,13 @@ class LaunchRequests(AgentTokens):
         """A grouped task's rendezvous environment (docs/multinode.md); None for other jobs.
 
         ``MASTER_ADDR`` is where node 0 is reached: a provider whose instances share one
-        host says so (``group_rendezvous_host``: the local cloud's 127.0.0.1); a provider
+        host says so (:class:`~spothop.providers.extensions.GroupRendezvous`: the local cloud's 127.0.0.1); a provider
         that cannot tell node 0's address before it boots refuses the launch, naming why.
         """
         if attempt.group_nnodes is None:
             return None
         provider = self.providers.get(attempt.provider)
-        host = getattr(provider, "group_rendezvous_host", None)
+        host = provider.group_rendezvous_host if isinstance(provider, GroupRendezvous) else ""
         if not isinstance(host, str) or not host:
             raise ProviderError(
                 attempt.provider,

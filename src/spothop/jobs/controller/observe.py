@@ -50,7 +50,9 @@ from spothop.jobs.controller.events import CURSOR_NAME, EventCursor, replayed_ev
 from spothop.jobs.controller.views import queue_facts, to_snapshot
 from spothop.jobs.lifecycle import AttemptState, JobState
 from spothop.jobs.store import AttemptRecord, JobRecord, JobStore
+from spothop.market.clock import SimClock
 from spothop.providers.base import Instance, Provider
+from spothop.providers.extensions import ClockKeeper
 from spothop.providers.reservations import Reservation, ReservedCapacity
 
 log = logging.getLogger(__name__)
@@ -101,11 +103,13 @@ class Observation:
         return self.instances if self.all_instances is None else self.all_instances
 
 
-def clock_rate(provider: Any) -> float:
-    """``provider``'s clock seconds per wall second: its clock's ``speed`` (positive, finite), else 1."""
-    speed = getattr(getattr(provider, "clock", None), "speed", None)
-    if isinstance(speed, int | float) and 0 < speed < float("inf"):
-        return float(speed)
+def clock_rate(provider: Provider | None) -> float:
+    """``provider``'s clock seconds per wall second: a simulated clock's ``speed`` (positive,
+    finite), else 1."""
+    if isinstance(provider, ClockKeeper):
+        clock = provider.clock
+        if isinstance(clock, SimClock) and 0 < clock.speed < float("inf"):
+            return float(clock.speed)
     return 1.0
 
 

@@ -64,7 +64,13 @@ from spothop.providers.base import (
     Provider,
     SpotPrice,
 )
-from spothop.providers.extensions import FleetLauncher, FleetRequest, FleetResult, OfferingNotes
+from spothop.providers.extensions import (
+    ClockKeeper,
+    FleetLauncher,
+    FleetRequest,
+    FleetResult,
+    OfferingNotes,
+)
 from spothop.providers.local.metadata.aws import BILLING, ERROR_CODES
 from spothop.providers.records import (
     NODE_TAG,
@@ -131,7 +137,7 @@ ENV_OPTIONS = {  # option → the environment variable that sets it when the opt
 }
 
 
-class AwsProvider(Provider, FleetLauncher, OfferingNotes):
+class AwsProvider(Provider, FleetLauncher, OfferingNotes, ClockKeeper):
     """EC2 in ``regions`` (the session's region when none are given). See the module docstring.
 
     ``session`` (a boto3 Session) and ``endpoint_url`` (moto's server, say)

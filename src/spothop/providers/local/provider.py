@@ -58,6 +58,7 @@ from spothop.providers.base import (
     SpotPrice,
 )
 from spothop.providers.billing import SpotPriceHistory
+from spothop.providers.extensions import ClockKeeper, GroupRendezvous
 from spothop.providers.local import maintenance
 from spothop.providers.local.metadata import PROTOCOLS, ScheduledEvent
 from spothop.providers.local.metadata.codes import ErrorCodes
@@ -79,7 +80,7 @@ from spothop.resources.offering import Offering
 HOST_READY_TIMEOUT_S = 20.0  # a host must serve its metadata endpoint within this (wall) time
 
 
-class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory):
+class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory, ClockKeeper, GroupRendezvous):
     """One simulated cloud of a world. See the module docstring for its rules."""
 
     # Every instance is a process on this machine: a multi-node group rendezvouses on the
