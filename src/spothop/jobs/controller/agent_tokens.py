@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from spothop.jobs.controller.executor_base import ExecutorBase
+
+if TYPE_CHECKING:
+    from spothop.jobs.controller.observe import Observation
+    from spothop.state.tokens import TokenStore
 from spothop.jobs.store import AttemptRecord
 
 log = logging.getLogger(__name__)
@@ -16,7 +20,7 @@ class AgentTokens(ExecutorBase):
     """The agent tokens of the executor's launches (server mode only; none without a control plane URL)."""
 
     @property
-    def tokens(self) -> Any:
+    def tokens(self) -> TokenStore:
         """The server's token store, on the job store's database (server mode only)."""
         if self._tokens is None:
             from spothop.state.tokens import TokenStore
@@ -42,7 +46,7 @@ class AgentTokens(ExecutorBase):
                 self.tokens.bind_agent_token, attempt.job_id, attempt.launch_token, instance_id
             )
 
-    def sync_tokens(self, observation: Any) -> int:
+    def sync_tokens(self, observation: Observation | None) -> int:
         """Server mode, each pass: bind the tokens of adopted instances; revoke those of attempts
         that ended whose instance is gone.
 
@@ -87,7 +91,7 @@ class AgentTokens(ExecutorBase):
         return revoked
 
     def _attempts_by_token_key(
-        self, observation: Any, token_jobs: set[str]
+        self, observation: Observation, token_jobs: set[str]
     ) -> dict[tuple[str, str], AttemptRecord]:
         """(job, instance id or launch token) → attempt: the pass's jobs, and the finished jobs
         no one holds any more (released once their attempts ended) that still have live tokens;

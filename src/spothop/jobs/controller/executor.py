@@ -38,16 +38,19 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spothop.jobs.controller import actions as A
 from spothop.jobs.controller.batch_steps import enqueue_shards, publish_outputs
 from spothop.jobs.controller.clock import provider_now, stamp
-from spothop.jobs.controller.executor_base import LaunchOutcome
+from spothop.jobs.controller.executor_base import Detail, LaunchOutcome
 from spothop.jobs.controller.launch import RACE_TIMEOUT_S, LaunchSteps
 from spothop.jobs.lifecycle import AttemptState, EndReason, JobState
 from spothop.jobs.store import AttemptRecord, JobStore
 from spothop.providers.base import Provider
+
+if TYPE_CHECKING:
+    from spothop.state.tokens import TokenStore
 
 log = logging.getLogger(__name__)
 
@@ -67,9 +70,9 @@ class StepReport:
     ok: bool
     seconds: float
     error: str | None = None
-    detail: Mapping[str, Any] = field(default_factory=dict)
+    detail: Detail = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "action": self.action,
             "ok": self.ok,
@@ -105,7 +108,9 @@ class Executor(LaunchSteps):
         self.instance_jobs: dict[str, str | None] = {}
         # instances of finished jobs no one holds: anyone may end them (no lease to check)
         self.unheld_instances: frozenset[str] = frozenset()
-        self._tokens: Any = None  # the server's TokenStore, made on first use (server mode)
+        self._tokens: TokenStore | None = (
+            None  # the server's TokenStore, made on first use (server mode)
+        )
         self.token_grace_s = token_grace_s
         self._gone_since: dict[tuple[str, str], float] = {}  # (job, instance) → first seen gone
         self.providers = providers
@@ -128,17 +133,16 @@ class Executor(LaunchSteps):
 
     # -- steps -------------------------------------------------------------------
 
-    def execute(self, actions: Iterable[object]) -> list[StepReport]:
+    def execute(self, actions: Iterable[A.Action]) -> list[StepReport]:
         """Carry out every action in order, each timed and isolated; their reports."""
         return [self.step(action) for action in actions]
 
-    def step(self, action: object) -> StepReport:
+    def step(self, action: A.Action) -> StepReport:
         name = type(action).__name__
-        handler = self._handlers().get(type(action))
         started = time.monotonic()
-        if handler is None:
+        if type(action) not in A.ACTION_TYPES:
             return StepReport(name, False, 0.0, f"no handler for {name}")
-        future: Future[Mapping[str, Any] | None] = self._pool.submit(handler, action)
+        future: Future[Detail | None] = self._pool.submit(self._carry_out, action)
         try:
             detail = future.result(timeout=self.step_timeout_s) or {}
         except FutureTimeout:
@@ -151,21 +155,39 @@ class Executor(LaunchSteps):
             )
         return StepReport(name, True, time.monotonic() - started, None, detail)
 
-    def _handlers(self) -> dict[type, Callable[[Any], Mapping[str, Any] | None]]:
-        return {
-            A.Launch: self._launch,
-            A.Terminate: self._terminate,
-            A.SetJobState: self._set_job_state,
-            A.EndAttempt: self._end_attempt,
-            A.UpdateAttempt: self._update_attempt,
-            A.ForceOnDemand: self._force_on_demand,
-            A.Waiting: self._waiting,
-            A.CoolDown: self._cool_down,
-            A.RequestCheckpoint: self._request_checkpoint,
-            A.RequestStop: self._request_stop,
-            A.EnqueueShards: self._enqueue_shards,
-            A.PublishOutputs: self._publish_outputs,
-        }
+    def _carry_out(self, action: A.Action) -> Detail | None:
+        """The step of ``action``'s type (one per type of :data:`~.actions.ACTION_TYPES`)."""
+        match action:
+            case A.Launch():
+                return self._launch(action)
+            case A.Terminate():
+                return self._terminate(action)
+            case A.SetJobState():
+                return self._set_job_state(action)
+            case A.EndAttempt():
+                return self._end_attempt(action)
+            case A.UpdateAttempt():
+                return self._update_attempt(action)
+            case A.ForceOnDemand():
+                return self._force_on_demand(action)
+            case A.Waiting():
+                return self._waiting(action)
+            case A.CoolDown():
+                return self._cool_down(action)
+        return self._carry_out_for_job(action)
+
+    def _carry_out_for_job(self, action: A.Action) -> Detail | None:
+        """The steps that ask the agents or the job's queue."""
+        match action:
+            case A.RequestCheckpoint():
+                return self._request_checkpoint(action)
+            case A.RequestStop():
+                return self._request_stop(action)
+            case A.EnqueueShards():
+                return self._enqueue_shards(action)
+            case A.PublishOutputs():
+                return self._publish_outputs(action)
+        raise TypeError(f"no handler for {type(action).__name__}")
 
     def launching(self) -> set[tuple[str, int]]:
         """(job, node) pairs with a launch in flight."""
@@ -174,7 +196,7 @@ class Executor(LaunchSteps):
 
     # -- the other actions -----------------------------------------------------------
 
-    def _terminate(self, action: Any) -> Mapping[str, Any]:
+    def _terminate(self, action: A.Terminate) -> Detail:
         provider = self.providers[action.provider]
         job_id = action.job_id or self.instance_jobs.get(action.instance_id)
         if job_id and action.instance_id not in self.unheld_instances:
@@ -182,7 +204,7 @@ class Executor(LaunchSteps):
         provider.terminate(action.instance_id)
         return {"instance_id": action.instance_id}
 
-    def _set_job_state(self, action: Any) -> Mapping[str, Any]:
+    def _set_job_state(self, action: A.SetJobState) -> Detail:
         state = JobState(action.state)
         current = self.store.get_job(action.job_id)
         if current.state is state:
@@ -196,19 +218,19 @@ class Executor(LaunchSteps):
         )
         return {"state": str(record.state)}
 
-    def _end_attempt(self, action: Any) -> Mapping[str, Any]:
+    def _end_attempt(self, action: A.EndAttempt) -> Detail:
         current = self.store.attempt(action.attempt_id)
         if not current.live:
             return {"skipped": "already ended"}
-        fields: dict[str, Any] = {}
-        if getattr(action, "exit_code", None) is not None:
+        fields: dict[str, Any] = {}  # the store's attempt columns
+        if action.exit_code is not None:
             fields["exit_code"] = int(action.exit_code)
-        if getattr(action, "error_code", None) is not None:
+        if action.error_code is not None:
             fields["error_code"] = str(action.error_code)
         # The end on the provider's clock (clock.py): what the cloud says, else now there.
         # ``action.at_s`` is not used: it may be an agent's wall time.
         fields["ended_unix_s"] = self._ended_at(current)
-        detail = str(getattr(action, "detail", "") or "")
+        detail = str(action.detail or "")
         self.store.update_attempt(
             action.attempt_id,
             state=AttemptState.ENDED,
@@ -229,23 +251,23 @@ class Executor(LaunchSteps):
                 return float(ended)
         return provider_now(provider)
 
-    def _update_attempt(self, action: Any) -> Mapping[str, Any]:
+    def _update_attempt(self, action: A.UpdateAttempt) -> Detail:
         current = self.store.attempt(action.attempt_id)
         if not current.live:
             return {"skipped": "already ended"}
-        fields: dict[str, Any] = {}
+        fields: dict[str, Any] = {}  # the store's attempt columns
         provider = self.providers.get(current.provider)
+        stored = _column_values(current)
         for name, column in _ATTEMPT_COLUMNS.items():
             value = action.fields.get(name)
             if column in _TIME_COLUMNS:
                 # Set once, on the provider's clock (the action's may be an agent's wall time).
-                if value is not None and getattr(current, column) is None:
+                if value is not None and stored[column] is None:
                     fields[column] = provider_now(provider)
-            elif value is not None and getattr(current, column) != value:
+            elif value is not None and stored[column] != value:
                 fields[column] = value
-        state = getattr(action, "state", None)
-        if state is not None:
-            state = AttemptState(state)
+        if action.state is not None:
+            state = AttemptState(action.state)
             order = list(AttemptState)
             if order.index(state) > order.index(current.state):
                 fields["state"] = state  # forward only: the observer may have moved it already
@@ -255,7 +277,7 @@ class Executor(LaunchSteps):
         self.store.update_attempt(action.attempt_id, **fields)
         return {"fields": sorted(str(k) for k in fields)}
 
-    def _force_on_demand(self, action: Any) -> Mapping[str, Any]:
+    def _force_on_demand(self, action: A.ForceOnDemand) -> Detail:
         job = self.store.get_job(action.job_id)
         if job.on_demand_forced:
             return {"skipped": "already on-demand"}
@@ -268,7 +290,7 @@ class Executor(LaunchSteps):
         )
         return {}
 
-    def _waiting(self, action: Any) -> Mapping[str, Any]:
+    def _waiting(self, action: A.Waiting) -> Detail:
         job = self.store.get_job(action.job_id)
         if job.reason == str(action.reason):
             return {"skipped": "same reason"}
@@ -280,7 +302,7 @@ class Executor(LaunchSteps):
         )
         return {}
 
-    def _cool_down(self, action: Any) -> Mapping[str, Any]:
+    def _cool_down(self, action: A.CoolDown) -> Detail:
         until = float(action.until_s)
         self.store.add_cooldown(action.market, until, str(action.reason))
         return {"until_unix_s": until}
@@ -292,35 +314,35 @@ class Executor(LaunchSteps):
         kind: str,
         reason: str,
         deadline_unix_s: float | None = None,
-    ) -> Mapping[str, Any]:
+    ) -> Detail:
         from spothop.agent.controlplane.store import add_request
 
         self.store.check_lease(job_id)
         request_id = add_request(self.store.engine, instance_id, kind, reason, deadline_unix_s)
         return {"request_id": request_id}
 
-    def _request_checkpoint(self, action: Any) -> Mapping[str, Any]:
+    def _request_checkpoint(self, action: A.RequestCheckpoint) -> Detail:
         return self._agent_request(
-            action.job_id, action.instance_id, "checkpoint", str(getattr(action, "reason", ""))
+            action.job_id, action.instance_id, "checkpoint", str(action.reason)
         )
 
-    def _request_stop(self, action: Any) -> Mapping[str, Any]:
-        deadline = getattr(action, "deadline_s", None)
+    def _request_stop(self, action: A.RequestStop) -> Detail:
+        deadline = action.deadline_s
         return self._agent_request(
             action.job_id,
             action.instance_id,
             "stop",
-            str(getattr(action, "reason", "")),
+            str(action.reason),
             None if deadline is None else float(deadline),
         )
 
-    def _enqueue_shards(self, action: Any) -> Mapping[str, Any]:
+    def _enqueue_shards(self, action: A.EnqueueShards) -> Detail:
         job = self.store.get_job(action.job_id)
         added = enqueue_shards(job.spec(), job.job_id, self.queue_url)
         self.store.record_event(job.job_id, "shards_enqueued", {"added": added})
         return {"added": added}
 
-    def _publish_outputs(self, action: Any) -> Mapping[str, Any]:
+    def _publish_outputs(self, action: A.PublishOutputs) -> Detail:
         job = self.store.get_job(action.job_id)
         report = publish_outputs(job.spec(), job.job_id, self.queue_url)
         self.store.record_event(job.job_id, "outputs_published", report)
@@ -335,3 +357,13 @@ _ATTEMPT_COLUMNS = {
     "zone": "zone",
 }
 _TIME_COLUMNS = frozenset({"running_unix_s", "noticed_unix_s"})
+
+
+def _column_values(attempt: AttemptRecord) -> dict[str, object]:
+    """The stored values of :data:`_ATTEMPT_COLUMNS`' columns."""
+    return {
+        "instance_id": attempt.instance_id,
+        "running_unix_s": attempt.running_unix_s,
+        "noticed_unix_s": attempt.noticed_unix_s,
+        "zone": attempt.zone,
+    }

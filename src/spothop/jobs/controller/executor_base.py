@@ -14,12 +14,20 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from spothop.jobs.store import JobStore
 from spothop.providers.base import Provider
 
+if TYPE_CHECKING:
+    from spothop.state.tokens import TokenStore
+
 log = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+# What a step reports about itself (logged, and kept in the pass's reports as JSON).
+Detail = Mapping[str, object]
 
 
 class ExecutorBase:
@@ -40,7 +48,7 @@ class ExecutorBase:
     instance_jobs: dict[str, str | None]
     unheld_instances: frozenset[str]
     outcomes: list[LaunchOutcome]
-    _tokens: Any
+    _tokens: TokenStore | None
     _gone_since: dict[tuple[str, str], float]
     _pool: ThreadPoolExecutor
     _launch_pool: ThreadPoolExecutor
@@ -48,7 +56,7 @@ class ExecutorBase:
     _inflight: dict[tuple[str, int], LaunchOutcome]
 
     @staticmethod
-    def _safely(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def _safely(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R | None:
         try:
             return fn(*args, **kwargs)
         except Exception as exc:

@@ -7,23 +7,30 @@ is kept for tests and benchmarks.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from spothop.errors import ProviderError
+from spothop.jobs.controller import actions as A
 from spothop.jobs.controller.clock import provider_now, stamp
-from spothop.jobs.controller.executor_base import LaunchOutcome
+from spothop.jobs.controller.executor_base import Detail, LaunchOutcome
 from spothop.jobs.controller.launch_request import LaunchRequests, _finite
 from spothop.jobs.errors import JobLeaseLost
 from spothop.jobs.lifecycle import AttemptState, EndReason
+from spothop.jobs.records import JobRecord
 from spothop.jobs.store import AttemptRecord
-from spothop.providers.base import InstanceState, LaunchRequest
+from spothop.providers.base import Instance, InstanceState, LaunchRequest
+from spothop.scheduler.placement import Candidate
 
 log = logging.getLogger(__name__)
 
+# An attempt planned for one candidate: the attempt row written, and its launch request (or the
+# refusal that fails it before any cloud call).
+Planned = tuple[Candidate, AttemptRecord, LaunchRequest | ProviderError]
 RACE_TIMEOUT_S = 600.0  # a parallel launch that has not run after this leaves the race
 RACE_POLL_S = 0.1
 
@@ -31,7 +38,7 @@ RACE_POLL_S = 0.1
 class LaunchSteps(LaunchRequests):
     """Carries out :class:`~.actions.Launch` (module docstring)."""
 
-    def _launch(self, action: Any) -> Mapping[str, Any]:
+    def _launch(self, action: A.Launch) -> Detail:
         key = (action.job_id, int(action.node))
         with self._lock:
             if key in self._inflight:
@@ -55,16 +62,14 @@ class LaunchSteps(LaunchRequests):
                 self._plan(job, action, candidate, f"{action.token}.{i}")
                 for i, candidate in enumerate(chosen)
             ]
-            self._launch_pool.submit(self._run_launch, outcome, self._launch_parallel, planned)
+            race = functools.partial(self._launch_parallel, outcome, planned)
+            self._launch_pool.submit(self._run_launch, outcome, race)
             return {"attempts": [p[1].attempt_id for p in planned]}
-        self._launch_pool.submit(
-            self._run_launch, outcome, self._launch_in_order, (job, action, chosen)
-        )
+        in_order = functools.partial(self._launch_in_order, outcome, job, action, chosen)
+        self._launch_pool.submit(self._run_launch, outcome, in_order)
         return {"candidates": len(chosen)}
 
-    def _plan(
-        self, job: Any, action: Any, candidate: Any, token: str
-    ) -> tuple[Any, AttemptRecord, LaunchRequest | ProviderError]:
+    def _plan(self, job: JobRecord, action: A.Launch, candidate: Candidate, token: str) -> Planned:
         """Write the attempt (before any cloud call) and build its launch request (or the
         refusal that fails it: a group launch the provider cannot rendezvous)."""
         offering = candidate.offering
@@ -79,13 +84,13 @@ class LaunchSteps(LaunchRequests):
             price_usd_per_hour=float(candidate.price_usd_per_hour),
             launch_token=token,
             launched_unix_s=provider_now(self.providers.get(offering.provider)),
-            generation=int(getattr(action, "generation", None) or 0),
-            group_nnodes=getattr(action, "group_nnodes", None),
+            generation=action.generation or 0,
+            group_nnodes=action.group_nnodes,
             data={
                 "reason": str(action.reason),
                 "parallel": bool(action.parallel),
-                "replaces": getattr(action, "replaces", None),
-                "score": _finite(getattr(candidate, "score", None)),
+                "replaces": action.replaces,
+                "score": _finite(candidate.score),
             },
         )
         try:
@@ -96,9 +101,9 @@ class LaunchSteps(LaunchRequests):
             request = exc
         return candidate, attempt, request
 
-    def _run_launch(self, outcome: LaunchOutcome, fn: Callable[..., None], arg: Any) -> None:
+    def _run_launch(self, outcome: LaunchOutcome, launch: Callable[[], None]) -> None:
         try:
-            fn(outcome, arg)
+            launch()
         except JobLeaseLost as exc:  # a replica lost the job mid-launch: its new holder goes on
             log.warning("launch of %s node %d stopped: %s", outcome.job_id, outcome.node, exc)
         except Exception:
@@ -109,8 +114,13 @@ class LaunchSteps(LaunchRequests):
                 self._inflight.pop((outcome.job_id, outcome.node), None)
             self.wake()
 
-    def _launch_in_order(self, outcome: LaunchOutcome, arg: Any) -> None:
-        job, action, candidates = arg
+    def _launch_in_order(
+        self,
+        outcome: LaunchOutcome,
+        job: JobRecord,
+        action: A.Launch,
+        candidates: list[Candidate],
+    ) -> None:
         for index, candidate in enumerate(candidates):
             token = str(action.token) if index == 0 else f"{action.token}~{index}"
             _, attempt, request = self._plan(job, action, candidate, token)
@@ -120,9 +130,7 @@ class LaunchSteps(LaunchRequests):
                 self._record_launched(attempt, instance)
                 return
 
-    def _launch_parallel(
-        self, outcome: LaunchOutcome, planned: list[tuple[Any, AttemptRecord, LaunchRequest]]
-    ) -> None:
+    def _launch_parallel(self, outcome: LaunchOutcome, planned: list[Planned]) -> None:
         decided = threading.Lock()
         threads = [
             threading.Thread(
@@ -143,7 +151,7 @@ class LaunchSteps(LaunchRequests):
         outcome: LaunchOutcome,
         attempt: AttemptRecord,
         request: LaunchRequest | ProviderError,
-    ) -> Any:
+    ) -> Instance | None:
         """``provider.launch``; on failure the attempt ends ``launch_failed`` with the cloud's code."""
         provider = self.providers.get(attempt.provider)
         try:
@@ -168,13 +176,13 @@ class LaunchSteps(LaunchRequests):
             )
             return None
 
-    def _record_launched(self, attempt: AttemptRecord, instance: Any) -> None:
+    def _record_launched(self, attempt: AttemptRecord, instance: Instance) -> None:
         """The launch returned: the attempt gets its instance (the observer may have adopted it first)."""
         self._bind_token(attempt, instance.instance_id)
         current = self._safely(self.store.attempt, attempt.attempt_id)
         if current is None or not current.live:
             return
-        fields: dict[str, Any] = {}
+        fields: dict[str, Any] = {}  # the store's attempt columns
         if current.instance_id != instance.instance_id:
             fields["instance_id"] = instance.instance_id
         if instance.zone and current.zone != instance.zone:

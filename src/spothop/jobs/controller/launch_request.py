@@ -9,7 +9,6 @@ that let an instance whose launch never returned be found by its token.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from spothop.errors import ProviderError
 from spothop.jobs.controller.agent_tokens import AgentTokens
@@ -22,9 +21,11 @@ from spothop.jobs.controller.observe import (
     store_tag,
 )
 from spothop.jobs.launcher import GroupEnv, WorkerCommand, bootstrap, group_port
+from spothop.jobs.spec import JobKind, JobSpec
 from spothop.jobs.store import AttemptRecord
 from spothop.providers.base import LaunchRequest
 from spothop.providers.extensions import GroupRendezvous
+from spothop.scheduler.placement import Candidate
 
 log = logging.getLogger(__name__)
 
@@ -33,23 +34,9 @@ class LaunchRequests(AgentTokens):
     """Builds each attempt's launch request (module docstring)."""
 
     def _request(
-        self, spec: Any, job_id: str, attempt: AttemptRecord, candidate: Any
+        self, spec: JobSpec, job_id: str, attempt: AttemptRecord, candidate: Candidate
     ) -> LaunchRequest:
-        work = WorkerCommand(
-            run=spec.run or "true",
-            setup=getattr(spec, "setup", None),
-            workdir=_str_or_none(getattr(spec, "workdir", None)),
-            envs=dict(getattr(spec, "envs", None) or {}),
-            checkpoint_url=_checkpoint_url(spec),
-            queue_url=self.queue_url if str(getattr(spec, "kind", "task")) == "batch" else None,
-            output_url=_str_or_none(getattr(getattr(spec, "batch", None), "output", None)),
-            checkpoint_interval_s=getattr(getattr(spec, "checkpoint", None), "interval_s", None),
-            checkpoint_save_cost_s=getattr(getattr(spec, "checkpoint", None), "save_cost_s", None),
-            checkpoint_compat=_compat_of(spec),
-            checkpoint_replicas=dict(
-                getattr(getattr(spec, "checkpoint", None), "replicas", None) or {}
-            ),
-        )
+        work = worker_command(spec, self.queue_url)
         boot = bootstrap(
             work,
             job_id=job_id,
@@ -57,12 +44,12 @@ class LaunchRequests(AgentTokens):
             attempt_id=attempt.attempt_id,
             provider=attempt.provider,
             store_url=self.store_url,
-            preemption_rate_per_h=_finite(getattr(candidate, "preemption_rate_per_h", None)),
+            preemption_rate_per_h=_finite(candidate.preemption_rate_per_h),
             home=self.home,
             group=self._group_env(job_id, attempt, candidate),
             region=attempt.region,
             wake_socket=self.wake_address,
-            gpu=getattr(getattr(candidate, "offering", None), "gpu", None),
+            gpu=candidate.offering.gpu,
             control_plane=self.control_plane_url,
             agent_token=self._agent_token(job_id, attempt),
         )
@@ -72,7 +59,7 @@ class LaunchRequests(AgentTokens):
             zone=attempt.zone or None,
             spot=str(attempt.market_kind) == "spot",
             reservation=self._reservation_for(attempt),
-            image=getattr(spec, "image", None),
+            image=spec.image,
             bootstrap_command=boot.command,
             env=boot.env,
             name=f"{job_id}-{attempt.node}",
@@ -113,7 +100,9 @@ class LaunchRequests(AgentTokens):
             else f"{attempt.zone or attempt.region}/{attempt.instance_type}"
         )
 
-    def _group_env(self, job_id: str, attempt: AttemptRecord, candidate: Any) -> GroupEnv | None:
+    def _group_env(
+        self, job_id: str, attempt: AttemptRecord, candidate: Candidate
+    ) -> GroupEnv | None:
         """A grouped task's rendezvous environment (docs/multinode.md); None for other jobs.
 
         ``MASTER_ADDR`` is where node 0 is reached: a provider whose instances share one
@@ -131,35 +120,39 @@ class LaunchRequests(AgentTokens):
                 "multi-node groups need node 0's address before launch; this provider cannot "
                 "give it yet (docs/multinode.md, 'Where it runs')",
             )
-        gpus = getattr(getattr(candidate, "offering", None), "gpu_count", None)
+        gpus = candidate.offering.gpu_count
         return GroupEnv(
             nnodes=int(attempt.group_nnodes),
-            nproc_per_node=int(gpus) if isinstance(gpus, int) and gpus >= 1 else 1,
+            nproc_per_node=gpus if gpus >= 1 else 1,
             generation=attempt.generation,
             master_addr=host,
             master_port=group_port(job_id, attempt.generation),
         )
 
 
-def _finite(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
+def _finite(value: float | None) -> float | None:
+    """``value`` when it is a finite number, else None (a NaN or infinite rate is not passed on)."""
+    if value is None:
         return None
+    number = float(value)
     return number if number == number and abs(number) != float("inf") else None
 
 
-def _str_or_none(value: Any) -> str | None:
-    return None if value is None else str(value)
-
-
-def _compat_of(spec: Any) -> dict[str, Any] | None:
-    """The spec's ``checkpoint.compatibility`` as plain values; None: the job did not opt in."""
-    compat = getattr(getattr(spec, "checkpoint", None), "compatibility", None)
-    return compat.model_dump() if compat is not None else None
-
-
-def _checkpoint_url(spec: Any) -> str | None:
-    checkpoint = getattr(spec, "checkpoint", None)
-    url = getattr(checkpoint, "url", None) if checkpoint is not None else None
-    return None if url is None else str(url)
+def worker_command(spec: JobSpec, queue_url: str | None) -> WorkerCommand:
+    """What the worker runs, from the job's spec: its command and environment, a batch job's
+    queue and output, the checkpoint's URL, interval, save cost, replicas and compatibility."""
+    checkpoint = spec.checkpoint
+    compat = checkpoint.compatibility if checkpoint is not None else None
+    return WorkerCommand(
+        run=spec.run or "true",
+        setup=spec.setup,
+        workdir=spec.workdir,
+        envs=dict(spec.envs),
+        checkpoint_url=None if checkpoint is None else str(checkpoint.url),
+        queue_url=queue_url if spec.kind is JobKind.BATCH else None,
+        output_url=None if spec.batch is None else str(spec.batch.output),
+        checkpoint_interval_s=None if checkpoint is None else checkpoint.interval_s,
+        checkpoint_save_cost_s=None if checkpoint is None else checkpoint.save_cost_s,
+        checkpoint_compat=None if compat is None else compat.model_dump(),
+        checkpoint_replicas={} if checkpoint is None else dict(checkpoint.replicas),
+    )
