@@ -5,11 +5,10 @@ from __future__ import annotations
 import pytest
 
 from spothop.errors import JobSpecError
-from spothop.jobs.controller import Terminate, Waiting, decide
+from spothop.jobs.controller import AttemptView, Terminate, Waiting, decide
 from spothop.jobs.controller.config import ControllerConfig
 from spothop.jobs.controller.deadline import deadline_plan, work_left_s
 from spothop.jobs.controller.observe import clock_rate
-from spothop.jobs.controller.views import attempt_view
 from spothop.jobs.lifecycle import AttemptState, EndReason, JobState
 from spothop.jobs.records import AttemptRecord
 from spothop.market.clock import ManualClock, SimClock
@@ -180,7 +179,7 @@ def test_work_done_is_credited_on_the_controllers_clock(
 ) -> None:
     provider_now = NOW + offset_s
     record = _record(provider_now - 560, provider_now - 500)
-    view = attempt_view(record, None, None, offset_s, rate, NOW)
+    view = AttemptView.of(record, None, None, offset_s, rate, NOW)
     assert view.running_at == pytest.approx(NOW - credited_s)
     assert view.launched_at == pytest.approx(NOW - 560 / rate)
     j = deadline_job("20h", "10h", "greedy", elapsed_s=1000, attempts=[view])

@@ -22,12 +22,12 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select
 
 from spothop.agent.eventmodel import AgentEvent, event_from_dict
+from spothop.jobs.controller.snapshot import CONTROL_PLANE_PROTOCOL, AgentFacts
 from spothop.jobs.store import JobStore
 from spothop.state.agent_tables import agent_events
 
@@ -137,18 +137,6 @@ def replayed_events(store: JobStore, instance_ids: Sequence[str]) -> list[AgentE
     return out
 
 
-@dataclass(frozen=True)
-class AgentFacts:
-    """What the agent on one instance said, folded from all its events (not only the new ones)."""
-
-    noticed_at: float | None = None
-    notice_final: bool = False
-    notice_deadline_s: float | None = None
-    notice_blind: bool = False
-    exit_code: int | None = None
-    notice_by_controller: bool = False  # the final notice was the control plane's stop request
-
-
 def agent_facts(store: JobStore, instance_ids: Sequence[str]) -> dict[str, AgentFacts]:
     """Fold every stored event of each instance into its :class:`AgentFacts`.
 
@@ -158,8 +146,6 @@ def agent_facts(store: JobStore, instance_ids: Sequence[str]) -> dict[str, Agent
     """
     if not instance_ids:
         return {}
-    from spothop.jobs.controller.snapshot import CONTROL_PLANE_PROTOCOL
-
     t = agent_events
     kinds = ("advance_notice", "final_notice", "notice_blind", "worker_exited", "exited")
     query = (

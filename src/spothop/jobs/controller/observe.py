@@ -39,7 +39,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from sqlalchemy import select
 
@@ -54,6 +54,14 @@ from spothop.market.clock import SimClock
 from spothop.providers.base import Instance, Provider
 from spothop.providers.extensions import ClockKeeper
 from spothop.providers.reservations import Reservation, ReservedCapacity
+
+if TYPE_CHECKING:
+    from spothop.jobs.controller.snapshot import Snapshot
+    from spothop.market.interruptions import HistoryBook
+    from spothop.queue.base import ShardQueue
+    from spothop.queue.model import QueueStats
+    from spothop.resources.market_id import MarketId
+    from spothop.scheduler.market_view import MarketView, ViewCache
 
 log = logging.getLogger(__name__)
 
@@ -83,8 +91,8 @@ class Observation:
     attempts: Mapping[str, tuple[AttemptRecord, ...]]  # job id → its attempts, oldest first
     instances: Mapping[str, Instance]  # instance id → instance, spothop-tagged only
     events: tuple[AgentEvent, ...]
-    cooldowns: Mapping[Any, float]  # MarketId → until (unix s)
-    market: Any  # scheduler.market_view.MarketView
+    cooldowns: Mapping[MarketId, float]  # → until (unix s)
+    market: MarketView
     listed_providers: frozenset[str] = frozenset()
     provider_errors: Mapping[str, str] = field(default_factory=dict)  # provider → why not read
     reservations: tuple[Reservation, ...] = ()  # every provider's reserved pools, in use as read
@@ -151,7 +159,7 @@ def reserved_pools(providers: Mapping[str, Provider]) -> tuple[Reservation, ...]
     return tuple(sorted(found, key=lambda r: (r.provider, r.reservation_id)))
 
 
-def queue_stats(queue_url: str | None, job_id: str) -> Any:
+def queue_stats(queue_url: str | None, job_id: str) -> QueueStats | None:
     """The batch job's queue counts (:class:`~spothop.queue.model.QueueStats`), ``None`` before its shards exist.
 
     The queue is opened once per process, URL and job, and kept for the next calls (the last
@@ -171,7 +179,7 @@ QUEUES_KEPT = 32
 
 
 @functools.lru_cache(maxsize=QUEUES_KEPT)
-def _kept_queue(url: str, job_id: str) -> Any:
+def _kept_queue(url: str, job_id: str) -> ShardQueue:
     """``job_id``'s queue at ``url``, opened once. One dropped from the cache is closed by the
     garbage collector, never under a caller still counting its shards."""
     from spothop.queue import open_queue
@@ -206,13 +214,13 @@ class Observer:
         self._replayed: set[str] = set()  # held jobs whose past events were read again
         self._replaying: set[str] = set()  # ... by the pass in progress (done at commit)
         self._held: Mapping[str, float] = {}
-        self._market: Any = None
+        self._market: MarketView | None = None
         self._market_at = float("-inf")
-        self._cache: Any = None  # the offerings' columns, kept between passes (ViewCache)
-        self._history: Any = None  # the store's interruption history as λ (HistoryBook)
+        self._cache: ViewCache | None = None  # the offerings' columns, kept between passes
+        self._history: HistoryBook | None = None  # the store's interruption history as λ
         self.last: Observation | None = None
 
-    def market(self) -> Any:
+    def market(self) -> MarketView:
         """The market view, read again when older than ``market_ttl_s`` (wall seconds).
 
         λ comes from the store's interruption history (priors where it has none);
@@ -346,7 +354,7 @@ class Observer:
         self._replayed |= self._replaying
         self._replaying = set()
 
-    def snapshot(self) -> Any:
+    def snapshot(self) -> Snapshot:
         observation = self.observe()
         gone = frozenset(i for i, inst in observation.instances.items() if not inst.state.is_alive)
         queues = {

@@ -2,7 +2,7 @@
 
 :func:`to_snapshot` turns an :class:`~.observe.Observation` into a
 :class:`~spothop.jobs.controller.snapshot.Snapshot`: each attempt viewed on the
-controller's clock with its agent's facts (:func:`attempt_view`), each job's
+controller's clock with its agent's facts (:meth:`AttemptView.of`), each job's
 flags from its events (:func:`job_flags`), and each batch job's queue
 (:func:`queue_facts`).
 """
@@ -12,10 +12,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from spothop.jobs.controller.events import AgentFacts, agent_facts, stop_requests
-from spothop.jobs.store import AttemptRecord, JobStore
+from spothop.jobs.controller.events import agent_facts, stop_requests
+from spothop.jobs.controller.snapshot import AttemptView, JobView, Snapshot
+from spothop.jobs.lifecycle import JobState
+from spothop.jobs.store import JobStore
+from spothop.queue.model import QueueStats
 
 if TYPE_CHECKING:
     from spothop.jobs.controller.observe import Observation
@@ -33,7 +36,7 @@ JOB_FLAG_EVENTS = {
 class QueueFacts:
     """A batch job's queue, as ``decide`` reads it."""
 
-    stats: Any  # QueueStats
+    stats: QueueStats
     dead_shards: tuple[str, ...] = ()
     busy_instances: frozenset[str] | None = None
 
@@ -75,63 +78,6 @@ def queue_facts(
     return QueueFacts(stats, dead, busy)
 
 
-def attempt_view(
-    record: AttemptRecord,
-    facts: AgentFacts | None,
-    stop_requested_at: float | None = None,
-    clock_offset_s: float = 0.0,
-    clock_rate: float = 1.0,
-    now: float = 0.0,
-) -> Any:
-    """The decide view of one attempt; its stored times (the provider's clock) moved onto the
-    snapshot's clock (``now``) like the agents' facts: a time ``x`` provider seconds before the
-    provider's now (``now + clock_offset_s``) reads ``x / clock_rate`` seconds before ``now``, so
-    spans (work done, boot, notice) are controller seconds, on an accelerated cloud too."""
-    from spothop.jobs.controller import snapshot
-
-    def moved(t: float) -> float:
-        if clock_rate == 1.0:
-            return t - clock_offset_s
-        return now - (now + clock_offset_s - t) / clock_rate
-
-    def shown(t: float | None) -> float | None:
-        return None if t is None else moved(t)
-
-    # The enums as the snapshot module names them (decide compares them with ``is``).
-    market_kind, attempt_state, end_reason = (
-        getattr(snapshot, n) for n in ("MarketKind", "AttemptState", "EndReason")
-    )
-    f = facts or AgentFacts()
-    return snapshot.AttemptView(
-        attempt_id=record.attempt_id,
-        job_id=record.job_id,
-        node=record.node,
-        launch_token=record.launch_token,
-        provider=record.provider,
-        region=record.region,
-        zone=record.zone or None,
-        instance_type=record.instance_type,
-        market_kind=market_kind(str(record.market_kind)),
-        price_usd_per_hour=record.price_usd_per_hour,
-        state=attempt_state(str(record.state)),
-        launched_at=moved(record.launched_unix_s),
-        instance_id=record.instance_id,
-        running_at=shown(record.running_unix_s),
-        noticed_at=shown(record.noticed_unix_s) or f.noticed_at,
-        notice_final=f.notice_final,
-        notice_deadline_s=f.notice_deadline_s,
-        notice_blind=f.notice_blind,
-        ended_at=shown(record.ended_unix_s),
-        end_reason=None if record.end_reason is None else end_reason(str(record.end_reason)),
-        exit_code=record.exit_code if record.exit_code is not None else f.exit_code,
-        error_code=record.error_code,
-        stop_requested_at=stop_requested_at,
-        notice_by_controller=f.notice_by_controller,
-        generation=record.generation,
-        group_nnodes=record.group_nnodes,
-    )
-
-
 def job_flags(store: JobStore, job_id: str) -> dict[str, bool]:
     flags = dict.fromkeys(JOB_FLAG_EVENTS.values(), False)
     for event in store.events(job_id):
@@ -143,12 +89,8 @@ def job_flags(store: JobStore, job_id: str) -> dict[str, bool]:
 
 def to_snapshot(
     observation: Observation, store: JobStore, queues: Mapping[str, QueueFacts | None]
-) -> Any:
+) -> Snapshot:
     """The :class:`~spothop.jobs.controller.snapshot.Snapshot` of one observation."""
-    from spothop.jobs.controller import snapshot
-    from spothop.jobs.controller.snapshot import JobView, Snapshot
-
-    job_state = vars(snapshot)["JobState"]  # the enum decide compares with ``is``
 
     instance_ids = [
         a.instance_id for atts in observation.attempts.values() for a in atts if a.instance_id
@@ -158,7 +100,7 @@ def to_snapshot(
     views = []
     for job in observation.jobs:
         attempts = tuple(
-            attempt_view(
+            AttemptView.of(
                 a,
                 facts.get(a.instance_id or ""),
                 stops.get(a.instance_id or ""),
@@ -174,7 +116,7 @@ def to_snapshot(
             JobView(
                 job_id=job.job_id,
                 spec=job.spec(),
-                state=job_state(str(job.state)),
+                state=JobState(str(job.state)),
                 attempts=attempts,
                 created_at=job.created_unix_s,
                 on_demand_forced=job.on_demand_forced,
