@@ -19,7 +19,7 @@ from spothop.jobs.controller.clock import stamp
 from spothop.jobs.controller.snapshot import TAG_TOKEN
 from spothop.jobs.lifecycle import AttemptState
 from spothop.jobs.store import AttemptRecord, JobStore
-from spothop.providers.base import Instance, InstanceState
+from spothop.providers.base import Instance, InstanceState, Provider
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ def sync_attempt_facts(
     attempts: Sequence[AttemptRecord],
     instances: Mapping[str, Instance],
     events: Sequence[AgentEvent],
-    providers: Mapping[str, Any] | None = None,
+    providers: Mapping[str, Provider] | None = None,
 ) -> list[AttemptRecord]:
     """Bring live attempts' facts up to date with the clouds (module docstring); the attempts as now stored.
 
@@ -74,12 +74,12 @@ def _sync_one(
     instances: Mapping[str, Instance],
     by_token: Mapping[str | None, Instance],
     noticed: AbstractSet[str],
-    provider: Any = None,
+    provider: Provider | None = None,
 ) -> AttemptRecord:
     instance = instances.get(attempt.instance_id or "") or by_token.get(attempt.launch_token)
     if instance is None:
         return attempt
-    fields: dict[str, Any] = {}
+    fields: dict[str, Any] = {}  # the store's attempt columns
     if attempt.instance_id != instance.instance_id:
         fields["instance_id"] = instance.instance_id
     target = _FOLLOW.get(instance.state)

@@ -41,8 +41,9 @@ def provider_now(provider: Provider | None) -> float:
     return time.time()
 
 
-def stamp(fields: MutableMapping[str, Any], provider: Any) -> MutableMapping[str, Any]:
-    """Give a state change in ``fields`` its time column on the provider's clock, unless set."""
+def stamp(fields: MutableMapping[str, Any], provider: Provider | None) -> MutableMapping[str, Any]:
+    """Give a state change in ``fields`` (the store's attempt columns) its time column on the
+    provider's clock, unless set."""
     state = fields.get("state")
     column = STAMPS.get(AttemptState(state)) if state is not None else None
     if column is not None and fields.get(column) is None:

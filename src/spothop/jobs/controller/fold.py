@@ -92,7 +92,7 @@ class _Change:
     # ends now (a collective broke under it), it ends with its group, not as a failure of its own.
     group_broken: bool = False
 
-    def set(self, reason: str, **changes: Any) -> None:
+    def set(self, reason: str, **changes: object) -> None:
         changes = {k: v for k, v in changes.items() if getattr(self.view, k) != v}
         if not changes:
             return

@@ -29,14 +29,23 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from spothop.state.wake import Waker
+
+if TYPE_CHECKING:
+    from spothop.jobs.controller.actions import Action
+    from spothop.jobs.controller.config import ControllerConfig
+    from spothop.jobs.controller.executor import StepReport
+    from spothop.jobs.controller.observe import Observation
+    from spothop.jobs.controller.replica import HeldJobs
+    from spothop.jobs.store import JobStore
+    from spothop.providers.base import Provider
 
 log = logging.getLogger(__name__)
 
 # A hook run after each pass's actions: (job store, providers by name, the pass's observation).
-AfterPass = Callable[[Any, Mapping[str, Any], Any], None]
+AfterPass = Callable[["JobStore", Mapping[str, "Provider"], "Observation | None"], None]
 
 DEFAULT_PERIOD_S = 10.0
 
@@ -137,17 +146,17 @@ class Controller:
 
     def __init__(
         self,
-        store: Any,
-        providers: Mapping[str, Any],
+        store: JobStore,
+        providers: Mapping[str, Provider],
         *,
         store_url: str,
         queue_url: str | None = None,
         home: Path | None = None,
-        config: Any = None,
+        config: ControllerConfig | None = None,
         wake_address: str | None = None,
         market_ttl_s: float = 5.0,
         after_pass: Sequence[AfterPass] = (),
-        leases: Any = None,
+        leases: HeldJobs | None = None,
         control_plane_url: str | None = None,
         token_grace_s: float | None = None,
     ) -> None:
@@ -196,13 +205,13 @@ class Controller:
             control_plane_url=control_plane_url,
             token_grace_s=DEFAULT_TOKEN_GRACE_S if token_grace_s is None else token_grace_s,
         )
-        self.last_actions: list[Any] = []
-        self.last_reports: list[Any] = []
+        self.last_actions: list[Action] = []
+        self.last_reports: list[StepReport] = []
         self.orphans_terminated = 0
-        self.listeners: list[Callable[[float, list[Any]], None]] = []  # benches and tests
+        self.listeners: list[Callable[[float, list[Action]], None]] = []  # benches and tests
         self.after_pass = tuple(after_pass)
 
-    def run_pass(self) -> list[Any]:
+    def run_pass(self) -> list[StepReport]:
         from spothop.jobs.controller import TAG_JOB, Launch, decide
         from spothop.jobs.orphans import reconcile
 

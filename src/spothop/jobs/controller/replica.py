@@ -59,14 +59,16 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from spothop.errors import ConfigError
 from spothop.jobs.records import JobLease
 from spothop.jobs.store import JobStore
 
 if TYPE_CHECKING:
-    from spothop.jobs.controller.loop import Controller, Loop
+    from spothop.jobs.controller.config import ControllerConfig
+    from spothop.jobs.controller.loop import AfterPass, Controller, Loop
+    from spothop.providers.base import Provider
     from spothop.state.wake import Waker
 
 log = logging.getLogger(__name__)
@@ -254,7 +256,7 @@ class ReplicaStats:
     lost: int
     released: int
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "owner": self.owner,
             "passes": self.passes,
@@ -270,17 +272,17 @@ def run_replica(
     *,
     owner: str | None = None,
     lease_s: float = DEFAULT_LEASE_S,
-    providers: Mapping[str, Any] | Sequence[str] = (),
+    providers: Mapping[str, Provider] | Sequence[str] = (),
     stop_event: threading.Event,
-    after_pass: Sequence[Any] = (),
+    after_pass: Sequence[AfterPass] = (),
     queue_url: str | None = None,
     period_s: float = DEFAULT_PERIOD_S,
     home: Path | None = None,
-    config: Any = None,
+    config: ControllerConfig | None = None,
     claim_limit: int = DEFAULT_CLAIM_LIMIT,
     max_jobs: int | None = None,
     control_plane_url: str | None = None,
-    on_ready: Callable[[Any], object] | None = None,
+    on_ready: Callable[[Controller], object] | None = None,
 ) -> ReplicaStats:
     """Run one controller replica on ``store_url`` in this thread until ``stop_event`` is set.
 

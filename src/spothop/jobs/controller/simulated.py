@@ -148,7 +148,7 @@ class SimulatedWorld:
     def live(self, job_id: str = JOB_ID) -> list[AttemptView]:
         return [a for a in self.attempts(job_id) if a.alive]
 
-    def change(self, attempt_id: str, **fields: Any) -> None:
+    def change(self, attempt_id: str, **fields: object) -> None:
         for job_id, j in self.jobs.items():
             attempts = list(j.attempts)
             for i, a in enumerate(attempts):

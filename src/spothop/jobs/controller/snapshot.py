@@ -198,7 +198,7 @@ class AttemptView:
             return None
         return self.noticed_at if self.noticed_at is not None else self.ended_at
 
-    def with_(self, **changes: Any) -> AttemptView:
+    def with_(self, **changes: Any) -> AttemptView:  # dataclasses.replace's own keywords
         return replace(self, **changes)
 
 
@@ -261,7 +261,7 @@ class JobView:
     def node_done(self, node: int) -> bool:
         return any(a.end_reason is EndReason.SUCCEEDED for a in self.node_attempts(node))
 
-    def with_(self, **changes: Any) -> JobView:
+    def with_(self, **changes: Any) -> JobView:  # dataclasses.replace's own keywords
         return replace(self, **changes)
 
 
