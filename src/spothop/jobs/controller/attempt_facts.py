@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
 
-from spothop.agent.eventmodel import AgentEvent
+from spothop.agent.eventmodel import AgentEvent, FinalNotice
 from spothop.jobs.controller.clock import stamp
 from spothop.jobs.controller.snapshot import TAG_TOKEN
 from spothop.jobs.lifecycle import AttemptState
@@ -45,7 +45,7 @@ def sync_attempt_facts(
     noticed = {
         e.instance_id
         for e in events
-        if e.kind == "final_notice" and getattr(e, "protocol", "") != CONTROL_PLANE_PROTOCOL
+        if isinstance(e, FinalNotice) and e.protocol != CONTROL_PLANE_PROTOCOL
     }
     out: list[AttemptRecord] = []
     for attempt in attempts:

@@ -47,7 +47,6 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from spothop.agent.eventmodel import (
     AdvanceNotice,
@@ -85,7 +84,7 @@ class _Change:
     """One attempt's changes in this pass: fields, a new state, or an end."""
 
     view: AttemptView
-    fields: dict[str, Any] = field(default_factory=dict)
+    fields: dict[str, object] = field(default_factory=dict)
     reasons: list[str] = field(default_factory=list)
     end: EndAttempt | None = None
     # A grouped task's attempt whose generation already lost another node: however its worker
@@ -123,7 +122,8 @@ class _Change:
     def actions(self) -> list[Action]:
         out: list[Action] = []
         fields = {k: v for k, v in self.fields.items() if k != "state"}
-        state = self.fields.get("state")
+        changed = self.fields.get("state")
+        state = changed if isinstance(changed, AttemptState) else None
         if (fields or state is not None) and not (self.end and not fields):
             out.append(
                 UpdateAttempt(
