@@ -11,7 +11,7 @@ from spothop.jobs.controller.executor_base import ExecutorBase
 if TYPE_CHECKING:
     from spothop.jobs.controller.observe import Observation
     from spothop.state.tokens import TokenStore
-from spothop.jobs.store import AttemptRecord
+from spothop.jobs.records import AttemptRecord
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,8 @@ from spothop.agent.eventmodel import AgentEvent, FinalNotice
 from spothop.jobs.controller.clock import stamp
 from spothop.jobs.controller.snapshot import TAG_TOKEN
 from spothop.jobs.lifecycle import AttemptState
-from spothop.jobs.store import AttemptRecord, JobStore
+from spothop.jobs.records import AttemptRecord
+from spothop.jobs.store import JobStore
 from spothop.providers.base import Instance, InstanceState, Provider
 
 log = logging.getLogger(__name__)

@@ -46,7 +46,8 @@ from spothop.jobs.controller.clock import provider_now, stamp
 from spothop.jobs.controller.executor_base import Detail, LaunchOutcome
 from spothop.jobs.controller.launch import RACE_TIMEOUT_S, LaunchSteps
 from spothop.jobs.lifecycle import AttemptState, EndReason, JobState
-from spothop.jobs.store import AttemptRecord, JobStore
+from spothop.jobs.records import AttemptRecord
+from spothop.jobs.store import JobStore
 from spothop.providers.base import Provider
 
 if TYPE_CHECKING:
@@ -83,7 +84,13 @@ class StepReport:
 
 
 class Executor(LaunchSteps):
-    """Carries out actions (see the module docstring)."""
+    """Carries out actions (see the module docstring).
+
+    The steps on jobs, attempts and agents are here; the launch step, its
+    request and the agents' tokens are its parts (:mod:`.launch`,
+    :mod:`.launch_request`, :mod:`.agent_tokens`), on the state
+    :class:`~.executor_base.ExecutorBase` declares.
+    """
 
     def __init__(
         self,

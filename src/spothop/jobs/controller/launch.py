@@ -18,11 +18,10 @@ from spothop.errors import ProviderError
 from spothop.jobs.controller import actions as A
 from spothop.jobs.controller.clock import provider_now, stamp
 from spothop.jobs.controller.executor_base import Detail, LaunchOutcome
-from spothop.jobs.controller.launch_request import LaunchRequests, _finite
+from spothop.jobs.controller.launch_request import LaunchRequests, finite_or_none
 from spothop.jobs.errors import JobLeaseLost
 from spothop.jobs.lifecycle import AttemptState, EndReason
-from spothop.jobs.records import JobRecord
-from spothop.jobs.store import AttemptRecord
+from spothop.jobs.records import AttemptRecord, JobRecord
 from spothop.providers.base import Instance, InstanceState, LaunchRequest
 from spothop.scheduler.placement import Candidate
 
@@ -90,7 +89,7 @@ class LaunchSteps(LaunchRequests):
                 "reason": str(action.reason),
                 "parallel": bool(action.parallel),
                 "replaces": action.replaces,
-                "score": _finite(candidate.score),
+                "score": finite_or_none(candidate.score),
             },
         )
         try:

@@ -21,8 +21,8 @@ from spothop.jobs.controller.observe import (
     store_tag,
 )
 from spothop.jobs.launcher import GroupEnv, WorkerCommand, bootstrap, group_port
+from spothop.jobs.records import AttemptRecord
 from spothop.jobs.spec import JobKind, JobSpec
-from spothop.jobs.store import AttemptRecord
 from spothop.providers.base import LaunchRequest
 from spothop.providers.extensions import GroupRendezvous
 from spothop.scheduler.placement import Candidate
@@ -44,7 +44,7 @@ class LaunchRequests(AgentTokens):
             attempt_id=attempt.attempt_id,
             provider=attempt.provider,
             store_url=self.store_url,
-            preemption_rate_per_h=_finite(candidate.preemption_rate_per_h),
+            preemption_rate_per_h=finite_or_none(candidate.preemption_rate_per_h),
             home=self.home,
             group=self._group_env(job_id, attempt, candidate),
             region=attempt.region,
@@ -130,7 +130,7 @@ class LaunchRequests(AgentTokens):
         )
 
 
-def _finite(value: float | None) -> float | None:
+def finite_or_none(value: float | None) -> float | None:
     """``value`` when it is a finite number, else None (a NaN or infinite rate is not passed on)."""
     if value is None:
         return None

@@ -49,7 +49,8 @@ from spothop.jobs.controller.clock import provider_now
 from spothop.jobs.controller.events import CURSOR_NAME, EventCursor, replayed_events
 from spothop.jobs.controller.views import queue_facts, to_snapshot
 from spothop.jobs.lifecycle import AttemptState, JobState
-from spothop.jobs.store import AttemptRecord, JobRecord, JobStore
+from spothop.jobs.records import AttemptRecord, JobRecord
+from spothop.jobs.store import JobStore
 from spothop.market.clock import SimClock
 from spothop.providers.base import Instance, Provider
 from spothop.providers.extensions import ClockKeeper
