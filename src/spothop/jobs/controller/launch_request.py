@@ -106,14 +106,15 @@ class LaunchRequests(AgentTokens):
         """A grouped task's rendezvous environment (docs/multinode.md); None for other jobs.
 
         ``MASTER_ADDR`` is where node 0 is reached: a provider whose instances share one
-        host says so (:class:`~spothop.providers.extensions.GroupRendezvous`: the local cloud's 127.0.0.1); a provider
-        that cannot tell node 0's address before it boots refuses the launch, naming why.
+        host says so (:class:`~spothop.providers.extensions.GroupRendezvous`: the local
+        cloud's 127.0.0.1); a provider that cannot tell node 0's address before it boots
+        refuses the launch, naming why.
         """
         if attempt.group_nnodes is None:
             return None
         provider = self.providers.get(attempt.provider)
         host = provider.group_rendezvous_host if isinstance(provider, GroupRendezvous) else ""
-        if not isinstance(host, str) or not host:
+        if not host:
             raise ProviderError(
                 attempt.provider,
                 "GroupUnsupported",
