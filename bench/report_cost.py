@@ -118,8 +118,8 @@ def _cpu_ms(call: Callable[[], Any], calls: int) -> float:
 
 
 def measure(url: str, counts: list[int], calls: int) -> list[tuple[int, float, float]]:
-    from spothop.jobs.controller.daemon import default_providers
     from spothop.jobs.store import JobStore
+    from spothop.providers.registry import default_providers
     from spothop.service.jobs import job_status
     from spothop.service.report import job_report
 

@@ -68,7 +68,7 @@ def test_a_stop_request_is_read_without_waiting_for_the_next_heartbeat(tmp_path:
     """The controller stopping a group's other nodes: read every requests interval, not per beat."""
     import threading
 
-    from spothop.controlplane.embedded import add_request
+    from spothop.state.agent_requests import add_request
 
     url = f"sqlite:///{tmp_path / 'store.db'}"
     started = tmp_path / "started"
@@ -203,7 +203,7 @@ def test_an_unreachable_endpoint_marks_the_instance_notice_blind(tmp_path: Path)
 
 
 def test_the_control_plane_can_ask_for_a_checkpoint_and_then_a_stop(tmp_path: Path) -> None:
-    from spothop.controlplane.embedded import add_request
+    from spothop.state.agent_requests import add_request
 
     url = f"sqlite:///{tmp_path / 'store.db'}"
     engine = shared_engine(url)

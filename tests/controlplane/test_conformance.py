@@ -18,10 +18,10 @@ from spothop.controlplane import (
     QueueLeases,
     Registration,
 )
-from spothop.controlplane.embedded import add_request
 from spothop.db import shared_engine
 from spothop.market.interruptions import InterruptionStore
 from spothop.queue import Shard, open_queue
+from spothop.state.agent_requests import add_request
 from spothop.state.agent_tables import agent_events, agent_heartbeats
 from spothop.wire.events import Interruption, WorkerStarted, event_from_dict
 from tests.conftest import POSTGRES_URL, unique

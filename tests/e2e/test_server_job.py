@@ -29,8 +29,8 @@ import pytest
 import yaml
 from sqlalchemy import select
 
-from spothop.jobs.controller.daemon import default_providers
 from spothop.jobs.store import JobStore
+from spothop.providers.registry import default_providers
 from spothop.queue import OutputStore, open_queue
 from spothop.service.report import job_report
 from spothop.state.agent_tables import agent_events

@@ -27,6 +27,7 @@ from spothop.jobs.launcher import GroupEnv, WorkerCommand, bootstrap, group_port
 from spothop.jobs.lifecycle import AttemptState, EndReason, JobState
 from spothop.jobs.store import JobStore
 from spothop.market import ManualClock
+from spothop.providers.extensions import GroupRendezvous
 from spothop.providers.fake.factories import make_offering
 from spothop.scheduler.market_view import MarketKind, MarketState, MarketView
 from spothop.scheduler.placement import Candidate
@@ -428,7 +429,7 @@ def test_a_worker_that_fails_because_its_peer_was_lost_ends_with_its_group_not_a
     assert JobState.FAILED not in [s.state for s in of_type(actions, SetJobState)]
 
 
-class _SharedHost(FakeProvider):
+class _SharedHost(FakeProvider, GroupRendezvous):
     """A fake cloud whose instances share one host, as the local cloud's do."""
 
     group_rendezvous_host = "127.0.0.1"

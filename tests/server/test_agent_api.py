@@ -13,8 +13,8 @@ import pytest
 from sqlalchemy import select
 
 from spothop.controlplane import Heartbeat, HttpControlPlane, Registration
-from spothop.controlplane.embedded import add_request
 from spothop.queue import Shard, open_queue
+from spothop.state.agent_requests import add_request
 from spothop.state.agent_tables import agent_events, agent_heartbeats
 from spothop.wire.errors import ControlPlaneAuthError
 from spothop.wire.events import WorkerStarted

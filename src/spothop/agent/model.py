@@ -11,12 +11,11 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
-# -- exit codes (the agent ↔ controller contract) ------------------------------
-
-EXIT_DONE = 0  # the worker finished its work
-EXIT_WORKER_FAILED = 1  # the worker kept crashing past the restart limit
-EXIT_USAGE = 2  # a bad option (spothop's CLI convention)
-EXIT_PREEMPTED = 75  # preempted, resumable: sysexits.h EX_TEMPFAIL, "try again later"
+# The exit codes are the agent ↔ controller contract, declared once in spothop.wire.contract.
+from spothop.wire.contract import EXIT_DONE as EXIT_DONE
+from spothop.wire.contract import EXIT_PREEMPTED as EXIT_PREEMPTED
+from spothop.wire.contract import EXIT_USAGE as EXIT_USAGE
+from spothop.wire.contract import EXIT_WORKER_FAILED as EXIT_WORKER_FAILED
 
 # -- environment the cloud (or the local cloud's host) gives the agent -----------
 # (what the agent gives the worker is named in spothop.worker.channel)

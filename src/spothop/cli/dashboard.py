@@ -29,8 +29,8 @@ def dashboard(
     """Serve the dashboard (jobs, live events, cost vs on-demand, markets, timelines, /metrics)."""
     from spothop.dashboard.app import Dashboard, plotly_js
     from spothop.db import default_database_url
-    from spothop.jobs.controller.daemon import default_providers
     from spothop.jobs.store import JobStore
+    from spothop.providers.registry import default_providers
 
     plotly_js()  # the charts' library must be there before the page is promised
     url = store_url or default_database_url()

@@ -86,8 +86,8 @@ def report(
 def _local(
     job_id: str | None, since: str, by: str, store_url: str | None, plot: Path | None
 ) -> dict[str, Any]:
-    from spothop.jobs.controller.daemon import default_providers
     from spothop.jobs.store import JobStore
+    from spothop.providers.registry import default_providers
 
     providers = default_providers()
     with JobStore(store_url) as store:

@@ -8,7 +8,8 @@ client side), it imports nothing of the agent.
 
 - :mod:`~spothop.controlplane.store` — :class:`StoreControlPlane`: the store
   and the queue, written directly (``registration_row``, ``upsert_heartbeat(s)``,
-  ``add_request``, ``ensure_agent_schema``).
+  ``ensure_agent_schema``); what the controller asks of an instance is written
+  by :func:`spothop.state.agent_requests.add_request`, below both.
 - :mod:`~spothop.controlplane.queue_leases` — :class:`QueueLeases`: a worker's
   leases released in the job's queue directly.
 - :mod:`~spothop.controlplane.host` — the embedded plane's store process

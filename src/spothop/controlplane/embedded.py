@@ -56,12 +56,12 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from spothop.controlplane.queue_leases import QueueLeases
-from spothop.controlplane.store import add_request, ensure_agent_schema
+from spothop.controlplane.store import ensure_agent_schema
 from spothop.wire.contract import ControlRequest, Heartbeat, Registration
 from spothop.wire.errors import ControlPlaneError, StoreRefused
 from spothop.wire.events import AgentEvent
 
-__all__ = ["EmbeddedControlPlane", "StoreRefused", "add_request", "ensure_agent_schema"]
+__all__ = ["EmbeddedControlPlane", "StoreRefused", "ensure_agent_schema"]
 
 log = logging.getLogger(__name__)
 

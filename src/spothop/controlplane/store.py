@@ -233,35 +233,6 @@ class StoreControlPlane:
         """Nothing to close: the engine is shared per URL within the process."""
 
 
-def add_request(
-    engine: Engine,
-    instance_id: str,
-    kind: str,
-    reason: str = "",
-    deadline_unix_s: float | None = None,
-) -> str:
-    """Ask ``instance_id`` for ``kind`` (``checkpoint`` or ``stop``): what the controller will call; the id."""
-    from spothop.state.agent_tables import agent_requests
-    from spothop.wire.contract import REQUEST_KINDS
-
-    if kind not in REQUEST_KINDS:
-        raise ControlPlaneError(f"unknown request kind {kind!r}; known: {', '.join(REQUEST_KINDS)}")
-    ensure_agent_schema(engine)
-    with engine.begin() as conn:
-        result = conn.execute(
-            agent_requests.insert().values(
-                instance_id=instance_id,
-                kind=kind,
-                reason=reason,
-                created_unix_s=time.time(),
-                deadline_unix_s=deadline_unix_s,
-            )
-        )
-    key = result.inserted_primary_key
-    assert key is not None  # an INSERT of one row always has its key
-    return str(key[0])
-
-
 def registration_row(registration: Registration) -> dict[str, Any]:
     """The ``agent_heartbeats`` row a registration writes (state ``registered``)."""
     return {

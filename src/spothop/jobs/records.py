@@ -9,11 +9,14 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from spothop.jobs.lifecycle import AttemptState, EndReason, JobState, NodeState
 from spothop.resources.market_id import MarketId
 from spothop.state.job_tables import job_attempts
+
+if TYPE_CHECKING:
+    from spothop.jobs.spec import JobSpec
 
 
 class StorableSpec(Protocol):
@@ -66,11 +69,12 @@ class JobRecord:
     lease_owner: str | None = None
     nodes: tuple[NodeRecord, ...] = ()
 
-    def spec(self) -> Any:
+    def spec(self) -> JobSpec:
         """The :class:`spothop.jobs.spec.JobSpec` (parsed on each call)."""
         # Imported when asked: the spec module loads pydantic, and the store's readers rarely need it.
         spec_module = importlib.import_module("spothop.jobs.spec")
-        return spec_module.JobSpec.from_json(self.spec_json)
+        spec: JobSpec = spec_module.JobSpec.from_json(self.spec_json)
+        return spec
 
     def to_dict(self) -> dict[str, Any]:
         return {

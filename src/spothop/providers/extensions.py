@@ -11,6 +11,13 @@ the mixin's interface, or falls back to the base interface when it has not.
 - :class:`OfferingNotes`: what the last :meth:`Provider.list_offerings`
   could not do as asked (a price API that could not be reached, so the
   built-in catalog's prices stood in), for a catalog refresh to tell the user.
+- :class:`ClockKeeper`: the provider keeps time on a clock of its own (a
+  simulated cloud's faster clock, a test's manual one, an adapter's injected
+  one); the times it reports and bills by are that clock's. Without it, the
+  provider bills by the wall.
+- :class:`GroupRendezvous`: the provider knows, before a multi-node group's
+  node 0 boots, the host the group's nodes reach it on (instances that share
+  one host). Without it, a group cannot be launched on the provider yet.
 """
 
 from __future__ import annotations
@@ -18,8 +25,10 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from spothop.errors import ConfigError, ProviderError
+from spothop.market.clock import Clock
 from spothop.providers.base import Instance, LaunchRequest
 
 
@@ -83,3 +92,28 @@ class OfferingNotes(ABC):
     @abstractmethod
     def offering_notes(self) -> list[str]:
         """One sentence per shortfall of the last ``list_offerings``/``spot_prices`` (empty: none)."""
+
+
+class ClockKeeper:
+    """A provider on a clock of its own: ``clock`` (``now()`` in unix seconds of that clock).
+
+    Every time the provider reports (``launched_at``, ``running_at``,
+    ``notice_time``, ``ended_at``) and bills by is on this clock. A subclass
+    gives ``clock`` as an attribute set in ``__init__`` or as a property.
+    """
+
+    if TYPE_CHECKING:  # declared for the type checker only: a subclass's attribute or property
+
+        @property
+        def clock(self) -> Clock: ...
+
+
+class GroupRendezvous:
+    """A provider whose instances reach a group's node 0 at a host known before it boots.
+
+    ``group_rendezvous_host`` is that host (the local cloud's instances share
+    one: ``127.0.0.1``); a grouped task's nodes get it as ``MASTER_ADDR``
+    (docs/multinode.md). An empty string means none is known.
+    """
+
+    group_rendezvous_host: str

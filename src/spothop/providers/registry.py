@@ -21,17 +21,24 @@ Rules:
 - ``options`` go to the family as they are (``world_path=`` for the local
   cloud, ``clock=`` for the fake); a family ignores options it does not take.
 - ``provider_names()`` lists every family's members, in registration order.
+- ``default_providers()`` makes the providers a controller launches on when none are
+  named: every cloud of the local world plus the real clouds named in
+  ``$SPOTHOP_PROVIDERS`` (a real cloud is opt-in).
 """
 
 from __future__ import annotations
 
 import importlib
+import logging
+import os
 import pkgutil
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from spothop.errors import ConfigError
+from spothop.errors import ConfigError, SpothopError
 from spothop.providers.base import Provider
+
+log = logging.getLogger(__name__)
 
 # family name → "module:attribute" of its ProviderFamily. One line per adapter.
 _FAMILIES: dict[str, str] = {
@@ -107,3 +114,32 @@ def get_provider(name: str, **options: Any) -> Provider:
             return found.create(name, **options)
     known = ", ".join(provider_names(**options))
     raise ConfigError(f"unknown provider {name!r}; known providers: {known}")
+
+
+LOCAL_FAMILY = "local"  # the embedded cloud: every cloud of the world file, always there
+PROVIDERS_ENV = "SPOTHOP_PROVIDERS"  # real clouds the controller also uses, comma-separated
+
+
+def default_providers(names: tuple[str, ...] = ()) -> dict[str, Provider]:
+    """The providers the controller launches on, by name.
+
+    ``names`` when given; else every cloud of the local world plus the real clouds named in
+    ``$SPOTHOP_PROVIDERS``. A real cloud is opt-in: making its adapter looks for credentials
+    (boto3 asks the instance metadata service when nothing else is set), which a laptop has
+    no reason to wait for. A provider that cannot be made (SDK missing, no credentials) is
+    logged with its reason and left out, never fatal: the other clouds still run the jobs,
+    and a job that allows only that provider says no offering satisfies it.
+    """
+    if not names:
+        extra = os.environ.get(PROVIDERS_ENV, "")
+        names = (
+            *members(LOCAL_FAMILY),
+            *(n.strip() for n in extra.split(",") if n.strip()),
+        )
+    providers: dict[str, Provider] = {}
+    for name in dict.fromkeys(names):
+        try:
+            providers[name] = get_provider(name)
+        except SpothopError as exc:
+            log.warning("provider %s left out: %s", name, exc)
+    return providers

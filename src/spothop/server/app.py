@@ -404,7 +404,7 @@ class TtlCache:
 
 
 def _providers() -> dict[str, Any]:
-    from spothop.jobs.controller.daemon import default_providers
+    from spothop.providers.registry import default_providers
 
     return default_providers()
 

@@ -277,8 +277,7 @@ def _local_provider(name: str, _home: str | None, _world: str | None) -> Any:
     of a 10-minute ``make run`` on 2 cores. The provider's clock reads the stored anchor on
     every call, so a kept one tells the time a new one would.
     """
-    from spothop.jobs.controller.daemon import LOCAL_FAMILY
-    from spothop.providers.registry import get_provider, members
+    from spothop.providers.registry import LOCAL_FAMILY, get_provider, members
 
     return get_provider(name) if name in members(LOCAL_FAMILY) else None
 

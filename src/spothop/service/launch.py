@@ -33,9 +33,9 @@ def check_launchable(spec: JobSpec) -> None:
     written (:class:`~spothop.errors.StorageUnreachable`), and some offering of the controller's
     providers meets it at all (:class:`~spothop.scheduler.errors.NoCandidates`, naming the
     requirement that excluded the most). No capacity *now* is not refused: the job waits."""
-    from spothop.jobs.controller.daemon import default_providers
     from spothop.jobs.controller.place import plan_inputs
     from spothop.jobs.reachable import check_reachable
+    from spothop.providers.registry import default_providers
     from spothop.scheduler.errors import NoCapacityNow
     from spothop.scheduler.market_view import gather_market_view
     from spothop.scheduler.placement import rank

@@ -177,8 +177,7 @@ def plan_providers(
     carry is then told no offering satisfies it.
     """
     from spothop.errors import SpothopError
-    from spothop.jobs.controller.daemon import default_providers
-    from spothop.providers.registry import get_provider
+    from spothop.providers.registry import default_providers, get_provider
 
     wanted = tuple(n for n in (names or spec.providers.allow) if n not in spec.providers.deny)
     if not wanted:

@@ -45,6 +45,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Protocol
 
+from spothop.errors import EXIT_PREEMPTED as EXIT_RESUMABLE
 from spothop.wire.events import AgentEvent, Stamp
 from spothop.wire.fields import (
     Count,
@@ -63,6 +64,12 @@ EVENTS_BATCH = 100  # events in one request at most (``POST …/events``)
 TOKEN_ENV = "SPOTHOP_AGENT_TOKEN"  # the HTTP control plane's bearer token (better than --token: ps shows argv)
 # The protocol of a notice that is the control plane's own stop request (not a cloud's notice).
 CONTROL_PLANE_PROTOCOL = "control-plane"
+
+# The agent's exit codes: how the controller reads an instance's end (docs/agent.md).
+EXIT_DONE = 0  # the worker finished its work
+EXIT_WORKER_FAILED = 1  # the worker kept crashing past the restart limit
+EXIT_USAGE = 2  # a bad option (spothop's CLI convention)
+EXIT_PREEMPTED = EXIT_RESUMABLE  # preempted, resumable: sysexits.h EX_TEMPFAIL, "try again later"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -5,13 +5,14 @@ from __future__ import annotations
 import pytest
 
 from spothop.errors import JobSpecError
-from spothop.jobs.controller import Terminate, Waiting, decide
+from spothop.jobs.controller import AttemptView, Terminate, Waiting, decide
 from spothop.jobs.controller.config import ControllerConfig
 from spothop.jobs.controller.deadline import deadline_plan, work_left_s
-from spothop.jobs.controller.observe import attempt_view, clock_rate
+from spothop.jobs.controller.observe import clock_rate
 from spothop.jobs.lifecycle import AttemptState, EndReason, JobState
 from spothop.jobs.records import AttemptRecord
 from spothop.market.clock import ManualClock, SimClock
+from spothop.providers.extensions import ClockKeeper
 from spothop.providers.fake.factories import make_offerings
 from spothop.scheduler.market_view import MarketKind, MarketState, MarketView
 from spothop.scheduler.policies.base import Kind
@@ -178,7 +179,7 @@ def test_work_done_is_credited_on_the_controllers_clock(
 ) -> None:
     provider_now = NOW + offset_s
     record = _record(provider_now - 560, provider_now - 500)
-    view = attempt_view(record, None, None, offset_s, rate, NOW)
+    view = AttemptView.of(record, None, None, offset_s, rate, NOW)
     assert view.running_at == pytest.approx(NOW - credited_s)
     assert view.launched_at == pytest.approx(NOW - 560 / rate)
     j = deadline_job("20h", "10h", "greedy", elapsed_s=1000, attempts=[view])
@@ -189,13 +190,17 @@ def test_work_done_is_credited_on_the_controllers_clock(
 
 
 def test_clock_rate_is_the_provider_clocks_speed() -> None:
-    class Sim:
+    class Sim(ClockKeeper):
         clock = SimClock(5.0, 0.0)
 
-    class Manual:
+    class Manual(ClockKeeper):
         clock = ManualClock(10.0)
 
+    class NoAbility:  # a clock without the ability's mixin is not the provider's
+        clock = SimClock(5.0, 0.0)
+
     assert (clock_rate(Sim()), clock_rate(Manual()), clock_rate(None)) == (5.0, 1.0, 1.0)
+    assert clock_rate(NoAbility()) == 1.0
 
 
 # -- one zone: a preemption with no slack goes on-demand in the same pass ------------------------

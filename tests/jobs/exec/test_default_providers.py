@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from spothop.jobs.controller.daemon import PROVIDERS_ENV, default_providers
-from spothop.providers.registry import members
+from spothop.providers.registry import PROVIDERS_ENV, default_providers, members
 
 
 def test_the_local_world_is_the_default_and_no_real_cloud_is_asked(

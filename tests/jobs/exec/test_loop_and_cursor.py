@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from spothop.controlplane.store import StoreControlPlane
+from spothop.jobs.controller.events import EventCursor
 from spothop.jobs.controller.loop import Loop
-from spothop.jobs.controller.observe import EventCursor
 from spothop.jobs.orphans import find_orphans
 from spothop.jobs.store import JobStore
 from spothop.state.wake import Waker, poke
@@ -89,7 +89,7 @@ def test_the_cursor_keeps_only_the_overlaps_ids_however_long_events_keep_coming(
 ) -> None:
     from sqlalchemy import update
 
-    from spothop.jobs.controller.observe import CURSOR_OVERLAP_S
+    from spothop.jobs.controller.events import CURSOR_OVERLAP_S
     from spothop.state.agent_tables import agent_events
 
     store, plane = stored

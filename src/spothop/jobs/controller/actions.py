@@ -153,7 +153,7 @@ class UpdateAttempt(Action):
     job_id: str
     reason: str
     state: AttemptState | None = None
-    fields: Mapping[str, Any] = field(default_factory=dict)
+    fields: Mapping[str, object] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,9 @@ Every attempt time the job store keeps (``launched_unix_s``, ``running_unix_s``,
 ``noticed_unix_s``, ``ended_unix_s``) is unix seconds of the attempt's
 provider's clock, so that ``(ended − running) × price`` is what the cloud bills.
 A real cloud's clock is the wall; a simulated one (the local cloud at ``speed``
-5) runs faster. A provider that keeps a clock of its own exposes it as
-``clock`` with ``now()`` (the local cloud, ``FakeProvider``); every other bills
-by the wall. Times the cloud reports about an instance (``running_at``,
+5) runs faster. A provider that keeps a clock of its own has the
+:class:`~spothop.providers.extensions.ClockKeeper` ability (the local cloud,
+``FakeProvider``, an adapter given a clock); every other bills by the wall. Times the cloud reports about an instance (``running_at``,
 ``notice_time``, ``ended_at``) are already on that clock and are kept as they
 are; a time the controller only observed (an agent event, a pass) is stamped
 with :func:`provider_now` when it is written, which is late by at most one
@@ -20,6 +20,8 @@ from collections.abc import MutableMapping
 from typing import Any
 
 from spothop.jobs.lifecycle import AttemptState
+from spothop.providers.base import Provider
+from spothop.providers.extensions import ClockKeeper
 
 # The time column an attempt state sets (the store's own stamp uses the wall: never rely on it).
 STAMPS = {
@@ -29,19 +31,19 @@ STAMPS = {
 }
 
 
-def provider_now(provider: Any) -> float:
+def provider_now(provider: Provider | None) -> float:
     """Now on ``provider``'s clock (the wall when it keeps none, or is None)."""
-    now = getattr(getattr(provider, "clock", None), "now", None)
-    if callable(now):
+    if isinstance(provider, ClockKeeper):
         try:
-            return float(now())
+            return float(provider.clock.now())
         except Exception:  # a clock that cannot be read: the wall, as a real cloud bills
             return time.time()
     return time.time()
 
 
-def stamp(fields: MutableMapping[str, Any], provider: Any) -> MutableMapping[str, Any]:
-    """Give a state change in ``fields`` its time column on the provider's clock, unless set."""
+def stamp(fields: MutableMapping[str, Any], provider: Provider | None) -> MutableMapping[str, Any]:
+    """Give a state change in ``fields`` (the store's attempt columns) its time column on the
+    provider's clock, unless set."""
     state = fields.get("state")
     column = STAMPS.get(AttemptState(state)) if state is not None else None
     if column is not None and fields.get(column) is None:

@@ -43,17 +43,27 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Protocol
 
 from spothop.errors import SpothopError
 from spothop.paths import spothop_home
 from spothop.processes import process_running
 
 if TYPE_CHECKING:
-    from spothop.jobs.controller.loop import AfterPass
+    from spothop.jobs.controller.loop import AfterPass, Loop
+    from spothop.jobs.store import JobStore
+    from spothop.providers.base import Provider
+    from spothop.providers.catalog_schedule import DailyRefresh
+
+
+class Stoppable(Protocol):
+    """A server that :meth:`shutdown` stops."""
+
+    def shutdown(self) -> None: ...
+
 
 # serve(port, store, queue_url) -> a server with shutdown(): the /metrics endpoint's maker.
-MetricsServer = Callable[[int, Any, str], Any]
+MetricsServer = Callable[[int, "JobStore", str], Stoppable]
 METRICS_PORT_ENV = "SPOTHOP_METRICS_PORT"  # the controller's /metrics port when no option gives one
 
 START_TIMEOUT_S = 30.0  # a background controller holds its lock within this (it imports the store)
@@ -91,7 +101,7 @@ class ControllerInfo:
     log: str | None
     queue_url: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "pid": self.pid,
             "started_unix_s": self.started_unix_s,
@@ -267,42 +277,10 @@ def stop(home: Path | None = None, timeout_s: float = STOP_TIMEOUT_S) -> Control
 
 # -- running the controller ------------------------------------------------------------
 
-LOCAL_FAMILY = "local"  # the embedded cloud: every cloud of the world file, always there
-PROVIDERS_ENV = "SPOTHOP_PROVIDERS"  # real clouds the controller also uses, comma-separated
 CATALOG_REFRESH_ENV = "SPOTHOP_CATALOG_REFRESH_S"  # seconds between live catalog refreshes; 0: off
 
 
-def default_providers(names: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The providers the controller launches on, by name.
-
-    ``names`` when given; else every cloud of the local world plus the real clouds named in
-    ``$SPOTHOP_PROVIDERS``. A real cloud is opt-in: making its adapter looks for credentials
-    (boto3 asks the instance metadata service when nothing else is set), which a laptop has
-    no reason to wait for. A provider that cannot be made (SDK missing, no credentials) is
-    logged with its reason and left out, never fatal: the other clouds still run the jobs,
-    and a job that allows only that provider says no offering satisfies it.
-    """
-    import logging
-
-    from spothop.errors import SpothopError
-    from spothop.providers.registry import get_provider, members
-
-    if not names:
-        extra = os.environ.get(PROVIDERS_ENV, "")
-        names = (
-            *members(LOCAL_FAMILY),
-            *(n.strip() for n in extra.split(",") if n.strip()),
-        )
-    providers: dict[str, Any] = {}
-    for name in dict.fromkeys(names):
-        try:
-            providers[name] = get_provider(name)
-        except SpothopError as exc:
-            logging.getLogger(__name__).warning("provider %s left out: %s", name, exc)
-    return providers
-
-
-def daily_catalog_refresh(providers: Mapping[str, Any], home: Path) -> Any:
+def daily_catalog_refresh(providers: Mapping[str, Provider], home: Path) -> DailyRefresh:
     """The daily live catalog refresh of every real cloud in ``providers`` (not the local world's).
 
     State (each provider's last attempt) in ``<controller dir>/catalog_refresh.json``:
@@ -312,7 +290,7 @@ def daily_catalog_refresh(providers: Mapping[str, Any], home: Path) -> Any:
     """
     from spothop.errors import ConfigError
     from spothop.providers.catalog_schedule import REFRESH_INTERVAL_S, STATE_FILE, DailyRefresh
-    from spothop.providers.registry import members
+    from spothop.providers.registry import LOCAL_FAMILY, members
 
     text = os.environ.get(CATALOG_REFRESH_ENV, "").strip()
     try:
@@ -337,7 +315,7 @@ def run_controller(
     period_s: float | None = None,
     poll_only: bool = False,
     providers: tuple[str, ...] = (),
-    on_ready: Any = None,
+    on_ready: Callable[[Loop], object] | None = None,
     metrics_port: int | None = None,
     after_pass: Sequence[AfterPass] = (),
     serve_metrics: MetricsServer | None = None,
@@ -360,6 +338,7 @@ def run_controller(
     from spothop.jobs.controller.config import config_from_env
     from spothop.jobs.controller.loop import DEFAULT_PERIOD_S, Controller, Loop
     from spothop.jobs.store import JobStore
+    from spothop.providers.registry import default_providers
     from spothop.state.wake import Waker, wake_address
 
     home = home or spothop_home()
@@ -417,8 +396,8 @@ def run_controller(
 
 
 def _serve_metrics(
-    port: int | None, serve: MetricsServer | None, store: Any, queue_url: str
-) -> Any:
+    port: int | None, serve: MetricsServer | None, store: JobStore, queue_url: str
+) -> Stoppable | None:
     """The /metrics server on ``port`` (else ``$SPOTHOP_METRICS_PORT``), or None when neither is set."""
     from spothop.errors import ConfigError
 

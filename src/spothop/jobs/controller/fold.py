@@ -47,9 +47,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from spothop.agent.model import EXIT_DONE, EXIT_PREEMPTED
 from spothop.jobs.controller.actions import Action, EndAttempt, UpdateAttempt
 from spothop.jobs.controller.config import ControllerConfig
 from spothop.jobs.controller.snapshot import (
@@ -62,6 +60,7 @@ from spothop.jobs.controller.snapshot import (
 )
 from spothop.jobs.lifecycle import AttemptState, EndReason
 from spothop.providers.base import Instance, InstanceState
+from spothop.wire.contract import EXIT_DONE, EXIT_PREEMPTED
 from spothop.wire.events import (
     AdvanceNotice,
     AgentEvent,
@@ -85,14 +84,14 @@ class _Change:
     """One attempt's changes in this pass: fields, a new state, or an end."""
 
     view: AttemptView
-    fields: dict[str, Any] = field(default_factory=dict)
+    fields: dict[str, object] = field(default_factory=dict)
     reasons: list[str] = field(default_factory=list)
     end: EndAttempt | None = None
     # A grouped task's attempt whose generation already lost another node: however its worker
     # ends now (a collective broke under it), it ends with its group, not as a failure of its own.
     group_broken: bool = False
 
-    def set(self, reason: str, **changes: Any) -> None:
+    def set(self, reason: str, **changes: object) -> None:
         changes = {k: v for k, v in changes.items() if getattr(self.view, k) != v}
         if not changes:
             return
@@ -123,7 +122,8 @@ class _Change:
     def actions(self) -> list[Action]:
         out: list[Action] = []
         fields = {k: v for k, v in self.fields.items() if k != "state"}
-        state = self.fields.get("state")
+        changed = self.fields.get("state")
+        state = changed if isinstance(changed, AttemptState) else None
         if (fields or state is not None) and not (self.end and not fields):
             out.append(
                 UpdateAttempt(

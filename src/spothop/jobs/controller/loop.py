@@ -29,14 +29,38 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 from spothop.state.wake import Waker
 
+if TYPE_CHECKING:
+    from spothop.jobs.controller.actions import Action
+    from spothop.jobs.controller.config import ControllerConfig
+    from spothop.jobs.controller.executor import StepReport
+    from spothop.jobs.controller.views import Observation
+    from spothop.jobs.records import JobLease
+    from spothop.jobs.store import JobStore
+    from spothop.providers.base import Provider
+
 log = logging.getLogger(__name__)
 
+
+class HeldLeases(Protocol):
+    """What a replica's loop needs of the jobs it holds (:class:`~.replica.HeldJobs` is one):
+    who holds them, each job's lease for the fenced store, a lost one dropped, and the jobs
+    held with since when (the observer's scope)."""
+
+    owner: str
+
+    def lease(self, job_id: str) -> JobLease | None: ...
+
+    def drop(self, job_id: str) -> None: ...
+
+    def held(self) -> Mapping[str, float]: ...
+
+
 # A hook run after each pass's actions: (job store, providers by name, the pass's observation).
-AfterPass = Callable[[Any, Mapping[str, Any], Any], None]
+AfterPass = Callable[["JobStore", Mapping[str, "Provider"], "Observation | None"], None]
 
 DEFAULT_PERIOD_S = 10.0
 
@@ -119,7 +143,7 @@ def replica_cursor(owner: str) -> str:
     """A replica's own agent-event cursor name (``agent_events@<owner>``, hashed past 64 chars)."""
     import hashlib
 
-    from spothop.jobs.controller.observe import CURSOR_NAME
+    from spothop.jobs.controller.events import CURSOR_NAME
 
     name = f"{CURSOR_NAME}@{owner}"
     if len(name) <= 64:
@@ -137,17 +161,17 @@ class Controller:
 
     def __init__(
         self,
-        store: Any,
-        providers: Mapping[str, Any],
+        store: JobStore,
+        providers: Mapping[str, Provider],
         *,
         store_url: str,
         queue_url: str | None = None,
         home: Path | None = None,
-        config: Any = None,
+        config: ControllerConfig | None = None,
         wake_address: str | None = None,
         market_ttl_s: float = 5.0,
         after_pass: Sequence[AfterPass] = (),
-        leases: Any = None,
+        leases: HeldLeases | None = None,
         control_plane_url: str | None = None,
         token_grace_s: float | None = None,
     ) -> None:
@@ -163,8 +187,9 @@ class Controller:
         ``control_plane_url``: the server the agents talk to (server mode: each instance gets
         a token of its own, revoked ``token_grace_s`` after its attempt ended and its instance
         went), else the store itself."""
+        from spothop.jobs.controller.events import CURSOR_NAME
         from spothop.jobs.controller.executor import DEFAULT_TOKEN_GRACE_S, Executor
-        from spothop.jobs.controller.observe import CURSOR_NAME, Observer
+        from spothop.jobs.controller.observe import Observer
         from spothop.state.wake import poke
 
         self.base_store = store
@@ -195,13 +220,13 @@ class Controller:
             control_plane_url=control_plane_url,
             token_grace_s=DEFAULT_TOKEN_GRACE_S if token_grace_s is None else token_grace_s,
         )
-        self.last_actions: list[Any] = []
-        self.last_reports: list[Any] = []
+        self.last_actions: list[Action] = []
+        self.last_reports: list[StepReport] = []
         self.orphans_terminated = 0
-        self.listeners: list[Callable[[float, list[Any]], None]] = []  # benches and tests
+        self.listeners: list[Callable[[float, list[Action]], None]] = []  # benches and tests
         self.after_pass = tuple(after_pass)
 
-    def run_pass(self) -> list[Any]:
+    def run_pass(self) -> list[StepReport]:
         from spothop.jobs.controller import TAG_JOB, Launch, decide
         from spothop.jobs.orphans import reconcile
 

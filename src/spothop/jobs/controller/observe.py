@@ -6,8 +6,8 @@
 - the instances every provider has that carry spothop's tags
   (``spothop-job``; ``list_instances``), so an instance whose launch call
   never returned (the controller died in it) is still found by its token;
-- the agents' events stored since the cursor (``agent_events``, typed by
-  :func:`spothop.wire.events.event_from_dict`), oldest first;
+- the agents' events stored since the cursor (:class:`~.events.EventCursor`),
+  oldest first;
 - each batch job's queue counts (pending, leased, done, dead);
 - the persisted market cooldowns;
 - every provider's reserved pools (``list_reservations``, with ``in_use``), for
@@ -16,19 +16,11 @@
   at most every ``market_ttl_s`` (it is the slowest read; a pass woken by a
   notice reuses the last one).
 
-Facts, not decisions, are brought up to date here, so that ``decide`` reads a
-store that agrees with the clouds: an attempt ``launching`` whose instance
-was found by its token gets its ``instance_id``; ``pending`` → ``running`` →
-``noticed`` follow the instance (the noticed time from the agent's
-``final_notice`` or the cloud's ``notice_time``). Ending an attempt is a
-decision (``EndAttempt``), never made here.
-
-The event cursor: agent events have no global sequence, so the cursor is a
-time (``received_unix_s``) with the ids seen within :data:`CURSOR_OVERLAP_S`
-before it (each with its received time: the window's, not every id ever read); a pass reads from ``time − overlap`` and skips those ids, so an
-event committed late by a slow writer is still read once. The cursor moves
-only after the pass's actions are carried out (:meth:`EventCursor.commit`):
-a controller killed mid-pass reads the same events again, and none is lost.
+Facts, not decisions, are brought up to date here (:mod:`.attempt_facts`), so
+that ``decide`` reads a store that agrees with the clouds; ending an attempt is
+a decision (``EndAttempt``), never made here. The agents' events are read
+through a cursor that moves only once the pass's actions are carried out
+(:mod:`.events`); :mod:`.views` turns the observation into the snapshot.
 
 A controller **replica** (:mod:`spothop.jobs.controller.replica`) observes
 through a :class:`JobScope`: only the jobs it holds a lease on (their
@@ -43,23 +35,33 @@ before never acted on is not lost with it.
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from dataclasses import replace
+from typing import TYPE_CHECKING, Protocol
 
 from sqlalchemy import select
 
-from spothop.jobs.controller.clock import provider_now, stamp
+from spothop.jobs.controller.attempt_facts import sync_attempt_facts
+from spothop.jobs.controller.clock import provider_now
+from spothop.jobs.controller.events import CURSOR_NAME, EventCursor, replayed_events
+from spothop.jobs.controller.views import Observation, queue_facts, to_snapshot
 from spothop.jobs.lifecycle import AttemptState, JobState
-from spothop.jobs.store import AttemptRecord, JobRecord, JobStore
-from spothop.providers.base import Instance, InstanceState, Provider
+from spothop.jobs.records import AttemptRecord
+from spothop.jobs.store import JobStore
+from spothop.market.clock import SimClock
+from spothop.providers.base import Instance, Provider
+from spothop.providers.extensions import ClockKeeper
 from spothop.providers.reservations import Reservation, ReservedCapacity
-from spothop.state.agent_tables import agent_events
-from spothop.wire.events import AgentEvent, event_from_dict
+from spothop.wire.events import AgentEvent
+
+if TYPE_CHECKING:
+    from spothop.jobs.controller.snapshot import Snapshot
+    from spothop.market.interruptions import HistoryBook
+    from spothop.queue.base import ShardQueue
+    from spothop.queue.model import QueueStats
+    from spothop.scheduler.market_view import MarketView, ViewCache
 
 log = logging.getLogger(__name__)
 
@@ -70,21 +72,8 @@ TAG_ATTEMPT = "spothop-attempt"
 TAG_STORE = (
     "spothop-store"  # which job store launched it: a reconciler ends only its own store's orphans
 )
-CURSOR_NAME = "agent_events"
-CURSOR_OVERLAP_S = 30.0  # a writer's transaction commits well within this of its received time
-MAX_EVENTS_PER_PASS = 5000
 
 LIVE_JOB_STATES = tuple(s for s in JobState if not s.final)
-# What fold reads (fold.py): the events a taken-over job's instances are read again for.
-FOLD_EVENT_KINDS = (
-    "self_check",
-    "notice_blind",
-    "worker_started",
-    "advance_notice",
-    "final_notice",
-    "interruption",
-    "exited",
-)
 
 
 class JobScope(Protocol):
@@ -93,40 +82,13 @@ class JobScope(Protocol):
     def held(self) -> Mapping[str, float]: ...
 
 
-@dataclass
-class Observation:
-    """What one pass saw (see the module docstring); ``now`` is the controller's clock."""
-
-    now: float
-    jobs: tuple[JobRecord, ...]
-    attempts: Mapping[str, tuple[AttemptRecord, ...]]  # job id → its attempts, oldest first
-    instances: Mapping[str, Instance]  # instance id → instance, spothop-tagged only
-    events: tuple[AgentEvent, ...]
-    cooldowns: Mapping[Any, float]  # MarketId → until (unix s)
-    market: Any  # scheduler.market_view.MarketView
-    listed_providers: frozenset[str] = frozenset()
-    provider_errors: Mapping[str, str] = field(default_factory=dict)  # provider → why not read
-    reservations: tuple[Reservation, ...] = ()  # every provider's reserved pools, in use as read
-    # provider → its clock minus ``now`` at this pass: attempt times are on the provider's clock
-    # (clock.py); the snapshot shows them on the controller's (a simulated cloud runs ahead).
-    clock_offsets_s: Mapping[str, float] = field(default_factory=dict)
-    # provider → its clock's seconds per controller second (a simulated cloud's ``speed``; 1 if
-    # it keeps none): spans read on the controller's clock are the provider's over this rate.
-    clock_rates: Mapping[str, float] = field(default_factory=dict)
-    # Every spothop-tagged instance listed (a replica's ``instances`` are its jobs' only):
-    # the orphan reconciler's, which ends this store's instances that no attempt knows.
-    all_instances: Mapping[str, Instance] | None = None
-
-    @property
-    def listed(self) -> Mapping[str, Instance]:
-        return self.instances if self.all_instances is None else self.all_instances
-
-
-def clock_rate(provider: Any) -> float:
-    """``provider``'s clock seconds per wall second: its clock's ``speed`` (positive, finite), else 1."""
-    speed = getattr(getattr(provider, "clock", None), "speed", None)
-    if isinstance(speed, int | float) and 0 < speed < float("inf"):
-        return float(speed)
+def clock_rate(provider: Provider | None) -> float:
+    """``provider``'s clock seconds per wall second: a simulated clock's ``speed`` (positive,
+    finite), else 1."""
+    if isinstance(provider, ClockKeeper):
+        clock = provider.clock
+        if isinstance(clock, SimClock) and 0 < clock.speed < float("inf"):
+            return float(clock.speed)
     return 1.0
 
 
@@ -137,95 +99,6 @@ def store_tag(store_url: str) -> str:
     from spothop.db import normalise_url
 
     return hashlib.sha256(normalise_url(store_url).encode()).hexdigest()[:16]
-
-
-class EventCursor:
-    """Reads agent events after the persisted cursor; :meth:`commit` moves it (see the module docstring)."""
-
-    def __init__(self, store: JobStore, name: str = CURSOR_NAME, start_unix_s: float = 0.0) -> None:
-        self.store = store
-        self.name = name
-        self.start_unix_s = start_unix_s  # where a cursor never stored starts
-        self._pending: tuple[float, dict[str, float]] | None = None
-
-    def _load(self) -> tuple[float, dict[str, float]]:
-        """The cursor's time and the ids read within the overlap before it, each with its
-        received time (a cursor stored by an older spothop lists ids only: taken as at its
-        time, so they leave the window an overlap later)."""
-        raw = self.store.cursor(self.name)
-        if not raw:
-            return self.start_unix_s, {}
-        try:
-            data = json.loads(raw)
-            at, ids = float(data["t"]), data.get("ids", ())
-            if isinstance(ids, dict):
-                return at, {str(i): float(r) for i, r in ids.items()}
-            return at, dict.fromkeys(map(str, ids), at)
-        except (ValueError, KeyError, TypeError, AttributeError):
-            log.warning("the agent-event cursor %r does not parse; reading from the start", raw)
-            return 0.0, {}
-
-    def read(self) -> list[AgentEvent]:
-        since, seen = self._load()
-        t = agent_events
-        query = (
-            select(t.c.event_id, t.c.received_unix_s, t.c.payload)
-            .where(t.c.received_unix_s >= since - CURSOR_OVERLAP_S)
-            .order_by(t.c.received_unix_s, t.c.event_id)
-            .limit(MAX_EVENTS_PER_PASS + len(seen))
-        )
-        with self.store.engine.connect() as conn:
-            rows = conn.execute(query).all()
-        events: list[AgentEvent] = []
-        window = dict(seen)
-        newest = since
-        for event_id, received, payload in rows:
-            if event_id in seen:
-                continue
-            try:
-                events.append(event_from_dict(json.loads(payload)))
-            except Exception as exc:  # a bad row is skipped, once, and said so
-                log.warning("agent event %s does not parse: %s", event_id, exc)
-            window[event_id] = received
-            newest = max(newest, received)
-            if len(events) >= MAX_EVENTS_PER_PASS:
-                break
-        # Each id by its own received time: one older than the overlap can no longer be read
-        # again (the next pass reads from newest − overlap), so it leaves the cursor.
-        keep = {i: r for i, r in window.items() if r >= newest - CURSOR_OVERLAP_S}
-        self._pending = (newest, keep)
-        return events
-
-    def commit(self) -> None:
-        """Move the cursor past what the last :meth:`read` returned."""
-        if self._pending is None:
-            return
-        newest, ids = self._pending
-        self.store.set_cursor(
-            self.name, json.dumps({"t": newest, "ids": dict(sorted(ids.items()))})
-        )
-        self._pending = None
-
-
-def replayed_events(store: JobStore, instance_ids: Sequence[str]) -> list[AgentEvent]:
-    """Every stored event of ``instance_ids`` that fold reads, oldest first (a taken-over job's)."""
-    if not instance_ids:
-        return []
-    t = agent_events
-    query = (
-        select(t.c.event_id, t.c.payload)
-        .where(t.c.instance_id.in_(list(instance_ids)), t.c.kind.in_(FOLD_EVENT_KINDS))
-        .order_by(t.c.received_unix_s, t.c.event_id)
-    )
-    with store.engine.connect() as conn:
-        rows = conn.execute(query).all()
-    out: list[AgentEvent] = []
-    for event_id, payload in rows:
-        try:
-            out.append(event_from_dict(json.loads(payload)))
-        except Exception as exc:
-            log.warning("agent event %s does not parse: %s", event_id, exc)
-    return out
 
 
 def tagged_instances(
@@ -257,7 +130,7 @@ def reserved_pools(providers: Mapping[str, Provider]) -> tuple[Reservation, ...]
     return tuple(sorted(found, key=lambda r: (r.provider, r.reservation_id)))
 
 
-def queue_stats(queue_url: str | None, job_id: str) -> Any:
+def queue_stats(queue_url: str | None, job_id: str) -> QueueStats | None:
     """The batch job's queue counts (:class:`~spothop.queue.model.QueueStats`), ``None`` before its shards exist.
 
     The queue is opened once per process, URL and job, and kept for the next calls (the last
@@ -277,87 +150,12 @@ QUEUES_KEPT = 32
 
 
 @functools.lru_cache(maxsize=QUEUES_KEPT)
-def _kept_queue(url: str, job_id: str) -> Any:
+def _kept_queue(url: str, job_id: str) -> ShardQueue:
     """``job_id``'s queue at ``url``, opened once. One dropped from the cache is closed by the
     garbage collector, never under a caller still counting its shards."""
     from spothop.queue import open_queue
 
     return open_queue(url, job_id)
-
-
-def sync_attempt_facts(
-    store: JobStore,
-    attempts: Sequence[AttemptRecord],
-    instances: Mapping[str, Instance],
-    events: Sequence[AgentEvent],
-    providers: Mapping[str, Any] | None = None,
-) -> list[AttemptRecord]:
-    """Bring live attempts' facts up to date with the clouds (module docstring); the attempts as now stored.
-
-    Times written are on the attempt's provider's clock (:mod:`.clock`): the
-    instance's own (``running_at``, ``notice_time``), else now on that clock
-    (``providers``; the wall for one not given)."""
-    providers = providers or {}
-    by_token = {i.tags.get(TAG_TOKEN): i for i in instances.values() if i.tags.get(TAG_TOKEN)}
-    from spothop.jobs.controller.snapshot import CONTROL_PLANE_PROTOCOL
-
-    # The cloud's notices; an agent's report of the controller's own stop is left to decide's fold
-    # (a grouped task's node stopped with its group is not noticed: docs/multinode.md).
-    noticed = {
-        e.instance_id
-        for e in events
-        if e.kind == "final_notice" and getattr(e, "protocol", "") != CONTROL_PLANE_PROTOCOL
-    }
-    out: list[AttemptRecord] = []
-    for attempt in attempts:
-        current = attempt
-        if attempt.live:
-            try:
-                provider = providers.get(attempt.provider)
-                current = _sync_one(store, attempt, instances, by_token, noticed, provider)
-            except Exception as exc:  # a refused update leaves the attempt as it was: next pass
-                log.warning("syncing attempt %s failed: %s", attempt.attempt_id, exc)
-        out.append(current)
-    return out
-
-
-_FOLLOW = {
-    InstanceState.PENDING: AttemptState.PENDING,
-    InstanceState.RUNNING: AttemptState.RUNNING,
-    InstanceState.NOTICED: AttemptState.NOTICED,
-}
-_ORDER = [AttemptState.LAUNCHING, AttemptState.PENDING, AttemptState.RUNNING, AttemptState.NOTICED]
-
-
-def _sync_one(
-    store: JobStore,
-    attempt: AttemptRecord,
-    instances: Mapping[str, Instance],
-    by_token: Mapping[str | None, Instance],
-    noticed: AbstractSet[str],
-    provider: Any = None,
-) -> AttemptRecord:
-    instance = instances.get(attempt.instance_id or "") or by_token.get(attempt.launch_token)
-    if instance is None:
-        return attempt
-    fields: dict[str, Any] = {}
-    if attempt.instance_id != instance.instance_id:
-        fields["instance_id"] = instance.instance_id
-    target = _FOLLOW.get(instance.state)
-    if instance.instance_id in noticed and attempt.state in _ORDER:
-        target = AttemptState.NOTICED
-    if target is not None and _ORDER.index(target) > _ORDER.index(attempt.state):
-        if target is AttemptState.RUNNING:
-            fields["running_unix_s"] = instance.running_at
-        if target is AttemptState.NOTICED:
-            fields["noticed_unix_s"] = instance.notice_time
-            if attempt.running_unix_s is None and instance.running_at is not None:
-                fields["running_unix_s"] = instance.running_at
-        fields["state"] = target
-        return store.update_attempt(attempt.attempt_id, **stamp(fields, provider))
-    if fields:
-        attempt = store.update_attempt(attempt.attempt_id, event="attempt_adopted", **fields)
-    return attempt
 
 
 class Observer:
@@ -387,13 +185,13 @@ class Observer:
         self._replayed: set[str] = set()  # held jobs whose past events were read again
         self._replaying: set[str] = set()  # ... by the pass in progress (done at commit)
         self._held: Mapping[str, float] = {}
-        self._market: Any = None
+        self._market: MarketView | None = None
         self._market_at = float("-inf")
-        self._cache: Any = None  # the offerings' columns, kept between passes (ViewCache)
-        self._history: Any = None  # the store's interruption history as λ (HistoryBook)
+        self._cache: ViewCache | None = None  # the offerings' columns, kept between passes
+        self._history: HistoryBook | None = None  # the store's interruption history as λ
         self.last: Observation | None = None
 
-    def market(self) -> Any:
+    def market(self) -> MarketView:
         """The market view, read again when older than ``market_ttl_s`` (wall seconds).
 
         λ comes from the store's interruption history (priors where it has none);
@@ -527,7 +325,7 @@ class Observer:
         self._replayed |= self._replaying
         self._replaying = set()
 
-    def snapshot(self) -> Any:
+    def snapshot(self) -> Snapshot:
         observation = self.observe()
         gone = frozenset(i for i, inst in observation.instances.items() if not inst.state.is_alive)
         queues = {
@@ -553,273 +351,3 @@ def live_attempt_jobs(store: JobStore) -> list[str]:
     )
     with store.engine.connect() as conn:
         return sorted(r[0] for r in conn.execute(query))
-
-
-# -- the snapshot decide reads ----------------------------------------------------------
-
-JOB_FLAG_EVENTS = {
-    "cancel_requested": "cancel_requested",
-    "shards_enqueued": "shards_enqueued",
-    "outputs_published": "outputs_published",
-}
-
-
-@dataclass(frozen=True)
-class AgentFacts:
-    """What the agent on one instance said, folded from all its events (not only the new ones)."""
-
-    noticed_at: float | None = None
-    notice_final: bool = False
-    notice_deadline_s: float | None = None
-    notice_blind: bool = False
-    exit_code: int | None = None
-    notice_by_controller: bool = False  # the final notice was the control plane's stop request
-
-
-def agent_facts(store: JobStore, instance_ids: Sequence[str]) -> dict[str, AgentFacts]:
-    """Fold every stored event of each instance into its :class:`AgentFacts`.
-
-    Read from all of the instance's events each pass (indexed by instance id),
-    so that nothing about a live attempt depends on the cursor: a restarted
-    controller sees the same facts.
-    """
-    if not instance_ids:
-        return {}
-    from spothop.jobs.controller.snapshot import CONTROL_PLANE_PROTOCOL
-
-    t = agent_events
-    kinds = ("advance_notice", "final_notice", "notice_blind", "worker_exited", "exited")
-    query = (
-        select(t.c.instance_id, t.c.kind, t.c.payload)
-        .where(t.c.instance_id.in_(list(instance_ids)), t.c.kind.in_(kinds))
-        .order_by(t.c.time_unix_s, t.c.event_id)
-    )
-    with store.engine.connect() as conn:
-        rows = conn.execute(query).all()
-    facts: dict[str, dict[str, Any]] = {}
-    for instance_id, kind, payload in rows:
-        try:
-            data = json.loads(payload)
-        except ValueError:
-            continue
-        f = facts.setdefault(instance_id, {})
-        if kind in ("advance_notice", "final_notice"):
-            if f.get("notice_final") and kind == "advance_notice":
-                continue
-            f["noticed_at"] = f.get("noticed_at") or data.get("time_unix_s")
-            if kind == "final_notice" and not f.get("notice_final"):
-                f["noticed_at"] = data.get("time_unix_s")
-                f["notice_final"] = True
-                f["by_controller"] = data.get("protocol") == CONTROL_PLANE_PROTOCOL
-            f["notice_deadline_s"] = data.get("deadline_unix_s")
-        elif kind == "notice_blind":
-            f["notice_blind"] = True
-        elif kind == "worker_exited":
-            f["worker_code"] = data.get("code")
-        elif kind == "exited":
-            f["agent_code"] = data.get("code")
-    out: dict[str, AgentFacts] = {}
-    for instance_id, f in facts.items():
-        agent_code, worker_code = f.get("agent_code"), f.get("worker_code")
-        if agent_code in (0, 75):
-            code = agent_code
-        else:
-            code = worker_code if worker_code is not None else agent_code
-        out[instance_id] = AgentFacts(
-            noticed_at=f.get("noticed_at"),
-            notice_final=bool(f.get("notice_final")),
-            notice_deadline_s=f.get("notice_deadline_s"),
-            notice_blind=bool(f.get("notice_blind")),
-            exit_code=None if code is None else int(code),
-            notice_by_controller=bool(f.get("by_controller")),
-        )
-    return out
-
-
-def stop_requests(store: JobStore, instance_ids: Sequence[str]) -> dict[str, float]:
-    """When a stop was first asked of each instance (``agent_requests``, kind ``stop``)."""
-    from spothop.state.agent_tables import agent_requests as t
-
-    if not instance_ids:
-        return {}
-    query = (
-        select(t.c.instance_id, t.c.created_unix_s)
-        .where(t.c.instance_id.in_(list(instance_ids)), t.c.kind == "stop")
-        .order_by(t.c.created_unix_s)
-    )
-    out: dict[str, float] = {}
-    with store.engine.connect() as conn:
-        for instance_id, created in conn.execute(query):
-            out.setdefault(instance_id, float(created))
-    return out
-
-
-@dataclass(frozen=True)
-class QueueFacts:
-    """A batch job's queue, as ``decide`` reads it."""
-
-    stats: Any  # QueueStats
-    dead_shards: tuple[str, ...] = ()
-    busy_instances: frozenset[str] | None = None
-
-
-def queue_facts(
-    queue_url: str | None, job_id: str, gone: frozenset[str] = frozenset()
-) -> QueueFacts | None:
-    """Counts always; the dead shards' ids when there are some; the workers holding leases once
-    nothing is pending (only then may idle workers be released), else ``None`` (unknown).
-
-    A lease held by a worker whose instance is ``gone`` (ended: preempted, failed,
-    terminated) goes back to the queue here, at once: its agent could not hand it
-    back (killed before its emergency protocol ended), and waiting out the lease
-    would idle the job. Fenced tokens keep this safe even if the worker still ran.
-    """
-    from spothop.queue import open_queue
-    from spothop.queue.errors import UnknownJobError
-    from spothop.queue.model import ShardState
-
-    try:
-        with open_queue(queue_url, job_id) as queue:
-            stats = queue.stats()
-            if stats.leased:
-                holders = {r.worker for r in queue.records(ShardState.LEASED) if r.worker}
-                stale = sorted(holders & gone)
-                for worker in stale:
-                    released = queue.release_worker(worker)
-                    log.info("released %d leases of %s (its instance is gone)", released, worker)
-                if stale:
-                    stats = queue.stats()
-            dead = tuple(sorted(r.id for r in queue.records(ShardState.DEAD))) if stats.dead else ()
-            busy = (
-                frozenset(r.worker for r in queue.records(ShardState.LEASED) if r.worker)
-                if stats.pending == 0
-                else None
-            )
-    except UnknownJobError:
-        return None
-    return QueueFacts(stats, dead, busy)
-
-
-def attempt_view(
-    record: AttemptRecord,
-    facts: AgentFacts | None,
-    stop_requested_at: float | None = None,
-    clock_offset_s: float = 0.0,
-    clock_rate: float = 1.0,
-    now: float = 0.0,
-) -> Any:
-    """The decide view of one attempt; its stored times (the provider's clock) moved onto the
-    snapshot's clock (``now``) like the agents' facts: a time ``x`` provider seconds before the
-    provider's now (``now + clock_offset_s``) reads ``x / clock_rate`` seconds before ``now``, so
-    spans (work done, boot, notice) are controller seconds, on an accelerated cloud too."""
-    from spothop.jobs.controller import snapshot
-
-    def moved(t: float) -> float:
-        if clock_rate == 1.0:
-            return t - clock_offset_s
-        return now - (now + clock_offset_s - t) / clock_rate
-
-    def shown(t: float | None) -> float | None:
-        return None if t is None else moved(t)
-
-    # The enums as the snapshot module names them (decide compares them with ``is``).
-    market_kind, attempt_state, end_reason = (
-        getattr(snapshot, n) for n in ("MarketKind", "AttemptState", "EndReason")
-    )
-    f = facts or AgentFacts()
-    return snapshot.AttemptView(
-        attempt_id=record.attempt_id,
-        job_id=record.job_id,
-        node=record.node,
-        launch_token=record.launch_token,
-        provider=record.provider,
-        region=record.region,
-        zone=record.zone or None,
-        instance_type=record.instance_type,
-        market_kind=market_kind(str(record.market_kind)),
-        price_usd_per_hour=record.price_usd_per_hour,
-        state=attempt_state(str(record.state)),
-        launched_at=moved(record.launched_unix_s),
-        instance_id=record.instance_id,
-        running_at=shown(record.running_unix_s),
-        noticed_at=shown(record.noticed_unix_s) or f.noticed_at,
-        notice_final=f.notice_final,
-        notice_deadline_s=f.notice_deadline_s,
-        notice_blind=f.notice_blind,
-        ended_at=shown(record.ended_unix_s),
-        end_reason=None if record.end_reason is None else end_reason(str(record.end_reason)),
-        exit_code=record.exit_code if record.exit_code is not None else f.exit_code,
-        error_code=record.error_code,
-        stop_requested_at=stop_requested_at,
-        notice_by_controller=f.notice_by_controller,
-        generation=record.generation,
-        group_nnodes=record.group_nnodes,
-    )
-
-
-def job_flags(store: JobStore, job_id: str) -> dict[str, bool]:
-    flags = dict.fromkeys(JOB_FLAG_EVENTS.values(), False)
-    for event in store.events(job_id):
-        name = JOB_FLAG_EVENTS.get(event.kind)
-        if name:
-            flags[name] = True
-    return flags
-
-
-def to_snapshot(
-    observation: Observation, store: JobStore, queues: Mapping[str, QueueFacts | None]
-) -> Any:
-    """The :class:`~spothop.jobs.controller.snapshot.Snapshot` of one observation."""
-    from spothop.jobs.controller import snapshot
-    from spothop.jobs.controller.snapshot import JobView, Snapshot
-
-    job_state = vars(snapshot)["JobState"]  # the enum decide compares with ``is``
-
-    instance_ids = [
-        a.instance_id for atts in observation.attempts.values() for a in atts if a.instance_id
-    ]
-    facts = agent_facts(store, instance_ids)
-    stops = stop_requests(store, instance_ids)
-    views = []
-    for job in observation.jobs:
-        attempts = tuple(
-            attempt_view(
-                a,
-                facts.get(a.instance_id or ""),
-                stops.get(a.instance_id or ""),
-                observation.clock_offsets_s.get(a.provider, 0.0),
-                observation.clock_rates.get(a.provider, 1.0),
-                observation.now,
-            )
-            for a in observation.attempts.get(job.job_id, ())
-        )
-        flags = job_flags(store, job.job_id)
-        queue = queues.get(job.job_id)
-        views.append(
-            JobView(
-                job_id=job.job_id,
-                spec=job.spec(),
-                state=job_state(str(job.state)),
-                attempts=attempts,
-                created_at=job.created_unix_s,
-                on_demand_forced=job.on_demand_forced,
-                cancel_requested=flags["cancel_requested"],
-                queue=None if queue is None else queue.stats,
-                shards_enqueued=flags["shards_enqueued"],
-                outputs_published=flags["outputs_published"],
-                dead_shards=() if queue is None else queue.dead_shards,
-                busy_instances=None if queue is None else queue.busy_instances,
-                reason=job.reason,
-            )
-        )
-    listed = frozenset(observation.listed_providers)
-    return Snapshot(
-        now=observation.now,
-        jobs=tuple(views),
-        market=observation.market,
-        cooldowns=dict(observation.cooldowns),
-        instances=dict(observation.instances),
-        listed_providers=listed,
-        events=tuple(observation.events),
-        reservations=tuple(observation.reservations),
-    )

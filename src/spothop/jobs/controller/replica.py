@@ -59,11 +59,17 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from spothop.errors import ConfigError
 from spothop.jobs.records import JobLease
 from spothop.jobs.store import JobStore
+
+if TYPE_CHECKING:
+    from spothop.jobs.controller.config import ControllerConfig
+    from spothop.jobs.controller.loop import AfterPass, Controller, Loop
+    from spothop.providers.base import Provider
+    from spothop.state.wake import Waker
 
 log = logging.getLogger(__name__)
 
@@ -250,7 +256,7 @@ class ReplicaStats:
     lost: int
     released: int
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "owner": self.owner,
             "passes": self.passes,
@@ -266,23 +272,23 @@ def run_replica(
     *,
     owner: str | None = None,
     lease_s: float = DEFAULT_LEASE_S,
-    providers: Mapping[str, Any] | Sequence[str] = (),
+    providers: Mapping[str, Provider] | Sequence[str] = (),
     stop_event: threading.Event,
-    after_pass: Sequence[Any] = (),
+    after_pass: Sequence[AfterPass] = (),
     queue_url: str | None = None,
     period_s: float = DEFAULT_PERIOD_S,
     home: Path | None = None,
-    config: Any = None,
+    config: ControllerConfig | None = None,
     claim_limit: int = DEFAULT_CLAIM_LIMIT,
     max_jobs: int | None = None,
     control_plane_url: str | None = None,
-    on_ready: Callable[[Any], object] | None = None,
+    on_ready: Callable[[Controller], object] | None = None,
 ) -> ReplicaStats:
     """Run one controller replica on ``store_url`` in this thread until ``stop_event`` is set.
 
     ``owner``: this replica's name in the lease rows (default
     :func:`default_replica_id`); ``providers``: the providers by name, or the
-    names for :func:`~spothop.jobs.controller.daemon.default_providers` (empty:
+    names for :func:`~spothop.providers.registry.default_providers` (empty:
     its defaults). ``after_pass``: the front's hooks (the ledger's books).
     ``control_plane_url``: the server the agents talk to (server mode: each instance gets
     its own token, revoked once its attempt ended and its instance has been gone
@@ -291,17 +297,13 @@ def run_replica(
     released on the way out (module docstring, 4).
     """
     from spothop.jobs.controller.config import config_from_env
-    from spothop.jobs.controller.daemon import default_providers
     from spothop.jobs.controller.loop import Controller, Loop
     from spothop.paths import spothop_home
-    from spothop.state.wake import Waker, poke
+    from spothop.providers.registry import default_providers
+    from spothop.state.wake import Waker
 
     home = home or spothop_home()
     owner = owner or default_replica_id()
-    if isinstance(providers, Mapping):
-        chosen: Mapping[str, Any] = providers
-    else:
-        chosen = default_providers(tuple(providers))
     # A replica paused mid-transaction has its session ended after half a lease (module
     # docstring, 2): its row locks go with it, so the job is free to claim when its lease lapses.
     store = JobStore(store_url, idle_transaction_timeout_s=lease_s / 2)
@@ -310,7 +312,7 @@ def run_replica(
     waker = Waker(address)
     controller = Controller(
         store,
-        chosen,
+        providers if isinstance(providers, Mapping) else default_providers(tuple(providers)),
         store_url=store_url,
         queue_url=queue_url,
         home=home,
@@ -323,18 +325,7 @@ def run_replica(
     )
     loop = Loop(controller.run_pass, waker, period_s)
 
-    def keep() -> None:
-        while not stop_event.wait(held.next_tick_s()):
-            try:
-                gained, _ = held.tick()
-            except Exception as exc:  # the database is down: the leases lapse, writes stop
-                log.warning("replica %s: renewing leases failed: %s", owner, exc)
-                continue
-            if gained:
-                poke(address)
-        loop.stop()
-
-    keeper = threading.Thread(target=keep, name=f"replica-leases-{owner}", daemon=True)
+    keeper = _lease_keeper(owner, held, stop_event, address, loop)
     released = 0
     try:
         try:
@@ -357,15 +348,7 @@ def run_replica(
         stop_event.set()
         if keeper.is_alive():
             keeper.join()
-        controller.close()  # the launches in flight finish (their writes fenced) first
-        released = held.release_all()
-        try:
-            store.delete_cursor(controller.observer.cursor.name)
-        except Exception as exc:
-            log.warning("replica %s: its event cursor was not removed: %s", owner, exc)
-        waker.close()
-        store.close()
-        log.info("replica %s: stopped, %d leases released", owner, released)
+        released = _shut_down(owner, store, controller, held, waker)
     return ReplicaStats(
         owner,
         loop.stats.passes,
@@ -374,6 +357,44 @@ def run_replica(
         held.lost_total,
         released,
     )
+
+
+def _lease_keeper(
+    owner: str, held: HeldJobs, stop_event: threading.Event, address: str, loop: Loop
+) -> threading.Thread:
+    """The thread (not started) that renews ``held``'s leases until ``stop_event``, pokes the loop
+    when it gained a job, and stops the loop on the way out."""
+    from spothop.state.wake import poke
+
+    def keep() -> None:
+        while not stop_event.wait(held.next_tick_s()):
+            try:
+                gained, _ = held.tick()
+            except Exception as exc:  # the database is down: the leases lapse, writes stop
+                log.warning("replica %s: renewing leases failed: %s", owner, exc)
+                continue
+            if gained:
+                poke(address)
+        loop.stop()
+
+    return threading.Thread(target=keep, name=f"replica-leases-{owner}", daemon=True)
+
+
+def _shut_down(
+    owner: str, store: JobStore, controller: Controller, held: HeldJobs, waker: Waker
+) -> int:
+    """A stopped replica's way out: its launches finish, its leases go, its cursor is removed; how
+    many leases it released."""
+    controller.close()  # the launches in flight finish (their writes fenced) first
+    released = held.release_all()
+    try:
+        store.delete_cursor(controller.observer.cursor.name)
+    except Exception as exc:
+        log.warning("replica %s: its event cursor was not removed: %s", owner, exc)
+    waker.close()
+    store.close()
+    log.info("replica %s: stopped, %d leases released", owner, released)
+    return released
 
 
 def _redacted(url: str) -> str:

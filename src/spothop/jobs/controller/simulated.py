@@ -60,6 +60,7 @@ from spothop.jobs.controller.snapshot import (
     Snapshot,
 )
 from spothop.jobs.lifecycle import AttemptState, EndReason, JobState
+from spothop.jobs.records import AttemptRecord
 from spothop.jobs.spec import JobSpec, load_job
 from spothop.providers.base import Instance, InstanceState
 from spothop.resources.market_id import MarketId
@@ -147,7 +148,7 @@ class SimulatedWorld:
     def live(self, job_id: str = JOB_ID) -> list[AttemptView]:
         return [a for a in self.attempts(job_id) if a.alive]
 
-    def change(self, attempt_id: str, **fields: Any) -> None:
+    def change(self, attempt_id: str, **fields: object) -> None:
         for job_id, j in self.jobs.items():
             attempts = list(j.attempts)
             for i, a in enumerate(attempts):
@@ -210,22 +211,31 @@ class SimulatedWorld:
         o = c.offering
         d = self.restart_overhead_s
         running = d <= EPS_S
-        a = AttemptView(
+        # The attempt as the executor would store it, viewed as the observer would (no clock
+        # offset: the simulated cloud's clock is the snapshot's).
+        record = AttemptRecord(
             attempt_id=action.token,
             job_id=action.job_id,
             node=action.node,
             launch_token=action.token,
             provider=o.provider,
             region=o.region,
-            zone=o.zone,
+            zone=o.zone or "",
             instance_type=o.instance_type,
-            market_kind=c.market_kind,
+            market_kind=str(c.market_kind),
             price_usd_per_hour=c.price_usd_per_hour,
-            state=AttemptState.RUNNING if running else AttemptState.LAUNCHING,
-            launched_at=self.now,
             instance_id=f"i-{action.token}",
-            running_at=self.now if running else None,
+            state=AttemptState.RUNNING if running else AttemptState.LAUNCHING,
+            launched_unix_s=self.now,
+            running_unix_s=self.now if running else None,
+            noticed_unix_s=None,
+            ended_unix_s=None,
+            end_reason=None,
+            error_code=None,
+            error_message=None,
+            exit_code=None,
         )
+        a = AttemptView.of(record)
         if action.replaces is not None:  # SIMULATION.md's accounting: d is the switch's cost
             old = next(x for x in self.live(action.job_id) if x.attempt_id == action.replaces)
             self._supersede(old.instance_id)

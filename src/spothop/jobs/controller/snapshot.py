@@ -43,6 +43,7 @@ from functools import cached_property
 from typing import Any
 
 from spothop.jobs.lifecycle import AttemptState, EndReason, JobState
+from spothop.jobs.records import AttemptRecord
 from spothop.jobs.spec import JobSpec
 from spothop.providers.base import Instance
 from spothop.providers.reservations import Reservation
@@ -64,8 +65,27 @@ LAUNCH_CUT = "launch_cut"
 
 
 @dataclass(frozen=True)
+class AgentFacts:
+    """What the agent on one instance said, folded from all its events (not only the new ones):
+    :func:`spothop.jobs.controller.events.agent_facts`."""
+
+    noticed_at: float | None = None
+    notice_final: bool = False
+    notice_deadline_s: float | None = None
+    notice_blind: bool = False
+    exit_code: int | None = None
+    notice_by_controller: bool = False  # the final notice was the control plane's stop request
+
+
+@dataclass(frozen=True)
 class AttemptView:
-    """One instance attempt of one node, as the store holds it (times in unix seconds)."""
+    """One instance attempt of one node, as the store holds it (times in unix seconds).
+
+    The store's :class:`~spothop.jobs.records.AttemptRecord` as ``decide`` reads it
+    (:meth:`of`): its times on the snapshot's clock, and what its agent said
+    (:class:`AgentFacts`) folded in. ``decide``'s own fold updates a view with
+    :meth:`with_`; nothing else builds one field by field.
+    """
 
     attempt_id: str
     job_id: str
@@ -96,6 +116,59 @@ class AttemptView:
     generation: int = 0  # a grouped task's group generation (docs/multinode.md)
     group_nnodes: int | None = None  # that generation's node count; None: not a group attempt
 
+    @classmethod
+    def of(
+        cls,
+        record: AttemptRecord,
+        facts: AgentFacts | None = None,
+        stop_requested_at: float | None = None,
+        clock_offset_s: float = 0.0,
+        clock_rate: float = 1.0,
+        now: float = 0.0,
+    ) -> AttemptView:
+        """The view of a stored attempt; its stored times (the provider's clock) moved onto the
+        snapshot's clock (``now``) like the agents' facts: a time ``x`` provider seconds before the
+        provider's now (``now + clock_offset_s``) reads ``x / clock_rate`` seconds before ``now``,
+        so spans (work done, boot, notice) are controller seconds, on an accelerated cloud too."""
+
+        def moved(t: float) -> float:
+            if clock_rate == 1.0:
+                return t - clock_offset_s
+            return now - (now + clock_offset_s - t) / clock_rate
+
+        def shown(t: float | None) -> float | None:
+            return None if t is None else moved(t)
+
+        f = facts or AgentFacts()
+        return cls(
+            attempt_id=record.attempt_id,
+            job_id=record.job_id,
+            node=record.node,
+            launch_token=record.launch_token,
+            provider=record.provider,
+            region=record.region,
+            zone=record.zone or None,
+            instance_type=record.instance_type,
+            market_kind=MarketKind(str(record.market_kind)),
+            price_usd_per_hour=record.price_usd_per_hour,
+            state=AttemptState(str(record.state)),
+            launched_at=moved(record.launched_unix_s),
+            instance_id=record.instance_id,
+            running_at=shown(record.running_unix_s),
+            noticed_at=shown(record.noticed_unix_s) or f.noticed_at,
+            notice_final=f.notice_final,
+            notice_deadline_s=f.notice_deadline_s,
+            notice_blind=f.notice_blind,
+            ended_at=shown(record.ended_unix_s),
+            end_reason=None if record.end_reason is None else EndReason(str(record.end_reason)),
+            exit_code=record.exit_code if record.exit_code is not None else f.exit_code,
+            error_code=record.error_code,
+            stop_requested_at=stop_requested_at,
+            notice_by_controller=f.notice_by_controller,
+            generation=record.generation,
+            group_nnodes=record.group_nnodes,
+        )
+
     @property
     def market(self) -> MarketId:
         return MarketId.of(self.provider, self.region, self.zone, self.instance_type)
@@ -125,7 +198,7 @@ class AttemptView:
             return None
         return self.noticed_at if self.noticed_at is not None else self.ended_at
 
-    def with_(self, **changes: Any) -> AttemptView:
+    def with_(self, **changes: Any) -> AttemptView:  # dataclasses.replace's own keywords
         return replace(self, **changes)
 
 
@@ -188,7 +261,7 @@ class JobView:
     def node_done(self, node: int) -> bool:
         return any(a.end_reason is EndReason.SUCCEEDED for a in self.node_attempts(node))
 
-    def with_(self, **changes: Any) -> JobView:
+    def with_(self, **changes: Any) -> JobView:  # dataclasses.replace's own keywords
         return replace(self, **changes)
 
 

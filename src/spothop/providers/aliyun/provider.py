@@ -60,7 +60,7 @@ from spothop.providers.base import (
     Provider,
     SpotPrice,
 )
-from spothop.providers.extensions import OfferingNotes
+from spothop.providers.extensions import ClockKeeper, OfferingNotes
 from spothop.providers.local.metadata.aliyun import BILLING, ERROR_CODES
 from spothop.providers.records import (
     TOKEN_TAG,
@@ -107,7 +107,7 @@ def region_currency(region: str) -> str:
     return "CNY" if region.startswith("cn-") else "USD"
 
 
-class AliyunProvider(Provider, OfferingNotes):
+class AliyunProvider(Provider, OfferingNotes, ClockKeeper):
     """ECS in ``regions``. See the module docstring.
 
     ``endpoint_url`` (tests, private endpoints; ``http://`` allowed) replaces

@@ -54,7 +54,7 @@ from spothop.providers.aws.calls import NAME
 from spothop.providers.aws.instances import NOTICE_LEAD_TIME_S
 from spothop.providers.aws.launch import IMAGE_ID_ENV, Ec2Launch
 from spothop.providers.base import Capabilities, Provider
-from spothop.providers.extensions import FleetLauncher, OfferingNotes
+from spothop.providers.extensions import ClockKeeper, FleetLauncher, OfferingNotes
 from spothop.providers.local.metadata.aws import BILLING
 from spothop.providers.records import OneNameFamily, split_list
 
@@ -72,7 +72,7 @@ ENV_OPTIONS = {  # option → the environment variable that sets it when the opt
 }
 
 
-class AwsProvider(Ec2Launch, Provider, FleetLauncher, OfferingNotes):
+class AwsProvider(Ec2Launch, Provider, FleetLauncher, OfferingNotes, ClockKeeper):
     """EC2 in ``regions`` (the session's region when none are given). See the module docstring.
 
     ``session`` (a boto3 Session) and ``endpoint_url`` (moto's server, say)

@@ -60,6 +60,7 @@ from spothop.providers.base import (
     Provider,
     SpotPrice,
 )
+from spothop.providers.extensions import ClockKeeper
 from spothop.providers.fake.factories import make_markets
 from spothop.providers.fake.market import FakeMarket, fixed_cost_microusd
 from spothop.providers.local.metadata.codes import HEX_DIGITS, ErrorCodes, InstanceIdShape
@@ -108,7 +109,7 @@ class _Record:
     reservation: str | None = None  # the reserved pool it holds a slot of
 
 
-class FakeProvider(Provider, ReservedCapacity):
+class FakeProvider(Provider, ReservedCapacity, ClockKeeper):
     """An in-memory cloud; see the module docstring for its rules.
 
     ``markets`` are the offerings it sells with their spot state (see

@@ -58,7 +58,7 @@ from spothop.providers.base import (
     Provider,
     SpotPrice,
 )
-from spothop.providers.extensions import OfferingNotes
+from spothop.providers.extensions import ClockKeeper, OfferingNotes
 from spothop.providers.gcp import offerings as parse
 from spothop.providers.gcp import sdk
 from spothop.providers.gcp.errors import map_error, with_retries
@@ -105,7 +105,7 @@ ENV_OPTIONS = {
 }
 
 
-class GcpProvider(Provider, OfferingNotes):
+class GcpProvider(Provider, OfferingNotes, ClockKeeper):
     """Compute Engine in ``project``, ``regions``. See the module docstring.
 
     ``credentials`` (google.auth credentials) and ``endpoint_url`` are for

@@ -57,6 +57,7 @@ from spothop.providers.base import (
     SpotPrice,
 )
 from spothop.providers.billing import SpotPriceHistory
+from spothop.providers.extensions import ClockKeeper, GroupRendezvous
 from spothop.providers.local import maintenance
 from spothop.providers.local.boot import NewInstance, start_host
 from spothop.providers.local.metadata import PROTOCOLS, ScheduledEvent
@@ -79,7 +80,7 @@ from spothop.resources.market_id import MarketId
 from spothop.resources.offering import Offering
 
 
-class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory):
+class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory, ClockKeeper, GroupRendezvous):
     """One simulated cloud of a world. See the module docstring for its rules."""
 
     # Every instance is a process on this machine: a multi-node group rendezvouses on the

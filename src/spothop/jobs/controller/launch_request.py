@@ -1,0 +1,159 @@
+"""What one launch asks of its cloud: the :class:`~spothop.providers.base.LaunchRequest` of an attempt.
+
+Built from the job's spec and the chosen candidate: the worker's command and
+environment (:func:`spothop.jobs.launcher.bootstrap`), the attempt's market,
+the reserved pool it launches into, a grouped task's rendezvous, and the tags
+that let an instance whose launch never returned be found by its token.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from spothop.errors import ProviderError
+from spothop.jobs.controller.agent_tokens import AgentTokens
+from spothop.jobs.controller.observe import (
+    TAG_ATTEMPT,
+    TAG_JOB,
+    TAG_NODE,
+    TAG_STORE,
+    TAG_TOKEN,
+    store_tag,
+)
+from spothop.jobs.launcher import GroupEnv, WorkerCommand, bootstrap, group_port
+from spothop.jobs.records import AttemptRecord
+from spothop.jobs.spec import JobKind, JobSpec
+from spothop.providers.base import LaunchRequest
+from spothop.providers.extensions import GroupRendezvous
+from spothop.scheduler.placement import Candidate
+
+log = logging.getLogger(__name__)
+
+
+class LaunchRequests(AgentTokens):
+    """Builds each attempt's launch request (module docstring)."""
+
+    def _request(
+        self, spec: JobSpec, job_id: str, attempt: AttemptRecord, candidate: Candidate
+    ) -> LaunchRequest:
+        work = worker_command(spec, self.queue_url)
+        boot = bootstrap(
+            work,
+            job_id=job_id,
+            node=attempt.node,
+            attempt_id=attempt.attempt_id,
+            provider=attempt.provider,
+            store_url=self.store_url,
+            preemption_rate_per_h=finite_or_none(candidate.preemption_rate_per_h),
+            home=self.home,
+            group=self._group_env(job_id, attempt, candidate),
+            region=attempt.region,
+            wake_socket=self.wake_address,
+            gpu=candidate.offering.gpu,
+            control_plane=self.control_plane_url,
+            agent_token=self._agent_token(job_id, attempt),
+        )
+        return LaunchRequest(
+            instance_type=attempt.instance_type,
+            region=attempt.region,
+            zone=attempt.zone or None,
+            spot=str(attempt.market_kind) == "spot",
+            reservation=self._reservation_for(attempt),
+            image=spec.image,
+            bootstrap_command=boot.command,
+            env=boot.env,
+            name=f"{job_id}-{attempt.node}",
+            tags={
+                TAG_JOB: job_id,
+                TAG_NODE: str(attempt.node),
+                TAG_TOKEN: attempt.launch_token,
+                TAG_ATTEMPT: attempt.attempt_id,
+                TAG_STORE: store_tag(self.store_url),
+            },
+        )
+
+    def _reservation_for(self, attempt: AttemptRecord) -> str | None:
+        """The pool a reserved attempt launches into; ``None`` for spot and on-demand.
+
+        The provider's matching pool (type, region, zone) with the most free
+        slots; when it lists none, the default id ``<location>/<type>``, which the
+        provider refuses with its own code (recorded as the attempt's launch failure).
+        """
+        from spothop.providers.reservations import ReservedCapacity
+
+        if str(attempt.market_kind) != "reserved":
+            return None
+        provider = self.providers.get(attempt.provider)
+        if not isinstance(provider, ReservedCapacity):
+            return f"{attempt.zone or attempt.region}/{attempt.instance_type}"
+        pools = [
+            p
+            for p in provider.list_reservations()
+            if p.instance_type == attempt.instance_type
+            and p.region == attempt.region
+            and (not attempt.zone or p.zone in (None, attempt.zone))
+        ]
+        pools.sort(key=lambda p: (-p.free, p.reservation_id))
+        return (
+            pools[0].reservation_id
+            if pools
+            else f"{attempt.zone or attempt.region}/{attempt.instance_type}"
+        )
+
+    def _group_env(
+        self, job_id: str, attempt: AttemptRecord, candidate: Candidate
+    ) -> GroupEnv | None:
+        """A grouped task's rendezvous environment (docs/multinode.md); None for other jobs.
+
+        ``MASTER_ADDR`` is where node 0 is reached: a provider whose instances share one
+        host says so (:class:`~spothop.providers.extensions.GroupRendezvous`: the local
+        cloud's 127.0.0.1); a provider that cannot tell node 0's address before it boots
+        refuses the launch, naming why.
+        """
+        if attempt.group_nnodes is None:
+            return None
+        provider = self.providers.get(attempt.provider)
+        host = provider.group_rendezvous_host if isinstance(provider, GroupRendezvous) else ""
+        if not host:
+            raise ProviderError(
+                attempt.provider,
+                "GroupUnsupported",
+                "multi-node groups need node 0's address before launch; this provider cannot "
+                "give it yet (docs/multinode.md, 'Where it runs')",
+            )
+        gpus = candidate.offering.gpu_count
+        return GroupEnv(
+            nnodes=int(attempt.group_nnodes),
+            nproc_per_node=gpus if gpus >= 1 else 1,
+            generation=attempt.generation,
+            master_addr=host,
+            master_port=group_port(job_id, attempt.generation),
+        )
+
+
+def finite_or_none(value: float | None) -> float | None:
+    """``value`` when it is a finite number, else None (a NaN or infinite rate is not passed on)."""
+    if value is None:
+        return None
+    number = float(value)
+    return number if number == number and abs(number) != float("inf") else None
+
+
+def worker_command(spec: JobSpec, queue_url: str | None) -> WorkerCommand:
+    """What the worker runs, from the job's spec: its command and environment, a batch job's
+    queue and output, the checkpoint's URL, interval, save cost, replicas and compatibility."""
+    checkpoint = spec.checkpoint
+    compat = checkpoint.compatibility if checkpoint is not None else None
+    return WorkerCommand(
+        run=spec.run or "true",
+        setup=spec.setup,
+        workdir=spec.workdir,
+        envs=dict(spec.envs),
+        checkpoint_url=None if checkpoint is None else str(checkpoint.url),
+        queue_url=queue_url if spec.kind is JobKind.BATCH else None,
+        output_url=None if spec.batch is None else str(spec.batch.output),
+        checkpoint_interval_s=None if checkpoint is None else checkpoint.interval_s,
+        checkpoint_save_cost_s=None if checkpoint is None else checkpoint.save_cost_s,
+        checkpoint_compat=None if compat is None else compat.model_dump(),
+        checkpoint_replicas={} if checkpoint is None else dict(checkpoint.replicas),
+    )
