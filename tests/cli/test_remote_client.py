@@ -6,8 +6,16 @@ import socket
 
 import pytest
 
-from spothop.cli.remote import SERVER_ENV, TOKEN_ENV, ServerClient, connect
-from spothop.errors import EXIT_BAD_INPUT, EXIT_UNAVAILABLE
+from spothop.cli.remote import (
+    RETRY_BACKOFF_S,
+    RETRY_MAX_S,
+    SERVER_ENV,
+    TOKEN_ENV,
+    ServerClient,
+    _retry_delay_s,
+    connect,
+)
+from spothop.errors import EXIT_BAD_INPUT, EXIT_UNAVAILABLE, ServerUnavailable
 
 SECRET = "shp_u_deadbeef_not-a-real-secret-but-never-printed"
 
@@ -67,3 +75,16 @@ def test_the_token_is_not_in_the_clients_repr() -> None:
     client = connect("http://127.0.0.1:8350", SECRET)
     assert isinstance(client, ServerClient)
     assert SECRET not in repr(client) and "***" in repr(client)
+
+
+def test_a_retry_waits_the_servers_retry_after_else_a_jittered_backoff() -> None:
+    told = ServerUnavailable("busy")
+    told.retry_after_s = 2.0
+    assert _retry_delay_s(0, told) == 2.0
+    told.retry_after_s = 60.0
+    assert _retry_delay_s(0, told) == RETRY_MAX_S
+    silent = ServerUnavailable("down")
+    for attempt in range(6):
+        waits = {_retry_delay_s(attempt, silent) for _ in range(200)}
+        bound = min(RETRY_MAX_S, RETRY_BACKOFF_S * 2**attempt)
+        assert all(0 <= w <= bound for w in waits) and len(waits) > 100  # drawn, not fixed

@@ -38,7 +38,14 @@ from typing import Annotated, Any
 
 import typer
 
-from spothop.controlplane.client import HttpStatus, JsonClient, NotJson, Unreachable, retrying
+from spothop.controlplane.client import (
+    HttpStatus,
+    JsonClient,
+    NotJson,
+    Unreachable,
+    full_jitter_s,
+    retrying,
+)
 from spothop.errors import (
     ConfigError,
     ServerAuthError,
@@ -187,9 +194,9 @@ class ServerClient:
         """One request; its decoded JSON answer. Errors as the module's table says.
 
         A server that is restarting or busy is asked again, up to :data:`ATTEMPTS` times with
-        backoff (its ``Retry-After`` when it gives one, at most :data:`RETRY_MAX_S`): a ``GET``
-        on any :class:`ServerUnavailable`, any other method only when the connection was
-        refused (the request never reached it, so it cannot have been done twice)."""
+        backoff and full jitter (its ``Retry-After`` when it gives one; at most
+        :data:`RETRY_MAX_S`): a ``GET`` on any :class:`ServerUnavailable`, any other method
+        only when the connection was refused (the request never reached it, so it cannot have been done twice)."""
         return retrying(
             lambda: self._once(method, path, params, body),
             attempts=ATTEMPTS,
@@ -258,10 +265,13 @@ class ServerClient:
 
 
 def _retry_delay_s(attempt: int, failure: Exception) -> float:
-    """The server's ``Retry-After`` when it gave one, else ``RETRY_BACKOFF_S × 2^attempt``; at most
-    :data:`RETRY_MAX_S`."""
+    """The server's ``Retry-After`` when it gave one, else exponential backoff with full jitter
+    (uniform in ``[0, RETRY_BACKOFF_S × 2^attempt]``, so many clients refused at once do not come
+    back together); at most :data:`RETRY_MAX_S`."""
     retry_after_s = failure.retry_after_s if isinstance(failure, ServerUnavailable) else None
-    return min(RETRY_MAX_S, retry_after_s or RETRY_BACKOFF_S * 2**attempt)
+    if retry_after_s:
+        return min(RETRY_MAX_S, retry_after_s)
+    return full_jitter_s(attempt, RETRY_BACKOFF_S, RETRY_MAX_S)
 
 
 def _seconds(value: str | None) -> float | None:
