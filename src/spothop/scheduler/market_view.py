@@ -521,7 +521,7 @@ def gather_market_view(
             continue
         offerings.extend(listed)
         prices.extend(priced)
-        typical = getattr(getattr(provider, "capabilities", None), "typical_boot_s", None)
+        typical = provider.capabilities.typical_boot_s
         if typical is not None:
             boots[provider.name] = float(typical)
     boots.update(boot_s or {})
