@@ -6,9 +6,17 @@ text) into the instance's bootstrap command and environment::
     python -m spothop.agent run --control-plane <store url> --cloud <provider>
         --job-id <job> [--queue-url <queue>] [--checkpoint-url <url>]
         --restart-limit 0 --state-dir <home>/jobs/<job>/agents/<attempt> --no-probe
-        -- sh -c 'exec >><log> 2>&1; cd <workdir> && { <setup>; } && { <run>; }'
+        -- sh -c '<driver>' spothop-worker <setup> <run> <conda hook>
 
 Contracts:
+
+- ``setup`` and ``run`` run as SkyPilot runs them: each in ``bash`` (``sh`` only on a node
+  without bash, which the log says), in the workdir, in separate invocations, ``setup`` once
+  per node (every attempt is a new node) and ``run`` after it. Each has its own exit status:
+  an ``exit 0`` ending ``setup`` ends only ``setup``; a ``setup`` that fails ends the worker
+  with its status and the log line :data:`SETUP_FAILED_MARK` (``run`` never starts), which
+  the agent reports as any failed worker (exit 0 is done, 75 preempted, the rest a failure).
+  The texts are the driver's arguments, never spliced into shell code.
 
 - The worker's output (stdout and stderr of setup and run) goes to one file
   per attempt, :func:`attempt_log_path` — ``<home>/jobs/<job>/logs/node-<N>/<attempt>.log``
@@ -157,17 +165,54 @@ def attempt_log_path(job_id: str, node: int, attempt_id: str, home: Path | None 
     return job_dir(job_id, home) / "logs" / f"node-{node}" / f"{attempt_id}.log"
 
 
+# The worker: a POSIX ``sh`` driver (every image has ``sh``) that sends the output to the
+# attempt's log, then runs ``setup`` and ``run`` each in a ``bash`` of its own, as SkyPilot runs
+# them. Separate invocations, so an ``exit 0`` ending ``setup`` ends only ``setup``, and each has
+# its own exit status: a failed ``setup`` ends the attempt with that status and ``run`` never
+# starts. The texts arrive as the driver's arguments ($1 setup, $2 run), never spliced into it.
+# Each phase loads conda's shell functions first when the node has conda (as SkyPilot does), so
+# ``conda activate`` works.
+_CONDA_HOOK = (
+    "if command -v conda >/dev/null 2>&1; then "
+    '. "$(conda info --base 2>/dev/null)/etc/profile.d/conda.sh" >/dev/null 2>&1 || true; fi\n'
+)
+_DRIVER = """\
+if command -v bash >/dev/null 2>&1; then shell=bash
+else shell=sh; echo "spothop: this node has no bash; setup and run use sh" >&2; fi
+if [ -n "$1" ]; then
+  "$shell" -c "$3$1" spothop-setup
+  status=$?
+  if [ "$status" -ne 0 ]; then
+    echo "spothop: setup failed with exit status $status; run was not started" >&2
+    exit "$status"
+  fi
+fi
+exec "$shell" -c "$3$2" spothop-run"""
+SETUP_FAILED_MARK = "spothop: setup failed with exit status"  # the log line a failed setup leaves
+
+
 def worker_script(work: WorkerCommand, log_path: Path) -> str:
-    """The ``sh -c`` text: output to the attempt's log, then ``cd workdir && setup && run``."""
+    """The ``sh -c`` driver: output to the attempt's log, ``cd workdir``, then ``setup`` and
+    ``run`` each in ``bash`` (:func:`worker_command` gives them as its arguments)."""
     parts = [f"exec >>{shlex.quote(str(log_path))} 2>&1"]
-    steps = []
     if work.workdir:
-        steps.append(f"cd {shlex.quote(work.workdir)}")
-    if work.setup and work.setup.strip():
-        steps.append("{\n" + work.setup.rstrip() + "\n}")
-    steps.append("{\n" + work.run.rstrip() + "\n}")
-    parts.append(" && ".join(steps))
+        parts.append(f"cd {shlex.quote(work.workdir)} || exit")
+    parts.append(_DRIVER)
     return "\n".join(parts)
+
+
+def worker_command(work: WorkerCommand, log_path: Path) -> tuple[str, ...]:
+    """The worker's argv: ``sh -c DRIVER spothop-worker SETUP RUN HOOK`` (see :data:`_DRIVER`)."""
+    setup = work.setup if work.setup and work.setup.strip() else ""
+    return (
+        "sh",
+        "-c",
+        worker_script(work, log_path),
+        "spothop-worker",
+        setup,
+        work.run,
+        _CONDA_HOOK,
+    )
 
 
 def placement_env(
@@ -241,7 +286,7 @@ def bootstrap(
         command += ["--queue-url", work.queue_url]
     if work.checkpoint_url:
         command += ["--checkpoint-url", work.checkpoint_url]
-    command += ["--", "sh", "-c", worker_script(work, log_path)]
+    command += ["--", *worker_command(work, log_path)]
     env = {str(k): str(v) for k, v in work.envs.items()}
     env.update(
         {
