@@ -49,6 +49,12 @@ Contracts:
   ``NODE_RANK``, ``NNODES``, ``NPROC_PER_NODE``, ``WORLD_SIZE`` — and spothop's
   own ``SPOTHOP_NNODES``, ``SPOTHOP_NPROC_PER_NODE``,
   ``SPOTHOP_GROUP_GENERATION`` (:func:`spothop.worker.world` reads them).
+- Every node also gets SkyPilot's task variables with spothop's meaning
+  (:func:`skypilot_env`): ``SKYPILOT_NODE_RANK``, ``SKYPILOT_NODE_IPS``,
+  ``SKYPILOT_NUM_NODES``, ``SKYPILOT_NUM_GPUS_PER_NODE``, ``SKYPILOT_TASK_ID`` (the job's
+  id: stable across recoveries), ``SKYPILOT_CLUSTER_INFO``, and for ``setup``
+  ``SKYPILOT_SETUP_NODE_RANK`` and ``SKYPILOT_SETUP_NODE_IPS``; they win over a spec's
+  ``envs`` of the same name.
 - Server mode (the controller runs beside ``spothop server``): ``--control-plane``
   is the server's URL instead of the store's (no database URL, no password, on
   the instance), and the environment carries ``SPOTHOP_CONTROL_PLANE`` and
@@ -88,6 +94,16 @@ ATTEMPT_ID_ENV = "SPOTHOP_ATTEMPT_ID"
 NNODES_ENV = "SPOTHOP_NNODES"
 NPROC_PER_NODE_ENV = "SPOTHOP_NPROC_PER_NODE"
 GENERATION_ENV = "SPOTHOP_GROUP_GENERATION"
+# SkyPilot's own variables for a task's setup and run (its docs, "SkyPilot environment
+# variables"), set with spothop's meaning: see :func:`skypilot_env`.
+SKYPILOT_NODE_RANK = "SKYPILOT_NODE_RANK"
+SKYPILOT_NODE_IPS = "SKYPILOT_NODE_IPS"
+SKYPILOT_NUM_NODES = "SKYPILOT_NUM_NODES"
+SKYPILOT_NUM_GPUS_PER_NODE = "SKYPILOT_NUM_GPUS_PER_NODE"
+SKYPILOT_TASK_ID = "SKYPILOT_TASK_ID"
+SKYPILOT_CLUSTER_INFO = "SKYPILOT_CLUSTER_INFO"
+SKYPILOT_SETUP_NODE_RANK = "SKYPILOT_SETUP_NODE_RANK"
+SKYPILOT_SETUP_NODE_IPS = "SKYPILOT_SETUP_NODE_IPS"
 # MASTER_PORT is drawn from these, per (job, generation): below Linux's ephemeral range
 # (32768-60999, /proc/sys/net/ipv4/ip_local_port_range) so no outgoing socket holds it, and above
 # torch's default 29500 neighbourhood's start. A new generation never reuses its predecessor's
@@ -123,6 +139,50 @@ class GroupEnv:
             NPROC_PER_NODE_ENV: str(self.nproc_per_node),
             GENERATION_ENV: str(self.generation),
         }
+
+
+def skypilot_env(
+    *,
+    job_id: str,
+    node: int,
+    provider: str,
+    region: str | None,
+    zone: str | None,
+    group: GroupEnv | None,
+    gpu_count: int | None,
+) -> dict[str, str]:
+    """SkyPilot's task variables, with spothop's meaning, for node ``node`` of ``job_id``.
+
+    - ``SKYPILOT_NODE_RANK`` (and ``SKYPILOT_SETUP_NODE_RANK``): the node's rank in its
+      group's current generation (0 for a single node).
+    - ``SKYPILOT_NUM_NODES``: the nodes of the current generation (1 for a single node).
+    - ``SKYPILOT_NODE_IPS`` (and ``SKYPILOT_SETUP_NODE_IPS``): one address a line, node 0
+      first. A group's nodes are reached at its rendezvous host (the only providers that run
+      groups today put every node on that host); a single node's own address is not known
+      before it boots, so the worker's driver fills it in on the node (:data:`_DRIVER`).
+    - ``SKYPILOT_NUM_GPUS_PER_NODE``: the offering's GPU count when the launch names it, a
+      group's processes per node, else counted on the node (``nvidia-smi``; 0 without).
+    - ``SKYPILOT_TASK_ID``: the job's id, the same across every recovery (as a SkyPilot
+      managed job's task id).
+    - ``SKYPILOT_CLUSTER_INFO``: JSON ``{cluster_name, cloud, region, zone}``: the job's id,
+      the provider and where this attempt runs (null where not known).
+    """
+    env = {
+        SKYPILOT_NODE_RANK: str(node),
+        SKYPILOT_SETUP_NODE_RANK: str(node),
+        SKYPILOT_NUM_NODES: str(group.nnodes if group is not None else 1),
+        SKYPILOT_TASK_ID: job_id,
+        SKYPILOT_CLUSTER_INFO: json.dumps(
+            {"cluster_name": job_id, "cloud": provider, "region": region, "zone": zone}
+        ),
+    }
+    if group is not None:
+        ips = "\n".join([group.master_addr] * group.nnodes)
+        env[SKYPILOT_NODE_IPS] = env[SKYPILOT_SETUP_NODE_IPS] = ips
+    gpus = gpu_count if gpu_count is not None else group.nproc_per_node if group else None
+    if gpus is not None:
+        env[SKYPILOT_NUM_GPUS_PER_NODE] = str(gpus)
+    return env
 
 
 def group_port(job_id: str, generation: int) -> int:
@@ -177,6 +237,14 @@ _CONDA_HOOK = (
     '. "$(conda info --base 2>/dev/null)/etc/profile.d/conda.sh" >/dev/null 2>&1 || true; fi\n'
 )
 _DRIVER = """\
+if [ -z "$SKYPILOT_NODE_IPS" ]; then
+  ip=$(hostname -I 2>/dev/null | cut -d' ' -f1); [ -n "$ip" ] || ip=127.0.0.1
+  SKYPILOT_NODE_IPS=$ip; SKYPILOT_SETUP_NODE_IPS=$ip; export SKYPILOT_NODE_IPS SKYPILOT_SETUP_NODE_IPS
+fi
+if [ -z "$SKYPILOT_NUM_GPUS_PER_NODE" ]; then
+  SKYPILOT_NUM_GPUS_PER_NODE=$(nvidia-smi --list-gpus 2>/dev/null | grep -c '^GPU')
+  export SKYPILOT_NUM_GPUS_PER_NODE
+fi
 if command -v bash >/dev/null 2>&1; then shell=bash
 else shell=sh; echo "spothop: this node has no bash; setup and run use sh" >&2; fi
 if [ -n "$1" ]; then
@@ -254,8 +322,14 @@ def bootstrap(
     gpu: str | None = None,
     control_plane: str | None = None,
     agent_token: str | None = None,
+    zone: str | None = None,
+    gpu_count: int | None = None,
 ) -> Bootstrap:
     """The bootstrap command and environment of one attempt (see the module docstring).
+
+    ``zone`` and ``gpu_count`` (the offering's GPUs per node) go to SkyPilot's variables
+    (:func:`skypilot_env`); left None, the cluster info's zone is null and the node counts
+    its GPUs itself.
 
     ``control_plane``: the server's URL when the agents talk to ``spothop server``
     (server mode; default the store itself), with ``agent_token``, the instance's own
@@ -311,4 +385,15 @@ def bootstrap(
     env.update({k: v for k, v in optional.items() if v is not None})
     if group is not None:
         env.update(group.env(node))
+    env.update(
+        skypilot_env(
+            job_id=job_id,
+            node=node,
+            provider=provider,
+            region=region,
+            zone=zone,
+            group=group,
+            gpu_count=gpu_count,
+        )
+    )
     return Bootstrap(tuple(command), env, log_path)
