@@ -37,7 +37,7 @@ def _fields(*models: type[BaseModel]) -> list[str]:
 
 
 # The spec's own field names (and SkyPilot's), so that most draws reach the validators behind them.
-TOP = [*_fields(JobSpec), "file_mounts"]
+TOP = [*_fields(JobSpec), *sorted(skypilot.TOP_KEYS_UNSUPPORTED)]
 NESTED = [
     *_fields(
         ResourcesSpec,
@@ -48,7 +48,9 @@ NESTED = [
         CheckpointSpec,
         BatchJobSpec,
     ),
-    *sorted(skypilot.RESOURCE_KEYS_MAPPED | skypilot.RESOURCE_KEYS_UNSUPPORTED),
+    *sorted(skypilot.RESOURCE_KEYS_MAPPED | set(skypilot.RESOURCE_KEYS_UNSUPPORTED)),
+    "any_of",
+    "memory",
     "strategy",
     "max_restarts_on_errors",
 ]
@@ -77,6 +79,14 @@ WORDS = [
     "nvswitch",
     "4+",
     "python",
+    "docker:ubuntu:22.04",
+    "docker:bad image",
+    "ami-0123",
+    "tpu-v4-8",
+    "kubernetes",
+    "aws/us-east-1/us-east-1a",
+    "best",
+    "L4:1",
 ]
 
 scalars = st.one_of(

@@ -69,6 +69,7 @@ from spothop.jobs.spec_values import (
     SpecModel,
     base_dir_of,
     check_envs,
+    container_image,
     env_value,
     not_blank,
     parse_duration_s,
@@ -146,19 +147,6 @@ class OnMaxInterruptions(StrEnum):
 
 
 # -- the job ----------------------------------------------------------------------------
-
-
-_IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,499}")
-
-
-def container_image(value: str) -> str:
-    """A container image reference (``repo/name:tag`` or ``…@sha256:…``): no spaces, no shell text."""
-    if not _IMAGE.fullmatch(value):
-        raise ValueError(
-            "is not a container image reference: write it as docker pulls it, e.g. "
-            "nvcr.io/nvidia/pytorch:24.05-py3 (letters, digits and . _ / : @ + -, no spaces)"
-        )
-    return value
 
 
 class JobSpec(SpecModel):
@@ -385,14 +373,19 @@ def _alternative(top: ResourcesSpec, alt: AlternativeSpec) -> Requirements:
 # -- loading ----------------------------------------------------------------------------
 
 
-def load_job(source: Mapping[str, Any] | Path | str, base_dir: Path | None = None) -> JobSpec:
+def load_job(
+    source: Mapping[str, Any] | Path | str,
+    base_dir: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> JobSpec:
     """Validate a job from a YAML file (``Path`` or ``str`` path) or a mapping.
 
     Relative paths resolve against ``base_dir``, by default the file's folder
     (for a mapping: the current directory). A job without ``name`` loaded from
-    a file is named after the file. SkyPilot task files are mapped first.
-    Raises :class:`JobSpecError` (field path, value, expectation) or, for a
-    missing file, :class:`~spothop.errors.NotFoundError`.
+    a file is named after the file. ``env`` (``launch --env NAME=VALUE``) goes
+    over the file's ``envs``, filling the values it leaves for the user. SkyPilot
+    task files are mapped first. Raises :class:`JobSpecError` (field path,
+    value, expectation) or, for a missing file, :class:`~spothop.errors.NotFoundError`.
     """
     where = ""
     stem: str | None = None
@@ -408,8 +401,9 @@ def load_job(source: Mapping[str, Any] | Path | str, base_dir: Path | None = Non
     data: dict[Any, Any] = dict(source)
     if stem is not None and "name" not in data:
         data["name"] = stem
-    from spothop.jobs.skypilot import from_skypilot, is_skypilot
+    from spothop.jobs.skypilot import apply_env_overrides, from_skypilot, is_skypilot
 
+    data = apply_env_overrides(data, env or {})
     if is_skypilot(data):
         data = from_skypilot(data, where)
     base = Path(base_dir).absolute() if base_dir is not None else Path.cwd()
@@ -433,9 +427,16 @@ def _read_yaml(path: Path, where: str) -> Any:
     except (OSError, ValueError) as exc:
         raise JobSpecError(f"{where}cannot read the job file: {exc}") from None
     try:
-        return yaml.safe_load(text)
+        documents = [d for d in yaml.safe_load_all(text) if d is not None]
     except (yaml.YAMLError, RecursionError, ValueError) as exc:
         raise JobSpecError(f"{where}not valid YAML: {exc}") from None
+    if len(documents) > 1:
+        raise JobSpecError(
+            f"{where}holds {len(documents)} YAML documents (a SkyPilot chain or pipeline of "
+            "tasks): spothop runs one job per file; give each task a file of its own and "
+            "launch them in turn"
+        )
+    return documents[0] if documents else None
 
 
 def job_name_from(path: Path) -> str | None:
