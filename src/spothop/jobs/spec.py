@@ -25,8 +25,9 @@ Contracts:
    checkpoint and output URLs) are made absolute against the job file's folder
    (``base_dir`` for a mapping, default the current directory). A stored spec
    (:meth:`JobSpec.to_json`) therefore reads back the same from anywhere.
-3. SkyPilot task files are recognised and mapped (``spothop.jobs.skypilot``);
-   a SkyPilot key spothop does not support is an error naming it.
+3. SkyPilot task files and dstack task configurations are recognised and
+   mapped (``spothop.jobs.skypilot``, ``spothop.jobs.dstack``); a key spothop
+   does not take is an error naming it and what spothop does instead.
 4. GPU names are checked against the GPU catalog (``resources/gpus.py``) and
    kept as the catalog spells them: a model's canonical name ("A100-SXM4-80GB")
    or a family ("A100", meaning every variant); ``match_gpus`` expands either.
@@ -401,11 +402,15 @@ def load_job(
     data: dict[Any, Any] = dict(source)
     if stem is not None and "name" not in data:
         data["name"] = stem
+    from spothop.jobs.dstack import from_dstack, is_dstack
     from spothop.jobs.skypilot import apply_env_overrides, from_skypilot, is_skypilot
 
-    data = apply_env_overrides(data, env or {})
-    if is_skypilot(data):
-        data = from_skypilot(data, where)
+    if is_dstack(data):
+        data = from_dstack(data, where, env)
+    else:
+        data = apply_env_overrides(data, env or {})
+        if is_skypilot(data):
+            data = from_skypilot(data, where)
     base = Path(base_dir).absolute() if base_dir is not None else Path.cwd()
     try:
         return JobSpec.model_validate(data, context={"base_dir": base})
