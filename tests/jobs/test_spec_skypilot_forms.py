@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from spothop.cli.job_env import env_overrides
+from spothop.cli.job_file import env_overrides
 from spothop.errors import ConfigError, JobSpecError
 from spothop.jobs.spec import JobSpec, MarketChoice, load_job
 

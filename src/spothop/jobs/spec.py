@@ -101,6 +101,7 @@ __all__ = [
     "container_image",
     "job_name_from",
     "load_job",
+    "read_job_file",
 ]
 
 # Numbers of a job spec, checked with spothop.bounds (a NaN, an infinity or an absurd value names the field):
@@ -393,7 +394,7 @@ def load_job(
     if isinstance(source, Path | str):
         path = Path(source)
         where = f"{path}: "
-        source = _read_yaml(path, where)
+        source = read_job_file(path)
         stem = job_name_from(path)
         if base_dir is None:
             base_dir = path.absolute().parent
@@ -418,6 +419,13 @@ def load_job(
         raise spec_error(exc, where, JobSpec) from None
     except RecursionError:
         raise JobSpecError(f"{where}the spec is nested too deeply to be a job spec") from None
+
+
+def read_job_file(path: Path) -> Any:
+    """What the YAML job file at ``path`` holds (one document), as ``load_job`` reads it;
+    :class:`JobSpecError` when it is not one readable YAML document, ``NotFoundError`` when
+    it does not exist."""
+    return _read_yaml(path, f"{path}: ")
 
 
 def _read_yaml(path: Path, where: str) -> Any:
