@@ -108,6 +108,12 @@ def from_dstack(
     commands = _commands(data, problems)
     for key, value in data.items():
         _top(str(key), value, out, problems)
+    if _retries_errors(data.get("retry")) and "max_retries" not in data:
+        problems.refuse(
+            "retry",
+            "retrying on error needs a count in spothop: add max_retries: N beside it "
+            "(interruptions and missing capacity are always recovered)",
+        )
     if env:
         envs = out.get("envs")
         out["envs"] = {**(envs if isinstance(envs, Mapping) else {}), **env}
@@ -138,7 +144,7 @@ def _top(key: str, value: Any, out: dict[Any, Any], problems: _Problems) -> None
             {"allow": [str(b).lower() for b in value]} if isinstance(value, list) else value
         )
     elif key == "retry":
-        _retry(value, out, problems)
+        _retry(value, problems)
     elif key == "resources":
         out["resources"] = _resources(value, problems)
     else:
@@ -188,24 +194,28 @@ def _required(envs: Any, problems: _Problems) -> None:
             )
 
 
-def _retry(value: Any, out: dict[Any, Any], problems: _Problems) -> None:
-    if value is False or value is None:
+_ALL_EVENTS = ["no-capacity", "interruption", "error"]
+
+
+def _retry(value: Any, problems: _Problems) -> None:
+    """dstack's ``retry`` is checked; spothop always recovers interruptions and missing
+    capacity, and a retry on ``error`` needs ``max_retries`` (:func:`_retries_errors`)."""
+    if value is None or isinstance(value, bool):
         return
-    events: Any = ["no-capacity", "interruption", "error"] if value is True else None
-    if isinstance(value, Mapping):
-        events = value.get("on_events", ["no-capacity", "interruption", "error"])
-        unknown = sorted(set(value) - {"on_events", "duration"}, key=str)
-        for key in unknown:
-            problems.refuse(f"retry.{key}", "not a dstack retry field spothop reads")
-    if not isinstance(events, list):
+    if not isinstance(value, Mapping) or not isinstance(value.get("on_events", []), list):
         problems.refuse("retry", f"true, false or {{on_events, duration}}, got {value!r:.80}")
         return
-    if "error" in events and "max_retries" not in out:
-        problems.refuse(
-            "retry",
-            "retrying on error needs a count in spothop: add max_retries: N beside it "
-            "(interruptions and missing capacity are always recovered)",
-        )
+    for key in sorted(set(value) - {"on_events", "duration"}, key=str):
+        problems.refuse(f"retry.{key}", "not a dstack retry field spothop reads")
+
+
+def _retries_errors(value: Any) -> bool:
+    if value is True:
+        return True
+    if isinstance(value, Mapping):
+        events = value.get("on_events", _ALL_EVENTS)
+        return isinstance(events, list) and "error" in events
+    return False
 
 
 def _gib(value: Any, path: str, problems: _Problems) -> float | None:
