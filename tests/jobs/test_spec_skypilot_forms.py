@@ -225,6 +225,7 @@ def test_a_spothop_file_null_env_names_launch_env() -> None:
         (_sky(any_of=[{"any_of": []}]), "resources.any_of.0.any_of", "one any_of"),
         ({**_sky(), "file_mounts": {"/d": "s3://b"}}, "file_mounts", "workdir"),
         ({**_sky(), "secrets": {"T": None}}, "secrets", "secret manager"),
+        ({**_sky(), "workdir": {"url": "https://x/r.git", "ref": "main"}}, "workdir", "clone"),
     ],
 )
 def test_what_spothop_does_not_take_is_one_clear_line(

@@ -117,6 +117,12 @@ def from_skypilot(data: Mapping[Any, Any], where: str = "") -> dict[Any, Any]:
             mapper.refuse(str(key), f"SkyPilot's {key!r}: {TOP_KEYS_UNSUPPORTED[key]}")
         elif key == "workdir" and isinstance(value, str) and "://" not in value:
             out[key] = os.path.abspath(os.path.expanduser(value))  # SkyPilot: the current folder's
+        elif key == "workdir" and isinstance(value, Mapping):
+            mapper.refuse(
+                "workdir",
+                "a git workdir (url, ref) is not cloned by spothop; clone it in setup, or give "
+                "a local folder (uploaded to each node)",
+            )
         elif key == "envs" and isinstance(value, Mapping):
             out[key] = _required_envs(value, mapper)
         elif key != "resources":
