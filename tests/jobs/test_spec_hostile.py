@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from spothop.errors import JobSpecError
-from spothop.jobs import skypilot
+from spothop.jobs import dstack, skypilot
 from spothop.jobs.spec import (
     AlternativeSpec,
     BatchJobSpec,
@@ -29,6 +29,7 @@ from spothop.jobs.spec import (
 )
 from tests.hostile_text import FAST_PARSER_SETTINGS, JUNK, PROPERTY_SETTINGS, hostile, write_hostile
 from tests.jobs.test_spec import ISSUE_EXAMPLE
+from tests.jobs.test_spec_dstack import DSTACK_TASK
 from tests.jobs.test_spec_skypilot import SKYPILOT_TASK
 
 
@@ -37,7 +38,18 @@ def _fields(*models: type[BaseModel]) -> list[str]:
 
 
 # The spec's own field names (and SkyPilot's), so that most draws reach the validators behind them.
-TOP = [*_fields(JobSpec), "file_mounts"]
+TOP = [
+    *_fields(JobSpec),
+    *sorted(skypilot.TOP_KEYS_UNSUPPORTED),
+    *sorted(dstack.TOP_KEYS_UNSUPPORTED),
+    "type",
+    "commands",
+    "env",
+    "working_dir",
+    "spot_policy",
+    "retry",
+    "backends",
+]
 NESTED = [
     *_fields(
         ResourcesSpec,
@@ -48,7 +60,14 @@ NESTED = [
         CheckpointSpec,
         BatchJobSpec,
     ),
-    *sorted(skypilot.RESOURCE_KEYS_MAPPED | skypilot.RESOURCE_KEYS_UNSUPPORTED),
+    *sorted(skypilot.RESOURCE_KEYS_MAPPED | set(skypilot.RESOURCE_KEYS_UNSUPPORTED)),
+    "any_of",
+    "memory",
+    "gpu",
+    "cpu",
+    "disk",
+    "shm_size",
+    "on_events",
     "strategy",
     "max_restarts_on_errors",
 ]
@@ -77,6 +96,19 @@ WORDS = [
     "nvswitch",
     "4+",
     "python",
+    "docker:ubuntu:22.04",
+    "docker:bad image",
+    "ami-0123",
+    "tpu-v4-8",
+    "kubernetes",
+    "aws/us-east-1/us-east-1a",
+    "best",
+    "L4:1",
+    "24GB",
+    "40GB..80GB",
+    "A100:80GB:8",
+    "A100,H100:1..2",
+    "1..9",
 ]
 
 scalars = st.one_of(
@@ -101,7 +133,7 @@ def _values(leaf: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     )
 
 
-EXAMPLES = [yaml.safe_load(ISSUE_EXAMPLE), yaml.safe_load(SKYPILOT_TASK)]
+EXAMPLES = [yaml.safe_load(t) for t in (ISSUE_EXAMPLE, SKYPILOT_TASK, DSTACK_TASK)]
 
 
 @st.composite
@@ -136,11 +168,18 @@ def base_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("jobs")
 
 
+launch_env = st.dictionaries(
+    st.sampled_from(["HF_TOKEN", "MODEL", "A"]), st.text(max_size=6), max_size=2
+)
+
+
 @FAST_PARSER_SETTINGS
-@given(data=mappings)
-def test_any_mapping_loads_or_is_a_job_spec_error(data: dict[Any, Any], base_dir: Path) -> None:
+@given(data=mappings, env=launch_env)
+def test_any_mapping_loads_or_is_a_job_spec_error(
+    data: dict[Any, Any], env: dict[str, str], base_dir: Path
+) -> None:
     try:
-        spec = load_job(data, base_dir=base_dir)
+        spec = load_job(data, base_dir=base_dir, env=env)
     except JobSpecError as exc:
         assert str(exc)
         return
@@ -148,7 +187,7 @@ def test_any_mapping_loads_or_is_a_job_spec_error(data: dict[Any, Any], base_dir
 
 
 @PROPERTY_SETTINGS
-@given(text=hostile([ISSUE_EXAMPLE, SKYPILOT_TASK]))
+@given(text=hostile([ISSUE_EXAMPLE, SKYPILOT_TASK, DSTACK_TASK]))
 def test_any_damaged_job_file_loads_or_is_a_job_spec_error(text: str, base_dir: Path) -> None:
     path = write_hostile(base_dir / "job.yaml", text)
     try:

@@ -34,7 +34,10 @@ run: |
 """
 
 
-def test_a_skypilot_task_file_maps_onto_the_spec(tmp_path: Path) -> None:
+def test_a_skypilot_task_file_maps_onto_the_spec(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # SkyPilot reads a relative workdir against the current folder
     path = tmp_path / "task.yaml"
     path.write_text(SKYPILOT_TASK)
     spec = load_job(path)
@@ -97,12 +100,12 @@ def test_spothops_own_fields_may_be_added_to_a_skypilot_file() -> None:
     ("data", "path", "words"),
     [
         ({**_sky(use_spot=True), "file_mounts": {"/d": "s3://b"}}, "file_mounts", "'file_mounts'"),
-        (_sky(use_spot=True, disk_size=256), "resources.disk_size", "not supported by spothop"),
+        (_sky(use_spot=True, instance_type="p4d.24xlarge"), "resources.instance_type", "hardware"),
         (_sky(use_spot=True, ordered=[{"cloud": "aws"}]), "resources.ordered", "'ordered'"),
         (
             _sky(any_of=[{"use_spot": True, "image_id": "x"}]),
             "resources.any_of.0.image_id",
-            "not supported",
+            "not taken in an any_of entry",
         ),
         ({**_sky(use_spot=True), "market": "on-demand"}, "market", "resources.use_spot"),
         (_sky(use_spot="yes"), "resources.use_spot", "true or false"),
@@ -119,12 +122,12 @@ def test_an_unsupported_or_conflicting_key_is_named(
 
 
 def test_every_problem_of_a_skypilot_file_is_reported_at_once() -> None:
-    data = {**_sky(use_spot=True, disk_size=1, ports=8080), "secrets": {"T": "x"}}
+    data = {**_sky(use_spot=True, network_tier="best", ports=8080), "secrets": {"T": "x"}}
     with pytest.raises(JobSpecError) as caught:
         load_job(data)
     assert {p for p, _ in caught.value.problems} == {
         "secrets",
-        "resources.disk_size",
+        "resources.network_tier",
         "resources.ports",
     }
 

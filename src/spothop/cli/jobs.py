@@ -22,6 +22,7 @@ import typer
 from rich.console import Group
 from rich.text import Text
 
+from spothop.cli.job_file import EnvOption, ExplainOption, env_overrides, show_dialect
 from spothop.cli.output import console, note, print_json, table
 from spothop.cli.remote import ServerClient, ServerOption, TokenOption, connect
 from spothop.errors import EXIT_FAILED, EXIT_OK
@@ -91,6 +92,8 @@ def launch(
     queue_url: QueueOption = None,
     server: ServerOption = None,
     token: TokenOption = None,
+    env: EnvOption = None,
+    explain: ExplainOption = False,
 ) -> int:
     """Launch a job: store it, make sure the controller runs, follow it (Ctrl-C detaches).
 
@@ -99,7 +102,9 @@ def launch(
     """
     from spothop.jobs.spec import load_job
 
-    spec = load_job(job_file)  # the spec errors, and its paths resolved here, either way
+    # The spec errors, and its paths resolved here, either way.
+    spec = load_job(job_file, env=env_overrides(env))
+    show_dialect(job_file, spec, explain, stderr=as_json)
     client = connect(server, token)
     if client is not None:
         # The resolved spec (JSON is YAML): relative paths were this machine's, now absolute.

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
+from spothop.cli.job_file import EnvOption, ExplainOption, env_overrides, show_dialect
 from spothop.cli.output import console, note, print_json, table
 from spothop.cli.remote import ServerOption, TokenOption, connect
 from spothop.jobs.spec import load_job
@@ -140,9 +141,12 @@ def plan(
     ] = False,
     server: ServerOption = None,
     token: TokenOption = None,
+    env: EnvOption = None,
+    explain: ExplainOption = False,
 ) -> None:
     """Rank where a job would run by the expected cost of useful work, and show the spread chosen."""
-    spec = load_job(file)
+    spec = load_job(file, env=env_overrides(env))
+    show_dialect(file, spec, explain, stderr=as_json)
     data_location(data_at, data_gib)  # a bad --data-at is this machine's error, server or not
     client = connect(server, token)
     if client is not None:

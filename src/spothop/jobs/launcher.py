@@ -6,9 +6,17 @@ text) into the instance's bootstrap command and environment::
     python -m spothop.agent run --control-plane <store url> --cloud <provider>
         --job-id <job> [--queue-url <queue>] [--checkpoint-url <url>]
         --restart-limit 0 --state-dir <home>/jobs/<job>/agents/<attempt> --no-probe
-        -- sh -c 'exec >><log> 2>&1; cd <workdir> && { <setup>; } && { <run>; }'
+        -- sh -c '<driver>' spothop-worker <setup> <run> <conda hook>
 
 Contracts:
+
+- ``setup`` and ``run`` run as SkyPilot runs them: each in ``bash`` (``sh`` only on a node
+  without bash, which the log says), in the workdir, in separate invocations, ``setup`` once
+  per node (every attempt is a new node) and ``run`` after it. Each has its own exit status:
+  an ``exit 0`` ending ``setup`` ends only ``setup``; a ``setup`` that fails ends the worker
+  with its status and the log line :data:`SETUP_FAILED_MARK` (``run`` never starts), which
+  the agent reports as any failed worker (exit 0 is done, 75 preempted, the rest a failure).
+  The texts are the driver's arguments, never spliced into shell code.
 
 - The worker's output (stdout and stderr of setup and run) goes to one file
   per attempt, :func:`attempt_log_path` — ``<home>/jobs/<job>/logs/node-<N>/<attempt>.log``
@@ -41,6 +49,12 @@ Contracts:
   ``NODE_RANK``, ``NNODES``, ``NPROC_PER_NODE``, ``WORLD_SIZE`` — and spothop's
   own ``SPOTHOP_NNODES``, ``SPOTHOP_NPROC_PER_NODE``,
   ``SPOTHOP_GROUP_GENERATION`` (:func:`spothop.worker.world` reads them).
+- Every node also gets SkyPilot's task variables with spothop's meaning
+  (:func:`skypilot_env`): ``SKYPILOT_NODE_RANK``, ``SKYPILOT_NODE_IPS``,
+  ``SKYPILOT_NUM_NODES``, ``SKYPILOT_NUM_GPUS_PER_NODE``, ``SKYPILOT_TASK_ID`` (the job's
+  id: stable across recoveries), ``SKYPILOT_CLUSTER_INFO``, and for ``setup``
+  ``SKYPILOT_SETUP_NODE_RANK`` and ``SKYPILOT_SETUP_NODE_IPS``; they win over a spec's
+  ``envs`` of the same name.
 - Server mode (the controller runs beside ``spothop server``): ``--control-plane``
   is the server's URL instead of the store's (no database URL, no password, on
   the instance), and the environment carries ``SPOTHOP_CONTROL_PLANE`` and
@@ -80,6 +94,16 @@ ATTEMPT_ID_ENV = "SPOTHOP_ATTEMPT_ID"
 NNODES_ENV = "SPOTHOP_NNODES"
 NPROC_PER_NODE_ENV = "SPOTHOP_NPROC_PER_NODE"
 GENERATION_ENV = "SPOTHOP_GROUP_GENERATION"
+# SkyPilot's own variables for a task's setup and run (its docs, "SkyPilot environment
+# variables"), set with spothop's meaning: see :func:`skypilot_env`.
+SKYPILOT_NODE_RANK = "SKYPILOT_NODE_RANK"
+SKYPILOT_NODE_IPS = "SKYPILOT_NODE_IPS"
+SKYPILOT_NUM_NODES = "SKYPILOT_NUM_NODES"
+SKYPILOT_NUM_GPUS_PER_NODE = "SKYPILOT_NUM_GPUS_PER_NODE"
+SKYPILOT_TASK_ID = "SKYPILOT_TASK_ID"
+SKYPILOT_CLUSTER_INFO = "SKYPILOT_CLUSTER_INFO"
+SKYPILOT_SETUP_NODE_RANK = "SKYPILOT_SETUP_NODE_RANK"
+SKYPILOT_SETUP_NODE_IPS = "SKYPILOT_SETUP_NODE_IPS"
 # MASTER_PORT is drawn from these, per (job, generation): below Linux's ephemeral range
 # (32768-60999, /proc/sys/net/ipv4/ip_local_port_range) so no outgoing socket holds it, and above
 # torch's default 29500 neighbourhood's start. A new generation never reuses its predecessor's
@@ -115,6 +139,50 @@ class GroupEnv:
             NPROC_PER_NODE_ENV: str(self.nproc_per_node),
             GENERATION_ENV: str(self.generation),
         }
+
+
+def skypilot_env(
+    *,
+    job_id: str,
+    node: int,
+    provider: str,
+    region: str | None,
+    zone: str | None,
+    group: GroupEnv | None,
+    gpu_count: int | None,
+) -> dict[str, str]:
+    """SkyPilot's task variables, with spothop's meaning, for node ``node`` of ``job_id``.
+
+    - ``SKYPILOT_NODE_RANK`` (and ``SKYPILOT_SETUP_NODE_RANK``): the node's rank in its
+      group's current generation (0 for a single node).
+    - ``SKYPILOT_NUM_NODES``: the nodes of the current generation (1 for a single node).
+    - ``SKYPILOT_NODE_IPS`` (and ``SKYPILOT_SETUP_NODE_IPS``): one address a line, node 0
+      first. A group's nodes are reached at its rendezvous host (the only providers that run
+      groups today put every node on that host); a single node's own address is not known
+      before it boots, so the worker's driver fills it in on the node (:data:`_DRIVER`).
+    - ``SKYPILOT_NUM_GPUS_PER_NODE``: the offering's GPU count when the launch names it, a
+      group's processes per node, else counted on the node (``nvidia-smi``; 0 without).
+    - ``SKYPILOT_TASK_ID``: the job's id, the same across every recovery (as a SkyPilot
+      managed job's task id).
+    - ``SKYPILOT_CLUSTER_INFO``: JSON ``{cluster_name, cloud, region, zone}``: the job's id,
+      the provider and where this attempt runs (null where not known).
+    """
+    env = {
+        SKYPILOT_NODE_RANK: str(node),
+        SKYPILOT_SETUP_NODE_RANK: str(node),
+        SKYPILOT_NUM_NODES: str(group.nnodes if group is not None else 1),
+        SKYPILOT_TASK_ID: job_id,
+        SKYPILOT_CLUSTER_INFO: json.dumps(
+            {"cluster_name": job_id, "cloud": provider, "region": region, "zone": zone}
+        ),
+    }
+    if group is not None:
+        ips = "\n".join([group.master_addr] * group.nnodes)
+        env[SKYPILOT_NODE_IPS] = env[SKYPILOT_SETUP_NODE_IPS] = ips
+    gpus = gpu_count if gpu_count is not None else group.nproc_per_node if group else None
+    if gpus is not None:
+        env[SKYPILOT_NUM_GPUS_PER_NODE] = str(gpus)
+    return env
 
 
 def group_port(job_id: str, generation: int) -> int:
@@ -157,17 +225,62 @@ def attempt_log_path(job_id: str, node: int, attempt_id: str, home: Path | None 
     return job_dir(job_id, home) / "logs" / f"node-{node}" / f"{attempt_id}.log"
 
 
+# The worker: a POSIX ``sh`` driver (every image has ``sh``) that sends the output to the
+# attempt's log, then runs ``setup`` and ``run`` each in a ``bash`` of its own, as SkyPilot runs
+# them. Separate invocations, so an ``exit 0`` ending ``setup`` ends only ``setup``, and each has
+# its own exit status: a failed ``setup`` ends the attempt with that status and ``run`` never
+# starts. The texts arrive as the driver's arguments ($1 setup, $2 run), never spliced into it.
+# Each phase loads conda's shell functions first when the node has conda (as SkyPilot does), so
+# ``conda activate`` works.
+_CONDA_HOOK = (
+    "if command -v conda >/dev/null 2>&1; then "
+    '. "$(conda info --base 2>/dev/null)/etc/profile.d/conda.sh" >/dev/null 2>&1 || true; fi\n'
+)
+_DRIVER = """\
+if [ -z "$SKYPILOT_NODE_IPS" ]; then
+  ip=$(hostname -I 2>/dev/null | cut -d' ' -f1); [ -n "$ip" ] || ip=127.0.0.1
+  SKYPILOT_NODE_IPS=$ip; SKYPILOT_SETUP_NODE_IPS=$ip; export SKYPILOT_NODE_IPS SKYPILOT_SETUP_NODE_IPS
+fi
+if [ -z "$SKYPILOT_NUM_GPUS_PER_NODE" ]; then
+  SKYPILOT_NUM_GPUS_PER_NODE=$(nvidia-smi --list-gpus 2>/dev/null | grep -c '^GPU')
+  export SKYPILOT_NUM_GPUS_PER_NODE
+fi
+if command -v bash >/dev/null 2>&1; then shell=bash
+else shell=sh; echo "spothop: this node has no bash; setup and run use sh" >&2; fi
+if [ -n "$1" ]; then
+  "$shell" -c "$3$1" spothop-setup
+  status=$?
+  if [ "$status" -ne 0 ]; then
+    echo "spothop: setup failed with exit status $status; run was not started" >&2
+    exit "$status"
+  fi
+fi
+exec "$shell" -c "$3$2" spothop-run"""
+SETUP_FAILED_MARK = "spothop: setup failed with exit status"  # the log line a failed setup leaves
+
+
 def worker_script(work: WorkerCommand, log_path: Path) -> str:
-    """The ``sh -c`` text: output to the attempt's log, then ``cd workdir && setup && run``."""
+    """The ``sh -c`` driver: output to the attempt's log, ``cd workdir``, then ``setup`` and
+    ``run`` each in ``bash`` (:func:`worker_command` gives them as its arguments)."""
     parts = [f"exec >>{shlex.quote(str(log_path))} 2>&1"]
-    steps = []
     if work.workdir:
-        steps.append(f"cd {shlex.quote(work.workdir)}")
-    if work.setup and work.setup.strip():
-        steps.append("{\n" + work.setup.rstrip() + "\n}")
-    steps.append("{\n" + work.run.rstrip() + "\n}")
-    parts.append(" && ".join(steps))
+        parts.append(f"cd {shlex.quote(work.workdir)} || exit")
+    parts.append(_DRIVER)
     return "\n".join(parts)
+
+
+def worker_command(work: WorkerCommand, log_path: Path) -> tuple[str, ...]:
+    """The worker's argv: ``sh -c DRIVER spothop-worker SETUP RUN HOOK`` (see :data:`_DRIVER`)."""
+    setup = work.setup if work.setup and work.setup.strip() else ""
+    return (
+        "sh",
+        "-c",
+        worker_script(work, log_path),
+        "spothop-worker",
+        setup,
+        work.run,
+        _CONDA_HOOK,
+    )
 
 
 def placement_env(
@@ -209,8 +322,14 @@ def bootstrap(
     gpu: str | None = None,
     control_plane: str | None = None,
     agent_token: str | None = None,
+    zone: str | None = None,
+    gpu_count: int | None = None,
 ) -> Bootstrap:
     """The bootstrap command and environment of one attempt (see the module docstring).
+
+    ``zone`` and ``gpu_count`` (the offering's GPUs per node) go to SkyPilot's variables
+    (:func:`skypilot_env`); left None, the cluster info's zone is null and the node counts
+    its GPUs itself.
 
     ``control_plane``: the server's URL when the agents talk to ``spothop server``
     (server mode; default the store itself), with ``agent_token``, the instance's own
@@ -241,7 +360,7 @@ def bootstrap(
         command += ["--queue-url", work.queue_url]
     if work.checkpoint_url:
         command += ["--checkpoint-url", work.checkpoint_url]
-    command += ["--", "sh", "-c", worker_script(work, log_path)]
+    command += ["--", *worker_command(work, log_path)]
     env = {str(k): str(v) for k, v in work.envs.items()}
     env.update(
         {
@@ -266,4 +385,15 @@ def bootstrap(
     env.update({k: v for k, v in optional.items() if v is not None})
     if group is not None:
         env.update(group.env(node))
+    env.update(
+        skypilot_env(
+            job_id=job_id,
+            node=node,
+            provider=provider,
+            region=region,
+            zone=zone,
+            group=group,
+            gpu_count=gpu_count,
+        )
+    )
     return Bootstrap(tuple(command), env, log_path)

@@ -25,8 +25,9 @@ Contracts:
    checkpoint and output URLs) are made absolute against the job file's folder
    (``base_dir`` for a mapping, default the current directory). A stored spec
    (:meth:`JobSpec.to_json`) therefore reads back the same from anywhere.
-3. SkyPilot task files are recognised and mapped (``spothop.jobs.skypilot``);
-   a SkyPilot key spothop does not support is an error naming it.
+3. SkyPilot task files and dstack task configurations are recognised and
+   mapped (``spothop.jobs.skypilot``, ``spothop.jobs.dstack``); a key spothop
+   does not take is an error naming it and what spothop does instead.
 4. GPU names are checked against the GPU catalog (``resources/gpus.py``) and
    kept as the catalog spells them: a model's canonical name ("A100-SXM4-80GB")
    or a family ("A100", meaning every variant); ``match_gpus`` expands either.
@@ -69,6 +70,7 @@ from spothop.jobs.spec_values import (
     SpecModel,
     base_dir_of,
     check_envs,
+    container_image,
     env_value,
     not_blank,
     parse_duration_s,
@@ -99,6 +101,7 @@ __all__ = [
     "container_image",
     "job_name_from",
     "load_job",
+    "read_job_file",
 ]
 
 # Numbers of a job spec, checked with spothop.bounds (a NaN, an infinity or an absurd value names the field):
@@ -146,19 +149,6 @@ class OnMaxInterruptions(StrEnum):
 
 
 # -- the job ----------------------------------------------------------------------------
-
-
-_IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,499}")
-
-
-def container_image(value: str) -> str:
-    """A container image reference (``repo/name:tag`` or ``…@sha256:…``): no spaces, no shell text."""
-    if not _IMAGE.fullmatch(value):
-        raise ValueError(
-            "is not a container image reference: write it as docker pulls it, e.g. "
-            "nvcr.io/nvidia/pytorch:24.05-py3 (letters, digits and . _ / : @ + -, no spaces)"
-        )
-    return value
 
 
 class JobSpec(SpecModel):
@@ -385,21 +375,26 @@ def _alternative(top: ResourcesSpec, alt: AlternativeSpec) -> Requirements:
 # -- loading ----------------------------------------------------------------------------
 
 
-def load_job(source: Mapping[str, Any] | Path | str, base_dir: Path | None = None) -> JobSpec:
+def load_job(
+    source: Mapping[str, Any] | Path | str,
+    base_dir: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> JobSpec:
     """Validate a job from a YAML file (``Path`` or ``str`` path) or a mapping.
 
     Relative paths resolve against ``base_dir``, by default the file's folder
     (for a mapping: the current directory). A job without ``name`` loaded from
-    a file is named after the file. SkyPilot task files are mapped first.
-    Raises :class:`JobSpecError` (field path, value, expectation) or, for a
-    missing file, :class:`~spothop.errors.NotFoundError`.
+    a file is named after the file. ``env`` (``launch --env NAME=VALUE``) goes
+    over the file's ``envs``, filling the values it leaves for the user. SkyPilot
+    task files are mapped first. Raises :class:`JobSpecError` (field path,
+    value, expectation) or, for a missing file, :class:`~spothop.errors.NotFoundError`.
     """
     where = ""
     stem: str | None = None
     if isinstance(source, Path | str):
         path = Path(source)
         where = f"{path}: "
-        source = _read_yaml(path, where)
+        source = read_job_file(path)
         stem = job_name_from(path)
         if base_dir is None:
             base_dir = path.absolute().parent
@@ -408,10 +403,15 @@ def load_job(source: Mapping[str, Any] | Path | str, base_dir: Path | None = Non
     data: dict[Any, Any] = dict(source)
     if stem is not None and "name" not in data:
         data["name"] = stem
-    from spothop.jobs.skypilot import from_skypilot, is_skypilot
+    from spothop.jobs.dstack import from_dstack, is_dstack
+    from spothop.jobs.skypilot import apply_env_overrides, from_skypilot, is_skypilot
 
-    if is_skypilot(data):
-        data = from_skypilot(data, where)
+    if is_dstack(data):
+        data = from_dstack(data, where, env)
+    else:
+        data = apply_env_overrides(data, env or {})
+        if is_skypilot(data):
+            data = from_skypilot(data, where)
     base = Path(base_dir).absolute() if base_dir is not None else Path.cwd()
     try:
         return JobSpec.model_validate(data, context={"base_dir": base})
@@ -419,6 +419,13 @@ def load_job(source: Mapping[str, Any] | Path | str, base_dir: Path | None = Non
         raise spec_error(exc, where, JobSpec) from None
     except RecursionError:
         raise JobSpecError(f"{where}the spec is nested too deeply to be a job spec") from None
+
+
+def read_job_file(path: Path) -> Any:
+    """What the YAML job file at ``path`` holds (one document), as ``load_job`` reads it;
+    :class:`JobSpecError` when it is not one readable YAML document, ``NotFoundError`` when
+    it does not exist."""
+    return _read_yaml(path, f"{path}: ")
 
 
 def _read_yaml(path: Path, where: str) -> Any:
@@ -433,9 +440,16 @@ def _read_yaml(path: Path, where: str) -> Any:
     except (OSError, ValueError) as exc:
         raise JobSpecError(f"{where}cannot read the job file: {exc}") from None
     try:
-        return yaml.safe_load(text)
+        documents = [d for d in yaml.safe_load_all(text) if d is not None]
     except (yaml.YAMLError, RecursionError, ValueError) as exc:
         raise JobSpecError(f"{where}not valid YAML: {exc}") from None
+    if len(documents) > 1:
+        raise JobSpecError(
+            f"{where}holds {len(documents)} YAML documents (a SkyPilot chain or pipeline of "
+            "tasks): spothop runs one job per file; give each task a file of its own and "
+            "launch them in turn"
+        )
+    return documents[0] if documents else None
 
 
 def job_name_from(path: Path) -> str | None:

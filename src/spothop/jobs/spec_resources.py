@@ -17,20 +17,35 @@ Every field is described in ``docs/jobs.md``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from enum import StrEnum
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
-from spothop.bounds import GPU_MEMORY_GIB, INSTANCE_GPU_COUNT, MEMORY_GIB, TFLOPS, VCPUS
+from spothop.bounds import GPU_MEMORY_GIB, INSTANCE_GPU_COUNT, MEMORY_GIB, TFLOPS, VCPUS, Bound
 from spothop.jobs.spec_values import (
     Name,
     Place,
     SpecModel,
+    accelerator_choices,
     at_least,
     check_gpu_name,
     parse_accelerators,
 )
 from spothop.resources.offering import Interconnect
+
+DISK_SIZE_GIB = Bound(1, 65_536, "GiB", integer=True)  # 64 TiB: the largest root volumes sold
+
+
+class DiskTier(StrEnum):
+    """SkyPilot's disk tiers: how fast the root volume is (``best``: the fastest sold)."""
+
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+    ULTRA = "ultra"
+    BEST = "best"
 
 
 class _Hardware(SpecModel):
@@ -52,6 +67,17 @@ class _Hardware(SpecModel):
     memory_gib: (
         Annotated[float, BeforeValidator(at_least), MEMORY_GIB.annotated("memory_gib")] | None
     ) = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _skypilot_memory(cls, data: Any) -> Any:
+        # SkyPilot's ``memory`` (GiB, ``8+`` = at least 8) is spothop's ``memory_gib``, as its
+        # ``accelerators`` and ``cpus`` are spothop's own: a spelling, not another dialect.
+        if isinstance(data, Mapping) and "memory" in data:
+            if "memory_gib" in data:
+                raise ValueError("'memory' and 'memory_gib' say the same; keep one")
+            data = {("memory_gib" if k == "memory" else k): v for k, v in data.items()}
+        return data
 
     @model_validator(mode="after")
     def _one_gpu_spelling(self) -> _Hardware:
@@ -106,6 +132,55 @@ class AlternativeSpec(_Hardware):
 
 
 class ResourcesSpec(_Hardware):
-    """What each node needs. ``any_of``: alternatives, any one of which will do."""
+    """What each node needs. ``any_of``: alternatives, any one of which will do.
+
+    A set of GPUs in ``accelerators`` (:func:`~spothop.jobs.spec_values.accelerator_choices`:
+    ``[L4:1, A10G:1]``, ``{L4: 1, A10G: 1}``) is alternatives, as in SkyPilot: one ``any_of``
+    entry per GPU, or, beside ``any_of``, each entry that names no GPU once per GPU of the set
+    (an entry's own set likewise); entries that come out the same are kept once.
+    """
 
     any_of: list[AlternativeSpec] = Field(default_factory=list)
+    # The node's root volume, as SkyPilot's disk_size and disk_tier say: recorded with the job
+    # (the local cloud keeps it; the cloud adapters will size the root volume from it).
+    disk_size_gib: Annotated[int, DISK_SIZE_GIB.annotated("disk_size_gib")] | None = None
+    disk_tier: DiskTier | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _accelerator_sets(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        return expand_accelerator_sets(data)
+
+
+def expand_accelerator_sets(data: Mapping[Any, Any]) -> dict[Any, Any]:
+    """``resources`` with its GPU sets made ``any_of`` entries (see :class:`ResourcesSpec`)."""
+    out = dict(data)
+    top = accelerator_choices(out.get("accelerators"))
+    entries = out.get("any_of")
+    if top is None and not isinstance(entries, list):
+        return out
+    if top is not None:
+        del out["accelerators"]
+    if not isinstance(entries, list) or not entries:
+        if top is not None:
+            out["any_of"] = [{"accelerators": choice} for choice in top]
+        return out
+    expanded: list[Any] = []
+    for entry in entries:
+        if not isinstance(entry, Mapping):
+            expanded.append(entry)  # the entry's own check refuses it
+            continue
+        own = accelerator_choices(entry.get("accelerators"))
+        choices = own if own is not None else top if "accelerators" not in entry else None
+        if choices is None:
+            expanded.append(entry)
+            continue
+        expanded += [{**entry, "accelerators": choice} for choice in choices]
+    unique: list[Any] = []
+    for entry in expanded:
+        if entry not in unique:
+            unique.append(entry)
+    out["any_of"] = unique
+    return out

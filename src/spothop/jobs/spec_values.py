@@ -67,14 +67,44 @@ def check_gpu_name(name: str) -> str:
     raise ValueError(str(UnknownGpuError(name, catalog.suggest(name))))
 
 
+def accelerator_choices(value: Any) -> list[Any] | None:
+    """The GPUs an ``accelerators`` value offers as alternatives (SkyPilot's sets), one
+    ``NAME:COUNT`` or ``{NAME: COUNT}`` each, or None when it names one GPU (or is no set).
+
+    A list (``[L4:1, A10G:1]``) and a mapping of several (``{L4: 1, A10G: 1}``) are sets;
+    YAML reads ``{L4:1, A10G:1}`` (no space after the colon) as keys ``"L4:1"`` without
+    values, which mean the same. A set of one is that one GPU.
+    """
+    if isinstance(value, list | tuple | set | frozenset):
+        choices = list(value)
+    elif isinstance(value, Mapping):
+        choices = [
+            name if count is None and isinstance(name, str) and ":" in name else {name: count}
+            for name, count in value.items()
+        ]
+    else:
+        return None
+    return choices if len(choices) > 1 else None  # one (or none): the field's own check reads it
+
+
 def parse_accelerators(value: Any) -> Any:
     """``"A10G"``, ``"A10G:2"`` or ``{A10G: 2}`` → ``"A10G:2"`` in the catalog's spelling."""
+    if isinstance(value, list | tuple | set | frozenset):
+        if not value:
+            raise ValueError("an empty list names no GPU; give NAME:COUNT, e.g. A10G:1")
+        if len(value) == 1:
+            return parse_accelerators(next(iter(value)))
+        raise ValueError("a set of GPUs is given as alternatives; each entry NAME:COUNT")
     if isinstance(value, Mapping):
         if len(value) != 1:
             raise ValueError(
                 "give one GPU as NAME:COUNT (e.g. A10G:1); for alternatives use resources.any_of"
+                if value
+                else "an empty mapping names no GPU; give NAME:COUNT, e.g. A10G:1"
             )
         ((name, count),) = value.items()
+        if count is None and isinstance(name, str) and ":" in name:
+            return parse_accelerators(name)  # YAML's reading of {A10G:1}
     elif isinstance(value, str):
         name, _, count_text = value.partition(":")
         count = _count(count_text) if count_text else 1
@@ -91,6 +121,19 @@ def _count(text: str) -> Any:
         return float(text) if "." in text else int(text)
     except ValueError:
         raise ValueError(f"the GPU count {text!r:.{MAX_SHOWN}} is not a number") from None
+
+
+_IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@+-]{0,499}")
+
+
+def container_image(value: str) -> str:
+    """A container image reference (``repo/name:tag`` or ``…@sha256:…``): no spaces, no shell text."""
+    if not _IMAGE.fullmatch(value):
+        raise ValueError(
+            "is not a container image reference: write it as docker pulls it, e.g. "
+            "nvcr.io/nvidia/pytorch:24.05-py3 (letters, digits and . _ / : @ + -, no spaces)"
+        )
+    return value
 
 
 def valid_text(value: str) -> str:
@@ -116,7 +159,10 @@ def env_value(value: Any) -> Any:
     if isinstance(value, int | float):
         return str(value)
     if value is None:
-        raise ValueError("has no value; give one (envs are set on every node)")
+        raise ValueError(
+            "has no value; give one in the file or with spothop launch --env NAME=VALUE "
+            "(envs are set on every node)"
+        )
     return value
 
 

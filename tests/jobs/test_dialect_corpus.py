@@ -1,0 +1,54 @@
+"""A corpus of task files written from SkyPilot's and dstack's documentation (tests/jobs/dialects/)
+plans as its authors meant: the dialect, the market and the GPU alternatives, or a refusal naming
+the key; every file is read through load_job, as spothop launch and plan read it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from spothop.errors import JobSpecError
+from spothop.jobs.dialect import dialect_of
+from spothop.jobs.spec import load_job
+
+HERE = Path(__file__).parent / "dialects"
+CASES = [
+    pytest.param(case, id=f"{path.stem}:{case['name']}")
+    for path in sorted(HERE.glob("*.yaml"))
+    for case in yaml.safe_load(path.read_text())
+]
+
+
+def test_the_corpus_covers_both_dialects_broadly() -> None:
+    assert len(CASES) >= 45
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_each_file_plans_as_its_author_meant(
+    case: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "task.yaml"
+    path.write_text(case["file"])
+    expect = case["expect"]
+    if "error" in expect:
+        with pytest.raises(JobSpecError) as caught:
+            load_job(path, env=case.get("launch_env"))
+        paths = {p for p, _ in caught.value.problems} or {str(caught.value)}
+        assert any(expect["error"] in p for p in paths), caught.value
+        return
+    spec = load_job(path, env=case.get("launch_env"))
+    assert dialect_of(yaml.safe_load(case["file"])) == expect["dialect"]
+    assert spec.market == expect["market"]
+    req = spec.requirements()
+    shapes = req.alternatives or ((req,) if req.gpu or req.gpus_per_node else ())
+    assert [[a.gpu, a.gpus_per_node] for a in shapes] == expect["gpus"]
+    for field in ("max_retries", "num_nodes", "image", "envs"):
+        if field in expect:
+            assert getattr(spec, field) == expect[field]
+    for field in ("disk_size_gib", "disk_tier"):
+        if field in expect:
+            assert getattr(spec.resources, field) == expect[field]

@@ -1,0 +1,64 @@
+"""plan and launch name the dialect a job file is read in and, with --explain, each key's mapping."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from spothop.jobs.dialect import Dialect, dialect_of, explain, file_dialect
+from spothop.jobs.spec import load_job
+from tests.jobs.test_spec_dstack import DSTACK_TASK
+
+
+@pytest.mark.parametrize(
+    ("data", "dialect"),
+    [
+        (
+            {"run": "x", "resources": {"accelerators": ["L4:1", "A10G:1"], "memory": "8+"}},
+            "spothop job",
+        ),
+        ({"run": "x", "resources": {"use_spot": False}}, "SkyPilot task"),
+        ({"run": "x", "service": {}}, "SkyPilot task"),
+        ({"type": "task", "commands": ["x"]}, "dstack task"),
+        ([1, 2], "spothop job"),
+    ],
+)
+def test_the_dialect_is_named(data: Any, dialect: str) -> None:
+    assert dialect_of(data) == dialect
+
+
+def test_explain_names_each_keys_field_and_value(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    data = {
+        "name": "t",
+        "run": "x",
+        "resources": {"cloud": "aws", "accelerators": {"L4": 1, "A10G": 1}},
+    }
+    rows = explain(data, load_job(data))
+    assert ("resources.cloud", "providers.allow", "['aws']") in rows
+    assert ("resources.accelerators", "resources.any_of (alternatives)", "L4:1, A10G:1") in rows
+    assert ("(market not given)", "market", "on-demand (SkyPilot's default)") in rows
+    path = tmp_path / ".dstack.yml"
+    path.write_text(DSTACK_TASK)
+    dialect, raw = file_dialect(path)
+    assert dialect is Dialect.DSTACK
+    rows = explain(raw, load_job(path))
+    assert ("nodes", "num_nodes", "2") in rows and ("spot_policy", "market", "auto") in rows
+
+
+def test_plan_says_the_dialect_and_explains(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from spothop.cli.job_file import show_dialect
+
+    path = tmp_path / "task.yaml"
+    path.write_text(yaml.safe_dump({"run": "x", "resources": {"use_spot": True, "memory": "8+"}}))
+    show_dialect(path, load_job(path), True, stderr=False)
+    out, err = capsys.readouterr()
+    assert "task.yaml: read as a SkyPilot task" in err
+    assert "resources.use_spot" in out and "resources.memory_gib" in out
