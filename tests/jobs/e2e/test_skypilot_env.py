@@ -81,10 +81,16 @@ def test_run_reads_every_skypilot_variable_through_a_preemption(harness: Harness
         assert run[SKYPILOT_NODE_RANK] == "0" and run[SKYPILOT_NUM_NODES] == "1"
         assert run[SKYPILOT_TASK_ID] == job_id  # the same across the recovery
         assert run[SKYPILOT_NODE_IPS] and "\n" not in run[SKYPILOT_NODE_IPS]  # one node
-        assert int(run[SKYPILOT_NUM_GPUS_PER_NODE]) >= 0
+        assert (
+            int(run[SKYPILOT_NUM_GPUS_PER_NODE]) >= 1
+        )  # the offering's count, from the controller
         info = json.loads(run[SKYPILOT_CLUSTER_INFO])
         assert info["cluster_name"] == job_id
-        assert (info["cloud"], info["region"]) == (instance["provider"], instance["region"])
+        assert (info["cloud"], info["region"], info["zone"]) == (
+            instance["provider"],
+            instance["region"],
+            instance["zone"],
+        )
         setup = _read(out / f"setup-{attempt_id}")
         assert setup == {
             SKYPILOT_SETUP_NODE_RANK: "0",

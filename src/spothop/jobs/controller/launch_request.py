@@ -52,6 +52,8 @@ class LaunchRequests(AgentTokens):
             gpu=candidate.offering.gpu,
             control_plane=self.control_plane_url,
             agent_token=self._agent_token(job_id, attempt),
+            zone=attempt.zone or None,
+            gpu_count=candidate.offering.gpu_count,
         )
         return LaunchRequest(
             instance_type=attempt.instance_type,
