@@ -259,3 +259,12 @@ def test_the_dashboards_event_stream_carries_the_projects_events_only(served: Se
     conn.close()
     jobs = {json.loads(line[6:])["job_id"] for line in seen if line.startswith("data: {")}
     assert jobs == {mine}  # its "created" event; not the other project's
+
+
+def test_a_spec_of_several_documents_is_named_as_such_not_as_bad_yaml(served: Served) -> None:
+    token = _user(served, "chain")
+    chain = "name: a\nrun: echo a\n---\nname: b\nrun: echo b\n"
+    status, body, _ = served.server.call("POST", "/v1/jobs", token=token, body={"spec": chain})
+    assert (status, body["error"]["type"]) == (422, "JobSpecError"), body
+    message = body["error"]["message"]
+    assert "holds 2 YAML documents" in message and "not valid YAML" not in message

@@ -101,6 +101,7 @@ __all__ = [
     "container_image",
     "job_name_from",
     "load_job",
+    "parse_job_text",
     "read_job_file",
 ]
 
@@ -439,6 +440,13 @@ def _read_yaml(path: Path, where: str) -> Any:
         raise JobSpecError(f"{where}not a text (UTF-8 YAML) file") from None
     except (OSError, ValueError) as exc:
         raise JobSpecError(f"{where}cannot read the job file: {exc}") from None
+    return parse_job_text(text, where)
+
+
+def parse_job_text(text: str, where: str) -> Any:
+    """What a job file's YAML ``text`` holds (one document, or None when empty);
+    :class:`JobSpecError`, prefixed with ``where``, when it is not valid YAML or holds several
+    documents (a SkyPilot chain: one job per file)."""
     try:
         documents = [d for d in yaml.safe_load_all(text) if d is not None]
     except (yaml.YAMLError, RecursionError, ValueError) as exc:

@@ -52,15 +52,10 @@ def spec_from_text(text: str, filename: str = "job.yaml") -> Any:
     """A job spec from the YAML (or JSON) text of a request, named after ``filename`` when it has
     no name. Relative paths in it resolve against the server's folder: the CLI sends its spec
     resolved (``spec.to_json()``), so they are absolute already."""
-    import yaml
-
-    from spothop.jobs.spec import job_name_from, load_job
+    from spothop.jobs.spec import job_name_from, load_job, parse_job_text
 
     where = FilePath(filename).name or "job.yaml"
-    try:
-        data = yaml.safe_load(text)
-    except (yaml.YAMLError, RecursionError, ValueError) as exc:
-        raise JobSpecError(f"{where}: not valid YAML: {exc}") from None
+    data = parse_job_text(text, f"{where}: ")
     if not isinstance(data, dict):
         raise JobSpecError(f"{where}: a job spec is a mapping of fields, got {type(data).__name__}")
     if "name" not in data and (name := job_name_from(FilePath(where))):
