@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from spothop.scheduler.policies import get_policy
-from spothop.scheduler.simulate import JobSetting, run, zone_from_flags
-from spothop.scheduler.simulate.model import Window
+from spothop.scheduler.policies import (
+    IDLE,
+    ON_DEMAND,
+    DeadlineState,
+    Decision,
+    Kind,
+    ZoneView,
+    advise,
+    get_policy,
+)
+from spothop.scheduler.policies.spothop import DEFAULT_PRIOR, fit_prior
+from spothop.scheduler.simulate import JobSetting, run
 from spothop.scheduler.simulate.traces import load_zone, windows
 from tests.conftest import shared_path
 
@@ -29,13 +39,75 @@ def test_spothop_costs_less_than_uniform_progress_and_meets_every_deadline(
     assert totals["spothop"] < totals["uniform-progress"]
 
 
-def test_spothop_decides_like_uniform_progress_before_the_market_has_a_history() -> None:
-    flags = [True, True, False, False, True, True, True, True]
-    setting = JobSetting(task_s=4 * H, deadline_s=6 * H, restart_overhead_s=0.5 * H)
-    window = Window((zone_from_flags("z", flags, H),), 0)
-    ours = run(get_policy("spothop"), window, setting, record=True)
-    theirs = run(get_policy("uniform-progress"), window, setting, record=True)
-    assert [r.decision for r in ours.ticks[:3]] == [r.decision for r in theirs.ticks[:3]]
+def _state(elapsed_h: float, work_left_h: float, down_ticks: int, last: Decision) -> DeadlineState:
+    zone = ZoneView(
+        available=down_ticks == 0, price_usd_per_hour=0.9731, down_for_s=down_ticks * 600.0
+    )
+    return DeadlineState(
+        elapsed_s=elapsed_h * H,
+        work_left_s=work_left_h * H,
+        task_s=48 * H,
+        deadline_s=52 * H,
+        restart_overhead_s=0.02 * H,
+        tick_s=600.0,
+        last=last,
+        pending_overhead_s=0.0,
+        zones=(zone,),
+        on_demand_price_usd_per_hour=3.06,
+    )
+
+
+def test_a_fresh_outage_is_waited_out_and_an_old_one_is_paid_for_on_demand() -> None:
+    """With 3 h of slack left, an outage one tick old most likely ends soon (a third end
+    at once on the shared traces): wait; one eight ticks old will probably last hours."""
+    policy = get_policy("spothop")
+    spot = Decision(Kind.SPOT)
+    assert advise(policy, _state(10, 39, 1, spot)) == IDLE
+    assert advise(policy, _state(10, 39, 8, IDLE)) == ON_DEMAND
+    assert advise(policy, _state(10, 39, 0, IDLE)) == spot
+
+
+def test_back_from_on_demand_only_once_spot_has_stayed_up_when_slack_is_short() -> None:
+    """Spot that has just come back is gone again after a tick half the time: with 1 h of
+    slack and 0.1 h restarts the plan stays on on-demand until spot has been up for an hour."""
+    policy = get_policy("spothop")
+
+    def state(up_ticks: int) -> DeadlineState:
+        zone = ZoneView(True, 0.9731, up_for_s=up_ticks * 600.0)
+        return DeadlineState(
+            10 * H, 41 * H, 48 * H, 52 * H, 0.1 * H, 600.0, ON_DEMAND, 0.0, (zone,), 3.06
+        )
+
+    assert advise(policy, state(1)) == ON_DEMAND
+    assert advise(policy, state(6)) == Decision(Kind.SPOT)
+
+
+def test_the_decision_is_a_function_of_the_state_alone() -> None:
+    """A fresh policy per decision (as the controller makes one) decides as one kept for a run."""
+    states = [_state(h, 48 - h * 0.8, d, IDLE) for h in (0, 5, 20) for d in (0, 1, 6)]
+    kept = get_policy("spothop")
+    first = [advise(kept, s) for s in states]
+    assert [advise(get_policy("spothop"), s) for s in reversed(states)] == first[::-1]
+
+
+def test_the_default_prior_is_the_one_fitted_on_the_shared_traces() -> None:
+    folder = shared_path("traces", "cant-be-late", "availability-1node-aws-2022-10-26")
+    fitted = fit_prior([load_zone(p).available for p in sorted(folder.glob("*.json"))])
+    assert fitted.drop_odds_by_age == pytest.approx(DEFAULT_PRIOR.drop_odds_by_age, abs=1e-4)
+    assert fitted.recovery_odds_by_age == pytest.approx(
+        DEFAULT_PRIOR.recovery_odds_by_age, abs=1e-4
+    )
+
+
+def test_fit_prior_counts_how_runs_of_each_age_end() -> None:
+    up = np.array([1, 1, 0, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], dtype=bool)
+    prior = fit_prior([up])
+    # up runs of 2, 2, 1 and a last one cut by the trace's end: age 1 ends 1 of 4, age 2 2 of 2
+    assert prior.drop_odds_by_age[:2] == pytest.approx((1 / 4, 1.0))
+    # outages of 1, 2 and 10 ticks: age 1 ends 1 of 3, age 2 ends 1 of 2, age 3 none of 1
+    assert prior.recovery_odds_by_age[:3] == pytest.approx((1 / 3, 1 / 2, 0.0))
+    # ages 8+: the 10-tick outage spends ages 8, 9 and 10 there, and ends once
+    assert prior.recovery_odds_by_age[-1] == pytest.approx(1 / 3)
 
 
 def test_spothop_moves_to_the_zone_that_is_up_and_meets_the_deadline() -> None:

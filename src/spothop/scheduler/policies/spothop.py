@@ -1,28 +1,59 @@
-"""``spothop``: plan against the market's own statistics — an expected-cost programme over a
-model of spot fitted from the history an online controller has.
+"""``spothop``: an expected-cost plan over how spot runs and outages end, replayed as a lookup.
 
-The model: each tick spot is *up*, or *down* for 1, 2, …, A ticks so far. Up
-is followed by down with the zone's preemption odds per tick; an outage k
-ticks old ends at the next tick with the recovery odds the history shows for
-outages of that age (heavy-tailed in every published trace: a fresh outage
-often ends within a tick or two, one that has lasted an hour usually lasts
-hours). With several zones the model is "spot somewhere", from the union of
-the zones' histories, and spot runs in the zone that is up (the one running,
-else the cheapest).
+The model: each tick spot is *up* for 1, 2, … ticks so far, or *down* for 1,
+2, … ticks so far. Spot up k ticks drops at the next tick with odds q_k; an
+outage k ticks old ends at the next tick with odds r_k (the last age stands
+for every older one). The odds are a :class:`MarketPrior` counted on whole
+spot traces (:func:`fit_prior`; the default on the eight 2022 us-west-2
+traces, 10 min ticks). Both are heavy-tailed, and that is what the plan uses:
+
+- outages: r = 0.34, 0.22, 0.16, 0.16, 0.11, 0.11, 0.09 for 1 … 7 ticks, then
+  0.037 per tick: a third end after one tick, but one that has lasted 80 min
+  is expected to last another 4.5 h;
+- spot that came back: q = 0.47, 0.22, 0.16, 0.16, 0.17, 0.09, 0.13, then
+  0.029 per tick: half the time it is gone again after one tick, but once up
+  80 min it is expected to stay almost 6 h (a single drop rate, 0.103, as the
+  previous plan had, gets both ends wrong: modelling the age of the up run
+  took the bench's mean cost from 95.32 to 94.93).
+
+With several zones the model is "spot somewhere" (the union's run ages), and
+spot runs in the zone that is up (the one running, else the cheapest).
 
 The programme: V_τ(last, spot state, w) = least *expected* money to finish w
-(the work left plus restart overhead still owed, in quanta) by the deadline,
-choosing NONE, ON_DEMAND or SPOT (when up) each tick; a choice different from
-what ran last owes the restart overhead as extra work. It is solved backward
-once, when the job starts (cached across jobs with the same estimates), and
-replayed: the decision for (tick, last, state, w) is a table lookup. The safety
-rule still wraps it, so the deadline holds whatever the model believes.
+(the work left plus restart overhead still owed, in fifths of a tick) by the
+deadline, choosing NONE, ON_DEMAND or SPOT (when up) each tick; a choice
+different from what ran last owes the restart overhead as extra work. It is
+solved backward over the whole job once per (setting, prices, odds) and
+cached, so every job in the same setting shares it and a decision is a pure
+function of the :class:`DeadlineState` (a controller may make a fresh policy
+each pass). The rules it yields, and why (bench/policies.py, docs/simulate.md):
+
+1. **Wait out a young outage, pay for an old one.** Idling costs slack,
+   on-demand costs $3.06/h against spot's $0.97/h plus two restarts; since a
+   third of outages end within a tick, the plan idles through the first ticks
+   of an outage while the slack covers the expected rest, and goes on-demand
+   once the outage is old enough that it will likely last hours (52 h
+   deadline, 3 h of slack: idle at 10 min, on-demand at 80 min; a test).
+2. **Stop waiting when the slack no longer covers the expected outage**: the
+   older the outage and the smaller the slack, the sooner on-demand.
+3. **Hysteresis**: back from on-demand to spot only when the expected saving
+   beats the restart and the room it takes — spot that has just come back is
+   gone again after a tick half the time, so with little slack the plan waits
+   until it has stayed up, or stays on on-demand (a later preemption would
+   cost a restart it cannot pay back).
+4. **Room for one more restart**: a launch of or a move to spot needs
+   ⌈(W+2d)/gap⌉ < ⌊(D−t)/gap⌋; otherwise on-demand (the safety rule could keep a
+   spot instance that is then preempted, losing a tick it cannot give back).
+5. The safety rule (SIMULATION.md) wraps it all, so the deadline holds whatever
+   the model believes; tests/scheduler/policies/test_safety_property.py checks
+   it over random traces, ticks, tasks and overheads.
 """
 
 from __future__ import annotations
 
 import math
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,11 +71,12 @@ from spothop.scheduler.policies.base import (
     ZoneView,
     register,
 )
-from spothop.scheduler.policies.uniform_progress import UniformProgressPolicy
 
 QUANTA_PER_TICK = 5  # work is tracked in fifths of a tick: coarse, and the programme interpolates
 ODDS_STEP = 0.01  # estimates are rounded to this before planning, so similar markets share a plan
-PLANS_KEPT = 32
+PLANS_KEPT = 64
+PRIOR_TICK_S = 600.0  # the prior's odds are per 10 min tick, the 2022 AWS traces' gap
+PRIOR_AGES = 8  # recovery odds for outages 1 … 7 ticks old and one for every older one
 MISS_PENALTY_USD = (
     1e6  # finishing after the deadline: the safety rule prevents it; the model must too
 )
@@ -60,7 +92,7 @@ class _Key:
     quantum_s: float
     tick_s: float
     overhead_s: float
-    p_drop: float
+    drops: tuple[float, ...]  # odds that spot up 1, 2, … ticks (the last: or longer) drops next
     recovery: tuple[float, ...]
     spot_cost: float
     od_cost: float
@@ -79,12 +111,14 @@ def _odds(value: float) -> float:
 
 def _transitions(key: _Key) -> FloatArray:
     """Odds of the next tick's spot state given this one's (0 up, k down k ticks)."""
-    ages = len(key.recovery)
-    out = np.zeros((1 + ages, 1 + ages))
-    out[0, 0], out[0, 1] = 1 - key.p_drop, key.p_drop
-    for k, r in enumerate(key.recovery, start=1):
-        out[k, 0] = r
-        out[k, min(k + 1, ages)] += 1 - r
+    ups, downs = len(key.drops), len(key.recovery)
+    out = np.zeros((ups + downs, ups + downs))
+    for k, q in enumerate(key.drops):  # up for k + 1 ticks
+        out[k, ups] = q
+        out[k, min(k + 1, ups - 1)] += 1 - q
+    for k, r in enumerate(key.recovery):  # down for k + 1 ticks
+        out[ups + k, 0] = r
+        out[ups + k, ups + min(k + 1, downs - 1)] += 1 - r
     return out
 
 
@@ -110,11 +144,11 @@ def _solve(key: _Key) -> _Plan:
     for tau in range(key.ticks - 1, -1, -1):
         lo = max(0, key.work_units - tau * per_tick - 1)
         hi = max(lo, min(top, math.floor((key.ticks - tau) * gap / q) + 1))
-        first = max(0, lo - per_tick - 1)
+        col0 = max(0, lo - per_tick - 1)
         last_col = min(length, hi + spill)
-        expect = moves @ values[:, :, first:last_col]  # [next kind, state now, w − first]
-        width = last_col - first
-        base = np.arange(lo, hi + 1) - first
+        expect = moves @ values[:, :, col0:last_col]  # [next kind, state now, w − col0]
+        width = last_col - col0
+        base = np.arange(lo, hi + 1) - col0
         reads: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], float]] = []
         for credit in credits:
             whole = math.floor(credit)
@@ -132,28 +166,28 @@ def _solve(key: _Key) -> _Plan:
                 out = (1 - frac) * out + frac * expect[kind, rows][:, below]
             return out
 
-        every, up = slice(None), slice(0, 1)
+        every, up, ups = slice(None), slice(0, len(key.drops)), len(key.drops)
         idle = expect[NONE_CODE][:, base]
         od_stay = key.od_cost + after(OD_CODE, 0, every)
         od_start = key.od_cost + after(OD_CODE, 1, every)
-        spot_stay = key.spot_cost + after(SPOT_CODE, 0, up)[0]
-        spot_start = key.spot_cost + after(SPOT_CODE, 1, up)[0]
+        spot_stay = key.spot_cost + after(SPOT_CODE, 0, up)
+        spot_start = key.spot_cost + after(SPOT_CODE, 1, up)
         code = np.zeros((3, states, hi - lo + 1), np.int8)
         new = buffers[tau % 2]
         for last, od in ((NONE_CODE, od_start), (OD_CODE, od_stay)):
             best = np.minimum(idle, od)
             code[last] = np.where(od < idle, OD_CODE, NONE_CODE)
-            take_spot = spot_start < best[0]
-            best[0] = np.where(take_spot, spot_start, best[0])
-            code[last, 0] = np.where(take_spot, SPOT_CODE, code[last, 0])
+            take_spot = spot_start < best[up]
+            best[up] = np.where(take_spot, spot_start, best[up])
+            code[last, up] = np.where(take_spot, SPOT_CODE, code[last, up])
             new[last, :, lo : hi + 1] = best
-        best_up = np.minimum(idle[0], od_start[0])
-        code[SPOT_CODE, 0] = np.where(od_start[0] < idle[0], OD_CODE, NONE_CODE)
+        best_up = np.minimum(idle[up], od_start[up])
+        code[SPOT_CODE, up] = np.where(od_start[up] < idle[up], OD_CODE, NONE_CODE)
         take_spot = spot_stay < best_up
-        new[SPOT_CODE, 0, lo : hi + 1] = np.where(take_spot, spot_stay, best_up)
-        code[SPOT_CODE, 0] = np.where(take_spot, SPOT_CODE, code[SPOT_CODE, 0])
-        new[SPOT_CODE, 1:] = new[NONE_CODE, 1:]  # spot that ran is gone in an outage
-        code[SPOT_CODE, 1:] = code[NONE_CODE, 1:]
+        new[SPOT_CODE, up, lo : hi + 1] = np.where(take_spot, spot_stay, best_up)
+        code[SPOT_CODE, up] = np.where(take_spot, SPOT_CODE, code[SPOT_CODE, up])
+        new[SPOT_CODE, ups:] = new[NONE_CODE, ups:]  # spot that ran is gone in an outage
+        code[SPOT_CODE, ups:] = code[NONE_CODE, ups:]
         new[:, :, 0] = 0.0
         values = new
         choices[tau] = code
@@ -192,40 +226,88 @@ def _zone(state: DeadlineState) -> int | None:
     return min(open_zones, key=rank)
 
 
+@dataclass(frozen=True)
+class MarketPrior:
+    """What spothop believes of a spot market: the odds per :data:`PRIOR_TICK_S` tick that spot
+    that is up drops, and that an outage 1, 2, … ticks old (the last for every older one) ends.
+    Fitted on traces with :func:`fit_prior`; nothing in it names a trace or a window."""
+
+    drop_odds_by_age: tuple[float, ...]
+    recovery_odds_by_age: tuple[float, ...]
+
+    def at_tick(self, tick_s: float) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """The odds per tick of ``tick_s`` (the same hourly rates)."""
+        scale = tick_s / PRIOR_TICK_S
+
+        def per(odds: float) -> float:
+            return 1.0 - float((1.0 - min(odds, 1.0 - 1e-9)) ** scale)
+
+        return tuple(per(q) for q in self.drop_odds_by_age), tuple(
+            per(r) for r in self.recovery_odds_by_age
+        )
+
+
+def _ending_odds(traces: Sequence[npt.NDArray[np.bool_]], value: bool) -> tuple[float, ...]:
+    """Odds that a run of ``value`` ticks k ticks old (1 … PRIOR_AGES, the last for every older
+    one) ends at the next tick, counted over every run of every trace (a run cut by a trace's
+    end is at risk, never ended)."""
+    at_risk = [0.0] * PRIOR_AGES
+    ended = [0.0] * PRIOR_AGES
+    for flags in traces:
+        mine = np.asarray(flags, dtype=bool) == value
+        edges = np.flatnonzero(np.diff(np.concatenate([[0], mine.astype(np.int8), [0]])))
+        for begin, end in zip(edges[::2], edges[1::2], strict=True):
+            length, closed = int(end - begin), end < len(mine)
+            for age in range(1, PRIOR_AGES):
+                if length >= age:
+                    at_risk[age - 1] += 1
+                    ended[age - 1] += closed and length == age
+            at_risk[-1] += max(length - PRIOR_AGES + 1, 0)
+            ended[-1] += closed and length >= PRIOR_AGES
+    return tuple(float(e / r) if r else 1.0 for e, r in zip(ended, at_risk, strict=True))
+
+
+def fit_prior(traces: Sequence[npt.NDArray[np.bool_]]) -> MarketPrior:
+    """The pooled odds of whole availability traces at :data:`PRIOR_TICK_S` ticks (True = up):
+    spot up k ticks drops at the next tick; an outage k ticks old ends at the next tick."""
+    return MarketPrior(_ending_odds(traces, True), _ending_odds(traces, False))
+
+
 @register
 class SpothopPolicy(Policy):
-    """Spend slack where the market's history says it buys the most; the default with a deadline.
+    """Spend slack where the market's odds say it buys the most; the default with a deadline.
 
     Why: Uniform Progress pays for on-demand whenever it falls behind a straight
     line, however soon spot is likely to return, and stays on on-demand until it
-    is two restarts ahead; greedy waits for spot however long outages in this
-    market last. Both ignore what the controller knows: how often this market
-    preempts and how long its outages run at each age. This policy plans on
-    exactly that (module docstring) and so, in a market whose outages are
-    mostly short blips, idles through a fresh outage and goes on-demand only
-    once it has lasted long enough to be a long one — while in a market that is
-    rarely up it runs on-demand through outages from the start and keeps its
-    slack for the end. Example (52 h deadline, a market whose outages end
-    within a tick half the time but last 3 h once an hour old): spot … outage:
-    idle, idle (a blip, most likely), still down: on-demand until spot is back,
-    then spot at once if the plan says the saving beats the restart.
-    Before the market has a history it decides like Uniform Progress.
+    is two restarts ahead; greedy waits for spot however long outages last. Both
+    ignore what the controller knows: how long spot runs and outages last at
+    each age. This policy plans on exactly that (module
+    docstring), so in a market whose outages are mostly short blips it idles
+    through a fresh outage and goes on-demand only once it has lasted long
+    enough to be a long one — while in a market that is rarely up it runs
+    on-demand through outages from the start and keeps its slack for the end.
+
+    What it reads of the episode: whether spot is up now, what ran last, and how
+    long spot has been up or down so far (``up_for_s``/``down_for_s``; the
+    union's with several zones). The odds are the prior's (:class:`MarketPrior`, fitted on the shared
+    traces; ``prior`` overrides it, as the held-out bench does). Example (52 h
+    deadline, 48 h task, d = 0.02 h, 10 h in with 39 h of work left): spot …
+    gone: idle (one tick old), still gone at 80 min: on-demand until spot is
+    back, then spot again.
     """
 
     name = "spothop"
     uses_estimates = True
 
-    def __init__(self) -> None:
-        self._fallback = UniformProgressPolicy()
-        self._plan: _Plan | None = None
-        self._t0 = 0
+    def __init__(self, prior: MarketPrior | None = None) -> None:
+        self.prior = prior or DEFAULT_PRIOR
 
     def _evidence(self, state: DeadlineState) -> ZoneView:
         if len(state.zones) > 1 and state.any_zone is not None:
             return state.any_zone
         return state.zones[0]
 
-    def _key(self, state: DeadlineState, evidence: ZoneView) -> _Key:
+    def _key(self, state: DeadlineState) -> _Key:
         q = state.tick_s / QUANTA_PER_TICK
         zone = state.best_available_zone()
         spot_price = (
@@ -233,36 +315,31 @@ class SpothopPolicy(Policy):
             if zone is not None
             else min(z.price_usd_per_hour for z in state.zones)
         )
-        assert evidence.preemption_odds_per_tick is not None
+        drops, recovery = self.prior.at_tick(state.tick_s)
         return _Key(
-            ticks=max(1, state.ticks_left()),
-            work_units=math.ceil((state.work_left_s + state.pending_overhead_s) / q - EPS_S),
+            ticks=max(1, math.floor(state.deadline_s / state.tick_s + EPS_S)),
+            work_units=math.ceil(state.task_s / q - EPS_S),
             quantum_s=q,
             tick_s=state.tick_s,
             overhead_s=state.restart_overhead_s,
-            p_drop=_odds(evidence.preemption_odds_per_tick),
-            recovery=tuple(_odds(r) for r in evidence.recovery_odds_by_age),
+            drops=tuple(_odds(q) for q in drops),
+            recovery=tuple(_odds(r) for r in recovery),
             spot_cost=round(spot_price * state.tick_s / 3600.0, 6),
             od_cost=round(state.on_demand_price_usd_per_hour * state.tick_s / 3600.0, 6),
         )
 
     def decide(self, state: DeadlineState) -> Decision:
-        evidence = self._evidence(state)
-        if evidence.preemption_odds_per_tick is None or not evidence.recovery_odds_by_age:
-            return self._fallback.decide(state)
-        tick = round(state.elapsed_s / state.tick_s)
-        if self._plan is None:
-            self._plan = _plan(self._key(state, evidence))
-            self._t0 = tick
-        plan = self._plan
-        tau = tick - self._t0
+        plan = _plan(self._key(state))
+        tau = round(state.elapsed_s / state.tick_s)
         if tau >= len(plan.choices):
             return ON_DEMAND
         zone = _zone(state)
-        ages = len(plan.key.recovery)
-        spot_state = (
-            0 if zone is not None else min(ages, max(1, round(evidence.down_for_s / state.tick_s)))
-        )
+        ups, downs = len(plan.key.drops), len(plan.key.recovery)
+        evidence = self._evidence(state)
+        if zone is not None:  # up for 1, 2, … ticks, then down for 1, 2, … (module docstring)
+            spot_state = min(ups, max(1, round(evidence.up_for_s / state.tick_s))) - 1
+        else:
+            spot_state = ups + min(downs, max(1, round(evidence.down_for_s / state.tick_s))) - 1
         last = state.last.kind
         if last is Kind.SPOT and not state.spot_running:
             last = Kind.NONE
@@ -281,3 +358,10 @@ class SpothopPolicy(Policy):
         if code == OD_CODE:
             return ON_DEMAND
         return IDLE
+
+
+# fit_prior on the eight 2022 us-west-2 traces (bench/policies.py prints it; a test checks it)
+DEFAULT_PRIOR = MarketPrior(
+    drop_odds_by_age=(0.4716, 0.2178, 0.1582, 0.1582, 0.1655, 0.0938, 0.1331, 0.0286),
+    recovery_odds_by_age=(0.3362, 0.2209, 0.162, 0.1601, 0.1061, 0.1066, 0.0946, 0.0368),
+)

@@ -52,14 +52,15 @@ class ZoneHistory:
         self._hazards: dict[int, tuple[float, tuple[float, ...]]] = {}
 
     def hazards(self, i: int) -> tuple[float, tuple[float, ...]]:
-        """Per-tick odds, from the lookback ending at tick ``i`` (recounted every few hours):
-        an up tick is followed by an outage, and an outage ``k`` ticks old (1 … OUTAGE_AGES, the
-        last for every older one) ends at the next tick. Smoothed toward the pooled rates."""
+        """Per-tick odds, from the lookback ending at the first tick of ``i``'s block (recounted
+        every few hours, never from a tick after ``i``): an up tick is followed by an outage, and
+        an outage ``k`` ticks old (1 … OUTAGE_AGES, the last for every older one) ends at the next
+        tick. Smoothed toward the pooled rates."""
         key = i // self._block
         cached = self._hazards.get(key)
         if cached is not None:
             return cached
-        end = min(self.n, (key + 1) * self._block)
+        end = min(self.n, key * self._block + 1)
         lo = max(0, end - self.lookback)
         ticks = end - lo
         up_ticks = self._up[end] - self._up[lo]
