@@ -183,6 +183,7 @@ WARM_MODULES = (
     "spothop.checkpoint.admin",
     "spothop.dashboard.data",
     "spothop.jobs.controller.observe",
+    "spothop.jobs.dstack",
     "spothop.jobs.reachable",
     "spothop.jobs.skypilot",
     "spothop.jobs.spec",
