@@ -16,6 +16,7 @@ from typing import Any
 from spothop.errors import SpothopError
 from spothop.jobs.lifecycle import AttemptState, NodeState
 from spothop.jobs.store import JobStore
+from spothop.observe.figures import with_figures
 from spothop.observe.timeline import bars, cost_series, interrupted
 
 LIVE = (AttemptState.LAUNCHING, AttemptState.PENDING, AttemptState.RUNNING, AttemptState.NOTICED)
@@ -37,6 +38,8 @@ def jobs(
         if only is not None and j.job_id not in only:
             continue
         attempts = attempts_by_job.get(j.job_id, [])
+        # Interruptions and node states as every surface shows them (observe/figures.py).
+        j = with_figures(j, attempts)
         done = sum(1 for n in j.nodes if n.state is NodeState.DONE)
         total = max(1, len(j.nodes))
         unit = "nodes"
@@ -74,7 +77,7 @@ def jobs(
                     for a in live
                 ],
                 "attempts": len(attempts),
-                "preemptions": sum(1 for a in attempts if interrupted(a)),
+                "preemptions": j.interruptions,
                 "cost_usd": cost,
             }
         )

@@ -51,10 +51,12 @@ class JobList:
 
 
 def list_jobs(store: JobStore, query: JobQuery = JobQuery()) -> JobList:
-    """Every job (oldest first) that ``query`` keeps, each the store's own record.
+    """Every job (oldest first) that ``query`` keeps, each the store's own record with its
+    interruptions and node states from its attempts (:mod:`spothop.observe.figures`).
 
     :class:`ValueError` for a state that is not a :class:`~spothop.jobs.lifecycle.JobState`."""
     from spothop.jobs.lifecycle import JobState
+    from spothop.observe.figures import with_figures
 
     wanted = None if not query.states else [JobState(s) for s in query.states]
     found = store.list_jobs(wanted)
@@ -62,7 +64,12 @@ def list_jobs(store: JobStore, query: JobQuery = JobQuery()) -> JobList:
         found = [j for j in found if j.job_id in query.job_ids]
     if query.newest is not None:
         found = found[-query.newest :]
-    return JobList(tuple(found))
+    by_job: dict[str, list[AttemptRecord]] = {j.job_id: [] for j in found}
+    for a in store.attempts():
+        if a.job_id in by_job:
+            by_job[a.job_id].append(a)
+    # Interruptions and node states as every surface shows them (observe/figures.py).
+    return JobList(tuple(with_figures(j, by_job[j.job_id]) for j in found))
 
 
 # -- status -----------------------------------------------------------------------------
@@ -117,6 +124,7 @@ class LaunchFailure:
 
     attempt_id: str
     provider: str
+    region: str
     zone: str
     instance_type: str
     error_code: str | None
@@ -207,17 +215,15 @@ def job_status(
     A batch job's shard counts come from ``queue_url`` (the server passes its own queue), else
     from the queue of this home's running controller, else from the store.
     :class:`~spothop.jobs.errors.JobNotFound` for a job that does not exist."""
-    job = store.get_job(job_id)
+    from spothop.observe.figures import with_figures
+
     attempts = store.attempts(job_id)
-    # An interruption: the cloud took the instance, or noticed it would (a notice handed over
-    # to a replacement by make-before-break counts too: the cloud was taking it).
-    interruptions = sum(
-        1 for a in attempts if str(a.end_reason) == "preempted" or a.noticed_unix_s is not None
-    )
+    # Interruptions and node states as every surface shows them (observe/figures.py).
+    job = with_figures(store.get_job(job_id), attempts)
     queue = _queue(job, queue_url)
     return JobStatus(
         job=job,
-        interruptions=max(interruptions, job.interruptions),
+        interruptions=job.interruptions,
         instances=tuple(
             InstanceView.of(a)
             for a in attempts
@@ -226,7 +232,13 @@ def job_status(
         ),
         launch_failures=tuple(
             LaunchFailure(
-                a.attempt_id, a.provider, a.zone, a.instance_type, a.error_code, a.error_message
+                a.attempt_id,
+                a.provider,
+                a.region,
+                a.zone,
+                a.instance_type,
+                a.error_code,
+                a.error_message,
             )
             for a in attempts
             if a.end_reason is not None and str(a.end_reason) == "launch_failed"
