@@ -110,3 +110,17 @@ def test_the_report_counts_the_outputs_the_workers_published(
     store.record_event(job_id, "outputs_published", {"published": 0, "losers_removed": 2})
     outputs = job_report(store, job_id, {}).to_dict()["outputs"]
     assert outputs == {"published": 40, "losers_removed": 2}
+
+
+def test_a_regional_clouds_instances_are_placed_in_their_region(store: JobStore) -> None:
+    job_id = store.create_job(load_job({"name": "reg", "run": "true"}))
+    a = store.add_attempt(
+        job_id, 0, provider="regional-sim", region="eastus", zone="", instance_type="t1",
+        market_kind="spot", price_usd_per_hour=0.5,
+    )  # fmt: skip
+    store.update_attempt(
+        a.attempt_id, instance_id="i-r", state=AttemptState.RUNNING, running_unix_s=1000.0
+    )
+    (board,) = dashboard.jobs(store)
+    assert [i["zone"] for i in board["instances"]] == ["eastus"]
+    assert [m["zone"] for m in dashboard.markets(store)] == ["eastus"]

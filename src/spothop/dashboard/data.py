@@ -69,7 +69,7 @@ def jobs(
                 "instances": [
                     {
                         "provider": a.provider,
-                        "zone": a.zone,
+                        "zone": _place(a),
                         "instance_type": a.instance_type,
                         "market": a.market_kind,
                         "state": a.state.value,
@@ -141,10 +141,10 @@ def markets(store: JobStore, only: Container[str] | None = None) -> list[dict[st
         if a.market_kind != "spot":
             continue
         row = table.setdefault(
-            (a.provider, a.zone, a.instance_type),
+            (a.provider, _place(a), a.instance_type),
             {
                 "provider": a.provider,
-                "zone": a.zone,
+                "zone": _place(a),
                 "instance_type": a.instance_type,
                 "attempts": 0,
                 "preemptions": 0,
@@ -162,6 +162,12 @@ def markets(store: JobStore, only: Container[str] | None = None) -> list[dict[st
         row["survival"] = 1.0 - row["preemptions"] / row["attempts"] if row["attempts"] else None
         out.append(row)
     return sorted(out, key=lambda r: (-(r["survival"] or 0), r["provider"], r["zone"]))
+
+
+def _place(attempt: Any) -> str:
+    """Where an attempt ran: its zone, or its region on a cloud whose offerings have no zone
+    (a regional cloud's ``provider/`` said nothing)."""
+    return str(attempt.zone or attempt.region)
 
 
 def _of(attempts: list[Any], only: Container[str] | None) -> list[Any]:

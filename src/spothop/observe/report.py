@@ -153,7 +153,8 @@ class JobReport:
     @property
     def missing_prices(self) -> tuple[str, ...]:
         return tuple(
-            f"{r.provider} {r.instance_type} in {r.zone} ({r.market_kind}, attempt {r.attempt_id})"
+            f"{r.provider} {r.instance_type} in {r.zone or r.region} "
+            f"({r.market_kind}, attempt {r.attempt_id})"
             for r in self.records
             if r.price_missing
         )
@@ -216,7 +217,8 @@ class JobReport:
         return tuple(
             sorted(
                 {
-                    f"{w.record.provider} {w.record.instance_type} in {w.record.zone}"
+                    f"{w.record.provider} {w.record.instance_type} in "
+                    f"{w.record.zone or w.record.region}"
                     for w in self.work
                     if w.on_demand_price_usd_per_hour is None and w.useful_gpu_s > 0
                 }
