@@ -124,3 +124,10 @@ def test_a_regional_clouds_instances_are_placed_in_their_region(store: JobStore)
     (board,) = dashboard.jobs(store)
     assert [i["zone"] for i in board["instances"]] == ["eastus"]
     assert [m["zone"] for m in dashboard.markets(store)] == ["eastus"]
+
+
+def test_status_and_the_dashboard_read_one_spend(store: JobStore, tmp_path: Path) -> None:
+    job_id = _batch_job(store, tmp_path, preemptions=3)
+    (board,) = dashboard.jobs(store)
+    spend = job_status(store, job_id, events=False).to_dict()["spend_usd"]
+    assert spend == round(board["cost_usd"], 6) == round(5 * 0.5 * 100 / 3600, 6)

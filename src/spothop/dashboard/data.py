@@ -16,8 +16,9 @@ from typing import Any
 from spothop.errors import SpothopError
 from spothop.jobs.lifecycle import AttemptState, NodeState
 from spothop.jobs.store import JobStore
-from spothop.observe.figures import with_figures
-from spothop.observe.timeline import bars, cost_series, interrupted
+from spothop.observe.events import interrupted
+from spothop.observe.figures import spend_usd, with_figures
+from spothop.observe.timeline import bars, cost_series
 
 LIVE = (AttemptState.LAUNCHING, AttemptState.PENDING, AttemptState.RUNNING, AttemptState.NOTICED)
 
@@ -33,7 +34,6 @@ def jobs(
     for a in store.attempts():
         attempts_by_job[a.job_id].append(a)
     out = []
-    now = time.time()
     for j in reversed(store.list_jobs()):
         if only is not None and j.job_id not in only:
             continue
@@ -51,11 +51,6 @@ def jobs(
             if stats is not None:
                 total = max(1, stats.pending + stats.leased + stats.done + stats.dead)
                 done, unit = stats.done, "shards"
-        cost = sum(
-            a.price_usd_per_hour * max(0.0, (a.ended_unix_s or now) - a.running_unix_s) / 3600.0
-            for a in attempts
-            if a.running_unix_s is not None
-        )
         live = [a for a in attempts if a.state in LIVE]
         out.append(
             {
@@ -78,7 +73,7 @@ def jobs(
                 ],
                 "attempts": len(attempts),
                 "preemptions": j.interruptions,
-                "cost_usd": cost,
+                "cost_usd": spend_usd(attempts),  # status' spend_usd (observe/figures.py)
             }
         )
     return out
