@@ -133,6 +133,14 @@ def test_past_the_restart_limit_the_agent_reports_failure(tmp_path: Path) -> Non
     assert [e["code"] for e in read_events(agent.config.state_dir, "worker_exited")] == [3, 3]
 
 
+def test_a_worker_that_exits_75_ends_the_agent_resumable_without_a_restart(
+    tmp_path: Path,
+) -> None:
+    agent = Agent(_config(tmp_path, ["sh", "-c", "exit 75"], restart_limit=3))
+    assert agent.run() == EXIT_PREEMPTED
+    assert [e["code"] for e in read_events(agent.config.state_dir, "worker_exited")] == [75]
+
+
 def test_an_advance_notice_asks_the_worker_for_a_checkpoint(tmp_path: Path) -> None:
     ready = tmp_path / "ready"
     control = tmp_path / "agent" / "control"

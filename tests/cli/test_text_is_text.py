@@ -50,3 +50,38 @@ def test_an_import_report_keeps_markup_in_its_file_name(
     result = cli("catalog", "import", "--dry-run", "--provider", "lambda", str(folder / "vms.csv"))
     assert result.code == 0, result.err
     assert "[red]lambda[bold]" in " ".join(result.out.split())
+
+
+def test_an_error_is_one_line_in_a_file_or_a_pipe(capsys: pytest.CaptureFixture[str]) -> None:
+    long = "no capacity for this type in any zone of the world, " * 10  # 510 characters
+    error_line(long.strip())
+    assert capsys.readouterr().err == f"error: {long.strip()}\n"
+
+
+def test_the_live_views_last_frame_ends_its_line_before_the_verdict(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import io
+
+    from rich.console import Console
+
+    from spothop.cli import jobs
+
+    out = io.StringIO()
+    monkeypatch.setattr(jobs, "console", Console(file=out, width=200, markup=False))
+    done = {
+        "job_id": "j-33ae64",
+        "name": "embed",
+        "state": "succeeded",
+        "interruptions": 0,
+        "spend_usd": 0.0,
+        "instances": [{"provider": "p1", "state": "ended"}],
+        "reason": "every shard is done and the outputs are published",
+    }
+    assert jobs._follow(lambda events: done, "j-33ae64", False) == 0
+    lines = out.getvalue().splitlines()
+    assert lines[-2:] == [
+        "reason: every shard is done and the outputs are published",
+        "j-33ae64 succeeded: every shard is done and the outputs are published",
+    ]
+    assert "instances: none now (1 ran)" in lines

@@ -164,3 +164,27 @@ def test_a_regional_clouds_on_demand_price_is_found_by_its_region():
     data = report.to_dict()
     assert data["missing_on_demand_prices"] == []
     assert data["on_demand_cost_microusd"] == round(o.on_demand_price_usd_per_hour * 1e6)
+
+
+def test_a_group_stop_seen_by_the_other_node_is_not_an_interruption_survived():
+    """A two-node job whose node 0 the cloud took: node 1's agent saw its own stop too, but
+    the headline, the list and the per-provider row all count the one the cloud took."""
+    o = _offering("aws-sim")
+    attempts = [
+        _attempt("a1", o, end=EndReason.PREEMPTED),
+        dataclasses.replace(_attempt("a2", o, end=EndReason.TERMINATED), node=1),
+    ]
+    records = [_record(a, o, 0.5, 500_000, 500_000) for a in ("a1", "a2")]
+    seen = [_interruption("a1", o, "saved"), _interruption("a2", o, "saved")]
+    offerings = {(o.provider, o.zone, o.instance_type): o}
+    data = build_report(_job(), records, attempts, seen, offerings).to_dict()
+    assert data["interruption_count"] == 1
+    assert [i["instance_id"] for i in data["interruptions"]] == ["i-a1"]
+    assert sum(s["interruptions"] for s in data["by_provider"]) == 1
+
+
+def test_a_regional_clouds_zone_row_names_its_region():
+    o = _offering("aws-sim")
+    record = dataclasses.replace(_record("a1", o, 0.5, 500_000, 500_000), zone="")
+    (split,) = split_records([record], "zone")
+    assert split.key == f"{o.provider}/{o.region}"

@@ -64,6 +64,37 @@ def test_finalize_publishes_a_winner_killed_before_publishing(
     assert store.temporaries() == []
 
 
+PARQUET = b"PAR1" + b"rows" + b"PAR1"  # a Parquet file begins (and ends) with its magic
+
+
+def test_a_parquet_output_is_published_with_its_suffix(queue: SqlQueue, tmp_path: Path) -> None:
+    store = OutputStore(str(tmp_path / "out"))
+    (lease,) = queue.claim("w", lease_s=LEASE_S)
+    done = store.commit(queue, lease, PARQUET)
+    assert sorted(p.name for p in (tmp_path / "out").glob("*.parquet")) == ["a.parquet"]
+    assert done.output_ref.endswith("/out/a.parquet")
+    assert store.published() == ["a"] and store.read("a") == PARQUET
+
+
+def test_finalize_publishes_a_parquet_temporary_with_its_suffix(
+    queue: SqlQueue, tmp_path: Path
+) -> None:
+    store = OutputStore(str(tmp_path / "out"))
+    (lease,) = queue.claim("w", lease_s=LEASE_S)
+    store.write_temp(lease, PARQUET)
+    queue.complete(lease, store.ref("a", ".parquet"))  # then killed before publish
+    assert finalize_outputs(queue, store).published == 1
+    assert (tmp_path / "out" / "a.parquet").read_bytes() == PARQUET
+    store.publish("a", lease.token)  # again, the temporary gone: idempotent
+    assert store.published() == ["a"]
+
+
+def test_an_output_published_without_a_suffix_still_reads(tmp_path: Path) -> None:
+    store = OutputStore(str(tmp_path / "out"))
+    (tmp_path / "out" / "old").write_bytes(PARQUET)  # published before outputs had suffixes
+    assert store.published() == ["old"] and store.read("old") == PARQUET
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -1,8 +1,10 @@
 """The agent itself: self-check, supervise the worker, watch for notices, run the emergency protocol.
 
 :meth:`Agent.run` returns the process's exit code: ``EXIT_DONE`` (0) when the
-worker finished, ``EXIT_PREEMPTED`` (75) after a final notice was handled,
-``EXIT_WORKER_FAILED`` (1) when the worker crashed past its restart limit.
+worker finished, ``EXIT_PREEMPTED`` (75) after a final notice was handled or when the worker
+itself exited 75 (resumable: the controller relaunches it), ``EXIT_WORKER_FAILED``
+(1) when the worker crashed past its restart limit (its own code is in the
+``worker_exited`` event, and the controller keeps that one).
 
 Threads: the main thread runs the loop below (and gets SIGTERM); one daemon
 thread per watcher polls (restarted by the watchdog if it dies); one daemon
@@ -360,6 +362,12 @@ class Agent:
         if code == model.EXIT_DONE:
             self._set_state("done")
             return model.EXIT_DONE
+        if code == model.EXIT_PREEMPTED:
+            # The worker says "resumable, relaunch me" (docs/jobs.md): the controller relaunches
+            # it on an instance of its choosing; restarting it here would only repeat the exit.
+            self._release("worker exited resumable (75)")
+            self._set_state("preempted")
+            return model.EXIT_PREEMPTED
         self._release("worker crashed")
         if not self.supervisor.can_restart():
             self._set_state("failed")

@@ -171,6 +171,10 @@ def _follow(fetch: Callable[[bool], dict[str, Any]], job_id: str, as_json: bool)
                     if JobState(data["state"]).final:
                         break
                     time.sleep(FOLLOW_INTERVAL_S)
+            if not console.is_terminal:
+                # Off a terminal the live view's last frame ends without a line break (rich
+                # adds one only on a terminal): the verdict below would join its last line.
+                console.line()
     except KeyboardInterrupt:
         note(
             f"detached; {job_id} goes on (spothop status {job_id}, spothop cancel {job_id})",
@@ -190,7 +194,10 @@ def _progress(data: dict[str, Any]) -> Group:
     for i in data["instances"]:
         if i["state"] != "ended":
             per_provider[i["provider"]] = per_provider.get(i["provider"], 0) + 1
-    where = ", ".join(f"{n}× {p}" for p, n in sorted(per_provider.items())) or "none yet"
+    where = ", ".join(f"{n}× {p}" for p, n in sorted(per_provider.items()))
+    if not where:  # every instance ended: say how many ran, not "none yet"
+        ran = len(data["instances"])
+        where = f"none now ({ran} ran)" if ran else "none yet"
     lines = [
         Text.assemble((data["job_id"], "bold"), f" {data['name']}: ", (data["state"], "cyan")),
         Text(f"instances: {where}"),
@@ -245,7 +252,7 @@ def _show_status(data: dict[str, Any]) -> None:
             i["instance_id"] or "(launching)",
             i["node"],
             i["provider"],
-            i["zone"],
+            i["zone"] or i["region"],  # a regional cloud's instances have no zone
             i["instance_type"],
             i["market"],
             i["state"] if i["end_reason"] is None else f"ended: {i['end_reason']}",
@@ -259,7 +266,8 @@ def _show_status(data: dict[str, Any]) -> None:
     )
     for failure in data["launch_failures"][-5:]:
         note(
-            f"launch failed in {failure['provider']}/{failure['zone']} {failure['instance_type']}: "
+            f"launch failed in {failure['provider']}/{failure['zone'] or failure['region']} "
+            f"{failure['instance_type']}: "
             f"{failure['error_code']}: {failure['error_message']}"
         )
     recent = data["events"][-10:]

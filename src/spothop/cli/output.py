@@ -30,8 +30,11 @@ err_console = Console(stderr=True, width=_width, markup=False, emoji=False, high
 
 
 def error_line(message: str) -> None:
-    """``error: MESSAGE`` on stderr, the message verbatim (one line per error, the CLI's last word)."""
-    err_console.print(Text.assemble(("error:", "bold red"), " ", message))
+    """``error: MESSAGE`` on stderr, the message verbatim (one line per error, the CLI's last word).
+
+    Never hard-wrapped: a long message stays one line in a file or a pipe, for ``grep`` and
+    for a log's reader (a terminal folds it on screen as it does any long line)."""
+    err_console.print(Text.assemble(("error:", "bold red"), " ", message), soft_wrap=True)
 
 
 def note(message: str, style: str = "dim", *, stderr: bool = False) -> None:

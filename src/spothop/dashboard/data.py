@@ -16,7 +16,9 @@ from typing import Any
 from spothop.errors import SpothopError
 from spothop.jobs.lifecycle import AttemptState, NodeState
 from spothop.jobs.store import JobStore
-from spothop.observe.timeline import bars, cost_series, interrupted
+from spothop.observe.events import interrupted
+from spothop.observe.figures import spend_usd, with_figures
+from spothop.observe.timeline import bars, cost_series
 
 LIVE = (AttemptState.LAUNCHING, AttemptState.PENDING, AttemptState.RUNNING, AttemptState.NOTICED)
 
@@ -32,11 +34,12 @@ def jobs(
     for a in store.attempts():
         attempts_by_job[a.job_id].append(a)
     out = []
-    now = time.time()
     for j in reversed(store.list_jobs()):
         if only is not None and j.job_id not in only:
             continue
         attempts = attempts_by_job.get(j.job_id, [])
+        # Interruptions and node states as every surface shows them (observe/figures.py).
+        j = with_figures(j, attempts)
         done = sum(1 for n in j.nodes if n.state is NodeState.DONE)
         total = max(1, len(j.nodes))
         unit = "nodes"
@@ -48,11 +51,6 @@ def jobs(
             if stats is not None:
                 total = max(1, stats.pending + stats.leased + stats.done + stats.dead)
                 done, unit = stats.done, "shards"
-        cost = sum(
-            a.price_usd_per_hour * max(0.0, (a.ended_unix_s or now) - a.running_unix_s) / 3600.0
-            for a in attempts
-            if a.running_unix_s is not None
-        )
         live = [a for a in attempts if a.state in LIVE]
         out.append(
             {
@@ -66,7 +64,7 @@ def jobs(
                 "instances": [
                     {
                         "provider": a.provider,
-                        "zone": a.zone,
+                        "zone": _place(a),
                         "instance_type": a.instance_type,
                         "market": a.market_kind,
                         "state": a.state.value,
@@ -74,8 +72,8 @@ def jobs(
                     for a in live
                 ],
                 "attempts": len(attempts),
-                "preemptions": sum(1 for a in attempts if interrupted(a)),
-                "cost_usd": cost,
+                "preemptions": j.interruptions,
+                "cost_usd": spend_usd(attempts),  # status' spend_usd (observe/figures.py)
             }
         )
     return out
@@ -138,10 +136,10 @@ def markets(store: JobStore, only: Container[str] | None = None) -> list[dict[st
         if a.market_kind != "spot":
             continue
         row = table.setdefault(
-            (a.provider, a.zone, a.instance_type),
+            (a.provider, _place(a), a.instance_type),
             {
                 "provider": a.provider,
-                "zone": a.zone,
+                "zone": _place(a),
                 "instance_type": a.instance_type,
                 "attempts": 0,
                 "preemptions": 0,
@@ -159,6 +157,12 @@ def markets(store: JobStore, only: Container[str] | None = None) -> list[dict[st
         row["survival"] = 1.0 - row["preemptions"] / row["attempts"] if row["attempts"] else None
         out.append(row)
     return sorted(out, key=lambda r: (-(r["survival"] or 0), r["provider"], r["zone"]))
+
+
+def _place(attempt: Any) -> str:
+    """Where an attempt ran: its zone, or its region on a cloud whose offerings have no zone
+    (a regional cloud's ``provider/`` said nothing)."""
+    return str(attempt.zone or attempt.region)
 
 
 def _of(attempts: list[Any], only: Container[str] | None) -> list[Any]:

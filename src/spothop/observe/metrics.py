@@ -44,7 +44,7 @@ from sqlalchemy import select
 
 from spothop.jobs.lifecycle import AttemptState
 from spothop.jobs.store import JobStore
-from spothop.observe.timeline import interrupted
+from spothop.observe.events import interrupted
 from spothop.state.agent_tables import agent_events
 
 log = logging.getLogger(__name__)

@@ -137,14 +137,24 @@ class JobReport:
     interruptions: tuple[InterruptionSeen, ...]
     shards_run: int | None
     shards_released: int
-    preempted: frozenset[str] = frozenset()  # the attempts the cloud interrupted
+    preempted: frozenset[str] = (
+        frozenset()
+    )  # the attempts with a ledger record the cloud interrupted
+    preempted_attempts: frozenset[str] = frozenset()  # every attempt the cloud interrupted
     outputs: Mapping[str, Any] = field(default_factory=dict)
     restores: tuple[RestoreRecord, ...] = ()  # oldest first (module contract, 6)
 
     @property
+    def interruption_count(self) -> int:
+        """The attempts the cloud interrupted, as every surface counts them
+        (:func:`spothop.observe.figures.interruption_count`)."""
+        return len(self.preempted_attempts)
+
+    @property
     def missing_prices(self) -> tuple[str, ...]:
         return tuple(
-            f"{r.provider} {r.instance_type} in {r.zone} ({r.market_kind}, attempt {r.attempt_id})"
+            f"{r.provider} {r.instance_type} in {r.zone or r.region} "
+            f"({r.market_kind}, attempt {r.attempt_id})"
             for r in self.records
             if r.price_missing
         )
@@ -207,7 +217,8 @@ class JobReport:
         return tuple(
             sorted(
                 {
-                    f"{w.record.provider} {w.record.instance_type} in {w.record.zone}"
+                    f"{w.record.provider} {w.record.instance_type} in "
+                    f"{w.record.zone or w.record.region}"
                     for w in self.work
                     if w.on_demand_price_usd_per_hour is None and w.useful_gpu_s > 0
                 }
@@ -260,7 +271,7 @@ class JobReport:
                 else None
             ),
             "interruptions": [i.to_dict() for i in self.interruptions],
-            "interruption_count": len(self.interruptions),
+            "interruption_count": self.interruption_count,
             "paid_gpu_s": self.paid_gpu_s,
             "useful_gpu_s": self.useful_gpu_s,
             "recomputed_gpu_s": self.recomputed_gpu_s,
@@ -314,7 +325,7 @@ def _keys(r: LedgerRecord, by: str) -> list[str]:
     if by == "provider":
         return [r.provider]
     if by == "zone":
-        return [f"{r.provider}/{r.zone}"]
+        return [f"{r.provider}/{r.zone or r.region}"]  # a regional cloud's offerings: no zone
     if by == "market":
         return [r.market_kind]
     if by == "job":
@@ -333,9 +344,11 @@ def build_report(
     events: Sequence[StreamEvent],
     offerings: Mapping[tuple[str, str, str], Offering],
     restores: Sequence[RestoreRecord] = (),
+    published_outputs: int | None = None,
 ) -> JobReport:
     """The report of ``job`` from its ledger records, attempts, event stream and the offerings by
-    (provider, zone, instance type), and its workers' restore records. Pure: no I/O."""
+    (provider, zone, instance type), its workers' restore records and (a batch job) how many
+    outputs its output location holds (None: not read). Pure: no I/O."""
     by_attempt = {a.attempt_id: a for a in attempts}
     interruptions = _interruptions(events)
     lead_by_instance = {i.instance_id: i for i in interruptions if i.instance_id}
@@ -380,7 +393,7 @@ def build_report(
                 ),
             )
         )
-    outputs = next((dict(e.data) for e in reversed(events) if e.kind == OUTPUTS_PUBLISHED), {})
+    taken = frozenset(a.attempt_id for a in attempts if interrupted(a))
     return JobReport(
         job_id=job.job_id,
         name=job.name,
@@ -388,11 +401,12 @@ def build_report(
         kind=job.kind,
         records=tuple(records),
         work=tuple(work),
-        interruptions=interruptions,
+        interruptions=_of_taken(interruptions, attempts, taken),
         shards_run=shards_run,
         shards_released=released,
         preempted=frozenset(preempted_ids),
-        outputs=outputs,
+        preempted_attempts=taken,
+        outputs=_outputs(events, published_outputs),
         restores=tuple(restores),
     )
 
@@ -438,6 +452,33 @@ def _interruptions(events: Sequence[StreamEvent]) -> tuple[InterruptionSeen, ...
         )
         for e in sorted(best.values(), key=lambda e: e.time_unix_s)
     )
+
+
+def _of_taken(
+    seen: Sequence[InterruptionSeen], attempts: Sequence[AttemptRecord], taken: frozenset[str]
+) -> tuple[InterruptionSeen, ...]:
+    """The interruptions an agent saw on an instance whose attempt the cloud interrupted (or on
+    one no attempt names): a node stopped because its group's other node was preempted saw its
+    stop too, but the cloud did not take it, and it is not an interruption the job survived."""
+    attempt_of = {a.instance_id: a.attempt_id for a in attempts if a.instance_id}
+    return tuple(
+        i for i in seen if i.instance_id not in attempt_of or attempt_of[i.instance_id] in taken
+    )
+
+
+def _outputs(events: Sequence[StreamEvent], published: int | None) -> dict[str, Any]:
+    """What publishing the outputs did: the last pass's figures, its counts summed over every
+    pass, and ``published`` the outputs in the output location when it was read. A worker
+    publishes each shard's output as it completes it; the controller's pass publishes only
+    what a worker left (often nothing: ``published: 0`` after every shard was published)."""
+    passes = [e.data for e in events if e.kind == OUTPUTS_PUBLISHED]
+    out: dict[str, Any] = dict(passes[-1]) if passes else {}
+    for key, value in out.items():
+        if isinstance(value, int) and not isinstance(value, bool):
+            out[key] = sum(int(p.get(key) or 0) for p in passes)
+    if published is not None and passes:
+        out["published"] = published
+    return out
 
 
 def _shards_run(events: Sequence[StreamEvent], released: int) -> int | None:
@@ -506,7 +547,32 @@ def job_report(store: JobStore, job_id: str, providers: Mapping[str, Provider]) 
         events,
         offerings_by_place(providers),
         job_restores(job),
+        published_outputs(job),
     )
+
+
+def published_outputs(job: JobRecord) -> int | None:
+    """How many shard outputs ``job``'s output location holds; None for a job that is not a
+    batch job, or whose location cannot be read now (the report is not refused for it)."""
+    if job.kind != BATCH:
+        return None
+    try:
+        import fsspec
+
+        from spothop.queue.outputs import TEMP_DIR
+
+        batch = job.spec().batch
+        if batch is None:
+            return None
+        # Listed, not opened as an OutputStore: that makes the folder, and a report writes nothing.
+        fs, root = fsspec.core.url_to_fs(str(batch.output))
+        if not fs.exists(root):
+            return 0
+        names = (str(p).rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(root, detail=False))
+        return sum(1 for n in names if n != TEMP_DIR)
+    except Exception as exc:  # any store's failure (no credentials, no network): the report stands
+        log.warning("outputs of %s not counted: %s", job.job_id, exc)
+        return None
 
 
 def job_restores(job: JobRecord) -> list[RestoreRecord]:

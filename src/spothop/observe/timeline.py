@@ -51,11 +51,6 @@ class Bar:
         return {**asdict(self), "preempted": self.preempted}
 
 
-def interrupted(attempt: AttemptRecord) -> bool:
-    """Whether the cloud took (or gave notice it would take) the attempt's instance."""
-    return attempt.end_reason is EndReason.PREEMPTED or attempt.noticed_unix_s is not None
-
-
 def bars(attempts: Iterable[AttemptRecord]) -> list[Bar]:
     """The attempts as bars, by start."""
     out = [

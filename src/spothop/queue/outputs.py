@@ -8,7 +8,11 @@ The protocol, per attempt of a shard:
    attempt of a shard can succeed, and its token is recorded;
 3. publish: move the winner's temporary object to ``<root>/<shard>``
    (a rename on a local disk; a server-side copy then delete on S3, where a
-   copy makes the whole object appear at once).
+   copy makes the whole object appear at once). An output in a format a
+   reader finds by its suffix keeps it: a Parquet file (its bytes begin with
+   ``PAR1``) is published as ``<root>/<shard>.parquet``, so ``out/*.parquet``
+   finds every shard. :meth:`OutputStore.read` and :meth:`OutputStore.published`
+   take a shard id and find either name (outputs published before the suffix).
 
 An attempt whose complete raises :class:`LeaseLost` deletes its temporary
 object and never publishes, so no second output can be committed. A worker
@@ -32,6 +36,13 @@ from spothop.queue.errors import LeaseLost, QueueError
 from spothop.queue.model import Completion, Lease, ShardState
 
 TEMP_DIR = "_tmp"
+PARQUET_MAGIC = b"PAR1"
+SUFFIXES = (".parquet",)  # the suffixes an output is published with (module contract, 3)
+
+
+def output_suffix(head: bytes) -> str:
+    """The suffix an output whose bytes begin with ``head`` is published with ("" for none)."""
+    return ".parquet" if head[: len(PARQUET_MAGIC)] == PARQUET_MAGIC else ""
 
 
 @dataclass(frozen=True)
@@ -50,15 +61,15 @@ class OutputStore:
         self._local = isinstance(self.fs, LocalFileSystem)
         self.fs.makedirs(f"{self.root}/{TEMP_DIR}", exist_ok=True)
 
-    def final_path(self, shard_id: str) -> str:
-        return f"{self.root}/{shard_id}"
+    def final_path(self, shard_id: str, suffix: str = "") -> str:
+        return f"{self.root}/{shard_id}{suffix}"
 
     def temp_path(self, shard_id: str, token: int) -> str:
         return f"{self.root}/{TEMP_DIR}/{shard_id}.{token}"
 
-    def ref(self, shard_id: str) -> str:
+    def ref(self, shard_id: str, suffix: str = "") -> str:
         """The output reference recorded at complete: the final object's full URL."""
-        return str(self.fs.unstrip_protocol(self.final_path(shard_id)))
+        return str(self.fs.unstrip_protocol(self.final_path(shard_id, suffix)))
 
     def write_temp(self, lease: Lease, data: bytes) -> str:
         """Write ``data`` under the attempt's temporary name, durably before returning."""
@@ -78,20 +89,25 @@ class OutputStore:
         """Write, complete (fenced), publish. On LeaseLost the temporary object is removed
         and the error propagates: nothing of this attempt is published."""
         self.write_temp(lease, data)
+        suffix = output_suffix(data)
         try:
-            completion = queue.complete(lease, self.ref(lease.shard_id))
+            completion = queue.complete(lease, self.ref(lease.shard_id, suffix))
         except LeaseLost:
             self.discard(lease.shard_id, lease.token)
             raise
-        self.publish(lease.shard_id, completion.token)
+        self.publish(lease.shard_id, completion.token, suffix)
         return completion
 
-    def publish(self, shard_id: str, token: int) -> None:
+    def publish(self, shard_id: str, token: int, suffix: str | None = None) -> None:
         """Move the winning attempt's temporary object to the final name; idempotent.
 
-        Only call it with the token the queue recorded at complete.
+        Only call it with the token the queue recorded at complete. ``suffix``: the final
+        name's (None: from the temporary object's first bytes, module contract 3).
         """
-        temp, final = self.temp_path(shard_id, token), self.final_path(shard_id)
+        temp = self.temp_path(shard_id, token)
+        if suffix is None:
+            suffix = self._suffix_of(temp, shard_id)
+        final = self.final_path(shard_id, suffix)
         try:
             if self._local:
                 os.replace(temp, final)  # atomic on POSIX
@@ -106,17 +122,37 @@ class OutputStore:
                 f"{temp!r} is gone and {final!r} was never published"
             )
 
+    def _suffix_of(self, temp: str, shard_id: str) -> str:
+        """The final suffix of ``temp``'s output: from its first bytes, or (it is gone: another
+        publisher moved it) the suffix of the final object already there."""
+        try:
+            with self.fs.open(temp, "rb") as handle:
+                return output_suffix(handle.read(len(PARQUET_MAGIC)))
+        except FileNotFoundError:
+            found = self._final_of(shard_id)
+            return "" if found is None else found[len(self.final_path(shard_id)) :]
+
+    def _final_of(self, shard_id: str) -> str | None:
+        """The path of ``shard_id``'s published output, with or without a suffix (None: none)."""
+        for suffix in ("", *SUFFIXES):
+            path = self.final_path(shard_id, suffix)
+            if self.fs.exists(path):
+                return path
+        return None
+
     def discard(self, shard_id: str, token: int) -> None:
         with contextlib.suppress(FileNotFoundError):
             self.fs.rm(self.temp_path(shard_id, token))
 
     def read(self, shard_id: str) -> bytes:
-        return bytes(self.fs.cat_file(self.final_path(shard_id)))
+        """``shard_id``'s published output, whichever suffix it was published with."""
+        path = self._final_of(shard_id)
+        return bytes(self.fs.cat_file(self.final_path(shard_id) if path is None else path))
 
     def published(self) -> list[str]:
-        """Shard ids with a published output."""
+        """Shard ids with a published output (each without its suffix)."""
         names = [p.rstrip("/").rsplit("/", 1)[-1] for p in self._list(self.root)]
-        return sorted(n for n in names if n != TEMP_DIR)
+        return sorted(_shard_of(n) for n in names if n != TEMP_DIR)
 
     def temporaries(self) -> list[tuple[str, int]]:
         """(shard id, token) of every temporary object left."""
@@ -156,3 +192,11 @@ def finalize_outputs(queue: ShardQueue, store: OutputStore) -> FinalizeReport:
             store.discard(shard_id, token)
             removed += 1
     return FinalizeReport(published, removed)
+
+
+def _shard_of(name: str) -> str:
+    """The shard id of a published output's file name (its suffix, if any, dropped)."""
+    for suffix in SUFFIXES:
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name

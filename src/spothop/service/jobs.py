@@ -9,9 +9,7 @@ answers, key for key.
 
 from __future__ import annotations
 
-import functools
-import os
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -51,10 +49,12 @@ class JobList:
 
 
 def list_jobs(store: JobStore, query: JobQuery = JobQuery()) -> JobList:
-    """Every job (oldest first) that ``query`` keeps, each the store's own record.
+    """Every job (oldest first) that ``query`` keeps, each the store's own record with its
+    interruptions and node states from its attempts (:mod:`spothop.observe.figures`).
 
     :class:`ValueError` for a state that is not a :class:`~spothop.jobs.lifecycle.JobState`."""
     from spothop.jobs.lifecycle import JobState
+    from spothop.observe.figures import with_figures
 
     wanted = None if not query.states else [JobState(s) for s in query.states]
     found = store.list_jobs(wanted)
@@ -62,7 +62,12 @@ def list_jobs(store: JobStore, query: JobQuery = JobQuery()) -> JobList:
         found = [j for j in found if j.job_id in query.job_ids]
     if query.newest is not None:
         found = found[-query.newest :]
-    return JobList(tuple(found))
+    by_job: dict[str, list[AttemptRecord]] = {j.job_id: [] for j in found}
+    for a in store.attempts():
+        if a.job_id in by_job:
+            by_job[a.job_id].append(a)
+    # Interruptions and node states as every surface shows them (observe/figures.py).
+    return JobList(tuple(with_figures(j, by_job[j.job_id]) for j in found))
 
 
 # -- status -----------------------------------------------------------------------------
@@ -117,6 +122,7 @@ class LaunchFailure:
 
     attempt_id: str
     provider: str
+    region: str
     zone: str
     instance_type: str
     error_code: str | None
@@ -207,17 +213,15 @@ def job_status(
     A batch job's shard counts come from ``queue_url`` (the server passes its own queue), else
     from the queue of this home's running controller, else from the store.
     :class:`~spothop.jobs.errors.JobNotFound` for a job that does not exist."""
-    job = store.get_job(job_id)
+    from spothop.observe.figures import spend_usd, with_figures
+
     attempts = store.attempts(job_id)
-    # An interruption: the cloud took the instance, or noticed it would (a notice handed over
-    # to a replacement by make-before-break counts too: the cloud was taking it).
-    interruptions = sum(
-        1 for a in attempts if str(a.end_reason) == "preempted" or a.noticed_unix_s is not None
-    )
+    # Interruptions and node states as every surface shows them (observe/figures.py).
+    job = with_figures(store.get_job(job_id), attempts)
     queue = _queue(job, queue_url)
     return JobStatus(
         job=job,
-        interruptions=max(interruptions, job.interruptions),
+        interruptions=job.interruptions,
         instances=tuple(
             InstanceView.of(a)
             for a in attempts
@@ -226,60 +230,22 @@ def job_status(
         ),
         launch_failures=tuple(
             LaunchFailure(
-                a.attempt_id, a.provider, a.zone, a.instance_type, a.error_code, a.error_message
+                a.attempt_id,
+                a.provider,
+                a.region,
+                a.zone,
+                a.instance_type,
+                a.error_code,
+                a.error_message,
             )
             for a in attempts
             if a.end_reason is not None and str(a.end_reason) == "launch_failed"
         ),
-        spend_usd=round(_spend_usd(attempts), 6),
+        spend_usd=round(spend_usd(attempts), 6),
         queue=queue,
         progress=_job_progress(store, job.job_id, queue),
         events=tuple(store.events(job_id)) if events else None,
     )
-
-
-def _spend_usd(attempts: Sequence[AttemptRecord]) -> float:
-    """What the attempts cost so far at their prices, each from running until it ended (or now)."""
-    clocks: dict[str, float] = {}
-    spend = 0.0
-    for a in attempts:
-        if a.running_unix_s is not None:
-            # Attempt times are on the provider's clock (jobs/controller/clock.py): so is "now".
-            until = a.ended_unix_s if a.ended_unix_s is not None else _now_on(a.provider, clocks)
-            spend += a.price_usd_per_hour * max(0.0, until - a.running_unix_s) / 3600
-    return spend
-
-
-def _now_on(provider: str, cache: dict[str, float]) -> float:
-    """Now on ``provider``'s clock: a local cloud's simulated one, the wall for every real cloud
-    (making a real cloud's adapter would look for credentials; its clock is the wall anyway)."""
-    if provider not in cache:
-        from spothop.jobs.controller.clock import provider_now
-
-        try:
-            made = _local_provider(
-                provider, os.environ.get("SPOTHOP_HOME"), os.environ.get("SPOTHOP_WORLD")
-            )
-        except Exception:  # no world here: the wall
-            made = None
-        cache[provider] = provider_now(made)
-    return cache[provider]
-
-
-@functools.lru_cache(maxsize=16)
-def _local_provider(name: str, _home: str | None, _world: str | None) -> Any:
-    """The local cloud's provider called ``name`` (None: not one of the world's clouds), made
-    once per process for a home and a world file.
-
-    Naming the world's clouds and making a provider load the world (its YAML, catalogs and
-    replayed traces: about 0.1 s of CPU each for the demo world), and ``spothop launch``
-    follows a job with a status every 0.5 s: done afresh each time, that was 95 CPU seconds
-    of a 10-minute ``make run`` on 2 cores. The provider's clock reads the stored anchor on
-    every call, so a kept one tells the time a new one would.
-    """
-    from spothop.providers.registry import LOCAL_FAMILY, get_provider, members
-
-    return get_provider(name) if name in members(LOCAL_FAMILY) else None
 
 
 def _job_progress(store: JobStore, job_id: str, queue: QueueCounts | None) -> JobProgress:

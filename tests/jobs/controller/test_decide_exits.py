@@ -13,7 +13,7 @@ from spothop.jobs.controller import (
 from spothop.jobs.controller.snapshot import TAG_JOB
 from spothop.jobs.lifecycle import AttemptState, EndReason, JobState
 from spothop.providers.base import InstanceState
-from spothop.wire.events import Exited
+from spothop.wire.events import Exited, WorkerExited
 from tests.jobs.controller.factories import (
     NOW,
     ZONES,
@@ -62,6 +62,29 @@ def test_exit_75_is_preempted_and_resumable_the_node_is_relaunched() -> None:
     assert end.reason is EndReason.PREEMPTED and end.exit_code == 75
     assert len(launches(actions)) == 1
     assert of_type(actions, SetJobState)[-1].state is JobState.RECOVERING
+
+
+def _agent_exit_after_worker(code: int):  # type: ignore[no-untyped-def]
+    """The agent's events for a worker that exited ``code`` (0 restarts left): the worker's
+    exit, then the agent's own (1: the worker failed, whatever its code)."""
+    running = attempt()
+    events = [WorkerExited(**stamp(running), code=code), Exited(**stamp(running), code=1)]
+    return decide(snapshot([job(attempts=[running])], events=events))
+
+
+def test_a_workers_exit_75_behind_the_agents_exit_1_is_relaunched() -> None:
+    actions = _agent_exit_after_worker(75)
+    end = of_type(actions, EndAttempt)[0]
+    assert end.reason is EndReason.PREEMPTED and end.exit_code == 75
+    assert len(launches(actions)) == 1
+
+
+def test_a_workers_exit_3_is_kept_as_3_not_the_agents_1() -> None:
+    actions = _agent_exit_after_worker(3)
+    end = of_type(actions, EndAttempt)[0]
+    assert end.reason is EndReason.WORKER_FAILED and end.exit_code == 3
+    state = of_type(actions, SetJobState)[-1]
+    assert state.state is JobState.FAILED and "exit 3" in state.reason
 
 
 def test_another_exit_is_retried_up_to_max_retries_then_the_job_fails() -> None:

@@ -22,7 +22,9 @@ observation                   the attempt
 ``exited`` 75                 ended ``superseded`` if a later attempt of its
                               node is live (a make-before-break handover),
                               else ``preempted``
-``exited`` other              ended ``worker_failed`` (the exit code kept)
+``exited`` other              ended ``worker_failed`` with the worker's own
+                              code (``worker_exited``: the agent's 1 only
+                              says it failed; a worker's 75 is as above)
 instance pending / running    ``pending`` / ``running``
 instance noticed              ``noticed``, final, the instance's deadline
 instance preempted            ended ``preempted``
@@ -69,6 +71,7 @@ from spothop.wire.events import (
     Interruption,
     NoticeBlind,
     SelfCheckEvent,
+    WorkerExited,
     WorkerStarted,
 )
 
@@ -90,6 +93,9 @@ class _Change:
     # A grouped task's attempt whose generation already lost another node: however its worker
     # ends now (a collective broke under it), it ends with its group, not as a failure of its own.
     group_broken: bool = False
+    # The worker's own exit code, from its agent's ``worker_exited``: the agent exits 1 for a
+    # worker that failed however it exited, and the attempt keeps the code the worker gave.
+    worker_code: int | None = None
 
     def set(self, reason: str, **changes: object) -> None:
         changes = {k: v for k, v in changes.items() if getattr(self.view, k) != v}
@@ -291,8 +297,21 @@ def _apply_event(
             notice_final=True,
             notice_deadline_s=event.deadline_unix_s,
         )
+    elif isinstance(event, WorkerExited):
+        change.worker_code = event.code
     elif isinstance(event, Exited):
-        _apply_exit(change, siblings, event.code, t, grouped)
+        _apply_exit(change, siblings, _worker_code(change, event.code), t, grouped)
+
+
+def _worker_code(change: _Change, agent_code: int) -> int:
+    """The exit code an attempt ends with: the agent's when it says done (0) or preempted,
+    resumable (75), else the worker's own (75 included: resumable, relaunched), as the
+    worker gave it (the agent's 1 says only that it failed)."""
+    if agent_code in (EXIT_DONE, EXIT_PREEMPTED):
+        return agent_code
+    if change.worker_code is not None:
+        return change.worker_code
+    return change.view.exit_code if change.view.exit_code is not None else agent_code
 
 
 def _apply_exit(

@@ -327,7 +327,9 @@ class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory, ClockKeeper, G
             raise CapacityUnavailable(
                 self.name,
                 self.codes.capacity_unavailable,
-                f"no spot capacity for {key.instance_type} in {key.zone} right now",
+                # a regional cloud's offerings have no zone: its region is where
+                f"no spot capacity for {key.instance_type} in {request.zone or request.region} "
+                "right now",
             )
         price = self._market.price_usd_per_hour(key, now)
         if request.max_price_usd_per_hour is not None and request.max_price_usd_per_hour < price:
