@@ -156,7 +156,8 @@ def deadline_plan(
 ) -> DeadlinePlan | None:
     """The job's deadline decision this pass; None for a job without a deadline or a work estimate.
 
-    Markets a launch of this job failed in within ``failed_market_memory_s`` are left out.
+    Markets a launch of this job failed in within ``failed_market_memory_s`` are left out, and
+    every market of a provider that refused the job's launch (``launch_refused``).
     """
     spec = job.spec
     if spec.deadline_s is None:
@@ -177,8 +178,17 @@ def deadline_plan(
     )
     view, req = snapshot.market, spec.requirements()
     profile = WorkProfile()
-    spot_all = rank(view, req, profile, kinds=(MarketKind.SPOT,), exclude=exclude).candidates
-    od = tuple(rank(view, req, profile, kinds=(MarketKind.ON_DEMAND,), exclude=exclude).candidates)
+    refused = job.refused_by  # providers that refuse every launch of this job
+    spot_all = [
+        c
+        for c in rank(view, req, profile, kinds=(MarketKind.SPOT,), exclude=exclude).candidates
+        if c.market_id.provider not in refused
+    ]
+    od = tuple(
+        c
+        for c in rank(view, req, profile, kinds=(MarketKind.ON_DEMAND,), exclude=exclude).candidates
+        if c.market_id.provider not in refused
+    )
     zone_ids = sorted({_zone(c.market_id) for c in (*od, *spot_all)}, key=str)
     spot: dict[MarketId, list[Candidate]] = {z: [] for z in zone_ids}
     for c in spot_all:

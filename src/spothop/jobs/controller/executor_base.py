@@ -74,5 +74,6 @@ class LaunchOutcome:
     instance_id: str | None = None
     failures: list[tuple[str, str | None, str]] = field(default_factory=list)  # attempt, code, msg
     superseded: list[str] = field(default_factory=list)
+    refused_by: set[str] = field(default_factory=set)  # providers that ended one ``launch_refused``
     started_monotonic: float = field(default_factory=time.monotonic)
     ended_monotonic: float | None = None
