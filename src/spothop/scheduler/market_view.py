@@ -18,6 +18,7 @@ Rules:
   (or :data:`DEFAULT_PREEMPTION_RATE_PER_H` when no book was given).
 - A spot price reported per region (zone ``None``) is the price of every zone
   of that region that has no zone price of its own.
+- A spot price that cannot be true is taken as missing (:mod:`.price_checks`).
 - ``boot_s`` is per provider; a provider without an entry boots in
   :data:`DEFAULT_BOOT_S`. :func:`gather_market_view` fills it from each
   provider's ``capabilities.typical_boot_s``.
@@ -44,6 +45,7 @@ import numpy as np
 from spothop.market.reliability import DEFAULT_PRIOR_RATE_PER_H, REFERENCE_RUN_H
 from spothop.resources.market_id import MarketId
 from spothop.resources.offering import Offering
+from spothop.scheduler.price_checks import drop_implausible
 from spothop.scheduler.requirements import INTERCONNECT_RANK
 
 if TYPE_CHECKING:
@@ -491,6 +493,7 @@ def gather_market_view(
     *,
     cache: ViewCache | None = None,
     on_error: Callable[[Provider, Exception], None] | None = None,
+    on_note: Callable[[str], object] | None = None,
 ) -> MarketView:
     """Ask each provider for its offerings and spot prices, and the book for λ: the one I/O here.
 
@@ -505,7 +508,8 @@ def gather_market_view(
 
     ``cache`` keeps the offerings' columns between calls (:class:`ViewCache`).
     ``on_error``: a provider whose listing raises is left out of this view and
-    handed to it with the error; without it the error propagates.
+    handed to it with the error; without it the error propagates. A spot price that cannot be
+    true is taken as missing (:mod:`.price_checks`), said through ``on_note`` (else logged).
     """
     offerings: list[Offering] = []
     prices: list[SpotPrice] = []
@@ -530,6 +534,7 @@ def gather_market_view(
     book = reliability(when) if callable(reliability) else reliability
     columns = (cache or ViewCache()).columns(tuple(offerings))
     live = _live_columns(columns, prices, book)
+    drop_implausible(columns, live.spot_price_usd_per_hour, on_note)
     return MarketView(
         now=when, offerings=columns.source, markets=ColumnMarkets(columns, live), boot_s=boots
     )
