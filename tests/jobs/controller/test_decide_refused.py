@@ -119,3 +119,25 @@ def test_a_deadline_job_leaves_a_refused_provider_out_too() -> None:
     for launch in launches(actions):
         assert {c.market_id.provider for c in launch.candidates} == {OTHER}
     assert launches(actions) or of_type(actions, Waiting)
+
+
+def test_a_node_waiting_while_one_provider_refuses_says_why_that_provider_is_not_tried() -> None:
+    # ``other`` can take the job but has no capacity now: the job waits, and says why not fake.
+    view = two_providers()
+    full = MarketView(
+        now=view.now,
+        offerings=view.offerings,
+        markets={
+            m: MarketState(m, available=m.provider != OTHER, preemption_rate_per_h=0.02)
+            for m in view.markets
+        },
+        boot_s=view.boot_s,
+    )
+    lone = job(
+        state=JobState.PROVISIONING, attempts=[refused()], job_spec=spec(tolerance="aggressive")
+    )
+    actions = decide(snapshot([lone], view=full))
+    assert not launches(actions)
+    (waiting,) = of_type(actions, Waiting)
+    assert f"fake refused: {NO_IMAGE}" in waiting.reason
+    assert JobState.FAILED not in {a.state for a in of_type(actions, SetJobState)}

@@ -326,7 +326,14 @@ class JobPlacement:
             choice = self._choice(on_demand_only, avoid_suspected=True)
             if choice.candidates:
                 return Options(reserved, choice)
-        return Options(reserved, self._choice(on_demand_only, avoid_suspected=False))
+        choice = self._choice(on_demand_only, avoid_suspected=False)
+        if not choice.candidates and self.job.refused_by:  # say why that provider is not tried
+            refused = "; ".join(
+                f"{provider} refused: {a.error_message or a.error_code}"
+                for provider, a in sorted(self.job.refused_by.items())
+            )
+            choice = Choice((), f"{choice.reason}; {refused}")
+        return Options(reserved, choice)
 
     def _suspected(self, candidate: Candidate) -> bool:
         return _zone_of(candidate.market_id) in self.suspected
