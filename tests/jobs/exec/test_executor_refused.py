@@ -96,6 +96,23 @@ def test_an_in_order_launch_asks_a_refusing_provider_once(
     assert attempt.error_message == "fake: ExpiredToken: token expired"
 
 
+def test_a_parallel_launch_asks_a_refusing_provider_once(
+    world: tuple[JobStore, Counting, Controller],
+) -> None:
+    store, provider, controller = world
+    provider.fail_next(ConfigError(NO_IMAGE), times=5)
+    job_id = store.create_job(load_job({"name": "t", "run": "echo hi"}))
+    candidates = tuple(_candidate(o) for o in provider.list_offerings()[:3])
+    executor = controller.executor
+    assert executor.step(Launch(job_id, 0, candidates, "tok-3", "failover", parallel=True)).ok
+    wait_for(lambda: not executor.launching(), 10, what="the race to end")
+    assert provider.launch_calls == 1  # the others waited for it, and were not asked
+    attempts = store.attempts(job_id)
+    assert len(attempts) == 3
+    assert all(a.end_reason is EndReason.LAUNCH_REFUSED for a in attempts)
+    assert {a.error_message for a in attempts} == {NO_IMAGE}
+
+
 def test_a_reserved_pools_invalid_request_stays_that_pools_failure(
     world: tuple[JobStore, Counting, Controller],
 ) -> None:

@@ -19,7 +19,9 @@ Launches (:class:`Launch`) follow the issue's rules:
    failure): every candidate at once, one thread each; the first instance
    that reaches *running* wins, every other is terminated at once and its
    attempt ended ``superseded``. Parallel attempts' tokens are
-   ``f"{token}.{i}"``.
+   ``f"{token}.{i}"``. A provider's candidates after its first call only
+   once that call has returned (a launch call, not a boot): if it refused
+   for good, they end ``launch_refused`` with its error, never asked.
 3. Every failure ends its attempt ``launch_failed`` with the cloud's own
    ``error_code`` and message (:class:`~spothop.errors.ProviderError`), or
    ``launch_refused`` when it repeats on every launch of that provider

@@ -146,15 +146,22 @@ class LaunchSteps(LaunchRequests):
 
     def _launch_parallel(self, outcome: LaunchOutcome, planned: list[Planned]) -> None:
         decided = threading.Lock()
-        threads = [
-            threading.Thread(
-                target=self._launch_racer,
-                args=(outcome, decided, attempt, request),
-                name=f"launch-{attempt.attempt_id}",
-                daemon=True,
+        # A provider's first racer calls at once; its others once that call has returned, so a
+        # provider that refuses for good (``launch_refused``) is asked once per race, not k times.
+        first_called: dict[str, threading.Event] = {}
+        threads = []
+        for _, attempt, request in planned:
+            ahead = first_called.get(attempt.provider)
+            called = first_called.setdefault(attempt.provider, threading.Event())
+            turn = (ahead, None if ahead else called)  # wait for, then set once called
+            threads.append(
+                threading.Thread(
+                    target=self._launch_racer,
+                    args=(outcome, decided, attempt, request, turn),
+                    name=f"launch-{attempt.attempt_id}",
+                    daemon=True,
+                )
             )
-            for _, attempt, request in planned
-        ]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -185,7 +192,7 @@ class LaunchSteps(LaunchRequests):
             with self._lock:
                 outcome.failures.append((attempt.attempt_id, code, message))
                 if refused:
-                    outcome.refused_by.add(attempt.provider)
+                    outcome.refused_by.setdefault(attempt.provider, (code, message))
             self._safely(
                 self.store.update_attempt,
                 attempt.attempt_id,
@@ -196,6 +203,18 @@ class LaunchSteps(LaunchRequests):
                 ended_unix_s=provider_now(provider),
             )
             return None
+
+    def _end_unasked(self, attempt: AttemptRecord, code: str, message: str) -> None:
+        """End an attempt whose provider refused the same launch for good: with that refusal."""
+        self._safely(
+            self.store.update_attempt,
+            attempt.attempt_id,
+            state=AttemptState.ENDED,
+            end_reason=EndReason.LAUNCH_REFUSED,
+            error_code=code,
+            error_message=message[:2000],
+            ended_unix_s=provider_now(self.providers.get(attempt.provider)),
+        )
 
     def _record_launched(self, attempt: AttemptRecord, instance: Instance) -> None:
         """The launch returned: the attempt gets its instance (the observer may have adopted it first)."""
@@ -220,8 +239,23 @@ class LaunchSteps(LaunchRequests):
         decided: threading.Lock,
         attempt: AttemptRecord,
         request: LaunchRequest | ProviderError,
+        turn: tuple[threading.Event | None, threading.Event | None] = (None, None),
     ) -> None:
-        instance = self._call_launch(outcome, attempt, request)
+        """One candidate of a parallel launch. ``turn``: the event of its provider's first call
+        to wait for before calling (None: it is that first call), and the event to set once its
+        own call has returned (None: it is not the first)."""
+        ahead, called = turn
+        if ahead is not None:
+            ahead.wait(self.race_timeout_s)
+        refusal = outcome.refused_by.get(attempt.provider)
+        if refusal is not None:  # its provider refused this race's first call: not asked again
+            self._end_unasked(attempt, *refusal)
+            return
+        try:
+            instance = self._call_launch(outcome, attempt, request)
+        finally:
+            if called is not None:
+                called.set()
         if instance is None:
             return
         self._record_launched(attempt, instance)
