@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import cached_property
 from itertools import repeat
@@ -45,7 +45,7 @@ import numpy as np
 from spothop.market.reliability import DEFAULT_PRIOR_RATE_PER_H, REFERENCE_RUN_H
 from spothop.resources.market_id import MarketId
 from spothop.resources.offering import Offering
-from spothop.scheduler.price_checks import drop_implausible
+from spothop.scheduler.price_checks import implausible_spot
 from spothop.scheduler.requirements import INTERCONNECT_RANK
 
 if TYPE_CHECKING:
@@ -322,6 +322,7 @@ class LiveColumns:
     preemption_rate_per_h: np.ndarray
     reliability_score: np.ndarray  # NaN: derived from λ
     mean_outage_s: np.ndarray
+    spot_missing: np.ndarray | None = None  # bool: a spot price that cannot be true (none used)
 
 
 def _live_from_states(
@@ -451,6 +452,7 @@ class MarketView:
             c.catalog_spot_price_usd_per_hour,
             live.spot_price_usd_per_hour,
         )
+        spot = spot if live.spot_missing is None else np.where(live.spot_missing, np.nan, spot)
         rate = live.preemption_rate_per_h
         derived = np.clip(DEFAULT_AVAILABILITY * np.exp(-rate * REFERENCE_RUN_H), 0.0, 1.0)
         score = np.where(np.isnan(live.reliability_score), derived, live.reliability_score)
@@ -534,7 +536,9 @@ def gather_market_view(
     book = reliability(when) if callable(reliability) else reliability
     columns = (cache or ViewCache()).columns(tuple(offerings))
     live = _live_columns(columns, prices, book)
-    drop_implausible(columns, live.spot_price_usd_per_hour, on_note)
+    live = replace(
+        live, spot_missing=implausible_spot(columns, live.spot_price_usd_per_hour, on_note)
+    )
     return MarketView(
         now=when, offerings=columns.source, markets=ColumnMarkets(columns, live), boot_s=boots
     )

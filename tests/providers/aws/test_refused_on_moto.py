@@ -96,3 +96,23 @@ def test_no_ami_fails_the_job_with_the_fix_after_at_most_two_launches(
     code, out, _ = run("jobs", "--store", url)
     flat = " ".join(out.split())
     assert code == 0 and f"{job_id} failed:" in flat and IMAGE_ID_ENV in flat
+
+
+def test_motos_own_spot_prices_are_not_ranked(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """moto answers USD 0.00001/h for every spot market: taken as missing, with a note."""
+    from spothop.scheduler.market_view import gather_market_view
+    from spothop.scheduler.placement import rank
+    from tests.providers.aws.moto_cloud import in_process
+
+    fake_credentials(monkeypatch, tmp_path)
+    with in_process():
+        provider = AwsProvider(regions=[REGION], image_id="ami-0123456789abcdef0")
+        notes: list[str] = []
+        view = gather_market_view([provider], on_note=notes.append)
+    req = load_job({"name": "t", "run": "x", "resources": {"accelerators": "A10G:1"}})
+    assert not rank(view, req.requirements(), kinds=["spot"]).candidates  # moto's are not ranked
+    on_demand = rank(view, req.requirements(), kinds=["on-demand"]).candidates
+    assert on_demand and on_demand[0].price_usd_per_hour > 0.5
+    assert any(n.startswith("aws: ") and "cannot be true" in n for n in notes), notes
