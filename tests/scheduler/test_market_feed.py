@@ -67,12 +67,12 @@ def test_the_cache_keeps_the_offerings_columns_and_writes_only_the_live_state() 
     cache = ViewCache()
     first = gather_market_view([provider], cache=cache)
     clock.advance(1.0)
-    provider.markets[0].set_price(0.01, at_s=clock.now())
+    provider.markets[0].set_price(1.01, at_s=clock.now())
     second = gather_market_view([provider], cache=cache)
     assert cache.builds == 1
     market = provider.markets[0].offering.market_id
-    assert second.state_of(market).spot_price_usd_per_hour == 0.01
-    assert first.state_of(market).spot_price_usd_per_hour != 0.01
+    assert second.state_of(market).spot_price_usd_per_hour == 1.01
+    assert first.state_of(market).spot_price_usd_per_hour != 1.01
     assert rank(second, Requirements()).candidates[0].market_id == market
     provider.markets.pop()
     gather_market_view([provider], cache=cache)

@@ -56,6 +56,7 @@ QueueOption = Annotated[
     ),
 ]
 FOLLOW_INTERVAL_S = 0.5
+REASON_SHOWN = 60  # characters of a reason in the table of ``jobs``; a failed job's is noted whole
 
 
 def register(app: typer.Typer) -> None:
@@ -265,11 +266,15 @@ def _show_status(data: dict[str, Any]) -> None:
         )
     )
     for failure in data["launch_failures"][-5:]:
-        note(
-            f"launch failed in {failure['provider']}/{failure['zone'] or failure['region']} "
-            f"{failure['instance_type']}: "
-            f"{failure['error_code']}: {failure['error_message']}"
-        )
+        place = failure["zone"] or failure["region"]
+        where = f"{failure['provider']}/{place} {failure['instance_type']}"
+        if failure.get("refused"):  # the message is the error's whole text, its fix included
+            note(
+                f"launch refused in {where} (it repeats on every {failure['provider']} launch): "
+                f"{failure['error_message']}"
+            )
+        else:
+            note(f"launch failed in {where}: {failure['error_code']}: {failure['error_message']}")
     recent = data["events"][-10:]
     console.print(
         table(
@@ -320,13 +325,16 @@ def jobs(
                     r["state"],
                     r["interruptions"],
                     time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["created_unix_s"])),
-                    str(r["reason"] or "")[:60],
+                    str(r["reason"] or "")[:REASON_SHOWN],
                 )
                 for r in records
             ],
             right=["preemptions"],
         )
     )
+    for r in records:  # a failed job's reason in full: the cloud's message and its fix
+        if r["state"] == "failed" and len(str(r["reason"] or "")) > REASON_SHOWN:
+            note(f"{r['job_id']} failed: {r['reason']}")
 
 
 # -- logs -----------------------------------------------------------------------------

@@ -144,7 +144,10 @@ class EndReason(StrEnum):
     PREEMPTED = "preempted"  # the cloud took the instance back (with or without notice)
     TERMINATED = "terminated"  # spothop terminated it (the job no longer needs it)
     FAILED = "failed"  # the instance failed (it died, the cloud lost it)
-    LAUNCH_FAILED = "launch_failed"  # the launch call failed (error_code says why)
+    LAUNCH_FAILED = "launch_failed"  # the launch call failed in its market (error_code says why)
+    # The provider refused the launch for a reason that repeats on every launch there
+    # (configuration, credentials, an invalid request): error_code and error_message say which.
+    LAUNCH_REFUSED = "launch_refused"
     SUCCEEDED = "succeeded"  # the worker exited 0: this node's work is done
     WORKER_FAILED = "worker_failed"  # the worker exited with another code (exit_code)
     ORPHAN = "orphan"  # found running with no owner and terminated by the reconciler

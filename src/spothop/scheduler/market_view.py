@@ -18,6 +18,7 @@ Rules:
   (or :data:`DEFAULT_PREEMPTION_RATE_PER_H` when no book was given).
 - A spot price reported per region (zone ``None``) is the price of every zone
   of that region that has no zone price of its own.
+- A spot price that cannot be true is taken as missing (:mod:`.price_checks`).
 - ``boot_s`` is per provider; a provider without an entry boots in
   :data:`DEFAULT_BOOT_S`. :func:`gather_market_view` fills it from each
   provider's ``capabilities.typical_boot_s``.
@@ -32,7 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import cached_property
 from itertools import repeat
@@ -44,6 +45,7 @@ import numpy as np
 from spothop.market.reliability import DEFAULT_PRIOR_RATE_PER_H, REFERENCE_RUN_H
 from spothop.resources.market_id import MarketId
 from spothop.resources.offering import Offering
+from spothop.scheduler.price_checks import implausible_spot
 from spothop.scheduler.requirements import INTERCONNECT_RANK
 
 if TYPE_CHECKING:
@@ -320,6 +322,7 @@ class LiveColumns:
     preemption_rate_per_h: np.ndarray
     reliability_score: np.ndarray  # NaN: derived from λ
     mean_outage_s: np.ndarray
+    spot_missing: np.ndarray | None = None  # bool: a spot price that cannot be true (none used)
 
 
 def _live_from_states(
@@ -449,6 +452,7 @@ class MarketView:
             c.catalog_spot_price_usd_per_hour,
             live.spot_price_usd_per_hour,
         )
+        spot = spot if live.spot_missing is None else np.where(live.spot_missing, np.nan, spot)
         rate = live.preemption_rate_per_h
         derived = np.clip(DEFAULT_AVAILABILITY * np.exp(-rate * REFERENCE_RUN_H), 0.0, 1.0)
         score = np.where(np.isnan(live.reliability_score), derived, live.reliability_score)
@@ -491,6 +495,7 @@ def gather_market_view(
     *,
     cache: ViewCache | None = None,
     on_error: Callable[[Provider, Exception], None] | None = None,
+    on_note: Callable[[str], object] | None = None,
 ) -> MarketView:
     """Ask each provider for its offerings and spot prices, and the book for λ: the one I/O here.
 
@@ -505,7 +510,8 @@ def gather_market_view(
 
     ``cache`` keeps the offerings' columns between calls (:class:`ViewCache`).
     ``on_error``: a provider whose listing raises is left out of this view and
-    handed to it with the error; without it the error propagates.
+    handed to it with the error; without it the error propagates. A spot price that cannot be
+    true is taken as missing (:mod:`.price_checks`), said through ``on_note`` (else logged).
     """
     offerings: list[Offering] = []
     prices: list[SpotPrice] = []
@@ -530,6 +536,9 @@ def gather_market_view(
     book = reliability(when) if callable(reliability) else reliability
     columns = (cache or ViewCache()).columns(tuple(offerings))
     live = _live_columns(columns, prices, book)
+    live = replace(
+        live, spot_missing=implausible_spot(columns, live.spot_price_usd_per_hour, on_note)
+    )
     return MarketView(
         now=when, offerings=columns.source, markets=ColumnMarkets(columns, live), boot_s=boots
     )

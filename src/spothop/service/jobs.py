@@ -118,7 +118,11 @@ class InstanceView:
 
 @dataclass(frozen=True)
 class LaunchFailure:
-    """An attempt whose launch the cloud refused, with the cloud's own code and message."""
+    """An attempt whose launch the cloud refused, with the cloud's own code and message.
+
+    ``refused``: the error repeats on every launch of that provider (configuration, credentials,
+    an invalid request: the attempt ended ``launch_refused``), so the job stopped trying it; the
+    message is then the error's whole text, the fix it names included."""
 
     attempt_id: str
     provider: str
@@ -127,6 +131,7 @@ class LaunchFailure:
     instance_type: str
     error_code: str | None
     error_message: str | None
+    refused: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -237,9 +242,10 @@ def job_status(
                 a.instance_type,
                 a.error_code,
                 a.error_message,
+                refused=str(a.end_reason) == "launch_refused",
             )
             for a in attempts
-            if a.end_reason is not None and str(a.end_reason) == "launch_failed"
+            if a.end_reason is not None and str(a.end_reason) in ("launch_failed", "launch_refused")
         ),
         spend_usd=round(spend_usd(attempts), 6),
         queue=queue,

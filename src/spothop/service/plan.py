@@ -93,6 +93,7 @@ def plan_request(request: PlanRequest, warn: Warn = _to_stderr) -> PlanResult:
         horizon_h=request.horizon_h,
         history=reliability_history,
         checkpoint_gpu=request.checkpoint_gpu,
+        warn=warn,
     )
 
 
@@ -106,12 +107,14 @@ def plan(
     horizon_h: float | None = None,
     history: Callable[[float], ReliabilityBook | None] | None = None,
     checkpoint_gpu: str | None = None,
+    warn: Warn | None = None,
 ) -> PlanResult:
     """The ranking of ``providers``' offerings for ``spec`` (best ``limit`` candidates shown),
     the spread chosen for the job's nodes, and what was excluded.
     :class:`~spothop.scheduler.errors.NoCandidates` when no offering meets the spec.
     ``checkpoint_gpu``: rank as for a checkpoint made on that GPU (the compatibility matrix's
-    refusals under ``refused``)."""
+    refusals under ``refused``). ``warn``: where a spot price that cannot be true is said (it is
+    taken as missing: ``scheduler.price_checks``)."""
     from spothop.jobs.controller.observe import reserved_pools
     from spothop.jobs.controller.place import plan_inputs
     from spothop.scheduler.market_view import gather_market_view
@@ -126,7 +129,7 @@ def plan(
     if horizon_h is not None:
         changes["horizon_h"] = horizon_h
     profile = replace(profile, **changes)
-    view = gather_market_view(list(providers), history)
+    view = gather_market_view(list(providers), history, on_note=warn)
     ranking = rank(view, req, profile, kinds, reserved=pools)
     ranking.raise_if_empty()
     chosen = spread(

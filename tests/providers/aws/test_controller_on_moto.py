@@ -152,6 +152,8 @@ def test_spothop_launch_with_the_aws_provider_runs_on_moto_and_cancel_ends_it(
             {
                 "name": "ec2-job",
                 "run": "python train.py",
+                # moto's own spot prices (USD 0.00001/h) cannot be true: no spot market is ranked
+                "market": "on-demand",
                 "resources": {"accelerators": "A10G:1"},
                 "providers": {"allow": ["aws"]},
                 "regions": [REGION],

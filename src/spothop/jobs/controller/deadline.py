@@ -149,23 +149,12 @@ def work_left_s(job: JobView, now: float) -> float | None:
     return max(0.0, spec.work_s - _run_s(job.attempts, now))
 
 
-def deadline_plan(
-    snapshot: Snapshot,
-    job: JobView,
-    config: ControllerConfig,
-) -> DeadlinePlan | None:
-    """The job's deadline decision this pass; None for a job without a deadline or a work estimate.
-
-    Markets a launch of this job failed in within ``failed_market_memory_s`` are left out.
-    """
-    spec = job.spec
-    if spec.deadline_s is None:
-        return None
-    now = snapshot.now
-    work = work_left_s(job, now)
-    if work is None:
-        return None
-    horizon = now - config.failed_market_memory_s
+def _usable(
+    snapshot: Snapshot, job: JobView, config: ControllerConfig
+) -> tuple[list[Candidate], tuple[Candidate, ...]]:
+    """The job's spot and on-demand candidates, best first, less the markets its launches failed
+    in within ``failed_market_memory_s`` and every market of a provider that refused it."""
+    horizon = snapshot.now - config.failed_market_memory_s
     exclude = sorted(
         {
             (a.market, a.market_kind)
@@ -175,10 +164,36 @@ def deadline_plan(
         },
         key=str,
     )
-    view, req = snapshot.market, spec.requirements()
+    view, req = snapshot.market, job.spec.requirements()
     profile = WorkProfile()
-    spot_all = rank(view, req, profile, kinds=(MarketKind.SPOT,), exclude=exclude).candidates
-    od = tuple(rank(view, req, profile, kinds=(MarketKind.ON_DEMAND,), exclude=exclude).candidates)
+    refused = job.refused_by  # providers that refuse every launch of this job
+    spot = rank(view, req, profile, kinds=(MarketKind.SPOT,), exclude=exclude).candidates
+    od = rank(view, req, profile, kinds=(MarketKind.ON_DEMAND,), exclude=exclude).candidates
+    return (
+        [c for c in spot if c.market_id.provider not in refused],
+        tuple(c for c in od if c.market_id.provider not in refused),
+    )
+
+
+def deadline_plan(
+    snapshot: Snapshot,
+    job: JobView,
+    config: ControllerConfig,
+) -> DeadlinePlan | None:
+    """The job's deadline decision this pass; None for a job without a deadline or a work estimate.
+
+    Markets a launch of this job failed in within ``failed_market_memory_s`` are left out, and
+    every market of a provider that refused the job's launch (``launch_refused``).
+    """
+    spec = job.spec
+    if spec.deadline_s is None:
+        return None
+    now = snapshot.now
+    work = work_left_s(job, now)
+    if work is None:
+        return None
+    spot_all, od = _usable(snapshot, job, config)
+    view = snapshot.market
     zone_ids = sorted({_zone(c.market_id) for c in (*od, *spot_all)}, key=str)
     spot: dict[MarketId, list[Candidate]] = {z: [] for z in zone_ids}
     for c in spot_all:

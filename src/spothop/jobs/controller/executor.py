@@ -19,9 +19,15 @@ Launches (:class:`Launch`) follow the issue's rules:
    failure): every candidate at once, one thread each; the first instance
    that reaches *running* wins, every other is terminated at once and its
    attempt ended ``superseded``. Parallel attempts' tokens are
-   ``f"{token}.{i}"``.
+   ``f"{token}.{i}"``. A provider's candidates after its first call only
+   once that call has returned (a launch call, not a boot): if it refused
+   for good, they end ``launch_refused`` with its error, never asked.
 3. Every failure ends its attempt ``launch_failed`` with the cloud's own
-   ``error_code`` and message (:class:`~spothop.errors.ProviderError`).
+   ``error_code`` and message (:class:`~spothop.errors.ProviderError`), or
+   ``launch_refused`` when it repeats on every launch of that provider
+   (configuration, credentials, an invalid request:
+   :func:`~.launch.refuses_every_launch`), with the error's whole text; an
+   in-order launch then skips that provider's other candidates.
 4. Launch calls run in the background: the loop does not wait for a cloud's
    boot; when a launch ends, the controller is poked (``wake``) so the next
    pass sees it at once. A node with a launch in flight is not launched

@@ -29,10 +29,7 @@ from spothop.jobs.controller.actions import (
 from spothop.jobs.controller.config import ControllerConfig
 from spothop.jobs.controller.deadline import DeadlinePlan, deadline_plan
 from spothop.jobs.controller.group import group_actions, group_succeeded
-from spothop.jobs.controller.place import (
-    JobPlacement,
-    ReservedLedger,
-)
+from spothop.jobs.controller.place import JobPlacement, ReservedLedger, refusal_reason
 from spothop.jobs.controller.snapshot import AttemptView, JobView, Snapshot
 from spothop.jobs.lifecycle import (
     TRANSITIONS,
@@ -71,6 +68,10 @@ class Pass:
             return False
         opened = self.outage_opened.get(MarketId(a.provider, a.region, a.zone, ""))
         return opened is not None and a.launched_at >= opened
+
+
+# An attempt that ended so never ran: the next launch for its node is no recovery.
+_LAUNCH_ENDS = frozenset({EndReason.LAUNCH_FAILED, EndReason.LAUNCH_REFUSED})
 
 
 # -- one job ---------------------------------------------------------------------------------
@@ -265,6 +266,10 @@ class JobDecision:
             and spec.on_max_interruptions is OnMaxInterruptions.FAIL
         ):
             return f"max_interruptions ({limit}) reached: {job.interruptions} interruptions"
+        # A live attempt (a launch in flight, an instance that runs) is left to end first.
+        live = any(a.alive for a in job.attempts)
+        if job.refused_by and not live and not self.placement.others_can_take():
+            return refusal_reason(job.refused_by)
         return None
 
     def _on_demand_forced(self) -> bool:
@@ -515,7 +520,7 @@ class JobDecision:
                         self.job.job_id, replaces.instance_id, "notice-blind: replaced"
                     )
                 )
-        elif last is not None and last.end_reason is not EndReason.LAUNCH_FAILED:
+        elif last is not None and last.end_reason not in _LAUNCH_ENDS:
             ended = last.end_reason.value if last.end_reason else last.state.value
             why = f"recovering node {node.index} ({last.attempt_id} {ended}); {why}"
         token = self.next_token()

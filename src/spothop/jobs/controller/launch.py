@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from spothop.errors import ProviderError
+from spothop.errors import AuthFailed, ConfigError, InvalidRequest, ProviderError
 from spothop.jobs.controller import actions as A
 from spothop.jobs.controller.clock import provider_now, stamp
 from spothop.jobs.controller.executor_base import Detail, LaunchOutcome
@@ -32,6 +32,19 @@ log = logging.getLogger(__name__)
 Planned = tuple[Candidate, AttemptRecord, LaunchRequest | ProviderError]
 RACE_TIMEOUT_S = 600.0  # a parallel launch that has not run after this leaves the race
 RACE_POLL_S = 0.1
+
+
+def refuses_every_launch(exc: BaseException, attempt: AttemptRecord) -> bool:
+    """The launch failed for a reason that repeats on every launch of that provider, so that
+    failing over to its other markets only repeats it: a configuration error (no image),
+    credentials refused, a request the cloud refuses as such (a missing image or security group).
+
+    A reserved launch's invalid request is the pool's (a reservation id the cloud does not know,
+    one in another zone): that pool fails, and the job fails over as from any market's failure.
+    """
+    if isinstance(exc, (ConfigError, AuthFailed)):
+        return True
+    return isinstance(exc, InvalidRequest) and attempt.market_kind != "reserved"
 
 
 class LaunchSteps(LaunchRequests):
@@ -121,6 +134,8 @@ class LaunchSteps(LaunchRequests):
         candidates: list[Candidate],
     ) -> None:
         for index, candidate in enumerate(candidates):
+            if candidate.offering.provider in outcome.refused_by:
+                continue  # it refused this launch for good: its other markets would refuse too
             token = str(action.token) if index == 0 else f"{action.token}~{index}"
             _, attempt, request = self._plan(job, action, candidate, token)
             instance = self._call_launch(outcome, attempt, request)
@@ -131,15 +146,22 @@ class LaunchSteps(LaunchRequests):
 
     def _launch_parallel(self, outcome: LaunchOutcome, planned: list[Planned]) -> None:
         decided = threading.Lock()
-        threads = [
-            threading.Thread(
-                target=self._launch_racer,
-                args=(outcome, decided, attempt, request),
-                name=f"launch-{attempt.attempt_id}",
-                daemon=True,
+        # A provider's first racer calls at once; its others once that call has returned, so a
+        # provider that refuses for good (``launch_refused``) is asked once per race, not k times.
+        first_called: dict[str, threading.Event] = {}
+        threads = []
+        for _, attempt, request in planned:
+            ahead = first_called.get(attempt.provider)
+            called = first_called.setdefault(attempt.provider, threading.Event())
+            turn = (ahead, None if ahead else called)  # wait for, then set once called
+            threads.append(
+                threading.Thread(
+                    target=self._launch_racer,
+                    args=(outcome, decided, attempt, request, turn),
+                    name=f"launch-{attempt.attempt_id}",
+                    daemon=True,
+                )
             )
-            for _, attempt, request in planned
-        ]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -151,7 +173,9 @@ class LaunchSteps(LaunchRequests):
         attempt: AttemptRecord,
         request: LaunchRequest | ProviderError,
     ) -> Instance | None:
-        """``provider.launch``; on failure the attempt ends ``launch_failed`` with the cloud's code."""
+        """``provider.launch``; on failure the attempt ends ``launch_failed`` with the cloud's code
+        and message, or ``launch_refused`` (:func:`refuses_every_launch`) with the error's whole
+        text (provider, code, message and the fix it names)."""
         provider = self.providers.get(attempt.provider)
         try:
             if isinstance(request, ProviderError):
@@ -162,18 +186,35 @@ class LaunchSteps(LaunchRequests):
         except Exception as exc:
             code = exc.code if isinstance(exc, ProviderError) else type(exc).__name__
             message = exc.cloud_message if isinstance(exc, ProviderError) else str(exc)
+            refused = refuses_every_launch(exc, attempt)
+            if refused:
+                message = str(exc)  # a ProviderError's text adds its provider and hint (the fix)
             with self._lock:
                 outcome.failures.append((attempt.attempt_id, code, message))
+                if refused:
+                    outcome.refused_by.setdefault(attempt.provider, (code, message))
             self._safely(
                 self.store.update_attempt,
                 attempt.attempt_id,
                 state=AttemptState.ENDED,
-                end_reason=EndReason.LAUNCH_FAILED,
+                end_reason=EndReason.LAUNCH_REFUSED if refused else EndReason.LAUNCH_FAILED,
                 error_code=code,
                 error_message=(message or "")[:2000],
                 ended_unix_s=provider_now(provider),
             )
             return None
+
+    def _end_unasked(self, attempt: AttemptRecord, code: str, message: str) -> None:
+        """End an attempt whose provider refused the same launch for good: with that refusal."""
+        self._safely(
+            self.store.update_attempt,
+            attempt.attempt_id,
+            state=AttemptState.ENDED,
+            end_reason=EndReason.LAUNCH_REFUSED,
+            error_code=code,
+            error_message=message[:2000],
+            ended_unix_s=provider_now(self.providers.get(attempt.provider)),
+        )
 
     def _record_launched(self, attempt: AttemptRecord, instance: Instance) -> None:
         """The launch returned: the attempt gets its instance (the observer may have adopted it first)."""
@@ -198,8 +239,23 @@ class LaunchSteps(LaunchRequests):
         decided: threading.Lock,
         attempt: AttemptRecord,
         request: LaunchRequest | ProviderError,
+        turn: tuple[threading.Event | None, threading.Event | None] = (None, None),
     ) -> None:
-        instance = self._call_launch(outcome, attempt, request)
+        """One candidate of a parallel launch. ``turn``: the event of its provider's first call
+        to wait for before calling (None: it is that first call), and the event to set once its
+        own call has returned (None: it is not the first)."""
+        ahead, called = turn
+        if ahead is not None:
+            ahead.wait(self.race_timeout_s)
+        refusal = outcome.refused_by.get(attempt.provider)
+        if refusal is not None:  # its provider refused this race's first call: not asked again
+            self._end_unasked(attempt, *refusal)
+            return
+        try:
+            instance = self._call_launch(outcome, attempt, request)
+        finally:
+            if called is not None:
+                called.set()
         if instance is None:
             return
         self._record_launched(attempt, instance)

@@ -14,7 +14,10 @@ candidates:
   cooldown is about that spot market), every kind in a cooled zone (an
   outage), the markets in the kind a launch of this job failed in within
   ``failed_market_memory_s``, and spot on an instance type an agent reported
-  notice-blind when the tolerance does not keep such instances.
+  notice-blind when the tolerance does not keep such instances, and every
+  market of a provider that refused one of this job's launches for a reason
+  that repeats there (``launch_refused``: configuration, credentials, an
+  invalid request; :attr:`~.snapshot.JobView.refused_by`), for the job's life.
 - **Suspected zones last.** A zone where an instance was interrupted (or got
   an advance notice) within ``zone_suspicion_s`` is *suspected*: preemptions
   cluster, and a zone that just took one instance back is likely to take the
@@ -279,9 +282,10 @@ class JobPlacement:
         return self._usable[kind]
 
     def _filtered(self, kind: MarketKind) -> Iterator[Candidate]:
+        refused = self.job.refused_by
         for candidate in self.ranking(kind).candidates:
             market = candidate.market_id
-            if _zone_of(market) in self.cooled:
+            if _zone_of(market) in self.cooled or market.provider in refused:
                 continue
             if (
                 kind is MarketKind.SPOT
@@ -289,6 +293,24 @@ class JobPlacement:
             ):
                 continue
             yield candidate
+
+    def others_can_take(self) -> bool:
+        """Whether a provider that has not refused this job (:attr:`~.snapshot.JobView.refused_by`)
+        offers what it needs in a kind it may use, now or once cooldowns and failed markets pass."""
+        kinds = [MarketKind.ON_DEMAND]
+        if self.spec.market is not MarketChoice.ON_DEMAND and not self.job.on_demand_forced:
+            kinds.append(MarketKind.SPOT)
+        if self.pools:
+            kinds.append(MarketKind.RESERVED)
+        ranking = rank(
+            self.snapshot.market,
+            self.requirements,
+            self.inputs.profile,
+            kinds=kinds,
+            reserved=self.pools,
+        )
+        refused = self.job.refused_by
+        return any(c.market_id.provider not in refused for c in ranking.candidates)
 
     def options(self, on_demand_only: bool) -> Options:
         """Reserved candidates (not yet checked for room) and the tolerance's choice for one node.
@@ -304,7 +326,14 @@ class JobPlacement:
             choice = self._choice(on_demand_only, avoid_suspected=True)
             if choice.candidates:
                 return Options(reserved, choice)
-        return Options(reserved, self._choice(on_demand_only, avoid_suspected=False))
+        choice = self._choice(on_demand_only, avoid_suspected=False)
+        if not choice.candidates and self.job.refused_by:  # say why that provider is not tried
+            refused = "; ".join(
+                f"{provider} refused: {a.error_message or a.error_code}"
+                for provider, a in sorted(self.job.refused_by.items())
+            )
+            choice = Choice((), f"{choice.reason}; {refused}")
+        return Options(reserved, choice)
 
     def _suspected(self, candidate: Candidate) -> bool:
         return _zone_of(candidate.market_id) in self.suspected
@@ -335,6 +364,19 @@ def _take(candidates: Iterator[Candidate], limit: int) -> tuple[Candidate, ...]:
         if len(out) >= limit:
             break
     return tuple(out)
+
+
+def refusal_reason(refused: dict[str, AttemptView]) -> str:
+    """Why a job fails when every provider that could take it refused its launches: each
+    provider's error, its whole text (the cloud's message and the fix it names)."""
+    said = "; ".join(
+        f"{provider} refused: {a.error_message or a.error_code or 'no message'}"
+        for provider, a in sorted(refused.items())
+    )
+    return (
+        f"no allowed provider can launch this job: {said} "
+        "(the error repeats on every launch there: fix it, then submit the job again)"
+    )
 
 
 def checkpoint_gpu_of(job: JobView, market: MarketView) -> str | None:

@@ -109,6 +109,7 @@ class AttemptView:
     end_reason: EndReason | None = None
     exit_code: int | None = None
     error_code: str | None = None  # the cloud's own code, for a failed launch (or LAUNCH_CUT)
+    error_message: str | None = None  # the cloud's own message, for a failed launch
     stop_requested_at: float | None = None  # when a RequestStop for it was carried out
     # Its final notice is its agent's report of the controller's own stop request (protocol
     # ``control-plane``), not the cloud's: a grouped task's node stopped with its group.
@@ -163,6 +164,7 @@ class AttemptView:
             end_reason=None if record.end_reason is None else EndReason(str(record.end_reason)),
             exit_code=record.exit_code if record.exit_code is not None else f.exit_code,
             error_code=record.error_code,
+            error_message=record.error_message,
             stop_requested_at=stop_requested_at,
             notice_by_controller=f.notice_by_controller,
             generation=record.generation,
@@ -177,6 +179,11 @@ class AttemptView:
     def market_failed(self) -> bool:
         """Its launch failed in its market: not one a stopped controller cut short (LAUNCH_CUT)."""
         return self.end_reason is EndReason.LAUNCH_FAILED and self.error_code != LAUNCH_CUT
+
+    @property
+    def refused(self) -> bool:
+        """Its provider refused the launch for a reason that repeats on every launch there."""
+        return self.end_reason is EndReason.LAUNCH_REFUSED
 
     @property
     def ended(self) -> bool:
@@ -257,6 +264,16 @@ class JobView:
         for a in self.attempts:
             out.setdefault(a.node, []).append(a)
         return {node: tuple(found) for node, found in out.items()}
+
+    @cached_property
+    def refused_by(self) -> dict[str, AttemptView]:
+        """Provider → the newest attempt it refused (:attr:`AttemptView.refused`): this job
+        launches there no more; a configuration or credentials error repeats on every candidate."""
+        out: dict[str, AttemptView] = {}
+        for a in self.attempts:
+            if a.refused:
+                out[a.provider] = a
+        return out
 
     def node_done(self, node: int) -> bool:
         return any(a.end_reason is EndReason.SUCCEEDED for a in self.node_attempts(node))
