@@ -1,4 +1,4 @@
-"""``spothop launch | status | jobs | logs | cancel | controller``: jobs and their controller.
+"""``spothop launch | status | jobs | logs | cancel``: jobs (their controller: :mod:`.controller`).
 
 ``launch`` stores the job, starts this home's controller in the background if
 none runs, and follows the job live (Ctrl-C detaches: the job goes on);
@@ -33,11 +33,6 @@ from spothop.service.logs import LogTail, job_logs
 if TYPE_CHECKING:
     from spothop.jobs.store import JobStore
 
-controller_app = typer.Typer(
-    help="This home's controller: the background process that runs every job.",
-    no_args_is_help=True,
-)
-
 JsonOption = Annotated[bool, typer.Option("--json", help="print JSON")]
 StoreOption = Annotated[
     str | None,
@@ -65,7 +60,6 @@ def register(app: typer.Typer) -> None:
     app.command("jobs")(jobs)
     app.command("logs")(logs)
     app.command("cancel")(cancel)
-    app.add_typer(controller_app, name="controller")
 
 
 def _store(url: str | None) -> JobStore:
@@ -446,156 +440,3 @@ def cancel(
         print_json(answer)
     else:
         console.print(f"{job_id}: cancel requested; the controller terminates its instances")
-
-
-# -- the controller -------------------------------------------------------------------
-
-
-@controller_app.command("run")
-def controller_run(
-    store_url: StoreOption = None,
-    queue_url: QueueOption = None,
-    period: Annotated[
-        float | None,
-        typer.Option(
-            "--period", min=0.05, max=3600, help="seconds between passes with no event (default 10)"
-        ),
-    ] = None,
-    poll_only: Annotated[
-        bool,
-        typer.Option("--poll-only", help="ignore wake-ups: pass every --period only (benchmarks)"),
-    ] = False,
-    providers: Annotated[
-        str | None,
-        typer.Option("--providers", help="comma-separated provider names (default: all)"),
-    ] = None,
-    metrics_port: Annotated[
-        int | None,
-        typer.Option("--metrics-port", min=1, max=65535, help="serve Prometheus /metrics here"),
-    ] = None,
-    replica: Annotated[
-        bool,
-        typer.Option(
-            "--replica",
-            help="run as one of several controllers sharing the store's jobs through leases "
-            "(PostgreSQL; no home lock): see docs/controller.md, Replicas",
-        ),
-    ] = False,
-    replica_id: Annotated[
-        str | None,
-        typer.Option(
-            "--replica-id", help="this replica's name in the leases (default hostname-pid)"
-        ),
-    ] = None,
-    lease_s: Annotated[
-        float,
-        typer.Option(
-            "--lease-s",
-            min=0.5,
-            max=3600,
-            help="a replica's job leases, seconds (renewed every third)",
-        ),
-    ] = 15.0,
-    control_plane_url: Annotated[
-        str | None,
-        typer.Option(
-            "--control-plane-url",
-            help="a replica's agents talk to this spothop server (http[s]://…), each with a "
-            "token of its own (default: the store directly)",
-        ),
-    ] = None,
-) -> int:
-    """Run the controller in the foreground (what `spothop launch` starts in the background)."""
-    from spothop.jobs.controller import daemon
-    from spothop.observe.ledger import close_books
-    from spothop.observe.metrics import serve
-
-    # The front wires observability in: the ledger's books after every pass, and /metrics.
-
-    names = tuple(p.strip() for p in providers.split(",") if p.strip()) if providers else ()
-    if replica:
-        return _run_replica(
-            store_url, queue_url, period, names, replica_id, lease_s, control_plane_url
-        )
-    return daemon.run_controller(
-        store_url=store_url,
-        queue_url=queue_url,
-        period_s=period,
-        poll_only=poll_only,
-        providers=names,
-        metrics_port=metrics_port,
-        after_pass=(close_books,),
-        serve_metrics=serve,
-    )
-
-
-def _run_replica(
-    store_url: str | None,
-    queue_url: str | None,
-    period: float | None,
-    names: tuple[str, ...],
-    replica_id: str | None,
-    lease_s: float,
-    control_plane_url: str | None = None,
-) -> int:
-    """``controller run --replica``: :func:`spothop.jobs.controller.replica.run_replica` until SIGTERM."""
-    import logging
-    import signal
-    import threading
-
-    from spothop.jobs.controller.replica import DEFAULT_PERIOD_S, run_replica
-    from spothop.observe.ledger import close_books
-
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    stop = threading.Event()
-    previous = {
-        sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)
-    }
-    try:
-        run_replica(
-            _store_url(store_url),
-            owner=replica_id,
-            lease_s=lease_s,
-            providers=names,
-            stop_event=stop,
-            after_pass=(close_books,),
-            queue_url=queue_url,
-            period_s=period or DEFAULT_PERIOD_S,
-            control_plane_url=control_plane_url,
-        )
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    return 0
-
-
-@controller_app.command("status")
-def controller_status(as_json: JsonOption = False) -> None:
-    """Whether this home's controller runs, and which (pid, store, log)."""
-    from spothop.jobs.controller import daemon
-
-    info = daemon.status()
-    if as_json:
-        print_json({"running": info is not None, **(info.to_dict() if info else {})})
-        return
-    if info is None:
-        note("no controller runs for this home (spothop launch starts one)")
-        return
-    console.print(f"controller pid {info.pid}, store {info.store_url}, log {info.log}")
-
-
-@controller_app.command("stop")
-def controller_stop(as_json: JsonOption = False) -> None:
-    """Stop this home's controller; jobs and instances go on, the next controller adopts them."""
-    from spothop.jobs.controller import daemon
-
-    info = daemon.stop()
-    if as_json:
-        print_json({"stopped": info is not None, **(info.to_dict() if info else {})})
-        return
-    if info is None:
-        note("no controller runs for this home")
-    else:
-        console.print(f"stopped the controller (pid {info.pid}); its jobs go on")

@@ -45,7 +45,7 @@ COMMANDS: dict[str, str] = {
     "cloud": "cloud",
     "agent": "agent",
     "db": "db",
-    "controller": "jobs",
+    "controller": "controller",
     "server": "server",
 }
 
