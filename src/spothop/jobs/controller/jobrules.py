@@ -3,7 +3,8 @@
 Per job (:class:`JobDecision`): cancel → fail (retries, dead shards,
 ``max_interruptions``) → succeed (every node done; a batch queue drained and
 its outputs published) → per node: hand over, replace, fail over or launch →
-the job's state. A job with a deadline launches (and switches,
+fail when every provider that could take it refuses (:meth:`JobDecision._refused`)
+→ the job's state. A job with a deadline launches (and switches,
 make-before-break) only in the market kind its deadline policy chooses this
 pass (:mod:`.deadline`). Pure, like :func:`~.decide.decide`.
 """
@@ -59,11 +60,9 @@ class Pass:
     outage_opened: dict[MarketId, float] = field(default_factory=dict)
 
     def moved_by_outage(self, a: AttemptView) -> bool:
-        """A live attempt launched into a zone during the window of the outage it is cooled for.
-
-        Such an attempt was no survivor (:func:`~.cooldowns.zone_outages`): it is replaced elsewhere,
-        make-before-break, like one on advance notice.
-        """
+        """A live attempt launched into a zone during the window of the outage it is cooled for:
+        no survivor (:func:`~.cooldowns.zone_outages`), it is replaced elsewhere, make-before-break,
+        like one on advance notice."""
         if not a.zone or not a.alive:
             return False
         opened = self.outage_opened.get(MarketId(a.provider, a.region, a.zone, ""))
@@ -176,6 +175,8 @@ class JobDecision:
             if group_succeeded(job):
                 self._release_all(EndReason.SUCCEEDED, "released: every node is done")
                 self._move(JobState.SUCCEEDED, "every node of the group finished (exit 0)")
+            elif (refused := self._refused()) is not None:
+                self._move(JobState.FAILED, refused)
             else:
                 group_actions(self, self._on_demand_forced())
             return self.out
@@ -192,6 +193,10 @@ class JobDecision:
         for node in nodes:
             self._handover(node)
         self._launch(wanted, forced)
+        if (refused := self._refused()) is not None:  # the nodes' waits are moot: it fails
+            self.out[:] = [a for a in self.out if not isinstance(a, Waiting)]
+            self._move(JobState.FAILED, refused)
+            return self.out
         self._settle_state(nodes, wanted)
         return self.out
 
@@ -266,11 +271,17 @@ class JobDecision:
             and spec.on_max_interruptions is OnMaxInterruptions.FAIL
         ):
             return f"max_interruptions ({limit}) reached: {job.interruptions} interruptions"
-        # A live attempt (a launch in flight, an instance that runs) is left to end first.
-        live = any(a.alive for a in job.attempts)
-        if job.refused_by and not live and not self.placement.others_can_take():
-            return refusal_reason(job.refused_by)
         return None
+
+    def _refused(self) -> str | None:
+        """Why the job fails: every provider that could take it refuses it; None while another
+        can, an attempt outlives this pass (it ends first) or this pass launches (asked last)."""
+        job, out = self.job, self.out
+        ending = {a.attempt_id for a in out if isinstance(a, EndAttempt)}
+        live = any(a.alive and a.attempt_id not in ending for a in job.attempts)
+        if live or not job.refused_by or any(isinstance(a, Launch) for a in out):
+            return None
+        return None if self.placement.others_can_take() else refusal_reason(job.refused_by)
 
     def _on_demand_forced(self) -> bool:
         job, limit = self.job, self.spec.max_interruptions
