@@ -220,7 +220,8 @@ def _places(resources: Mapping[Any, Any], path: str, problems: Problems) -> dict
             problems.refuse(
                 f"{path}.{'infra' if 'infra' in resources else field}",
                 f"{value!r}: spothop buys cloud instances and does not run on Kubernetes or "
-                "your own machines; name a cloud (aws, gcp, azure …) or leave it out",
+                "your own machines; name a cloud spothop knows (`spothop offers` lists them) or "
+                "leave it out",
             )
             continue
         name = "regions" if field == "region" else "zones" if field == "zone" else "cloud"
