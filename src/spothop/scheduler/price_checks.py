@@ -91,7 +91,9 @@ def implausible_spot(
 
 def _by_provider(columns: OfferingColumns, rows: np.ndarray) -> list[np.ndarray]:
     providers = columns.provider[rows]
-    return [rows[providers == code] for code in np.unique(providers)]
+    # sorted(set(...)), not np.unique: that imports numpy.ma on its first call, on a request
+    # path after the server has settled its heap (tests/server/test_heap.py).
+    return [rows[providers == code] for code in sorted(set(providers.tolist()))]
 
 
 def _note(columns: OfferingColumns, spot: np.ndarray, rows: np.ndarray) -> str:

@@ -93,15 +93,14 @@ def test_a_deadline_job_switches_to_on_demand_by_the_safety_rule_and_finishes_in
     ended = {e.data["attempt_id"]: e.data for e in events if e.kind == "attempt_ended"}
     assert ended[launches[0].data["attempt_id"]]["end_reason"] == "preempted"
     # The safety rule moved it to on-demand (greedy never asks for on-demand itself: it waits for
-    # spot). Whether greedy first waited a pass depends on how long the controller's passes take
-    # against the simulated slack, so only the order is asserted: every wait greedy decided came
-    # before the switch, every launch before it was spot, and none after it.
-    # (An on-demand launch's reason may be a failover between the plan's on-demand candidates.)
+    # spot). Whether greedy waited a pass first, and whether a pass decides "none" again while the
+    # on-demand instance runs (the rule's whole ticks round the slack), depends on how long the
+    # controller's passes take against the simulated slack, so only the order of launches is
+    # asserted: every launch before the first on-demand one was spot, and no spot one came after
+    # it. (An on-demand launch's reason may be a failover between the plan's candidates.)
     od = [e for e in launches if e.data["market_kind"] == "on-demand"]
     assert od, launches
     assert all(e.data["market_kind"] == "spot" for e in launches if e.seq < od[0].seq)
-    waits = [e for e in events if e.kind == "waiting" and "greedy: none" in e.data["reason"]]
-    assert all(w.seq < od[0].seq for w in waits), (waits, od[0])
     assert not [e for e in launches if e.seq > od[0].seq and e.data["market_kind"] == "spot"]
     # ... in time: the job succeeded before its deadline (its events and created are one clock).
     (done,) = [e for e in events if e.kind == "job_succeeded"]
