@@ -32,7 +32,7 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from spothop.errors import JobSpecError
+from spothop.jobs.spec_messages import KeyProblems
 
 DSTACK_TYPES = frozenset({"task", "service", "dev-environment", "fleet", "gateway", "volume"})
 TOP_KEYS_UNSUPPORTED: Mapping[str, str] = {
@@ -74,27 +74,13 @@ def is_dstack(data: Mapping[Any, Any]) -> bool:
     return "type" in data
 
 
-class _Problems:
-    def __init__(self, where: str) -> None:
-        self.where = where
-        self.problems: list[tuple[str, str]] = []
-
-    def refuse(self, path: str, message: str) -> None:
-        self.problems.append((path, message))
-
-    def raise_if_any(self) -> None:
-        if self.problems:
-            text = "; ".join(f"{p}: {m}" for p, m in self.problems)
-            raise JobSpecError(f"{self.where}dstack task: {text}", self.problems)
-
-
 def from_dstack(
     data: Mapping[Any, Any], where: str = "", env: Mapping[str, str] | None = None
 ) -> dict[Any, Any]:
     """The spothop job spec ``data`` (a dstack ``type: task``) means, ``env`` (``--env``) over
     its ``env``; :class:`JobSpecError` naming each key spothop does not take. ``load_job``
     validates the result as any spec."""
-    problems = _Problems(where)
+    problems = KeyProblems(where, "dstack task")
     kind = data.get("type")
     if kind != "task":
         shown = kind if isinstance(kind, str) else repr(kind)[:80]
@@ -124,7 +110,7 @@ def from_dstack(
     return out
 
 
-def _top(key: str, value: Any, out: dict[Any, Any], problems: _Problems) -> None:
+def _top(key: str, value: Any, out: dict[Any, Any], problems: KeyProblems) -> None:
     if key in TOP_KEYS_UNSUPPORTED:
         problems.refuse(key, f"dstack's {key!r}: {TOP_KEYS_UNSUPPORTED[key]}")
     elif key in ("type", "commands", "working_dir"):
@@ -151,7 +137,7 @@ def _top(key: str, value: Any, out: dict[Any, Any], problems: _Problems) -> None
         out[key] = value  # name, image, regions, and spothop's own fields: the spec checks them
 
 
-def _commands(data: Mapping[Any, Any], problems: _Problems) -> str | None:
+def _commands(data: Mapping[Any, Any], problems: KeyProblems) -> str | None:
     commands = data.get("commands")
     if commands is None:
         return None
@@ -168,7 +154,7 @@ def _commands(data: Mapping[Any, Any], problems: _Problems) -> str | None:
     return text
 
 
-def _env(value: Any, problems: _Problems) -> Any:
+def _env(value: Any, problems: KeyProblems) -> Any:
     if isinstance(value, list):
         pairs: dict[str, Any] = {}
         for i, item in enumerate(value):
@@ -181,7 +167,7 @@ def _env(value: Any, problems: _Problems) -> Any:
     return dict(value) if isinstance(value, Mapping) else value
 
 
-def _required(envs: Any, problems: _Problems) -> None:
+def _required(envs: Any, problems: KeyProblems) -> None:
     """Each name ``env`` lists without a value (dstack asks the user) and no ``--env`` gave."""
     if not isinstance(envs, Mapping):
         return
@@ -197,7 +183,7 @@ def _required(envs: Any, problems: _Problems) -> None:
 _ALL_EVENTS = ["no-capacity", "interruption", "error"]
 
 
-def _retry(value: Any, problems: _Problems) -> None:
+def _retry(value: Any, problems: KeyProblems) -> None:
     """dstack's ``retry`` is checked; spothop always recovers interruptions and missing
     capacity, and a retry on ``error`` needs ``max_retries`` (:func:`_retries_errors`)."""
     if value is None or isinstance(value, bool):
@@ -218,7 +204,7 @@ def _retries_errors(value: Any) -> bool:
     return False
 
 
-def _gib(value: Any, path: str, problems: _Problems) -> float | None:
+def _gib(value: Any, path: str, problems: KeyProblems) -> float | None:
     """``"32GB"``, ``"32GB.."``, ``32`` → 32 (a lower bound); an upper bound is refused."""
     if isinstance(value, bool):
         problems.refuse(path, f"a size like 32GB or 32GB.., got {value!r}")
@@ -239,7 +225,7 @@ def _gib(value: Any, path: str, problems: _Problems) -> float | None:
     return float(match.group(1)) * _UNIT_GIB[(match.group(2) or "gb").lower()]
 
 
-def _resources(value: Any, problems: _Problems) -> Any:
+def _resources(value: Any, problems: KeyProblems) -> Any:
     if not isinstance(value, Mapping):
         return value  # the spec's own check refuses it
     out: dict[str, Any] = {}
@@ -265,7 +251,7 @@ def _resources(value: Any, problems: _Problems) -> Any:
     return out
 
 
-def _cpus(value: Any, path: str, problems: _Problems) -> float | None:
+def _cpus(value: Any, path: str, problems: KeyProblems) -> float | None:
     if isinstance(value, Mapping):
         value = value.get("count", f"{value.get('min', '')}..{value.get('max', '')}")
     text = str(value).strip()

@@ -33,13 +33,13 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from spothop.errors import JobSpecError
 from spothop.jobs.skypilot_resources import (
     RESOURCE_KEYS_MAPPED,
     RESOURCE_KEYS_UNSUPPORTED,
     is_skypilot_resources,
     map_resources,
 )
+from spothop.jobs.spec_messages import KeyProblems
 
 __all__ = [
     "RESOURCE_KEYS_MAPPED",
@@ -91,26 +91,10 @@ def apply_env_overrides(data: dict[Any, Any], env: Mapping[str, str]) -> dict[An
     return {**data, "envs": {**base, **env}} if isinstance(envs, Mapping | None) else data
 
 
-class _Mapper:
-    """Collects every problem of one file, so the user fixes them in one pass."""
-
-    def __init__(self, where: str) -> None:
-        self.where = where
-        self.problems: list[tuple[str, str]] = []
-
-    def refuse(self, path: str, message: str) -> None:
-        self.problems.append((path, message))
-
-    def raise_if_any(self) -> None:
-        if self.problems:
-            text = "; ".join(f"{p}: {m}" for p, m in self.problems)
-            raise JobSpecError(f"{self.where}SkyPilot task file: {text}", self.problems)
-
-
 def from_skypilot(data: Mapping[Any, Any], where: str = "") -> dict[Any, Any]:
     """The spothop job spec ``data`` (a SkyPilot task file) means; :class:`JobSpecError` naming
     each unsupported or conflicting key. The result is validated by ``load_job`` as any spec."""
-    mapper = _Mapper(where)
+    mapper = KeyProblems(where, "SkyPilot task file")
     out: dict[Any, Any] = {}
     for key, value in data.items():
         if key in TOP_KEYS_UNSUPPORTED:
@@ -138,7 +122,7 @@ def from_skypilot(data: Mapping[Any, Any], where: str = "") -> dict[Any, Any]:
     return out
 
 
-def _required_envs(envs: Mapping[Any, Any], mapper: _Mapper) -> dict[Any, Any]:
+def _required_envs(envs: Mapping[Any, Any], mapper: KeyProblems) -> dict[Any, Any]:
     """``envs`` as they are; each null or empty value, which SkyPilot reads as "the user must
     give it", refused naming it while no ``--env`` gave it."""
     for name, value in envs.items():

@@ -1,7 +1,7 @@
 """A SkyPilot task file's ``resources``, mapped onto spothop's: hardware, market, places, recovery.
 
 :func:`map_resources` fills the spothop spec ``out`` from SkyPilot's
-``resources`` and reports each key it cannot map to the :class:`Problems` it is
+``resources`` and reports each key it cannot map to the :class:`~spothop.jobs.spec_messages.KeyProblems` it is
 given (the key's path and one line saying what spothop does instead):
 
 - ``accelerators`` (one GPU, or a set: ``{A: n, B: m}``, ``[A:1, B:1]``),
@@ -22,8 +22,9 @@ given (the key's path and one line saying what spothop does instead):
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 
+from spothop.jobs.spec_messages import KeyProblems
 from spothop.jobs.spec_values import container_image
 
 # Resource keys only SkyPilot has: any of them makes a file a SkyPilot task file.
@@ -65,10 +66,6 @@ DOCKER_PREFIX = "docker:"
 TPU_PREFIX = "tpu-"
 
 
-class Problems(Protocol):
-    def refuse(self, path: str, message: str) -> None: ...
-
-
 def is_skypilot_resources(resources: Any) -> bool:
     """True when ``resources`` (or one of its ``any_of`` entries) has a key only SkyPilot has."""
     if not isinstance(resources, Mapping):
@@ -82,7 +79,7 @@ def is_skypilot_resources(resources: Any) -> bool:
     )
 
 
-def map_resources(resources: Mapping[Any, Any], out: dict[Any, Any], problems: Problems) -> None:
+def map_resources(resources: Mapping[Any, Any], out: dict[Any, Any], problems: KeyProblems) -> None:
     """Fill ``out`` (the spothop spec) from SkyPilot's ``resources`` (see the module docstring)."""
     native: dict[Any, Any] = {}
     top_spot = _use_spot(resources, "resources", problems)
@@ -115,7 +112,7 @@ def map_resources(resources: Mapping[Any, Any], out: dict[Any, Any], problems: P
     out["resources"] = native
 
 
-def _hardware(key: Any, value: Any, native: dict[Any, Any], problems: Problems) -> None:
+def _hardware(key: Any, value: Any, native: dict[Any, Any], problems: KeyProblems) -> None:
     """A hardware key into spothop's ``resources``: renamed where spothop spells it otherwise;
     ``cpus``, ``memory`` and spothop's own fields as they are (the spec checks them)."""
     if key == "accelerators":
@@ -127,7 +124,7 @@ def _hardware(key: Any, value: Any, native: dict[Any, Any], problems: Problems) 
     native[key] = value
 
 
-def _no_tpu(value: Any, path: str, problems: Problems) -> None:
+def _no_tpu(value: Any, path: str, problems: KeyProblems) -> None:
     names = (
         value
         if isinstance(value, list | tuple)
@@ -145,7 +142,7 @@ def _no_tpu(value: Any, path: str, problems: Problems) -> None:
             return
 
 
-def _image(value: Any, path: str, out: dict[Any, Any], problems: Problems) -> None:
+def _image(value: Any, path: str, out: dict[Any, Any], problems: KeyProblems) -> None:
     if not isinstance(value, str):
         problems.refuse(path, f"an image name, got {value!r:.80}")
         return
@@ -165,7 +162,7 @@ def _image(value: Any, path: str, out: dict[Any, Any], problems: Problems) -> No
     _set(out, "image", image, path, problems)
 
 
-def _any_of(entries: Any, top_spot: bool | None, spot: set[bool], problems: Problems) -> Any:
+def _any_of(entries: Any, top_spot: bool | None, spot: set[bool], problems: KeyProblems) -> Any:
     if not isinstance(entries, list):
         return entries  # the spec's own check refuses it
     mapped: list[Any] = []
@@ -193,7 +190,7 @@ def _any_of(entries: Any, top_spot: bool | None, spot: set[bool], problems: Prob
     return mapped
 
 
-def _places(resources: Mapping[Any, Any], path: str, problems: Problems) -> dict[str, list[str]]:
+def _places(resources: Mapping[Any, Any], path: str, problems: KeyProblems) -> dict[str, list[str]]:
     """``cloud``, ``region``, ``zone`` and ``infra`` (``cloud/region/zone``, ``*`` for any) as lists."""
     found: dict[str, Any] = {k: resources[k] for k in ("cloud", "region", "zone") if k in resources}
     infra = resources.get("infra")
@@ -229,7 +226,7 @@ def _places(resources: Mapping[Any, Any], path: str, problems: Problems) -> dict
     return out
 
 
-def _use_spot(resources: Mapping[Any, Any], path: str, problems: Problems) -> bool | None:
+def _use_spot(resources: Mapping[Any, Any], path: str, problems: KeyProblems) -> bool | None:
     value = resources.get("use_spot")
     if value is None or isinstance(value, bool):
         return value
@@ -245,7 +242,7 @@ def _market(spot_values: set[bool]) -> str:
     return "auto"  # any_of entries ask for both: let the scheduler weigh them
 
 
-def _recovery(value: Any, path: str, out: dict[Any, Any], problems: Problems) -> None:
+def _recovery(value: Any, path: str, out: dict[Any, Any], problems: KeyProblems) -> None:
     if isinstance(value, str) or value is None:
         value = {"strategy": value}
     if not isinstance(value, Mapping):
@@ -268,7 +265,7 @@ def _recovery(value: Any, path: str, out: dict[Any, Any], problems: Problems) ->
             )
 
 
-def _set(out: dict[Any, Any], field: str, value: Any, source: str, problems: Problems) -> None:
+def _set(out: dict[Any, Any], field: str, value: Any, source: str, problems: KeyProblems) -> None:
     if field in out and out[field] != value:
         problems.refuse(field, f"says the same as SkyPilot's {source}; keep one of them")
         return

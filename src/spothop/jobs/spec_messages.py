@@ -90,3 +90,22 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
             if found is not None:
                 return found
     return None
+
+
+class KeyProblems:
+    """Every key of one file a dialect's reader (SkyPilot's, dstack's) cannot map, collected so
+    the user fixes them in one pass; :meth:`raise_if_any` raises one :class:`JobSpecError`
+    naming each (``<where><dialect>: path: message; …``) with the list as its details."""
+
+    def __init__(self, where: str, dialect: str) -> None:
+        self.where = where
+        self.dialect = dialect
+        self.problems: list[tuple[str, str]] = []
+
+    def refuse(self, path: str, message: str) -> None:
+        self.problems.append((path, message))
+
+    def raise_if_any(self) -> None:
+        if self.problems:
+            text = "; ".join(f"{p}: {m}" for p, m in self.problems)
+            raise JobSpecError(f"{self.where}{self.dialect}: {text}", self.problems)
