@@ -21,6 +21,7 @@ without its code.
 from __future__ import annotations
 
 import hashlib
+import http.client
 import io
 import posixpath
 import tarfile
@@ -78,7 +79,7 @@ def download(
             last = f"HTTP {err.code} {err.reason}"
             if err.code < 500 and err.code != 429:
                 break
-        except (OSError, ValueError) as err:  # refused, reset, timed out, cut short
+        except (OSError, ValueError, http.client.HTTPException) as err:  # refused, reset, cut short
             last = str(err) or type(err).__name__
     raise CodeFetchError(f"could not fetch the job's code from {url}: {last}")
 
@@ -119,11 +120,17 @@ def unpack(data: bytes, workdir: Path) -> int:
 
 
 def fetch_code(
-    url: str, sha256: str, workdir: Path, *, token: str | None, instance_id: str = ""
+    url: str,
+    sha256: str,
+    workdir: Path,
+    *,
+    token: str | None,
+    instance_id: str = "",
+    sleep: Callable[[float], None] = time.sleep,
 ) -> Fetched:
     """Fetch, check and unpack the job's code (see the module docstring)."""
     url = url.replace("{instance_id}", instance_id)
-    data = download(url, token)
+    data = download(url, token, sleep=sleep)
     got = hashlib.sha256(data).hexdigest()
     if got != sha256:
         raise CodeFetchError(
