@@ -26,7 +26,7 @@ def serving(body: bytes, *, fail_first: int = 0, cut: bool = False) -> Iterator[
     failures = [fail_first]
 
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        def do_GET(self) -> None:
             if self.headers.get("Authorization") != f"Bearer {TOKEN}":
                 self.send_error(401)
                 return

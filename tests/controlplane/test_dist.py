@@ -5,9 +5,9 @@ a wheel whose hash does not match is refused in one line and the agent is not st
 from __future__ import annotations
 
 import contextlib
-import os
 import functools
 import http.server
+import os
 import shutil
 import subprocess
 import sys
