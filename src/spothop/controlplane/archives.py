@@ -299,3 +299,9 @@ def store_workdir(
         raise
     files = sum(1 for e in entries if e.kind == "file")
     return CodeArchive(sha256, final, files, total, size)
+
+
+def code_url(base_url: str, sha256: str) -> str:
+    """The agent's ``--code-url`` for a control plane's base URL (``{instance_id}`` left for the
+    agent to fill in: the command is written before the instance has an id)."""
+    return f"{base_url.rstrip('/')}/v1/agents/{{instance_id}}/code/{sha256}"
