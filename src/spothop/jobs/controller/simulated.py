@@ -31,11 +31,16 @@ make-before-break moves of the model are not modelled here.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from spothop.jobs.controller.actions import (
     Action,
@@ -59,6 +64,7 @@ from spothop.jobs.controller.snapshot import (
     JobView,
     Snapshot,
 )
+from spothop.jobs.controller.spot_runs import KEEP_S, SpotRuns
 from spothop.jobs.lifecycle import AttemptState, EndReason, JobState
 from spothop.jobs.records import AttemptRecord
 from spothop.jobs.spec import JobSpec, load_job
@@ -131,7 +137,9 @@ class SimulatedWorld:
     cooldowns: dict[MarketId, float] = field(default_factory=dict)
     events: list[AgentEvent] = field(default_factory=list)
 
-    def snapshot(self, market: MarketView) -> Snapshot:
+    def snapshot(
+        self, market: MarketView, spot_runs: Mapping[MarketId, SpotRuns] | None = None
+    ) -> Snapshot:
         return Snapshot(
             now=self.now,
             jobs=tuple(self.jobs.values()),
@@ -140,6 +148,7 @@ class SimulatedWorld:
             instances=dict(self.instances),
             listed_providers=frozenset({PROVIDER}),
             events=tuple(self.events),
+            spot_runs=dict(spot_runs or {}),
         )
 
     def attempts(self, job_id: str = JOB_ID) -> tuple[AttemptView, ...]:
@@ -256,6 +265,28 @@ class SimulatedWorld:
         )
 
 
+class _TraceRuns:
+    """A zone's trace as the runs an observer polling once a tick would have logged: what the
+    controller's ``SpotLog`` holds (``KEEP_S`` of runs before the tick, never a later tick)."""
+
+    def __init__(self, available: npt.NDArray[np.bool_]) -> None:
+        up = np.asarray(available, dtype=bool)
+        starts = np.flatnonzero(np.concatenate([[True], up[1:] != up[:-1]]))
+        self.starts: list[int] = starts.tolist()
+        self.ups: list[bool] = up[starts].tolist()
+
+    def seen(self, i: int, t: int, gap: float) -> SpotRuns:
+        """The runs up to trace tick ``i`` (the job's tick ``t``: time ``t·gap``) on the job's
+        clock, from the one that held ``KEEP_S`` before."""
+        keep = round(KEEP_S / gap)
+        first = max(0, bisect.bisect_right(self.starts, i - keep) - 1)
+        last = bisect.bisect_right(self.starts, i)
+        return SpotRuns(
+            tuple((s - i + t) * gap for s in self.starts[first:last]),
+            tuple(self.ups[first:last]),
+        )
+
+
 def _stamp(a: AttemptView, t: float) -> dict[str, Any]:
     return {
         "instance_id": a.instance_id or "",
@@ -308,6 +339,8 @@ class _Bridge:
         self.actions: list[list[Action]] = []
         self.available: list[bool] = []
         self.prices: list[float] = []
+        self.runs = [_TraceRuns(z.available) for z in window.zones]
+        self.spot_runs: dict[MarketId, SpotRuns] = {}
 
     @property
     def done(self) -> bool:
@@ -339,6 +372,10 @@ class _Bridge:
         zones = self.window.zones
         at = [(self.window.start_tick + t) % len(z) for z in zones]
         self.available = [bool(z.available[i]) for z, i in zip(zones, at, strict=True)]
+        self.spot_runs = {
+            o.market_id: runs.seen(i, t, self.gap)
+            for o, runs, i in zip(self.offerings, self.runs, at, strict=True)
+        }
         self.prices = [
             self.setting.spot_price_usd_per_hour
             if z.prices_usd_per_hour is None
@@ -379,7 +416,7 @@ class _Bridge:
             },
             boot_s={PROVIDER: self.d},
         )
-        asked = decide(self.world.snapshot(view), self.config)
+        asked = decide(self.world.snapshot(view, self.spot_runs), self.config)
         self.world.events = []
         for action in asked:
             self.world.execute(action)
