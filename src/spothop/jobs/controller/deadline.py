@@ -240,6 +240,7 @@ def deadline_plan(
                 best.price_usd_per_hour,
                 preemption_rate_per_h=st.preemption_rate_per_h,
                 mean_outage_s=st.mean_outage_s,
+                preemption_odds_per_tick=-math.expm1(-st.preemption_rate_per_h * tick / 3600.0),
             )
         else:
             zone = ZoneView(False, _catalog_spot_price(view, z, od))

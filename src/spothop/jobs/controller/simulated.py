@@ -34,6 +34,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import datetime as dt
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,6 +74,7 @@ from spothop.resources.market_id import MarketId
 from spothop.resources.offering import Interconnect, Offering
 from spothop.scheduler.market_view import MarketKind, MarketState, MarketView
 from spothop.scheduler.policies.base import EPS_S, IDLE, ON_DEMAND, Decision, Kind
+from spothop.scheduler.simulate.estimates import MIN_EVIDENCE_TICKS
 from spothop.scheduler.simulate.model import (
     S_PER_H,
     JobSetting,
@@ -339,6 +341,7 @@ class _Bridge:
         self.actions: list[list[Action]] = []
         self.available: list[bool] = []
         self.prices: list[float] = []
+        self.rates: list[float] = []
         self.runs = [_TraceRuns(z.available) for z in window.zones]
         self.spot_runs: dict[MarketId, SpotRuns] = {}
 
@@ -376,6 +379,13 @@ class _Bridge:
             o.market_id: runs.seen(i, t, self.gap)
             for o, runs, i in zip(self.offerings, self.runs, at, strict=True)
         }
+        # λ from the trace so far: the hourly rate of the model's per-tick odds of a drop (none
+        # before MIN_EVIDENCE_TICKS of trace: infinite, ranked riskiest as the model ranks None)
+        odds = [
+            z.history.hazards(i)[0] if i + 1 >= MIN_EVIDENCE_TICKS else 1.0
+            for z, i in zip(zones, at, strict=True)
+        ]
+        self.rates = [math.inf if p >= 1.0 else -math.log1p(-p) * S_PER_H / self.gap for p in odds]
         self.prices = [
             self.setting.spot_price_usd_per_hour
             if z.prices_usd_per_hour is None
@@ -410,9 +420,11 @@ class _Bridge:
             offerings=self.offerings,
             markets={
                 o.market_id: MarketState(
-                    o.market_id, spot_price_usd_per_hour=p, available=ok, preemption_rate_per_h=0.0
+                    o.market_id, spot_price_usd_per_hour=p, available=ok, preemption_rate_per_h=rate
                 )
-                for o, p, ok in zip(self.offerings, self.prices, self.available, strict=True)
+                for o, p, ok, rate in zip(
+                    self.offerings, self.prices, self.available, self.rates, strict=True
+                )
             },
             boot_s={PROVIDER: self.d},
         )
