@@ -9,12 +9,18 @@ what runs, as the model's NONE does.
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 from spothop.jobs.controller import EndAttempt, RequestStop, Terminate, decide
 from spothop.jobs.controller.config import ControllerConfig
 from spothop.jobs.controller.deadline import deadline_plan
+from spothop.jobs.controller.observe import Observer
 from spothop.jobs.controller.spot_runs import SpotLog, SpotRuns, age_s, current_run
 from spothop.jobs.lifecycle import AttemptState, EndReason, JobState
+from spothop.jobs.store import JobStore
+from spothop.market.clock import ManualClock
+from spothop.providers.fake.factories import make_market, make_offering
+from spothop.providers.fake.provider import FakeProvider
 from spothop.scheduler.market_view import MarketKind
 from spothop.scheduler.policies.base import IDLE
 from spothop.wire.events import Exited
@@ -146,3 +152,19 @@ def test_a_worker_that_exits_75_after_the_controllers_stop_ends_terminated_not_p
     )
     ends = of_type(decide(snapshot([j], events=[event])), EndAttempt)
     assert [e.reason for e in ends if e.attempt_id == od.attempt_id] == [EndReason.TERMINATED]
+
+
+def test_the_observer_logs_each_market_view_it_reads_on_its_own_clock(tmp_path: Path) -> None:
+    offering = make_offering(zone="fake-1a")
+    spot = make_market(offering, spot_price_usd_per_hour=1.0)
+    provider = FakeProvider(markets=[spot], clock=ManualClock(NOW))
+    store = JobStore(f"sqlite:///{tmp_path / 'spothop.db'}")
+    now = [NOW]
+    observer = Observer(store, {"fake": provider}, market_ttl_s=0.0, clock=lambda: now[0])
+    try:
+        assert observer.snapshot().spot_runs[offering.market_id] == SpotRuns((NOW,), (True,))
+        spot.available, now[0] = False, NOW + TICK
+        seen = observer.snapshot().spot_runs[offering.market_id]
+        assert seen == SpotRuns((NOW, NOW + TICK), (True, False))
+    finally:
+        store.close()
