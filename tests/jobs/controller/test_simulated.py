@@ -60,6 +60,17 @@ def test_long_outages_push_the_job_to_on_demand_the_same_way(policy: str) -> Non
 
 
 @pytest.mark.parametrize("policy", POLICIES)
+def test_spot_that_vanishes_once_the_work_is_done_preempts_nothing(policy: str) -> None:
+    """The work ends in tick 6; spot goes at 7: the model's run has ended, so the controller's
+    instance (its worker exiting 0 at that boundary) is no preemption either."""
+    flags = [True] * 7 + [False] * 200
+    setting = JobSetting(task_s=1 * H, deadline_s=3 * H, restart_overhead_s=0.05 * H)
+    window = Window((zone_from_flags("ends", flags, 600.0),))
+    _assert_same(policy, window, setting)
+    assert run(get_policy(policy), window, setting).preemptions == 0
+
+
+@pytest.mark.parametrize("policy", POLICIES)
 @pytest.mark.parametrize("deadline_h", [52, 70])
 def test_shared_traces_in_the_published_setting(policy: str, deadline_h: int) -> None:
     """2 traces × 2 windows × the 3 overheads, per policy and deadline: every run equal."""

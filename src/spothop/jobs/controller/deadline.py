@@ -25,16 +25,23 @@ The state, from the job and the snapshot (docs/controller.md, "Deadlines"):
 - **What runs**: the newest live attempt's kind and zone (or the newest
   attempt if the cloud took it back within the last tick: SPOT in its zone);
   its pending overhead is the restart overhead not yet past since its launch
-  while it does not run, and for an attempt the cloud took back the whole
-  restart overhead (nothing runs: a relaunch pays it), so that the safety
-  rule goes on-demand in the same pass rather than keeping a lost spot
-  instance for a tick.
+  while it does not run, as the tick model counts it (0 for a lost instance
+  that had booted), and the whole overhead for one the cloud took while its
+  zone still lists spot (nothing runs there: a relaunch pays it).
 - **Zones**: every zone (provider, region, zone) where the job's requirements
   are offered, sorted; each zone's spot is available when the market view
   says so for one of its qualifying spot markets (cooldowns do not hide it:
   the policy weighs the risk), at the cheapest such price, with that market's
-  preemption rate and mean outage. The on-demand price is the cheapest
-  qualifying on-demand candidate's.
+  preemption rate, its odds of a drop per tick and mean outage; how long spot
+  there has been up or down (counting the tick being decided) from the
+  snapshot's ``spot_runs``, and with several zones the same for "any of them"
+  (``any_zone``). The on-demand price is the cheapest qualifying on-demand
+  candidate's.
+
+What the decision does beyond the policy (docs/controller.md): a wait the
+policy chose stops what runs (:meth:`DeadlinePlan.stop_actions`), as the tick
+model's NONE does; where the safety rule keeps a spot instance the cloud just
+took (the model then idles a tick the deadline has no room for), on-demand.
 """
 
 from __future__ import annotations

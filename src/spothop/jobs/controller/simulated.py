@@ -12,21 +12,22 @@ starts at ``t·gap``, the job was created at 0):
    restart overhead), which its agent reports (``running_at``); once the work
    is done its agent reports exit 0.
 2. **decide** sees a snapshot: the job (spec: ``deadline``, ``work``,
-   ``deadline_policy``), its attempts, the listing, and a market view of one
-   instance type per zone (spot available per the trace at t, at its price at t;
-   on-demand at the setting's price).
+   ``deadline_policy``), its attempts, the listing, a market view of one
+   instance type per zone (spot available per the trace at t, at its price at
+   t, λ from the trace so far; on-demand at the setting's price), and each
+   zone's spot runs as an observer polling once a tick would have logged them.
 3. **The executor** applies every action. A launch that replaces an instance
    (a switch of market kind, make-before-break in a real controller) ends the
    replaced one at once: SIMULATION.md's accounting, where the restart
-   overhead ``d`` *is* the cost of a switch.
+   overhead ``d`` *is* the cost of a switch; a stop to wait ends it at once too.
 4. **The tick** ``[t·gap, (t+1)·gap)``: every live instance is billed the whole
    tick at its market's price; the newest one credits work from when it runs.
 
 The result is the simulator's :class:`~spothop.scheduler.simulate.RunResult`,
 so the two engines compare field by field (tests/jobs/controller/
-test_simulated.py: with one zone, constant prices and SIMULATION.md's options
-they agree tick by tick for greedy and uniform-progress). Multi-zone
-make-before-break moves of the model are not modelled here.
+test_simulated.py: they agree tick by tick for spothop, greedy and
+uniform-progress, on one zone and on several). Multi-zone make-before-break
+moves of the model (spothop-proactive) are not modelled here.
 """
 
 from __future__ import annotations
@@ -404,7 +405,7 @@ class _Bridge:
                 inst = dataclasses.replace(inst, state=InstanceState.RUNNING, running_at=ran)
                 world.instances[inst.instance_id] = inst
             gone = a.market_kind is MarketKind.SPOT and not self.available[self._zone(a)]
-            if gone and inst.state.is_alive:
+            if gone and inst.state.is_alive and not self.done:  # done: it finished before
                 self.preemptions += 1
                 world.end_instance(inst.instance_id, InstanceState.PREEMPTED)
         if self.done:

@@ -31,8 +31,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from spothop.resources.market_id import MarketId
+from spothop.resources.offering import Offering
 from spothop.scheduler.market_view import MarketView
 
 KEEP_S = 7 * 86400.0  # a week of runs per market: ages past the policies' horizons are all "old"
@@ -96,13 +98,20 @@ class SpotLog:
         self.keep_s = keep_s
         self._runs: dict[MarketId, tuple[list[float], list[bool]]] = {}
         self._frozen: dict[MarketId, SpotRuns] | None = None
+        self._last: tuple[tuple[Offering, ...], npt.NDArray[np.bool_]] | None = None
 
     def record(self, now: float, view: MarketView) -> None:
-        """Each of the view's markets as seen at ``now``: up if it has a spot price and capacity."""
+        """Each of the view's markets as seen at ``now``: up if it has a spot price and capacity.
+        With the same offerings as the last view, only the rows that changed are read."""
         table = view.table
         up = (~np.isnan(table.spot_price_usd_per_hour)) & table.spot_available
-        seen = {o.market_id: bool(u) for o, u in zip(table.offerings, up.tolist(), strict=True)}
-        self.record_states(now, seen)
+        rows: Iterable[int] = range(len(up))
+        last = self._last
+        if last is not None and last[0] is table.offerings and len(last[1]) == len(up):
+            rows = np.flatnonzero(up != last[1]).tolist()
+        flags = up.tolist()
+        self.record_states(now, {table.offerings[i].market_id: flags[i] for i in rows})
+        self._last = (table.offerings, up)
 
     def record_states(self, now: float, seen: Mapping[MarketId, bool]) -> None:
         """Markets' states at ``now`` (a market seen for the first time starts its first run)."""
