@@ -80,7 +80,13 @@ from spothop.market import (
 from spothop.market.errors import TraceError
 from spothop.market.traces import detect_kind
 from spothop.providers.local.storms import StormSpec, Window
-from spothop.providers.local.world_spec import CloudSpec, MarketSpec, ReservedSpec, WorldSpec
+from spothop.providers.local.world_spec import (
+    CloudSpec,
+    MarketSpec,
+    ReservedSpec,
+    WorldSpec,
+    checked_folders,
+)
 from spothop.resources.catalog import builtin_offerings
 from spothop.resources.market_id import MarketId
 from spothop.resources.offering import Offering
@@ -108,6 +114,11 @@ class World:
                     )
         for i, storm in enumerate(spec.storms):
             _check_storm(storm, f"{origin}: key storms.{i}", {c.name: c for c in spec.clouds})
+        self.buckets: tuple[Path, ...] = checked_folders(spec.buckets, "buckets", origin, base_dir)
+        """The world's buckets: folders every instance sees read-write at their own paths."""
+        image = spec.image if spec.image is not None else [sys.prefix, sys.base_prefix]
+        self.image_paths: tuple[Path, ...] = checked_folders(image, "image", origin, base_dir)
+        """The machine image: folders every instance sees read-only at their own paths."""
 
     @cached_property
     def data_dir(self) -> Path | None:
@@ -143,6 +154,11 @@ class World:
             f"{self.origin}: the data folder {where} is absent (set ${SHARED_DATA_ENV} to it); "
             f"{replayed} market(s) that replay its real traces run their cloud's synthetic market instead"
         ]
+
+    @property
+    def isolation(self) -> str | None:
+        """The world's isolation mode (``auto``, ``required``, ``off``); None: the world does not say."""
+        return self.spec.isolation
 
     @property
     def seed(self) -> int:
