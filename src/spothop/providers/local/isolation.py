@@ -224,7 +224,8 @@ def prepare(
         except OSError:
             pass  # the console then reads both files (see console_text)
     if isolated:
-        (directory / "etc-upper").mkdir(exist_ok=True)
+        # The units' folder exists as on a systemd host, even where this machine's /etc has none.
+        (directory / "etc-upper" / "systemd" / "system").mkdir(parents=True, exist_ok=True)
         (directory / "etc-work").mkdir(exist_ok=True)
         (root / USER_DATA).write_text(user_data)
         script = directory / "isolate.sh"
@@ -233,14 +234,15 @@ def prepare(
         )
         command = ["unshare", *_unshare_flags(), "--", "/bin/bash", str(script)]
         return Boot(command, {"PATH": SYSTEM_PATH, "LANG": "C.UTF-8"}, directory, root)
-    (directory / USER_DATA).write_text(_rooted(user_data, root))
+    (root / "etc" / "systemd" / "system").mkdir(parents=True, exist_ok=True)
+    (directory / "boot.sh").write_text(_rooted(user_data, root))
     env = {
         **os.environ,
         "PATH": f"{shim.parent}:{os.environ.get('PATH', SYSTEM_PATH)}",
         "LOCAL_CLOUD_ROOT": str(root),
         "LOCAL_CLOUD_CWD": str(directory),
     }
-    return Boot(["/bin/bash", str(directory / USER_DATA)], env, directory, root)
+    return Boot(["/bin/bash", str(directory / "boot.sh")], env, directory, root)
 
 
 def console_text(directory: Path) -> str:

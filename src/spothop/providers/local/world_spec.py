@@ -29,7 +29,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from spothop.bounds import (
     DURATION_S,
@@ -257,6 +257,12 @@ class WorldSpec(BaseModel):
         "warning; required: a launch fails where it cannot; off: unisolated. Default: "
         "$SPOTHOP_LOCAL_ISOLATION, else auto",
     )
+
+    @field_validator("isolation", mode="before")
+    @classmethod
+    def _off_is_off(cls, value: object) -> object:
+        # YAML 1.1 reads a bare ``off`` as false: the user meant the mode.
+        return "off" if value is False else value
 
     @model_validator(mode="after")
     def _unique_names(self) -> WorldSpec:
