@@ -53,7 +53,9 @@ def starts(mode: str, count: int, folder: Path) -> list[float]:
     world_path = folder / "world.yaml"
     world_path.write_text(WORLD.format(mode=f'"{mode}"', bucket=bucket))
     store = CloudStore(folder / "cloud")
-    provider = LocalProvider("aws-sim", world=load_world(world_path), world_path=world_path, store=store)
+    provider = LocalProvider(
+        "aws-sim", world=load_world(world_path), world_path=world_path, store=store
+    )
     out = []
     for i in range(count):
         marker = bucket / f"started-{i}"
@@ -68,8 +70,10 @@ def starts(mode: str, count: int, folder: Path) -> list[float]:
         )
         while not marker.exists():
             if time.monotonic() - t0 > START_TIMEOUT_S:
-                sys.exit(f"{mode}: instance {instance.instance_id} did not start in {START_TIMEOUT_S} s:\n"
-                         f"{provider.console_output(instance.instance_id)}")
+                sys.exit(
+                    f"{mode}: instance {instance.instance_id} did not start in {START_TIMEOUT_S} s:\n"
+                    f"{provider.console_output(instance.instance_id)}"
+                )
             time.sleep(0.005)
         out.append(time.monotonic() - t0)
         provider.terminate(instance.instance_id)
@@ -87,17 +91,23 @@ def main() -> int:
         return 2
     with tempfile.TemporaryDirectory(prefix="spothop-bench-isolation-") as tmp:
         os.environ["SPOTHOP_HOME"] = str(Path(tmp) / "home")
-        results = {mode: starts(mode, args.instances, Path(tmp) / mode) for mode in ("off", "required")}
+        results = {
+            mode: starts(mode, args.instances, Path(tmp) / mode) for mode in ("off", "required")
+        }
     print(f"{'mode':<12}{'starts':>8}{'median s':>11}{'mean s':>9}{'worst s':>9}")
     for mode, times in results.items():
         name = "isolated" if mode == "required" else "unisolated"
-        print(f"{name:<12}{len(times):>8}{statistics.median(times):>11.3f}"
-              f"{statistics.mean(times):>9.3f}{max(times):>9.3f}")
+        print(
+            f"{name:<12}{len(times):>8}{statistics.median(times):>11.3f}"
+            f"{statistics.mean(times):>9.3f}{max(times):>9.3f}"
+        )
     plain, isolated = (statistics.median(results[m]) for m in ("off", "required"))
     overhead = isolated - plain
     verdict = "within" if overhead <= TARGET_OVERHEAD_S else "OVER"
-    print(f"isolation overhead per start: {overhead:+.3f} s (ratio {isolated / plain:.2f}x); "
-          f"{verdict} the {TARGET_OVERHEAD_S} s target")
+    print(
+        f"isolation overhead per start: {overhead:+.3f} s (ratio {isolated / plain:.2f}x); "
+        f"{verdict} the {TARGET_OVERHEAD_S} s target"
+    )
     return 0 if overhead <= TARGET_OVERHEAD_S else 1
 
 

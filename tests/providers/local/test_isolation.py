@@ -158,13 +158,19 @@ def test_a_credential_in_the_env_is_refused_before_anything_runs(cloud) -> None:
 
 def test_a_missing_bucket_is_a_clear_error(world_file, tmp_path: Path) -> None:
     path = world_file(WORLD.format(bucket=tmp_path / "nope"))
-    with pytest.raises(ConfigError, match=r"key buckets\.0: the folder .*nope does not exist; create it"):
+    with pytest.raises(
+        ConfigError, match=r"key buckets\.0: the folder .*nope does not exist; create it"
+    ):
         load_world(path)
 
 
-def test_the_world_names_its_image_and_buckets_relative_to_its_file(world_file, tmp_path: Path) -> None:
+def test_the_world_names_its_image_and_buckets_relative_to_its_file(
+    world_file, tmp_path: Path
+) -> None:
     (tmp_path / "b").mkdir()
-    world = load_world(world_file(WORLD.format(bucket="b").replace("buckets", "image: [b]\nbuckets")))
+    world = load_world(
+        world_file(WORLD.format(bucket="b").replace("buckets", "image: [b]\nbuckets"))
+    )
     assert world.buckets == world.image_paths == ((tmp_path / "b").resolve(),)
 
 

@@ -77,7 +77,9 @@ from spothop.resources.market_id import MarketId
 
 TICK_WALL_S = 0.1  # how often the host looks at the world; notices land within a tick
 INSTANCE_ID_ENV = "SPOTHOP_INSTANCE_ID"
-USER_DATA_TIMEOUT_S = 30.0  # wall seconds the provider has to write the user-data after the host serves
+USER_DATA_TIMEOUT_S = (
+    30.0  # wall seconds the provider has to write the user-data after the host serves
+)
 UNIT_PID_FILE = "run/spothop-agent.pid"
 
 

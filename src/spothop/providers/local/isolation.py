@@ -45,6 +45,7 @@ launch where isolation is unavailable instead.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
@@ -132,7 +133,9 @@ def unavailable() -> str | None:
         return f"isolation needs Linux's mount namespaces; this is {sys.platform}"
     for tool in ("unshare", "chroot", "mount"):
         if shutil.which(tool) is None:
-            return f"isolation needs the '{tool}' command (util-linux, coreutils), not found on PATH"
+            return (
+                f"isolation needs the '{tool}' command (util-linux, coreutils), not found on PATH"
+            )
     try:
         done = subprocess.run(
             ["unshare", *_unshare_flags(), "--", "mount", "-t", "tmpfs", "none", "/mnt"],
@@ -167,30 +170,38 @@ def _bound(paths: Sequence[Path]) -> list[Path]:
     )
 
 
-def setup_script(root: Path, upper: Path, work: Path, image: Sequence[Path], buckets: Sequence[Path]) -> str:
+def setup_script(
+    root: Path, upper: Path, work: Path, image: Sequence[Path], buckets: Sequence[Path]
+) -> str:
     """The shell run in the new mount namespace: build ``root`` and chroot into it (module docstring)."""
     q = shlex.quote
     r = q(str(root))
-    lines = ["set -eu", f"R={r}", f"mount --bind /usr $R/usr && mount -o remount,bind,ro $R/usr"]
+    lines = ["set -eu", f"R={r}", "mount --bind /usr $R/usr && mount -o remount,bind,ro $R/usr"]
     for name in _HOST_LINKS:
         host = Path("/") / name
         if host.is_symlink():
             lines.append(f"ln -sfn {q(os.readlink(host))} $R/{name}")
         elif host.is_dir():
-            lines.append(f"mkdir -p $R/{name} && mount --bind /{name} $R/{name} && mount -o remount,bind,ro $R/{name}")
+            lines.append(
+                f"mkdir -p $R/{name} && mount --bind /{name} $R/{name} && mount -o remount,bind,ro $R/{name}"
+            )
     lines += [
         f"mount -t overlay overlay -o lowerdir=/etc,upperdir={q(str(upper))},workdir={q(str(work))} $R/etc",
         "mount --rbind /dev $R/dev",
         "mount --rbind /proc $R/proc",
         "mount --rbind /sys $R/sys",
     ]
-    for path in _bound(image):
-        lines.append(f"mkdir -p $R{q(str(path))} && mount --rbind {q(str(path))} $R{q(str(path))} && mount -o remount,bind,ro $R{q(str(path))}")
-    for path in sorted(buckets, key=lambda p: len(p.parts)):
-        lines.append(f"mkdir -p $R{q(str(path))} && mount --rbind {q(str(path))} $R{q(str(path))}")
-    path = ":".join([*(str(p / "bin") for p in image), SHIM_DIR, SYSTEM_PATH])
+    for folder in _bound(image):
+        src, dst = q(str(folder)), '"$R"' + q(str(folder))
+        lines.append(
+            f"mkdir -p {dst} && mount --rbind {src} {dst} && mount -o remount,bind,ro {dst}"
+        )
+    for folder in sorted(buckets, key=lambda p: len(p.parts)):
+        src, dst = q(str(folder)), '"$R"' + q(str(folder))
+        lines.append(f"mkdir -p {dst} && mount --rbind {src} {dst}")
+    search = ":".join([*(str(p / "bin") for p in image), SHIM_DIR, SYSTEM_PATH])
     lines.append(
-        f"exec chroot $R /usr/bin/env -i PATH={q(path)} HOME=/root LANG=C.UTF-8 /bin/bash /{USER_DATA}"
+        f'exec chroot "$R" /usr/bin/env -i PATH={q(search)} HOME=/root LANG=C.UTF-8 /bin/bash /{USER_DATA}'
     )
     return "\n".join(lines) + "\n"
 
@@ -219,10 +230,9 @@ def prepare(
     shim.chmod(0o755)
     unit_log = root / UNIT_LOG.lstrip("/")
     if not unit_log.exists():
-        try:
-            os.link(console, unit_log)  # one console: the boot script's output and the unit's
-        except OSError:
-            pass  # the console then reads both files (see console_text)
+        # One console: the boot script's output and the unit's (else console_text reads both).
+        with contextlib.suppress(OSError):
+            os.link(console, unit_log)
     if isolated:
         # The units' folder exists as on a systemd host, even where this machine's /etc has none.
         (directory / "etc-upper" / "systemd" / "system").mkdir(parents=True, exist_ok=True)

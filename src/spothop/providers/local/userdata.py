@@ -26,9 +26,13 @@ from collections.abc import Mapping, Sequence
 
 from spothop.providers import bootstrap
 from spothop.providers.base import LaunchRequest
+from spothop.providers.local.metadata import PROTOCOLS
+from spothop.providers.local.metadata.codes import IdQuery
 
 USER_DATA_MAX_BYTES = 1024 * 1024  # no real cloud's limit: the local cloud takes any sane script
-NO_INSTALL = "true  # the local cloud: its machine image holds the Python environment, nothing to install"
+NO_INSTALL = (
+    "true  # the local cloud: its machine image holds the Python environment, nothing to install"
+)
 
 _CREDENTIALS = bootstrap.CredentialRule(
     keys=frozenset(),
@@ -47,40 +51,27 @@ def _curl(url: str, *headers: str, method: str = "GET") -> str:
     return f"curl -sf --max-time 5{verb}{flags} {shlex.quote(url)} 2>/dev/null || true"
 
 
-def _token_then_get(url: str, token_path: str, ttl_header: str, token_header: str) -> str:
-    return (
-        f"t=$({_curl(url + token_path, ttl_header + ': 300', method='PUT')})\n"
-        f'  if [ -n "$t" ]; then SPOTHOP_INSTANCE_ID=$(curl -sf --max-time 5 -H "{token_header}: $t" '
-        f"{shlex.quote(url + '/latest/meta-data/instance-id')} 2>/dev/null || true); fi\n"
-        f'  [ -n "$SPOTHOP_INSTANCE_ID" ] || SPOTHOP_INSTANCE_ID=$({_curl(url + "/latest/meta-data/instance-id")})'
-    )
-
-
-def _ask_endpoint(protocol: str, url: str) -> str:
-    """Shell setting SPOTHOP_INSTANCE_ID from the endpoint at ``url``, as ``protocol``'s images ask."""
-    if protocol == "aws":
-        return _token_then_get(
-            url,
-            "/latest/api/token",
-            "X-aws-ec2-metadata-token-ttl-seconds",
-            "X-aws-ec2-metadata-token",
+def _ask_endpoint(query: IdQuery, url: str) -> str:
+    """Shell setting SPOTHOP_INSTANCE_ID from the endpoint at ``url``, as ``query`` says its cloud's images ask."""
+    get = url + query.path
+    if query.token_path is None:
+        line = f"SPOTHOP_INSTANCE_ID=$({_curl(get, *query.headers)})"
+    else:
+        put = _curl(url + query.token_path, f"{query.token_ttl_header}: 300", method="PUT")
+        flags = "".join(f" -H {shlex.quote(h)}" for h in query.headers)
+        line = (
+            f"t=$({put})\n"
+            f'  if [ -n "$t" ]; then SPOTHOP_INSTANCE_ID=$(curl -sf --max-time 5{flags} '
+            f'-H "{query.token_header}: $t" {shlex.quote(get)} 2>/dev/null || true); fi\n'
+            f'  [ -n "$SPOTHOP_INSTANCE_ID" ] || SPOTHOP_INSTANCE_ID=$({_curl(get, *query.headers)})'
         )
-    if protocol == "aliyun":
-        return _token_then_get(
-            url,
-            "/latest/api/token",
-            "X-aliyun-ecs-metadata-token-ttl-seconds",
-            "X-aliyun-ecs-metadata-token",
+    if query.json_key is not None:
+        key = re.escape(query.json_key)
+        line += (
+            "\n  SPOTHOP_INSTANCE_ID=$(printf '%s' \"$SPOTHOP_INSTANCE_ID\" | "
+            f'sed -n \'s/.*"{key}": *"\\([^"]*\\)".*/\\1/p\')'
         )
-    if protocol == "gcp":
-        return f"SPOTHOP_INSTANCE_ID=$({_curl(url + '/computeMetadata/v1/instance/id', 'Metadata-Flavor: Google')})"
-    if protocol == "azure":
-        compute = url + "/metadata/instance/compute?api-version=2021-02-01"
-        return (
-            f"SPOTHOP_INSTANCE_ID=$({_curl(compute, 'Metadata: true')} | "
-            "sed -n 's/.*\"name\": *\"\\([^\"]*\\)\".*/\\1/p')"
-        )
-    return f"SPOTHOP_INSTANCE_ID=$({_curl(url + '/latest/meta-data/instance-id')})"
+    return line
 
 
 def instance_id_lines(protocol: str, metadata_url: str, instance_id: str) -> str:
@@ -88,7 +79,7 @@ def instance_id_lines(protocol: str, metadata_url: str, instance_id: str) -> str
     return (
         "SPOTHOP_INSTANCE_ID=\n"
         "if command -v curl >/dev/null 2>&1; then\n"
-        f"  {_ask_endpoint(protocol, metadata_url.rstrip('/'))}\n"
+        f"  {_ask_endpoint(PROTOCOLS[protocol].ID_QUERY, metadata_url.rstrip('/'))}\n"
         "fi\n"
         f"SPOTHOP_INSTANCE_ID=${{SPOTHOP_INSTANCE_ID:-{shlex.quote(instance_id)}}}"
     )
@@ -128,9 +119,7 @@ def command_of(request: LaunchRequest) -> Sequence[str]:
     return tuple(request.bootstrap_command) or ("sleep", "infinity")
 
 
-def render(
-    request: LaunchRequest, protocol: str, metadata_url: str, instance_id: str
-) -> str:
+def render(request: LaunchRequest, protocol: str, metadata_url: str, instance_id: str) -> str:
     """The user-data of one launch: the boot script, ConfigError if it cannot be rendered."""
     env: Mapping[str, str] = request.env
     return shape(protocol, metadata_url, instance_id).render(
@@ -140,4 +129,6 @@ def render(
 
 def check(request: LaunchRequest) -> None:
     """ConfigError now, before anything runs, for a launch whose boot script cannot be rendered."""
-    bootstrap.check_launch(_CREDENTIALS, command_of(request), request.env, launch="a local cloud launch")
+    bootstrap.check_launch(
+        _CREDENTIALS, command_of(request), request.env, launch="a local cloud launch"
+    )
