@@ -58,6 +58,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from spothop.errors import ConfigError
+
 ISOLATION_ENV = "SPOTHOP_LOCAL_ISOLATION"  # the mode for a world file that does not say
 MODES = ("auto", "required", "off")
 ROOT_DIR = "root"
@@ -111,8 +113,6 @@ def mode_of(world_mode: str | None) -> str:
     """The isolation mode: the world's, else ``$SPOTHOP_LOCAL_ISOLATION``, else ``auto``."""
     mode = world_mode or os.environ.get(ISOLATION_ENV) or "auto"
     if mode not in MODES:
-        from spothop.errors import ConfigError
-
         raise ConfigError(
             f"${ISOLATION_ENV}={mode!r} is not an isolation mode; use one of {', '.join(MODES)}"
         )

@@ -45,6 +45,13 @@ runs its cloud's ``market:`` instead, and loading the world prints one line
 saying so (:attr:`World.notes`). A replayed file missing from a data folder
 that exists is an error, as a ``trace:`` is.
 
+What an instance sees of this machine is the world's too: ``image:`` (the
+folders of the Python environment playing the machine image, read-only;
+default: the running interpreter's prefix and base prefix), ``buckets:``
+(folders playing the object store, read-write at their own paths; each must
+exist) and ``isolation:`` (``auto``, ``required`` or ``off``; see
+:mod:`.isolation`).
+
 A default world ships in the package, so the embedded default needs no file.
 Errors name the file, the key and the fix.
 
