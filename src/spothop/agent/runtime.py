@@ -29,6 +29,7 @@ from types import FrameType
 from typing import Any
 
 from spothop.agent import model
+from spothop.agent.code import CodeFetchError, fetch_code
 from spothop.agent.config import AgentConfig
 from spothop.agent.control import ControlDir
 from spothop.agent.emergency import EmergencyContext, release_leases, run_emergency
@@ -125,6 +126,7 @@ class Agent:
             restart_limit=config.restart_limit,
             restart_backoff_s=config.restart_backoff_s,
             log_sink=log_sink,
+            cwd=config.workdir,
         )
         self.notices: collections.deque[Notice] = collections.deque()
         self.wake = threading.Event()
@@ -249,6 +251,8 @@ class Agent:
             notice_blind=False,
             blind_reasons=[],
         )
+        if self.config.code_url and not self._fetch_code():
+            return self._failed_before_start()
         if self.config.probe_first_boot:
             self._probe_first_boot()
         self._start()
@@ -289,6 +293,29 @@ class Agent:
             log.warning("%d events did not reach the control plane; they stay in the spool", left)
         self.plane.close()
         return code
+
+    def _fetch_code(self) -> bool:
+        """The job's code into ``workdir`` before the worker starts; False (logged) when it cannot."""
+        c = self.config
+        assert c.code_url is not None and c.code_sha256 is not None
+        workdir = c.workdir or c.state_dir / "workdir"
+        try:
+            fetched = fetch_code(
+                c.code_url, c.code_sha256, workdir, token=c.token, instance_id=c.instance_id
+            )
+        except CodeFetchError as err:
+            log.error("code: %s", err)
+            return False
+        self.supervisor.cwd = workdir
+        log.info("%s into %s", fetched.line(), workdir)
+        return True
+
+    def _failed_before_start(self) -> int:
+        """A failed attempt that never ran the worker (its code did not arrive intact)."""
+        self.reporter.report(Exited, code=model.EXIT_WORKER_FAILED)
+        self.plane.flush(FINAL_FLUSH_S)
+        self.plane.close()
+        return model.EXIT_WORKER_FAILED
 
     def _loop(self) -> int:
         while True:

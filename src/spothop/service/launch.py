@@ -49,7 +49,18 @@ def check_launchable(spec: JobSpec) -> None:
 
 
 def launch_job(store: JobStore, spec: JobSpec) -> LaunchedJob:
-    """Store ``spec`` as a new job (pending). Call :func:`check_launchable` first."""
-    job_id = store.create_job(spec)
+    """Store ``spec`` as a new job (pending). Call :func:`check_launchable` first.
+
+    A ``workdir`` is packed and stored first (:func:`~spothop.controlplane.archives.store_workdir`,
+    before anything is paid for: a workdir that cannot be packed is a
+    :class:`~spothop.errors.JobSpecError` and no job is stored); the job
+    records the archive's sha256, the one its agents may fetch.
+    """
+    code_sha256 = None
+    if spec.workdir:
+        from spothop.controlplane.archives import store_workdir
+
+        code_sha256 = store_workdir(spec.workdir).sha256
+    job_id = store.create_job(spec, code_sha256=code_sha256)
     job = store.get_job(job_id)
     return LaunchedJob(job.job_id, job.name, str(job.state))
