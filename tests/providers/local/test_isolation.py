@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
 import pytest
 
 import spothop
+from spothop.controlplane.dist import build_wheel
 from spothop.errors import ConfigError
-from spothop.providers.base import InstanceState, LaunchRequest
+from spothop.providers.base import Distribution, InstanceState, LaunchRequest
 from spothop.providers.extensions import ConsoleOutput
 from spothop.providers.local import isolation
 from spothop.providers.local.provider import LocalProvider
@@ -147,6 +149,53 @@ def test_a_failing_boot_script_ends_the_instance_with_its_reason(cloud, monkeypa
     assert ended.state is InstanceState.FAILED
     assert row is not None and row["end_reason"] == "boot script failed: install: no wheel here"
     assert "never" not in provider.console_output(instance.instance_id)
+
+
+def test_spothop_reaches_the_instance_as_the_control_planes_wheel(cloud, tmp_path: Path) -> None:
+    provider, bucket = cloud
+    built = build_wheel(tmp_path / "home")
+    shutil.copy(built.path, bucket / built.filename)
+    request = LaunchRequest(
+        instance_type="g5.xlarge",
+        region="us-east-1",
+        zone="us-east-1a",
+        bootstrap_command=[
+            "python",
+            "-c",
+            "import spothop; print('agent-python', spothop.__file__)",
+        ],
+        distribution=Distribution(
+            url=(bucket / built.filename).as_uri(), sha256=built.sha256, filename=built.filename
+        ),
+    )
+    instance = provider.launch(request)
+    ended = _ended(provider, instance.instance_id)
+    console = provider.console_output(instance.instance_id)
+    assert ended.state is InstanceState.TERMINATED, console
+    assert f"spothop: installed spothop {spothop.__version__} from" in console, console
+    assert "agent-python /opt/spothop/" in console, console
+
+
+def test_a_wheel_whose_hash_does_not_match_fails_the_boot_and_says_why(cloud) -> None:
+    provider, bucket = cloud
+    wheel = bucket / "spothop-0.0.0-py3-none-any.whl"
+    wheel.write_bytes(b"not the wheel the control plane vouched for")
+    request = LaunchRequest(
+        instance_type="g5.xlarge",
+        region="us-east-1",
+        zone="us-east-1a",
+        bootstrap_command=["bash", "-c", "echo agent-started"],
+        distribution=Distribution(url=wheel.as_uri(), sha256="0" * 64, filename=wheel.name),
+    )
+    instance = provider.launch(request)
+    ended = _ended(provider, instance.instance_id)
+    row = provider.store.instance(instance.instance_id)
+    assert ended.state is InstanceState.FAILED
+    assert row is not None and row["end_reason"].startswith(
+        "boot script failed: spothop: the wheel"
+    )
+    assert "not starting the agent" in row["end_reason"]
+    assert "agent-started" not in provider.console_output(instance.instance_id)
 
 
 def test_a_credential_in_the_env_is_refused_before_anything_runs(cloud) -> None:

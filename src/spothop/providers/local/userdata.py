@@ -13,9 +13,10 @@ writer "local cloud (PROTOCOL)". The credential rule is a generic one (a
 private key); the local cloud has no credentials of its own.
 
 The install step (:func:`install_step`): the launch's ``install`` override
-where it has one; else the distribution's install (see the marked place);
-else nothing, since the local cloud's machine image already holds the
-Python environment the command runs with.
+where it has one; else the launch's ``distribution`` (the control plane's
+wheel, downloaded, its sha256 checked, installed into ``/opt/spothop``
+without dependencies: the machine image has them); else nothing, since the
+image already holds the Python environment the command runs with.
 """
 
 from __future__ import annotations
@@ -107,10 +108,10 @@ def install_step(request: LaunchRequest) -> str:
     override = getattr(request, "install", None)
     if override is not None:
         return str(override)
-    # -- distribution install: the single place where the launch's distribution is plugged in --
-    # distribution = getattr(request, "distribution", None)
-    # if distribution is not None:
-    #     return bootstrap.install_step(distribution, with_dependencies=False)
+    if (
+        request.distribution is not None
+    ):  # the control plane's wheel; the image has its dependencies
+        return bootstrap.install_step(request.distribution, with_dependencies=False)
     return NO_INSTALL
 
 
