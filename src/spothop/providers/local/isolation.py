@@ -238,6 +238,7 @@ def prepare(
         (directory / "etc-upper" / "systemd" / "system").mkdir(parents=True, exist_ok=True)
         (directory / "etc-work").mkdir(exist_ok=True)
         (root / USER_DATA).write_text(user_data)
+        (root / USER_DATA).chmod(0o600)  # it holds the agent's token, as user-data does
         script = directory / "isolate.sh"
         script.write_text(
             setup_script(root, directory / "etc-upper", directory / "etc-work", image, buckets)

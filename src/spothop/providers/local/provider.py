@@ -355,6 +355,7 @@ class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory, ClockKeeper, G
             raise
         staged = directory / f"{isolation.USER_DATA}.part"
         staged.write_text(text)
+        staged.chmod(0o600)  # it holds the agent's token
         staged.replace(directory / isolation.USER_DATA)  # the host sees it whole or not at all
 
     def console_output(self, instance_id: str) -> str:
