@@ -18,6 +18,9 @@ the mixin's interface, or falls back to the base interface when it has not.
 - :class:`GroupRendezvous`: the provider knows, before a multi-node group's
   node 0 boots, the host the group's nodes reach it on (instances that share
   one host). Without it, a group cannot be launched on the provider yet.
+- :class:`ConsoleOutput`: the provider shows an instance's console (the boot
+  script's output and the agent unit's; EC2's GetConsoleOutput), for a
+  status to say why an instance never started its agent.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from spothop.errors import ConfigError, ProviderError
 from spothop.market.clock import Clock
@@ -117,3 +120,13 @@ class GroupRendezvous:
     """
 
     group_rendezvous_host: str
+
+
+@runtime_checkable
+class ConsoleOutput(Protocol):
+    """A provider that shows an instance's console output."""
+
+    def console_output(self, instance_id: str) -> str:
+        """The instance's console as the cloud shows it: its boot script's output and its agent
+        unit's (empty before it boots); InstanceNotFound for an unknown id."""
+        ...

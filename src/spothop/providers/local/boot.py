@@ -8,8 +8,11 @@ its directory and its record, and starts its host here.
   ``instance.json`` in the instance's directory: the cloud and its protocol,
   the place, the market (spot or not, the rate at launch), the cloud's
   notice lead, advance notice and launch delay, the bootstrap command and
-  its environment, the world file and the cloud's root. Nothing else of the
-  launching process reaches the instance.
+  its environment, the world file and the cloud's root, whether it runs
+  isolated and what its root shows of this machine (the world's image and
+  buckets). Nothing else of the launching process reaches the instance; what
+  it runs is its ``user-data``, the boot script the provider writes there
+  once the host serves the metadata endpoint (:mod:`.userdata`).
 - :meth:`NewInstance.row` is the cloud's record of it
   (:class:`~.store.CloudStore`): ``pending``, nothing billed yet, its name,
   tags and reserved pool.
@@ -54,7 +57,15 @@ class NewInstance:
     launched_at: float
     reservation: str | None  # the reserved pool's id; None: spot or on-demand
 
-    def host_spec(self, world_path: Path | None, cloud_root: Path) -> dict[str, Any]:
+    def host_spec(
+        self,
+        world_path: Path | None,
+        cloud_root: Path,
+        *,
+        isolated: bool = False,
+        image_paths: tuple[Path, ...] = (),
+        buckets: tuple[Path, ...] = (),
+    ) -> dict[str, Any]:
         """What the host reads from ``instance.json`` (JSON-ready)."""
         cloud, offering, request = self.cloud, self.offering, self.request
         return {
@@ -76,6 +87,9 @@ class NewInstance:
             "world_path": str(world_path.resolve()) if world_path else None,
             "cloud_root": str(cloud_root),
             "reservation": self.reservation,
+            "isolated": isolated,
+            "image_paths": [str(p) for p in image_paths],
+            "buckets": [str(p) for p in buckets],
         }
 
     def row(self, directory: Path) -> dict[str, Any]:
