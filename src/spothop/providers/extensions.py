@@ -18,6 +18,13 @@ the mixin's interface, or falls back to the base interface when it has not.
 - :class:`GroupRendezvous`: the provider knows, before a multi-node group's
   node 0 boots, the host the group's nodes reach it on (instances that share
   one host). Without it, a group cannot be launched on the provider yet.
+- :class:`SharedStorage` (a runtime-checkable protocol): folders every instance
+  of the provider sees at the same path as the controller does (the local
+  cloud's world ``buckets:``, playing the object store). A plain path outside
+  them is on the controller's disk only, and a job that names one is refused at
+  launch (:func:`spothop.jobs.reachable.check_reachable`). Without it (every
+  real cloud), the provider shares no folder: only an object-store URL reaches
+  its instances.
 """
 
 from __future__ import annotations
@@ -25,7 +32,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from spothop.errors import ConfigError, ProviderError
 from spothop.market.clock import Clock
@@ -117,3 +125,13 @@ class GroupRendezvous:
     """
 
     group_rendezvous_host: str
+
+
+@runtime_checkable
+class SharedStorage(Protocol):
+    """A provider whose instances see some folders of this machine at the same path."""
+
+    def bucket_paths(self) -> Sequence[Path]:
+        """The shared folders (absolute): a path inside one reads and writes the same files on
+        every instance of this provider and on the controller. Empty: none is shared."""
+        ...
