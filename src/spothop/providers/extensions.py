@@ -21,6 +21,13 @@ the mixin's interface, or falls back to the base interface when it has not.
 - :class:`ConsoleOutput`: the provider shows an instance's console (the boot
   script's output and the agent unit's; EC2's GetConsoleOutput), for a
   status to say why an instance never started its agent.
+- :class:`SharedStorage` (a runtime-checkable protocol): folders every instance
+  of the provider sees at the same path as the controller does (the local
+  cloud's world ``buckets:``, playing the object store). A plain path outside
+  them is on the controller's disk only, and a job that names one is refused at
+  launch (:func:`spothop.jobs.reachable.check_reachable`). Without it (every
+  real cloud), the provider shares no folder: only an object-store URL reaches
+  its instances.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from spothop.errors import ConfigError, ProviderError
@@ -129,4 +137,14 @@ class ConsoleOutput(Protocol):
     def console_output(self, instance_id: str) -> str:
         """The instance's console as the cloud shows it: its boot script's output and its agent
         unit's (empty before it boots); InstanceNotFound for an unknown id."""
+        ...
+
+
+@runtime_checkable
+class SharedStorage(Protocol):
+    """A provider whose instances see some folders of this machine at the same path."""
+
+    def bucket_paths(self) -> Sequence[Path]:
+        """The shared folders (absolute): a path inside one reads and writes the same files on
+        every instance of this provider and on the controller. Empty: none is shared."""
         ...

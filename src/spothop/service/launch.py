@@ -29,8 +29,9 @@ class LaunchedJob:
 
 
 def check_launchable(spec: JobSpec) -> None:
-    """What ``launch`` checks before a job is stored: its checkpoint and output URLs can be
-    written (:class:`~spothop.errors.StorageUnreachable`), and some offering of the controller's
+    """What ``launch`` checks before a job is stored: its checkpoint, output and input paths are
+    reachable from the instances of every provider it may be placed on, and its checkpoint and
+    output URLs can be written (:class:`~spothop.errors.StorageUnreachable`), and some offering of the controller's
     providers meets it at all (:class:`~spothop.scheduler.errors.NoCandidates`, naming the
     requirement that excluded the most). No capacity *now* is not refused: the job waits."""
     from spothop.jobs.controller.place import plan_inputs
@@ -40,8 +41,9 @@ def check_launchable(spec: JobSpec) -> None:
     from spothop.scheduler.market_view import gather_market_view
     from spothop.scheduler.placement import rank
 
-    check_reachable(spec)  # before anything is paid for
-    providers = [p for n, p in default_providers().items() if n not in spec.providers.deny]
+    configured = default_providers()
+    check_reachable(spec, configured)  # before anything is paid for
+    providers = [p for n, p in configured.items() if n not in spec.providers.deny]
     profile, kinds, pools = plan_inputs(spec)
     view = gather_market_view(providers, on_error=lambda *_: None)
     with contextlib.suppress(NoCapacityNow):

@@ -95,7 +95,9 @@ class Harness:
     extra_args: tuple[str, ...] = ()
 
     def set_world(self, world: dict[str, Any]) -> None:
-        """Another world (before the first launch: the controller reads it when it starts)."""
+        """Another world (before the first launch: the controller reads it when it starts). The
+        test's folder is the world's bucket: the job's checkpoints, inputs and outputs live there."""
+        world = {"buckets": [str(self.tmp)], **world}
         self.world_path.write_text(yaml.safe_dump(world))
         loaded = load_world(self.world_path)
         self.providers = {

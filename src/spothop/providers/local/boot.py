@@ -24,10 +24,19 @@ its directory and its record, and starts its host here.
   ``failed`` ("host did not start") and a
   :class:`~spothop.errors.ProviderError` with the cloud's internal-error code
   carries the end of its log.
+- :func:`host_never_started` tells a record whose host can no longer start:
+  the launching process (``launcher_pid`` in ``instance.json``) died between
+  writing the record and starting the host (a controller SIGKILLed mid-launch),
+  or the host's time to start has long passed. Such an instance is failed when
+  listed ("its host never started"), as a cloud fails a VM that cannot boot,
+  so that whoever adopts it by its tags replaces it instead of waiting for a
+  boot that will not come.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 import time
@@ -38,6 +47,7 @@ from typing import Any
 from spothop.errors import ProviderError
 from spothop.providers.base import InstanceState, LaunchRequest
 from spothop.providers.local.metadata.codes import ErrorCodes
+from spothop.providers.local.processes import pid_alive
 from spothop.providers.local.store import CloudStore
 from spothop.providers.local.world_spec import CloudSpec
 from spothop.resources.offering import Offering
@@ -90,6 +100,7 @@ class NewInstance:
             "isolated": isolated,
             "image_paths": [str(p) for p in image_paths],
             "buckets": [str(p) for p in buckets],
+            "launcher_pid": os.getpid(),  # the process that starts the host (host_never_started)
         }
 
     def row(self, directory: Path) -> dict[str, Any]:
@@ -146,3 +157,34 @@ def start_host(
         codes.internal_error,
         f"instance host did not start: {tail.strip() or 'no output'}",
     )
+
+
+def host_never_started(directory: Path, *, now_wall_s: float | None = None) -> bool:
+    """True when the host of the (live, hostless) instance in ``directory`` will never start.
+
+    Its launching process is gone (a zombie counts as gone), or its ``instance.json`` was
+    written more than twice :data:`HOST_READY_TIMEOUT_S` (wall) ago, after which the launcher
+    has given up on it anyway. A directory without that file (the record came first) is not
+    judged here.
+    """
+    spec_file = directory / "instance.json"
+    try:
+        written_s = spec_file.stat().st_mtime
+        launcher = json.loads(spec_file.read_text()).get("launcher_pid")
+    except (OSError, ValueError):
+        return False
+    now = time.time() if now_wall_s is None else now_wall_s
+    if now - written_s > 2 * HOST_READY_TIMEOUT_S:
+        return True
+    return isinstance(launcher, int) and not _running(launcher)
+
+
+def _running(pid: int) -> bool:
+    """``pid`` runs and is no zombie (another process's dead child still answers signal 0)."""
+    if not pid_alive(pid):
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc here (or it just ended): pid_alive's answer stands
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]

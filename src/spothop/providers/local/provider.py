@@ -68,7 +68,7 @@ from spothop.providers.base import (
 from spothop.providers.billing import SpotPriceHistory
 from spothop.providers.extensions import ClockKeeper, GroupRendezvous
 from spothop.providers.local import isolation, maintenance, userdata
-from spothop.providers.local.boot import NewInstance, start_host
+from spothop.providers.local.boot import NewInstance, host_never_started, start_host
 from spothop.providers.local.metadata import PROTOCOLS, UNREACHABLE_URL, ScheduledEvent
 from spothop.providers.local.metadata.codes import ErrorCodes
 from spothop.providers.local.processes import kill_group, kill_process, pid_alive
@@ -496,12 +496,21 @@ class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory, ClockKeeper, G
         return row
 
     def _reap(self, row: dict[str, Any]) -> dict[str, Any]:
-        """A live instance whose host died is failed: the machine under it is gone."""
-        if (
-            InstanceState(row["state"]).is_alive
-            and row["host_pid"]
-            and not pid_alive(row["host_pid"])
-        ):
+        """A live instance whose host died, or never started (its launcher died after recording
+        it: ``boot.host_never_started``), is failed: the machine under it is gone."""
+        alive = InstanceState(row["state"]).is_alive
+        if alive and not row["host_pid"] and host_never_started(Path(row["directory"])):
+            fresh = self.store.instance(row["instance_id"]) or row
+            if InstanceState(fresh["state"]).is_alive and not fresh["host_pid"]:
+                self.store.update_instance(
+                    row["instance_id"],
+                    state=InstanceState.FAILED.value,
+                    end_reason="its host never started (the launching process stopped first)",
+                    ended_at=self.clock.now(),
+                )
+                fresh = self.store.instance(row["instance_id"]) or fresh
+            return fresh
+        if alive and row["host_pid"] and not pid_alive(row["host_pid"]):
             fresh = self.store.instance(row["instance_id"]) or row
             if InstanceState(fresh["state"]).is_alive:
                 if fresh["worker_pgid"]:
