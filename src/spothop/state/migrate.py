@@ -161,6 +161,7 @@ def owned_metadata() -> MetaData:
     import spothop.state.auth_tables
     import spothop.state.job_tables
     import spothop.state.ledger_tables
+    import spothop.state.log_tables
     import spothop.state.market_tables
     import spothop.state.queue_tables  # noqa: F401  (imported for the tables they register)
 
