@@ -368,7 +368,9 @@ class EmbeddedControlPlane:
         self._call("acknowledge", request_id)
 
     def ship_log(self, chunk: LogChunk) -> None:
-        self._call("ship_log", chunk.to_dict(), again=True)  # a resent part is skipped: twice is once
+        self._call(
+            "ship_log", chunk.to_dict(), again=True
+        )  # a resent part is skipped: twice is once
 
     def prepare(self) -> None:
         process = self._process

@@ -54,7 +54,6 @@ from typing import Annotated, Any, Protocol
 
 from spothop.errors import EXIT_PREEMPTED as EXIT_RESUMABLE
 from spothop.wire.events import AgentEvent, Stamp
-from spothop.wire.logs import LogChunk
 from spothop.wire.fields import (
     Count,
     Id,
@@ -66,6 +65,7 @@ from spothop.wire.fields import (
     UnixTime,
     WireDefault,
 )
+from spothop.wire.logs import LogChunk
 
 REQUEST_KINDS = ("checkpoint", "stop")  # what a control plane may ask of an instance
 EVENTS_BATCH = 100  # events in one request at most (``POST …/events``)
