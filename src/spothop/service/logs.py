@@ -75,9 +75,10 @@ def job_logs(
     from spothop.state.worker_logs import read_after, read_tail
 
     store.get_job(job_id)
+    attempts = store.attempts(job_id)  # before the connection below: one at a time on SQLite
     entries = []
     with store.engine.connect() as conn:
-        for a in store.attempts(job_id):
+        for a in attempts:
             if node is not None and a.node != node:
                 continue
             if tail_bytes is None:
@@ -128,9 +129,10 @@ class LogTail:
         from spothop.state.worker_logs import attempts_with_output, read_after, stored_end
 
         entries = []
+        attempts = self.store.attempts(self.job_id)  # before the connection: one at a time
         with self.store.engine.connect() as conn:
             shipped = attempts_with_output(conn, self.job_id)
-            for a in self.store.attempts(self.job_id):
+            for a in attempts:
                 if a.attempt_id not in shipped or (self.node is not None and a.node != self.node):
                     continue
                 offset = self._offsets.get(a.attempt_id)
