@@ -184,10 +184,12 @@ class HttpControlPlane:
         )
 
     def ship_log(self, chunk: LogChunk) -> None:
-        """One try (the agent's shipper retries with its own backoff, the bytes wait in the
-        worker's file); fails at once inside the outage window. :class:`LogOffsetGap` with the
-        stored end for a chunk past it."""
-        self._call("POST", f"{self._agent_path}/logs", chunk.to_dict(), attempts=1)
+        """One try, even inside the outage window (the agent's shipper keeps its own backoff,
+        and the bytes wait in the worker's file); :class:`LogOffsetGap` with the stored end for
+        a chunk past it."""
+        self._call(
+            "POST", f"{self._agent_path}/logs", chunk.to_dict(), attempts=1, past_backoff=True
+        )
 
     def prepare(self) -> None:
         """Nothing to import: urllib is loaded already."""
