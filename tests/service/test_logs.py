@@ -17,9 +17,7 @@ def _ship(store: JobStore, job_id: str, raw: bytes) -> None:
     (attempt,) = store.attempts(job_id)
     with store.engine.begin() as conn:
         end = stored_end(conn, job_id, attempt.attempt_id)
-        append_chunk(
-            conn, job_id=job_id, attempt_id=attempt.attempt_id, offset_bytes=end, raw=raw
-        )
+        append_chunk(conn, job_id=job_id, attempt_id=attempt.attempt_id, offset_bytes=end, raw=raw)
 
 
 def test_the_logs_name_where_each_attempt_ran_and_tail_its_output(store: JobStore) -> None:
