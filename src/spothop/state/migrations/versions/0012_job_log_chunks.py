@@ -6,8 +6,8 @@ instance writes into the controller's folders. Keyed ``(job_id, attempt_id,
 offset_bytes)``: an attempt's chunks in order, its tail and what came after an
 offset are each one range of the key (docs/state.md).
 
-Revision ID: 0011
-Revises: 0010
+Revision ID: 0012
+Revises: 0011
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0011"
-down_revision = "0010"
+revision = "0012"
+down_revision = "0011"
 branch_labels = None
 depends_on = None
 
