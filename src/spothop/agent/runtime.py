@@ -38,6 +38,7 @@ from spothop.agent.events import EventLog
 from spothop.agent.first_boot import probe_first_boot
 from spothop.agent.hooks import LeaseReleaser, Upload
 from spothop.agent.link import ControlLink
+from spothop.agent.logship import LogShipper
 from spothop.agent.model import Identity, Notice, NoticeKind, SelfCheck, final_notice
 from spothop.agent.notices import Watcher, make_watcher, sigterm_notice
 from spothop.agent.reporter import Reporter
@@ -66,6 +67,7 @@ from spothop.wire.events import (
     WorkerExited,
     WorkerStarted,
 )
+from spothop.wire.logs import ATTEMPT_ID_ENV, NODE_RANK_ENV, worker_log_path
 from spothop.worker import channel
 
 log = logging.getLogger(__name__)
@@ -74,6 +76,7 @@ MAIN_TICK_S = 0.02  # notice → stop latency added by the main loop, at most
 SELF_CHECK_ATTEMPTS = 3  # an endpoint still coming up gets a few tries
 SELF_CHECK_RETRY_S = 0.3
 FINAL_FLUSH_S = 2.0  # at exit, how long spooled events may take to reach the control plane
+LOG_FLUSH_S = 3.0  # at exit (after the emergency protocol too), how long the log's rest may take
 
 
 class Agent:
@@ -122,7 +125,7 @@ class Agent:
         self.supervisor = Supervisor(
             config.command,
             self._worker_env(),
-            config.state_dir / "worker.log",
+            worker_log_path(config.state_dir),
             restart_limit=config.restart_limit,
             restart_backoff_s=config.restart_backoff_s,
             log_sink=log_sink,
@@ -146,6 +149,7 @@ class Agent:
             self.wake,
             requests_interval_s=config.requests_interval_s,
         )
+        self.shipper = log_shipper(config, self.plane)
         self.check = SelfCheck(notice_blind=True, reasons=("not checked yet",))
         self._restart_at: float | None = None
         self._state = "starting"
@@ -281,12 +285,16 @@ class Agent:
             )
         self.watch.start()
         self.link.start()
+        if self.shipper is not None:
+            self.shipper.start()
         try:
             code = self._loop()
         finally:
             self.watch.close()
             self.link.close()
             self.supervisor.kill()
+            if self.shipper is not None and not self.shipper.close(LOG_FLUSH_S):
+                log.warning("the worker's log was not all shipped; the rest stays in its file")
         self.reporter.report(Exited, code=code)
         left = self.plane.flush(FINAL_FLUSH_S)
         if left:
@@ -454,6 +462,23 @@ class Agent:
         run_emergency(notice, ctx)
         self._set_state("preempted")
         return model.EXIT_PREEMPTED
+
+
+def log_shipper(config: AgentConfig, plane: ControlPlane) -> LogShipper | None:
+    """The shipper of the worker's output, for an agent the launcher started for an attempt
+    (``SPOTHOP_ATTEMPT_ID`` set); None otherwise (the output stays in the instance's file)."""
+    attempt_id = os.environ.get(ATTEMPT_ID_ENV, "")
+    if not attempt_id:
+        return None
+    node = os.environ.get(NODE_RANK_ENV, "0")
+    return LogShipper(
+        plane,
+        worker_log_path(config.state_dir),
+        instance_id=config.instance_id,
+        attempt_id=attempt_id,
+        job_id=config.job_id or "",
+        node=int(node) if node.isdigit() else 0,
+    )
 
 
 def _notice_fields(notice: Notice) -> dict[str, Any]:

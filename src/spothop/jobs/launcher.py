@@ -18,10 +18,11 @@ Contracts:
   the agent reports as any failed worker (exit 0 is done, 75 preempted, the rest a failure).
   The texts are the driver's arguments, never spliced into shell code.
 
-- The worker's output (stdout and stderr of setup and run) goes to one file
-  per attempt, :func:`attempt_log_path` — ``<home>/jobs/<job>/logs/node-<N>/<attempt>.log``
-  — which is what ``spothop logs`` reads, attempt after attempt, across every
-  recovery. The agent's own output stays with the instance (its console).
+- The worker's output (stdout and stderr of setup and run) goes to the instance's own
+  file, ``<state-dir>/worker.log`` (:func:`~spothop.wire.logs.worker_log_path`), which the
+  agent ships to the control plane in ordered chunks; ``spothop logs`` reads them from the
+  store, attempt after attempt, across every recovery. The agent's own output stays with
+  the instance (its console).
 - ``--restart-limit 0``: the agent does not restart a crashed worker; it exits
   and the controller decides (exit 75: relaunch; 0: the node is done; any
   other: a failure, retried as the spec's ``max_retries`` says).
@@ -83,6 +84,7 @@ from spothop.checkpoint.replicas import PROVIDER_ENV, REGION_ENV, REPLICAS_ENV
 from spothop.paths import spothop_home
 from spothop.state.wake import WAKE_SOCKET_ENV, wake_address
 from spothop.wire.contract import TOKEN_ENV
+from spothop.wire.logs import worker_log_path
 
 RATE_ENV = _RATE_ENV  # the same variable the checkpoint library reads
 NODE_RANK_ENV = "SPOTHOP_NODE_RANK"
@@ -220,11 +222,6 @@ def job_dir(job_id: str, home: Path | None = None) -> Path:
     return (home or spothop_home()) / "jobs" / job_id
 
 
-def attempt_log_path(job_id: str, node: int, attempt_id: str, home: Path | None = None) -> Path:
-    """Where the worker of ``attempt_id`` writes its output."""
-    return job_dir(job_id, home) / "logs" / f"node-{node}" / f"{attempt_id}.log"
-
-
 # The worker: a POSIX ``sh`` driver (every image has ``sh``) that sends the output to the
 # attempt's log, then runs ``setup`` and ``run`` each in a ``bash`` of its own, as SkyPilot runs
 # them. Separate invocations, so an ``exit 0`` ending ``setup`` ends only ``setup``, and each has
@@ -336,9 +333,8 @@ def bootstrap(
     token, in the environment only (``ps`` shows a command line).
     """
     home = home or spothop_home()
-    log_path = attempt_log_path(job_id, node, attempt_id, home)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
     state_dir = job_dir(job_id, home) / "agents" / attempt_id
+    log_path = worker_log_path(state_dir)  # instance-local: the agent ships it
     command = [
         python,
         "-m",

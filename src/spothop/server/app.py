@@ -254,7 +254,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     from spothop.dashboard.app import Dashboard
     from spothop.db import pool_options, shared_engine
     from spothop.jobs.store import JobStore
-    from spothop.server import agent_files, agents, dashboard, users
+    from spothop.server import agent_files, agent_logs, agents, dashboard, users
     from spothop.server.auth import FailureLimiter
     from spothop.server.beats import BeatWriter, HeartbeatFastPath
     from spothop.state.tokens import TokenStore
@@ -313,6 +313,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     _plain_routes(app)
     app.include_router(agents.router)
     app.include_router(agent_files.router)
+    app.include_router(agent_logs.router)
     app.include_router(users.router)
     app.include_router(dashboard.router)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
