@@ -18,6 +18,9 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.pop("COLUMNS", None)
 
+# Issue N: the local cloud's instances run unisolated until the suite is migrated.
+os.environ.setdefault("SPOTHOP_LOCAL_ISOLATION", "off")
+
 # Real traces, prices, catalogs and nvidia-smi outputs are read in place from
 # ../shared/data (never copied into the project); SPOTHOP_SHARED_DATA points elsewhere.
 SHARED_DATA = Path(
@@ -57,8 +60,6 @@ def _isolated_home(
     home = tmp_path_factory.mktemp("spothop-home")
     monkeypatch.setenv("SPOTHOP_HOME", str(home))
     monkeypatch.delenv("SPOTHOP_FX_RATES", raising=False)
-    if "SPOTHOP_LOCAL_ISOLATION" not in os.environ:  # issue N: until the suite runs isolated
-        monkeypatch.setenv("SPOTHOP_LOCAL_ISOLATION", "off")
     return home
 
 
