@@ -34,8 +34,10 @@ $(STAMP_EXAMPLE): pyproject.toml | $(BIN)/python
 	touch $@ $(STAMP_RUN)
 
 run: $(STAMP_EXAMPLE)
-	$(BIN)/python examples/embed/corpus.py examples/embed/data/passages.jsonl
-	rm -rf examples/embed/out
+	@# The demo world's bucket holds the corpus and the outputs (examples/worlds/demo.yaml).
+	mkdir -p examples/.buckets/demo/embed
+	$(BIN)/python examples/embed/corpus.py examples/.buckets/demo/embed/passages.jsonl
+	rm -rf examples/.buckets/demo/embed/out
 	@# A fresh demo home each run: no earlier run's market cooldowns, clock anchor or jobs.
 	-$(DEMO_ENV); $(BIN)/spothop controller stop >/dev/null 2>&1; rm -rf "$(DEMO_HOME)"
 	@# The controller is stopped whatever happened; make fails if the job or its proof did.
