@@ -1,4 +1,4 @@
-"""The HTTP control plane: ``spothop server``'s agent API, through :mod:`spothop.controlplane.client`.
+"""The HTTP control plane: ``spothop server``'s agent API, through :mod:`spothop.wire.client`.
 
 Endpoints (``docs/agent.md`` is the contract the server implements); every
 request carries ``Authorization: Bearer TOKEN`` and JSON bodies:
@@ -44,7 +44,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from spothop.controlplane.client import (
+from spothop.wire.client import (
     HttpStatus,
     JsonClient,
     NotJson,

@@ -13,6 +13,9 @@ the standard library and :mod:`spothop.errors`.
 - :mod:`spothop.wire.fields` — the bounds of each field (:class:`Limits`),
   from which the server's request-body models are derived.
 - :mod:`spothop.wire.errors` — the errors both sides raise and catch.
+- :mod:`spothop.wire.client` — the one small JSON HTTP client (standard-library
+  ``urllib``, a bearer token, timeouts, bounded retries) the HTTP control plane,
+  the HTTP shard queue and the CLI's remote mode send through.
 """
 
 from __future__ import annotations
