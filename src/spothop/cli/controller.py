@@ -80,11 +80,22 @@ def controller_run(
             "token of its own (default: the store directly)",
         ),
     ] = None,
+    agent_port: Annotated[
+        int | None,
+        typer.Option(
+            "--agent-port",
+            min=1,
+            max=65535,
+            help="serve the agent API on 127.0.0.1 at this port (default: a free port); the "
+            "URL is in controller.json (control_plane_url)",
+        ),
+    ] = None,
 ) -> int:
     """Run the controller in the foreground (what `spothop launch` starts in the background)."""
     from spothop.jobs.controller import daemon
     from spothop.observe.ledger import close_books
     from spothop.observe.metrics import serve
+    from spothop.server.agent_serve import serve_agent_api
 
     # The front wires observability in: the ledger's books after every pass, and /metrics.
 
@@ -102,6 +113,8 @@ def controller_run(
         metrics_port=metrics_port,
         after_pass=(close_books,),
         serve_metrics=serve,
+        serve_agents=serve_agent_api,
+        agent_port=agent_port,
     )
 
 

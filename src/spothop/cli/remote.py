@@ -38,14 +38,6 @@ from typing import Annotated, Any
 
 import typer
 
-from spothop.wire.client import (
-    HttpStatus,
-    JsonClient,
-    NotJson,
-    Unreachable,
-    full_jitter_s,
-    retrying,
-)
 from spothop.errors import (
     ConfigError,
     ServerAuthError,
@@ -55,6 +47,14 @@ from spothop.errors import (
     ServerNotFound,
     ServerRefused,
     ServerUnavailable,
+)
+from spothop.wire.client import (
+    HttpStatus,
+    JsonClient,
+    NotJson,
+    Unreachable,
+    full_jitter_s,
+    retrying,
 )
 
 SERVER_ENV = "SPOTHOP_SERVER"

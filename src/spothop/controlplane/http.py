@@ -44,6 +44,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
+from spothop.controlplane.spool import EventSpool
 from spothop.wire.client import (
     HttpStatus,
     JsonClient,
@@ -53,7 +54,6 @@ from spothop.wire.client import (
     full_jitter_s,
     retrying,
 )
-from spothop.controlplane.spool import EventSpool
 from spothop.wire.contract import EVENTS_BATCH, ControlRequest, Heartbeat, Registration
 from spothop.wire.errors import ControlPlaneAuthError, ControlPlaneError
 from spothop.wire.events import AgentEvent

@@ -18,6 +18,8 @@ the mixin's interface, or falls back to the base interface when it has not.
 - :class:`GroupRendezvous`: the provider knows, before a multi-node group's
   node 0 boots, the host the group's nodes reach it on (instances that share
   one host). Without it, a group cannot be launched on the provider yet.
+- :class:`SharesHostNetwork`: the provider's instances share the controller
+  host's network, so a loopback control plane reaches them.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from spothop.errors import ConfigError, ProviderError
 from spothop.market.clock import Clock
@@ -117,3 +119,19 @@ class GroupRendezvous:
     """
 
     group_rendezvous_host: str
+
+
+@runtime_checkable
+class SharesHostNetwork(Protocol):
+    """A provider whose instances run on the controller's own host, its network shared: they
+    reach a control plane on the host's loopback (``http://127.0.0.1:PORT``) as the controller
+    does. The local cloud and the fake provider say so (``shares_host_network = True``); a real
+    cloud's instances do not, and a job on one needs a control plane they can reach
+    (``spothop server run --public-url``). :func:`shares_host_network` reads it."""
+
+    shares_host_network: bool
+
+
+def shares_host_network(provider: object) -> bool:
+    """Whether ``provider``'s instances share the controller host's network (false unless it says)."""
+    return isinstance(provider, SharesHostNetwork) and bool(provider.shares_host_network)
