@@ -146,9 +146,8 @@ def test_fencing_is_the_backends_a_stale_token_fails_the_same_way(queue_api: Api
     (lease,) = queue.claim("w-1", 1, lease_s=30)
     queue.release(lease)
     (newer,) = queue.claim("w-2", 1, lease_s=30)
-    with open_queue(queue_api.queue_url, job) as direct:
-        with pytest.raises(LeaseLost) as directly:
-            direct.complete(lease, "stale")
+    with open_queue(queue_api.queue_url, job) as direct, pytest.raises(LeaseLost) as directly:
+        direct.complete(lease, "stale")
     with pytest.raises(LeaseLost) as through:
         queue.complete(lease, "stale")
     assert str(through.value) == str(directly.value)
@@ -164,7 +163,7 @@ def test_a_token_reaches_its_own_jobs_queue_only(queue_api: Api) -> None:
     job_a, instance_a, token_a = queue_api.agent()
     job_b, instance_b, _token_b = queue_api.agent()
     _enqueue(queue_api, job_b, 1)
-    with pytest.raises(QueueAccessDenied, match="403|job"):
+    with pytest.raises(QueueAccessDenied, match=r"this token is for job"):
         queue_api.queue(job_b, instance_a, token_a).claim("w-1")
     with pytest.raises(QueueAccessDenied):
         queue_api.queue(job_a, instance_b, token_a).stats()  # another instance's path

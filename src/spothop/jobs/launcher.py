@@ -386,7 +386,7 @@ def bootstrap(
     home = home or spothop_home()
     queue_url = instance_queue_url(work.queue_url, control_plane)
     state_dir, log_path, python = _agent_paths(
-        job_id, node, attempt_id, home, python, control_plane if instance_local else None
+        job_id, node, attempt_id, home, python, (control_plane or "") if instance_local else None
     )
     command = [
         python,

@@ -25,7 +25,7 @@ def test_the_controller_serves_the_agent_api_on_loopback(
     info = daemon.start_background(spothop_home, store_url)
     try:
         info = wait_for(
-            lambda: (i if (i := daemon.status(spothop_home)) and i.control_plane_url else None),
+            lambda: i if (i := daemon.status(spothop_home)) and i.control_plane_url else None,
             30,
             what="controller.json's control_plane_url",
         )
