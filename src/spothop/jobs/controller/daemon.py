@@ -12,6 +12,9 @@ Files, under ``<home>/controller/``:
   runs (:func:`_holders_info`);
 - ``controller.log`` — the background controller's output;
 - ``wake.sock`` — its :class:`~spothop.state.wake.Waker`;
+- ``agent-api.port`` — the port its agent API listens on, which the next
+  controller takes again when it is free (the running instances were given
+  that URL);
 - ``catalog_refresh.json`` — when each real cloud's catalog was last refreshed
   (:func:`daily_catalog_refresh`: once a day, in the background, never fatal).
 
@@ -378,7 +381,7 @@ def run_controller(
     try:
         url = store_url or default_database_url()
         if serve_agents is not None:
-            agents = serve_agents(agent_port, url, queue_url or url)
+            agents = _serve_agents(serve_agents, agent_port, home, url, queue_url or url)
         agents_url = agents.url if agents is not None else None
         lock.write_info(url, str(controller_dir(home) / "controller.log"), queue_url, agents_url)
         address = wake_address(home)
@@ -417,6 +420,36 @@ def run_controller(
         if waker is not None:
             waker.close()
         lock.release()
+
+
+AGENT_PORT_FILE = "agent-api.port"  # the port the last controller served its agents on
+
+
+def _serve_agents(
+    serve: AgentServer, port: int | None, home: Path, store_url: str, queue_url: str
+) -> AgentApi:
+    """The agent API on ``port``; with none given, on the port the home's last controller used
+    (its instances, still running, were given that URL: a restarted controller keeps answering
+    them), else on a free one. The port is kept in ``<controller dir>/agent-api.port``."""
+    from spothop.errors import ConfigError
+
+    path = controller_dir(home) / AGENT_PORT_FILE
+    agents = None
+    if port is None:
+        try:
+            previous = int(path.read_text().strip())
+        except (OSError, ValueError):
+            previous = 0
+        if previous:
+            try:
+                agents = serve(previous, store_url, queue_url)
+            except ConfigError:  # taken meanwhile: its instances' agents wait in their spools
+                agents = None
+    if agents is None:
+        agents = serve(port, store_url, queue_url)
+    with contextlib.suppress(OSError, ValueError):
+        path.write_text(agents.url.rsplit(":", 1)[1])
+    return agents
 
 
 def _run_until_signalled(loop: Loop, on_ready: Callable[[Loop], object] | None) -> None:
