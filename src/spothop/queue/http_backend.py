@@ -27,7 +27,8 @@ Contracts:
   the connection was refused, or the server answered 429 or 503. What still
   fails is :class:`~spothop.queue.errors.QueueUnavailableError`.
 - **Scoped.** The token is the instance's: the server refuses (403) another
-  job's queue or another instance's path; that is a :class:`QueueAccessDenied`.
+  job's queue or another instance's path; that is a :class:`~spothop.queue.errors.QueueError`
+  saying the control plane refused the token.
 - **What a worker uses only.** ``enqueue``, ``retry_dead`` and ``drop`` are the
   controller's and the user's, done on the queue itself; here they raise
   :class:`~spothop.queue.errors.QueueError` saying so.
@@ -82,10 +83,6 @@ QUEUE_ERRORS: dict[str, type[Exception]] = {
     )
 }
 NOT_DONE_STATUSES = frozenset({429, 503})  # the server did not carry the call out
-
-
-class QueueAccessDenied(qerrors.QueueError):
-    """The control plane refused this instance's token for this queue (401 or 403)."""
 
 
 def lease_dict(lease: Lease) -> dict[str, Any]:
@@ -278,8 +275,8 @@ class HttpQueue(ShardQueue):
         if rebuilt is not None:
             return rebuilt
         if exc.auth:
-            return QueueAccessDenied(
-                f"the control plane refused {op} on job {self.job!r} for instance "
+            return qerrors.QueueError(
+                f"the control plane refused the token for {op} on job {self.job!r} for instance "
                 f"{self.instance_id!r}: {message}"
             )
         if exc.retryable:
