@@ -1,8 +1,10 @@
-"""The control-plane server's ASGI app: :func:`create_app` (``spothop server run`` serves it with uvicorn).
+"""The control-plane server's ASGI app: :func:`create_app` (``spothop server run`` serves it with uvicorn),
+and :func:`create_agent_app`, the agent API alone (``spothop controller run`` serves it on loopback).
 
 What it serves (``docs/server.md``, "The API"):
 
-- the agent API (:mod:`spothop.server.agents`), the user API
+- the agent API (:mod:`spothop.server.agents`, the shard queue of
+  :mod:`spothop.server.agent_queue`), the user API
   (:mod:`spothop.server.users`) and the dashboard (:mod:`spothop.server.dashboard`);
 - ``/healthz`` (the process answers), ``/readyz`` (the database and the queue
   answer; 503 naming what is down), ``/openapi.json``, ``/metrics`` (Prometheus
