@@ -90,6 +90,16 @@ def controller_run(
             "URL is in controller.json (control_plane_url)",
         ),
     ] = None,
+    agent_api: Annotated[
+        bool,
+        typer.Option(
+            "--agent-api/--no-agent-api",
+            envvar="SPOTHOP_AGENT_API",
+            help="serve the agent API (default); --no-agent-api: agents write the store directly "
+            "(the database plane: instances on this host only; tests of a controller killed "
+            "while its instances report)",
+        ),
+    ] = True,
 ) -> int:
     """Run the controller in the foreground (what `spothop launch` starts in the background)."""
     from spothop.jobs.controller import daemon
@@ -113,7 +123,7 @@ def controller_run(
         metrics_port=metrics_port,
         after_pass=(close_books,),
         serve_metrics=serve,
-        serve_agents=serve_agent_api,
+        serve_agents=serve_agent_api if agent_api else None,
         agent_port=agent_port,
     )
 
