@@ -28,7 +28,6 @@ throughput, worker RSS / raw RSS ≤ 1.2). Exit 1 if the job fails or verify doe
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import re
@@ -122,8 +121,8 @@ def run_job(job_file: Path, home: Path, world: Path, timeout_s: float) -> dict[s
     )
     rss = [
         float(m.group(1))
-        for log in glob.glob(str(home / "jobs" / job_id / "logs" / "**" / "*.log"), recursive=True)
-        for m in RSS_LINE.finditer(Path(log).read_text(errors="replace"))
+        for text in _attempt_logs(home, job_id).values()
+        for m in RSS_LINE.finditer(text)
     ]
     providers = sorted({str(i.get("provider")) for i in status.get("instances", [])})
     return {
@@ -138,12 +137,20 @@ def run_job(job_file: Path, home: Path, world: Path, timeout_s: float) -> dict[s
     }
 
 
-def _worker_lines(log: Path) -> list[tuple[float, str]]:
+def _attempt_logs(home: Path, job_id: str) -> dict[str, str]:
+    """Each attempt's worker output, as its agent shipped it to the store (``spothop logs``)."""
+    from spothop.jobs.store import JobStore
+    from spothop.service.logs import job_logs
+
+    with JobStore(f"sqlite:///{home / 'spothop.db'}") as store:
+        return {entry.attempt_id: entry.log for entry in job_logs(store, job_id).logs}
+
+
+def _worker_lines(text: str) -> list[tuple[float, str]]:
     """(unix time, message) of each line of one attempt's log (the logging module's local time)."""
     from datetime import datetime
 
     lines = []
-    text = log.read_text(errors="replace") if log.exists() else ""
     for line in text.splitlines():
         m = LOG_LINE.match(line)
         if m:
@@ -190,11 +197,10 @@ def breakdown(home: Path, job_id: str) -> dict[str, float]:
     )  # fmt: skip
     with JobStore(f"sqlite:///{home / 'spothop.db'}") as store:
         attempts = store.attempts(job_id)
+    logs = _attempt_logs(home, job_id)
     for a in attempts:
         events = _agent_events(home / "jobs" / job_id / "agents" / a.attempt_id / "events.jsonl")
-        lines = _worker_lines(
-            home / "jobs" / job_id / "logs" / f"node-{a.node}" / f"{a.attempt_id}.log"
-        )
+        lines = _worker_lines(logs.get(a.attempt_id, ""))
         launched = wall(a.launched_unix_s)
         ended = wall(a.ended_unix_s) if a.ended_unix_s else (lines[-1][0] if lines else launched)
         noticed = events.get("final_notice")

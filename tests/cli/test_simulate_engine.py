@@ -19,16 +19,18 @@ def _trace(folder: Path) -> Path:
     return path
 
 
-def test_both_engines_agree_on_greedy_and_uniform_progress(cli: Cli, tmp_path: Path) -> None:
+def test_both_engines_agree_on_greedy_uniform_progress_and_spothop(
+    cli: Cli, tmp_path: Path
+) -> None:
     trace = str(_trace(tmp_path))
-    for policy in ("greedy", "uniform-progress"):
+    for policy in ("greedy", "uniform-progress", "spothop"):
         outs = []
         for engine in ("model", "controller"):
             args = ["simulate", "--policy", policy, "--trace", trace, *SETTING, "--json"]
             result = cli(*args, "--engine", engine)
             assert result.code == 0, result.err
             outs.append(result.json()["runs"])
-        assert outs[0] == outs[1]
+        assert outs[0] == outs[1], policy
 
 
 def test_the_controller_engine_refuses_the_offline_oracle_and_unknown_engines(

@@ -5,7 +5,8 @@ serves the contract by delegating to the store control plane on a real
 store, so what an agent sends over HTTP ends in the same tables as the
 embedded implementation writes. ``token`` set: any other bearer token is a
 401. ``fail_next`` answers that many requests with 503 *after* handling
-them (a reply lost on the way back), so the agent resends what was stored.
+them (a reply lost on the way back), so the agent resends what was stored;
+``down`` answers every request with 503 *without* handling it (an outage).
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ import threading
 from typing import Any
 
 from spothop.controlplane import Heartbeat, QueueLeases, Registration, StoreControlPlane
+from spothop.wire.errors import LogOffsetGap
 from spothop.wire.events import event_from_dict
+from spothop.wire.logs import LogChunk
 from tests.agent.stubs import Answer, StubHandler, StubServer
 
 AGENT_PATH = re.compile(r"^/v1/agents/(?P<instance>[^/]+)/(?P<rest>.+)$")
@@ -36,6 +39,7 @@ class ControlServer(StubServer):
         super().__init__(self._route, port=port)
         self.store_url, self.token, self.queue = store_url, token, queue
         self.fail_next = 0
+        self.down = False
         self.lock = threading.Lock()
         self._planes: dict[str, StoreControlPlane] = {}
 
@@ -56,6 +60,8 @@ class ControlServer(StubServer):
             and handler.headers.get("Authorization") != f"Bearer {self.token}"
         ):
             return 401, json.dumps({"error": "bad token"})
+        if self.down:
+            return 503, json.dumps({"error": "down"})
         status, answer = self.serve(
             handler.command, handler.path, json.loads(handler.body) if handler.body else None
         )
@@ -93,6 +99,18 @@ class ControlServer(StubServer):
             return 200, {"released": plane.release_leases(body["worker_id"])}
         if (method, rest) == ("GET", "requests"):
             return 200, {"requests": [r.to_dict() for r in plane.requests()]}
+        if (method, rest) == ("POST", "logs"):
+            try:
+                return 200, {"end_bytes": plane.store_log(LogChunk.from_dict(body))}
+            except LogOffsetGap as gap:
+                error = {"type": "LogOffsetGap", "message": str(gap), "end_bytes": gap.end_bytes}
+                return 409, {
+                    "error": {
+                        **error,
+                        "attempt_id": gap.attempt_id,
+                        "offset_bytes": gap.offset_bytes,
+                    }
+                }
         ack = re.fullmatch(r"requests/([^/]+)/ack", rest)
         if method == "POST" and ack:
             plane.acknowledge(ack[1])

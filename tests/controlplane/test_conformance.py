@@ -23,7 +23,10 @@ from spothop.market.interruptions import InterruptionStore
 from spothop.queue import Shard, open_queue
 from spothop.state.agent_requests import add_request
 from spothop.state.agent_tables import agent_events, agent_heartbeats
+from spothop.state.worker_logs import read_after
+from spothop.wire.errors import LogOffsetGap
 from spothop.wire.events import Interruption, WorkerStarted, event_from_dict
+from spothop.wire.logs import LogChunk
 from tests.conftest import POSTGRES_URL, unique
 from tests.controlplane.control_server import ControlServer
 
@@ -166,3 +169,37 @@ def test_requests_come_oldest_first_until_acknowledged(case: Case) -> None:
     assert got[1].deadline_unix_s == 1_800_000_100.0
     case.plane.acknowledge(first)
     assert [r.request_id for r in case.plane.requests()] == [second]
+
+
+def _chunk(case: Case, raw: bytes, offset_bytes: int) -> LogChunk:
+    return LogChunk.of(
+        raw,
+        instance_id=case.instance_id,
+        attempt_id="a-1",
+        offset_bytes=offset_bytes,
+        job_id="job-1",
+    )
+
+
+def _stored_log(case: Case) -> bytes:
+    with shared_engine(case.store_url).connect() as conn:
+        start, raw = read_after(conn, "job-1", "a-1")
+    assert start == 0
+    return raw
+
+
+def test_log_chunks_are_stored_in_order_and_a_resend_is_skipped(case: Case) -> None:
+    case.plane.ship_log(_chunk(case, b"step 1\n", 0))
+    case.plane.ship_log(_chunk(case, b"step 1\n", 0))  # a lost answer's resend: stored once
+    case.plane.ship_log(_chunk(case, b"step 1\nstep 2\n", 0))  # a restarted agent: the new part
+    case.plane.ship_log(_chunk(case, "ré".encode()[:2], 14))  # a character cut in two
+    case.plane.ship_log(_chunk(case, "ré".encode()[2:] + b"\n", 16))
+    assert _stored_log(case) == "step 1\nstep 2\nré\n".encode()
+
+
+def test_a_log_chunk_past_the_stored_end_is_refused_with_the_end(case: Case) -> None:
+    case.plane.ship_log(_chunk(case, b"abc", 0))
+    with pytest.raises(LogOffsetGap) as refused:
+        case.plane.ship_log(_chunk(case, b"xyz", 10))
+    assert refused.value.end_bytes == 3 and "resend from byte 3" in str(refused.value)
+    assert _stored_log(case) == b"abc"

@@ -137,6 +137,7 @@ def test_a_single_node_finds_its_address_and_gpus_on_the_node(tmp_path: Path) ->
     assert SKYPILOT_NODE_IPS not in boot.env and SKYPILOT_NUM_GPUS_PER_NODE not in boot.env
     worker = boot.command[boot.command.index("--") + 1 :]
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", **boot.env}
+    boot.log_path.parent.mkdir(parents=True)  # the agent's --state-dir, which the agent makes
     assert subprocess.run(worker, env=env, timeout=60).returncode == 0
     ips, gpus = boot.log_path.read_text().split("|")
     assert ips and "\n" not in ips and int(gpus) >= 0

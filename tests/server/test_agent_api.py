@@ -5,6 +5,8 @@ checkpoints are 403 to job A's agent; a revoked token is 401 at once."""
 
 from __future__ import annotations
 
+import base64
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,8 +18,10 @@ from spothop.controlplane import Heartbeat, HttpControlPlane, Registration
 from spothop.queue import Shard, open_queue
 from spothop.state.agent_requests import add_request
 from spothop.state.agent_tables import agent_events, agent_heartbeats
-from spothop.wire.errors import ControlPlaneAuthError
+from spothop.state.worker_logs import read_after
+from spothop.wire.errors import ControlPlaneAuthError, LogOffsetGap
 from spothop.wire.events import WorkerStarted
+from spothop.wire.logs import CHUNK_MAX_BYTES, LogChunk
 from tests.conftest import unique
 from tests.server.conftest import Served, drop_redis_job
 
@@ -275,3 +279,32 @@ def test_a_batch_of_events_is_stored_once_each_in_one_call(
             select(agent_events.c.event_id).where(agent_events.c.instance_id == a.instance_id)
         ).scalars()
         assert sorted(stored) == sorted(e["event_id"] for e in (one, two, three))
+
+
+def test_an_agents_log_chunks_go_to_its_own_job_only(
+    served: Served, agents: tuple[Agent, Agent], tmp_path: Path
+) -> None:
+    """POST /v1/agents/{id}/logs: stored under the token's job in order (a resend skipped, a gap a
+    409 naming the stored end); another instance or job is 403; a chunk too big is 422."""
+    a, b = agents
+    server, path = served.server, f"/v1/agents/{a.instance_id}/logs"
+    plane = a.plane(served, tmp_path)
+    chunk = LogChunk.of(b"hello\n", instance_id=a.instance_id, attempt_id="a-1", offset_bytes=0)
+    plane.ship_log(chunk)  # no job named: the token's
+    plane.ship_log(chunk)
+    with pytest.raises(LogOffsetGap) as gap:
+        plane.ship_log(dataclasses.replace(chunk, offset_bytes=100))
+    assert gap.value.end_bytes == 6
+    body = dataclasses.replace(chunk, offset_bytes=6).to_dict()
+    assert server.call("POST", path, token=a.token, body=body)[:2] == (200, {"end_bytes": 12})
+    refused = [
+        server.call("POST", f"/v1/agents/{b.instance_id}/logs", token=a.token, body=body),
+        server.call("POST", path, token=a.token, body={**body, "instance_id": b.instance_id}),
+        server.call("POST", path, token=a.token, body={**body, "job_id": b.job_id}),
+    ]
+    assert [status for status, _, _ in refused] == [403] * 3, refused
+    too_big = base64.b64encode(b"x" * (CHUNK_MAX_BYTES + 1)).decode()
+    assert server.call("POST", path, token=a.token, body={**body, "data": too_big})[0] == 422
+    with served.tokens.engine.connect() as conn:
+        assert read_after(conn, a.job_id, "a-1") == (0, b"hello\nhello\n")
+        assert read_after(conn, b.job_id, "a-1") == (0, b"")

@@ -63,6 +63,8 @@ def config_from(args: argparse.Namespace) -> AgentConfig:
         command = command[1:]
     if not command:
         raise AgentConfigError("no worker command: spothop agent run [OPTIONS] -- CMD ARGS...")
+    if bool(args.code_url) != bool(args.code_sha256):
+        raise AgentConfigError("--code-url and --code-sha256 go together: give both or neither")
     for option in OPTIONS:  # every number in its bound: finite, in range, named by its flag
         option.check(getattr(args, option.dest))
     from spothop.paths import path_under, plain_name, spothop_home
@@ -90,6 +92,10 @@ def config_from(args: argparse.Namespace) -> AgentConfig:
         heartbeat_interval_s=args.heartbeat_interval,
         requests_interval_s=args.requests_interval,
         probe_first_boot=not args.no_probe,
+        code_url=args.code_url,
+        code_sha256=args.code_sha256,
+        workdir=args.workdir,
+        token=args.token,
     )
 
 

@@ -52,4 +52,8 @@ class AgentConfig:
     heartbeat_interval_s: float = DEFAULT_HEARTBEAT_INTERVAL_S
     requests_interval_s: float = DEFAULT_REQUESTS_INTERVAL_S
     extra_env: dict[str, str] = field(default_factory=dict)
+    code_url: str | None = None  # the job's packed workdir (spothop.agent.code)
+    code_sha256: str | None = None
+    workdir: Path | None = None  # where the code is unpacked; the worker's working directory
+    token: str | None = field(default=None, repr=False)  # bearer token, for the code's download
     probe_first_boot: bool = True  # measure the GPUs once per instance type (see first_boot.py)

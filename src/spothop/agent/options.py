@@ -192,6 +192,22 @@ OPTIONS: tuple[Option, ...] = (
         secret=True,
     ),
     Option(
+        "--code-url",
+        "where the job's packed workdir is fetched from with the token before the worker "
+        "starts ({instance_id} in it is replaced by the instance id)",
+        metavar="URL",
+    ),
+    Option(
+        "--code-sha256",
+        "the packed workdir's sha256 (a mismatch: the worker never starts)",
+        metavar="HEX",
+    ),
+    Option(
+        "--workdir",
+        "the folder the job's code is unpacked into; the worker's working directory",
+        Path,
+    ),
+    Option(
         "--heartbeat-interval",
         "seconds between heartbeats to the control plane "
         f"(default {defaults.DEFAULT_HEARTBEAT_INTERVAL_S:g})",

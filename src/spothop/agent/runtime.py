@@ -29,6 +29,7 @@ from types import FrameType
 from typing import Any
 
 from spothop.agent import model
+from spothop.agent.code import CodeFetchError, fetch_code
 from spothop.agent.config import AgentConfig
 from spothop.agent.control import ControlDir
 from spothop.agent.emergency import EmergencyContext, release_leases, run_emergency
@@ -37,6 +38,7 @@ from spothop.agent.events import EventLog
 from spothop.agent.first_boot import probe_first_boot
 from spothop.agent.hooks import LeaseReleaser, Upload
 from spothop.agent.link import ControlLink
+from spothop.agent.logship import LogShipper
 from spothop.agent.model import Identity, Notice, NoticeKind, SelfCheck, final_notice
 from spothop.agent.notices import Watcher, make_watcher, sigterm_notice
 from spothop.agent.reporter import Reporter
@@ -65,6 +67,7 @@ from spothop.wire.events import (
     WorkerExited,
     WorkerStarted,
 )
+from spothop.wire.logs import ATTEMPT_ID_ENV, NODE_RANK_ENV, worker_log_path
 from spothop.worker import channel
 
 log = logging.getLogger(__name__)
@@ -73,6 +76,7 @@ MAIN_TICK_S = 0.02  # notice → stop latency added by the main loop, at most
 SELF_CHECK_ATTEMPTS = 3  # an endpoint still coming up gets a few tries
 SELF_CHECK_RETRY_S = 0.3
 FINAL_FLUSH_S = 2.0  # at exit, how long spooled events may take to reach the control plane
+LOG_FLUSH_S = 3.0  # at exit (after the emergency protocol too), how long the log's rest may take
 
 
 class Agent:
@@ -121,10 +125,11 @@ class Agent:
         self.supervisor = Supervisor(
             config.command,
             self._worker_env(),
-            config.state_dir / "worker.log",
+            worker_log_path(config.state_dir),
             restart_limit=config.restart_limit,
             restart_backoff_s=config.restart_backoff_s,
             log_sink=log_sink,
+            cwd=config.workdir,
         )
         self.notices: collections.deque[Notice] = collections.deque()
         self.wake = threading.Event()
@@ -144,6 +149,7 @@ class Agent:
             self.wake,
             requests_interval_s=config.requests_interval_s,
         )
+        self.shipper = log_shipper(config, self.plane)
         self.check = SelfCheck(notice_blind=True, reasons=("not checked yet",))
         self._restart_at: float | None = None
         self._state = "starting"
@@ -251,6 +257,8 @@ class Agent:
             notice_blind=False,
             blind_reasons=[],
         )
+        if self.config.code_url and not self._fetch_code():
+            return self._failed_before_start()
         if self.config.probe_first_boot:
             self._probe_first_boot()
         self._start()
@@ -279,18 +287,45 @@ class Agent:
             )
         self.watch.start()
         self.link.start()
+        if self.shipper is not None:
+            self.shipper.start()
         try:
             code = self._loop()
         finally:
             self.watch.close()
             self.link.close()
             self.supervisor.kill()
+            if self.shipper is not None and not self.shipper.close(LOG_FLUSH_S):
+                log.warning("the worker's log was not all shipped; the rest stays in its file")
         self.reporter.report(Exited, code=code)
         left = self.plane.flush(FINAL_FLUSH_S)
         if left:
             log.warning("%d events did not reach the control plane; they stay in the spool", left)
         self.plane.close()
         return code
+
+    def _fetch_code(self) -> bool:
+        """The job's code into ``workdir`` before the worker starts; False (logged) when it cannot."""
+        c = self.config
+        assert c.code_url is not None and c.code_sha256 is not None
+        workdir = c.workdir or c.state_dir / "workdir"
+        try:
+            fetched = fetch_code(
+                c.code_url, c.code_sha256, workdir, token=c.token, instance_id=c.instance_id
+            )
+        except CodeFetchError as err:
+            log.error("code: %s", err)
+            return False
+        self.supervisor.cwd = workdir
+        log.info("%s into %s", fetched.line(), workdir)
+        return True
+
+    def _failed_before_start(self) -> int:
+        """A failed attempt that never ran the worker (its code did not arrive intact)."""
+        self.reporter.report(Exited, code=model.EXIT_WORKER_FAILED)
+        self.plane.flush(FINAL_FLUSH_S)
+        self.plane.close()
+        return model.EXIT_WORKER_FAILED
 
     def _loop(self) -> int:
         while True:
@@ -429,6 +464,23 @@ class Agent:
         run_emergency(notice, ctx)
         self._set_state("preempted")
         return model.EXIT_PREEMPTED
+
+
+def log_shipper(config: AgentConfig, plane: ControlPlane) -> LogShipper | None:
+    """The shipper of the worker's output, for an agent the launcher started for an attempt
+    (``SPOTHOP_ATTEMPT_ID`` set); None otherwise (the output stays in the instance's file)."""
+    attempt_id = os.environ.get(ATTEMPT_ID_ENV, "")
+    if not attempt_id:
+        return None
+    node = os.environ.get(NODE_RANK_ENV, "0")
+    return LogShipper(
+        plane,
+        worker_log_path(config.state_dir),
+        instance_id=config.instance_id,
+        attempt_id=attempt_id,
+        job_id=config.job_id or "",
+        node=int(node) if node.isdigit() else 0,
+    )
 
 
 def _notice_fields(notice: Notice) -> dict[str, Any]:

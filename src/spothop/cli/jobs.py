@@ -340,23 +340,32 @@ def logs(
         bool, typer.Option("--follow", "-f", help="keep printing until the job ends")
     ] = False,
     node: Annotated[int | None, typer.Option("--node", min=0, help="only this node")] = None,
+    tail: Annotated[
+        int | None,
+        typer.Option(
+            "--tail", min=0, metavar="BYTES", help="only the last BYTES of each attempt's output"
+        ),
+    ] = None,
     as_json: JsonOption = False,
     store_url: StoreOption = None,
     server: ServerOption = None,
     token: TokenOption = None,
 ) -> None:
-    """The worker's output across every recovery: each attempt's log, oldest first."""
+    """The worker's output across every recovery: each attempt's log, oldest first (what the
+    agents shipped to the control plane)."""
     client = connect(server, token)
     with contextlib.ExitStack() as stack:
         store = None if client is not None else stack.enter_context(_store(store_url))
         if as_json:
             if client is not None:
-                print_json(client.logs(job_id, node))
+                print_json(client.logs(job_id, node, tail))
             else:
-                print_json(job_logs(store, job_id, node).to_list())  # type: ignore[arg-type]
+                print_json(job_logs(store, job_id, node, tail).to_list())  # type: ignore[arg-type]
             return
         chunks = (
-            _remote_chunks(client, job_id, node) if client else _local_chunks(store, job_id, node)
+            _remote_chunks(client, job_id, node, tail)
+            if client
+            else _local_chunks(store, job_id, node, tail)
         )
         shown: set[str] = set()
         while True:
@@ -378,9 +387,9 @@ def logs(
 Chunks = Callable[[], Iterator[tuple[dict[str, Any], str]]]
 
 
-def _local_chunks(store: Any, job_id: str, node: int | None) -> Chunks:
-    """Each call: every attempt whose log exists, with what its log gained since the last call."""
-    tail = LogTail(store, job_id, node)  # JobNotFound (exit 3) for a job that does not exist
+def _local_chunks(store: Any, job_id: str, node: int | None, tail_bytes: int | None) -> Chunks:
+    """Each call: every attempt that shipped output, with what it gained since the last call."""
+    tail = LogTail(store, job_id, node, tail_bytes)  # JobNotFound (exit 3): no such job
 
     def chunks() -> Iterator[tuple[dict[str, Any], str]]:
         for entry in tail.read():
@@ -389,12 +398,14 @@ def _local_chunks(store: Any, job_id: str, node: int | None) -> Chunks:
     return chunks
 
 
-def _remote_chunks(client: ServerClient, job_id: str, node: int | None) -> Chunks:
+def _remote_chunks(
+    client: ServerClient, job_id: str, node: int | None, tail_bytes: int | None
+) -> Chunks:
     """Each call: the server's logs (``logs --json``), each with what it gained since the last."""
     seen: dict[str, int] = {}
 
     def chunks() -> Iterator[tuple[dict[str, Any], str]]:
-        for entry in client.logs(job_id, node):
+        for entry in client.logs(job_id, node, tail_bytes):
             text = str(entry.get("log") or "")
             if entry["attempt_id"] not in seen and not text:
                 continue  # no output yet: the embedded store shows an attempt once its log exists

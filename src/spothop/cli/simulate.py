@@ -86,7 +86,7 @@ def simulate(
         typer.Option(
             "--engine",
             help="model: the fast tick model; controller: the controller's own decide on "
-            "simulated instances (online policies; ~75x slower)",
+            "simulated instances (online policies; the same runs, 6-100x slower)",
             show_default=True,
         ),
     ] = "model",

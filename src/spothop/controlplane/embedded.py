@@ -28,7 +28,8 @@ agent down. Contracts, on top of :class:`~spothop.wire.contract.ControlPlane`'s:
   window, when a call starts it again.
 - An error the store raised comes back typed: a :class:`ControlPlaneError`
   (the store could not be opened) as one; any other (the store or the queue
-  refused) as :class:`StoreRefused`, naming the original type.
+  refused) as :class:`StoreRefused`, naming the original type; a log chunk's
+  gap as :class:`~spothop.wire.errors.LogOffsetGap`, with the stored end.
 - The process is in a session of its own (a signal to the agent's or the
   worker's process group does not reach it), starts with SIGTERM and SIGINT
   blocked and ignores them (a shutdown's SIGTERM to every process of the
@@ -58,8 +59,9 @@ from typing import IO, Any
 from spothop.controlplane.queue_leases import QueueLeases
 from spothop.controlplane.store import ensure_agent_schema
 from spothop.wire.contract import ControlRequest, Heartbeat, Registration
-from spothop.wire.errors import ControlPlaneError, StoreRefused
+from spothop.wire.errors import ControlPlaneError, LogOffsetGap, StoreRefused
 from spothop.wire.events import AgentEvent
+from spothop.wire.logs import LogChunk
 
 __all__ = ["EmbeddedControlPlane", "StoreRefused", "ensure_agent_schema"]
 
@@ -76,6 +78,11 @@ RESTART_BACKOFF_S = 0.2  # doubled per restart, up to RESTART_BACKOFF_MAX_S
 RESTART_BACKOFF_MAX_S = 5.0
 HOST_MODULE = "spothop.controlplane.host"
 STORE_PROCESS_SIGNALS = {signal.SIGTERM, signal.SIGINT}  # the store process ignores them
+
+
+def _gap(chunk: Any, end_bytes: int) -> LogOffsetGap:
+    """The store's :class:`LogOffsetGap` for ``chunk`` (a chunk's dict), rebuilt on this side."""
+    return LogOffsetGap(str(chunk.get("attempt_id")), int(chunk.get("offset_bytes", 0)), end_bytes)
 
 
 def _process_gone(message: str) -> ControlPlaneError:
@@ -197,6 +204,8 @@ class _StoreProcess:
         error = reply.message.get("error")
         if error is not None:
             text = f"{error.get('type')}: {error.get('message')}"
+            if error.get("type") == "LogOffsetGap" and isinstance(error.get("end_bytes"), int):
+                raise _gap(arg, int(error["end_bytes"]))
             raise ControlPlaneError(text) if error.get("control_plane") else StoreRefused(text)
         return reply.message.get("result")
 
@@ -357,6 +366,11 @@ class EmbeddedControlPlane:
 
     def acknowledge(self, request_id: str) -> None:
         self._call("acknowledge", request_id)
+
+    def ship_log(self, chunk: LogChunk) -> None:
+        self._call(
+            "ship_log", chunk.to_dict(), again=True
+        )  # a resent part is skipped: twice is once
 
     def prepare(self) -> None:
         process = self._process

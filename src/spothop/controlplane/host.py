@@ -15,7 +15,8 @@ Wire protocol, one JSON object a line (UTF-8):
   heartbeat or an event as its ``to_dict()``, a worker or request id, or null);
 - host → agent on stdout: ``{"id": N, "result": R}`` or ``{"id": N, "error":
   {"type": T, "message": S, "control_plane": B}}`` (``B``: the error is a
-  :class:`ControlPlaneError`, i.e. the store was unreachable, not a refusal).
+  :class:`ControlPlaneError`, i.e. the store was unreachable, not a refusal; a
+  :class:`LogOffsetGap` adds ``"end_bytes"``, the stored end).
 
 Calls are served one at a time, in order. The process exits 0 when its stdin
 closes (the agent exited, or was SIGKILLed), and ignores SIGTERM and SIGINT:
@@ -43,8 +44,9 @@ from spothop.controlplane.embedded import STORE_PROCESS_SIGNALS
 from spothop.controlplane.queue_leases import queue_leases
 from spothop.controlplane.store import StoreControlPlane
 from spothop.wire.contract import Heartbeat, Registration
-from spothop.wire.errors import ControlPlaneError
+from spothop.wire.errors import ControlPlaneError, LogOffsetGap
 from spothop.wire.events import event_from_dict
+from spothop.wire.logs import LogChunk
 
 log = logging.getLogger("spothop.controlplane.host")
 
@@ -57,6 +59,7 @@ METHODS: dict[str, Method] = {
     "release_leases": lambda plane, arg: plane.release_leases(str(arg)),
     "requests": lambda plane, arg: [r.to_dict() for r in plane.requests()],
     "acknowledge": lambda plane, arg: plane.acknowledge(str(arg)),
+    "ship_log": lambda plane, arg: plane.ship_log(LogChunk.from_dict(arg)),
 }
 
 
@@ -83,6 +86,7 @@ def answer(plane: StoreControlPlane, line: bytes) -> dict[str, Any]:
                 "type": type(exc).__name__,
                 "message": str(exc),
                 "control_plane": isinstance(exc, ControlPlaneError),
+                **({"end_bytes": exc.end_bytes} if isinstance(exc, LogOffsetGap) else {}),
             },
         }
 

@@ -12,6 +12,9 @@ request carries ``Authorization: Bearer TOKEN`` and JSON bodies:
 ``POST /v1/agents/{instance_id}/leases/release``    ``{"worker_id"}`` → ``{"released": N}``
 ``GET  /v1/agents/{instance_id}/requests``          → ``{"requests": [request, …]}`` unacknowledged
 ``POST /v1/agents/{instance_id}/requests/{id}/ack``  2xx
+``POST /v1/agents/{instance_id}/logs``              a :class:`LogChunk` → ``{"end_bytes": N}``;
+                                                    409 ``LogOffsetGap`` (with ``end_bytes``) for a
+                                                    chunk past the stored end
 =================================================  ==============================================
 
 Failure rules:
@@ -37,6 +40,7 @@ Failure rules:
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -55,8 +59,9 @@ from spothop.wire.client import (
     retrying,
 )
 from spothop.wire.contract import EVENTS_BATCH, ControlRequest, Heartbeat, Registration
-from spothop.wire.errors import ControlPlaneAuthError, ControlPlaneError
+from spothop.wire.errors import ControlPlaneAuthError, ControlPlaneError, LogOffsetGap
 from spothop.wire.events import AgentEvent
+from spothop.wire.logs import LogChunk
 
 log = logging.getLogger(__name__)
 
@@ -178,6 +183,14 @@ class HttpControlPlane:
             "POST", f"{self._agent_path}/requests/{urllib.parse.quote(request_id, safe='')}/ack", {}
         )
 
+    def ship_log(self, chunk: LogChunk) -> None:
+        """One try, even inside the outage window (the agent's shipper keeps its own backoff,
+        and the bytes wait in the worker's file); :class:`LogOffsetGap` with the stored end for
+        a chunk past it."""
+        self._call(
+            "POST", f"{self._agent_path}/logs", chunk.to_dict(), attempts=1, past_backoff=True
+        )
+
     def prepare(self) -> None:
         """Nothing to import: urllib is loaded already."""
 
@@ -227,6 +240,9 @@ class HttpControlPlane:
             return self._client.send(method, path, body=body, timeout_s=timeout_s)
         except HttpStatus as exc:
             detail = exc.body[:300].decode("utf-8", "replace").strip()
+            gap = _gap(exc) if exc.code == 409 else None
+            if gap is not None:
+                raise gap from None
             if exc.auth:
                 raise ControlPlaneAuthError(
                     f"{method} {self.base_url}{path}: HTTP {exc.code} {detail!r}: the control plane refused the "
@@ -243,6 +259,19 @@ class HttpControlPlane:
             raise ControlPlaneError(
                 f"{method} {self.base_url}{path}: an answer that is not JSON: {exc.raw[:200]!r}"
             ) from exc.__cause__
+
+
+def _gap(exc: HttpStatus) -> LogOffsetGap | None:
+    """The server's 409 ``LogOffsetGap`` (its body names the stored end), or None for another 409."""
+    try:
+        error = json.loads(exc.body)["error"]
+        if error["type"] != "LogOffsetGap":
+            return None
+        return LogOffsetGap(
+            str(error["attempt_id"]), int(error["offset_bytes"]), int(error["end_bytes"])
+        )
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 class _Retryable(Exception):

@@ -24,6 +24,7 @@ from spothop.controlplane.queue_leases import QueueLeases
 from spothop.wire.contract import TOKEN_ENV, ControlPlane, ControlRequest, Heartbeat, Registration
 from spothop.wire.errors import AgentConfigError
 from spothop.wire.events import AgentEvent
+from spothop.wire.logs import LogChunk
 
 NONE = "none"
 __all__ = ["NONE", "TOKEN_ENV", "NoControlPlane", "open_control_plane"]
@@ -52,6 +53,9 @@ class NoControlPlane:
 
     def acknowledge(self, request_id: str) -> None:
         del request_id
+
+    def ship_log(self, chunk: LogChunk) -> None:
+        del chunk  # the output stays in the instance's own file
 
     def prepare(self) -> None:
         if self.queue is not None:

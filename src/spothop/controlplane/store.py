@@ -16,7 +16,10 @@ a server can serve the agent API with. The tables are those of
   (:func:`spothop.state.ensure_schema`) when the store is first opened;
 - ``release_leases`` goes to the job's queue (:mod:`spothop.queue`) when
   the queue and the job are known, else there is nothing to release (0);
-- ``requests`` reads the instance's unacknowledged ``agent_requests`` rows.
+- ``requests`` reads the instance's unacknowledged ``agent_requests`` rows;
+- ``ship_log`` appends a chunk of an attempt's output to ``job_log_chunks``
+  in order (:func:`spothop.state.worker_logs.append_chunk`: a resent part is
+  skipped, a gap raises :class:`~spothop.wire.errors.LogOffsetGap`).
 
 SQLAlchemy, the store and the queue are imported on first use or by
 :meth:`StoreControlPlane.warm`; importing this module loads only the
@@ -38,6 +41,7 @@ from spothop.controlplane.queue_leases import QueueLeases
 from spothop.wire.contract import CONTROL_PLANE_PROTOCOL, ControlRequest, Heartbeat, Registration
 from spothop.wire.errors import ControlPlaneError
 from spothop.wire.events import AgentEvent, Interruption
+from spothop.wire.logs import LogChunk
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Engine
@@ -223,6 +227,26 @@ class StoreControlPlane:
                 update(t)
                 .where(t.c.id == int(request_id), t.c.instance_id == self.instance_id)
                 .values(acknowledged_unix_s=time.time())
+            )
+
+    def ship_log(self, chunk: LogChunk) -> None:
+        self.store_log(chunk)
+
+    def store_log(self, chunk: LogChunk) -> int:
+        """Append ``chunk`` in order (:func:`~spothop.state.worker_logs.append_chunk`); the
+        attempt's stored end after it. ValueError for data that is not base64 of a chunk."""
+        from spothop.state.worker_logs import append_chunk
+
+        raw = chunk.raw()
+        with self.engine.begin() as conn:
+            return append_chunk(
+                conn,
+                job_id=chunk.job_id,
+                attempt_id=chunk.attempt_id,
+                offset_bytes=chunk.offset_bytes,
+                raw=raw,
+                node=chunk.node,
+                instance_id=chunk.instance_id,
             )
 
     def flush(self, timeout_s: float) -> int:

@@ -18,10 +18,11 @@ Contracts:
   the agent reports as any failed worker (exit 0 is done, 75 preempted, the rest a failure).
   The texts are the driver's arguments, never spliced into shell code.
 
-- The worker's output (stdout and stderr of setup and run) goes to one file
-  per attempt, :func:`attempt_log_path` — ``<home>/jobs/<job>/logs/node-<N>/<attempt>.log``
-  — which is what ``spothop logs`` reads, attempt after attempt, across every
-  recovery. The agent's own output stays with the instance (its console).
+- The worker's output (stdout and stderr of setup and run) goes to the instance's own
+  file, ``<state-dir>/worker.log`` (:func:`~spothop.wire.logs.worker_log_path`), which the
+  agent ships to the control plane in ordered chunks; ``spothop logs`` reads them from the
+  store, attempt after attempt, across every recovery. The agent's own output stays with
+  the instance (its console).
 - ``--restart-limit 0``: the agent does not restart a crashed worker; it exits
   and the controller decides (exit 75: relaunch; 0: the node is done; any
   other: a failure, retried as the spec's ``max_retries`` says).
@@ -95,6 +96,7 @@ from spothop.checkpoint.replicas import PROVIDER_ENV, REGION_ENV, REPLICAS_ENV
 from spothop.paths import spothop_home
 from spothop.state.wake import WAKE_SOCKET_ENV, wake_address
 from spothop.wire.contract import TOKEN_ENV
+from spothop.wire.logs import worker_log_path
 
 RATE_ENV = _RATE_ENV  # the same variable the checkpoint library reads
 NODE_RANK_ENV = "SPOTHOP_NODE_RANK"
@@ -123,9 +125,8 @@ SKYPILOT_SETUP_NODE_IPS = "SKYPILOT_SETUP_NODE_IPS"
 GROUP_PORT_LOW = 12_000
 GROUP_PORT_COUNT = 20_000
 # An instance that shares nothing with the controller: where its agent keeps its state (one folder
-# per attempt, on the instance's own disk), the worker's output file in it, and its interpreter.
+# per attempt, on the instance's own disk; the worker's output file is in it) and its interpreter.
 INSTANCE_STATE_ROOT = "/var/lib/spothop/agent"
-INSTANCE_WORKER_LOG = "worker.log"
 INSTANCE_PYTHON = "python"
 DATABASE_QUEUE_SCHEMES = ("sqlite", "postgresql", "postgres")
 
@@ -247,11 +248,6 @@ def job_dir(job_id: str, home: Path | None = None) -> Path:
     return (home or spothop_home()) / "jobs" / job_id
 
 
-def attempt_log_path(job_id: str, node: int, attempt_id: str, home: Path | None = None) -> Path:
-    """Where the worker of ``attempt_id`` writes its output."""
-    return job_dir(job_id, home) / "logs" / f"node-{node}" / f"{attempt_id}.log"
-
-
 # The worker: a POSIX ``sh`` driver (every image has ``sh``) that sends the output to the
 # attempt's log, then runs ``setup`` and ``run`` each in a ``bash`` of its own, as SkyPilot runs
 # them. Separate invocations, so an ``exit 0`` ending ``setup`` ends only ``setup``, and each has
@@ -333,19 +329,16 @@ def _number(value: float | None) -> str | None:
 
 
 def _agent_paths(
-    job_id: str, node: int, attempt_id: str, home: Path, python: str, local_plane: str | None
-) -> tuple[Path, Path, str]:
-    """(the agent's state dir, the worker's output file, the interpreter): the instance's own
-    when ``local_plane`` (an instance-local launch's control plane URL) is given, else the
-    controller's home's (made now) and ``python``."""
+    job_id: str, attempt_id: str, home: Path, python: str, local_plane: str | None
+) -> tuple[Path, str]:
+    """(the agent's state dir, the interpreter): the instance's own when ``local_plane`` (an
+    instance-local launch's control plane URL) is given, else the controller's home's and
+    ``python``."""
     if local_plane is not None:
         if not local_plane.startswith(("http:", "https:")):
             raise ValueError("instance_local needs an http(s):// control plane URL")
-        state_dir = Path(INSTANCE_STATE_ROOT) / attempt_id
-        return state_dir, state_dir / INSTANCE_WORKER_LOG, INSTANCE_PYTHON
-    log_path = attempt_log_path(job_id, node, attempt_id, home)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    return job_dir(job_id, home) / "agents" / attempt_id, log_path, python
+        return Path(INSTANCE_STATE_ROOT) / attempt_id, INSTANCE_PYTHON
+    return job_dir(job_id, home) / "agents" / attempt_id, python
 
 
 def bootstrap(
@@ -385,9 +378,10 @@ def bootstrap(
     """
     home = home or spothop_home()
     queue_url = instance_queue_url(work.queue_url, control_plane)
-    state_dir, log_path, python = _agent_paths(
-        job_id, node, attempt_id, home, python, (control_plane or "") if instance_local else None
+    state_dir, python = _agent_paths(
+        job_id, attempt_id, home, python, (control_plane or "") if instance_local else None
     )
+    log_path = worker_log_path(state_dir)  # instance-local: the agent ships it
     command = [
         python,
         "-m",

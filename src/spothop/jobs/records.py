@@ -68,6 +68,7 @@ class JobRecord:
     version: int
     lease_owner: str | None = None
     nodes: tuple[NodeRecord, ...] = ()
+    code_sha256: str | None = None  # the packed workdir the agents fetch; None: no workdir
 
     def spec(self) -> JobSpec:
         """The :class:`spothop.jobs.spec.JobSpec` (parsed on each call)."""

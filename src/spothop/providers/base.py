@@ -115,6 +115,22 @@ class Capabilities:
 
 
 @dataclass(frozen=True)
+class Distribution:
+    """Where an instance gets spothop: the control plane's wheel.
+
+    ``url`` is where the instance downloads it (the control plane's
+    ``/v1/dist/{filename}``), ``sha256`` the hex digest the boot script checks
+    before installing (a mismatch: the agent is not started), ``filename`` the
+    wheel's file name (``spothop-0.1.0-py3-none-any.whl``; pip reads the
+    version and tags from it).
+    """
+
+    url: str
+    sha256: str
+    filename: str
+
+
+@dataclass(frozen=True)
 class LaunchRequest:
     """Everything needed to start one instance.
 
@@ -127,6 +143,9 @@ class LaunchRequest:
     ``bootstrap_command`` after ``--``; the agent stays on the host, see
     :mod:`spothop.providers.container`); a provider with no container runtime
     raises :class:`~spothop.errors.ProviderError` naming the option.
+    ``distribution``: the wheel the boot script installs spothop from (see
+    :func:`spothop.providers.bootstrap.install_step`); ``None``: the
+    provider's ``install`` command, else the package index.
     """
 
     instance_type: str
@@ -140,6 +159,7 @@ class LaunchRequest:
     tags: Mapping[str, str] = field(default_factory=dict)
     reservation: str | None = None
     image: str | None = None
+    distribution: Distribution | None = None
 
 
 @dataclass(frozen=True)

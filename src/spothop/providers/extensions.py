@@ -18,6 +18,16 @@ the mixin's interface, or falls back to the base interface when it has not.
 - :class:`GroupRendezvous`: the provider knows, before a multi-node group's
   node 0 boots, the host the group's nodes reach it on (instances that share
   one host). Without it, a group cannot be launched on the provider yet.
+- :class:`ConsoleOutput`: the provider shows an instance's console (the boot
+  script's output and the agent unit's; EC2's GetConsoleOutput), for a
+  status to say why an instance never started its agent.
+- :class:`SharedStorage` (a runtime-checkable protocol): folders every instance
+  of the provider sees at the same path as the controller does (the local
+  cloud's world ``buckets:``, playing the object store). A plain path outside
+  them is on the controller's disk only, and a job that names one is refused at
+  launch (:func:`spothop.jobs.reachable.check_reachable`). Without it (every
+  real cloud), the provider shares no folder: only an object-store URL reaches
+  its instances.
 - :class:`SharesHostNetwork`: the provider's instances share the controller
   host's network, so a loopback control plane reaches them.
 """
@@ -27,6 +37,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from spothop.errors import ConfigError, ProviderError
@@ -119,6 +130,26 @@ class GroupRendezvous:
     """
 
     group_rendezvous_host: str
+
+
+@runtime_checkable
+class ConsoleOutput(Protocol):
+    """A provider that shows an instance's console output."""
+
+    def console_output(self, instance_id: str) -> str:
+        """The instance's console as the cloud shows it: its boot script's output and its agent
+        unit's (empty before it boots); InstanceNotFound for an unknown id."""
+        ...
+
+
+@runtime_checkable
+class SharedStorage(Protocol):
+    """A provider whose instances see some folders of this machine at the same path."""
+
+    def bucket_paths(self) -> Sequence[Path]:
+        """The shared folders (absolute): a path inside one reads and writes the same files on
+        every instance of this provider and on the controller. Empty: none is shared."""
+        ...
 
 
 @runtime_checkable

@@ -285,7 +285,7 @@ def _app(settings: Settings, title: str, description: str) -> FastAPI:
     the health routes and the agent API; the caller adds its own."""
     from spothop.db import pool_options, shared_engine
     from spothop.jobs.store import JobStore
-    from spothop.server import agent_queue, agents
+    from spothop.server import agent_files, agent_logs, agent_queue, agents
     from spothop.server.auth import FailureLimiter
     from spothop.server.beats import BeatWriter, HeartbeatFastPath
     from spothop.state.tokens import TokenStore
@@ -338,6 +338,8 @@ def _app(settings: Settings, title: str, description: str) -> FastAPI:
     _plain_routes(app)
     app.include_router(agents.router)
     app.include_router(agent_queue.router)
+    app.include_router(agent_files.router)
+    app.include_router(agent_logs.router)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     app.add_middleware(HeartbeatFastPath, state=app.state, build=agents.heartbeat_row)
     return app

@@ -50,7 +50,7 @@ from spothop.service.jobs import (
     request_cancel,
 )
 from spothop.service.launch import LaunchedJob, check_launchable, launch_job
-from spothop.service.logs import AttemptLog, JobLogs, LogTail, job_logs, read_log
+from spothop.service.logs import AttemptLog, JobLogs, LogTail, job_logs
 from spothop.service.offers import (
     OfferList,
     find_offers,
@@ -108,7 +108,6 @@ __all__ = [
     "plan",
     "plan_providers",
     "plan_request",
-    "read_log",
     "reliability_history",
     "request_cancel",
     "stream_events",

@@ -29,8 +29,9 @@ class LaunchedJob:
 
 
 def check_launchable(spec: JobSpec) -> None:
-    """What ``launch`` checks before a job is stored: its checkpoint and output URLs can be
-    written (:class:`~spothop.errors.StorageUnreachable`), and some offering of the controller's
+    """What ``launch`` checks before a job is stored: its checkpoint, output and input paths are
+    reachable from the instances of every provider it may be placed on, and its checkpoint and
+    output URLs can be written (:class:`~spothop.errors.StorageUnreachable`), and some offering of the controller's
     providers meets it at all (:class:`~spothop.scheduler.errors.NoCandidates`, naming the
     requirement that excluded the most). No capacity *now* is not refused: the job waits."""
     from spothop.jobs.controller.place import plan_inputs
@@ -40,8 +41,9 @@ def check_launchable(spec: JobSpec) -> None:
     from spothop.scheduler.market_view import gather_market_view
     from spothop.scheduler.placement import rank
 
-    check_reachable(spec)  # before anything is paid for
-    providers = [p for n, p in default_providers().items() if n not in spec.providers.deny]
+    configured = default_providers()
+    check_reachable(spec, configured)  # before anything is paid for
+    providers = [p for n, p in configured.items() if n not in spec.providers.deny]
     profile, kinds, pools = plan_inputs(spec)
     view = gather_market_view(providers, on_error=lambda *_: None)
     with contextlib.suppress(NoCapacityNow):
@@ -49,7 +51,18 @@ def check_launchable(spec: JobSpec) -> None:
 
 
 def launch_job(store: JobStore, spec: JobSpec) -> LaunchedJob:
-    """Store ``spec`` as a new job (pending). Call :func:`check_launchable` first."""
-    job_id = store.create_job(spec)
+    """Store ``spec`` as a new job (pending). Call :func:`check_launchable` first.
+
+    A ``workdir`` is packed and stored first (:func:`~spothop.controlplane.archives.store_workdir`,
+    before anything is paid for: a workdir that cannot be packed is a
+    :class:`~spothop.errors.JobSpecError` and no job is stored); the job
+    records the archive's sha256, the one its agents may fetch.
+    """
+    code_sha256 = None
+    if spec.workdir:
+        from spothop.controlplane.archives import store_workdir
+
+        code_sha256 = store_workdir(spec.workdir).sha256
+    job_id = store.create_job(spec, code_sha256=code_sha256)
     job = store.get_job(job_id)
     return LaunchedJob(job.job_id, job.name, str(job.state))

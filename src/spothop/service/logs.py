@@ -1,15 +1,19 @@
 """A job's worker output, across every recovery: ``spothop logs`` and ``GET /v1/jobs/{id}/logs``.
 
-:func:`job_logs` reads each attempt's log once (its tail, when asked); :class:`LogTail`
-follows them, handing out what each log gained since the last call (``logs --follow`` on
-the embedded store).
+The output is what the agents shipped to the control plane (``job_log_chunks``,
+:mod:`spothop.state.worker_logs`): the store is the one truth, on every cloud.
+:func:`job_logs` reads each attempt's output once (its last bytes, when asked);
+:class:`LogTail` follows them, handing out what each attempt's output gained since the
+last call (``logs --follow`` on the embedded store). Bytes are decoded as UTF-8 where
+they are joined, so a character split between two chunks (or two reads) comes out
+whole; invalid bytes read as U+FFFD.
 """
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -68,56 +72,80 @@ def job_logs(
     """Each attempt's worker output (of ``node`` when given), oldest attempt first: the last
     ``tail_bytes`` of it, when given. :class:`~spothop.jobs.errors.JobNotFound` (exit 3) for a
     job that does not exist."""
-    from spothop.jobs.launcher import attempt_log_path
+    from spothop.state.worker_logs import read_after, read_tail
 
     store.get_job(job_id)
-    return JobLogs(
-        tuple(
-            AttemptLog.of(a, read_log(attempt_log_path(job_id, a.node, a.attempt_id), tail_bytes))
-            for a in store.attempts(job_id)
-            if node is None or a.node == node
-        )
-    )
+    attempts = store.attempts(job_id)  # before the connection below: one at a time on SQLite
+    entries = []
+    with store.engine.connect() as conn:
+        for a in attempts:
+            if node is not None and a.node != node:
+                continue
+            if tail_bytes is None:
+                _, raw = read_after(conn, job_id, a.attempt_id)
+            else:
+                _, raw = read_tail(conn, job_id, a.attempt_id, tail_bytes)
+                raw = _from_a_character(raw) if tail_bytes else b""
+            entries.append(AttemptLog.of(a, raw.decode("utf-8", errors="replace")))
+    return JobLogs(tuple(entries))
 
 
-def read_log(path: Path, tail_bytes: int | None = None) -> str:
-    """A log file's text ("" when there is none yet); only its last ``tail_bytes`` when given."""
-    try:
-        with open(path, "rb") as handle:
-            if tail_bytes is not None:
-                handle.seek(0, 2)
-                handle.seek(max(0, handle.tell() - tail_bytes))
-            return handle.read().decode("utf-8", errors="replace")
-    except FileNotFoundError:
-        return ""
+def _from_a_character(raw: bytes) -> bytes:
+    """``raw`` less the continuation bytes (at most 3) a cut inside a UTF-8 character left first."""
+    skip = 0
+    while skip < min(3, len(raw)) and 0x80 <= raw[skip] < 0xC0:
+        skip += 1
+    return raw[skip:]
 
 
 class LogTail:
-    """Follows a job's logs in the embedded store: each :meth:`read` yields every attempt whose
-    log exists, with what its log gained since the last read (``log``; "" when nothing).
+    """Follows a job's logs in the store: each :meth:`read` yields every attempt that has
+    shipped output, with what its output gained since the last read (``log``; "" when nothing).
 
-    :class:`~spothop.jobs.errors.JobNotFound` (exit 3), when made, for a job that does not exist.
+    ``tail_bytes``: an attempt's first read starts that many bytes before its stored end
+    (None: from its start). :class:`~spothop.jobs.errors.JobNotFound` (exit 3), when made,
+    for a job that does not exist.
     """
 
-    def __init__(self, store: JobStore, job_id: str, node: int | None = None) -> None:
+    def __init__(
+        self,
+        store: JobStore,
+        job_id: str,
+        node: int | None = None,
+        tail_bytes: int | None = None,
+    ) -> None:
         store.get_job(job_id)
+        self.tail_bytes = tail_bytes
         self.store = store
         self.job_id = job_id
         self.node = node
-        self._offsets: dict[str, int] = {}
+        self._offsets: dict[str, int] = {}  # attempt → the byte read up to
+        self._decoders: dict[str, codecs.IncrementalDecoder] = {}  # a split character waits
 
     def read(self) -> Iterator[AttemptLog]:
-        from spothop.jobs.launcher import attempt_log_path
+        yield from self._read()  # read whole first: no connection is held while the caller prints
 
-        for a in self.store.attempts(self.job_id):
-            if self.node is not None and a.node != self.node:
-                continue
-            path = attempt_log_path(self.job_id, a.node, a.attempt_id)
-            if not path.exists():
-                continue
-            offset = self._offsets.get(a.attempt_id, 0)
-            with open(path, "rb") as handle:
-                handle.seek(offset)
-                chunk = handle.read()
-            self._offsets[a.attempt_id] = offset + len(chunk)
-            yield AttemptLog.of(a, chunk.decode("utf-8", errors="replace"))
+    def _read(self) -> list[AttemptLog]:
+        from spothop.state.worker_logs import attempts_with_output, read_after, stored_end
+
+        entries = []
+        attempts = self.store.attempts(self.job_id)  # before the connection: one at a time
+        with self.store.engine.connect() as conn:
+            shipped = attempts_with_output(conn, self.job_id)
+            for a in attempts:
+                if a.attempt_id not in shipped or (self.node is not None and a.node != self.node):
+                    continue
+                offset = self._offsets.get(a.attempt_id)
+                first = offset is None
+                if offset is None:
+                    end = stored_end(conn, self.job_id, a.attempt_id)
+                    offset = 0 if self.tail_bytes is None else max(0, end - self.tail_bytes)
+                _, raw = read_after(conn, self.job_id, a.attempt_id, offset)
+                self._offsets[a.attempt_id] = offset + len(raw)
+                if first and offset:
+                    raw = _from_a_character(raw)  # a tail cut inside a character
+                decoder = self._decoders.setdefault(
+                    a.attempt_id, codecs.getincrementaldecoder("utf-8")(errors="replace")
+                )
+                entries.append(AttemptLog.of(a, decoder.decode(raw)))
+        return entries

@@ -49,6 +49,8 @@ jobs = Table(
     Column("lease_owner", String(_ID), nullable=True),
     Column("lease_token", Integer, nullable=False, default=0),
     Column("lease_expires_unix_s", Float, nullable=True),
+    # The sha256 of the job's packed workdir (spothop.controlplane.archives); None: no workdir.
+    Column("code_sha256", String(64), nullable=True),
     Index(None, "state", "created_unix_s"),
 )
 

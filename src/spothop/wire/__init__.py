@@ -12,6 +12,8 @@ the standard library and :mod:`spothop.errors`.
   :class:`ControlPlane` protocol and its contracts, :data:`EVENTS_BATCH`.
 - :mod:`spothop.wire.fields` — the bounds of each field (:class:`Limits`),
   from which the server's request-body models are derived.
+- :mod:`spothop.wire.logs` — :class:`LogChunk`, a piece of the worker's output the agent
+  ships, and :func:`worker_log_path`.
 - :mod:`spothop.wire.errors` — the errors both sides raise and catch.
 - :mod:`spothop.wire.client` — the one small JSON HTTP client (standard-library
   ``urllib``, a bearer token, timeouts, bounded retries) the HTTP control plane,
@@ -36,10 +38,12 @@ from spothop.wire.errors import (
     ControlPlaneAuthError,
     ControlPlaneError,
     EventFormatError,
+    LogOffsetGap,
     StoreRefused,
 )
 from spothop.wire.events import SCHEMA_VERSION, AgentEvent, Stamp, UnknownEvent, event_from_dict
 from spothop.wire.fields import Limits, WireDefault, WireField, wire_fields
+from spothop.wire.logs import LogChunk, worker_log_path
 
 __all__ = [
     "CONTROL_PLANE_PROTOCOL",
@@ -57,6 +61,8 @@ __all__ = [
     "Heartbeat",
     "LeaseRelease",
     "Limits",
+    "LogChunk",
+    "LogOffsetGap",
     "Registration",
     "Stamp",
     "StoreRefused",
@@ -65,4 +71,5 @@ __all__ = [
     "WireField",
     "event_from_dict",
     "wire_fields",
+    "worker_log_path",
 ]

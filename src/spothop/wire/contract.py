@@ -27,6 +27,13 @@ runs them on each):
   the worker's save: import or connect what the emergency protocol's last
   steps need, so that cost runs while the worker saves instead of after.
   Never raises; may return at once and finish in the background.
+- :meth:`ControlPlane.ship_log` — store one :class:`~spothop.wire.logs.LogChunk` of an
+  attempt's output, in order: a chunk at the stored end is appended, the part of a chunk
+  already stored is skipped (a resend stores nothing twice), and a chunk past the stored end
+  raises :class:`~spothop.wire.errors.LogOffsetGap` carrying the stored end (resend from
+  there). Never duplicated, never reordered. The HTTP plane raises
+  :class:`~spothop.wire.errors.ControlPlaneError` while the server is unreachable (the agent's
+  shipper keeps the bytes in the file and retries: the file is the spool).
 - :meth:`ControlPlane.flush` — try to deliver what is spooled, within
   ``timeout_s``; returns how many events are still waiting.
 
@@ -58,6 +65,7 @@ from spothop.wire.fields import (
     UnixTime,
     WireDefault,
 )
+from spothop.wire.logs import LogChunk
 
 REQUEST_KINDS = ("checkpoint", "stop")  # what a control plane may ask of an instance
 EVENTS_BATCH = 100  # events in one request at most (``POST …/events``)
@@ -162,6 +170,8 @@ class ControlPlane(Protocol):
     def requests(self) -> list[ControlRequest]: ...
 
     def acknowledge(self, request_id: str) -> None: ...
+
+    def ship_log(self, chunk: LogChunk) -> None: ...
 
     def prepare(self) -> None: ...
 

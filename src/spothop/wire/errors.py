@@ -13,6 +13,7 @@ agent's own errors (:mod:`spothop.agent.errors`) hang under the same
         ├── NoticeEndpointError     the metadata endpoint was unreachable or gave a bad answer (exit 4)
         │                           (spothop.agent.errors)
         ├── EventFormatError        a stored or received agent event is not an event
+        ├── LogOffsetGap            a log chunk starts past the attempt's stored end (carries the end)
         ├── ControlPlaneError       the control plane refused a call or did not answer
         │   └── ControlPlaneAuthError   it refused the agent's token (HTTP 401/403)
         └── StoreRefused            the embedded plane's store process answered with the store's or
@@ -54,3 +55,17 @@ class EventFormatError(AgentError):
 
 class StoreRefused(AgentError):
     """The store process answered, with an error of the store or the queue behind it (not an outage)."""
+
+
+class LogOffsetGap(AgentError):
+    """A log chunk starts past what the store holds of its attempt's output: storing it would
+    leave a hole. ``end_bytes`` is the stored end: resend from there."""
+
+    def __init__(self, attempt_id: str, offset_bytes: int, end_bytes: int) -> None:
+        super().__init__(
+            f"the log chunk of attempt {attempt_id} at byte {offset_bytes} leaves a gap: the store"
+            f" holds its output up to byte {end_bytes}; resend from byte {end_bytes}"
+        )
+        self.attempt_id = attempt_id
+        self.offset_bytes = offset_bytes
+        self.end_bytes = end_bytes

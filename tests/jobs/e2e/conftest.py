@@ -95,8 +95,9 @@ class Harness:
     extra_args: tuple[str, ...] = ()
 
     def set_world(self, world: dict[str, Any]) -> None:
-        """Another world (before the first launch: the controller reads it when it starts)."""
-        self.world_path.write_text(yaml.safe_dump(world))
+        """Another world (before the first launch: the controller reads it when it starts). The
+        test's folder is the world's bucket: the job's checkpoints, inputs and outputs live there."""
+        self.world_path.write_text(yaml.safe_dump(bucketed(world, self.tmp)))
         loaded = load_world(self.world_path)
         self.providers = {
             n: LocalProvider(n, world=loaded, world_path=self.world_path)
@@ -191,6 +192,12 @@ class Harness:
         return wait_for(ended, timeout_s, what=what, interval_s=0.2)
 
 
+def bucketed(world: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """``world`` with ``folder`` (the test's) among its buckets: the jobs' checkpoints, inputs
+    and outputs live there, where every instance reaches them."""
+    return {**world, "buckets": [*world.get("buckets", []), str(folder)]}
+
+
 @contextlib.contextmanager
 def running_harness(
     tmp_path: Path,
@@ -201,7 +208,7 @@ def running_harness(
     """A :class:`Harness` on ``world_spec``; on exit the controller is stopped and every
     instance of the world ended (for other test folders' fixtures too)."""
     world_path = tmp_path / "world.yaml"
-    world_path.write_text(yaml.safe_dump(world_spec))
+    world_path.write_text(yaml.safe_dump(bucketed(world_spec, tmp_path)))
     monkeypatch.setenv("SPOTHOP_WORLD", str(world_path))
     world = load_world(world_path)
     h = Harness(

@@ -108,3 +108,30 @@ def test_a_spec_no_offering_satisfies_is_refused_naming_the_requirement(
     assert code == 2, err
     assert "no offering satisfies" in err and "memory" in err
     assert daemon.status() is None
+
+
+def test_logs_prints_what_the_agents_shipped_to_the_store(store_url: str) -> None:
+    """`spothop logs` reads the store (job_log_chunks), never a file: whole, --tail, --json."""
+    from spothop.state.worker_logs import append_chunk
+
+    with JobStore(store_url) as store:
+        job_id = store.create_job(load_job({"name": "shipped", "run": "true"}))
+        attempt = store.add_attempt(
+            job_id,
+            0,
+            provider="aws-sim",
+            region="r",
+            zone="z",
+            instance_type="t",
+            market_kind="spot",
+            price_usd_per_hour=0.5,
+        )
+        with store.engine.begin() as conn:
+            for offset, raw in ((0, b"step 1\n"), (7, "step 2 \u2713\n".encode())):
+                append_chunk(
+                    conn, job_id=job_id, attempt_id=attempt.attempt_id, offset_bytes=offset, raw=raw
+                )
+    code, out, _ = run("logs", job_id, "--store", store_url)
+    assert code == 0 and "step 1\nstep 2 \u2713\n" in out
+    code, out, _ = run("logs", job_id, "--store", store_url, "--tail", "11", "--json")
+    assert code == 0 and [e["log"] for e in json.loads(out)] == ["step 2 \u2713\n"]

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,6 +10,15 @@ from spothop.providers.local.provider import LocalProvider
 from spothop.providers.local.world import load_world
 from tests.waiting import process_running as pid_alive  # noqa: F401 - re-exported: tests import them from here
 from tests.waiting import wait_for  # noqa: F401
+
+
+@pytest.fixture(autouse=True)
+def _shared_disk_until_migrated(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests' instances read and write the test's folders (pid files in their cwd, a test's
+    tmp files): they run unisolated unless their world says otherwise. test_isolation.py's
+    worlds say ``isolation: required``."""
+    if "SPOTHOP_LOCAL_ISOLATION" not in os.environ:
+        monkeypatch.setenv("SPOTHOP_LOCAL_ISOLATION", "off")
 
 
 @pytest.fixture

@@ -18,8 +18,9 @@ from tests.conftest import PROJECT_ROOT
 from tests.waiting import scaled, wait_for
 
 SCHEDULED = "/latest/meta-data/events/maintenance/scheduled"
-# Records SIGTERM (what a shutdown sends) in a file, then exits; idles until then.
-ON_TERM = "trap 'echo term > got-term; exit 0' TERM; while true; do sleep 0.1; done"
+# Records SIGTERM (what a shutdown sends) in a file, then exits; idles until then. It says when
+# its trap is set: the instance is running from when its boot script starts, the unit a bit later.
+ON_TERM = "trap 'echo term > got-term; exit 0' TERM; touch trap-set; while true; do sleep 0.1; done"
 
 
 def _launch(provider: LocalProvider, command: str = "sleep 300", **kwargs: object):  # type: ignore[no-untyped-def]
@@ -78,6 +79,7 @@ def test_a_scheduled_stop_shows_on_the_endpoint_and_can_be_canceled(aws: LocalPr
 def test_a_stop_that_comes_due_shuts_the_instance_down(aws: LocalProvider) -> None:
     instance = _launch(aws, ON_TERM)
     aws.wait(instance.instance_id, [InstanceState.RUNNING], scaled(30))
+    wait_for(lambda: (aws.store.instances_dir / instance.instance_id / "trap-set").exists())
     event = aws.schedule_maintenance(instance.instance_id, "instance-retirement", in_s=0)
     ended = aws.wait(instance.instance_id, [InstanceState.TERMINATED], scaled(30))
     assert ended.state is InstanceState.TERMINATED

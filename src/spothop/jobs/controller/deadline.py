@@ -25,27 +25,36 @@ The state, from the job and the snapshot (docs/controller.md, "Deadlines"):
 - **What runs**: the newest live attempt's kind and zone (or the newest
   attempt if the cloud took it back within the last tick: SPOT in its zone);
   its pending overhead is the restart overhead not yet past since its launch
-  while it does not run, and for an attempt the cloud took back the whole
-  restart overhead (nothing runs: a relaunch pays it), so that the safety
-  rule goes on-demand in the same pass rather than keeping a lost spot
-  instance for a tick.
+  while it does not run, as the tick model counts it (0 for a lost instance
+  that had booted), and the whole overhead for one the cloud took while its
+  zone still lists spot (nothing runs there: a relaunch pays it).
 - **Zones**: every zone (provider, region, zone) where the job's requirements
   are offered, sorted; each zone's spot is available when the market view
   says so for one of its qualifying spot markets (cooldowns do not hide it:
   the policy weighs the risk), at the cheapest such price, with that market's
-  preemption rate and mean outage. The on-demand price is the cheapest
-  qualifying on-demand candidate's.
+  preemption rate, its odds of a drop per tick and mean outage; how long spot
+  there has been up or down (counting the tick being decided) from the
+  snapshot's ``spot_runs``, and with several zones the same for "any of them"
+  (``any_zone``). The on-demand price is the cheapest qualifying on-demand
+  candidate's.
+
+What the decision does beyond the policy (docs/controller.md): a wait the
+policy chose stops what runs (:meth:`DeadlinePlan.stop_actions`), as the tick
+model's NONE does; where the safety rule keeps a spot instance the cloud just
+took (the model then idles a tick the deadline has no room for), on-demand.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from spothop.jobs.controller.actions import Action, EndAttempt, RequestStop, Terminate
 from spothop.jobs.controller.config import ControllerConfig
 from spothop.jobs.controller.snapshot import AttemptView, JobView, Snapshot
-from spothop.jobs.lifecycle import EndReason
+from spothop.jobs.controller.spot_runs import age_s, current_run
+from spothop.jobs.lifecycle import AttemptState, EndReason
 from spothop.jobs.spec import JobKind
 from spothop.resources.market_id import MarketId
 from spothop.scheduler.market_view import MarketKind, MarketView
@@ -70,6 +79,7 @@ class DeadlinePlan:
     zones: tuple[MarketId, ...]  # index i of a Decision → this zone (instance_type "")
     spot: tuple[tuple[Candidate, ...], ...]  # per zone, its spot candidates, best first
     on_demand: tuple[Candidate, ...]
+    chose_to_wait: bool = False  # the policy itself said wait (not: nowhere to run its choice)
 
     @property
     def kind(self) -> MarketKind | None:
@@ -96,6 +106,28 @@ class DeadlinePlan:
                 and _zone(a.market) == self.zones[self.decision.zone]
             )
         return False
+
+    def stops(self, a: AttemptView) -> bool:
+        """The policy chose to wait while ``a`` runs: it stops (the tick model's NONE stops what
+        ran), unless the cloud is already taking it back (noticed)."""
+        return self.chose_to_wait and a.alive and a.state is not AttemptState.NOTICED
+
+    def stop_actions(self, a: AttemptView, now: float, grace_s: float) -> list[Action]:
+        """Stop ``a`` to wait: its agent is asked to checkpoint and stop; one not running yet,
+        or still up ``grace_s`` after the request, is terminated (ended ``terminated``)."""
+        why = f"stopped to wait: {self.reason()}"
+        asked = a.stop_requested_at
+        booting = a.instance_id is None or a.running_at is None
+        if not booting and asked is None:
+            return [RequestStop(a.job_id, a.instance_id or "", why)]
+        if not booting and asked is not None and now - asked <= grace_s:
+            return []
+        if not booting:
+            why = f"still up {grace_s:.0f} s after it was asked to stop to wait"
+        end = EndAttempt(a.attempt_id, a.job_id, EndReason.TERMINATED, now, why)
+        if a.instance_id is None:
+            return [end]
+        return [Terminate(a.instance_id, a.provider, why, a.job_id), end]
 
     def reason(self) -> str:
         s = self.state
@@ -198,29 +230,38 @@ def deadline_plan(
     spot: dict[MarketId, list[Candidate]] = {z: [] for z in zone_ids}
     for c in spot_all:
         spot[_zone(c.market_id)].append(c)
+    if not zone_ids:
+        return None
+    markets: dict[MarketId, set[MarketId]] = {z: set() for z in zone_ids}
+    for c in (*od, *spot_all):
+        markets[_zone(c.market_id)].add(c.market_id)
+    tick = config.deadline_tick_s
     zones: list[ZoneView] = []
     for z in zone_ids:
         found = spot[z]
         if found:
             best = min(found, key=lambda c: c.price_usd_per_hour)
             st = view.state_of(best.market_id)
-            zones.append(
-                ZoneView(
-                    True,
-                    best.price_usd_per_hour,
-                    preemption_rate_per_h=st.preemption_rate_per_h,
-                    mean_outage_s=st.mean_outage_s,
-                )
+            zone = ZoneView(
+                True,
+                best.price_usd_per_hour,
+                preemption_rate_per_h=st.preemption_rate_per_h,
+                mean_outage_s=st.mean_outage_s,
+                preemption_odds_per_tick=-math.expm1(-st.preemption_rate_per_h * tick / 3600.0),
             )
         else:
-            zones.append(ZoneView(False, _catalog_spot_price(view, z, od)))
-    if not zone_ids:
-        return None
+            zone = ZoneView(False, _catalog_spot_price(view, z, od))
+        zones.append(_with_run(zone, snapshot, markets[z], tick))
+    any_zone = None
+    if len(zones) > 1:
+        union = ZoneView(any(z.available for z in zones), min(z.price_usd_per_hour for z in zones))
+        any_zone = _with_run(union, snapshot, set().union(*markets.values()), tick)
     provider = (od[0] if od else spot_all[0]).offering.provider
     d = config.restart_overhead_s
     if d is None:
         d = view.boot_s_of(provider)
-    last, pending = _last(job, now, config.deadline_tick_s, d, zone_ids)
+    up = [z.available for z in zones]
+    last, pending = _last(job, now, config.deadline_tick_s, d, zone_ids, up)
     state = DeadlineState(
         elapsed_s=now - job.created_at,
         work_left_s=work,
@@ -232,9 +273,13 @@ def deadline_plan(
         pending_overhead_s=pending,
         zones=tuple(zones),
         on_demand_price_usd_per_hour=min((c.price_usd_per_hour for c in od), default=math.inf),
+        any_zone=any_zone,
     )
     policy = policies.get_policy(spec.deadline_policy)
     decision = policies.advise(policy, state)
+    if decision.kind is Kind.NONE and _lost_with_no_room(state):
+        decision = policies.ON_DEMAND
+    chose_to_wait = decision.kind is Kind.NONE
     if decision.kind is Kind.ON_DEMAND and not od:
         decision = IDLE
     return DeadlinePlan(
@@ -244,7 +289,34 @@ def deadline_plan(
         tuple(zone_ids),
         tuple(tuple(spot[z]) for z in zone_ids),
         od,
+        chose_to_wait,
     )
+
+
+def _lost_with_no_room(state: DeadlineState) -> bool:
+    """The safety rule kept the spot instance the cloud just took (SIMULATION.md: SPOT with no
+    pending overhead is kept, and becomes NONE): the one tick the tick model then idles is one
+    the deadline has no room for, so the controller launches on-demand in the same pass."""
+    return (
+        state.last.kind is Kind.SPOT
+        and not state.spot_running
+        and state.ticks_needed(1) >= state.ticks_left()
+    )
+
+
+def _with_run(
+    zone: ZoneView, snapshot: Snapshot, markets: set[MarketId], tick_s: float
+) -> ZoneView:
+    """``zone`` with how long its spot (up in any of ``markets``) has been up or down: the
+    snapshot's runs, counting the tick being decided; one tick where the runs know nothing of
+    these markets or disagree with what the view says now."""
+    logs = [snapshot.spot_runs[m] for m in sorted(markets, key=str) if m in snapshot.spot_runs]
+    seen = current_run(logs, snapshot.now)
+    start = seen[1] if seen is not None and seen[0] == zone.available else None
+    run = age_s(start, snapshot.now, tick_s)
+    if zone.available:
+        return replace(zone, up_for_s=run, down_for_s=0.0)
+    return replace(zone, up_for_s=0.0, down_for_s=run)
 
 
 def _catalog_spot_price(view: MarketView, zone: MarketId, od: Sequence[Candidate]) -> float:
@@ -263,7 +335,7 @@ def _catalog_spot_price(view: MarketView, zone: MarketId, od: Sequence[Candidate
 
 
 def _last(
-    job: JobView, now: float, tick_s: float, d: float, zones: Sequence[MarketId]
+    job: JobView, now: float, tick_s: float, d: float, zones: Sequence[MarketId], up: Sequence[bool]
 ) -> tuple[Decision, float]:
     """What ran last and its pending overhead (module docstring)."""
     if not job.attempts:
@@ -288,8 +360,8 @@ def _last(
             return IDLE, 0.0
         kind, index = Kind.SPOT, list(zones).index(z)
     pending = 0.0
-    if not a.alive:
-        pending = d  # lost: whatever runs next pays the whole restart overhead
-    elif a.running_at is None or a.running_at > now:
+    if not a.alive and kind is Kind.SPOT and up[index]:
+        pending = d  # gone though its zone lists spot: nothing runs, a relaunch pays the overhead
+    elif a.running_at is None or a.running_at > now:  # still booting (or lost while it booted)
         pending = max(0.0, a.launched_at + d - now)
     return Decision(kind, index), pending

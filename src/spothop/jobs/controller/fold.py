@@ -346,6 +346,8 @@ def _apply_exit(
             change.finish(
                 EndReason.PREEMPTED, at_s, "preempted, handed over to its replacement", code
             )
+        elif view.stop_requested_at is not None and not view.notice_final:
+            change.finish(EndReason.TERMINATED, at_s, "stopped on request (exit 75)", code)
         else:
             change.finish(EndReason.PREEMPTED, at_s, "preempted, resumable (exit 75)", code)
     else:

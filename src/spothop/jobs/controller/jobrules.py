@@ -354,16 +354,16 @@ class JobDecision:
         return nodes
 
     def _classify(self, node: _Node, a: AttemptView, blind_response: NoticeBlindResponse) -> None:
-        """A live attempt is healthy, or doomed: noticed, notice-blind, in a zone an outage cooled,
-        or off the market kind the deadline policy chose (each replaced make-before-break)."""
+        """A live attempt is healthy, doomed (noticed, notice-blind, in a zone an outage cooled, off
+        the deadline policy's kind: replaced make-before-break) or stopped (the policy waits)."""
         node.alive.append(a)
-        blind = (
-            a.notice_blind
-            and a.market_kind is MarketKind.SPOT
-            and blind_response is not NoticeBlindResponse.KEEP
-        )
+        spot, keep = a.market_kind is MarketKind.SPOT, NoticeBlindResponse.KEEP
+        blind = a.notice_blind and spot and blind_response is not keep
         moved = self.p.moved_by_outage(a)
         plan = self.plan
+        if plan is not None and plan.stops(a):  # the deadline policy waits: what runs stops
+            self.out += plan.stop_actions(a, self.now, self.p.config.stop_grace_s)
+            return
         switch = plan is not None and plan.kind is not None and not plan.fits(a)
         if a.state is AttemptState.NOTICED or blind or moved or switch:
             node.doomed.append(a)

@@ -14,7 +14,11 @@
   the providers that hold some (:class:`~spothop.providers.reservations.ReservedCapacity`);
 - the market (:func:`spothop.scheduler.market_view.gather_market_view`),
   at most every ``market_ttl_s`` (it is the slowest read; a pass woken by a
-  notice reuses the last one).
+  notice reuses the last one);
+- each spot market's availability runs (:class:`~.spot_runs.SpotLog`): every
+  view read is recorded, on the controller's clock, so the snapshot says how
+  long spot has been up or down (what a deadline policy plans on). The log is
+  the observer's memory: a controller that restarts starts it afresh.
 
 Facts, not decisions, are brought up to date here (:mod:`.attempt_facts`), so
 that ``decide`` reads a store that agrees with the clouds; ending an attempt is
@@ -46,6 +50,7 @@ from sqlalchemy import select
 from spothop.jobs.controller.attempt_facts import sync_attempt_facts
 from spothop.jobs.controller.clock import provider_now
 from spothop.jobs.controller.events import CURSOR_NAME, EventCursor, replayed_events
+from spothop.jobs.controller.spot_runs import SpotLog
 from spothop.jobs.controller.views import Observation, queue_facts, to_snapshot
 from spothop.jobs.lifecycle import AttemptState, JobState
 from spothop.jobs.records import AttemptRecord
@@ -189,6 +194,8 @@ class Observer:
         self._market_at = float("-inf")
         self._cache: ViewCache | None = None  # the offerings' columns, kept between passes
         self._history: HistoryBook | None = None  # the store's interruption history as λ
+        self._spot_log = SpotLog()  # each spot market's availability runs, pass after pass
+        self._logged: MarketView | None = None  # the last view recorded in it
         self.last: Observation | None = None
 
     def market(self) -> MarketView:
@@ -333,10 +340,14 @@ class Observer:
             for j in observation.jobs
             if j.kind == "batch"
         }
+        if observation.market is not self._logged:  # a view read again: record what it says
+            self._spot_log.record(observation.now, observation.market)
+            self._logged = observation.market
         return replace(
             to_snapshot(observation, self.store, queues),
             controller_started_at=self.started_at,
             held_since=dict(self._held),
+            spot_runs=self._spot_log.runs(),
         )
 
 

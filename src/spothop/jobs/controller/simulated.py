@@ -12,30 +12,37 @@ starts at ``t·gap``, the job was created at 0):
    restart overhead), which its agent reports (``running_at``); once the work
    is done its agent reports exit 0.
 2. **decide** sees a snapshot: the job (spec: ``deadline``, ``work``,
-   ``deadline_policy``), its attempts, the listing, and a market view of one
-   instance type per zone (spot available per the trace at t, at its price at t;
-   on-demand at the setting's price).
+   ``deadline_policy``), its attempts, the listing, a market view of one
+   instance type per zone (spot available per the trace at t, at its price at
+   t, λ from the trace so far; on-demand at the setting's price), and each
+   zone's spot runs as an observer polling once a tick would have logged them.
 3. **The executor** applies every action. A launch that replaces an instance
    (a switch of market kind, make-before-break in a real controller) ends the
    replaced one at once: SIMULATION.md's accounting, where the restart
-   overhead ``d`` *is* the cost of a switch.
+   overhead ``d`` *is* the cost of a switch; a stop to wait ends it at once too.
 4. **The tick** ``[t·gap, (t+1)·gap)``: every live instance is billed the whole
    tick at its market's price; the newest one credits work from when it runs.
 
 The result is the simulator's :class:`~spothop.scheduler.simulate.RunResult`,
 so the two engines compare field by field (tests/jobs/controller/
-test_simulated.py: with one zone, constant prices and SIMULATION.md's options
-they agree tick by tick for greedy and uniform-progress). Multi-zone
-make-before-break moves of the model are not modelled here.
+test_simulated.py: they agree tick by tick for spothop, greedy and
+uniform-progress, on one zone and on several). Multi-zone make-before-break
+moves of the model (spothop-proactive) are not modelled here.
 """
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import datetime as dt
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from spothop.jobs.controller.actions import (
     Action,
@@ -59,6 +66,7 @@ from spothop.jobs.controller.snapshot import (
     JobView,
     Snapshot,
 )
+from spothop.jobs.controller.spot_runs import KEEP_S, SpotRuns
 from spothop.jobs.lifecycle import AttemptState, EndReason, JobState
 from spothop.jobs.records import AttemptRecord
 from spothop.jobs.spec import JobSpec, load_job
@@ -67,6 +75,7 @@ from spothop.resources.market_id import MarketId
 from spothop.resources.offering import Interconnect, Offering
 from spothop.scheduler.market_view import MarketKind, MarketState, MarketView
 from spothop.scheduler.policies.base import EPS_S, IDLE, ON_DEMAND, Decision, Kind
+from spothop.scheduler.simulate.estimates import MIN_EVIDENCE_TICKS
 from spothop.scheduler.simulate.model import (
     S_PER_H,
     JobSetting,
@@ -131,7 +140,9 @@ class SimulatedWorld:
     cooldowns: dict[MarketId, float] = field(default_factory=dict)
     events: list[AgentEvent] = field(default_factory=list)
 
-    def snapshot(self, market: MarketView) -> Snapshot:
+    def snapshot(
+        self, market: MarketView, spot_runs: Mapping[MarketId, SpotRuns] | None = None
+    ) -> Snapshot:
         return Snapshot(
             now=self.now,
             jobs=tuple(self.jobs.values()),
@@ -140,6 +151,7 @@ class SimulatedWorld:
             instances=dict(self.instances),
             listed_providers=frozenset({PROVIDER}),
             events=tuple(self.events),
+            spot_runs=dict(spot_runs or {}),
         )
 
     def attempts(self, job_id: str = JOB_ID) -> tuple[AttemptView, ...]:
@@ -256,6 +268,28 @@ class SimulatedWorld:
         )
 
 
+class _TraceRuns:
+    """A zone's trace as the runs an observer polling once a tick would have logged: what the
+    controller's ``SpotLog`` holds (``KEEP_S`` of runs before the tick, never a later tick)."""
+
+    def __init__(self, available: npt.NDArray[np.bool_]) -> None:
+        up = np.asarray(available, dtype=bool)
+        starts = np.flatnonzero(np.concatenate([[True], up[1:] != up[:-1]]))
+        self.starts: list[int] = starts.tolist()
+        self.ups: list[bool] = up[starts].tolist()
+
+    def seen(self, i: int, t: int, gap: float) -> SpotRuns:
+        """The runs up to trace tick ``i`` (the job's tick ``t``: time ``t·gap``) on the job's
+        clock, from the one that held ``KEEP_S`` before."""
+        keep = round(KEEP_S / gap)
+        first = max(0, bisect.bisect_right(self.starts, i - keep) - 1)
+        last = bisect.bisect_right(self.starts, i)
+        return SpotRuns(
+            tuple((s - i + t) * gap for s in self.starts[first:last]),
+            tuple(self.ups[first:last]),
+        )
+
+
 def _stamp(a: AttemptView, t: float) -> dict[str, Any]:
     return {
         "instance_id": a.instance_id or "",
@@ -308,6 +342,9 @@ class _Bridge:
         self.actions: list[list[Action]] = []
         self.available: list[bool] = []
         self.prices: list[float] = []
+        self.rates: list[float] = []
+        self.runs = [_TraceRuns(z.available) for z in window.zones]
+        self.spot_runs: dict[MarketId, SpotRuns] = {}
 
     @property
     def done(self) -> bool:
@@ -339,6 +376,17 @@ class _Bridge:
         zones = self.window.zones
         at = [(self.window.start_tick + t) % len(z) for z in zones]
         self.available = [bool(z.available[i]) for z, i in zip(zones, at, strict=True)]
+        self.spot_runs = {
+            o.market_id: runs.seen(i, t, self.gap)
+            for o, runs, i in zip(self.offerings, self.runs, at, strict=True)
+        }
+        # λ from the trace so far: the hourly rate of the model's per-tick odds of a drop (none
+        # before MIN_EVIDENCE_TICKS of trace: infinite, ranked riskiest as the model ranks None)
+        odds = [
+            z.history.hazards(i)[0] if i + 1 >= MIN_EVIDENCE_TICKS else 1.0
+            for z, i in zip(zones, at, strict=True)
+        ]
+        self.rates = [math.inf if p >= 1.0 else -math.log1p(-p) * S_PER_H / self.gap for p in odds]
         self.prices = [
             self.setting.spot_price_usd_per_hour
             if z.prices_usd_per_hour is None
@@ -357,7 +405,7 @@ class _Bridge:
                 inst = dataclasses.replace(inst, state=InstanceState.RUNNING, running_at=ran)
                 world.instances[inst.instance_id] = inst
             gone = a.market_kind is MarketKind.SPOT and not self.available[self._zone(a)]
-            if gone and inst.state.is_alive:
+            if gone and inst.state.is_alive and not self.done:  # done: it finished before
                 self.preemptions += 1
                 world.end_instance(inst.instance_id, InstanceState.PREEMPTED)
         if self.done:
@@ -373,13 +421,15 @@ class _Bridge:
             offerings=self.offerings,
             markets={
                 o.market_id: MarketState(
-                    o.market_id, spot_price_usd_per_hour=p, available=ok, preemption_rate_per_h=0.0
+                    o.market_id, spot_price_usd_per_hour=p, available=ok, preemption_rate_per_h=rate
                 )
-                for o, p, ok in zip(self.offerings, self.prices, self.available, strict=True)
+                for o, p, ok, rate in zip(
+                    self.offerings, self.prices, self.available, self.rates, strict=True
+                )
             },
             boot_s={PROVIDER: self.d},
         )
-        asked = decide(self.world.snapshot(view), self.config)
+        asked = decide(self.world.snapshot(view, self.spot_runs), self.config)
         self.world.events = []
         for action in asked:
             self.world.execute(action)

@@ -31,6 +31,9 @@ Contract for whoever builds one:
 - ``reservations`` are the reserved pools every provider with the
   ability lists (``ReservedCapacity.list_reservations``, ``in_use`` counted
   when read): the pools the user owns, which ``decide`` fills first.
+- ``spot_runs`` holds each spot market's availability runs up to ``now``
+  (:class:`~spothop.jobs.controller.spot_runs.SpotRuns`, on the snapshot's
+  clock); never anything after ``now``.
 - ``cooldowns`` maps a market (or a zone: ``instance_type == ""``) to the
   unix time its cooldown ends; expired ones may be left in.
 """
@@ -42,6 +45,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
+from spothop.jobs.controller.spot_runs import SpotRuns
 from spothop.jobs.lifecycle import AttemptState, EndReason, JobState
 from spothop.jobs.records import AttemptRecord
 from spothop.jobs.spec import JobSpec
@@ -301,6 +305,9 @@ class Snapshot:
     # A replica's jobs: job id → since when it holds the job's lease (controller clock). An attempt
     # still launching that was stored before then was another controller's launch (as above).
     held_since: Mapping[str, float] = field(default_factory=dict)
+    # Each spot market's availability runs as the observer saw them (spot_runs.py): how long spot
+    # has been up or down, for the deadline policies; empty: nothing seen before this pass.
+    spot_runs: Mapping[MarketId, SpotRuns] = field(default_factory=dict)
 
     def started_for(self, job_id: str) -> float | None:
         """Since when this controller runs ``job_id``: its start, or (a replica) when it took the job."""

@@ -38,10 +38,14 @@ JOB_ID_HEX = 6  # 16.7 million ids: a collision is rare, and drawn again
 class JobRows(StoreBase):
     """Jobs and their nodes (see the module)."""
 
-    def create_job(self, spec: StorableSpec, *, nodes: int | None = None) -> str:
+    def create_job(
+        self, spec: StorableSpec, *, nodes: int | None = None, code_sha256: str | None = None
+    ) -> str:
         """Store a new job (PENDING, its nodes pending, event ``created``); returns its id (``j-3f9a2c``).
 
-        ``nodes`` defaults to :func:`node_count` of the spec.
+        ``nodes`` defaults to :func:`node_count` of the spec; ``code_sha256`` is
+        its packed workdir's (:mod:`spothop.controlplane.archives`), the only
+        archive its agents' tokens may fetch.
         """
         count = node_count(spec) if nodes is None else nodes
         if count < 1:
@@ -70,6 +74,7 @@ class JobRows(StoreBase):
                             reason="",
                             version=1,
                             lease_token=0,
+                            code_sha256=code_sha256,
                         )
                     )
                     conn.execute(
@@ -284,6 +289,7 @@ def _job(row: Row[Any], node_rows: Sequence[Row[Any]]) -> JobRecord:
         reason=row.reason,
         version=row.version,
         lease_owner=row.lease_owner,
+        code_sha256=row.code_sha256,
         nodes=tuple(
             NodeRecord(n.job_id, n.node, NodeState(n.state), n.updated_unix_s) for n in node_rows
         ),

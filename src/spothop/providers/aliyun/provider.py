@@ -314,7 +314,11 @@ class AliyunProvider(Provider, OfferingNotes, ClockKeeper):
         region = request.region
         env = {"SPOTHOP_CLOUD": self.name, **request.env}
         user_data = render_user_data(
-            request.bootstrap_command, env, install=self.install, image=request.image
+            request.bootstrap_command,
+            env,
+            install=self.install,
+            image=request.image,
+            distribution=request.distribution,
         )
         token = request.tags.get(TOKEN_TAG) or new_token()
         tags, node = launch_tags(request.tags, request.name, token)

@@ -107,7 +107,11 @@ class Ec2Launch(Ec2Instances):
     def _user_data(self, request: LaunchRequest) -> str:
         env = {"SPOTHOP_CLOUD": self.name, **request.env}
         return render_user_data(
-            request.bootstrap_command, env, install=self.install, image=request.image
+            request.bootstrap_command,
+            env,
+            install=self.install,
+            image=request.image,
+            distribution=request.distribution,
         )
 
     def launch(self, request: LaunchRequest) -> Instance:

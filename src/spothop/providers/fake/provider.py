@@ -33,6 +33,9 @@ Rules beyond the Provider contract:
   rate, never preempted (``preempt`` refuses it), ``CapacityUnavailable``
   once ``count`` are alive; an unknown id is an ``InvalidRequest`` naming it.
 - ``requests`` records every launch request, in order, refused or not.
+- ``bucket_paths`` (:class:`~spothop.providers.extensions.SharedStorage`): the
+  folders a test says every instance sees at the same path (default: none, as
+  on a real cloud); a job's plain checkpoint or output path must lie in one.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from spothop.errors import (
@@ -135,8 +139,10 @@ class FakeProvider(Provider, ReservedCapacity, ClockKeeper):
         gpu_quota: Mapping[str, int] | None = None,
         codes: ErrorCodes = FAKE_ERROR_CODES,
         reservations: Iterable[Reservation] = (),
+        bucket_paths: Iterable[Path | str] = (),
     ) -> None:
         self.name = name
+        self._buckets = tuple(Path(b).absolute() for b in bucket_paths)
         self.clock: Clock = clock or ManualClock()
         self.codes = codes
         self.launch_delay_s = launch_delay_s
@@ -180,6 +186,10 @@ class FakeProvider(Provider, ReservedCapacity, ClockKeeper):
         self._scripted: list[_Scripted] = []
         self._records: dict[str, _Record] = {}
         self._lock = threading.RLock()
+
+    def bucket_paths(self) -> Sequence[Path]:
+        """The folders this fake's instances share with the controller (``SharedStorage``)."""
+        return self._buckets
 
     # -- catalog and market -------------------------------------------------
 

@@ -304,7 +304,11 @@ class GcpProvider(Provider, OfferingNotes, ClockKeeper):
         shape = parse.machine_shape(request.instance_type)
         env = {"SPOTHOP_CLOUD": self.name, **request.env}
         script = render_startup_script(
-            request.bootstrap_command, env, install=self.install, image=request.image
+            request.bootstrap_command,
+            env,
+            install=self.install,
+            image=request.image,
+            distribution=request.distribution,
         )
         items = {
             STARTUP_ITEM: script,

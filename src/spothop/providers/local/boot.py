@@ -8,8 +8,11 @@ its directory and its record, and starts its host here.
   ``instance.json`` in the instance's directory: the cloud and its protocol,
   the place, the market (spot or not, the rate at launch), the cloud's
   notice lead, advance notice and launch delay, the bootstrap command and
-  its environment, the world file and the cloud's root. Nothing else of the
-  launching process reaches the instance.
+  its environment, the world file and the cloud's root, whether it runs
+  isolated and what its root shows of this machine (the world's image and
+  buckets). Nothing else of the launching process reaches the instance; what
+  it runs is its ``user-data``, the boot script the provider writes there
+  once the host serves the metadata endpoint (:mod:`.userdata`).
 - :meth:`NewInstance.row` is the cloud's record of it
   (:class:`~.store.CloudStore`): ``pending``, nothing billed yet, its name,
   tags and reserved pool.
@@ -21,10 +24,19 @@ its directory and its record, and starts its host here.
   ``failed`` ("host did not start") and a
   :class:`~spothop.errors.ProviderError` with the cloud's internal-error code
   carries the end of its log.
+- :func:`host_never_started` tells a record whose host can no longer start:
+  the launching process (``launcher_pid`` in ``instance.json``) died between
+  writing the record and starting the host (a controller SIGKILLed mid-launch),
+  or the host's time to start has long passed. Such an instance is failed when
+  listed ("its host never started"), as a cloud fails a VM that cannot boot,
+  so that whoever adopts it by its tags replaces it instead of waiting for a
+  boot that will not come.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 import time
@@ -35,6 +47,7 @@ from typing import Any
 from spothop.errors import ProviderError
 from spothop.providers.base import InstanceState, LaunchRequest
 from spothop.providers.local.metadata.codes import ErrorCodes
+from spothop.providers.local.processes import pid_alive
 from spothop.providers.local.store import CloudStore
 from spothop.providers.local.world_spec import CloudSpec
 from spothop.resources.offering import Offering
@@ -54,7 +67,15 @@ class NewInstance:
     launched_at: float
     reservation: str | None  # the reserved pool's id; None: spot or on-demand
 
-    def host_spec(self, world_path: Path | None, cloud_root: Path) -> dict[str, Any]:
+    def host_spec(
+        self,
+        world_path: Path | None,
+        cloud_root: Path,
+        *,
+        isolated: bool = False,
+        image_paths: tuple[Path, ...] = (),
+        buckets: tuple[Path, ...] = (),
+    ) -> dict[str, Any]:
         """What the host reads from ``instance.json`` (JSON-ready)."""
         cloud, offering, request = self.cloud, self.offering, self.request
         return {
@@ -76,6 +97,10 @@ class NewInstance:
             "world_path": str(world_path.resolve()) if world_path else None,
             "cloud_root": str(cloud_root),
             "reservation": self.reservation,
+            "isolated": isolated,
+            "image_paths": [str(p) for p in image_paths],
+            "buckets": [str(p) for p in buckets],
+            "launcher_pid": os.getpid(),  # the process that starts the host (host_never_started)
         }
 
     def row(self, directory: Path) -> dict[str, Any]:
@@ -132,3 +157,34 @@ def start_host(
         codes.internal_error,
         f"instance host did not start: {tail.strip() or 'no output'}",
     )
+
+
+def host_never_started(directory: Path, *, now_wall_s: float | None = None) -> bool:
+    """True when the host of the (live, hostless) instance in ``directory`` will never start.
+
+    Its launching process is gone (a zombie counts as gone), or its ``instance.json`` was
+    written more than twice :data:`HOST_READY_TIMEOUT_S` (wall) ago, after which the launcher
+    has given up on it anyway. A directory without that file (the record came first) is not
+    judged here.
+    """
+    spec_file = directory / "instance.json"
+    try:
+        written_s = spec_file.stat().st_mtime
+        launcher = json.loads(spec_file.read_text()).get("launcher_pid")
+    except (OSError, ValueError):
+        return False
+    now = time.time() if now_wall_s is None else now_wall_s
+    if now - written_s > 2 * HOST_READY_TIMEOUT_S:
+        return True
+    return isinstance(launcher, int) and not _running(launcher)
+
+
+def _running(pid: int) -> bool:
+    """``pid`` runs and is no zombie (another process's dead child still answers signal 0)."""
+    if not pid_alive(pid):
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc here (or it just ended): pid_alive's answer stands
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]

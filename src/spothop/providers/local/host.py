@@ -4,8 +4,10 @@
 the instance lives. It
 
 1. serves the instance's metadata endpoint in its cloud's protocol;
-2. after the cloud's launch delay, starts the bootstrap command in a process
-   group of its own, with the metadata URL in its environment;
+2. after the cloud's launch delay, once the provider has written the
+   instance's ``user-data`` (the boot script, :mod:`.userdata`), runs it as
+   root in the instance's own root (:mod:`.isolation`; unisolated where that
+   cannot be), in a process group of its own, its output in ``console.log``;
 3. every tick, bills the seconds that passed at the market's price (one billing row
    per price step, :mod:`spothop.providers.billing`: the rule the ledger prices with), and
    watches for what ends an instance:
@@ -22,11 +24,15 @@ the instance lives. It
      metadata endpoint (no cloud gives a spot notice for its user's own
      terminate), SIGTERM to every process of the instance, the cloud's
      ``terminate_grace_s`` (simulated), then SIGKILL;
-   - the bootstrap command exiting: the instance shuts down, as a VM whose
-     boot script ends with ``shutdown`` does (after any pending notice's
-     deadline, so a preempted instance is recorded as preempted).
+   - the agent unit's main process (the bootstrap command, started by the
+     boot script through the ``systemctl`` shim) exiting: the instance shuts
+     down, as a VM whose unit ends with ``shutdown`` does (after any pending
+     notice's deadline, so a preempted instance is recorded as preempted);
+   - the boot script failing (non-zero) or ending without starting the
+     unit: the instance fails, its end reason "boot script failed: " and the
+     console's last line.
 
-"Every process of the instance" is every process the bootstrap command
+"Every process of the instance" is every process the boot script
 started, also one that left its process group or session (``setsid``,
 a daemon): the host adopts orphans as a VM's init does (a child subreaper on
 Linux), and whatever ends the instance ends them all.
@@ -50,12 +56,9 @@ from typing import Any
 from spothop.market import SimClock, SpotMarket
 from spothop.providers.base import InstanceState
 from spothop.providers.billing import billed_price_steps, billing_line
-from spothop.providers.local import maintenance
+from spothop.providers.local import isolation, maintenance
 from spothop.providers.local.metadata import (
-    METADATA_PROTOCOL_ENV,
-    METADATA_URL_ENV,
     PROTOCOLS,
-    UNREACHABLE_URL,
     InstanceMetadata,
     MetadataServer,
     NoticeState,
@@ -74,6 +77,10 @@ from spothop.resources.market_id import MarketId
 
 TICK_WALL_S = 0.1  # how often the host looks at the world; notices land within a tick
 INSTANCE_ID_ENV = "SPOTHOP_INSTANCE_ID"
+USER_DATA_TIMEOUT_S = (
+    30.0  # wall seconds the provider has to write the user-data after the host serves
+)
+UNIT_PID_FILE = "run/spothop-agent.pid"
 
 
 @dataclass
@@ -103,7 +110,10 @@ class Host:
         # metadata.state): a notice's deadline is then the wall instant this host kills at.
         self.notices = NoticeState(clock=self.clock.now, instance_time=self.wall_time)
         self.plan = _Plan()
-        self.worker: subprocess.Popen[bytes] | None = None
+        self.worker: subprocess.Popen[bytes] | None = None  # the boot script
+        self.unit_pid: int | None = None  # the agent unit's main process, once started
+        self.unit_code: int | None = None  # its exit code, once reaped
+        self.root = directory / isolation.ROOT_DIR
         self.billed_to = self.clock.now()
         self.stop_requested = False
         self.running_at = self.billed_to
@@ -140,18 +150,21 @@ class Host:
         self.store.update_instance(self.instance_id, metadata_url=server.url, host_pid=os.getpid())
         try:
             # ``endpoint: down`` (metadata_options): the instance's processes reach no endpoint.
-            return self._lifecycle(UNREACHABLE_URL if server.endpoint_down else server.url)
+            return self._lifecycle()
         finally:
             self._kill_worker(signal.SIGKILL)
             server.stop()
 
-    def _lifecycle(self, metadata_url: str) -> int:
+    def _lifecycle(self) -> int:
         boot_at = self.spec["launched_at"] + self.spec["launch_delay_s"]
         while self.clock.now() < boot_at and not self._should_end():
             time.sleep(TICK_WALL_S)
+        user_data = self._await_user_data()
         if self._should_end():
             return self._finish(InstanceState.TERMINATED, "terminated before boot")
-        self._start_worker(metadata_url)
+        if user_data is None:
+            return self._finish(InstanceState.FAILED, "no user-data reached the instance")
+        self._start_worker(user_data)
         self.billed_to = self.line_start = self.running_at = self.clock.now()
         self.line_price = self._steps(self.running_at, self.running_at)[0][1]
         self.store.update_instance(
@@ -197,16 +210,63 @@ class Host:
             if now >= self.plan.terminate_at:
                 self._kill_worker(signal.SIGKILL)
                 return self._finish(InstanceState.PREEMPTED, "spot capacity reclaimed")
-        if (
-            self.worker is not None
-            and self.worker.poll() is not None
-            and self.plan.terminate_at is None
-        ):
-            return self._finish(
-                InstanceState.TERMINATED,
-                f"bootstrap command exited with code {self.worker.returncode}",
-                self.worker.returncode,
-            )
+        if self.plan.terminate_at is None:
+            ended = self._ended()
+            if ended is not None:
+                return self._finish(*ended)
+        return None
+
+    def _ended(self) -> tuple[InstanceState, str, int | None] | None:
+        """How the instance ended by itself (its boot script failed, its unit exited), or None."""
+        if self.worker is None or (self.unit_pid is None and self.worker.poll() is None):
+            return None
+        if self.unit_pid is None:
+            code = self.worker.returncode
+            self.unit_pid = self._read_unit_pid()
+            if code != 0 or self.unit_pid is None:
+                lines = isolation.console_text(self.directory).strip().splitlines()
+                last = lines[-1] if lines else f"exit code {code}, no output"
+                why = "failed" if code != 0 else "ended without starting the agent unit"
+                return InstanceState.FAILED, f"boot script {why}: {last}", code
+            self.store.update_instance(self.instance_id, worker_pgid=self.unit_pid)
+        if self._unit_running():
+            return None
+        code = self.unit_code
+        return InstanceState.TERMINATED, f"bootstrap command exited with code {code}", code
+
+    def _read_unit_pid(self) -> int | None:
+        try:
+            return int((self.root / UNIT_PID_FILE).read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    def _unit_running(self) -> bool:
+        """Whether the unit's main process runs; reaps it (it is the host's, as subreaper) when not."""
+        if self.unit_pid is None or self.unit_code is not None:
+            return False
+        try:
+            done, status = os.waitpid(self.unit_pid, os.WNOHANG)
+        except ChildProcessError:  # not adopted (no subreaper here): watch it from outside
+            try:
+                os.kill(self.unit_pid, 0)
+            except ProcessLookupError:
+                return False
+            except PermissionError:
+                return True
+            return True
+        if done == 0:
+            return True
+        self.unit_code = os.waitstatus_to_exitcode(status)
+        return False
+
+    def _await_user_data(self) -> str | None:
+        """The boot script the provider wrote, once it is there (None: not in time, or ended)."""
+        path = self.directory / isolation.USER_DATA
+        deadline = time.monotonic() + USER_DATA_TIMEOUT_S
+        while not self._should_end() and time.monotonic() < deadline:
+            if path.exists():
+                return path.read_text()
+            time.sleep(TICK_WALL_S / 2)
         return None
 
     def _maintenance(self, now: float) -> ScheduledEvent | None:
@@ -316,34 +376,40 @@ class Host:
             self._bill(now)
             self._close_line(now)
             self.store.update_instance(self.instance_id, cost_micro_usd=self.closed_micro)
+        if exit_code is None:
+            self._unit_running()
+            exit_code = self.unit_code
+        if exit_code is None and self.unit_pid is None and self.worker is not None:
+            exit_code = self.worker.returncode
         self.store.update_instance(
             self.instance_id,
             state=state.value,
             ended_at=now,
             end_reason=reason,
-            exit_code=exit_code
-            if exit_code is not None
-            else (self.worker.returncode if self.worker else None),
+            exit_code=exit_code,
         )
         return 0
 
     # -- the worker process group -------------------------------------------
 
-    def _start_worker(self, metadata_url: str) -> None:
-        env = {**os.environ, **self.spec["env"]}
-        env.update(
-            {
-                METADATA_URL_ENV: metadata_url,
-                METADATA_PROTOCOL_ENV: self.spec["protocol"],
-                INSTANCE_ID_ENV: self.instance_id,
-            }
+    def _start_worker(self, user_data: str) -> None:
+        """Start the boot script (:mod:`.isolation`), its output the instance's console."""
+        console = self.directory / "console.log"
+        console.touch()
+        boot = isolation.prepare(
+            self.directory,
+            user_data,
+            isolated=bool(self.spec.get("isolated", False)),
+            image=[Path(p) for p in self.spec.get("image_paths", [])],
+            buckets=[Path(p) for p in self.spec.get("buckets", [])],
+            console=console,
         )
-        log = open(self.directory / "console.log", "ab")  # noqa: SIM115 - handed to the child, closed with it
-        command = self.spec["command"] or ["sleep", "infinity"]
+        self.root = boot.root
+        log = open(console, "ab")  # noqa: SIM115 - handed to the child, closed with it
         self.worker = subprocess.Popen(
-            command,
-            cwd=self.directory,
-            env=env,
+            boot.command,
+            cwd=boot.cwd,
+            env=boot.env,
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -362,11 +428,15 @@ class Host:
             while time.monotonic() < deadline and (
                 self.worker.poll() is None or descendants(os.getpid())
             ):
-                reap_children(keep=self.worker.pid)
+                self._unit_running()
+                reap_children(keep=self.unit_pid or self.worker.pid)
                 time.sleep(0.05)
             self._signal_instance(signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.worker.wait(timeout=5)
+        deadline = time.monotonic() + 5
+        while self._unit_running() and time.monotonic() < deadline:
+            time.sleep(0.02)
         reap_children(keep=self.worker.pid)
 
     def _signal_instance(self, sig: int) -> None:

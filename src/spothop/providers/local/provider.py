@@ -22,6 +22,15 @@ Contract notes beyond :class:`~spothop.providers.base.Provider`:
   pool's ``price_usd_per_hour``; ``CapacityUnavailable`` once ``count`` of
   them are alive; ``InvalidRequest`` for an unknown pool, naming it.
 - ``terminate`` of an unknown or ended instance returns silently.
+- An instance runs the boot script the provider renders for it in its
+  cloud's shape (:mod:`.userdata`), isolated from this machine but for the
+  world's image and buckets (:mod:`.isolation`; the world's ``isolation:``).
+  A launch the boot script cannot carry (a credential in its env) fails with
+  ConfigError before anything starts; ``isolation: required`` where the
+  machine cannot isolate fails with ProviderError naming why.
+- :meth:`LocalProvider.console_output` is the instance's console (the boot
+  script's output and the agent unit's); :meth:`LocalProvider.bucket_paths`
+  the world's buckets (:class:`~spothop.providers.extensions.SharedStorage`).
 - :meth:`LocalProvider.preempt` injects an interruption notice with a chosen
   lead time, as the market would; only into spot instances, as on the real clouds.
 - :meth:`LocalProvider.schedule_maintenance` schedules a maintenance event
@@ -58,9 +67,9 @@ from spothop.providers.base import (
 )
 from spothop.providers.billing import SpotPriceHistory
 from spothop.providers.extensions import ClockKeeper, GroupRendezvous
-from spothop.providers.local import maintenance
-from spothop.providers.local.boot import NewInstance, start_host
-from spothop.providers.local.metadata import PROTOCOLS, ScheduledEvent
+from spothop.providers.local import isolation, maintenance, userdata
+from spothop.providers.local.boot import NewInstance, host_never_started, start_host
+from spothop.providers.local.metadata import PROTOCOLS, UNREACHABLE_URL, ScheduledEvent
 from spothop.providers.local.metadata.codes import ErrorCodes
 from spothop.providers.local.processes import kill_group, kill_process, pid_alive
 from spothop.providers.local.rows import instance_of, preempt_lead_s
@@ -247,6 +256,7 @@ class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory, ClockKeeper, G
                 f"image {request.image!r}: the local cloud has no container runtime",
                 "remove the job's 'image:' option to run here, or launch on a real cloud",
             )
+        userdata.check(request)  # a boot script it cannot carry is refused before anything runs
         if request.reservation is not None:
             # Checked before anything else: a reserved launch names its pool, and the pool its place.
             pool = check_reserved_request(
@@ -293,7 +303,13 @@ class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory, ClockKeeper, G
             launched_at=now,
             reservation=pool.reservation_id if pool else None,
         )
-        host_spec = new.host_spec(self.world_path, self.store.root)
+        host_spec = new.host_spec(
+            self.world_path,
+            self.store.root,
+            isolated=self._isolated(),
+            image_paths=self.world.image_paths,
+            buckets=self.world.buckets,
+        )
         (directory / "instance.json").write_text(json.dumps(host_spec, indent=2))
         added = self.store.add_instance(new.row(directory), capacity=pool.count if pool else None)
         if not added:
@@ -306,7 +322,51 @@ class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory, ClockKeeper, G
                 f"{pool.instance_type} in {offering.location} all run",
             )
         start_host(self.store, instance_id, directory, self.name, self.codes)
+        self._write_user_data(instance_id, directory, request)
         return self.describe(instance_id)
+
+    def _isolated(self) -> bool:
+        """Whether this launch runs isolated (:mod:`.isolation`); ProviderError where required and unavailable."""
+        mode = isolation.mode_of(self.world.isolation)
+        if mode == "off":
+            return False
+        reason = isolation.unavailable()
+        if reason is None:
+            return True
+        if mode == "required":
+            raise ProviderError(
+                self.name,
+                self.codes.invalid_parameter,
+                f"the world requires isolated instances and this machine cannot isolate: {reason}",
+                "run where unshare works (Linux, user namespaces on), or set 'isolation: auto' "
+                "in the world file",
+            )
+        isolation.warn_unisolated(reason)
+        return False
+
+    def _write_user_data(self, instance_id: str, directory: Path, request: LaunchRequest) -> None:
+        """Render the boot script with the metadata URL the host serves, and hand it to the host."""
+        row = self.store.instance(instance_id) or {}
+        down = self.spec.metadata_options.get("endpoint") == "down"
+        url = UNREACHABLE_URL if down else str(row.get("metadata_url"))
+        try:
+            text = userdata.render(request, self.spec.protocol, url, instance_id)
+        except ConfigError:
+            self.terminate(instance_id)
+            raise
+        staged = directory / f"{isolation.USER_DATA}.part"
+        staged.write_text(text)
+        staged.chmod(0o600)  # it holds the agent's token
+        staged.replace(directory / isolation.USER_DATA)  # the host sees it whole or not at all
+
+    def console_output(self, instance_id: str) -> str:
+        """The instance's console: its boot script's output and its agent unit's (EC2's GetConsoleOutput)."""
+        row = self._own_row(instance_id)
+        return isolation.console_text(Path(row["directory"]))
+
+    def bucket_paths(self) -> Sequence[Path]:
+        """The world's buckets: folders every instance of this cloud sees at the same path."""
+        return self.world.buckets
 
     def _offering_for(self, request: LaunchRequest) -> Offering:
         location = request.zone or request.region
@@ -437,12 +497,21 @@ class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory, ClockKeeper, G
         return row
 
     def _reap(self, row: dict[str, Any]) -> dict[str, Any]:
-        """A live instance whose host died is failed: the machine under it is gone."""
-        if (
-            InstanceState(row["state"]).is_alive
-            and row["host_pid"]
-            and not pid_alive(row["host_pid"])
-        ):
+        """A live instance whose host died, or never started (its launcher died after recording
+        it: ``boot.host_never_started``), is failed: the machine under it is gone."""
+        alive = InstanceState(row["state"]).is_alive
+        if alive and not row["host_pid"] and host_never_started(Path(row["directory"])):
+            fresh = self.store.instance(row["instance_id"]) or row
+            if InstanceState(fresh["state"]).is_alive and not fresh["host_pid"]:
+                self.store.update_instance(
+                    row["instance_id"],
+                    state=InstanceState.FAILED.value,
+                    end_reason="its host never started (the launching process stopped first)",
+                    ended_at=self.clock.now(),
+                )
+                fresh = self.store.instance(row["instance_id"]) or fresh
+            return fresh
+        if alive and row["host_pid"] and not pid_alive(row["host_pid"]):
             fresh = self.store.instance(row["instance_id"]) or row
             if InstanceState(fresh["state"]).is_alive:
                 if fresh["worker_pgid"]:

@@ -45,6 +45,13 @@ runs its cloud's ``market:`` instead, and loading the world prints one line
 saying so (:attr:`World.notes`). A replayed file missing from a data folder
 that exists is an error, as a ``trace:`` is.
 
+What an instance sees of this machine is the world's too: ``image:`` (the
+folders of the Python environment playing the machine image, read-only;
+default: the running interpreter's prefix and base prefix), ``buckets:``
+(folders playing the object store, read-write at their own paths; each must
+exist) and ``isolation:`` (``auto``, ``required`` or ``off``; see
+:mod:`.isolation`).
+
 A default world ships in the package, so the embedded default needs no file.
 Errors name the file, the key and the fix.
 
@@ -80,7 +87,13 @@ from spothop.market import (
 from spothop.market.errors import TraceError
 from spothop.market.traces import detect_kind
 from spothop.providers.local.storms import StormSpec, Window
-from spothop.providers.local.world_spec import CloudSpec, MarketSpec, ReservedSpec, WorldSpec
+from spothop.providers.local.world_spec import (
+    CloudSpec,
+    MarketSpec,
+    ReservedSpec,
+    WorldSpec,
+    checked_folders,
+)
 from spothop.resources.catalog import builtin_offerings
 from spothop.resources.market_id import MarketId
 from spothop.resources.offering import Offering
@@ -108,6 +121,11 @@ class World:
                     )
         for i, storm in enumerate(spec.storms):
             _check_storm(storm, f"{origin}: key storms.{i}", {c.name: c for c in spec.clouds})
+        self.buckets: tuple[Path, ...] = checked_folders(spec.buckets, "buckets", origin, base_dir)
+        """The world's buckets: folders every instance sees read-write at their own paths."""
+        image = spec.image if spec.image is not None else [sys.prefix, sys.base_prefix]
+        self.image_paths: tuple[Path, ...] = checked_folders(image, "image", origin, base_dir)
+        """The machine image: folders every instance sees read-only at their own paths."""
 
     @cached_property
     def data_dir(self) -> Path | None:
@@ -143,6 +161,11 @@ class World:
             f"{self.origin}: the data folder {where} is absent (set ${SHARED_DATA_ENV} to it); "
             f"{replayed} market(s) that replay its real traces run their cloud's synthetic market instead"
         ]
+
+    @property
+    def isolation(self) -> str | None:
+        """The world's isolation mode (``auto``, ``required``, ``off``); None: the world does not say."""
+        return self.spec.isolation
 
     @property
     def seed(self) -> int:

@@ -26,9 +26,10 @@ the world's storms are :class:`~spothop.providers.local.storms.StormSpec`.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from spothop.bounds import (
     DURATION_S,
@@ -240,6 +241,28 @@ class WorldSpec(BaseModel):
         default_factory=list,
         description="scheduled capacity crunches on top of the markets' own weather (storms.py)",
     )
+    image: list[str] | None = Field(
+        default=None,
+        description="the machine image: folders of the Python environment every instance sees "
+        "read-only at their own paths; default: the running interpreter's prefix and base prefix",
+    )
+    buckets: list[str] = Field(
+        default_factory=list,
+        description="folders playing the object store: every instance sees them read-write at "
+        "their own paths (relative paths are relative to the world file)",
+    )
+    isolation: Literal["auto", "required", "off"] | None = Field(
+        default=None,
+        description="auto: instances run isolated where the machine can, else unisolated with a "
+        "warning; required: a launch fails where it cannot; off: unisolated. Default: "
+        "$SPOTHOP_LOCAL_ISOLATION, else auto",
+    )
+
+    @field_validator("isolation", mode="before")
+    @classmethod
+    def _off_is_off(cls, value: object) -> object:
+        # YAML 1.1 reads a bare ``off`` as false: the user meant the mode.
+        return "off" if value is False else value
 
     @model_validator(mode="after")
     def _unique_names(self) -> WorldSpec:
@@ -247,3 +270,26 @@ class WorldSpec(BaseModel):
         if dupes:
             raise ValueError(f"cloud names must be unique; repeated: {', '.join(dupes)}")
         return self
+
+
+def checked_folders(
+    values: list[str], key: str, origin: str, base_dir: Path | None
+) -> tuple[Path, ...]:
+    """``values`` as absolute paths (relative ones from ``base_dir``), each an existing folder.
+
+    A missing one is a :class:`ConfigError` naming the key, the folder and the fix.
+    """
+    out: list[Path] = []
+    for i, value in enumerate(values):
+        path = Path(value).expanduser()
+        if not path.is_absolute():
+            path = (base_dir or Path.cwd()) / path
+        path = path.resolve()
+        if not path.is_dir():
+            raise ConfigError(
+                f"{origin}: key {key}.{i}: the folder {path} does not exist; create it "
+                f"(mkdir -p {path}) or remove it from '{key}'"
+            )
+        if path not in out:
+            out.append(path)
+    return tuple(out)

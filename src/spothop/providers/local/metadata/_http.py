@@ -28,7 +28,7 @@ from typing import Any, ClassVar, cast
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from spothop.providers.base import BillingRule
-from spothop.providers.local.metadata.codes import ErrorCodes, InstanceIdShape
+from spothop.providers.local.metadata.codes import ErrorCodes, IdQuery, InstanceIdShape
 from spothop.providers.local.metadata.state import Clock, InstanceMetadata, NoticeState
 
 _log = logging.getLogger(__name__)
@@ -197,6 +197,7 @@ class MetadataHandler(BaseHTTPRequestHandler, abc.ABC):
     ERROR_CODES: ClassVar[ErrorCodes]
     INSTANCE_IDS: ClassVar[InstanceIdShape]
     BILLING: ClassVar[BillingRule]
+    ID_QUERY: ClassVar[IdQuery] = IdQuery()
 
     @classmethod
     def new_event_id(cls) -> str:

@@ -35,7 +35,7 @@ from spothop.providers.local.metadata._http import (
     issue_token,
     serve_leaves,
 )
-from spothop.providers.local.metadata.codes import LOWER_ALNUM, ErrorCodes, InstanceIdShape
+from spothop.providers.local.metadata.codes import LOWER_ALNUM, ErrorCodes, IdQuery, InstanceIdShape
 from spothop.providers.local.metadata.state import NoticeSnapshot
 
 ALIYUN_TOKEN_TTL_MIN_S = 1  # ECS metadata docs: 1 to 21600 seconds
@@ -71,6 +71,12 @@ INSTANCE_IDS = InstanceIdShape(prefix="i-", alphabet=LOWER_ALNUM, length=20)
 
 class AliyunMetadataHandler(MetadataHandler):
     """``100.100.100.200/latest/meta-data``; option ``require_token`` (default False)."""
+
+    ID_QUERY = IdQuery(
+        token_path=ALIYUN_TOKEN_PATH,
+        token_ttl_header=ALIYUN_TOKEN_TTL_HEADER,
+        token_header=ALIYUN_TOKEN_HEADER,
+    )
 
     ERROR_CODES = ERROR_CODES
     BILLING = BILLING

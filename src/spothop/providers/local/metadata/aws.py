@@ -68,7 +68,7 @@ from spothop.providers.local.metadata._http import (
     issue_token,
     serve_leaves,
 )
-from spothop.providers.local.metadata.codes import HEX_DIGITS, ErrorCodes, InstanceIdShape
+from spothop.providers.local.metadata.codes import HEX_DIGITS, ErrorCodes, IdQuery, InstanceIdShape
 from spothop.providers.local.metadata.state import NoticeSnapshot, ScheduledEvent
 
 AWS_TOKEN_TTL_MIN_S = 1  # IMDSv2 docs: "a minimum of one second"
@@ -141,6 +141,12 @@ INSTANCE_IDS = InstanceIdShape(prefix="i-0", alphabet=HEX_DIGITS, length=16)
 
 class AwsImdsHandler(MetadataHandler):
     """IMDSv2 with ``HttpTokens=required`` by default; option ``tokens`` as the module says."""
+
+    ID_QUERY = IdQuery(
+        token_path=AWS_TOKEN_PATH,
+        token_ttl_header=AWS_TOKEN_TTL_HEADER,
+        token_header=AWS_TOKEN_HEADER,
+    )
 
     OPTIONS = frozenset({"tokens"})
     OPTION_VALUES: ClassVar[Mapping[str, frozenset[str]]] = MappingProxyType(

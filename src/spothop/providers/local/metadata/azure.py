@@ -37,7 +37,7 @@ from typing import Any
 
 from spothop.providers.base import BillingRule
 from spothop.providers.local.metadata._http import MetadataHandler, Request, Response, rfc1123
-from spothop.providers.local.metadata.codes import HEX_DIGITS, ErrorCodes, InstanceIdShape
+from spothop.providers.local.metadata.codes import HEX_DIGITS, ErrorCodes, IdQuery, InstanceIdShape
 from spothop.providers.local.metadata.state import NoticeSnapshot
 
 AZURE_SCHEDULED_EVENTS_PATH = "/metadata/scheduledevents"
@@ -118,6 +118,12 @@ INSTANCE_IDS = InstanceIdShape(prefix="vm-", alphabet=HEX_DIGITS, length=12)
 
 class AzureImdsHandler(MetadataHandler):
     """``169.254.169.254/metadata`` with Scheduled Events."""
+
+    ID_QUERY = IdQuery(
+        path=AZURE_COMPUTE_PATH + "?api-version=2021-02-01",
+        headers=("Metadata: true",),
+        json_key="name",
+    )
 
     ERROR_CODES = ERROR_CODES
     BILLING = BILLING

@@ -70,3 +70,18 @@ class InstanceIdShape:
 
     def matches(self, instance_id: str) -> bool:
         return self.pattern.fullmatch(instance_id) is not None
+
+
+@dataclass(frozen=True)
+class IdQuery:
+    """How the cloud's own images ask the metadata endpoint for the instance id (the boot script's
+    ``instance_id_lines``): GET ``path`` with ``headers``; first a token PUT to ``token_path`` with
+    ``token_ttl_header`` where the cloud is session-based, the token sent in ``token_header``;
+    ``json_key``: the answer is JSON and the id is that key's string."""
+
+    path: str = "/latest/meta-data/instance-id"
+    headers: tuple[str, ...] = ()
+    token_path: str | None = None
+    token_ttl_header: str = ""
+    token_header: str = ""
+    json_key: str | None = None

@@ -41,7 +41,12 @@ import time
 
 from spothop.providers.base import BillingRule
 from spothop.providers.local.metadata._http import MetadataHandler, Request, Response, tree_lookup
-from spothop.providers.local.metadata.codes import DECIMAL_DIGITS, ErrorCodes, InstanceIdShape
+from spothop.providers.local.metadata.codes import (
+    DECIMAL_DIGITS,
+    ErrorCodes,
+    IdQuery,
+    InstanceIdShape,
+)
 from spothop.providers.local.metadata.state import NoticeSnapshot
 
 GCP_ROOT = "/computeMetadata/v1"
@@ -77,6 +82,8 @@ INSTANCE_IDS = InstanceIdShape(prefix="", alphabet=DECIMAL_DIGITS, length=19, le
 
 class GcpMetadataHandler(MetadataHandler):
     """``metadata.google.internal`` with hanging GETs."""
+
+    ID_QUERY = IdQuery(path=GCP_ROOT + "/instance/id", headers=(f"{GCP_FLAVOR_HEADER}: Google",))
 
     ERROR_CODES = ERROR_CODES
     BILLING = BILLING

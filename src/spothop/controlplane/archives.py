@@ -1,0 +1,307 @@
+"""A job's code: its ``workdir`` packed into one tar.gz, stored once by its sha256.
+
+The contract:
+
+1. :func:`pack` walks ``workdir`` and leaves out ``.git/`` and what its
+   ``.gitignore`` and ``.spothopignore`` files say (gitignore syntax, each
+   file's patterns relative to its own folder, deeper files and later lines
+   deciding; a folder left out is not entered, as git does).
+2. The archive is deterministic: members sorted, every time, owner and name
+   fixed, modes ``0644``/``0755`` by the executable bit, gzip without a name
+   or a time: the same tree gives the same sha256.
+3. Refused, each with one line (:class:`~spothop.errors.JobSpecError`): a
+   ``workdir`` that is missing or a file; a file or folder that cannot be
+   read (named); a bad ignore pattern (file and line named); a symbolic link
+   that leads out of the ``workdir`` (named); more than the limit
+   (:data:`MAX_BYTES_ENV`, default :data:`DEFAULT_MAX_MIB` MiB of files after
+   the ignore rules, checked before anything is compressed), naming the
+   limit and the largest files. A link inside the ``workdir`` is kept as a
+   relative link.
+4. :func:`store_workdir` keeps it under ``<home>/files/code/<sha256>.tar.gz``,
+   written atomically, once per content (a second job with the same code
+   reuses it). The agent fetches it with its token
+   (``GET /v1/agents/{instance_id}/code/{sha256}``) and unpacks it
+   (:mod:`spothop.agent.code`).
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import os
+import re
+import stat
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pathspec
+
+from spothop.errors import JobSpecError
+from spothop.paths import spothop_home
+
+DEFAULT_MAX_MIB = 100
+MAX_BYTES_ENV = "SPOTHOP_WORKDIR_MAX_MIB"
+IGNORE_FILES = (".gitignore", ".spothopignore")
+ALWAYS_LEFT_OUT = frozenset({".git"})
+MIB = 1024 * 1024
+# Level 1: a workdir is mostly code and data already compressed; level 6 costs ~3x the time
+# for a few percent less, and the pack is on the launch's path.
+GZIP_LEVEL = 1
+LARGEST_NAMED = 3
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_READ_CHUNK = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class CodeArchive:
+    """A packed ``workdir``: its sha256, where it is stored, its files and sizes."""
+
+    sha256: str
+    path: Path
+    files: int
+    files_bytes: int
+    archive_bytes: int
+
+
+@dataclass(frozen=True)
+class _Entry:
+    name: str  # relative, POSIX
+    path: Path
+    kind: str  # "dir", "file" or "link"
+    size_bytes: int = 0
+    executable: bool = False
+    link: str = ""
+
+
+class _Rules:
+    """The ignore files met on the way down: ``(folder, spec)``, the root's first."""
+
+    def __init__(self, specs: tuple[tuple[str, pathspec.GitIgnoreSpec], ...] = ()) -> None:
+        self.specs = specs
+
+    def below(self, root: Path, folder: str) -> _Rules:
+        added = [(folder, spec) for spec in _read_ignores(root, folder)]
+        return _Rules((*self.specs, *added)) if added else self
+
+    def ignored(self, name: str, is_dir: bool) -> bool:
+        decided = False
+        for folder, spec in self.specs:
+            relative = name[len(folder) + 1 :] if folder else name
+            result = spec.check_file(relative + "/" if is_dir else relative)
+            if result.include is not None:
+                decided = result.include
+        return decided
+
+
+def _read_ignores(root: Path, folder: str) -> list[pathspec.GitIgnoreSpec]:
+    specs = []
+    for ignore in IGNORE_FILES:
+        path = root / folder / ignore
+        if not path.is_file():
+            continue
+        shown = f"{folder}/{ignore}" if folder else ignore
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as err:
+            raise JobSpecError(f"workdir: cannot read {shown}: {_reason(err)}") from None
+        for number, line in enumerate(lines, 1):
+            try:
+                pathspec.GitIgnoreSpec.from_lines([line])
+            except ValueError as err:  # pathspec's pattern errors are ValueErrors
+                raise JobSpecError(
+                    f"workdir: {shown} line {number}: {line!r} is not a valid ignore pattern "
+                    f"({err}); fix or remove it (gitignore syntax)"
+                ) from None
+        specs.append(pathspec.GitIgnoreSpec.from_lines(lines))
+    return specs
+
+
+def _reason(err: BaseException) -> str:
+    return err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+
+
+def max_bytes_setting() -> int:
+    """The size limit: ``$SPOTHOP_WORKDIR_MAX_MIB`` MiB, else :data:`DEFAULT_MAX_MIB`."""
+    text = os.environ.get(MAX_BYTES_ENV, "").strip()
+    if not text:
+        return DEFAULT_MAX_MIB * MIB
+    try:
+        mib = float(text)
+    except ValueError:
+        mib = -1.0
+    if not mib > 0:
+        raise JobSpecError(f"{MAX_BYTES_ENV}={text!r} is not a positive number of MiB")
+    return int(mib * MIB)
+
+
+def _check_workdir(workdir: Path) -> Path:
+    if not workdir.exists():
+        raise JobSpecError(f"workdir {str(workdir)!r} does not exist; give an existing folder")
+    if not workdir.is_dir():
+        raise JobSpecError(f"workdir {str(workdir)!r} is a file; workdir must be a folder")
+    if not os.access(workdir, os.R_OK | os.X_OK):
+        raise JobSpecError(f"workdir {str(workdir)!r} cannot be read; check its permissions")
+    return workdir.resolve()
+
+
+def collect(workdir: Path) -> list[_Entry]:
+    """The entries to pack, sorted by name (see the module docstring for what is refused)."""
+    root = _check_workdir(workdir)
+    entries: list[_Entry] = []
+    _walk(root, "", _Rules().below(root, ""), entries)
+    return sorted(entries, key=lambda e: e.name)
+
+
+def _walk(root: Path, folder: str, rules: _Rules, out: list[_Entry]) -> None:
+    try:
+        names = sorted(os.listdir(root / folder))
+    except OSError as err:
+        raise JobSpecError(
+            f"workdir: cannot read folder {folder or '.'}: {_reason(err)}; "
+            "fix its permissions or leave it out in .spothopignore"
+        ) from None
+    for base in names:
+        name = f"{folder}/{base}" if folder else base
+        path = root / name
+        info = path.lstat()
+        if stat.S_ISLNK(info.st_mode):
+            if not rules.ignored(name, path.is_dir()):
+                out.append(_link(root, name, path))
+        elif stat.S_ISDIR(info.st_mode):
+            if base in ALWAYS_LEFT_OUT or rules.ignored(name, True):
+                continue
+            out.append(_Entry(name, path, "dir"))
+            _walk(root, name, rules.below(root, name), out)
+        elif stat.S_ISREG(info.st_mode) and not rules.ignored(name, False):
+            if not os.access(path, os.R_OK):
+                raise JobSpecError(
+                    f"workdir: cannot read {name}: permission denied; "
+                    "fix its permissions or leave it out in .spothopignore"
+                )
+            executable = bool(info.st_mode & stat.S_IXUSR)
+            out.append(_Entry(name, path, "file", info.st_size, executable))
+
+
+def _link(root: Path, name: str, path: Path) -> _Entry:
+    target = path.resolve()
+    if not target.is_relative_to(root):
+        raise JobSpecError(
+            f"workdir: the link {name} points out of the workdir (to {os.readlink(path)!r}); "
+            "an instance would not have its target: copy the file in or leave the link out"
+        )
+    relative = os.path.relpath(target, (root / name).parent.resolve())
+    return _Entry(name, path, "link", link=Path(relative).as_posix())
+
+
+def check_size(entries: list[_Entry], max_bytes: int) -> int:
+    """The files' total size; JobSpecError naming the limit and the largest files when over it."""
+    total = sum(e.size_bytes for e in entries)
+    if total > max_bytes:
+        largest = sorted(entries, key=lambda e: -e.size_bytes)[:LARGEST_NAMED]
+        named = ", ".join(f"{e.name} ({e.size_bytes / MIB:.1f} MiB)" for e in largest)
+        raise JobSpecError(
+            f"workdir is {total / MIB:.1f} MiB after its ignore rules, over the limit of "
+            f"{max_bytes / MIB:g} MiB ({MAX_BYTES_ENV}); the largest files: {named}; "
+            "leave them out in .spothopignore (put data in a bucket) or raise the limit"
+        )
+    return total
+
+
+class _HashingWriter(io.RawIOBase):
+    """A file that hashes and counts what is written through it."""
+
+    def __init__(self, out: io.BufferedWriter) -> None:
+        self.out = out
+        self.digest = hashlib.sha256()
+        self.count = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: bytes) -> int:  # type: ignore[override]
+        self.digest.update(data)
+        self.count += len(data)
+        self.out.write(data)
+        return len(data)
+
+
+def _member(entry: _Entry) -> tarfile.TarInfo:
+    member = tarfile.TarInfo(entry.name)
+    member.mtime = 0
+    member.uid = member.gid = 0
+    member.uname = member.gname = ""
+    if entry.kind == "dir":
+        member.type, member.mode = tarfile.DIRTYPE, 0o755
+    elif entry.kind == "link":
+        member.type, member.mode, member.linkname = tarfile.SYMTYPE, 0o777, entry.link
+    else:
+        member.size, member.mode = entry.size_bytes, 0o755 if entry.executable else 0o644
+    return member
+
+
+def write_archive(entries: list[_Entry], out: io.BufferedWriter) -> tuple[str, int]:
+    """Write the tar.gz of ``entries`` to ``out``; returns its sha256 and size in bytes."""
+    hashing = _HashingWriter(out)
+    with (
+        gzip.GzipFile(
+            filename="", mode="wb", fileobj=hashing, compresslevel=GZIP_LEVEL, mtime=0
+        ) as zipped,
+        tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as tar,
+    ):
+        for entry in entries:
+            member = _member(entry)
+            if entry.kind != "file":
+                tar.addfile(member)
+                continue
+            try:
+                with entry.path.open("rb") as data:
+                    tar.addfile(member, data)
+            except OSError as err:
+                raise JobSpecError(f"workdir: cannot read {entry.name}: {_reason(err)}") from None
+    return hashing.digest.hexdigest(), hashing.count
+
+
+def code_dir(home: Path) -> Path:
+    """Where packed workdirs are kept: ``<home>/files/code``."""
+    return home / "files" / "code"
+
+
+def archive_path(home: Path, sha256: str) -> Path:
+    """The stored archive of ``sha256`` (ValueError for anything but 64 lower-case hex digits)."""
+    if not _SHA256.fullmatch(sha256):
+        raise ValueError(f"{sha256!r:.80} is not a sha256 (64 lower-case hex digits)")
+    return code_dir(home) / f"{sha256}.tar.gz"
+
+
+def store_workdir(
+    workdir: Path | str, home: Path | None = None, *, max_bytes: int | None = None
+) -> CodeArchive:
+    """Pack ``workdir`` and keep it under ``<home>/files/code/<sha256>.tar.gz`` (see the module)."""
+    entries = collect(Path(workdir))
+    total = check_size(entries, max_bytes_setting() if max_bytes is None else max_bytes)
+    folder = code_dir(home or spothop_home())
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".packing-", suffix=".tar.gz")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            sha256, size = write_archive(entries, out)
+        final = archive_path(folder.parent.parent, sha256)
+        if final.is_file():
+            os.unlink(tmp)
+        else:
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, final)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    files = sum(1 for e in entries if e.kind == "file")
+    return CodeArchive(sha256, final, files, total, size)
+
+
+def code_url(base_url: str, sha256: str) -> str:
+    """The agent's ``--code-url`` for a control plane's base URL (``{instance_id}`` left for the
+    agent to fill in: the command is written before the instance has an id)."""
+    return f"{base_url.rstrip('/')}/v1/agents/{{instance_id}}/code/{sha256}"

@@ -1,0 +1,60 @@
+"""What instances download from the control plane: spothop's wheel and their job's code.
+
+- ``GET /v1/dist/{filename}``: the wheel of the spothop this control plane
+  runs (:mod:`spothop.controlplane.dist`), streamed; no token (spothop's own
+  public code, fetched by the boot script before the agent has its token in
+  use); 404 for any other file name.
+- ``GET /v1/agents/{instance_id}/code/{sha256}``: the job's packed workdir
+  (:mod:`spothop.controlplane.archives`), streamed, with the agent's token:
+  403 unless ``{instance_id}`` is the token's instance and ``{sha256}`` is the
+  archive its job recorded at launch; 404 when that archive is not stored.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Path, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import FileResponse
+
+from spothop.controlplane.archives import archive_path
+from spothop.controlplane.dist import build_wheel
+from spothop.paths import spothop_home
+from spothop.server.auth import require_agent
+from spothop.server.errors import error_responses, forbidden, not_found
+from spothop.state.tokens import Principal
+
+router = APIRouter(tags=["agent files"], responses=error_responses(401, 403, 404))
+WHEEL_MEDIA_TYPE = "application/zip"
+ARCHIVE_MEDIA_TYPE = "application/gzip"
+
+
+@router.get("/v1/dist/{filename}", response_class=FileResponse)
+async def wheel(filename: str = Path(max_length=200)) -> FileResponse:
+    """The control plane's own spothop wheel (built once per code, cached under the home)."""
+    built = await run_in_threadpool(build_wheel, spothop_home())
+    if filename != built.filename:
+        raise not_found(f"no file {filename!r} here; this control plane serves {built.filename}")
+    return FileResponse(built.path, media_type=WHEEL_MEDIA_TYPE, filename=built.filename)
+
+
+@router.get("/v1/agents/{instance_id}/code/{sha256}", response_class=FileResponse)
+async def code(
+    request: Request,
+    instance_id: str = Path(min_length=1, max_length=128),
+    sha256: str = Path(pattern="^[0-9a-f]{64}$"),
+    principal: Principal = Depends(require_agent),
+) -> FileResponse:
+    """The token's job's packed workdir (see the module docstring for the scoping)."""
+    if instance_id != principal.instance_id:
+        raise forbidden(
+            f"the path is about instance {instance_id!r}; this token is for instance"
+            f" {principal.instance_id!r} only"
+        )
+    assert principal.job_id is not None  # an agent's token
+    job = await run_in_threadpool(request.app.state.store.get_job, principal.job_id)
+    if job.code_sha256 != sha256:
+        raise forbidden(f"archive {sha256} is not the code of job {principal.job_id}")
+    path = archive_path(spothop_home(), sha256)
+    if not path.is_file():
+        raise not_found(f"the code of job {principal.job_id} ({sha256}) is not stored here")
+    return FileResponse(path, media_type=ARCHIVE_MEDIA_TYPE)
