@@ -165,9 +165,11 @@ class Agent:
             channel.WORKER_ID_ENV: c.worker_id,
             channel.INSTANCE_ID_ENV: c.instance_id,
         }
-        env.pop(
-            TOKEN_ENV, None
-        )  # the control plane's credential is the agent's, not the job's code's
+        # The control plane's credential is the agent's, not the job's code's; except for a batch
+        # worker whose queue is reached through the control plane (an http(s) queue URL), which
+        # calls it with the instance's token (scoped to this job and instance).
+        if not (c.queue_url or "").startswith(("http:", "https:")):
+            env.pop(TOKEN_ENV, None)
         for name, value in (
             (channel.JOB_ID_ENV, c.job_id),
             (channel.QUEUE_URL_ENV, c.queue_url),

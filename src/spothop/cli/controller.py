@@ -80,11 +80,32 @@ def controller_run(
             "token of its own (default: the store directly)",
         ),
     ] = None,
+    agent_port: Annotated[
+        int | None,
+        typer.Option(
+            "--agent-port",
+            min=1,
+            max=65535,
+            help="serve the agent API on 127.0.0.1 at this port (default: a free port); the "
+            "URL is in controller.json (control_plane_url)",
+        ),
+    ] = None,
+    agent_api: Annotated[
+        bool,
+        typer.Option(
+            "--agent-api/--no-agent-api",
+            envvar="SPOTHOP_AGENT_API",
+            help="serve the agent API (default); --no-agent-api: agents write the store directly "
+            "(the database plane: instances on this host only; tests of a controller killed "
+            "while its instances report)",
+        ),
+    ] = True,
 ) -> int:
     """Run the controller in the foreground (what `spothop launch` starts in the background)."""
     from spothop.jobs.controller import daemon
     from spothop.observe.ledger import close_books
     from spothop.observe.metrics import serve
+    from spothop.server.agent_serve import serve_agent_api
 
     # The front wires observability in: the ledger's books after every pass, and /metrics.
 
@@ -102,6 +123,8 @@ def controller_run(
         metrics_port=metrics_port,
         after_pass=(close_books,),
         serve_metrics=serve,
+        serve_agents=serve_agent_api if agent_api else None,
+        agent_port=agent_port,
     )
 
 

@@ -6,7 +6,7 @@ With ``$SPOTHOP_SERVER`` (or ``--server URL``) set, every job command —
 with ``$SPOTHOP_TOKEN`` (or ``--token``) as its bearer token, and prints the
 same output: the server answers the objects of :mod:`spothop.service`, the
 ones ``--json`` prints locally (a list the server wraps, ``{"jobs": […]}``, is
-unwrapped here). It sends through :mod:`spothop.controlplane.client`, standard-library
+unwrapped here). It sends through :mod:`spothop.wire.client`, standard-library
 ``urllib`` only: the core needs no extra.
 
 The server's errors become the CLI's, never a traceback:
@@ -38,14 +38,6 @@ from typing import Annotated, Any
 
 import typer
 
-from spothop.controlplane.client import (
-    HttpStatus,
-    JsonClient,
-    NotJson,
-    Unreachable,
-    full_jitter_s,
-    retrying,
-)
 from spothop.errors import (
     ConfigError,
     ServerAuthError,
@@ -55,6 +47,14 @@ from spothop.errors import (
     ServerNotFound,
     ServerRefused,
     ServerUnavailable,
+)
+from spothop.wire.client import (
+    HttpStatus,
+    JsonClient,
+    NotJson,
+    Unreachable,
+    full_jitter_s,
+    retrying,
 )
 
 SERVER_ENV = "SPOTHOP_SERVER"

@@ -17,9 +17,9 @@ client side), it imports nothing of the agent.
   — :class:`EmbeddedControlPlane`, the agent's side of it.
 - :mod:`~spothop.controlplane.http` — :class:`HttpControlPlane`: ``spothop
   server``'s agent API, with its on-disk :mod:`~spothop.controlplane.spool`.
-- :mod:`~spothop.controlplane.client` — the one small HTTP client (bearer
-  token, timeouts, bounded retries with backoff, the outage window) that the
-  HTTP plane and the CLI's remote mode share.
+- :mod:`spothop.wire.client` (on the ground floor) — the one small HTTP
+  client (bearer token, timeouts, bounded retries with backoff, the outage
+  window) that the HTTP plane, the HTTP queue and the CLI's remote mode share.
 - :mod:`~spothop.controlplane.open` — :func:`open_control_plane` (picks one
   from ``--control-plane``) and :class:`NoControlPlane`.
 - :mod:`~spothop.controlplane.bodies` — the server's request-body models,

@@ -1,4 +1,4 @@
-"""The HTTP control plane: ``spothop server``'s agent API, through :mod:`spothop.controlplane.client`.
+"""The HTTP control plane: ``spothop server``'s agent API, through :mod:`spothop.wire.client`.
 
 Endpoints (``docs/agent.md`` is the contract the server implements); every
 request carries ``Authorization: Bearer TOKEN`` and JSON bodies:
@@ -48,7 +48,8 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from spothop.controlplane.client import (
+from spothop.controlplane.spool import EventSpool
+from spothop.wire.client import (
     HttpStatus,
     JsonClient,
     NotJson,
@@ -57,7 +58,6 @@ from spothop.controlplane.client import (
     full_jitter_s,
     retrying,
 )
-from spothop.controlplane.spool import EventSpool
 from spothop.wire.contract import EVENTS_BATCH, ControlRequest, Heartbeat, Registration
 from spothop.wire.errors import ControlPlaneAuthError, ControlPlaneError, LogOffsetGap
 from spothop.wire.events import AgentEvent

@@ -41,5 +41,9 @@ class QueueLeases:
 
 
 def queue_leases(queue_url: str | None, job_id: str | None) -> QueueLeases | None:
-    """A releaser when both the queue and the job are known; None otherwise."""
-    return QueueLeases(queue_url, job_id) if queue_url and job_id else None
+    """A releaser when both the queue and the job are known; None otherwise, and None for a
+    queue reached through the control plane (an ``http(s)://`` URL): the control plane's own
+    release is then the only way, and falling back on it again would change nothing."""
+    if not queue_url or not job_id or queue_url.startswith(("http:", "https:")):
+        return None
+    return QueueLeases(queue_url, job_id)

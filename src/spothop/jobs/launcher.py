@@ -62,6 +62,18 @@ Contracts:
   ``SPOTHOP_AGENT_TOKEN``, a token the server accepts for this job and this
   instance only (issued per attempt by the executor; never on the command line,
   never logged).
+- The HTTP queue: with a control plane URL (``http(s)://``) and a batch job whose
+  queue is the embedded database (a ``sqlite``/``postgresql`` URL, which an
+  instance cannot open), the worker's ``SPOTHOP_QUEUE_URL`` and the agent's
+  ``--queue-url`` are the control plane's URL: the worker reaches its shards
+  through it (:class:`spothop.queue.http_backend.HttpQueue`). A ``redis://``
+  queue stays direct (:func:`instance_queue_url`).
+- ``instance_local`` (an instance that shares nothing with the controller but
+  the network): no controller fact on the instance. No ``SPOTHOP_HOME``, no wake
+  socket, the agent's state under :data:`INSTANCE_STATE_ROOT` (``/<attempt>``),
+  the worker's output in ``<state dir>/worker.log``, and the interpreter plain
+  ``python`` (found through the boot script's ``PATH``). It needs a control
+  plane URL: the database plane's instances share the controller's disk.
 - Nothing here launches anything: the executor hands the result to
   ``provider.launch``.
 """
@@ -112,6 +124,20 @@ SKYPILOT_SETUP_NODE_IPS = "SKYPILOT_SETUP_NODE_IPS"
 # port, which a dying process of the old group may still hold.
 GROUP_PORT_LOW = 12_000
 GROUP_PORT_COUNT = 20_000
+# An instance that shares nothing with the controller: where its agent keeps its state (one folder
+# per attempt, on the instance's own disk; the worker's output file is in it) and its interpreter.
+INSTANCE_STATE_ROOT = "/var/lib/spothop/agent"
+INSTANCE_PYTHON = "python"
+DATABASE_QUEUE_SCHEMES = ("sqlite", "postgresql", "postgres")
+
+
+def instance_queue_url(queue_url: str | None, control_plane: str | None) -> str | None:
+    """The queue URL an instance is given: the control plane's (an ``http(s)://`` URL) when the
+    queue is the embedded database (``sqlite``/``postgresql``), else ``queue_url`` as it is."""
+    if not queue_url or not control_plane or not control_plane.startswith(("http:", "https:")):
+        return queue_url
+    scheme = queue_url.split(":", 1)[0].split("+", 1)[0].lower()
+    return control_plane.rstrip("/") if scheme in DATABASE_QUEUE_SCHEMES else queue_url
 
 
 @dataclass(frozen=True)
@@ -302,6 +328,19 @@ def _number(value: float | None) -> str | None:
     return None if value is None else repr(float(value))
 
 
+def _agent_paths(
+    job_id: str, attempt_id: str, home: Path, python: str, local_plane: str | None
+) -> tuple[Path, str]:
+    """(the agent's state dir, the interpreter): the instance's own when ``local_plane`` (an
+    instance-local launch's control plane URL) is given, else the controller's home's and
+    ``python``."""
+    if local_plane is not None:
+        if not local_plane.startswith(("http:", "https:")):
+            raise ValueError("instance_local needs an http(s):// control plane URL")
+        return Path(INSTANCE_STATE_ROOT) / attempt_id, INSTANCE_PYTHON
+    return job_dir(job_id, home) / "agents" / attempt_id, python
+
+
 def bootstrap(
     work: WorkerCommand,
     *,
@@ -321,6 +360,7 @@ def bootstrap(
     agent_token: str | None = None,
     zone: str | None = None,
     gpu_count: int | None = None,
+    instance_local: bool = False,
 ) -> Bootstrap:
     """The bootstrap command and environment of one attempt (see the module docstring).
 
@@ -330,10 +370,17 @@ def bootstrap(
 
     ``control_plane``: the server's URL when the agents talk to ``spothop server``
     (server mode; default the store itself), with ``agent_token``, the instance's own
-    token, in the environment only (``ps`` shows a command line).
+    token, in the environment only (``ps`` shows a command line). A batch job's database
+    queue is then reached through it (:func:`instance_queue_url`).
+
+    ``instance_local`` (with an ``http(s)://`` ``control_plane`` only): the instance's own paths
+    and interpreter, no controller fact (module docstring).
     """
     home = home or spothop_home()
-    state_dir = job_dir(job_id, home) / "agents" / attempt_id
+    queue_url = instance_queue_url(work.queue_url, control_plane)
+    state_dir, python = _agent_paths(
+        job_id, attempt_id, home, python, (control_plane or "") if instance_local else None
+    )
     log_path = worker_log_path(state_dir)  # instance-local: the agent ships it
     command = [
         python,
@@ -352,16 +399,16 @@ def bootstrap(
         str(state_dir),
         "--no-probe",
     ]
-    if work.queue_url:
-        command += ["--queue-url", work.queue_url]
+    if queue_url:
+        command += ["--queue-url", queue_url]
     if work.checkpoint_url:
         command += ["--checkpoint-url", work.checkpoint_url]
     command += ["--", *worker_command(work, log_path)]
     env = {str(k): str(v) for k, v in work.envs.items()}
+    if not instance_local:  # the database plane's instances share the controller's disk
+        env.update({"SPOTHOP_HOME": str(home), WAKE_SOCKET_ENV: wake_socket or wake_address(home)})
     env.update(
         {
-            "SPOTHOP_HOME": str(home),
-            WAKE_SOCKET_ENV: wake_socket or wake_address(home),
             "SPOTHOP_JOB_ID": job_id,
             NODE_RANK_ENV: str(node),
             ATTEMPT_ID_ENV: attempt_id,
@@ -370,7 +417,7 @@ def bootstrap(
     )
     optional = {
         "SPOTHOP_CHECKPOINT_URL": work.checkpoint_url or None,
-        "SPOTHOP_QUEUE_URL": work.queue_url or None,
+        "SPOTHOP_QUEUE_URL": queue_url or None,
         "SPOTHOP_OUTPUT_URL": work.output_url or None,
         INTERVAL_ENV: _number(work.checkpoint_interval_s),
         SAVE_COST_ENV: _number(work.checkpoint_save_cost_s),

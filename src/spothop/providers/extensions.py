@@ -28,6 +28,8 @@ the mixin's interface, or falls back to the base interface when it has not.
   launch (:func:`spothop.jobs.reachable.check_reachable`). Without it (every
   real cloud), the provider shares no folder: only an object-store URL reaches
   its instances.
+- :class:`SharesHostNetwork`: the provider's instances share the controller
+  host's network, so a loopback control plane reaches them.
 """
 
 from __future__ import annotations
@@ -148,3 +150,19 @@ class SharedStorage(Protocol):
         """The shared folders (absolute): a path inside one reads and writes the same files on
         every instance of this provider and on the controller. Empty: none is shared."""
         ...
+
+
+@runtime_checkable
+class SharesHostNetwork(Protocol):
+    """A provider whose instances run on the controller's own host, its network shared: they
+    reach a control plane on the host's loopback (``http://127.0.0.1:PORT``) as the controller
+    does. The local cloud and the fake provider say so (``shares_host_network = True``); a real
+    cloud's instances do not, and a job on one needs a control plane they can reach
+    (``spothop server run --public-url``). :func:`shares_host_network` reads it."""
+
+    shares_host_network: bool
+
+
+def shares_host_network(provider: object) -> bool:
+    """Whether ``provider``'s instances share the controller host's network (false unless it says)."""
+    return isinstance(provider, SharesHostNetwork) and bool(provider.shares_host_network)

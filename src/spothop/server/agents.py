@@ -65,7 +65,7 @@ def _plane(request: Request, principal: Principal) -> StoreControlPlane:
     )
 
 
-def _own(principal: Principal, instance_id: str, job_id: str = "", what: str = "") -> str:
+def own(principal: Principal, instance_id: str, job_id: str = "", what: str = "") -> str:
     """The job id to store (the token's); 403 when ``instance_id``/``job_id`` are another's."""
     if instance_id != principal.instance_id:
         raise forbidden(
@@ -87,7 +87,7 @@ async def register(body: RegistrationBody, request: Request) -> Response:
     registration written with the other beats of its batch."""
 
     def row(principal: Principal) -> dict[str, Any]:
-        job_id = _own(agent_only(principal), body.instance_id, body.job_id, "the registration")
+        job_id = own(agent_only(principal), body.instance_id, body.job_id, "the registration")
         data = {**body.model_dump(), "job_id": job_id, "reasons": tuple(body.reasons)}
         return registration_row(Registration(**data))
 
@@ -111,8 +111,8 @@ def heartbeat_row(instance_id: str, body: HeartbeatBody) -> beats.Build:
     """The beat's row for the token's principal (403 unless the path and the body are its own)."""
 
     def row(principal: Principal) -> dict[str, Any]:
-        _own(agent_only(principal), instance_id, what="the path")
-        job_id = _own(principal, body.instance_id, body.job_id, "the heartbeat")
+        own(agent_only(principal), instance_id, what="the path")
+        job_id = own(principal, body.instance_id, body.job_id, "the heartbeat")
         return Heartbeat(**{**body.model_dump(), "job_id": job_id}).to_dict()
 
     return row
@@ -131,9 +131,9 @@ async def events(
     the token is checked with the replica's next batch of beats (:mod:`spothop.server.beats`)."""
 
     def scoped(principal: Principal) -> None:
-        _own(agent_only(principal), instance_id, what="the path")
+        own(agent_only(principal), instance_id, what="the path")
         for n, item in enumerate(body.events):
-            _own(principal, item.instance_id, item.job_id, f"event {n} ({item.event_id})")
+            own(principal, item.instance_id, item.job_id, f"event {n} ({item.event_id})")
 
     principal = await beats.write(request, scoped)
 
@@ -158,7 +158,7 @@ def release(
     instance_id: str = InstancePath,
     principal: Principal = Depends(require_agent),
 ) -> dict[str, Any]:
-    _own(principal, instance_id, what="the path")
+    own(principal, instance_id, what="the path")
     plane = _plane(request, principal)
     owner = _worker_owner(plane, body.worker_id)
     if owner is not None and owner != (principal.instance_id, principal.job_id):
@@ -195,7 +195,7 @@ def requests(
     instance_id: str = InstancePath,
     principal: Principal = Depends(require_agent),
 ) -> dict[str, Any]:
-    _own(principal, instance_id, what="the path")
+    own(principal, instance_id, what="the path")
     return {"requests": [r.to_dict() for r in _plane(request, principal).requests()]}
 
 
@@ -212,7 +212,7 @@ def acknowledge(
     from spothop.state.agent_tables import agent_requests as t
 
     del body
-    _own(principal, instance_id, what="the path")
+    own(principal, instance_id, what="the path")
     plane = _plane(request, principal)
     with plane.engine.connect() as conn:
         row = conn.execute(select(t.c.instance_id).where(t.c.id == request_id)).first()

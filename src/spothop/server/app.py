@@ -1,8 +1,10 @@
-"""The control-plane server's ASGI app: :func:`create_app` (``spothop server run`` serves it with uvicorn).
+"""The control-plane server's ASGI app: :func:`create_app` (``spothop server run`` serves it with uvicorn),
+and :func:`create_agent_app`, the agent API alone (``spothop controller run`` serves it on loopback).
 
 What it serves (``docs/server.md``, "The API"):
 
-- the agent API (:mod:`spothop.server.agents`), the user API
+- the agent API (:mod:`spothop.server.agents`, the shard queue of
+  :mod:`spothop.server.agent_queue`), the user API
   (:mod:`spothop.server.users`) and the dashboard (:mod:`spothop.server.dashboard`);
 - ``/healthz`` (the process answers), ``/readyz`` (the database and the queue
   answer; 503 naming what is down), ``/openapi.json``, ``/metrics`` (Prometheus
@@ -252,14 +254,42 @@ class _FreezeSlowCollections:
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The server over ``settings``' store and queue (opened, and migrated, now)."""
     from spothop.dashboard.app import Dashboard
+    from spothop.server import dashboard, users
+
+    settings = settings or Settings.from_env()
+    app = _app(
+        settings,
+        "spothop server",
+        "The control plane of spothop: the user API, the agent API, the dashboard.",
+    )
+    app.state.providers = _Lazy(_providers)
+    app.state.dashboard = Dashboard(app.state.store, queue_url=settings.jobs_queue_url)
+    app.state.wake = _wake
+    app.state.reports = TtlCache(settings.report_cache_s)
+    app.include_router(users.router)
+    app.include_router(dashboard.router)
+    return app
+
+
+def create_agent_app(settings: Settings) -> FastAPI:
+    """The agent API alone (``spothop controller run`` serves it on loopback): the routes an
+    instance calls (:mod:`spothop.server.agents`, the shard queue of
+    :mod:`spothop.server.agent_queue`), with the same tokens, checks and errors as
+    :func:`create_app`'s, over ``settings``' store and queue; ``/healthz``, ``/readyz`` and
+    ``/metrics`` too. No user API, no dashboard."""
+    return _app(settings, "spothop agent API", "The agent API of this home's controller.")
+
+
+def _app(settings: Settings, title: str, description: str) -> FastAPI:
+    """The app both servers share: the store, the tokens, the beat writer, the error handlers,
+    the health routes and the agent API; the caller adds its own."""
     from spothop.db import pool_options, shared_engine
     from spothop.jobs.store import JobStore
-    from spothop.server import agent_files, agent_logs, agents, dashboard, users
+    from spothop.server import agent_files, agent_logs, agent_queue, agents
     from spothop.server.auth import FailureLimiter
     from spothop.server.beats import BeatWriter, HeartbeatFastPath
     from spothop.state.tokens import TokenStore
 
-    settings = settings or Settings.from_env()
     redactor = Redactor(secret_values())
     SafeJSONResponse.redactor = redactor
     install_log_filter(redactor)
@@ -274,9 +304,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app = FastAPI(
         lifespan=lifespan,
-        title="spothop server",
+        title=title,
         version=__version__,
-        description="The control plane of spothop: the user API, the agent API, the dashboard.",
+        description=description,
         default_response_class=SafeJSONResponse,
         docs_url=None,  # the interactive pages load scripts from a CDN; /openapi.json is the document
         redoc_url=None,
@@ -291,17 +321,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     engine = shared_engine(settings.store_url, **options)
     if options:
         ping_when_idle(engine, settings.db_ping_idle_s)
-    store = JobStore(engine=engine)
     app.state.settings = settings
-    app.state.store = store
+    app.state.store = JobStore(engine=engine)
     app.state.tokens = TokenStore(engine, cache_ttl_s=settings.token_cache_ttl_s)
     app.state.limiter = FailureLimiter(settings.auth_failures_per_window, settings.auth_window_s)
-    app.state.providers = _Lazy(_providers)
-    app.state.dashboard = Dashboard(store, queue_url=settings.jobs_queue_url)
-    app.state.wake = _wake
     app.state.registry = None
     app.state.redactor = redactor
-    app.state.reports = TtlCache(settings.report_cache_s)
     beat_engine = _beat_engine(settings, engine)
     app.state.beats = BeatWriter(beat_engine, app.state.tokens, settings.heartbeat_batch_s)
     app.state.on_shutdown = shutdown  # callables run when the server stops, before it exits
@@ -312,10 +337,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     _handlers(app)
     _plain_routes(app)
     app.include_router(agents.router)
+    app.include_router(agent_queue.router)
     app.include_router(agent_files.router)
     app.include_router(agent_logs.router)
-    app.include_router(users.router)
-    app.include_router(dashboard.router)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     app.add_middleware(HeartbeatFastPath, state=app.state, build=agents.heartbeat_row)
     return app

@@ -15,6 +15,9 @@ the standard library and :mod:`spothop.errors`.
 - :mod:`spothop.wire.logs` — :class:`LogChunk`, a piece of the worker's output the agent
   ships, and :func:`worker_log_path`.
 - :mod:`spothop.wire.errors` — the errors both sides raise and catch.
+- :mod:`spothop.wire.client` — the one small JSON HTTP client (standard-library
+  ``urllib``, a bearer token, timeouts, bounded retries) the HTTP control plane,
+  the HTTP shard queue and the CLI's remote mode send through.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import select
 
 from spothop.jobs.controller import TAG_JOB, daemon
@@ -45,6 +46,15 @@ STEP_SLEEP_S = 0.02
 GATED_SHARDS = 200
 TAG_ATTEMPT = "spothop-attempt"
 LEAD_S = 10.0  # simulated seconds from a notice to the reclaim: 2 s of wall time at speed 5
+
+
+@pytest.fixture(autouse=True)
+def _database_plane(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The agents write the store directly (``--no-agent-api``): what they record while no
+    controller runs is stored at once. With the controller's agent API (in its process) it
+    would wait in their spools until the next controller listens, and die with an instance
+    reclaimed meanwhile."""
+    monkeypatch.setenv("SPOTHOP_AGENT_API", "0")
 
 
 def test_two_sigkills_lose_no_job_no_instance_and_no_event(harness: Harness) -> None:

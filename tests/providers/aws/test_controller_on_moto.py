@@ -4,7 +4,9 @@ moto runs no user-data, so no agent ever reports: what is exercised is the
 controller's side — the attempt written before ``RunInstances``, an instance
 terminated behind its back (as a preemption without notice looks) replaced,
 the orphan reconciler ending a stray spothop instance of this store, and
-cancel terminating what runs.
+cancel terminating what runs. The controller is given a control plane EC2's
+instances could reach (a public URL); ``spothop launch`` with no server (the
+embedded controller's loopback agent API) is refused before any instance.
 """
 
 from __future__ import annotations
@@ -38,7 +40,14 @@ def setup(
         provider, _ = make_provider(endpoint_url=endpoint)
         url = f"sqlite:///{tmp_path / 'store.db'}"
         store = JobStore(url)
-        controller = Controller(store, {"aws": provider}, store_url=url, home=tmp_path)
+        # A control plane EC2's instances could reach (a loopback or database one is refused).
+        controller = Controller(
+            store,
+            {"aws": provider},
+            store_url=url,
+            home=tmp_path,
+            control_plane_url="https://spothop.example.com",
+        )
         try:
             yield controller, store, provider, url
         finally:
@@ -134,7 +143,7 @@ def test_a_job_on_ec2_is_launched_replaced_when_its_instance_vanishes_and_cancel
     passes_until(lambda: store.get_job(job_id).state.final, "the job to be final")
 
 
-def test_spothop_launch_with_the_aws_provider_runs_on_moto_and_cancel_ends_it(
+def test_spothop_launch_on_aws_without_a_server_is_refused_before_any_instance(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     import json
@@ -176,14 +185,23 @@ def test_spothop_launch_with_the_aws_provider_runs_on_moto_and_cancel_ends_it(
             # moto's server runs in this process and prints its own notices (a Pricing API
             # request it has no backend for) into the same redirected stdout: read the JSON.
             job_id = json.loads(out[out.index("{") :])["job_id"]
-            (instance,) = wait_for(
-                lambda: _alive(provider, job_id), 90, what="the controller's EC2 launch"
-            )
+            # The embedded controller's agent API is on its loopback: EC2's instances could not
+            # reach it, so the launch is refused before RunInstances, naming the fix.
+            store = JobStore(store_url)
+            try:
+                (attempt, *_) = wait_for(
+                    lambda: [a for a in store.attempts(job_id) if a.error_code],
+                    90,
+                    what="the refused launch",
+                )
+            finally:
+                store.close()
+            assert attempt.error_code == "ControlPlaneUnreachable"
+            assert "spothop server run --public-url" in (attempt.error_message or "")
+            assert "\n" not in (attempt.error_message or "")
+            assert not _alive(provider, job_id)
             code, out, _ = run("status", job_id, "--json", "--store", store_url)
-            assert code == 0 and instance.instance_id in out
-            code, _, err = run("cancel", job_id, "--store", store_url)
-            assert code == 0, err
-            wait_for(lambda: not _alive(provider, job_id), 60, what="cancel to end the instance")
+            assert code == 0 and "ControlPlaneUnreachable" in out
         finally:
             stopped = daemon.stop()
         if stopped is not None:

@@ -54,7 +54,14 @@ def setup(
         Ec2Market().attach(provider)
         url = f"sqlite:///{tmp_path / 'store.db'}"
         store = JobStore(url)
-        controller = Controller(store, {"aws": provider}, store_url=url, home=tmp_path)
+        # A control plane EC2's instances could reach (a loopback or database one is refused).
+        controller = Controller(
+            store,
+            {"aws": provider},
+            store_url=url,
+            home=tmp_path,
+            control_plane_url="https://spothop.example.com",
+        )
         try:
             yield controller, store, provider, url
         finally:

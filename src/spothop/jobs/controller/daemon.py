@@ -6,11 +6,15 @@ Files, under ``<home>/controller/``:
   controller for as long as it lives; the kernel lets go when the process
   dies, SIGKILL included, so a stale lock is impossible;
 - ``controller.json`` — written by the controller once it holds the lock:
-  ``pid``, ``started_unix_s``, ``store_url``, ``log``; a SIGKILLed one's stays
+  ``pid``, ``started_unix_s``, ``store_url``, ``log``, ``control_plane_url``
+  (the agent API it serves its instances on loopback, when it serves one); a SIGKILLed one's stays
   until its successor writes its own, so it is believed only while its ``pid``
   runs (:func:`_holders_info`);
 - ``controller.log`` — the background controller's output;
 - ``wake.sock`` — its :class:`~spothop.state.wake.Waker`;
+- ``agent-api.port`` — the port its agent API listens on, which the next
+  controller takes again when it is free (the running instances were given
+  that URL);
 - ``catalog_refresh.json`` — when each real cloud's catalog was last refreshed
   (:func:`daily_catalog_refresh`: once a day, in the background, never fatal).
 
@@ -62,8 +66,17 @@ class Stoppable(Protocol):
     def shutdown(self) -> None: ...
 
 
+class AgentApi(Stoppable, Protocol):
+    """The agent API a controller serves its instances: its ``url``, and :meth:`shutdown`."""
+
+    url: str
+
+
 # serve(port, store, queue_url) -> a server with shutdown(): the /metrics endpoint's maker.
 MetricsServer = Callable[[int, "JobStore", str], Stoppable]
+# serve(port or None, store_url, queue_url) -> the agent API, listening: its maker
+# (spothop.server.agent_serve.serve_agent_api, passed in by `spothop controller run`).
+AgentServer = Callable[[int | None, str, str], AgentApi]
 METRICS_PORT_ENV = "SPOTHOP_METRICS_PORT"  # the controller's /metrics port when no option gives one
 
 START_TIMEOUT_S = 30.0  # a background controller holds its lock within this (it imports the store)
@@ -100,6 +113,7 @@ class ControllerInfo:
     store_url: str | None
     log: str | None
     queue_url: str | None = None
+    control_plane_url: str | None = None  # the agent API it serves (None: agents use the store)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -108,6 +122,7 @@ class ControllerInfo:
             "store_url": self.store_url,
             "queue_url": self.queue_url,
             "log": self.log,
+            "control_plane_url": self.control_plane_url,
         }
 
 
@@ -119,9 +134,15 @@ class Lock:
         self._handle = handle
 
     def write_info(
-        self, store_url: str | None, log: str | None = None, queue_url: str | None = None
+        self,
+        store_url: str | None,
+        log: str | None = None,
+        queue_url: str | None = None,
+        control_plane_url: str | None = None,
     ) -> ControllerInfo:
-        info = ControllerInfo(os.getpid(), time.time(), store_url, log, queue_url or store_url)
+        info = ControllerInfo(
+            os.getpid(), time.time(), store_url, log, queue_url or store_url, control_plane_url
+        )
         path = controller_dir(self.home) / "controller.json"
         tmp = path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(info.to_dict()))
@@ -153,6 +174,7 @@ def _read_info(home: Path) -> ControllerInfo | None:
             data.get("store_url"),
             data.get("log"),
             data.get("queue_url"),
+            data.get("control_plane_url"),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -319,6 +341,8 @@ def run_controller(
     metrics_port: int | None = None,
     after_pass: Sequence[AfterPass] = (),
     serve_metrics: MetricsServer | None = None,
+    serve_agents: AgentServer | None = None,
+    agent_port: int | None = None,
 ) -> int:
     """Run this home's controller in this process until SIGTERM or SIGINT; 0.
 
@@ -331,6 +355,13 @@ def run_controller(
     Both come from the front that starts the controller (``spothop controller run`` passes
     the ledger's books and :mod:`spothop.observe.metrics`): observability sits above the jobs
     layer, and the jobs layer never imports it.
+
+    ``serve_agents`` (``serve(port, store_url, queue_url)``, from the front too:
+    :func:`spothop.server.agent_serve.serve_agent_api`) serves the agent API on 127.0.0.1:
+    ``agent_port`` (None: a free port), before the loop starts; its URL goes into
+    ``controller.json`` (``control_plane_url``) and to every launch, whose agent then talks
+    HTTP with a token of its own. Without it the agents are given the store's URL (the
+    database plane: tests that run the controller in-process).
     """
     import logging
 
@@ -346,9 +377,13 @@ def run_controller(
     waker = None
     controller = None
     metrics_server = None
+    agents: AgentApi | None = None
     try:
         url = store_url or default_database_url()
-        lock.write_info(url, str(controller_dir(home) / "controller.log"), queue_url)
+        if serve_agents is not None:
+            agents = _serve_agents(serve_agents, agent_port, home, url, queue_url or url)
+        agents_url = agents.url if agents is not None else None
+        lock.write_info(url, str(controller_dir(home) / "controller.log"), queue_url, agents_url)
         address = wake_address(home)
         waker = Waker(address)
         logging.basicConfig(
@@ -365,6 +400,7 @@ def run_controller(
             wake_address=address,
             after_pass=after_pass,
             config=config_from_env(os.environ),
+            control_plane_url=agents_url,
         )
         catalogs = daily_catalog_refresh(controller.providers, home)
 
@@ -372,27 +408,62 @@ def run_controller(
             catalogs.poll()  # in the background, at most once a day per real cloud; never raises
             return controller.run_pass()
 
-        loop = Loop(step, waker, period_s or DEFAULT_PERIOD_S, poll_only)
-        previous = {
-            sig: signal.signal(sig, lambda *_: loop.stop())
-            for sig in (signal.SIGTERM, signal.SIGINT)
-        }
-        try:
-            if on_ready is not None:
-                on_ready(loop)
-            loop.run()
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+        _run_until_signalled(Loop(step, waker, period_s or DEFAULT_PERIOD_S, poll_only), on_ready)
         return 0
     finally:
         if metrics_server is not None:
             metrics_server.shutdown()
         if controller is not None:
             controller.close()
+        if agents is not None:
+            agents.shutdown()
         if waker is not None:
             waker.close()
         lock.release()
+
+
+AGENT_PORT_FILE = "agent-api.port"  # the port the last controller served its agents on
+
+
+def _serve_agents(
+    serve: AgentServer, port: int | None, home: Path, store_url: str, queue_url: str
+) -> AgentApi:
+    """The agent API on ``port``; with none given, on the port the home's last controller used
+    (its instances, still running, were given that URL: a restarted controller keeps answering
+    them), else on a free one. The port is kept in ``<controller dir>/agent-api.port``."""
+    from spothop.errors import ConfigError
+
+    path = controller_dir(home) / AGENT_PORT_FILE
+    agents = None
+    if port is None:
+        try:
+            previous = int(path.read_text().strip())
+        except (OSError, ValueError):
+            previous = 0
+        if previous:
+            try:
+                agents = serve(previous, store_url, queue_url)
+            except ConfigError:  # taken meanwhile: its instances' agents wait in their spools
+                agents = None
+    if agents is None:
+        agents = serve(port, store_url, queue_url)
+    with contextlib.suppress(OSError, ValueError):
+        path.write_text(agents.url.rsplit(":", 1)[1])
+    return agents
+
+
+def _run_until_signalled(loop: Loop, on_ready: Callable[[Loop], object] | None) -> None:
+    """``loop.run()`` until SIGTERM or SIGINT stops it (the previous handlers back after)."""
+    previous = {
+        sig: signal.signal(sig, lambda *_: loop.stop()) for sig in (signal.SIGTERM, signal.SIGINT)
+    }
+    try:
+        if on_ready is not None:
+            on_ready(loop)
+        loop.run()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _serve_metrics(

@@ -8,9 +8,11 @@ that let an instance whose launch never returned be found by its token.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
+import urllib.parse
 
-from spothop.errors import ProviderError
+from spothop.errors import InvalidRequest, ProviderError
 from spothop.jobs.controller.agent_tokens import AgentTokens
 from spothop.jobs.controller.observe import (
     TAG_ATTEMPT,
@@ -24,7 +26,7 @@ from spothop.jobs.launcher import GroupEnv, WorkerCommand, bootstrap, group_port
 from spothop.jobs.records import AttemptRecord
 from spothop.jobs.spec import JobKind, JobSpec
 from spothop.providers.base import LaunchRequest
-from spothop.providers.extensions import GroupRendezvous
+from spothop.providers.extensions import GroupRendezvous, shares_host_network
 from spothop.scheduler.placement import Candidate
 
 log = logging.getLogger(__name__)
@@ -36,6 +38,10 @@ class LaunchRequests(AgentTokens):
     def _request(
         self, spec: JobSpec, job_id: str, attempt: AttemptRecord, candidate: Candidate
     ) -> LaunchRequest:
+        provider = self.providers.get(attempt.provider)
+        refusal = unreachable_control_plane(attempt.provider, provider, self.control_plane_url)
+        if refusal is not None:
+            raise refusal
         work = worker_command(spec, self.queue_url)
         boot = bootstrap(
             work,
@@ -54,6 +60,9 @@ class LaunchRequests(AgentTokens):
             agent_token=self._agent_token(job_id, attempt),
             zone=attempt.zone or None,
             gpu_count=candidate.offering.gpu_count,
+            # A real cloud's instance shares nothing with the controller: no path of its disk.
+            # The local cloud's instances still share it (its logs, its state) until isolated.
+            instance_local=bool(self.control_plane_url) and not shares_host_network(provider),
         )
         return LaunchRequest(
             instance_type=attempt.instance_type,
@@ -131,6 +140,44 @@ class LaunchRequests(AgentTokens):
             master_addr=host,
             master_port=group_port(job_id, attempt.generation),
         )
+
+
+def unreachable_control_plane(
+    name: str, provider: object, control_plane_url: str | None
+) -> InvalidRequest | None:
+    """Why the instances of ``provider`` could not reach the control plane they would be given,
+    or None when they can: refused before anything is paid for (launch_refused, once per race).
+
+    Given the store's URL (no ``control_plane_url``: the database plane), only a provider whose
+    instances share the controller's host may launch; an ``http(s)://`` URL on loopback
+    (``127.0.0.1``, ``localhost``: what ``spothop controller run`` serves) only the same; any
+    other control plane URL (a database's) none. The fix is a control plane the instances reach:
+    ``spothop server run --public-url``."""
+    url = control_plane_url or ""
+    fix = "run `spothop server run --public-url URL` (a URL its instances can reach) and launch through it"
+    if url.startswith(("http:", "https:")):
+        if shares_host_network(provider) or not _loopback(url):
+            return None
+        why = f"the control plane {url} is on the controller's loopback"
+    elif not url:
+        if shares_host_network(provider):
+            return None
+        why = "the embedded control plane is the controller's database"
+    else:
+        why = "the control plane URL is a database's, not an http(s):// server's"
+    return InvalidRequest(
+        name, "ControlPlaneUnreachable", f"its instances cannot reach it: {why}", fix
+    )
+
+
+def _loopback(url: str) -> bool:
+    host = (urllib.parse.urlsplit(url).hostname or "").lower()
+    if host in ("localhost", "", "0.0.0.0", "::"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host.endswith(".localhost")
 
 
 def finite_or_none(value: float | None) -> float | None:

@@ -125,6 +125,8 @@ class FakeProvider(Provider, ReservedCapacity, ClockKeeper):
     the reserved pools it holds (each of an offering it sells).
     """
 
+    shares_host_network = True  # an in-memory cloud on this host (extensions.SharesHostNetwork)
+
     def __init__(
         self,
         name: str = FAKE_NAME,

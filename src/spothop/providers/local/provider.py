@@ -95,6 +95,7 @@ class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory, ClockKeeper, G
     # Every instance is a process on this machine: a multi-node group rendezvouses on the
     # loopback (docs/multinode.md). The controller's executor reads it for MASTER_ADDR.
     group_rendezvous_host = "127.0.0.1"
+    shares_host_network = True  # its instances reach a loopback control plane (SharesHostNetwork)
 
     def __init__(
         self,

@@ -1,8 +1,10 @@
 """The one small HTTP client of ``spothop server``: JSON over standard-library ``urllib``, a bearer token.
 
-The agent's HTTP control plane (:mod:`spothop.controlplane.http`) and the
-CLI's remote mode (:mod:`spothop.cli.remote`) both send through it, and each
-turns its three failures into its own errors and messages:
+The agent's HTTP control plane (:mod:`spothop.controlplane.http`), the HTTP
+shard queue (:mod:`spothop.queue.http_backend`) and the CLI's remote mode
+(:mod:`spothop.cli.remote`) send through it (a ground-floor module: it imports
+only the standard library), and each turns its three failures into its own
+errors and messages:
 
 - :class:`HttpStatus` — the server answered 4xx or 5xx: its ``code``, the
   first :data:`ERROR_BODY_BYTES` of its body, its headers (``Retry-After``);
