@@ -18,9 +18,6 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.pop("COLUMNS", None)
 
-# Issue N: the local cloud's instances run unisolated until the suite is migrated.
-os.environ.setdefault("SPOTHOP_LOCAL_ISOLATION", "off")
-
 # Real traces, prices, catalogs and nvidia-smi outputs are read in place from
 # ../shared/data (never copied into the project); SPOTHOP_SHARED_DATA points elsewhere.
 SHARED_DATA = Path(

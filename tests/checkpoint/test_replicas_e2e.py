@@ -8,14 +8,12 @@ us-central1, speed 5). The preemption is injected once the replicas hold a durab
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from spothop.checkpoint.replicas import read_restore_records
-from spothop.jobs.launcher import job_dir
 from tests.checkpoint import replica_train
 from tests.jobs.e2e import numpy_train
-from tests.jobs.e2e.conftest import Harness, harness  # noqa: F401 - the e2e harness fixture
+from tests.jobs.e2e.conftest import Harness, harness, script_job  # noqa: F401 - the e2e harness fixture
 from tests.jobs.e2e.test_training import newest_step
 from tests.waiting import wait_for
 
@@ -42,14 +40,13 @@ def test_the_next_instance_restores_from_its_own_regions_replica(
         "tolerance": "aggressive",
         "zones": ["us-central1-a", "us-east-1a"],
         "checkpoint": {"url": str(h.tmp / "ckpt"), "replicas": replicas},
-        "run": f"{sys.executable} {replica_train.__file__} {TOTAL} {out} "
-        f"--step-sleep {STEP_SLEEP_S}",
+        **script_job(replica_train.__file__, TOTAL, out, "--step-sleep", STEP_SLEEP_S),
     }
     job_id = h.launch(spec)
 
     def training(exclude: set[str]) -> Any:
         for i in h.running(job_id):
-            control = job_dir(job_id) / "agents" / i.tags["spothop-attempt"] / "control"
+            control = h.agent_dir(i) / "control"
             if i.instance_id not in exclude and (control / "stop-callback").exists():
                 return i
         return None

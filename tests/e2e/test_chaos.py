@@ -43,7 +43,6 @@ import contextlib
 import io
 import json
 import math
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,7 +64,7 @@ from spothop.observe.ledger import Ledger
 from spothop.providers.base import Instance, InstanceState
 from spothop.queue import OutputStore, open_queue
 from tests.examples.conftest import EXAMPLES, embed_model  # noqa: F401  (the shared model)
-from tests.jobs.e2e.conftest import Harness, running_harness
+from tests.jobs.e2e.conftest import Harness, running_harness, script_job
 from tests.waiting import poll_until, wait_for
 
 DEMO_WORLD = EXAMPLES / "worlds" / "demo.yaml"
@@ -138,7 +137,7 @@ def embed_spec(tmp: Path, size: Size) -> dict[str, Any]:
         "market": "spot",
         "tolerance": "aggressive",
         # No --output: the worker reads $SPOTHOP_OUTPUT_URL, the launcher's batch.output.
-        "run": f"{sys.executable} {EXAMPLES / 'embed' / 'embed.py'}",
+        **script_job(EXAMPLES / "embed" / "embed.py"),
         "envs": {"BATCH_SIZE": str(BATCH_SIZE), "EMBED_THREADS": "1", "EMBED_DEVICE": "cpu"},
         "batch": {
             "inputs": [str(data / "*.jsonl")],
@@ -155,8 +154,15 @@ def finetune_spec(tmp: Path, size: Size) -> dict[str, Any]:
         "market": "spot",
         "tolerance": "aggressive",
         "checkpoint": {"url": str(tmp / "ckpt")},
-        "run": f"{sys.executable} {script} --steps {size.steps} "
-        f"--step-sleep {size.step_sleep_s} --out {tmp / 'adapter.safetensors'}",
+        **script_job(
+            script,
+            "--steps",
+            size.steps,
+            "--step-sleep",
+            size.step_sleep_s,
+            "--out",
+            tmp / "adapter.safetensors",
+        ),
     }
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,7 +36,7 @@ from spothop.state.agent_tables import agent_events
 from spothop.state.auth_tables import api_tokens
 from spothop.state.tokens import TokenStore
 from tests.conftest import POSTGRES_URL, REDIS_URL
-from tests.jobs.e2e.conftest import SLOW_TERMINATE, SPEED, Harness, running_harness
+from tests.jobs.e2e.conftest import SLOW_TERMINATE, SPEED, Harness, running_harness, script_job
 from tests.server.live import LiveServer
 from tests.waiting import wait_for
 
@@ -115,7 +114,7 @@ def embed_spec(tmp: Path) -> dict[str, Any]:
         "workers": 2,
         "market": "spot",
         "tolerance": "aggressive",
-        "run": f"{sys.executable} {EXAMPLES / 'embed' / 'embed.py'}",
+        **script_job(EXAMPLES / "embed" / "embed.py"),
         "envs": {"BATCH_SIZE": "8", "EMBED_THREADS": "1", "EMBED_DEVICE": "cpu"},
         "batch": {
             "inputs": [str(tmp / "embed-data" / "*.jsonl")],

@@ -130,11 +130,10 @@ def check_acknowledged_events(h: Harness, job_id: str, must: set[str]) -> None:
     emergency protocol holding its events until its worker's leases went back) dies with what
     it had not sent: no control plane acknowledged those, and none can get them back.
     """
-    from spothop.jobs.launcher import job_dir
     from spothop.state.agent_tables import agent_events
 
     logged: dict[str, set[str]] = {}
-    for path in (job_dir(job_id) / "agents").glob("*/events.jsonl"):
+    for path in (p / "events.jsonl" for p in h.agent_dirs(job_id) if (p / "events.jsonl").exists()):
         events = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
         if any(e["kind"] == "exited" for e in events):
             logged[str(events[0]["instance_id"])] = {str(e["event_id"]) for e in events}

@@ -142,9 +142,11 @@ def _run_replica(
     import signal
     import threading
 
+    from spothop.controlplane.dist import distribution_for
     from spothop.db import default_database_url
     from spothop.jobs.controller.replica import DEFAULT_PERIOD_S, run_replica
     from spothop.observe.ledger import close_books
+    from spothop.paths import spothop_home
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -164,6 +166,10 @@ def _run_replica(
             queue_url=queue_url,
             period_s=period or DEFAULT_PERIOD_S,
             control_plane_url=control_plane_url,
+            # the server at control_plane_url serves this spothop's wheel (its /v1/dist/…)
+            distribution=(
+                distribution_for(control_plane_url, spothop_home()) if control_plane_url else None
+            ),
         )
     finally:
         for sig, handler in previous.items():

@@ -35,8 +35,8 @@ from pathlib import Path
 
 import spothop
 from spothop.providers.base import Distribution
+from spothop.wire.routes import dist_url
 
-DIST_ROUTE = "/v1/dist"
 NAME = "spothop"
 # Raised when the wheel's layout changes, so a cache built by an older spothop is not reused.
 FORMAT = "1"
@@ -203,7 +203,7 @@ def distribution_for(base_url: str, home: Path) -> Distribution:
     """The :class:`Distribution` a launch carries: the wheel at ``base_url``'s ``/v1/dist/``."""
     wheel = build_wheel(home)
     return Distribution(
-        url=f"{base_url.rstrip('/')}{DIST_ROUTE}/{wheel.filename}",
+        url=dist_url(base_url, wheel.filename),
         sha256=wheel.sha256,
         filename=wheel.filename,
     )

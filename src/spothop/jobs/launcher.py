@@ -72,7 +72,9 @@ Contracts:
   the network): no controller fact on the instance. No ``SPOTHOP_HOME``, no wake
   socket, the agent's state under :data:`INSTANCE_STATE_ROOT` (``/<attempt>``),
   the worker's output in ``<state dir>/worker.log``, and the interpreter plain
-  ``python`` (found through the boot script's ``PATH``). It needs a control
+  ``python`` (found through the boot script's ``PATH``), and the job's code fetched
+  from the control plane (``--code-url``, ``--code-sha256``) into
+  :data:`INSTANCE_WORKDIR`, the worker's working folder. It needs a control
   plane URL: the database plane's instances share the controller's disk.
 - Nothing here launches anything: the executor hands the result to
   ``provider.launch``.
@@ -85,7 +87,7 @@ import shlex
 import sys
 import zlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +99,7 @@ from spothop.paths import spothop_home
 from spothop.state.wake import WAKE_SOCKET_ENV, wake_address
 from spothop.wire.contract import TOKEN_ENV
 from spothop.wire.logs import worker_log_path
+from spothop.wire.routes import code_url
 
 RATE_ENV = _RATE_ENV  # the same variable the checkpoint library reads
 NODE_RANK_ENV = "SPOTHOP_NODE_RANK"
@@ -128,6 +131,7 @@ GROUP_PORT_COUNT = 20_000
 # per attempt, on the instance's own disk; the worker's output file is in it) and its interpreter.
 INSTANCE_STATE_ROOT = "/var/lib/spothop/agent"
 INSTANCE_PYTHON = "python"
+INSTANCE_WORKDIR = "/var/lib/spothop/workdir"  # where the agent unpacks the job's code
 DATABASE_QUEUE_SCHEMES = ("sqlite", "postgresql", "postgres")
 
 
@@ -361,6 +365,7 @@ def bootstrap(
     zone: str | None = None,
     gpu_count: int | None = None,
     instance_local: bool = False,
+    code_sha256: str | None = None,
 ) -> Bootstrap:
     """The bootstrap command and environment of one attempt (see the module docstring).
 
@@ -374,7 +379,10 @@ def bootstrap(
     queue is then reached through it (:func:`instance_queue_url`).
 
     ``instance_local`` (with an ``http(s)://`` ``control_plane`` only): the instance's own paths
-    and interpreter, no controller fact (module docstring).
+    and interpreter, no controller fact (module docstring). With ``code_sha256`` (the job's
+    packed workdir, stored by the control plane) the agent fetches the code from the control
+    plane and unpacks it into :data:`INSTANCE_WORKDIR`, the worker's working folder: the spec's
+    ``workdir`` is the controller's folder, never named on the instance.
     """
     home = home or spothop_home()
     queue_url = instance_queue_url(work.queue_url, control_plane)
@@ -403,6 +411,11 @@ def bootstrap(
         command += ["--queue-url", queue_url]
     if work.checkpoint_url:
         command += ["--checkpoint-url", work.checkpoint_url]
+    if instance_local:
+        if code_sha256:
+            command += ["--code-url", code_url(control_plane or "", code_sha256)]
+            command += ["--code-sha256", code_sha256, "--workdir", INSTANCE_WORKDIR]
+        work = replace(work, workdir=None)  # the agent's --workdir, or the instance's own cwd
     command += ["--", *worker_command(work, log_path)]
     env = {str(k): str(v) for k, v in work.envs.items()}
     if not instance_local:  # the database plane's instances share the controller's disk

@@ -15,7 +15,10 @@ import socket
 import threading
 import time
 
+from spothop.controlplane.dist import distribution_for
 from spothop.errors import ConfigError
+from spothop.paths import spothop_home
+from spothop.providers.base import Distribution
 
 log = logging.getLogger(__name__)
 
@@ -25,12 +28,16 @@ STOP_TIMEOUT_S = 10.0
 
 
 class AgentApiServer:
-    """The agent API served on ``url`` from a thread; :meth:`shutdown` stops it."""
+    """The agent API served on ``url`` from a thread; :meth:`shutdown` stops it.
+    ``distribution``: the wheel it serves (``GET /v1/dist/…``), which the launches carry."""
 
-    def __init__(self, server: object, thread: threading.Thread, url: str) -> None:
+    def __init__(
+        self, server: object, thread: threading.Thread, url: str, distribution: Distribution
+    ) -> None:
         self._server = server
         self._thread = thread
         self.url = url
+        self.distribution = distribution
 
     def shutdown(self) -> None:
         """Stop listening (uvicorn's ``should_exit``), and wait for the thread (bounded)."""
@@ -90,4 +97,4 @@ def serve_agent_api(port: int | None, store_url: str, queue_url: str) -> AgentAp
         time.sleep(0.02)
     url = f"http://{HOST}:{bound}"
     log.info("agent API on %s", url)
-    return AgentApiServer(server, thread, url)
+    return AgentApiServer(server, thread, url, distribution_for(url, spothop_home()))

@@ -18,6 +18,7 @@ import contextlib
 import io
 import json
 import os
+import shlex
 import signal
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ import yaml
 
 from spothop.cli.main import main
 from spothop.jobs.controller import daemon
+from spothop.jobs.launcher import INSTANCE_STATE_ROOT
 from spothop.jobs.records import JobRecord
 from spothop.jobs.store import JobStore
 from spothop.providers.base import Instance, InstanceState
@@ -156,6 +158,19 @@ class Harness:
             if i.state.is_alive and (job_id is None or i.tags.get("spothop-job") == job_id)
         ]
 
+    def agent_dir(self, instance: Instance) -> Path:
+        """The agent's state folder on ``instance``'s own disk (its events, its control files):
+        the test looks into the instance as an operator on it would; nothing of it is on the
+        controller's disk."""
+        row = self.providers[instance.provider].store.instance(instance.instance_id)
+        assert row is not None, instance
+        state = Path(INSTANCE_STATE_ROOT.lstrip("/")) / instance.tags["spothop-attempt"]
+        return Path(row["directory"]) / "root" / state
+
+    def agent_dirs(self, job_id: str) -> list[Path]:
+        """:meth:`agent_dir` of every instance the job has had."""
+        return [self.agent_dir(i) for i in self.instances() if i.tags.get("spothop-job") == job_id]
+
     def running(self, job_id: str) -> list[Instance]:
         return [i for i in self.alive(job_id) if i.state is InstanceState.RUNNING]
 
@@ -190,6 +205,14 @@ class Harness:
             return job if job.state.final else None
 
         return wait_for(ended, timeout_s, what=what, interval_s=0.2)
+
+
+def script_job(script: Path | str, *args: object) -> dict[str, str]:
+    """The ``workdir`` and ``run`` of a job that runs ``script`` with ``args``: its folder is
+    packed and uploaded at launch, and the instance runs it from there with its own
+    ``python`` (an instance sees nothing of this machine's disk but the world's buckets)."""
+    path = Path(script)
+    return {"workdir": str(path.parent), "run": shlex.join(["python", path.name, *map(str, args)])}
 
 
 def bucketed(world: dict[str, Any], folder: Path) -> dict[str, Any]:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 from spothop.queue import open_queue
 from spothop.queue.outputs import OutputStore
-from tests.jobs.e2e.conftest import HERE, Harness
+from tests.jobs.e2e.conftest import HERE, Harness, script_job
 from tests.waiting import wait_for
 
 SHARDS = 2000
@@ -32,7 +31,7 @@ def batch_spec(tmp: Path, name: str = "embed", shards: int = SHARDS) -> dict[str
         "workers": 4,
         "market": "spot",
         "tolerance": "aggressive",
-        "run": f"{sys.executable} {HERE / 'batch_worker.py'} {tmp / f'out-{name}'}",
+        **script_job(HERE / "batch_worker.py", tmp / f"out-{name}"),
         "batch": {
             "inputs": [str(data / "*.jsonl")],
             "records_per_shard": 1,

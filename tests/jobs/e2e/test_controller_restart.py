@@ -20,7 +20,6 @@ attempt added was also ended).
 from __future__ import annotations
 
 import json
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -29,12 +28,11 @@ import pytest
 from sqlalchemy import select
 
 from spothop.jobs.controller import TAG_JOB, daemon
-from spothop.jobs.launcher import job_dir
 from spothop.jobs.lifecycle import AttemptState, JobState, check_transition
 from spothop.providers.base import Instance
 from spothop.state.agent_tables import agent_events
 from tests.jobs.e2e import numpy_train
-from tests.jobs.e2e.conftest import Harness
+from tests.jobs.e2e.conftest import Harness, script_job
 from tests.jobs.e2e.test_batch import batch_spec, check_exactly_once
 from tests.waiting import wait_for
 
@@ -69,7 +67,7 @@ def test_two_sigkills_lose_no_job_no_instance_and_no_event(harness: Harness) -> 
             "market": "spot",
             "tolerance": "aggressive",
             "checkpoint": {"url": str(h.tmp / "ckpt")},
-            "run": f"{sys.executable} {numpy_train.__file__} {TOTAL} {out} --step-sleep {STEP_SLEEP_S}",
+            **script_job(numpy_train.__file__, TOTAL, out, "--step-sleep", STEP_SLEEP_S),
         },
         "task.yaml",
     )
@@ -247,7 +245,7 @@ def check_instances(h: Harness, job_id: str) -> None:
 def check_agent_events(h: Harness, job_id: str) -> None:
     """Every event an agent of the job logged on its instance reached the store."""
     logged: set[str] = set()
-    for path in (job_dir(job_id) / "agents").glob("*/events.jsonl"):
+    for path in (p / "events.jsonl" for p in h.agent_dirs(job_id) if (p / "events.jsonl").exists()):
         for line in path.read_text().splitlines():
             if line.strip():
                 logged.add(json.loads(line)["event_id"])

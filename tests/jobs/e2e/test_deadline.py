@@ -18,7 +18,6 @@ provider's (5 simulated seconds per wall second here), so the assertions read th
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ import pytest
 from spothop.errors import ConfigError
 from spothop.jobs.controller.config import DEADLINE_TICK_ENV, config_from_env
 from tests.jobs.e2e import deadline_worker
-from tests.jobs.e2e.conftest import SPEED, running_harness
+from tests.jobs.e2e.conftest import SPEED, running_harness, script_job
 
 TICK_S = 2.0  # seconds per deadline decision
 TRACE_TICK_S = 10
@@ -78,7 +77,7 @@ def test_a_deadline_job_switches_to_on_demand_by_the_safety_rule_and_finishes_in
                 "deadline": DEADLINE_S,
                 "work": WORK_S,
                 "deadline_policy": "greedy",
-                "run": f"{sys.executable} {SCRIPT}",
+                **script_job(SCRIPT),
                 "envs": {"PROGRESS_FILE": str(tmp_path / "progress"), "WORK_WALL_S": WORK_WALL_S},
             }
         )

@@ -3,7 +3,6 @@ store through its agent's heartbeat, and ``status --json`` carries it as ``progr
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +10,7 @@ from rich.console import Console
 
 from spothop.cli.jobs import _progress
 from tests.jobs.e2e import numpy_train
-from tests.jobs.e2e.conftest import Harness
+from tests.jobs.e2e.conftest import Harness, script_job
 from tests.waiting import wait_for
 
 SCRIPT = Path(numpy_train.__file__)
@@ -24,7 +23,7 @@ def test_the_live_view_shows_the_training_step_of_a_task(harness: Harness) -> No
         "market": "spot",
         "checkpoint": {"url": str(h.tmp / "ckpt")},
         # Long enough never to finish here: the test cancels it once a step is seen.
-        "run": f"{sys.executable} {SCRIPT} 10000000 {h.tmp / 'final.bin'} --step-sleep 0.01",
+        **script_job(SCRIPT, 10000000, h.tmp / "final.bin", "--step-sleep", 0.01),
     }
     job_id = h.launch(spec)
 

@@ -12,17 +12,15 @@ to the other.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
 
 from spothop.checkpoint import list_checkpoints
-from spothop.jobs.launcher import job_dir
 from spothop.state.agent_tables import agent_events
 from tests.jobs.e2e import numpy_train
-from tests.jobs.e2e.conftest import Harness
+from tests.jobs.e2e.conftest import Harness, script_job
 from tests.waiting import wait_for
 
 TOTAL = 200  # steps
@@ -65,7 +63,7 @@ def test_training_survives_preemptions_on_two_clouds_bit_identical(harness: Harn
         "tolerance": "aggressive",
         "zones": ["us-central1-a", "us-east-1a"],
         "checkpoint": {"url": str(ckpt)},
-        "run": (f"{sys.executable} {SCRIPT} {TOTAL} {out} --step-sleep {STEP_SLEEP_S}"),
+        **script_job(SCRIPT, TOTAL, out, "--step-sleep", STEP_SLEEP_S),
     }
     job_id = h.launch(spec)
     preempted: list[Any] = []
@@ -76,7 +74,7 @@ def test_training_survives_preemptions_on_two_clouds_bit_identical(harness: Harn
         def progressing() -> Any:
             # Running, and its worker has restored and trained a step (it registered for stops).
             for i in h.running(job_id):
-                control = job_dir(job_id) / "agents" / i.tags["spothop-attempt"] / "control"
+                control = h.agent_dir(i) / "control"
                 if i.instance_id not in preempted and (control / "stop-callback").exists():
                     return i
             return None

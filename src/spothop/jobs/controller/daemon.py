@@ -56,7 +56,7 @@ from spothop.processes import process_running
 if TYPE_CHECKING:
     from spothop.jobs.controller.loop import AfterPass, Loop
     from spothop.jobs.store import JobStore
-    from spothop.providers.base import Provider
+    from spothop.providers.base import Distribution, Provider
     from spothop.providers.catalog_schedule import DailyRefresh
 
 
@@ -67,9 +67,12 @@ class Stoppable(Protocol):
 
 
 class AgentApi(Stoppable, Protocol):
-    """The agent API a controller serves its instances: its ``url``, and :meth:`shutdown`."""
+    """The agent API a controller serves its instances: its ``url``, the wheel it serves
+    (``distribution``: each instance's boot script installs spothop from it), and
+    :meth:`shutdown`."""
 
     url: str
+    distribution: Distribution
 
 
 # serve(port, store, queue_url) -> a server with shutdown(): the /metrics endpoint's maker.
@@ -401,6 +404,7 @@ def run_controller(
             after_pass=after_pass,
             config=config_from_env(os.environ),
             control_plane_url=agents_url,
+            distribution=agents.distribution if agents is not None else None,
         )
         catalogs = daily_catalog_refresh(controller.providers, home)
 

@@ -54,7 +54,7 @@ from spothop.jobs.controller.launch import RACE_TIMEOUT_S, LaunchSteps
 from spothop.jobs.lifecycle import AttemptState, EndReason, JobState
 from spothop.jobs.records import AttemptRecord
 from spothop.jobs.store import JobStore
-from spothop.providers.base import Provider
+from spothop.providers.base import Distribution, Provider
 
 if TYPE_CHECKING:
     from spothop.state.tokens import TokenStore
@@ -113,8 +113,11 @@ class Executor(LaunchSteps):
         wake_address: str | None = None,
         control_plane_url: str | None = None,
         token_grace_s: float = DEFAULT_TOKEN_GRACE_S,
+        distribution: Distribution | None = None,
     ) -> None:
         self.store = store
+        # The wheel the control plane serves (the boot script installs spothop from it).
+        self.distribution = distribution
         self.wake_address = wake_address  # the agents' store process pokes it (None: the home's)
         self.control_plane_url = control_plane_url  # server mode: agents talk HTTP, with tokens
         # instance id → the job its tag names, as the last pass listed (a Terminate without a job)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from spothop.jobs.store import JobStore
-from spothop.providers.base import Provider
+from spothop.providers.base import Distribution, Provider
 
 if TYPE_CHECKING:
     from spothop.state.tokens import TokenStore
@@ -41,6 +41,7 @@ class ExecutorBase:
     wake: Callable[[], object]
     wake_address: str | None
     control_plane_url: str | None
+    distribution: Distribution | None
     parallel_k: int
     race_timeout_s: float
     step_timeout_s: float

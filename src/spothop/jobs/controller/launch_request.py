@@ -36,13 +36,19 @@ class LaunchRequests(AgentTokens):
     """Builds each attempt's launch request (module docstring)."""
 
     def _request(
-        self, spec: JobSpec, job_id: str, attempt: AttemptRecord, candidate: Candidate
+        self,
+        spec: JobSpec,
+        job_id: str,
+        attempt: AttemptRecord,
+        candidate: Candidate,
+        code_sha256: str | None = None,
     ) -> LaunchRequest:
         provider = self.providers.get(attempt.provider)
         refusal = unreachable_control_plane(attempt.provider, provider, self.control_plane_url)
         if refusal is not None:
             raise refusal
         work = worker_command(spec, self.queue_url)
+        instance_local = (self.control_plane_url or "").startswith(("http:", "https:"))
         boot = bootstrap(
             work,
             job_id=job_id,
@@ -60,9 +66,11 @@ class LaunchRequests(AgentTokens):
             agent_token=self._agent_token(job_id, attempt),
             zone=attempt.zone or None,
             gpu_count=candidate.offering.gpu_count,
-            # A real cloud's instance shares nothing with the controller: no path of its disk.
-            # The local cloud's instances still share it (its logs, its state) until isolated.
-            instance_local=bool(self.control_plane_url) and not shares_host_network(provider),
+            # An instance shares nothing with the controller but the network: no path of its
+            # disk, its code from the control plane (the database plane's instances are the
+            # unisolated local cloud's, which share the controller's disk).
+            instance_local=instance_local,
+            code_sha256=code_sha256,
         )
         return LaunchRequest(
             instance_type=attempt.instance_type,
@@ -71,6 +79,7 @@ class LaunchRequests(AgentTokens):
             spot=str(attempt.market_kind) == "spot",
             reservation=self._reservation_for(attempt),
             image=spec.image,
+            distribution=self.distribution if instance_local else None,
             bootstrap_command=boot.command,
             env=boot.env,
             name=f"{job_id}-{attempt.node}",

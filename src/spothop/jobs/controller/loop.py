@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from spothop.jobs.controller.views import Observation
     from spothop.jobs.records import JobLease
     from spothop.jobs.store import JobStore
-    from spothop.providers.base import Provider
+    from spothop.providers.base import Distribution, Provider
 
 log = logging.getLogger(__name__)
 
@@ -174,6 +174,7 @@ class Controller:
         leases: HeldLeases | None = None,
         control_plane_url: str | None = None,
         token_grace_s: float | None = None,
+        distribution: Distribution | None = None,
     ) -> None:
         """``after_pass``: hooks run after each pass's actions with the store, the providers
         and the pass's observation (the ledger's books, from the front that starts the
@@ -186,7 +187,8 @@ class Controller:
         "Replicas"). ``None``: every job of the store (the home's one daemon).
         ``control_plane_url``: the server the agents talk to (server mode: each instance gets
         a token of its own, revoked ``token_grace_s`` after its attempt ended and its instance
-        went), else the store itself."""
+        went), else the store itself; ``distribution``: the wheel it serves, which each
+        instance's boot script installs spothop from."""
         from spothop.jobs.controller.events import CURSOR_NAME
         from spothop.jobs.controller.executor import DEFAULT_TOKEN_GRACE_S, Executor
         from spothop.jobs.controller.observe import Observer
@@ -219,6 +221,7 @@ class Controller:
             wake_address=wake_address,
             control_plane_url=control_plane_url,
             token_grace_s=DEFAULT_TOKEN_GRACE_S if token_grace_s is None else token_grace_s,
+            distribution=distribution,
         )
         self.last_actions: list[Action] = []
         self.last_reports: list[StepReport] = []

@@ -68,7 +68,7 @@ from spothop.jobs.store import JobStore
 if TYPE_CHECKING:
     from spothop.jobs.controller.config import ControllerConfig
     from spothop.jobs.controller.loop import AfterPass, Controller, Loop
-    from spothop.providers.base import Provider
+    from spothop.providers.base import Distribution, Provider
     from spothop.state.wake import Waker
 
 log = logging.getLogger(__name__)
@@ -283,6 +283,7 @@ def run_replica(
     max_jobs: int | None = None,
     control_plane_url: str | None = None,
     on_ready: Callable[[Controller], object] | None = None,
+    distribution: Distribution | None = None,
 ) -> ReplicaStats:
     """Run one controller replica on ``store_url`` in this thread until ``stop_event`` is set.
 
@@ -292,7 +293,8 @@ def run_replica(
     its defaults). ``after_pass``: the front's hooks (the ledger's books).
     ``control_plane_url``: the server the agents talk to (server mode: each instance gets
     its own token, revoked once its attempt ended and its instance has been gone
-    ``$SPOTHOP_AGENT_TOKEN_GRACE_S``, default 120 s). ``on_ready``
+    ``$SPOTHOP_AGENT_TOKEN_GRACE_S``, default 120 s), and ``distribution`` the wheel it
+    serves (the instances install spothop from it). ``on_ready``
     gets the :class:`Controller` once the first claim is made. Leases are
     released on the way out (module docstring, 4).
     """
@@ -322,6 +324,7 @@ def run_replica(
         leases=held,
         control_plane_url=control_plane_url,
         token_grace_s=token_grace_from_env(os.environ),
+        distribution=distribution,
     )
     loop = Loop(controller.run_pass, waker, period_s)
 
