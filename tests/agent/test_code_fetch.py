@@ -130,3 +130,60 @@ def test_an_unsafe_member_is_refused_before_anything_is_written(
 def test_the_archive_hash_is_the_files_sha256(tmp_path: Path) -> None:
     packed = _packed(tmp_path)
     assert hashlib.sha256(packed.path.read_bytes()).hexdigest() == packed.sha256
+
+
+def _tar_of(*members: tuple[tarfile.TarInfo, bytes]) -> bytes:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:gz") as tar:
+        for member, data in members:
+            member.size = len(data) if member.isfile() else 0
+            tar.addfile(member, io.BytesIO(data) if member.isfile() else None)
+    return out.getvalue()
+
+
+def _info(
+    name: str, kind: bytes = tarfile.REGTYPE, link: str = "", mode: int = 0o644
+) -> tarfile.TarInfo:
+    member = tarfile.TarInfo(name)
+    member.type, member.linkname, member.mode = kind, link, mode
+    return member
+
+
+def test_a_chain_of_links_that_leads_out_is_not_written_through(tmp_path: Path) -> None:
+    data = _tar_of(
+        (_info("s", tarfile.DIRTYPE, mode=0o755), b""),
+        (_info("s/b", tarfile.SYMTYPE, ".."), b""),  # the workdir itself
+        (_info("a", tarfile.SYMTYPE, "s/b/.."), b""),  # looks like "s", is the workdir's parent
+        (_info("a/escaped.txt"), b"x"),
+    )
+    with pytest.raises(CodeFetchError, match="a link would put out of the workdir"):
+        unpack(data, tmp_path / "wd")
+    assert not (tmp_path / "escaped.txt").exists()
+
+
+def test_links_already_in_the_workdir_are_never_written_through(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_text("kept")
+    work = tmp_path / "wd"
+    work.mkdir()
+    (work / "f").symlink_to(outside / "secret")
+    (work / "d").symlink_to(outside)
+    assert unpack(_tar_of((_info("f"), b"new")), work) == 1
+    assert not (work / "f").is_symlink() and (work / "f").read_text() == "new"
+    assert (outside / "secret").read_text() == "kept"
+    with pytest.raises(CodeFetchError, match="out of the workdir"):
+        unpack(_tar_of((_info("d/x"), b"x")), work)
+    assert not (outside / "x").exists()
+
+
+def test_modes_lose_setuid_and_group_write_as_the_tar_filter_does(tmp_path: Path) -> None:
+    data = _tar_of(
+        (_info("run", mode=0o4777), b"#!/bin/sh\n"),
+        (_info("plain", mode=0o666), b""),
+        (_info("same", tarfile.LNKTYPE, "plain"), b""),
+    )
+    assert unpack(data, tmp_path / "wd") == 2
+    assert (tmp_path / "wd" / "run").stat().st_mode & 0o7777 == 0o755
+    assert (tmp_path / "wd" / "plain").stat().st_mode & 0o7777 == 0o644
+    assert (tmp_path / "wd" / "same").samefile(tmp_path / "wd" / "plain")

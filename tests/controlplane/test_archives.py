@@ -3,6 +3,7 @@ size limit naming the largest files, and one line for each bad input."""
 
 from __future__ import annotations
 
+import gzip
 import os
 import tarfile
 from pathlib import Path
@@ -124,3 +125,19 @@ def test_an_unreadable_file_is_named(tmp_path: Path) -> None:
             archives.store_workdir(work, tmp_path / "home")
     finally:
         (work / "sub" / "locked.txt").chmod(0o644)
+
+
+def test_what_does_not_compress_is_stored_and_any_reader_reads_it_all(tmp_path: Path) -> None:
+    noise = os.urandom(200_000)
+    text = b"def f(x):\n    return x\n" * 20_000
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "noise.bin").write_bytes(noise)
+    (work / "code.py").write_bytes(text)
+    (work / "tiny").write_bytes(b"t")
+    packed = archives.store_workdir(work, tmp_path / "home")
+    assert packed.archive_bytes < len(noise) + len(text) // 10  # the code shrank, the noise did not
+    with tarfile.open(packed.path) as tar:
+        got = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}  # type: ignore[union-attr]
+    assert got == {"code.py": text, "noise.bin": noise, "tiny": b"t"}
+    assert gzip.decompress(packed.path.read_bytes())[-1024:] == bytes(1024)

@@ -8,7 +8,10 @@ The contract:
    deciding; a folder left out is not entered, as git does).
 2. The archive is deterministic: members sorted, every time, owner and name
    fixed, modes ``0644``/``0755`` by the executable bit, gzip without a name
-   or a time: the same tree gives the same sha256.
+   or a time: the same tree gives the same sha256. Each file is read once,
+   straight into the archive; what does not shrink (judged on a sample of
+   each chunk) goes into stored gzip members, the rest is deflated at level
+   1, so packing costs little more than copying (any gzip reader reads it).
 3. Refused, each with one line (:class:`~spothop.errors.JobSpecError`): a
    ``workdir`` that is missing or a file; a file or folder that cannot be
    read (named); a bad ignore pattern (file and line named); a symbolic link
@@ -26,16 +29,17 @@ The contract:
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import io
 import os
 import re
 import stat
+import struct
 import tarfile
 import tempfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, BinaryIO
 
 import pathspec
 
@@ -50,6 +54,12 @@ MIB = 1024 * 1024
 # Level 1: a workdir is mostly code and data already compressed; level 6 costs ~3x the time
 # for a few percent less, and the pack is on the launch's path.
 GZIP_LEVEL = 1
+# A chunk is deflated when its first _SAMPLE_BYTES shrink to at most _PAYS_RATIO of their size
+# (deflating random bytes at level 1 costs ~4x deflating code, for nothing); chunks shorter
+# than the sample stay in the member that is open.
+_SAMPLE_BYTES = 2048
+_PAYS_RATIO = 0.9
+_GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # deflate, no name, time 0, OS unknown
 LARGEST_NAMED = 3
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _READ_CHUNK = 1024 * 1024
@@ -210,22 +220,60 @@ def check_size(entries: list[_Entry], max_bytes: int) -> int:
     return total
 
 
-class _HashingWriter(io.RawIOBase):
-    """A file that hashes and counts what is written through it."""
+class _Gzip:
+    """A gzip file written as members (RFC 1952 allows several, every reader joins them): a run
+    of data that compresses is deflated at :data:`GZIP_LEVEL`, a run that does not (random bytes,
+    data already compressed) is stored, so no time goes into compressing what does not shrink.
+    The sha256 and size of what is written are kept; every member has no name and no time."""
 
-    def __init__(self, out: io.BufferedWriter) -> None:
+    def __init__(self, out: BinaryIO) -> None:
         self.out = out
         self.digest = hashlib.sha256()
         self.count = 0
+        self.deflating: bool | None = None  # None: no member open
+        self.zipper: Any = None
+        self.crc = 0
+        self.size = 0
 
-    def writable(self) -> bool:
-        return True
+    def _put(self, data: bytes) -> None:
+        if data:
+            self.digest.update(data)
+            self.count += len(data)
+            self.out.write(data)
 
-    def write(self, data: bytes) -> int:  # type: ignore[override]
-        self.digest.update(data)
-        self.count += len(data)
-        self.out.write(data)
-        return len(data)
+    def write(self, data: bytes | memoryview, deflate: bool | None = None) -> None:
+        """Write ``data`` deflated or stored (``None``: in the open member, whichever it is)."""
+        if deflate is None:
+            deflate = True if self.deflating is None else self.deflating
+        if deflate != self.deflating:
+            self._end()
+            self._put(_GZIP_HEADER)
+            level = GZIP_LEVEL if deflate else 0
+            self.zipper = zlib.compressobj(level, zlib.DEFLATED, -zlib.MAX_WBITS)
+            self.deflating, self.crc, self.size = deflate, 0, 0
+        self.crc = zlib.crc32(data, self.crc)
+        self.size += len(data)
+        self._put(self.zipper.compress(data))
+
+    def _end(self) -> None:
+        if self.deflating is not None:
+            self._put(self.zipper.flush())
+            self._put(struct.pack("<II", self.crc, self.size & 0xFFFFFFFF))
+            self.deflating = None
+
+    def close(self) -> None:
+        if self.deflating is None:
+            self.write(b"")
+        self._end()
+
+
+def _pays(chunk: bytes) -> bool | None:
+    """Whether deflating ``chunk`` pays, judged on a sample (``None``: too small to matter)."""
+    if len(chunk) < _SAMPLE_BYTES:
+        return None
+    sample = chunk[:_SAMPLE_BYTES]
+    zipper = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)
+    return len(zipper.compress(sample) + zipper.flush()) <= _PAYS_RATIO * len(sample)
 
 
 def _member(entry: _Entry) -> tarfile.TarInfo:
@@ -242,26 +290,43 @@ def _member(entry: _Entry) -> tarfile.TarInfo:
     return member
 
 
-def write_archive(entries: list[_Entry], out: io.BufferedWriter) -> tuple[str, int]:
-    """Write the tar.gz of ``entries`` to ``out``; returns its sha256 and size in bytes."""
-    hashing = _HashingWriter(out)
-    with (
-        gzip.GzipFile(
-            filename="", mode="wb", fileobj=hashing, compresslevel=GZIP_LEVEL, mtime=0
-        ) as zipped,
-        tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as tar,
-    ):
-        for entry in entries:
-            member = _member(entry)
-            if entry.kind != "file":
-                tar.addfile(member)
-                continue
-            try:
-                with entry.path.open("rb") as data:
-                    tar.addfile(member, data)
-            except OSError as err:
-                raise JobSpecError(f"workdir: cannot read {entry.name}: {_reason(err)}") from None
-    return hashing.digest.hexdigest(), hashing.count
+def _copy_file(entry: _Entry, gz: _Gzip) -> None:
+    """Each file is read once, in chunks, straight into the archive (its size as listed)."""
+    left = entry.size_bytes
+    try:
+        with open(entry.path, "rb", buffering=0) as data:
+            while left:
+                chunk = data.read(min(left, _READ_CHUNK))
+                if not chunk:
+                    raise JobSpecError(
+                        f"workdir: {entry.name} changed while it was packed (it shrank); "
+                        "launch again once it is written"
+                    )
+                gz.write(chunk, _pays(chunk))
+                left -= len(chunk)
+    except OSError as err:
+        raise JobSpecError(f"workdir: cannot read {entry.name}: {_reason(err)}") from None
+    if entry.size_bytes % tarfile.BLOCKSIZE:
+        gz.write(bytes(tarfile.BLOCKSIZE - entry.size_bytes % tarfile.BLOCKSIZE))
+
+
+def write_archive(entries: list[_Entry], out: BinaryIO) -> tuple[str, int]:
+    """Write the tar.gz of ``entries`` to ``out`` (a POSIX pax tar, as :mod:`tarfile` writes it,
+    in gzip members: see :class:`_Gzip`); returns its sha256 and size in bytes."""
+    gz = _Gzip(out)
+    written = 0
+    for entry in entries:
+        header = _member(entry).tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
+        gz.write(header)
+        written += len(header)
+        if entry.kind == "file":
+            _copy_file(entry, gz)
+            written += -(-entry.size_bytes // tarfile.BLOCKSIZE) * tarfile.BLOCKSIZE
+    end = 2 * tarfile.BLOCKSIZE
+    end += -(written + end) % tarfile.RECORDSIZE
+    gz.write(bytes(end))
+    gz.close()
+    return gz.digest.hexdigest(), gz.count
 
 
 def code_dir(home: Path) -> Path:
