@@ -4,8 +4,10 @@ An instance shares nothing with the controller but the network. The launch
 request is built the way the controller builds one (the executor's
 ``_request``: the job's spec, a candidate, a stored attempt, the agent's
 command and env from :func:`spothop.jobs.launcher.bootstrap`), in the
-embedded setup (a SQLite store in the home) and in server mode (a PostgreSQL
-store with a password, a public control-plane URL). Every real adapter's
+embedded setup (a SQLite store in the home, the agent API ``spothop controller
+run`` serves on loopback) and in server mode (a PostgreSQL store with a
+password, a public control-plane URL), with the control plane's wheel as the
+launch's distribution. Every real adapter's
 boot script for it (EC2 and Alibaba user-data, the Compute Engine startup
 script, each through its public render function, with the env each adapter
 adds) must not hold:
@@ -21,10 +23,6 @@ adds) must not hold:
 - ``controller_paths``: an absolute path of the controller's disk: the test's
   tmp folder (the home, the store, the job's workdir), the source tree, the
   user's home.
-
-The cases that fail until the lead removes the controller's facts from
-``jobs/launcher.py`` are marked ``xfail(strict=True)``; each one that starts
-passing fails the suite, so the marks are removed as they go.
 """
 
 from __future__ import annotations
@@ -45,7 +43,7 @@ from spothop.jobs.store import JobStore
 from spothop.market import ManualClock
 from spothop.providers.aliyun.userdata import render_user_data as aliyun_user_data
 from spothop.providers.aws.userdata import render_user_data as aws_user_data
-from spothop.providers.base import LaunchRequest
+from spothop.providers.base import Distribution, LaunchRequest
 from spothop.providers.gcp.userdata import render_startup_script as gcp_startup_script
 from spothop.testing import FakeProvider, make_market, make_offerings
 from tests.jobs.exec.test_executor import _candidate
@@ -72,6 +70,9 @@ DB_PASSWORD = "hunter2-db-password"
 SERVER_STORE = f"postgresql://spothop:{DB_PASSWORD}@db.internal:5432/spothop"
 SERVER_QUEUE = "redis://cache.internal:6379/0"  # a direct Redis queue (no password) is allowed
 CONTROL_PLANE = "https://spothop.example.com"
+# What `spothop controller run` gives its instances: its agent API on loopback (the local cloud's).
+EMBEDDED_CONTROL_PLANE = "http://127.0.0.1:8765"
+WHEEL = "spothop-0.1.0-py3-none-any.whl"
 
 DATABASE_URL = re.compile(r"\b(?:sqlite|postgres(?:ql)?(?:\+\w+)?):", re.IGNORECASE)
 REDIS_WITH_PASSWORD = re.compile(r"\brediss?://[^\s/@]*:[^\s/@]+@")
@@ -117,9 +118,11 @@ def _build(tmp: Path, kind: str, server: bool) -> Built:
     where: dict[str, Any] = (
         {"store_url": SERVER_STORE, "queue_url": SERVER_QUEUE, "control_plane_url": CONTROL_PLANE}
         if server
-        else {"store_url": url}
+        else {"store_url": url, "control_plane_url": EMBEDDED_CONTROL_PLANE}
     )
-    executor = Executor(store, {provider.name: provider}, home=home, **where)
+    plane = where["control_plane_url"]
+    wheel = Distribution(f"{plane}/v1/dist/{WHEEL}", "0" * 64, WHEEL)
+    executor = Executor(store, {provider.name: provider}, home=home, distribution=wheel, **where)
     try:
         job_id = store.create_job(load_job(_spec(kind, workdir)))
         offering = provider.list_offerings()[0]
@@ -159,7 +162,9 @@ def render(adapter: str, request: LaunchRequest) -> str:
     override: the adapter's default)."""
     function, cloud = ADAPTERS[adapter]
     env = {"SPOTHOP_CLOUD": cloud, **request.env}
-    return function(request.bootstrap_command, env, image=request.image)
+    return function(
+        request.bootstrap_command, env, image=request.image, distribution=request.distribution
+    )
 
 
 def _paths(*paths: Path | str) -> list[str]:
@@ -201,30 +206,12 @@ FACTS: dict[str, Callable[[str, Built], list[str]]] = {
     f.__name__: f for f in (interpreter, home, database_url, credential, controller_paths)
 }
 
-LAUNCHER = "issue N: the lead removes controller facts from jobs/launcher.py"
-# (scenario, fact) pairs that fail on every adapter until then: the launcher's command starts
-# with sys.executable, its env carries SPOTHOP_HOME and the wake socket (in the home), its
-# --state-dir and the worker's log are in the home, the embedded control plane is the SQLite
-# store, and a task's `cd WORKDIR` names the controller's copy of the workdir.
-FAILING_TODAY: set[tuple[str, str]] = {
-    *((s, f) for s in SCENARIOS for f in ("interpreter", "home", "controller_paths")),
-    ("embedded-task", "database_url"),
-    ("embedded-batch", "database_url"),
-}
-
 
 def _cases() -> Iterator[Any]:
     for scenario in SCENARIOS:
         for fact in FACTS:
-            marks = (
-                [pytest.mark.xfail(strict=True, reason=LAUNCHER)]
-                if (scenario, fact) in FAILING_TODAY
-                else []
-            )
             for adapter in ADAPTERS:
-                yield pytest.param(
-                    adapter, scenario, fact, marks=marks, id=f"{adapter}-{scenario}-{fact}"
-                )
+                yield pytest.param(adapter, scenario, fact, id=f"{adapter}-{scenario}-{fact}")
 
 
 @pytest.mark.parametrize(("adapter", "scenario", "fact"), list(_cases()))

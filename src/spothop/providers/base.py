@@ -185,6 +185,9 @@ class Instance:
     name: str | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
     reservation: str | None = None  # the reserved pool it holds a slot of; None: spot or on-demand
+    # Why the cloud says it ended, in its words (EC2's StateReason; the local cloud's "boot
+    # script failed: <its console's last line>"); None while it lives or where the cloud says not.
+    state_reason: str | None = None
 
     @property
     def market(self) -> str:

@@ -41,7 +41,11 @@ def step_once(state: dict[str, Any]) -> None:
     rng.bit_generator.state = state["rng"]
     rows = rng.choice(SAMPLES, BATCH, replace=False)
     x, y = state["x"][rows], state["y"][rows]
-    grad = 2 * x.T @ (x @ state["w"] - y) / BATCH
+    # Sums, not BLAS products: OpenBLAS picks its kernels by the CPU and the environment
+    # (OPENBLAS_CORETYPE), and an instance's environment is its own, so `@` could round
+    # differently there than in the test's reference run.
+    residual = (x * state["w"]).sum(axis=1) - y
+    grad = 2 * (x * residual[:, None]).sum(axis=0) / BATCH
     state["velocity"] = 0.9 * state["velocity"] + grad
     state["w"] = state["w"] - 0.01 * state["velocity"]
     state["rng"] = rng.bit_generator.state

@@ -389,7 +389,10 @@ def _apply_instance(
         if view.exit_code is not None:  # its agent's exit was stored before the instance ended
             _apply_exit(change, siblings, view.exit_code, at, grouped)
         else:
-            change.finish(_ENDS[state], at, f"its instance is {state.value}")
+            # A failed instance says why (a boot script that failed: its console's last line).
+            failed = state is InstanceState.FAILED and instance.state_reason
+            why = f": {instance.state_reason}" if failed else ""
+            change.finish(_ENDS[state], at, f"its instance is {state.value}{why}")
         return
     if state is InstanceState.PENDING and view.state is AttemptState.LAUNCHING:
         change.set("its instance was accepted", state=AttemptState.PENDING)

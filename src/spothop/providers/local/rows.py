@@ -48,6 +48,7 @@ def instance_of(cloud: str, row: Mapping[str, Any]) -> Instance:
         name=row["name"],
         tags=row["tags"],
         reservation=row.get("reservation"),
+        state_reason=None if InstanceState(row["state"]).is_alive else row.get("end_reason"),
     )
 
 
