@@ -86,26 +86,17 @@ def controller_run(
             "--agent-port",
             min=1,
             max=65535,
-            help="serve the agent API on 127.0.0.1 at this port (default: a free port); the "
-            "URL is in controller.json (control_plane_url)",
+            help="the home's agent API (a process of its own, which outlives the controller) "
+            "listens on 127.0.0.1 at this port (default: its previous port, else a free one); "
+            "the URL is in controller.json (control_plane_url)",
         ),
     ] = None,
-    agent_api: Annotated[
-        bool,
-        typer.Option(
-            "--agent-api/--no-agent-api",
-            envvar="SPOTHOP_AGENT_API",
-            help="serve the agent API (default); --no-agent-api: agents write the store directly "
-            "(the database plane: instances on this host only; tests of a controller killed "
-            "while its instances report)",
-        ),
-    ] = True,
 ) -> int:
     """Run the controller in the foreground (what `spothop launch` starts in the background)."""
     from spothop.jobs.controller import daemon
     from spothop.observe.ledger import close_books
     from spothop.observe.metrics import serve
-    from spothop.server.agent_serve import serve_agent_api
+    from spothop.server.agent_process import ensure_agent_api
 
     # The front wires observability in: the ledger's books after every pass, and /metrics.
 
@@ -123,7 +114,7 @@ def controller_run(
         metrics_port=metrics_port,
         after_pass=(close_books,),
         serve_metrics=serve,
-        serve_agents=serve_agent_api if agent_api else None,
+        serve_agents=ensure_agent_api,
         agent_port=agent_port,
     )
 
@@ -179,29 +170,48 @@ def _run_replica(
 
 @controller_app.command("status")
 def controller_status(as_json: JsonOption = False) -> None:
-    """Whether this home's controller runs, and which (pid, store, log)."""
+    """Whether this home's controller runs, and which (pid, store, log); its agent API (url, pid)."""
     from spothop.jobs.controller import daemon
 
     info = daemon.status()
+    agents = daemon.agent_api_status()
     if as_json:
-        print_json({"running": info is not None, **(info.to_dict() if info else {})})
+        print_json(
+            {
+                "running": info is not None,
+                **(info.to_dict() if info else {}),
+                "agent_api": agents.to_dict() if agents else None,
+            }
+        )
         return
     if info is None:
         note("no controller runs for this home (spothop launch starts one)")
-        return
-    console.print(f"controller pid {info.pid}, store {info.store_url}, log {info.log}")
+    else:
+        console.print(f"controller pid {info.pid}, store {info.store_url}, log {info.log}")
+    if agents is not None:
+        console.print(f"agent API {agents.url}, pid {agents.pid}")
 
 
 @controller_app.command("stop")
 def controller_stop(as_json: JsonOption = False) -> None:
-    """Stop this home's controller; jobs and instances go on, the next controller adopts them."""
+    """Stop this home's controller, then its agent API; jobs and instances go on, the next
+    controller adopts them."""
     from spothop.jobs.controller import daemon
 
+    agents = daemon.agent_api_status()
     info = daemon.stop()
     if as_json:
-        print_json({"stopped": info is not None, **(info.to_dict() if info else {})})
+        print_json(
+            {
+                "stopped": info is not None,
+                **(info.to_dict() if info else {}),
+                "agent_api": agents.to_dict() if agents else None,
+            }
+        )
         return
     if info is None:
         note("no controller runs for this home")
     else:
         console.print(f"stopped the controller (pid {info.pid}); its jobs go on")
+    if agents is not None:
+        console.print(f"stopped the agent API {agents.url} (pid {agents.pid})")

@@ -1,19 +1,27 @@
-"""The embedded controller's agent API: :func:`create_agent_app` served on loopback, in a thread.
+"""The embedded controller's agent API: :func:`create_agent_app` on loopback.
 
-``spothop controller run`` (the home's one controller, no ``spothop server``)
-starts it before its loop: the instances of its jobs talk HTTP to it, each with
-a token of its own, as they talk to ``spothop server``
-(:mod:`spothop.controlplane.http`). The daemon never imports this module: the
-front passes :func:`serve_agent_api` in (``serve_agents``), as it passes the
-``/metrics`` server.
+Two ways to serve it:
+
+- ``python -m spothop.server.agent_serve --store URL --queue-url URL --fd N``
+  (:func:`main`): the home's agent API as a process of its own, on the listening
+  socket it inherits; :mod:`spothop.server.agent_process` starts it for
+  ``spothop controller run`` and it outlives the controller. SIGTERM stops it.
+- :func:`serve_agent_api`: in a thread of the calling process (tests).
+
+The daemon never imports this module: the front passes
+:func:`spothop.server.agent_process.ensure_agent_api` in (``serve_agents``), as it
+passes the ``/metrics`` server.
 """
 
 from __future__ import annotations
 
+import argparse
 import logging
 import socket
+import sys
 import threading
 import time
+from collections.abc import Sequence
 
 from spothop.controlplane.dist import distribution_for
 from spothop.errors import ConfigError
@@ -98,3 +106,48 @@ def serve_agent_api(port: int | None, store_url: str, queue_url: str) -> AgentAp
     url = f"http://{HOST}:{bound}"
     log.info("agent API on %s", url)
     return AgentApiServer(server, thread, url, distribution_for(url, spothop_home()))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Serve the agent API over ``--store`` and ``--queue-url`` on the listening socket ``--fd``
+    (inherited from the process that bound it) until SIGTERM or SIGINT; 0. Bad settings: one
+    line on stderr, 2."""
+    import uvicorn
+
+    from spothop.server.app import create_agent_app
+    from spothop.server.settings import Settings
+
+    parser = argparse.ArgumentParser(
+        prog="python -m spothop.server.agent_serve",
+        description="The home's agent API (started by `spothop controller run`).",
+    )
+    parser.add_argument("--store", required=True, help="the job store's URL")
+    parser.add_argument("--queue-url", required=True, help="the shard queue's URL")
+    parser.add_argument("--fd", type=int, required=True, help="the listening socket, inherited")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        settings = Settings(db_url=args.store, queue_url=args.queue_url, host=HOST, port=0)
+        settings.check()
+        sock = socket.socket(fileno=args.fd)
+    except (ConfigError, OSError) as exc:
+        print(f"spothop agent API: {exc}", file=sys.stderr)
+        return 2
+    url = "http://{}:{}".format(*sock.getsockname()[:2])
+    config = uvicorn.Config(
+        create_agent_app(settings), log_level="warning", access_log=False, lifespan="on"
+    )
+    server = uvicorn.Server(config)
+    log.info("agent API on %s", url)
+    try:
+        server.run(sockets=[sock])  # uvicorn's SIGTERM/SIGINT handlers: a graceful exit
+    finally:
+        sock.close()
+    log.info("agent API on %s stopped", url)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

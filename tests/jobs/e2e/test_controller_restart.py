@@ -3,7 +3,9 @@ leaked, no event lost.
 
 A batch job and a checkpointed task run at once. The controller is SIGKILLed
 (no chance to clean up), and while it is dead a worker of each job is
-preempted, so the agents' events land in the store with nobody reading them.
+preempted, so the agents' events land in the store with nobody reading them:
+the home's agent API, a process of its own, outlives the controller and stores
+them.
 The restarted controller adopts the instances it knows, reads the events it
 missed from its cursor, and replaces the preempted workers. Twice.
 
@@ -24,7 +26,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import pytest
 from sqlalchemy import select
 
 from spothop.jobs.controller import TAG_JOB, daemon
@@ -44,15 +45,6 @@ STEP_SLEEP_S = 0.02
 GATED_SHARDS = 200
 TAG_ATTEMPT = "spothop-attempt"
 LEAD_S = 10.0  # simulated seconds from a notice to the reclaim: 2 s of wall time at speed 5
-
-
-@pytest.fixture(autouse=True)
-def _database_plane(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The agents write the store directly (``--no-agent-api``): what they record while no
-    controller runs is stored at once. With the controller's agent API (in its process) it
-    would wait in their spools until the next controller listens, and die with an instance
-    reclaimed meanwhile."""
-    monkeypatch.setenv("SPOTHOP_AGENT_API", "0")
 
 
 def test_two_sigkills_lose_no_job_no_instance_and_no_event(harness: Harness) -> None:

@@ -7,14 +7,17 @@ Files, under ``<home>/controller/``:
   dies, SIGKILL included, so a stale lock is impossible;
 - ``controller.json`` — written by the controller once it holds the lock:
   ``pid``, ``started_unix_s``, ``store_url``, ``log``, ``control_plane_url``
-  (the agent API it serves its instances on loopback, when it serves one); a SIGKILLed one's stays
+  (the agent API its instances are given, when it has one); a SIGKILLed one's stays
   until its successor writes its own, so it is believed only while its ``pid``
   runs (:func:`_holders_info`);
 - ``controller.log`` — the background controller's output;
 - ``wake.sock`` — its :class:`~spothop.state.wake.Waker`;
-- ``agent-api.port`` — the port its agent API listens on, which the next
-  controller takes again when it is free (the running instances were given
-  that URL);
+- ``agent-api.json`` — the home's agent API, a process of its own that
+  outlives the controller (:class:`AgentApiInfo`: ``pid``, ``url``, ``port``,
+  ``store_url``, ``queue_url``, ``started_unix_s``, ``dist_sha256``), written by
+  whoever starts it (``spothop.server.agent_process``); ``agent-api.log`` its
+  output. The next controller reuses it, or starts one on its port (the
+  running instances were given that URL);
 - ``catalog_refresh.json`` — when each real cloud's catalog was last refreshed
   (:func:`daily_catalog_refresh`: once a day, in the background, never fatal).
 
@@ -29,9 +32,11 @@ Rules:
   in a session of its own (it outlives the command that started it) unless one
   runs, and returns once the new controller holds the lock (or raises with the
   tail of its log if it died first).
-- :func:`stop` sends SIGTERM and waits until the lock is free; the instances
-  keep running (a controller's death never ends a job), and the next
-  controller adopts them.
+- :func:`stop` sends SIGTERM and waits until the lock is free, then stops the
+  agent API process (:func:`stop_agent_api`); the instances keep running (a
+  controller's death never ends a job), and the next controller adopts them.
+  A controller that dies any other way (SIGKILL, a crash) leaves the agent API
+  running: its instances' events are stored while no controller runs.
 """
 
 from __future__ import annotations
@@ -67,19 +72,23 @@ class Stoppable(Protocol):
 
 
 class AgentApi(Stoppable, Protocol):
-    """The agent API a controller serves its instances: its ``url``, the wheel it serves
+    """The agent API a controller gives its instances: its ``url``, the wheel it serves
     (``distribution``: each instance's boot script installs spothop from it), and
-    :meth:`shutdown`."""
+    :meth:`shutdown`, called when the controller ends (the home's agent API process outlives
+    it: its shutdown leaves it running)."""
 
-    url: str
-    distribution: Distribution
+    @property
+    def url(self) -> str: ...
+
+    @property
+    def distribution(self) -> Distribution: ...
 
 
 # serve(port, store, queue_url) -> a server with shutdown(): the /metrics endpoint's maker.
 MetricsServer = Callable[[int, "JobStore", str], Stoppable]
-# serve(port or None, store_url, queue_url) -> the agent API, listening: its maker
-# (spothop.server.agent_serve.serve_agent_api, passed in by `spothop controller run`).
-AgentServer = Callable[[int | None, str, str], AgentApi]
+# serve(home, port or None, store_url, queue_url) -> the agent API, answering: its maker
+# (spothop.server.agent_process.ensure_agent_api, passed in by `spothop controller run`).
+AgentServer = Callable[[Path, int | None, str, str], AgentApi]
 METRICS_PORT_ENV = "SPOTHOP_METRICS_PORT"  # the controller's /metrics port when no option gives one
 
 START_TIMEOUT_S = 30.0  # a background controller holds its lock within this (it imports the store)
@@ -156,6 +165,101 @@ class Lock:
         with contextlib.suppress(OSError):
             (controller_dir(self.home) / "controller.json").unlink()
         self._handle.close()
+
+
+AGENT_API_FILE = "agent-api.json"  # the home's agent API process (AgentApiInfo)
+AGENT_API_LOG = "agent-api.log"
+AGENT_API_MARK = "spothop.server.agent_serve"  # in its command line: a reused pid is not it
+
+
+@dataclass(frozen=True)
+class AgentApiInfo:
+    """What ``agent-api.json`` says of the home's agent API process. ``dist_sha256``: the wheel
+    of the code it runs (a controller running other code starts another)."""
+
+    pid: int
+    url: str
+    port: int
+    store_url: str
+    queue_url: str
+    started_unix_s: float
+    dist_sha256: str = ""
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "pid": self.pid,
+            "url": self.url,
+            "port": self.port,
+            "store_url": self.store_url,
+            "queue_url": self.queue_url,
+            "started_unix_s": self.started_unix_s,
+            "dist_sha256": self.dist_sha256,
+        }
+
+
+def read_agent_api(home: Path | None = None) -> AgentApiInfo | None:
+    """``agent-api.json`` as written (its process may have ended), or None if none is readable."""
+    try:
+        data = json.loads((controller_dir(home) / AGENT_API_FILE).read_text())
+        return AgentApiInfo(
+            int(data["pid"]),
+            str(data["url"]),
+            int(data["port"]),
+            str(data["store_url"]),
+            str(data["queue_url"]),
+            float(data["started_unix_s"]),
+            str(data.get("dist_sha256") or ""),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def write_agent_api(home: Path, info: AgentApiInfo) -> None:
+    """Write ``agent-api.json`` atomically (a reader never sees half of it)."""
+    path = controller_dir(home) / AGENT_API_FILE
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(info.to_dict()))
+    tmp.replace(path)
+
+
+def agent_api_running(pid: int) -> bool:
+    """Whether ``pid`` runs and is an agent API process (its command line names the module;
+    without ``/proc``, a running pid is believed)."""
+    if not process_running(pid):
+        return False
+    try:
+        return AGENT_API_MARK.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except FileNotFoundError:
+        return not Path("/proc/self").is_dir()
+    except OSError:
+        return True
+
+
+def agent_api_status(home: Path | None = None) -> AgentApiInfo | None:
+    """The home's agent API process, if the one ``agent-api.json`` names runs."""
+    info = read_agent_api(home)
+    return info if info is not None and agent_api_running(info.pid) else None
+
+
+def stop_agent_api(
+    home: Path | None = None, timeout_s: float = STOP_TIMEOUT_S
+) -> AgentApiInfo | None:
+    """SIGTERM the home's agent API process and wait (bounded) until it exits, SIGKILL after;
+    what ran, or None when none did. Its instances' agents keep their events in their spools
+    until an agent API answers on that URL again."""
+    info = agent_api_status(home)
+    if info is None:
+        return None
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(info.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while process_running(info.pid):
+        if time.monotonic() > deadline:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(info.pid, signal.SIGKILL)
+            break
+        time.sleep(0.05)
+    return info
 
 
 def _holders_info(home: Path) -> ControllerInfo | None:
@@ -283,21 +387,32 @@ def start_background(
 
 
 def stop(home: Path | None = None, timeout_s: float = STOP_TIMEOUT_S) -> ControllerInfo | None:
-    """SIGTERM the running controller and wait until its lock is free; what ran, or ``None``."""
+    """SIGTERM the running controller and wait until its lock is free (SIGKILL after
+    ``timeout_s``), then stop the home's agent API process (:func:`stop_agent_api`); the
+    controller that ran, or ``None``."""
     home = home or spothop_home()
     info = status(home)
-    if info is None or not info.pid:
-        return info
+    if info is not None and not info.pid:
+        return info  # a controller starting (its info not written yet): nothing to signal
+    if info is not None:
+        _stop_controller(home, info, timeout_s)
+    stop_agent_api(home)
+    return info
+
+
+def _stop_controller(home: Path, info: ControllerInfo, timeout_s: float) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(info.pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if status(home) is None:
-            return info
+            return
         time.sleep(0.05)
     with contextlib.suppress(ProcessLookupError):
         os.kill(info.pid, signal.SIGKILL)
-    return info
+    wait = time.monotonic() + timeout_s  # the lock frees when the kernel has ended it
+    while status(home) is not None and time.monotonic() < wait:
+        time.sleep(0.05)
 
 
 # -- running the controller ------------------------------------------------------------
@@ -359,12 +474,14 @@ def run_controller(
     the ledger's books and :mod:`spothop.observe.metrics`): observability sits above the jobs
     layer, and the jobs layer never imports it.
 
-    ``serve_agents`` (``serve(port, store_url, queue_url)``, from the front too:
-    :func:`spothop.server.agent_serve.serve_agent_api`) serves the agent API on 127.0.0.1:
-    ``agent_port`` (None: a free port), before the loop starts; its URL goes into
-    ``controller.json`` (``control_plane_url``) and to every launch, whose agent then talks
-    HTTP with a token of its own. Without it the agents are given the store's URL (the
-    database plane: tests that run the controller in-process).
+    ``serve_agents`` (``serve(home, port, store_url, queue_url)``, from the front too:
+    :func:`spothop.server.agent_process.ensure_agent_api`) makes sure the home's agent API
+    process answers (on 127.0.0.1: ``agent_port``; None: its previous port, else a free one)
+    before the loop starts; its URL goes into ``controller.json`` (``control_plane_url``) and
+    to every launch, whose agent then talks HTTP with a token of its own. The agent API
+    outlives this controller (its ``shutdown`` leaves the process running). Without it the
+    agents are given the store's URL (the database plane: tests that run the controller
+    in-process).
     """
     import logging
 
@@ -384,7 +501,7 @@ def run_controller(
     try:
         url = store_url or default_database_url()
         if serve_agents is not None:
-            agents = _serve_agents(serve_agents, agent_port, home, url, queue_url or url)
+            agents = serve_agents(home, agent_port, url, queue_url or url)
         agents_url = agents.url if agents is not None else None
         lock.write_info(url, str(controller_dir(home) / "controller.log"), queue_url, agents_url)
         address = wake_address(home)
@@ -424,36 +541,6 @@ def run_controller(
         if waker is not None:
             waker.close()
         lock.release()
-
-
-AGENT_PORT_FILE = "agent-api.port"  # the port the last controller served its agents on
-
-
-def _serve_agents(
-    serve: AgentServer, port: int | None, home: Path, store_url: str, queue_url: str
-) -> AgentApi:
-    """The agent API on ``port``; with none given, on the port the home's last controller used
-    (its instances, still running, were given that URL: a restarted controller keeps answering
-    them), else on a free one. The port is kept in ``<controller dir>/agent-api.port``."""
-    from spothop.errors import ConfigError
-
-    path = controller_dir(home) / AGENT_PORT_FILE
-    agents = None
-    if port is None:
-        try:
-            previous = int(path.read_text().strip())
-        except (OSError, ValueError):
-            previous = 0
-        if previous:
-            try:
-                agents = serve(previous, store_url, queue_url)
-            except ConfigError:  # taken meanwhile: its instances' agents wait in their spools
-                agents = None
-    if agents is None:
-        agents = serve(port, store_url, queue_url)
-    with contextlib.suppress(OSError, ValueError):
-        path.write_text(agents.url.rsplit(":", 1)[1])
-    return agents
 
 
 def _run_until_signalled(loop: Loop, on_ready: Callable[[Loop], object] | None) -> None:
