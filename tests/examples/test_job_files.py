@@ -11,8 +11,11 @@ def test_the_embedding_job_is_a_batch_job_over_the_generated_corpus() -> None:
     spec = load_job(EXAMPLES / "embed" / "job.yaml")
     assert spec.kind is JobKind.BATCH and spec.batch is not None
     assert spec.workdir == str(EXAMPLES / "embed")  # relative paths resolve against the job file
-    assert spec.batch.inputs == [str(EXAMPLES / "embed" / "data" / "*.jsonl")]
-    assert spec.batch.output == str(EXAMPLES / "embed" / "out" / "embeddings")
+    # The corpus and the outputs live in the demo world's bucket, which every instance sees.
+    bucket = EXAMPLES / ".buckets" / "demo"
+    assert bucket in load_world(EXAMPLES / "worlds" / "demo.yaml").buckets
+    assert spec.batch.inputs == [str(bucket / "embed" / "*.jsonl")]
+    assert spec.batch.output == str(bucket / "embed" / "out")
     assert spec.run is not None and "embed.py" in spec.run
 
 
@@ -20,7 +23,7 @@ def test_the_fine_tune_is_a_checkpointed_task() -> None:
     spec = load_job(EXAMPLES / "finetune" / "job.yaml")
     assert spec.kind is JobKind.TASK
     assert spec.checkpoint is not None and spec.checkpoint.url == str(
-        EXAMPLES / "finetune" / "ckpt"
+        EXAMPLES / ".buckets" / "demo" / "finetune" / "ckpt"
     )
 
 

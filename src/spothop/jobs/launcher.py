@@ -390,23 +390,9 @@ def bootstrap(
         job_id, attempt_id, home, python, (control_plane or "") if instance_local else None
     )
     log_path = worker_log_path(state_dir)  # instance-local: the agent ships it
-    command = [
-        python,
-        "-m",
-        "spothop.agent",
-        "run",
-        "--control-plane",
-        control_plane or store_url,
-        "--cloud",
-        provider,
-        "--job-id",
-        job_id,
-        "--restart-limit",
-        "0",
-        "--state-dir",
-        str(state_dir),
-        "--no-probe",
-    ]
+    command = [python, "-m", "spothop.agent", "run", "--control-plane", control_plane or store_url]
+    command += ["--cloud", provider, "--job-id", job_id, "--restart-limit", "0"]
+    command += ["--state-dir", str(state_dir), "--no-probe"]
     if queue_url:
         command += ["--queue-url", queue_url]
     if work.checkpoint_url:
