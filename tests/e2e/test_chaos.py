@@ -64,7 +64,7 @@ from spothop.observe.ledger import Ledger
 from spothop.providers.base import Instance, InstanceState
 from spothop.queue import OutputStore, open_queue
 from tests.examples.conftest import EXAMPLES, embed_model  # noqa: F401  (the shared model)
-from tests.jobs.e2e.conftest import Harness, running_harness, script_job
+from tests.jobs.e2e.conftest import Harness, controller_file, running_harness, script_job
 from tests.waiting import poll_until, wait_for
 
 DEMO_WORLD = EXAMPLES / "worlds" / "demo.yaml"
@@ -121,7 +121,7 @@ def stormy_demo_world() -> dict[str, Any]:
 
 @pytest.fixture
 def storm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Harness]:
-    queue = ("--queue-url", f"sqlite:///{tmp_path / 'queue.db'}")
+    queue = ("--queue-url", f"sqlite:///{controller_file('queue.db')}")
     with running_harness(tmp_path, monkeypatch, stormy_demo_world(), queue) as h:
         yield h
 

@@ -29,7 +29,7 @@ from tests.e2e.ddp_helpers import (  # noqa: E402
     train_command,
     trajectory,
 )
-from tests.jobs.e2e.conftest import CALM, SPEED, Harness, running_harness  # noqa: E402
+from tests.jobs.e2e.conftest import CALM, SPEED, Harness, controller_file, running_harness  # noqa: E402
 from tests.waiting import wait_for  # noqa: E402
 
 ONE, TWO = "g2-standard-4", "g2-standard-24"
@@ -117,14 +117,14 @@ def resumed_at(seen: Path) -> int:
 
 @pytest.fixture
 def one_zone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Harness]:
-    queue = ("--queue-url", f"sqlite:///{tmp_path / 'queue.db'}")
+    queue = ("--queue-url", f"sqlite:///{controller_file('queue.db')}")
     with running_harness(tmp_path, monkeypatch, world(), queue) as h:
         yield h
 
 
 @pytest.fixture
 def two_gpus_cheaper(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Harness]:
-    queue = ("--queue-url", f"sqlite:///{tmp_path / 'queue.db'}")
+    queue = ("--queue-url", f"sqlite:///{controller_file('queue.db')}")
     with running_harness(tmp_path, monkeypatch, world({ONE: 0.9, TWO: 0.1}), queue) as h:
         yield h
 

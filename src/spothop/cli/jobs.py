@@ -259,6 +259,9 @@ def _show_status(data: dict[str, Any]) -> None:
             "instances", ["instance", "node", "provider", "zone", "type", "market", "state"], rows
         )
     )
+    for i in data["instances"][-5:]:
+        if i["end_reason"] == "failed" and i.get("end_detail"):  # a boot that failed says why
+            note(f"instance {i['instance_id'] or '(never named)'} failed: {i['end_detail']}")
     for failure in data["launch_failures"][-5:]:
         place = failure["zone"] or failure["region"]
         where = f"{failure['provider']}/{place} {failure['instance_type']}"

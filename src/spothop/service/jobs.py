@@ -87,6 +87,9 @@ class InstanceView:
     market: str
     state: str
     end_reason: str | None
+    # Why it ended, in words ("its instance is failed: boot script failed: <the console's
+    # last line>"); None while it lives.
+    end_detail: str | None
     price_usd_per_hour: float
     exit_code: int | None
     # A multi-node task's group generation and its node count (docs/multinode.md).
@@ -106,6 +109,7 @@ class InstanceView:
             market=str(a.market_kind),
             state=str(a.state),
             end_reason=None if a.end_reason is None else str(a.end_reason),
+            end_detail=a.error_message if str(a.end_reason) == "failed" else None,
             price_usd_per_hour=a.price_usd_per_hour,
             exit_code=a.exit_code,
             generation=a.generation,

@@ -215,6 +215,12 @@ def script_job(script: Path | str, *args: object) -> dict[str, str]:
     return {"workdir": str(path.parent), "run": shlex.join(["python", path.name, *map(str, args)])}
 
 
+def controller_file(name: str) -> Path:
+    """A file of the controller's own (its store, its queue): in its home, never in the test's
+    folder, which is the world's bucket that every instance sees."""
+    return Path(os.environ["SPOTHOP_HOME"]) / name
+
+
 def bucketed(world: dict[str, Any], folder: Path) -> dict[str, Any]:
     """``world`` with ``folder`` (the test's) among its buckets: the jobs' checkpoints, inputs
     and outputs live there, where every instance reaches them."""
@@ -237,7 +243,7 @@ def running_harness(
     h = Harness(
         tmp_path,
         world_path,
-        f"sqlite:///{tmp_path / 'store.db'}",
+        f"sqlite:///{controller_file('store.db')}",
         {n: LocalProvider(n, world=world, world_path=world_path) for n in world.cloud_names},
         extra_args=extra_args,
     )
@@ -260,6 +266,6 @@ def running_harness(
 def harness(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Harness]:
     # The shard queue in a database of its own: the workers' commits do not queue behind the
     # job store's writes (the agents' store processes, the controller) on one SQLite file.
-    queue = ("--queue-url", f"sqlite:///{tmp_path / 'queue.db'}")
+    queue = ("--queue-url", f"sqlite:///{controller_file('queue.db')}")
     with running_harness(tmp_path, monkeypatch, WORLD, queue) as h:
         yield h

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.jobs.e2e.conftest import WORLD, Harness, running_harness
+from tests.jobs.e2e.conftest import WORLD, Harness, controller_file, running_harness
 from tests.jobs.e2e.test_batch import check_exactly_once
 from tests.jobs.e2e.test_controller_restart import (
     GATED_SHARDS,
@@ -109,7 +109,7 @@ def blind_harness(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[H
     world = copy.deepcopy(WORLD)
     gcp = next(c for c in world["clouds"] if c["name"] == "gcp-sim")
     gcp["metadata_options"] = {"endpoint": "down"}
-    queue = ("--queue-url", f"sqlite:///{tmp_path / 'queue.db'}")
+    queue = ("--queue-url", f"sqlite:///{controller_file('queue.db')}")
     with running_harness(tmp_path, monkeypatch, world, queue) as h:
         yield h
 

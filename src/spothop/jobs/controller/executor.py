@@ -247,6 +247,8 @@ class Executor(LaunchSteps):
         # ``action.at_s`` is not used: it may be an agent's wall time.
         fields["ended_unix_s"] = self._ended_at(current)
         detail = str(action.detail or "")
+        if action.reason is EndReason.FAILED and detail:  # what status shows of a failed instance
+            fields["error_message"] = detail[:2000]  # as a launch failure's message
         self.store.update_attempt(
             action.attempt_id,
             state=AttemptState.ENDED,
