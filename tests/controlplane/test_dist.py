@@ -142,7 +142,7 @@ def test_a_launch_with_a_distribution_installs_from_it_within_the_clouds_limit(
     shape: bootstrap.BootScript,
 ) -> None:
     wheel = Distribution(
-        "https://cp.example.com/v1/dist/spothop-0.1.0-py3-none-any.whl",
+        f"https://cp.example.com/v1/dist/{'a' * 64}/spothop-0.1.0-py3-none-any.whl",
         "a" * 64,
         "spothop-0.1.0-py3-none-any.whl",
     )
@@ -164,5 +164,5 @@ def test_a_distribution_with_a_bad_hash_or_name_is_refused() -> None:
 
 def test_distribution_for_names_the_route_under_the_base_url(tmp_path: Path) -> None:
     got = dist.distribution_for("http://127.0.0.1:8123/", tmp_path)
-    assert got.url == f"http://127.0.0.1:8123/v1/dist/{got.filename}"
+    assert got.url == f"http://127.0.0.1:8123/v1/dist/{got.sha256}/{got.filename}"
     assert len(got.sha256) == 64

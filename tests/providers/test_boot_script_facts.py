@@ -121,7 +121,7 @@ def _build(tmp: Path, kind: str, server: bool) -> Built:
         else {"store_url": url, "control_plane_url": EMBEDDED_CONTROL_PLANE}
     )
     plane = where["control_plane_url"]
-    wheel = Distribution(f"{plane}/v1/dist/{WHEEL}", "0" * 64, WHEEL)
+    wheel = Distribution(f"{plane}/v1/dist/{'0' * 64}/{WHEEL}", "0" * 64, WHEEL)
     executor = Executor(store, {provider.name: provider}, home=home, distribution=wheel, **where)
     try:
         job_id = store.create_job(load_job(_spec(kind, workdir)))

@@ -39,11 +39,31 @@ def test_the_wheel_is_served_without_a_token_and_nothing_else_is(app: object) ->
 
     with TestClient(app) as client:  # type: ignore[arg-type]
         built = dist.distribution_for("http://x", dist_home())
-        answer = client.get(f"/v1/dist/{built.filename}")
+        answer = client.get(built.url.removeprefix("http://x"))
         assert answer.status_code == 200
         assert hashlib.sha256(answer.content).hexdigest() == built.sha256
-        assert client.get("/v1/dist/other-1.0-py3-none-any.whl").status_code == 404
-        assert client.get("/v1/dist/..%2Fs.db").status_code == 404
+        assert client.get(f"/v1/dist/{built.sha256}/other-1.0-py3-none-any.whl").status_code == 404
+        assert client.get(f"/v1/dist/{'0' * 64}/{built.filename}").status_code == 404
+        assert client.get(f"/v1/dist/{built.sha256}/..%2Fs.db").status_code == 404
+        assert client.get(f"/v1/dist/{built.filename}").status_code == 404  # by content only
+
+
+def test_a_wheel_a_launch_named_is_served_after_the_code_changed(
+    app: object, tmp_path: Path
+) -> None:
+    """An instance launched before the control plane's code changed gets the bytes its boot
+    script checks: each build stays in the cache, and is served by its sha256."""
+    from fastapi.testclient import TestClient
+
+    earlier = dist_home() / "dist" / "earlier"
+    earlier.mkdir(parents=True)
+    filename = dist.wheel_filename()
+    (earlier / filename).write_bytes(b"an earlier build")
+    sha = hashlib.sha256(b"an earlier build").hexdigest()
+    (earlier / f"{filename}.sha256").write_text(f"{sha}\n")
+    with TestClient(app) as client:  # type: ignore[arg-type]
+        answer = client.get(f"/v1/dist/{sha}/{filename}")
+        assert answer.status_code == 200 and answer.content == b"an earlier build"
 
 
 def dist_home() -> Path:

@@ -1,6 +1,6 @@
 """The distribution the control plane serves: a wheel of the spothop it runs, built from the installed package.
 
-An instance installs spothop from its control plane (``GET /v1/dist/{filename}``),
+An instance installs spothop from its control plane (``GET /v1/dist/{sha256}/{filename}``),
 never from the package index, so it runs exactly the code the controller runs.
 The contract:
 
@@ -199,11 +199,23 @@ def _atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
+def find_wheel(home: Path, sha256: str, filename: str) -> Path | None:
+    """The wheel ``filename`` built under ``home`` whose bytes hash to ``sha256`` (this code's or
+    an earlier one's: the cache keeps each), or None."""
+    for digest_file in sorted((home / "dist").glob(f"*/{filename}.sha256")):
+        try:
+            if digest_file.read_text().strip() == sha256:
+                return digest_file.with_name(filename)
+        except OSError:
+            continue
+    return None
+
+
 def distribution_for(base_url: str, home: Path) -> Distribution:
     """The :class:`Distribution` a launch carries: the wheel at ``base_url``'s ``/v1/dist/``."""
     wheel = build_wheel(home)
     return Distribution(
-        url=dist_url(base_url, wheel.filename),
+        url=dist_url(base_url, wheel.sha256, wheel.filename),
         sha256=wheel.sha256,
         filename=wheel.filename,
     )

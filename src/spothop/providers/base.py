@@ -119,7 +119,7 @@ class Distribution:
     """Where an instance gets spothop: the control plane's wheel.
 
     ``url`` is where the instance downloads it (the control plane's
-    ``/v1/dist/{filename}``), ``sha256`` the hex digest the boot script checks
+    ``/v1/dist/{sha256}/{filename}``), ``sha256`` the hex digest the boot script checks
     before installing (a mismatch: the agent is not started), ``filename`` the
     wheel's file name (``spothop-0.1.0-py3-none-any.whl``; pip reads the
     version and tags from it).

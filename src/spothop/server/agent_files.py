@@ -1,9 +1,11 @@
 """What instances download from the control plane: spothop's wheel and their job's code.
 
-- ``GET /v1/dist/{filename}``: the wheel of the spothop this control plane
-  runs (:mod:`spothop.controlplane.dist`), streamed; no token (spothop's own
-  public code, fetched by the boot script before the agent has its token in
-  use); 404 for any other file name.
+- ``GET /v1/dist/{sha256}/{filename}``: a wheel of spothop this control plane
+  built (:mod:`spothop.controlplane.dist`), by its content: the code it runs, or
+  an earlier code's that a launch named before the code changed (so an instance
+  always gets the bytes its boot script checks); streamed; no token (spothop's
+  own public code, fetched by the boot script before the agent has its token in
+  use); 404 for any other.
 - ``GET /v1/agents/{instance_id}/code/{sha256}``: the job's packed workdir
   (:mod:`spothop.controlplane.archives`), streamed, with the agent's token:
   403 unless ``{instance_id}`` is the token's instance and ``{sha256}`` is the
@@ -17,7 +19,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse
 
 from spothop.controlplane.archives import archive_path
-from spothop.controlplane.dist import build_wheel
+from spothop.controlplane.dist import build_wheel, find_wheel
 from spothop.paths import spothop_home
 from spothop.server.auth import require_agent
 from spothop.server.errors import error_responses, forbidden, not_found
@@ -28,13 +30,24 @@ WHEEL_MEDIA_TYPE = "application/zip"
 ARCHIVE_MEDIA_TYPE = "application/gzip"
 
 
-@router.get("/v1/dist/{filename}", response_class=FileResponse)
-async def wheel(filename: str = Path(max_length=200)) -> FileResponse:
-    """The control plane's own spothop wheel (built once per code, cached under the home)."""
-    built = await run_in_threadpool(build_wheel, spothop_home())
-    if filename != built.filename:
-        raise not_found(f"no file {filename!r} here; this control plane serves {built.filename}")
-    return FileResponse(built.path, media_type=WHEEL_MEDIA_TYPE, filename=built.filename)
+@router.get("/v1/dist/{sha256}/{filename}", response_class=FileResponse)
+async def wheel(
+    sha256: str = Path(pattern="^[0-9a-f]{64}$"), filename: str = Path(max_length=200)
+) -> FileResponse:
+    """A spothop wheel this control plane built, by its content: its own code's (built once per
+    code, cached under the home), or an earlier code's that a launch named before the code
+    changed (the cache keeps it)."""
+    home = spothop_home()
+    built = await run_in_threadpool(build_wheel, home)
+    path = built.path if (built.sha256, built.filename) == (sha256, filename) else None
+    if path is None:
+        path = await run_in_threadpool(find_wheel, home, sha256, filename)
+    if path is None or not path.is_file():
+        raise not_found(
+            f"no wheel {filename!r} with sha256 {sha256} here; this control plane serves "
+            f"{built.filename} with sha256 {built.sha256}"
+        )
+    return FileResponse(path, media_type=WHEEL_MEDIA_TYPE, filename=filename)
 
 
 @router.get("/v1/agents/{instance_id}/code/{sha256}", response_class=FileResponse)

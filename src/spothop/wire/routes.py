@@ -7,13 +7,15 @@ launch (:mod:`spothop.jobs.controller.launch_request`, :mod:`spothop.controlplan
 
 from __future__ import annotations
 
-DIST_ROUTE = "/v1/dist"  # + "/{filename}": the wheel of the spothop the control plane runs
+# + "/{sha256}/{filename}": a spothop wheel the control plane built, by its content (a launch's
+# URL keeps naming the bytes it was given when the control plane's code changes meanwhile)
+DIST_ROUTE = "/v1/dist"
 CODE_ROUTE = "/v1/agents/{instance_id}/code/{sha256}"  # a job's packed workdir (agent token)
 
 
-def dist_url(base_url: str, filename: str) -> str:
-    """The wheel ``filename`` at the control plane ``base_url``."""
-    return f"{base_url.rstrip('/')}{DIST_ROUTE}/{filename}"
+def dist_url(base_url: str, sha256: str, filename: str) -> str:
+    """The wheel ``filename`` whose bytes hash to ``sha256``, at the control plane ``base_url``."""
+    return f"{base_url.rstrip('/')}{DIST_ROUTE}/{sha256}/{filename}"
 
 
 def code_url(base_url: str, sha256: str) -> str:
