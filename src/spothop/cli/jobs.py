@@ -126,7 +126,7 @@ def _launch_here(spec: Any, store_url: str | None, queue_url: str | None) -> str
     from spothop.jobs.controller import daemon
     from spothop.state.wake import poke
 
-    check_launchable(spec)
+    check_launchable(spec, loopback_control_plane=True)
     url = _store_url(store_url)
     with _store(url) as store:
         job_id = launch_job(store, spec).job_id

@@ -8,6 +8,7 @@ controller is the CLI's business, waking the server's its own.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -28,12 +29,17 @@ class LaunchedJob:
         return asdict(self)
 
 
-def check_launchable(spec: JobSpec) -> None:
+def check_launchable(spec: JobSpec, *, loopback_control_plane: bool = False) -> None:
     """What ``launch`` checks before a job is stored: its checkpoint, output and input paths are
     reachable from the instances of every provider it may be placed on, and its checkpoint and
     output URLs can be written (:class:`~spothop.errors.StorageUnreachable`), and some offering of the controller's
     providers meets it at all (:class:`~spothop.scheduler.errors.NoCandidates`, naming the
-    requirement that excluded the most). No capacity *now* is not refused: the job waits."""
+    requirement that excluded the most). No capacity *now* is not refused: the job waits.
+
+    ``loopback_control_plane`` (``spothop launch`` without a server: the embedded controller's
+    agent API listens on this machine's loopback): a job none of whose providers' instances
+    share this machine's network (every real cloud's) could never reach it, and is refused
+    (:class:`~spothop.errors.JobSpecError`, naming ``spothop server run --public-url``)."""
     from spothop.jobs.controller.place import plan_inputs
     from spothop.jobs.reachable import check_reachable
     from spothop.providers.registry import default_providers
@@ -42,12 +48,30 @@ def check_launchable(spec: JobSpec) -> None:
     from spothop.scheduler.placement import rank
 
     configured = default_providers()
+    if loopback_control_plane:
+        _refuse_unreachable_control_plane(spec, configured)
     check_reachable(spec, configured)  # before anything is paid for
     providers = [p for n, p in configured.items() if n not in spec.providers.deny]
     profile, kinds, pools = plan_inputs(spec)
     view = gather_market_view(providers, on_error=lambda *_: None)
     with contextlib.suppress(NoCapacityNow):
         rank(view, spec.requirements(), profile, kinds, reserved=pools).raise_if_empty()
+
+
+def _refuse_unreachable_control_plane(spec: JobSpec, configured: Mapping[str, object]) -> None:
+    from spothop.errors import JobSpecError
+    from spothop.jobs.reachable import placeable
+    from spothop.providers.extensions import shares_host_network
+
+    providers = placeable(spec, configured)
+    if providers and not any(shares_host_network(p) for p in providers.values()):
+        names = ", ".join(sorted(providers))
+        message = (
+            f"the job's instances ({names}) could not reach this machine's control plane "
+            "(the embedded controller listens on 127.0.0.1): run `spothop server run "
+            "--public-url URL` where they can reach it, and launch with --server URL"
+        )
+        raise JobSpecError(message, [("providers", message)])
 
 
 def launch_job(store: JobStore, spec: JobSpec) -> LaunchedJob:
