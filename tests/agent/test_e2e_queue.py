@@ -47,9 +47,8 @@ def test_preempted_workers_leases_go_back_to_the_real_queue(tmp_path: Path) -> N
         ended = provider.wait(instance.instance_id, [InstanceState.PREEMPTED], scaled(60))
         assert ended.state is InstanceState.PREEMPTED, cloud.console(instance)
         row = provider.store.instance(instance.instance_id)
-        assert (
-            row is not None and row["exit_code"] == 75
-        ), cloud.console(instance)  # the agent exited, resumable, before the kill
+        # The agent exited, resumable, before the kill.
+        assert row is not None and row["exit_code"] == 75, cloud.console(instance)
     with open_queue(url, "embed-7") as queue:
         stats = queue.stats()
         assert (stats.pending, stats.leased, stats.releases) == (5, 0, 2)
