@@ -4,11 +4,13 @@ All instances are launched and preempted together (one module fixture), so
 the whole suite takes one notice window, not seven. Each test then asserts
 one protocol's outcome: worker stopped, its emergency checkpoint present,
 leases released, interruption recorded, agent exited 75 before the kill.
+The instances share nothing with the test but the network and a bucket: the
+worker and the lease releaser are shipped in the bucket, the agents record
+through the control plane, and their state is read on each instance's disk.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,17 +18,16 @@ from pathlib import Path
 import pytest
 
 from spothop.agent import EXIT_PREEMPTED, read_events
-from spothop.providers.base import Instance, InstanceState, LaunchRequest
+from spothop.providers.base import Instance, InstanceState
 from spothop.providers.local.provider import LocalProvider
-from spothop.providers.local.world import load_world
 from tests.agent.fakes import RELEASES_ENV, FileReleaser
-from tests.conftest import PROJECT_ROOT
+from tests.agent.shared_nothing import STATE_ROOT, Cloud, shared_nothing
 from tests.providers.local.conftest import wait_for
 
 LEAD_S = 4.0  # the injected notice's lead: short, so the suite is fast
 IGNORE_LEAD_S = 6.0  # the worker that ignores SIGTERM uses up its budget; more room for the rest
 POLL_S = 0.2
-WORKER = str(Path(__file__).with_name("worker.py"))
+HERE = Path(__file__).parent
 
 # protocol → (cloud, instance type, region, zone)
 PLACES = {
@@ -42,20 +43,25 @@ CASES = [*PLACES, "sigterm", "ignore"]
 
 @dataclass
 class Run:
-    provider: LocalProvider
+    cloud: Cloud
     instance: Instance
-    out: Path
+    out: Path  # in the bucket: the worker's marker files and the releases file
     releases: FileReleaser
 
     @property
+    def provider(self) -> LocalProvider:
+        return self.cloud.provider(self.instance.provider)
+
+    @property
     def state_dir(self) -> Path:
-        return self.out / "agent"
+        """The agent's state folder on the instance's own disk."""
+        return self.cloud.on_instance(self.instance, f"{STATE_ROOT}/{self.out.name}")
 
 
-def _launch(case: str, providers: dict[str, LocalProvider], root: Path) -> Run:
+def _launch(case: str, cloud: Cloud, code: Path) -> Run:
     protocol = "aws" if case in ("sigterm", "ignore") else case
-    cloud, instance_type, region, zone = PLACES[protocol]
-    out = root / case
+    name, instance_type, region, zone = PLACES[protocol]
+    out = cloud.bucket / case
     out.mkdir()
     releases = FileReleaser(out / "releases.txt")
     options = [
@@ -64,71 +70,60 @@ def _launch(case: str, providers: dict[str, LocalProvider], root: Path) -> Run:
         "--safety-margin",
         "2.5" if case == "ignore" else "1",
         "--state-dir",
-        str(out / "agent"),
+        f"{STATE_ROOT}/{case}",
+        "--job-id",
+        f"e2e-{case}",
         "--lease-releaser",
-        "tests.agent.fakes:file_releaser",
+        "fakes:file_releaser",  # shipped in the bucket with the worker
         "--assumed-lead",
         str(LEAD_S - 1),
         "--sigterm-grace",
         str(LEAD_S - 1),
         "--cloud",
-        cloud,
+        name,
     ]
     if case == "sigterm":
         options += ["--protocol", "sigterm"]
-    command = [
-        sys.executable,
-        "-m",
-        "spothop.agent",
-        "run",
-        *options,
-        "--",
-        sys.executable,
-        WORKER,
-        str(out),
-        "ignore" if case == "ignore" else "save",
-    ]
-    provider = providers.setdefault(cloud, LocalProvider(cloud, world=load_world()))
-    instance = provider.launch(
-        LaunchRequest(
-            instance_type=instance_type,
-            region=region,
-            zone=zone,
-            bootstrap_command=command,
-            env={"PYTHONPATH": str(PROJECT_ROOT), RELEASES_ENV: str(releases.path)},
-        )
+    worker = ["python", str(code / "worker.py"), str(out), "ignore" if case == "ignore" else "save"]
+    instance = cloud.launch(
+        name,
+        (instance_type, region, zone),
+        f"e2e-{case}",
+        cloud.agent(*options, worker=worker),
+        env={"PYTHONPATH": str(code), RELEASES_ENV: str(releases.path)},
     )
-    return Run(provider, instance, out, releases)
+    return Run(cloud, instance, out, releases)
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Run]]:
     root = tmp_path_factory.mktemp("e2e")
     home = pytest.MonkeyPatch()
-    home.setenv("SPOTHOP_HOME", str(root / "home"))  # the agents record into this store
-    providers: dict[str, LocalProvider] = {}
-    runs = {case: _launch(case, providers, root) for case in CASES}
+    home.setenv("SPOTHOP_HOME", str(root / "home"))  # the control plane's wheel is cached there
     try:
-        for run in runs.values():
-            wait_for(lambda r=run: (r.out / "started").exists(), timeout_s=20)
-            wait_for(lambda r=run: read_events(r.state_dir, "self_check"), timeout_s=10)
-        for case, run in runs.items():
-            if case == "sigterm":
-                run.provider.terminate(
-                    run.instance.instance_id
-                )  # the host SIGTERMs the agent: a pod's eviction
-            else:
-                run.provider.preempt(
-                    run.instance.instance_id, IGNORE_LEAD_S if case == "ignore" else LEAD_S
+        with shared_nothing(root) as cloud:
+            code = cloud.ship(HERE / "worker.py", HERE / "fakes.py")
+            runs = {case: _launch(case, cloud, code) for case in CASES}
+            for run in runs.values():
+                started = wait_for(lambda r=run: (r.out / "started").exists(), timeout_s=60)
+                assert started, cloud.console(run.instance)
+                wait_for(lambda r=run: read_events(r.state_dir, "self_check"), timeout_s=10)
+            for case, run in runs.items():
+                if case == "sigterm":
+                    # the host SIGTERMs the agent: a pod's eviction
+                    run.provider.terminate(run.instance.instance_id)
+                else:
+                    run.provider.preempt(
+                        run.instance.instance_id, IGNORE_LEAD_S if case == "ignore" else LEAD_S
+                    )
+            for run in runs.values():
+                run.provider.wait(
+                    run.instance.instance_id,
+                    [InstanceState.PREEMPTED, InstanceState.TERMINATED],
+                    20,
                 )
-        for run in runs.values():
-            run.provider.wait(
-                run.instance.instance_id, [InstanceState.PREEMPTED, InstanceState.TERMINATED], 20
-            )
-        yield runs
+            yield runs
     finally:
-        for run in runs.values():
-            run.provider.terminate(run.instance.instance_id)
         home.undo()
 
 
@@ -182,7 +177,6 @@ def test_a_worker_that_ignores_sigterm_still_has_its_leases_released_before_the_
 def test_the_interruptions_reach_the_store(runs: dict[str, Run]) -> None:
     from spothop.market.interruptions import InterruptionStore
 
-    root = next(iter(runs.values())).out.parent
-    store = InterruptionStore(f"sqlite:///{root / 'home' / 'spothop.db'}")
+    store = InterruptionStore(next(iter(runs.values())).cloud.store_url)
     got = {(i.market.provider, i.instance_id) for i in store.interruptions()}
     assert got >= {(PLACES[c][0], runs[c].instance.instance_id) for c in PLACES}

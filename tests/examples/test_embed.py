@@ -4,7 +4,9 @@ The worker runs as the agent's worker on a local-cloud instance, exactly as a
 launched job's would: it claims under the agent's worker id, and a final
 notice makes it give the shard in hand back between batches and exit. A
 second worker finishes the job; ``verify.py`` then proves every passage has
-exactly one embedding, equal to a run without preemptions.
+exactly one embedding, equal to a run without preemptions. The instance shares
+nothing with the test but the network and a bucket: the corpus, the script and
+the outputs are in the bucket, the queue is reached through the control plane.
 """
 
 from __future__ import annotations
@@ -24,15 +26,14 @@ from examples.embed import embed, verify
 
 from spothop.batch.inputs import plan_shards
 from spothop.batch.spec import BatchInput
-from spothop.providers.base import InstanceState, LaunchRequest
-from spothop.providers.local.provider import LocalProvider
-from spothop.providers.local.world import load_world
+from spothop.providers.base import InstanceState
 from spothop.queue import OutputStore, ShardState, open_queue
+from tests.agent.shared_nothing import STATE_ROOT, shared_nothing
 from tests.conftest import PROJECT_ROOT
 from tests.examples.conftest import EXAMPLES, RECORDS_PER_SHARD, SMALL_CORPUS, write_job
 from tests.waiting import wait_for
 
-WORKER = str(EXAMPLES / "embed" / "embed.py")
+WORKER = EXAMPLES / "embed" / "embed.py"
 JOB = "embed-test"
 
 
@@ -46,40 +47,37 @@ def submit(job_file: Path, url: str) -> int:
 def test_a_preempted_worker_gives_its_shard_back_and_the_job_ends_exact(
     tmp_path: Path, embed_model: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    job_file = write_job(tmp_path)
     url = f"sqlite:///{tmp_path / 'queue.db'}"
-    assert submit(job_file, url) == SMALL_CORPUS // RECORDS_PER_SHARD
-    output = str(tmp_path / "out")
-    state_dir = tmp_path / "agent"
-    command = [
-        sys.executable, "-m", "spothop.agent", "run",
-        "--poll-interval", "0.2", "--safety-margin", "1",
-        "--state-dir", str(state_dir),
-        "--queue-url", url, "--job-id", JOB,
-        "--",
-        sys.executable, WORKER, "--output", output, "--batch-size", "8",
-    ]  # fmt: skip
-    provider = LocalProvider("aws-sim", world=load_world())
-    instance = provider.launch(
-        LaunchRequest(
-            instance_type="g5.xlarge",
-            region="us-east-1",
-            zone="us-east-1a",
-            bootstrap_command=command,
+    with shared_nothing(tmp_path, queue_url=url) as cloud:
+        # The corpus, the job file, the worker's script and its output: in the world's bucket.
+        job_file = write_job(cloud.bucket)
+        assert submit(job_file, url) == SMALL_CORPUS // RECORDS_PER_SHARD
+        code = cloud.ship(WORKER)
+        output = str(cloud.bucket / "out")
+        command = cloud.agent(
+            "--poll-interval", "0.2", "--safety-margin", "1",
+            "--state-dir", f"{STATE_ROOT}/embed", "--queue-url", cloud.url, "--job-id", JOB,
+            worker=[
+                "python", str(code / WORKER.name), "--output", output, "--batch-size", "8",
+            ],
+        )  # fmt: skip
+        instance = cloud.launch(
+            "aws-sim",
+            ("g5.xlarge", "us-east-1", "us-east-1a"),
+            JOB,
+            command,
             env={"EMBED_THREADS": "1", "EMBED_DEVICE": "cpu"},
         )
-    )
-    store = OutputStore(output)
-    try:
+        provider = cloud.provider("aws-sim")
+        store = OutputStore(output)
         # The model loaded once, the first shard is published: the worker is between shards or batches.
-        wait_for(lambda: store.published(), 120, what="the first shard published")
+        published = wait_for(lambda: store.published(), 120, what="the first shard published")
+        assert published, cloud.console(instance)
         provider.preempt(instance.instance_id, lead_time_s=5)
         ended = provider.wait(instance.instance_id, [InstanceState.PREEMPTED], 60)
-        assert ended.state is InstanceState.PREEMPTED
-    finally:
-        provider.terminate(instance.instance_id)
-    row = provider.store.instance(instance.instance_id)
-    assert row is not None and row["exit_code"] == 75  # the agent's: preempted, resumable
+        assert ended.state is InstanceState.PREEMPTED, cloud.console(instance)
+        row = provider.store.instance(instance.instance_id)
+        assert row is not None and row["exit_code"] == 75, cloud.console(instance)
     with open_queue(url, JOB) as queue:
         stats = queue.stats()
         assert stats.leased == 0 and stats.done >= 1 and stats.pending >= 1
