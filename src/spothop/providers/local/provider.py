@@ -499,32 +499,29 @@ class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory, ClockKeeper, G
     def _reap(self, row: dict[str, Any]) -> dict[str, Any]:
         """A live instance whose host died, or never started (its launcher died after recording
         it: ``boot.host_never_started``), is failed: the machine under it is gone."""
-        alive = InstanceState(row["state"]).is_alive
-        if alive and not row["host_pid"] and host_never_started(Path(row["directory"])):
-            fresh = self.store.instance(row["instance_id"]) or row
-            if InstanceState(fresh["state"]).is_alive and not fresh["host_pid"]:
-                self.store.update_instance(
-                    row["instance_id"],
-                    state=InstanceState.FAILED.value,
-                    end_reason="its host never started (the launching process stopped first)",
-                    ended_at=self.clock.now(),
-                )
-                fresh = self.store.instance(row["instance_id"]) or fresh
-            return fresh
-        if alive and row["host_pid"] and not pid_alive(row["host_pid"]):
-            fresh = self.store.instance(row["instance_id"]) or row
-            if InstanceState(fresh["state"]).is_alive:
-                if fresh["worker_pgid"]:
-                    kill_group(fresh["worker_pgid"], signal.SIGKILL)
-                self.store.update_instance(
-                    row["instance_id"],
-                    state=InstanceState.FAILED.value,
-                    end_reason="instance host died",
-                    ended_at=self.clock.now(),
-                )
-                fresh = self.store.instance(row["instance_id"]) or fresh
-            return fresh
-        return row
+        if not InstanceState(row["state"]).is_alive:
+            return row
+        if not row["host_pid"] and host_never_started(Path(row["directory"])):
+            why = "its host never started (the launching process stopped first)"
+        elif row["host_pid"] and not pid_alive(row["host_pid"]):
+            why = "instance host died"
+        else:
+            return row
+        fresh = self.store.instance(row["instance_id"]) or row
+        # Read again: the host may have started, or ended the instance, meanwhile.
+        if InstanceState(fresh["state"]).is_alive and bool(fresh["host_pid"]) == bool(
+            row["host_pid"]
+        ):
+            if fresh["worker_pgid"]:
+                kill_group(fresh["worker_pgid"], signal.SIGKILL)
+            self.store.update_instance(
+                row["instance_id"],
+                state=InstanceState.FAILED.value,
+                end_reason=why,
+                ended_at=self.clock.now(),
+            )
+            fresh = self.store.instance(row["instance_id"]) or fresh
+        return fresh
 
     def _instance(self, row: dict[str, Any]) -> Instance:
         return instance_of(self.name, row)
