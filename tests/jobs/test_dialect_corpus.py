@@ -46,7 +46,7 @@ def test_each_file_plans_as_its_author_meant(
     req = spec.requirements()
     shapes = req.alternatives or ((req,) if req.gpu or req.gpus_per_node else ())
     assert [[a.gpu, a.gpus_per_node] for a in shapes] == expect["gpus"]
-    for field in ("max_retries", "num_nodes", "image", "envs"):
+    for field in ("max_retries", "num_nodes", "image", "envs", "file_mounts"):
         if field in expect:
             assert getattr(spec, field) == expect[field]
     for field in ("disk_size_gib", "disk_tier"):

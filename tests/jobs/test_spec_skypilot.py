@@ -99,7 +99,11 @@ def test_spothops_own_fields_may_be_added_to_a_skypilot_file() -> None:
 @pytest.mark.parametrize(
     ("data", "path", "words"),
     [
-        ({**_sky(use_spot=True), "file_mounts": {"/d": "s3://b"}}, "file_mounts", "'file_mounts'"),
+        (
+            {**_sky(use_spot=True), "file_mounts": {"/d": {"name": "b"}}},
+            "file_mounts./d.source",
+            "would create",
+        ),
         (_sky(use_spot=True, instance_type="p4d.24xlarge"), "resources.instance_type", "hardware"),
         (_sky(use_spot=True, ordered=[{"cloud": "aws"}]), "resources.ordered", "'ordered'"),
         (

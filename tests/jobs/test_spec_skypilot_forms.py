@@ -223,7 +223,11 @@ def test_a_spothop_file_null_env_names_launch_env() -> None:
         (_sky(infra="k8s/my-context"), "resources.infra", "Kubernetes"),
         (_sky(ordered=[{"accelerators": "A100:1"}]), "resources.ordered", "any_of"),
         (_sky(any_of=[{"any_of": []}]), "resources.any_of.0.any_of", "one any_of"),
-        ({**_sky(), "file_mounts": {"/d": "s3://b"}}, "file_mounts", "workdir"),
+        (
+            {**_sky(), "file_mounts": {"/d": {"source": "s3://b", "mode": "SYNC"}}},
+            "file_mounts./d.mode",
+            "MOUNT, COPY",
+        ),
         ({**_sky(), "secrets": {"T": None}}, "secrets", "secret manager"),
         ({**_sky(), "workdir": {"url": "https://x/r.git", "ref": "main"}}, "workdir", "clone"),
     ],

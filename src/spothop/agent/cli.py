@@ -15,6 +15,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from spothop.agent import model
 from spothop.agent.config import AgentConfig
@@ -57,6 +58,17 @@ def _with_defaults(args: argparse.Namespace) -> argparse.Namespace:
     return args
 
 
+def _mounts(text: str | None) -> tuple[dict[str, Any], ...]:
+    from spothop.agent.mounts import parse_mounts
+
+    if not text:
+        return ()
+    try:
+        return tuple(parse_mounts(text))
+    except ValueError as err:
+        raise AgentConfigError(str(err)) from None
+
+
 def config_from(args: argparse.Namespace) -> AgentConfig:
     command = list(args.command)
     if command and command[0] == "--":
@@ -95,6 +107,7 @@ def config_from(args: argparse.Namespace) -> AgentConfig:
         code_url=args.code_url,
         code_sha256=args.code_sha256,
         workdir=args.workdir,
+        mounts=_mounts(args.mounts),
         token=args.token,
     )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from spothop.agent.notices.sigterm import KUBERNETES_GRACE_S
 
@@ -55,5 +56,6 @@ class AgentConfig:
     code_url: str | None = None  # the job's packed workdir (spothop.agent.code)
     code_sha256: str | None = None
     workdir: Path | None = None  # where the code is unpacked; the worker's working directory
+    mounts: tuple[dict[str, Any], ...] = ()  # the job's file mounts (spothop.agent.mounts)
     token: str | None = field(default=None, repr=False)  # bearer token, for the code's download
     probe_first_boot: bool = True  # measure the GPUs once per instance type (see first_boot.py)

@@ -208,6 +208,12 @@ OPTIONS: tuple[Option, ...] = (
         Path,
     ),
     Option(
+        "--mounts",
+        "the job's file mounts, a JSON list of {dest, fetch|copy, ...} (spothop.agent.mounts), "
+        "fetched or copied after the code and before the worker starts",
+        metavar="JSON",
+    ),
+    Option(
         "--heartbeat-interval",
         "seconds between heartbeats to the control plane "
         f"(default {defaults.DEFAULT_HEARTBEAT_INTERVAL_S:g})",

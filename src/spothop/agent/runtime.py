@@ -25,6 +25,7 @@ import os
 import signal
 import threading
 import time
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -40,6 +41,7 @@ from spothop.agent.hooks import LeaseReleaser, Upload
 from spothop.agent.link import ControlLink
 from spothop.agent.logship import LogShipper
 from spothop.agent.model import Identity, Notice, NoticeKind, SelfCheck, final_notice
+from spothop.agent.mounts import MountError, apply_mounts
 from spothop.agent.notices import Watcher, make_watcher, sigterm_notice
 from spothop.agent.reporter import Reporter
 from spothop.agent.supervisor import LogSink, Supervisor
@@ -259,6 +261,8 @@ class Agent:
         )
         if self.config.code_url and not self._fetch_code():
             return self._failed_before_start()
+        if self.config.mounts and not self._mount_files():
+            return self._failed_before_start()
         if self.config.probe_first_boot:
             self._probe_first_boot()
         self._start()
@@ -320,8 +324,20 @@ class Agent:
         log.info("%s into %s", fetched.line(), workdir)
         return True
 
+    def _mount_files(self) -> bool:
+        """The job's file mounts onto the node before the worker starts (relative ones in the
+        worker's working folder); False (logged) when one cannot be put there."""
+        c = self.config
+        workdir = Path(self.supervisor.cwd or os.getcwd())
+        try:
+            apply_mounts(c.mounts, workdir, token=c.token, instance_id=c.instance_id, log=log.info)
+        except MountError as err:
+            log.error("%s; the worker is not started", err)
+            return False
+        return True
+
     def _failed_before_start(self) -> int:
-        """A failed attempt that never ran the worker (its code did not arrive intact)."""
+        """A failed attempt that never ran the worker (its code or files did not arrive)."""
         self.reporter.report(Exited, code=model.EXIT_WORKER_FAILED)
         self.plane.flush(FINAL_FLUSH_S)
         self.plane.close()

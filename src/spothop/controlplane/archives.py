@@ -22,7 +22,9 @@ The contract:
    relative link.
 4. :func:`store_workdir` keeps it under ``<home>/files/code/<sha256>.tar.gz``,
    written atomically, once per content (a second job with the same code
-   reuses it). The agent fetches it with its token
+   reuses it). :func:`store_mount` packs a ``file_mounts`` source the same way
+   (a folder as a workdir, a file as an archive of that one file), stored
+   beside. The agent fetches it with its token
    (``GET /v1/agents/{instance_id}/code/{sha256}``) and unpacks it
    (:mod:`spothop.agent.code`).
 """
@@ -347,6 +349,40 @@ def store_workdir(
     """Pack ``workdir`` and keep it under ``<home>/files/code/<sha256>.tar.gz`` (see the module)."""
     entries = collect(Path(workdir))
     total = check_size(entries, max_bytes_setting() if max_bytes is None else max_bytes)
+    return _store(entries, total, home)
+
+
+def store_mount(
+    source: Path | str, label: str, home: Path | None = None, *, max_bytes: int | None = None
+) -> CodeArchive:
+    """Pack a ``file_mounts`` source and store it as :func:`store_workdir` does: a folder as a
+    workdir is (its ignore files honoured), a file as an archive of that one file under its own
+    name. Every refusal reads as the workdir's with ``label`` (``file_mounts '/data'``) in its
+    place; a source that does not exist is named as a mount's."""
+    path = Path(source)
+    if not path.exists():
+        raise JobSpecError(f"{label}: the source {str(path)!r} does not exist; fix the path")
+    try:
+        if path.is_dir():
+            entries = collect(path)
+        else:
+            if not os.access(path, os.R_OK):
+                raise JobSpecError(f"workdir: cannot read {path.name}: permission denied")
+            size = path.stat().st_size
+            executable = bool(path.stat().st_mode & stat.S_IXUSR)
+            entries = [_Entry(path.name, path, "file", size, executable)]
+        total = check_size(entries, max_bytes_setting() if max_bytes is None else max_bytes)
+    except JobSpecError as err:
+        text = str(err)
+        raise JobSpecError(
+            label + text.removeprefix("workdir")
+            if text.startswith("workdir")
+            else f"{label}: {text}"
+        ) from None
+    return _store(entries, total, home)
+
+
+def _store(entries: list[_Entry], total: int, home: Path | None) -> CodeArchive:
     folder = code_dir(home or spothop_home())
     folder.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".packing-", suffix=".tar.gz")

@@ -74,7 +74,8 @@ Contracts:
   the worker's output in ``<state dir>/worker.log``, and the interpreter plain
   ``python`` (found through the boot script's ``PATH``), and the job's code fetched
   from the control plane (``--code-url``, ``--code-sha256``) into
-  :data:`INSTANCE_WORKDIR`, the worker's working folder. It needs a control
+  :data:`INSTANCE_WORKDIR`, the worker's working folder; the job's ``file_mounts`` are the
+  agent's ``--mounts`` (:func:`agent_mounts`), fetched or copied before ``setup``. It needs a control
   plane URL: the database plane's instances share the controller's disk.
 - Nothing here launches anything: the executor hands the result to
   ``provider.launch``.
@@ -332,6 +333,33 @@ def _number(value: float | None) -> str | None:
     return None if value is None else repr(float(value))
 
 
+def agent_mounts(mounts_json: str, control_plane: str | None, workdir: str | None) -> str:
+    """The agent's ``--mounts`` (JSON, a list in the spec's order; :mod:`spothop.agent.mounts`)
+    for a job's planned mounts (``jobs.mounts_json``):
+
+    - an upload: ``{"dest", "fetch": URL, "sha256", "file"}``, the URL the control plane's code
+      route (``{instance_id}`` left for the agent), when ``control_plane`` (an instance-local
+      launch) is given; without one (the database plane's instances share the controller's
+      disk) ``{"dest", "copy": SOURCE}``, a relative ``dest`` made the ``workdir``'s;
+    - a bucket URL or bucket path: ``{"dest", "copy": SOURCE}``.
+    """
+    out: list[dict[str, Any]] = []
+    for mount in json.loads(mounts_json):
+        dest = str(mount["dest"])
+        if control_plane is None and workdir and not dest.startswith(("/", "~")):
+            dest = str(Path(workdir) / dest)
+        if "sha256" not in mount:
+            out.append({"dest": dest, "copy": mount["copy"]})
+        elif control_plane is None:
+            out.append({"dest": dest, "copy": mount["source"]})
+        else:
+            url = code_url(control_plane, mount["sha256"])
+            out.append(
+                {"dest": dest, "fetch": url, "sha256": mount["sha256"], "file": mount["file"]}
+            )
+    return json.dumps(out, separators=(",", ":"))
+
+
 def _agent_paths(
     job_id: str, attempt_id: str, home: Path, python: str, local_plane: str | None
 ) -> tuple[Path, str]:
@@ -366,6 +394,7 @@ def bootstrap(
     gpu_count: int | None = None,
     instance_local: bool = False,
     code_sha256: str | None = None,
+    mounts_json: str | None = None,
 ) -> Bootstrap:
     """The bootstrap command and environment of one attempt (see the module docstring).
 
@@ -383,6 +412,9 @@ def bootstrap(
     packed workdir, stored by the control plane) the agent fetches the code from the control
     plane and unpacks it into :data:`INSTANCE_WORKDIR`, the worker's working folder: the spec's
     ``workdir`` is the controller's folder, never named on the instance.
+
+    ``mounts_json``: the job's planned ``file_mounts`` (:mod:`spothop.controlplane.mounts`),
+    given to the agent as ``--mounts`` (:func:`agent_mounts`).
     """
     home = home or spothop_home()
     queue_url = instance_queue_url(work.queue_url, control_plane)
@@ -402,6 +434,9 @@ def bootstrap(
             command += ["--code-url", code_url(control_plane or "", code_sha256)]
             command += ["--code-sha256", code_sha256, "--workdir", INSTANCE_WORKDIR]
         work = replace(work, workdir=None)  # the agent's --workdir, or the instance's own cwd
+    if mounts_json:
+        mounts = agent_mounts(mounts_json, control_plane if instance_local else None, work.workdir)
+        command += ["--mounts", mounts]
     command += ["--", *worker_command(work, log_path)]
     env = {str(k): str(v) for k, v in work.envs.items()}
     if not instance_local:  # the database plane's instances share the controller's disk

@@ -21,7 +21,9 @@ A wrong bucket name found after an hour of GPU time costs that hour.
    :class:`~spothop.errors.StorageUnreachable` naming the field, the URL and
    the cause.
 2. Each of ``batch.inputs`` must match at least one file (a glob is expanded),
-   else :class:`~spothop.errors.JobSpecError` naming the input.
+   and each ``file_mounts`` source that is a URL must exist, else
+   :class:`~spothop.errors.JobSpecError` naming the input or the mount (a local
+   source is checked when the spec is read and again when it is packed).
 
 Every problem is collected, so one run reports them all. The probe leaves
 nothing behind when it succeeds.
@@ -73,6 +75,9 @@ def check_reachable(spec: JobSpec, providers: Mapping[str, object] | None = None
     if spec.batch is not None:
         for i, pattern in enumerate(spec.batch.inputs):
             _expect_files(f"batch.inputs.{i}", pattern, missing)
+    for dest, source in spec.file_mounts.items():
+        if "://" in source and not source.startswith("file://"):
+            _expect_source(f"file_mounts {dest!r}", source, missing)
     if missing:
         raise JobSpecError(_joined(missing), missing)
 
@@ -195,6 +200,29 @@ def _expect_files(field: str, pattern: str, problems: list[tuple[str, str]]) -> 
         )
 
 
+def _expect_source(field: str, url: str, problems: list[tuple[str, str]]) -> None:
+    try:
+        fs, path = _filesystem(url)
+        found = fs.exists(path)
+    except ImportError as exc:
+        problems.append(
+            (field, f"{url!r} needs a storage package that is not installed ({exc.name or exc})")
+        )
+        return
+    except Exception as exc:
+        problems.append((field, f"cannot read {url!r}: {_cause(exc)}"))
+        return
+    if not found:
+        problems.append((field, f"the source {url!r} does not exist; fix the URL"))
+
+
 def _cause(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     return text if len(text) <= 200 else text[:200] + "…"
+
+
+def shared_by_all(path: str | Path, providers: Mapping[str, object]) -> bool:
+    """Whether ``path`` (a plain path) lies in a folder every one of ``providers`` shares with
+    its instances (a world bucket); False when ``providers`` is empty."""
+    shared = [_buckets(provider) for provider in providers.values()]
+    return bool(shared) and all(_inside(Path(path), buckets) for buckets in shared)

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
@@ -69,6 +70,15 @@ class JobRecord:
     lease_owner: str | None = None
     nodes: tuple[NodeRecord, ...] = ()
     code_sha256: str | None = None  # the packed workdir the agents fetch; None: no workdir
+    # The file mounts as planned at launch (spothop.controlplane.mounts), JSON; None: none.
+    mounts_json: str | None = None
+
+    @property
+    def mount_sha256s(self) -> frozenset[str]:
+        """The sha256s of the job's uploaded mounts: the other archives its agents may fetch."""
+        if not self.mounts_json:
+            return frozenset()
+        return frozenset(m["sha256"] for m in json.loads(self.mounts_json) if m.get("sha256"))
 
     def spec(self) -> JobSpec:
         """The :class:`spothop.jobs.spec.JobSpec` (parsed on each call)."""

@@ -4,9 +4,9 @@ A mapping is a SkyPilot task file when it uses a key only SkyPilot has: a
 resource key of :data:`~spothop.jobs.skypilot_resources.RESOURCE_KEYS_MAPPED`
 or ``RESOURCE_KEYS_UNSUPPORTED`` (``use_spot``, ``cloud``, ``infra``,
 ``job_recovery``, ``disk_size``, ``image_id`` …), or a top-level key of
-:data:`TOP_KEYS_UNSUPPORTED` (``file_mounts``, ``secrets``, ``service`` …).
+:data:`TOP_KEYS_UNSUPPORTED` (``secrets``, ``service`` …).
 Keys both spell alike (``name``, ``num_nodes``, ``setup``, ``run``, ``envs``,
-``workdir``, ``resources.accelerators`` in every SkyPilot form, ``cpus``,
+``workdir``, ``file_mounts``, ``resources.accelerators`` in every SkyPilot form, ``cpus``,
 ``memory``, ``any_of``) mean the same in both and never switch the dialect.
 
 What maps (docs/jobs.md's table lists every key):
@@ -15,6 +15,12 @@ What maps (docs/jobs.md's table lists every key):
   ``run`` run each in ``bash``, as SkyPilot runs them: :mod:`spothop.jobs.launcher`);
 - ``workdir``: a relative folder is the current directory's, as in SkyPilot
   (``~`` expanded), not the file's;
+- ``file_mounts``: the same field (:mod:`spothop.jobs.spec_mounts`): a local
+  source (relative: the current directory's, as SkyPilot reads it) is packed
+  and uploaded at launch, a bucket URL copied onto the node at boot. A storage
+  object ``{source: …, mode: …}`` is read as its ``source`` (every ``mode`` is a
+  copy made before ``setup``: what the job writes there is not synced back);
+  one without a ``source`` (a bucket SkyPilot would create) is refused;
 - ``envs``: the same, after ``spothop launch --env NAME=VALUE`` overrides
   (:func:`apply_env_overrides`); a null or empty value is one SkyPilot requires
   the user to give, an error naming it while it is not given;
@@ -52,8 +58,6 @@ __all__ = [
 
 # SkyPilot's top-level keys spothop does not take, each with what spothop does instead.
 TOP_KEYS_UNSUPPORTED: Mapping[str, str] = {
-    "file_mounts": "copying files and buckets onto the nodes is not built yet; put small files "
-    "in workdir (uploaded to each node) and read data from its bucket in run",
     "secrets": "spothop does not deliver secrets yet; have run read them from your cloud's "
     "secret manager",
     "config": "SkyPilot's own settings have no meaning to spothop; set spothop's options in "
@@ -107,6 +111,8 @@ def from_skypilot(data: Mapping[Any, Any], where: str = "") -> dict[Any, Any]:
                 "a git workdir (url, ref) is not cloned by spothop; clone it in setup, or give "
                 "a local folder (uploaded to each node)",
             )
+        elif key == "file_mounts" and isinstance(value, Mapping):
+            out[key] = _file_mounts(value, mapper)
         elif key == "envs" and isinstance(value, Mapping):
             out[key] = _required_envs(value, mapper)
         elif key != "resources":
@@ -120,6 +126,59 @@ def from_skypilot(data: Mapping[Any, Any], where: str = "") -> dict[Any, Any]:
     map_resources(resources, out, mapper)
     mapper.raise_if_any()
     return out
+
+
+_MOUNT_MODES = ("MOUNT", "COPY", "MOUNT_CACHED")
+_STORAGE_KEYS = frozenset({"name", "source", "store", "mode", "persistent", "config"})
+
+
+def _file_mounts(mounts: Mapping[Any, Any], mapper: KeyProblems) -> dict[Any, Any]:
+    """SkyPilot's ``file_mounts`` as spothop's: each local source absolute against the current
+    folder (SkyPilot's reading), a storage object read as its ``source``; a form spothop cannot
+    give refused by its key path (``file_mounts./data.mode``)."""
+    out: dict[Any, Any] = {}
+    for dest, source in mounts.items():
+        where = f"file_mounts.{dest}"
+        if isinstance(source, Mapping):
+            source = _storage_source(where, source, mapper)
+            if source is None:
+                continue
+        if isinstance(source, str) and source.strip() and "://" not in source:
+            source = os.path.abspath(os.path.expanduser(source.strip()))
+            if not os.path.exists(source):
+                mapper.refuse(
+                    where,
+                    f"the source {source} does not exist (SkyPilot reads a "
+                    "relative source against the current folder)",
+                )
+                continue
+        out[dest] = source
+    return out
+
+
+def _storage_source(where: str, storage: Mapping[Any, Any], mapper: KeyProblems) -> Any:
+    """A SkyPilot storage object's ``source``, or None (refused, named) when spothop cannot
+    give what it asks."""
+    unknown = sorted(str(k) for k in storage if k not in _STORAGE_KEYS)
+    if unknown:
+        mapper.refuse(f"{where}.{unknown[0]}", "not a key of a SkyPilot storage object")
+        return None
+    mode = str(storage.get("mode", "MOUNT")).upper()
+    if mode not in _MOUNT_MODES:
+        mapper.refuse(f"{where}.mode", f"{storage.get('mode')!r}: one of {', '.join(_MOUNT_MODES)}")
+        return None
+    source = storage.get("source")
+    if source is None:
+        mapper.refuse(
+            f"{where}.source",
+            "a bucket SkyPilot would create and mount read-write is not built; give the source "
+            "to copy in (a bucket URL or local path), and write results to a bucket in run",
+        )
+        return None
+    if isinstance(source, list):
+        mapper.refuse(f"{where}.source", "several sources in one mount: give one mount each")
+        return None
+    return source
 
 
 def _required_envs(envs: Mapping[Any, Any], mapper: KeyProblems) -> dict[Any, Any]:

@@ -62,6 +62,7 @@ from pydantic import (
 from spothop.bounds import SECONDS_PER_DAY, Bound
 from spothop.errors import JobSpecError, NotFoundError
 from spothop.jobs.spec_messages import spec_error
+from spothop.jobs.spec_mounts import check_file_mounts
 from spothop.jobs.spec_placement import ProvidersSpec, ReservedSpec, SpreadSpec
 from spothop.jobs.spec_resources import AlternativeSpec, ResourcesSpec
 from spothop.jobs.spec_values import (
@@ -191,6 +192,7 @@ class JobSpec(SpecModel):
         dict[str, Annotated[str, BeforeValidator(env_value)]], AfterValidator(check_envs)
     ] = Field(default_factory=dict)
     workdir: str | None = None
+    file_mounts: dict[str, str] = Field(default_factory=dict)
     image: Annotated[str, AfterValidator(container_image)] | None = None
     checkpoint: CheckpointSpec | None = None
     batch: BatchJobSpec | None = None
@@ -232,6 +234,15 @@ class JobSpec(SpecModel):
         if base is not None and not os.path.isdir(path):
             raise ValueError(f"folder {path} does not exist; workdir is relative to the job file")
         return path
+
+    @field_validator("file_mounts", mode="before")
+    @classmethod
+    def _check_file_mounts(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            raise ValueError("a mapping {DEST: SOURCE}, e.g. {/data: ./data, ~/model: s3://b/m}")
+        return check_file_mounts(value, base_dir_of(info))
 
     @model_validator(mode="after")
     def _kind_fits(self) -> JobSpec:

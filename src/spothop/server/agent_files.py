@@ -9,7 +9,9 @@
 - ``GET /v1/agents/{instance_id}/code/{sha256}``: the job's packed workdir
   (:mod:`spothop.controlplane.archives`), streamed, with the agent's token:
   403 unless ``{instance_id}`` is the token's instance and ``{sha256}`` is the
-  archive its job recorded at launch; 404 when that archive is not stored.
+  archive its job recorded at launch (its workdir's, or one of its uploaded
+  ``file_mounts``: :mod:`spothop.controlplane.mounts`); 404 when that archive
+  is not stored.
 """
 
 from __future__ import annotations
@@ -65,8 +67,10 @@ async def code(
         )
     assert principal.job_id is not None  # an agent's token
     job = await run_in_threadpool(request.app.state.store.get_job, principal.job_id)
-    if job.code_sha256 != sha256:
-        raise forbidden(f"archive {sha256} is not the code of job {principal.job_id}")
+    if sha256 != job.code_sha256 and sha256 not in job.mount_sha256s:
+        raise forbidden(
+            f"archive {sha256} is neither the code nor a file mount of job {principal.job_id}"
+        )
     path = archive_path(spothop_home(), sha256)
     if not path.is_file():
         raise not_found(f"the code of job {principal.job_id} ({sha256}) is not stored here")

@@ -80,13 +80,20 @@ def launch_job(store: JobStore, spec: JobSpec) -> LaunchedJob:
     A ``workdir`` is packed and stored first (:func:`~spothop.controlplane.archives.store_workdir`,
     before anything is paid for: a workdir that cannot be packed is a
     :class:`~spothop.errors.JobSpecError` and no job is stored); the job
-    records the archive's sha256, the one its agents may fetch.
+    records the archive's sha256, the one its agents may fetch. Its ``file_mounts`` are
+    planned the same way (:func:`~spothop.controlplane.mounts.plan_mounts`: local paths
+    packed and stored, bucket URLs and bucket paths left for the agent to copy).
     """
     code_sha256 = None
     if spec.workdir:
         from spothop.controlplane.archives import store_workdir
 
         code_sha256 = store_workdir(spec.workdir).sha256
-    job_id = store.create_job(spec, code_sha256=code_sha256)
+    mounts_json = None
+    if spec.file_mounts:
+        from spothop.controlplane.mounts import plan_json, plan_mounts
+
+        mounts_json = plan_json(plan_mounts(spec))
+    job_id = store.create_job(spec, code_sha256=code_sha256, mounts_json=mounts_json)
     job = store.get_job(job_id)
     return LaunchedJob(job.job_id, job.name, str(job.state))

@@ -51,6 +51,8 @@ jobs = Table(
     Column("lease_expires_unix_s", Float, nullable=True),
     # The sha256 of the job's packed workdir (spothop.controlplane.archives); None: no workdir.
     Column("code_sha256", String(64), nullable=True),
+    # The job's file_mounts as planned at launch (spothop.controlplane.mounts), JSON; None: none.
+    Column("mounts_json", Text, nullable=True),
     Index(None, "state", "created_unix_s"),
 )
 

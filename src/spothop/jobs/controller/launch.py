@@ -107,7 +107,7 @@ class LaunchSteps(LaunchRequests):
         )
         try:
             request: LaunchRequest | ProviderError = self._request(
-                job.spec(), job.job_id, attempt, candidate, job.code_sha256
+                job.spec(), job.job_id, attempt, candidate, job.code_sha256, job.mounts_json
             )
         except ProviderError as exc:  # refused before any cloud call: the launch fails with it
             request = exc

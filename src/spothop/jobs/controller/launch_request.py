@@ -42,6 +42,7 @@ class LaunchRequests(AgentTokens):
         attempt: AttemptRecord,
         candidate: Candidate,
         code_sha256: str | None = None,
+        mounts_json: str | None = None,
     ) -> LaunchRequest:
         provider = self.providers.get(attempt.provider)
         refusal = unreachable_control_plane(attempt.provider, provider, self.control_plane_url)
@@ -71,6 +72,7 @@ class LaunchRequests(AgentTokens):
             # unisolated local cloud's, which share the controller's disk).
             instance_local=instance_local,
             code_sha256=code_sha256,
+            mounts_json=mounts_json,
         )
         return LaunchRequest(
             instance_type=attempt.instance_type,

@@ -39,13 +39,19 @@ class JobRows(StoreBase):
     """Jobs and their nodes (see the module)."""
 
     def create_job(
-        self, spec: StorableSpec, *, nodes: int | None = None, code_sha256: str | None = None
+        self,
+        spec: StorableSpec,
+        *,
+        nodes: int | None = None,
+        code_sha256: str | None = None,
+        mounts_json: str | None = None,
     ) -> str:
         """Store a new job (PENDING, its nodes pending, event ``created``); returns its id (``j-3f9a2c``).
 
         ``nodes`` defaults to :func:`node_count` of the spec; ``code_sha256`` is
         its packed workdir's (:mod:`spothop.controlplane.archives`), the only
-        archive its agents' tokens may fetch.
+        archive its agents' tokens may fetch, with those ``mounts_json`` names
+        (its ``file_mounts`` as planned: :mod:`spothop.controlplane.mounts`).
         """
         count = node_count(spec) if nodes is None else nodes
         if count < 1:
@@ -75,6 +81,7 @@ class JobRows(StoreBase):
                             version=1,
                             lease_token=0,
                             code_sha256=code_sha256,
+                            mounts_json=mounts_json,
                         )
                     )
                     conn.execute(
@@ -290,6 +297,7 @@ def _job(row: Row[Any], node_rows: Sequence[Row[Any]]) -> JobRecord:
         version=row.version,
         lease_owner=row.lease_owner,
         code_sha256=row.code_sha256,
+        mounts_json=row.mounts_json,
         nodes=tuple(
             NodeRecord(n.job_id, n.node, NodeState(n.state), n.updated_unix_s) for n in node_rows
         ),
