@@ -86,9 +86,11 @@ _LAZY: dict[str, str] = {
             "ControlPlaneError",
             "ControlPlaneAuthError",
             "StoreRefused",
+            "LogOffsetGap",
         ),
         "spothop.wire.errors",
     ),
+    "AgentApiStartFailed": "spothop.server.agent_process",
     "NoticeEndpointError": "spothop.agent.errors",
     **dict.fromkeys(
         (
@@ -178,12 +180,14 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time each comes 
     from spothop.resources.catalog import load_catalog
     from spothop.scheduler.errors import NoCandidates, NoCapacityNow
     from spothop.scheduler.simulate.model import SimulationError
+    from spothop.server.agent_process import AgentApiStartFailed
     from spothop.wire.errors import (
         AgentConfigError,
         AgentError,
         ControlPlaneAuthError,
         ControlPlaneError,
         EventFormatError,
+        LogOffsetGap,
         StoreRefused,
     )
     from spothop.worker.sdk import (
@@ -212,6 +216,7 @@ __getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = [
+    "AgentApiStartFailed",
     "AgentConfigError",
     "AgentError",
     "AlreadyCompletedError",
@@ -243,6 +248,7 @@ __all__ = [
     "JobNotFound",
     "JobSpecError",
     "LeaseLost",
+    "LogOffsetGap",
     "MalformedShardError",
     "NoCandidates",
     "NoCapacityNow",

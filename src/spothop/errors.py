@@ -54,6 +54,7 @@ code  name                        meaning
     ├── NoCapacityNow               offerings fit, but none has a price or capacity there now      exit 4
     ├── ControllerRunning           another controller holds this home's lock                       exit 1
     ├── ControllerStartFailed       the background controller exited before it took its lock        exit 1
+    ├── AgentApiStartFailed         the controller's agent API process did not start or answer      exit 1
     ├── TopologyParseError          nvidia-smi output that cannot be understood                     exit 2
     ├── QueueError                  the shard queue refused an operation                           exit 1
     │   ├── UnknownLeaseError       a lease for a shard the job does not have                     exit 3
@@ -72,6 +73,7 @@ code  name                        meaning
     │   │   └── EndpointTimeout     no answer within the timeout (the request or its answer was lost)
     │   ├── EventFormatError        a stored or received agent event is not an event               exit 1
     │   ├── StoreRefused            the store process answered with the store's or queue's error   exit 1
+    │   ├── LogOffsetGap            a log chunk past the stored end: resend from the end it names  exit 1
     │   └── ControlPlaneError       the control plane refused a call or did not answer             exit 4
     │       └── ControlPlaneAuthError   it refused the agent's token (HTTP 401/403)                exit 2
     ├── CheckpointError             a checkpoint could not be written, read or trusted             exit 1

@@ -168,7 +168,7 @@ def test_spothop_launch_on_aws_without_a_server_is_refused_before_any_instance(
         )
     )
     with moto_server() as endpoint:
-        provider, _ = make_provider(endpoint_url=endpoint)
+        make_provider(endpoint_url=endpoint)  # moto's EC2 holds the image and subnets it needs
         for variable, value in {
             "SPOTHOP_PROVIDERS": "aws",
             "SPOTHOP_CATALOG_REFRESH_S": "0",  # moto has no Pricing API; the fixed catalog stays
