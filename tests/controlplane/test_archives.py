@@ -114,6 +114,10 @@ def test_each_bad_workdir_is_one_line_naming_it(tmp_path: Path) -> None:
     work = _tree(tmp_path / "w", {".spothopignore": "ok\n!\n"})
     with pytest.raises(JobSpecError, match=r"\.spothopignore line 2: '!' is not a valid"):
         archives.store_workdir(work, home)
+    # A character range backwards: pathspec hands re's own error up, not a ValueError.
+    (work / ".spothopignore").write_text("[z-a]\n")
+    with pytest.raises(JobSpecError, match=r"\.spothopignore line 1: '\[z-a\]' is not a valid"):
+        archives.store_workdir(work, tmp_path / "home")
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads every file")

@@ -172,6 +172,9 @@ def test_a_missing_run_says_what_to_give() -> None:
 def test_a_workdir_that_does_not_exist_is_refused(tmp_path: Path) -> None:
     error = _error(_job(workdir="nowhere"), tmp_path)
     assert "workdir" in str(error) and "does not exist" in str(error)
+    (tmp_path / "code.py").write_text("print()")
+    error = _error(_job(workdir="code.py"), tmp_path)
+    assert "workdir" in str(error) and "is a file, not a folder" in str(error)
 
 
 def test_a_file_that_is_not_a_job_is_refused_with_its_name(tmp_path: Path) -> None:

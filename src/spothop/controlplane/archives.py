@@ -122,7 +122,7 @@ def _read_ignores(root: Path, folder: str) -> list[pathspec.GitIgnoreSpec]:
         for number, line in enumerate(lines, 1):
             try:
                 pathspec.GitIgnoreSpec.from_lines([line])
-            except ValueError as err:  # pathspec's pattern errors are ValueErrors
+            except (ValueError, re.error) as err:  # pathspec's errors, and a bad [range]'s
                 raise JobSpecError(
                     f"workdir: {shown} line {number}: {line!r} is not a valid ignore pattern "
                     f"({err}); fix or remove it (gitignore syntax)"

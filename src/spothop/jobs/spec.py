@@ -231,6 +231,8 @@ class JobSpec(SpecModel):
         path = resolve_local(valid_text(value), base)
         if "://" in path:
             raise ValueError("workdir is a local folder, uploaded to each node; not a URL")
+        if base is not None and os.path.exists(path) and not os.path.isdir(path):
+            raise ValueError(f"{path} is a file, not a folder; workdir is the job's code folder")
         if base is not None and not os.path.isdir(path):
             raise ValueError(f"folder {path} does not exist; workdir is relative to the job file")
         return path
