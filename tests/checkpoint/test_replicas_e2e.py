@@ -8,6 +8,7 @@ us-central1, speed 5). The preemption is injected once the replicas hold a durab
 
 from __future__ import annotations
 
+import shutil
 from typing import Any
 
 from spothop.checkpoint.replicas import read_restore_records
@@ -34,13 +35,19 @@ def test_the_next_instance_restores_from_its_own_regions_replica(
         "gcp-sim/us-central1": str(h.tmp / "replica-us-central1"),
     }
     out = h.tmp / "final.bin"
+    # The job's workdir: the script and the loop it imports, side by side (an instance has
+    # only what the workdir uploads; the script finds numpy_train beside itself).
+    code = h.tmp / "code"
+    code.mkdir()
+    for module in (replica_train, numpy_train):
+        shutil.copy(str(module.__file__), code)
     spec: dict[str, Any] = {
         "name": "train-near",
         "market": "spot",
         "tolerance": "aggressive",
         "zones": ["us-central1-a", "us-east-1a"],
         "checkpoint": {"url": str(h.tmp / "ckpt"), "replicas": replicas},
-        **script_job(replica_train.__file__, TOTAL, out, "--step-sleep", STEP_SLEEP_S),
+        **script_job(code / "replica_train.py", TOTAL, out, "--step-sleep", STEP_SLEEP_S),
     }
     job_id = h.launch(spec)
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from spothop.jobs.launcher import group_port
+from tests.jobs.e2e.conftest import script_job
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "examples" / "ddp" / "train.py"
@@ -36,6 +37,12 @@ def train_command(steps: int, out: Path, seen: Path, *extra: str) -> list[str]:
     ]
 
 
+def job_command(steps: int, out: Path, seen: Path, *extra: str) -> dict[str, str]:
+    """A job's ``workdir`` and ``run`` for the example: its folder uploaded, run by the
+    instance's own ``python`` (an instance sees nothing of this machine but the buckets)."""
+    return script_job(SCRIPT, "--steps", steps, "--out", out, "--seen", seen, *extra)
+
+
 def start_reference(tmp: Path, nnodes: int, steps: int) -> list[subprocess.Popen[bytes]]:
     """The same script with no agent: ``nnodes`` processes of one process each, uninterrupted."""
     procs = []
@@ -53,6 +60,8 @@ def start_reference(tmp: Path, nnodes: int, steps: int) -> list[subprocess.Popen
         }
         for name in ("SPOTHOP_AGENT_DIR", "SPOTHOP_CHECKPOINT_URL"):
             env.pop(name, None)
+        # An instance's environment is its own (no BLAS kernel forced): the reference's too.
+        env = {k: v for k, v in env.items() if not k.startswith(("OPENBLAS_", "NVPL_"))}
         command = train_command(
             steps,
             tmp / "reference.bin",

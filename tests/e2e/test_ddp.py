@@ -27,8 +27,8 @@ from tests.e2e.ddp_helpers import (
     STEPS,
     Reference,
     assert_every_sample_once_per_epoch,
+    job_command,
     records,
-    train_command,
 )
 from tests.jobs.e2e.conftest import Harness, harness  # noqa: F401  (the e2e harness)
 from tests.waiting import wait_for
@@ -60,7 +60,6 @@ def emergency_steps(ckpt: Path, rank: int) -> list[int]:
 def two_node_spec(h: Harness, name: str, *extra: str) -> dict[str, Any]:
     """A 2-node spot job of the example on one cloud, checkpointing under the test's folder."""
     seen, out = h.tmp / "seen", h.tmp / "final.bin"
-    command = train_command(STEPS, out, seen, "--step-sleep", str(STEP_SLEEP_S), *extra)
     return {
         "name": name,
         "num_nodes": 2,
@@ -68,7 +67,7 @@ def two_node_spec(h: Harness, name: str, *extra: str) -> dict[str, Any]:
         "tolerance": "aggressive",
         "providers": {"allow": ["aws-sim"]},
         "checkpoint": {"url": str(h.tmp / "ckpt")},
-        "run": " ".join(command),
+        **job_command(STEPS, out, seen, "--step-sleep", str(STEP_SLEEP_S), *extra),
     }
 
 

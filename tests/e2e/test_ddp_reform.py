@@ -25,8 +25,8 @@ from tests.e2e.ddp_helpers import (  # noqa: E402
     STEPS,
     Reference,
     assert_every_sample_once_per_epoch,
+    job_command,
     records,
-    train_command,
     trajectory,
 )
 from tests.jobs.e2e.conftest import CALM, SPEED, Harness, controller_file, running_harness  # noqa: E402
@@ -75,10 +75,8 @@ def reformable_spec(h: Harness, max_nodes: int) -> dict[str, Any]:
         "market": "spot",
         "tolerance": "aggressive",
         "checkpoint": {"url": str(h.tmp / "ckpt")},
-        "run": " ".join(
-            train_command(
-                STEPS, h.tmp / "final.bin", h.tmp / "seen", "--step-sleep", str(STEP_SLEEP_S)
-            )
+        **job_command(
+            STEPS, h.tmp / "final.bin", h.tmp / "seen", "--step-sleep", str(STEP_SLEEP_S)
         ),
     }
 

@@ -26,6 +26,7 @@ import pytest
 from sqlalchemy import select
 
 from spothop.jobs.spec import load_job
+from spothop.service.launch import launch_job
 from spothop.state.job_tables import jobs
 from tests.conftest import REDIS_URL
 from tests.jobs.e2e.conftest import SLOW_TERMINATE, Harness, running_harness
@@ -173,7 +174,7 @@ def test_a_replica_sigkilled_mid_job_its_job_goes_on_under_the_other(
     spec["workers"] = 2
     spec["envs"] = {"WORK_S_PER_SHARD": str(WORK_S_PER_SHARD)}
     with h.store() as store:
-        job_id = store.create_job(load_job(spec))
+        job_id = launch_job(store, load_job(spec)).job_id  # its workdir packed, as launch does
 
     def held_by(name: str | None = None) -> tuple[str | None, int] | None:
         found = lease(h, job_id)
@@ -245,7 +246,7 @@ def test_a_paused_replica_wakes_to_find_its_job_taken_and_touches_nothing(
     r.start("r-b")
     gate = h.tmp / "task-gate"
     with h.store() as store:
-        job_id = store.create_job(load_job(task_spec(h.tmp)))
+        job_id = launch_job(store, load_job(task_spec(h.tmp))).job_id
 
     def held_by(name: str | None = None) -> tuple[str | None, int] | None:
         found = lease(h, job_id)

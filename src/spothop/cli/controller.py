@@ -77,7 +77,7 @@ def controller_run(
         typer.Option(
             "--control-plane-url",
             help="a replica's agents talk to this spothop server (http[s]://…), each with a "
-            "token of its own (default: the store directly)",
+            "token of its own (default: the home's agent API, started if none runs)",
         ),
     ] = None,
     agent_port: Annotated[
@@ -146,9 +146,21 @@ def _run_replica(
     previous = {
         sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)
     }
+    store_url = store_url or default_database_url()
+    distribution = None
+    if control_plane_url:  # the server there serves this spothop's wheel (its /v1/dist/…)
+        distribution = distribution_for(control_plane_url, spothop_home())
+    else:
+        # Alone, the replica's instances talk to the home's agent API (as the embedded
+        # controller's do; it outlives this replica): an instance sees nothing of this machine
+        # but the network, so neither the store's database nor this spothop is theirs without it.
+        from spothop.server.agent_process import ensure_agent_api
+
+        agents = ensure_agent_api(spothop_home(), None, store_url, queue_url or store_url)
+        control_plane_url, distribution = agents.url, agents.distribution
     try:
         run_replica(
-            store_url or default_database_url(),
+            store_url,
             owner=replica_id,
             lease_s=lease_s,
             providers=names,
@@ -157,10 +169,7 @@ def _run_replica(
             queue_url=queue_url,
             period_s=period or DEFAULT_PERIOD_S,
             control_plane_url=control_plane_url,
-            # the server at control_plane_url serves this spothop's wheel (its /v1/dist/…)
-            distribution=(
-                distribution_for(control_plane_url, spothop_home()) if control_plane_url else None
-            ),
+            distribution=distribution,
         )
     finally:
         for sig, handler in previous.items():

@@ -15,7 +15,8 @@ The contract:
    process it names runs, answers ``GET /healthz`` and serves the same store,
    queue, code (the wheel's sha256) and port (when ``--agent-port`` names one),
    it is reused: same pid, same URL.
-2. Else the one it names (if any) is stopped, and a new one started on
+2. One process at a time makes sure of it (``agent-api.lock``: the replicas of
+   one home may start together). Else the one it names (if any) is stopped, and a new one started on
    127.0.0.1: ``--agent-port``, else the previous one's port when it is free
    (the running instances were given that URL), else a free port. This process
    binds the socket (a port in use is a clear error at once) and hands it over;
@@ -32,6 +33,7 @@ The contract:
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -62,6 +64,7 @@ log = logging.getLogger(__name__)
 
 START_TIMEOUT_S = 60.0  # it answers within this (it imports the app and opens the store)
 HEALTH_TIMEOUT_S = 2.0  # one GET /healthz
+ENSURE_LOCK = "agent-api.lock"  # held while one process makes sure of the agent API
 LEGACY_PORT_FILE = "agent-api.port"  # where an older controller kept its agent API's port
 _NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -105,6 +108,17 @@ def ensure_agent_api(
     :class:`~spothop.errors.ConfigError` naming ``--agent-port``; a process that does not
     answer, :class:`AgentApiStartFailed`."""
     controller_dir(home).mkdir(parents=True, exist_ok=True)
+    # Replicas of one home (``controller run --replica``) may start together: one at a time
+    # here, so the second reuses the first's process instead of starting a rival.
+    with open(controller_dir(home) / ENSURE_LOCK, "a+") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        try:
+            return _ensure(home, port, store_url, queue_url)
+        finally:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+
+
+def _ensure(home: Path, port: int | None, store_url: str, queue_url: str) -> AgentApiProcess:
     running = agent_api_status(home)
     if running is not None:
         distribution = distribution_for(running.url, home)

@@ -169,9 +169,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
 
+    from spothop.controlplane.dist import distribution_for
     from spothop.db import pool_options, shared_engine
     from spothop.jobs.controller.replica import run_replica
     from spothop.observe.ledger import close_books
+    from spothop.paths import spothop_home
     from spothop.server.safety import Redactor, install_log_filter, secret_values
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s:     %(name)s: %(message)s")
@@ -189,6 +191,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         after_pass=(close_books,),
         queue_url=settings.queue_url,
         control_plane_url=settings.control_plane_url,
+        # the server at control_plane_url serves this spothop's wheel (its /v1/dist/…): each
+        # instance's boot script installs spothop from there
+        distribution=distribution_for(settings.control_plane_url, spothop_home()),
     )
     return 0
 
