@@ -37,6 +37,16 @@ GROUP_ADVANCE_STOP_S = 60.0
 # A group member still up this long after its stop's deadline is terminated: the agent kills its
 # worker at the deadline and exits within seconds; one that does not is stuck (a blocked collective).
 GROUP_STOP_GRACE_S = 30.0
+# The agent's heartbeat interval (the agent's own default, wall seconds); an agent silent for
+# HEARTBEAT_MISSES of them is lost (a dead agent, a VM that hangs): 90 s, generous to a busy host.
+HEARTBEAT_INTERVAL_S = 10.0
+HEARTBEAT_MISSES = 9
+# Installing spothop at boot takes wall time whatever a simulated cloud's speed: a boot deadline
+# read on the controller's clock is never shorter than this.
+BOOT_DEADLINE_FLOOR_S = 300.0
+# The same job's agent lost this many times in a row, none registering: it fails (a boot script
+# that fails every time, a network that never reaches the control plane) instead of paying on.
+AGENT_LOST_LIMIT = 3
 
 
 @dataclass(frozen=True)
@@ -59,6 +69,17 @@ class ControllerConfig:
     group_stop_grace_s: float = GROUP_STOP_GRACE_S
     # The restart overhead a deadline policy plans with; None: the provider's boot time.
     restart_overhead_s: float | None = None
+    # Agent liveness (docs/controller.md): None takes each provider's declared boot deadline.
+    boot_deadline_s: float | None = None
+    boot_deadline_floor_s: float = BOOT_DEADLINE_FLOOR_S
+    heartbeat_interval_s: float = HEARTBEAT_INTERVAL_S
+    heartbeat_misses: int = HEARTBEAT_MISSES
+    agent_lost_limit: int = AGENT_LOST_LIMIT
+
+    @property
+    def heartbeat_deadline_s(self) -> float:
+        """An agent silent this long (controller seconds) is lost."""
+        return self.heartbeat_interval_s * self.heartbeat_misses
 
 
 DEADLINE_TICK_ENV = "SPOTHOP_DEADLINE_TICK_S"  # the deadline policies' interval, seconds
