@@ -83,19 +83,37 @@ class ControllerConfig:
 
 
 DEADLINE_TICK_ENV = "SPOTHOP_DEADLINE_TICK_S"  # the deadline policies' interval, seconds
+BOOT_DEADLINE_ENV = "SPOTHOP_BOOT_DEADLINE_S"  # every provider's boot deadline, seconds
+HEARTBEAT_MISSES_ENV = "SPOTHOP_HEARTBEAT_MISSES"  # heartbeat intervals an agent may miss
+_ENV_FIELDS = {
+    DEADLINE_TICK_ENV: "deadline_tick_s",
+    BOOT_DEADLINE_ENV: "boot_deadline_s",
+    HEARTBEAT_MISSES_ENV: "heartbeat_misses",
+}
 
 
 def config_from_env(environ: Mapping[str, str]) -> ControllerConfig | None:
     """The daemon's config: ``$SPOTHOP_DEADLINE_TICK_S`` overrides ``deadline_tick_s`` (a world
-    that runs in minutes, as the end-to-end tests' does); None (the defaults) when it is unset.
-    A value that is not a number of seconds over 0 is a :class:`ConfigError` naming it."""
-    raw = environ.get(DEADLINE_TICK_ENV)
-    if raw is None or raw == "":
-        return None
-    try:
-        tick_s = float(raw)
-    except ValueError:
-        tick_s = math.nan
-    if not math.isfinite(tick_s) or tick_s <= 0:
-        raise ConfigError(f"${DEADLINE_TICK_ENV} {raw!r}: expected a number of seconds over 0")
-    return ControllerConfig(deadline_tick_s=tick_s)
+    that runs in minutes, as the end-to-end tests' does), ``$SPOTHOP_BOOT_DEADLINE_S`` every
+    provider's boot deadline and ``$SPOTHOP_HEARTBEAT_MISSES`` the heartbeat intervals an agent
+    may miss; None (the defaults) when none is set. A value that is not a number over 0 (a whole
+    one for the misses) is a :class:`ConfigError` naming it."""
+    changes: dict[str, float | int] = {}
+    for env, name in _ENV_FIELDS.items():
+        raw = environ.get(env)
+        if raw is None or raw == "":
+            continue
+        try:
+            value = float(raw)
+        except ValueError:
+            value = math.nan
+        whole = name != "heartbeat_misses" or value.is_integer()
+        if not math.isfinite(value) or value <= 0 or not whole:
+            what = (
+                "a whole number over 0"
+                if name == "heartbeat_misses"
+                else "a number of seconds over 0"
+            )
+            raise ConfigError(f"${env} {raw!r}: expected {what}")
+        changes[name] = int(value) if name == "heartbeat_misses" else value
+    return ControllerConfig(**changes) if changes else None  # type: ignore[arg-type]
