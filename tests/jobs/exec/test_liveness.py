@@ -119,3 +119,41 @@ def test_the_deadlines_are_overridden_from_the_environment() -> None:
     for env, bad in ((BOOT_DEADLINE_ENV, "-1"), (HEARTBEAT_MISSES_ENV, "2.5")):
         with pytest.raises(ConfigError, match=env):
             config_from_env({env: bad})
+
+
+def test_a_pass_loses_a_silent_agent_past_the_deadline_and_keeps_a_beating_one(
+    tmp_path: Path,
+) -> None:
+    """Observe → decide → act on a virtual clock: the silent instance is terminated with its
+    console's tail and its node relaunched; the one whose agent beats is kept."""
+    from spothop.jobs.controller import decide
+    from spothop.jobs.controller.observe import Observer
+
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    store = JobStore(url)
+    clock = ManualClock(1_000_000.0)
+    provider = WithConsole(markets=[make_market(o) for o in make_offerings()], clock=clock)
+    provider.capabilities = replace(provider.capabilities, boot_deadline_s=600.0)
+    executor = Executor(store, {"fake": provider}, store_url=url, home=tmp_path)
+    observer = Observer(store, {"fake": provider}, market_ttl_s=0.0, clock=clock.now)
+    try:
+        silent_job = store.create_job(load_job({"name": "silent", "run": "true"}))
+        beating_job = store.create_job(load_job({"name": "beating", "run": "true"}))
+        silent = _launch(executor, provider, silent_job, "tok-s")
+        beating = _launch(executor, provider, beating_job, "tok-b")
+        clock.advance(601.0)
+        with store.engine.begin() as conn:
+            row = {"instance_id": beating.instance_id, "time_unix_s": clock.now() - 5}
+            conn.execute(agent_heartbeats.insert(), [{**row, "state": "running"}])
+        actions = decide(observer.snapshot())
+        assert all(r.ok for r in executor.execute(actions))
+        lost = store.attempt(silent.attempt_id)
+        assert lost.end_reason is EndReason.AGENT_LOST
+        assert "no route to host" in (lost.error_message or "")
+        assert provider.describe(silent.instance_id).state.value == "terminated"
+        assert store.attempt(beating.attempt_id).live
+        assert any(isinstance(a, Launch) and a.job_id == silent_job for a in actions)
+    finally:
+        observer.commit()
+        executor.close()
+        store.close()
