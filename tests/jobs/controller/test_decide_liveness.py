@@ -121,3 +121,14 @@ def test_a_loop_is_broken_by_an_agent_that_registered_or_by_another_end() -> Non
     two = job(state=JobState.RECOVERING, attempts=[_lost(0), _lost(1)])
     actions = decide(_watched([two]), CONFIG)
     assert launches(actions)  # two losses: relaunched, not failed
+
+
+def test_a_controller_that_just_started_gives_its_agents_the_deadlines_from_its_start() -> None:
+    stale = attempt(beat_at=NOW - 3000)  # beat before the controller went down
+    silent = _booting(BOOT_DEADLINE_S + 1, job_id="j-2")
+    jobs = [job(attempts=[stale]), job(job_id="j-2", attempts=[silent])]
+    restarted = replace(_watched(jobs), controller_started_at=NOW - 30)
+    assert not of_type(decide(restarted, CONFIG), EndAttempt)
+    later = replace(restarted, controller_started_at=NOW - BOOT_DEADLINE_S - 1)
+    ends = of_type(decide(later, CONFIG), EndAttempt)
+    assert sorted(e.reason for e in ends) == [EndReason.AGENT_LOST] * 2

@@ -18,6 +18,9 @@ Pure rules on the snapshot's facts (docs/controller.md, agent liveness):
 
 A provider the snapshot gives no boot deadline (a simulation, a provider that
 declares none) is not watched. A noticed attempt is not: the cloud takes it.
+Both spans count from the controller's start at the latest
+(``Snapshot.started_for``): agents whose control plane was down with the
+controller are not lost for its downtime.
 """
 
 from __future__ import annotations
@@ -47,15 +50,19 @@ def lost_why(view: AttemptView, snapshot: Snapshot, config: ControllerConfig) ->
     deadline = boot_deadline_s(snapshot, config, view.provider)
     if deadline is None:
         return None
+    # A controller that just started (or a replica that just took the job) counts from then: its
+    # agents could not reach a control plane that was down with it, and their beats resume.
+    started = snapshot.started_for(view.job_id)
+    since = float("-inf") if started is None else started
     if view.beat_at is None:
-        waited = snapshot.now - view.launched_at
+        waited = snapshot.now - max(view.launched_at, since)
         if waited > deadline:
             return (
                 f"its agent did not register within the boot deadline ({deadline:.0f} s;"
-                f" launched {waited:.0f} s ago)"
+                f" {waited:.0f} s waited)"
             )
         return None
-    silent = snapshot.now - view.beat_at
+    silent = snapshot.now - max(view.beat_at, since)
     if silent > config.heartbeat_deadline_s:
         return (
             f"its agent's heartbeats stopped {silent:.0f} s ago (deadline"
