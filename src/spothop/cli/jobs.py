@@ -260,8 +260,9 @@ def _show_status(data: dict[str, Any]) -> None:
         )
     )
     for i in data["instances"][-5:]:
-        if i["end_reason"] == "failed" and i.get("end_detail"):  # a boot that failed says why
-            note(f"instance {i['instance_id'] or '(never named)'} failed: {i['end_detail']}")
+        if i["end_reason"] in ("failed", "agent_lost") and i.get("end_detail"):  # says why
+            what = "failed" if i["end_reason"] == "failed" else "lost its agent"
+            note(f"instance {i['instance_id'] or '(never named)'} {what}: {i['end_detail']}")
     for failure in data["launch_failures"][-5:]:
         place = failure["zone"] or failure["region"]
         where = f"{failure['provider']}/{place} {failure['instance_type']}"

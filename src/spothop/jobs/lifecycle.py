@@ -153,6 +153,9 @@ class EndReason(StrEnum):
     ORPHAN = "orphan"  # found running with no owner and terminated by the reconciler
     SUPERSEDED = "superseded"  # a parallel failover launch another attempt won
     CANCELLED = "cancelled"  # the job was cancelled
+    # Its agent never registered within the provider's boot deadline, or its heartbeats stopped:
+    # spothop terminated the instance (the detail holds the console's tail where the cloud has one).
+    AGENT_LOST = "agent_lost"
 
 
 class NodeState(StrEnum):

@@ -112,6 +112,14 @@ class Capabilities:
     # Launch call to the instance's agent up, in the provider's clock (a simulated cloud's
     # seconds); what placement charges a restart for booting. None: unknown (a default is used).
     typical_boot_s: float | None = None
+    # Launch call to the agent registered, at the latest, in the provider's clock: an instance
+    # whose agent has not registered by then is lost (terminated, its work relaunched; docs/
+    # controller.md, agent liveness). None: not watched (a provider with no agents, a simulation).
+    boot_deadline_s: float | None = None
+
+
+# A real cloud's boot deadline: a GPU image boots and installs spothop in 1-3 minutes.
+BOOT_DEADLINE_S = 600.0
 
 
 @dataclass(frozen=True)

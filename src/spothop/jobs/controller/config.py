@@ -37,6 +37,16 @@ GROUP_ADVANCE_STOP_S = 60.0
 # A group member still up this long after its stop's deadline is terminated: the agent kills its
 # worker at the deadline and exits within seconds; one that does not is stuck (a blocked collective).
 GROUP_STOP_GRACE_S = 30.0
+# The agent's heartbeat interval (the agent's own default, wall seconds); an agent silent for
+# HEARTBEAT_MISSES of them is lost (a dead agent, a VM that hangs): 90 s, generous to a busy host.
+HEARTBEAT_INTERVAL_S = 10.0
+HEARTBEAT_MISSES = 9
+# Installing spothop at boot takes wall time whatever a simulated cloud's speed: a boot deadline
+# read on the controller's clock is never shorter than this.
+BOOT_DEADLINE_FLOOR_S = 300.0
+# The same job's agent lost this many times in a row, none registering: it fails (a boot script
+# that fails every time, a network that never reaches the control plane) instead of paying on.
+AGENT_LOST_LIMIT = 3
 
 
 @dataclass(frozen=True)
@@ -59,22 +69,51 @@ class ControllerConfig:
     group_stop_grace_s: float = GROUP_STOP_GRACE_S
     # The restart overhead a deadline policy plans with; None: the provider's boot time.
     restart_overhead_s: float | None = None
+    # Agent liveness (docs/controller.md): None takes each provider's declared boot deadline.
+    boot_deadline_s: float | None = None
+    boot_deadline_floor_s: float = BOOT_DEADLINE_FLOOR_S
+    heartbeat_interval_s: float = HEARTBEAT_INTERVAL_S
+    heartbeat_misses: int = HEARTBEAT_MISSES
+    agent_lost_limit: int = AGENT_LOST_LIMIT
+
+    @property
+    def heartbeat_deadline_s(self) -> float:
+        """An agent silent this long (controller seconds) is lost."""
+        return self.heartbeat_interval_s * self.heartbeat_misses
 
 
 DEADLINE_TICK_ENV = "SPOTHOP_DEADLINE_TICK_S"  # the deadline policies' interval, seconds
+BOOT_DEADLINE_ENV = "SPOTHOP_BOOT_DEADLINE_S"  # every provider's boot deadline, seconds
+HEARTBEAT_MISSES_ENV = "SPOTHOP_HEARTBEAT_MISSES"  # heartbeat intervals an agent may miss
+_ENV_FIELDS = {
+    DEADLINE_TICK_ENV: "deadline_tick_s",
+    BOOT_DEADLINE_ENV: "boot_deadline_s",
+    HEARTBEAT_MISSES_ENV: "heartbeat_misses",
+}
 
 
 def config_from_env(environ: Mapping[str, str]) -> ControllerConfig | None:
     """The daemon's config: ``$SPOTHOP_DEADLINE_TICK_S`` overrides ``deadline_tick_s`` (a world
-    that runs in minutes, as the end-to-end tests' does); None (the defaults) when it is unset.
-    A value that is not a number of seconds over 0 is a :class:`ConfigError` naming it."""
-    raw = environ.get(DEADLINE_TICK_ENV)
-    if raw is None or raw == "":
-        return None
-    try:
-        tick_s = float(raw)
-    except ValueError:
-        tick_s = math.nan
-    if not math.isfinite(tick_s) or tick_s <= 0:
-        raise ConfigError(f"${DEADLINE_TICK_ENV} {raw!r}: expected a number of seconds over 0")
-    return ControllerConfig(deadline_tick_s=tick_s)
+    that runs in minutes, as the end-to-end tests' does), ``$SPOTHOP_BOOT_DEADLINE_S`` every
+    provider's boot deadline and ``$SPOTHOP_HEARTBEAT_MISSES`` the heartbeat intervals an agent
+    may miss; None (the defaults) when none is set. A value that is not a number over 0 (a whole
+    one for the misses) is a :class:`ConfigError` naming it."""
+    changes: dict[str, float | int] = {}
+    for env, name in _ENV_FIELDS.items():
+        raw = environ.get(env)
+        if raw is None or raw == "":
+            continue
+        try:
+            value = float(raw)
+        except ValueError:
+            value = math.nan
+        whole = name != "heartbeat_misses" or value.is_integer()
+        if not math.isfinite(value) or value <= 0 or not whole:
+            what = (
+                "a whole number over 0"
+                if name == "heartbeat_misses"
+                else "a number of seconds over 0"
+            )
+            raise ConfigError(f"${env} {raw!r}: expected {what}")
+        changes[name] = int(value) if name == "heartbeat_misses" else value
+    return ControllerConfig(**changes) if changes else None  # type: ignore[arg-type]

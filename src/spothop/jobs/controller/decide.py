@@ -61,7 +61,13 @@ def decide(snapshot: Snapshot, config: ControllerConfig | None = None) -> list[A
     return actions
 
 
-_LOSSES = (EndReason.PREEMPTED, EndReason.FAILED, EndReason.TERMINATED, EndReason.WORKER_FAILED)
+_LOSSES = (
+    EndReason.PREEMPTED,
+    EndReason.FAILED,
+    EndReason.TERMINATED,
+    EndReason.WORKER_FAILED,
+    EndReason.AGENT_LOST,
+)
 
 
 def _priority(job: JobView) -> tuple[int, float, str]:

@@ -6,7 +6,7 @@
 - :func:`replayed_events`: every stored event of a taken-over job's live
   instances again (of the kinds ``fold`` reads), for a replica.
 - :func:`agent_facts` folds every stored event of an instance into its
-  :class:`AgentFacts` (notice, blindness, exit code); :func:`stop_requests`
+  :class:`AgentFacts` (notice, blindness, exit code, its latest heartbeat); :func:`stop_requests`
   says when a stop was first asked of each instance.
 
 The event cursor: agent events have no global sequence, so the cursor is a
@@ -177,6 +177,7 @@ def agent_facts(store: JobStore, instance_ids: Sequence[str]) -> dict[str, Agent
             f["worker_code"] = data.get("code")
         elif kind == "exited":
             f["agent_code"] = data.get("code")
+    _add_beats(facts, _beats(store, instance_ids))
     out: dict[str, AgentFacts] = {}
     for instance_id, f in facts.items():
         agent_code, worker_code = f.get("agent_code"), f.get("worker_code")
@@ -191,8 +192,23 @@ def agent_facts(store: JobStore, instance_ids: Sequence[str]) -> dict[str, Agent
             notice_blind=bool(f.get("notice_blind")),
             exit_code=None if code is None else int(code),
             notice_by_controller=bool(f.get("by_controller")),
+            beat_at=f.get("beat_at"),
         )
     return out
+
+
+def _add_beats(facts: dict[str, dict[str, Any]], beats: dict[str, float]) -> None:
+    for instance_id, beat_at in beats.items():
+        facts.setdefault(instance_id, {})["beat_at"] = beat_at
+
+
+def _beats(store: JobStore, instance_ids: Sequence[str]) -> dict[str, float]:
+    """Each instance's registration or latest heartbeat (``agent_heartbeats``, the agent's time)."""
+    from spothop.state.agent_tables import agent_heartbeats as t
+
+    query = select(t.c.instance_id, t.c.time_unix_s).where(t.c.instance_id.in_(list(instance_ids)))
+    with store.engine.connect() as conn:
+        return {str(i): float(at) for i, at in conn.execute(query)}
 
 
 def stop_requests(store: JobStore, instance_ids: Sequence[str]) -> dict[str, float]:

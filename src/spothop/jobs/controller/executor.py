@@ -55,6 +55,7 @@ from spothop.jobs.lifecycle import AttemptState, EndReason, JobState
 from spothop.jobs.records import AttemptRecord
 from spothop.jobs.store import JobStore
 from spothop.providers.base import Distribution, Provider
+from spothop.providers.extensions import ConsoleOutput
 
 if TYPE_CHECKING:
     from spothop.state.tokens import TokenStore
@@ -67,6 +68,9 @@ DEFAULT_STEP_TIMEOUT_S = 30.0
 # the cloud lists as ended may still be running its agent's last words (a terminate's grace, the
 # emergency protocol's upload and records), which must reach the server.
 DEFAULT_TOKEN_GRACE_S = 120.0
+# A lost agent's attempt carries its console's last lines (the boot script's end), each bounded.
+CONSOLE_TAIL_LINES = 5
+CONSOLE_LINE_CHARS = 200
 
 
 @dataclass(frozen=True)
@@ -247,8 +251,10 @@ class Executor(LaunchSteps):
         # ``action.at_s`` is not used: it may be an agent's wall time.
         fields["ended_unix_s"] = self._ended_at(current)
         detail = str(action.detail or "")
-        if action.reason is EndReason.FAILED and detail:  # what status shows of a failed instance
-            fields["error_message"] = detail[:2000]  # as a launch failure's message
+        if action.reason is EndReason.AGENT_LOST:  # what is known: the boot's console, if shown
+            detail = f"{detail}; console: {self._console_tail(current)}"
+        if action.reason in (EndReason.FAILED, EndReason.AGENT_LOST) and detail:
+            fields["error_message"] = detail[:2000]  # what status shows, as a launch failure's
         self.store.update_attempt(
             action.attempt_id,
             state=AttemptState.ENDED,
@@ -257,6 +263,19 @@ class Executor(LaunchSteps):
             **fields,
         )
         return {"attempt_id": action.attempt_id}
+
+    def _console_tail(self, attempt: AttemptRecord) -> str:
+        """The last :data:`CONSOLE_TAIL_LINES` lines of the instance's console (each cut to
+        :data:`CONSOLE_LINE_CHARS`), joined by `` | ``; what stands in where the cloud shows none."""
+        provider = self.providers.get(attempt.provider)
+        if not isinstance(provider, ConsoleOutput) or not attempt.instance_id:
+            return "none (the cloud shows no console output)"
+        try:
+            text = provider.console_output(attempt.instance_id)
+        except Exception as exc:  # the console is a hint: its absence never blocks the end
+            return f"not read ({type(exc).__name__}: {exc})"
+        lines = [line.rstrip()[:CONSOLE_LINE_CHARS] for line in text.splitlines() if line.strip()]
+        return " | ".join(lines[-CONSOLE_TAIL_LINES:]) or "empty"
 
     def _ended_at(self, attempt: AttemptRecord) -> float:
         provider = self.providers.get(attempt.provider)

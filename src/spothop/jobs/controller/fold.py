@@ -32,6 +32,9 @@ instance terminated / failed  ended ``terminated`` / ``failed`` (but an exit cod
                               its agent reported wins: exited, as above)
 instance missing (its         ended ``preempted`` if it was noticed, else
 provider listed)              ``failed``
+its agent silent (no          ended ``agent_lost`` (:mod:`.liveness`; the
+registration by the boot      orphan rule terminates the instance)
+deadline, heartbeats stopped)
 launching, no instance after  ended ``launch_failed``
 ``launch_timeout_s``, or
 stored before this controller
@@ -52,6 +55,7 @@ from dataclasses import dataclass, field
 
 from spothop.jobs.controller.actions import Action, EndAttempt, UpdateAttempt
 from spothop.jobs.controller.config import ControllerConfig
+from spothop.jobs.controller.liveness import lost_why
 from spothop.jobs.controller.snapshot import (
     CONTROL_PLANE_PROTOCOL,
     LAUNCH_CUT,
@@ -242,6 +246,8 @@ def _fold_attempt(
         if change.view.ended:
             return
     _apply_instance(change, siblings, snapshot, config, grouped)
+    if (lost := lost_why(change.view, snapshot, config)) is not None:
+        change.finish(EndReason.AGENT_LOST, snapshot.now, lost)
 
 
 def _cut_by_a_crash(view: AttemptView, snapshot: Snapshot) -> bool:

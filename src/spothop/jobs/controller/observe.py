@@ -97,6 +97,18 @@ def clock_rate(provider: Provider | None) -> float:
     return 1.0
 
 
+def boot_deadlines(providers: Mapping[str, Provider]) -> dict[str, float]:
+    """Provider → its declared boot deadline (``Capabilities.boot_deadline_s``, its own clock's
+    seconds) on the controller's clock: over its clock rate; one that declares none is left out."""
+    out: dict[str, float] = {}
+    for name, provider in providers.items():
+        capabilities = getattr(provider, "capabilities", None)
+        declared = getattr(capabilities, "boot_deadline_s", None)
+        if declared is not None:
+            out[name] = float(declared) / clock_rate(provider)
+    return out
+
+
 def store_tag(store_url: str) -> str:
     """A short, stable name of a job store (its URL hashed; no secret in a tag)."""
     import hashlib
@@ -272,6 +284,7 @@ class Observer:
             clock_offsets_s=offsets,
             clock_rates={name: clock_rate(p) for name, p in self.providers.items()},
             all_instances=None if held is None else listed,
+            boot_deadlines_s=boot_deadlines(self.providers),
         )
         self.last = observation
         return observation

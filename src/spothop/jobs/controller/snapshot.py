@@ -79,6 +79,9 @@ class AgentFacts:
     notice_blind: bool = False
     exit_code: int | None = None
     notice_by_controller: bool = False  # the final notice was the control plane's stop request
+    # Its agent's registration or latest heartbeat (the agent's clock: the wall); None: it never
+    # registered (agent_heartbeats holds no row for the instance).
+    beat_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -120,6 +123,7 @@ class AttemptView:
     notice_by_controller: bool = False
     generation: int = 0  # a grouped task's group generation (docs/multinode.md)
     group_nnodes: int | None = None  # that generation's node count; None: not a group attempt
+    beat_at: float | None = None  # its agent's latest heartbeat (AgentFacts.beat_at)
 
     @classmethod
     def of(
@@ -173,6 +177,7 @@ class AttemptView:
             notice_by_controller=f.notice_by_controller,
             generation=record.generation,
             group_nnodes=record.group_nnodes,
+            beat_at=f.beat_at,
         )
 
     @property
@@ -308,6 +313,10 @@ class Snapshot:
     # Each spot market's availability runs as the observer saw them (spot_runs.py): how long spot
     # has been up or down, for the deadline policies; empty: nothing seen before this pass.
     spot_runs: Mapping[MarketId, SpotRuns] = field(default_factory=dict)
+    # Provider → its boot deadline on the snapshot's clock (liveness.py): an instance of it whose
+    # agent has not registered this long after the launch is lost. A provider not named here is
+    # not watched (a simulation: no agents), nor are its agents' heartbeats.
+    boot_deadlines_s: Mapping[str, float] = field(default_factory=dict)
 
     def started_for(self, job_id: str) -> float | None:
         """Since when this controller runs ``job_id``: its start, or (a replica) when it took the job."""

@@ -54,6 +54,9 @@ class Observation:
     # Every spothop-tagged instance listed (a replica's ``instances`` are its jobs' only):
     # the orphan reconciler's, which ends this store's instances that no attempt knows.
     all_instances: Mapping[str, Instance] | None = None
+    # provider → its declared boot deadline on the controller's clock (its own over its clock
+    # rate); a provider not named declares none: its agents are not watched (liveness.py).
+    boot_deadlines_s: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def listed(self) -> Mapping[str, Instance]:
@@ -174,4 +177,5 @@ def to_snapshot(
         listed_providers=listed,
         events=tuple(observation.events),
         reservations=tuple(observation.reservations),
+        boot_deadlines_s=dict(observation.boot_deadlines_s),
     )

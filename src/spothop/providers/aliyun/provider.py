@@ -53,6 +53,7 @@ from spothop.providers.aliyun import sdk
 from spothop.providers.aliyun.errors import map_error, with_retries
 from spothop.providers.aliyun.userdata import render_user_data
 from spothop.providers.base import (
+    BOOT_DEADLINE_S,
     Capabilities,
     Instance,
     InstanceState,
@@ -140,6 +141,7 @@ class AliyunProvider(Provider, OfferingNotes, ClockKeeper):
             max_price_bids=True,
             billing=BILLING,
             typical_boot_s=120.0,
+            boot_deadline_s=BOOT_DEADLINE_S,
         )
         sdk.import_ecs()
         self._credential = sdk.credential(name)

@@ -53,7 +53,7 @@ from spothop.providers.aws import sdk
 from spothop.providers.aws.calls import NAME
 from spothop.providers.aws.instances import NOTICE_LEAD_TIME_S
 from spothop.providers.aws.launch import IMAGE_ID_ENV, Ec2Launch
-from spothop.providers.base import Capabilities, Provider
+from spothop.providers.base import BOOT_DEADLINE_S, Capabilities, Provider
 from spothop.providers.extensions import ClockKeeper, FleetLauncher, OfferingNotes
 from spothop.providers.local.metadata.aws import BILLING
 from spothop.providers.records import OneNameFamily, split_list
@@ -109,6 +109,7 @@ class AwsProvider(Ec2Launch, Provider, FleetLauncher, OfferingNotes, ClockKeeper
             max_price_bids=True,
             billing=BILLING,  # EC2's rule, declared beside the imitated protocol
             typical_boot_s=120.0,  # GPU AMI to agent up: 1-2 min (docs/placement.md, boot)
+            boot_deadline_s=BOOT_DEADLINE_S,
         )
         self._session = sdk.make_session(profile, session)
         sdk.check_credentials(name, self._session)

@@ -51,6 +51,7 @@ from typing import Any
 from spothop.errors import ConfigError, InstanceNotFound, InvalidRequest, PriceTooLow, ProviderError
 from spothop.market.clock import Clock, WallClock
 from spothop.providers.base import (
+    BOOT_DEADLINE_S,
     Capabilities,
     Instance,
     InstanceState,
@@ -136,6 +137,7 @@ class GcpProvider(Provider, OfferingNotes, ClockKeeper):
             max_price_bids=False,
             billing=BILLING,
             typical_boot_s=90.0,
+            boot_deadline_s=BOOT_DEADLINE_S,
         )
         sdk.import_compute()
         found, adc_project = sdk.credentials(name, credentials)

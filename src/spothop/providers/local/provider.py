@@ -58,6 +58,7 @@ from spothop.errors import (
 )
 from spothop.market import Clock, SpotMarket
 from spothop.providers.base import (
+    BOOT_DEADLINE_S,
     Capabilities,
     Instance,
     InstanceState,
@@ -127,6 +128,9 @@ class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory, ClockKeeper, G
             max_price_bids=True,
             billing=PROTOCOLS[self.spec.protocol].BILLING,
             typical_boot_s=self.spec.launch_delay_s,
+            # Its own clock's: the controller reads it over the world's speed (and gives the boot
+            # script's install, wall time on this machine, a floor of its own).
+            boot_deadline_s=self.spec.launch_delay_s + BOOT_DEADLINE_S,
         )
         # Built without writing: a provider that only shows prices leaves the shared anchor alone.
         self._market_start_s = market_start(self.store, anchor=False)
