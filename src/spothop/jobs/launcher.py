@@ -39,11 +39,12 @@ Contracts:
   ``checkpoint.compatibility``; :mod:`spothop.checkpoint.hardware` checks a restore with
   them) and
   ``SPOTHOP_CHECKPOINT_SAVE_COST_S`` (the spec's ``save_cost_s``) when set,
-  which :func:`spothop.checkpoint.interval.interval_from_env` reads, the spec's ``envs``,
-  ``SPOTHOP_HOME`` and the controller's wake address
-  (:data:`spothop.state.wake.WAKE_SOCKET_ENV`; a replica's own, ``wake_socket``),
-  so that the store process of the agent pokes the controller that launched
-  it after recording an event.
+  which :func:`spothop.checkpoint.interval.interval_from_env` reads, and the spec's ``envs``.
+  Only a launch without a control plane URL (the database plane: an executor driven
+  in-process on the fake provider, whose instances run nothing) also gets ``SPOTHOP_HOME``,
+  the controller's wake address (:data:`spothop.state.wake.WAKE_SOCKET_ENV`) and the
+  controller's interpreter; every launch the daemon, a replica or the server makes has an
+  ``http(s)://`` control plane and is instance-local (below): none of those facts.
 - A grouped task's node (:class:`GroupEnv`, docs/multinode.md) also gets the
   rendezvous environment ``torchrun`` expects — ``MASTER_ADDR``,
   ``MASTER_PORT`` (:func:`group_port`: one per job and generation),
