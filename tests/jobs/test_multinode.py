@@ -27,12 +27,12 @@ from spothop.jobs.launcher import GroupEnv, WorkerCommand, bootstrap, group_port
 from spothop.jobs.lifecycle import AttemptState, EndReason, JobState
 from spothop.jobs.store import JobStore
 from spothop.market import ManualClock
-from spothop.providers.extensions import GroupRendezvous
 from spothop.providers.fake.factories import make_offering
 from spothop.scheduler.market_view import MarketKind, MarketState, MarketView
 from spothop.scheduler.placement import Candidate
 from spothop.testing import FakeProvider, make_market, make_offerings
 from spothop.wire.events import Exited, FinalNotice
+from spothop.wire.group import deferred
 from tests.jobs.controller.factories import (
     A100,
     BOOT_S,
@@ -314,10 +314,10 @@ def test_a_reformable_spec_keeps_a_node_row_for_its_largest_shape() -> None:
     assert not spec().grouped and spec(num_nodes=2).grouped
 
 
-def test_each_node_gets_the_rendezvous_environment_torchrun_expects(tmp_path: Any) -> None:
-    group = GroupEnv(
-        nnodes=2, nproc_per_node=1, generation=3, master_addr="127.0.0.1", master_port=12345
-    )
+def test_each_node_is_launched_with_its_groups_shape_and_waits_for_the_address(
+    tmp_path: Any,
+) -> None:
+    group = GroupEnv(nnodes=2, nproc_per_node=1, generation=3, master_port=12345)
     boot = bootstrap(
         WorkerCommand(run="true"),
         job_id="j-1",
@@ -328,8 +328,10 @@ def test_each_node_gets_the_rendezvous_environment_torchrun_expects(tmp_path: An
         home=tmp_path,
         group=group,
     )
-    assert {k: boot.env[k] for k in [*group.env(1), "SPOTHOP_NODE_RANK"]} == {
-        "MASTER_ADDR": "127.0.0.1",
+    assert deferred(boot.env)  # no MASTER_ADDR: the agent waits for the rendezvous
+    assert "SKYPILOT_NODE_IPS" not in boot.env
+    names = [n for n in group.env(1) if not n.startswith("SKYPILOT_")]
+    assert {k: boot.env[k] for k in [*names, "SPOTHOP_NODE_RANK"]} == {
         "MASTER_PORT": "12345",
         "NODE_RANK": "1",
         "NNODES": "2",
@@ -429,21 +431,12 @@ def test_a_worker_that_fails_because_its_peer_was_lost_ends_with_its_group_not_a
     assert JobState.FAILED not in [s.state for s in of_type(actions, SetJobState)]
 
 
-class _SharedHost(FakeProvider, GroupRendezvous):
-    """A fake cloud whose instances share one host, as the local cloud's do."""
-
-    group_rendezvous_host = "127.0.0.1"
-
-
-@pytest.mark.parametrize("provider_class", [_SharedHost, FakeProvider])
-def test_the_executor_gives_a_group_node_its_rendezvous_or_refuses_naming_why(
-    tmp_path: Any, provider_class: type[FakeProvider]
-) -> None:
+def test_the_executor_launches_a_group_node_with_its_shape_and_no_address(tmp_path: Any) -> None:
+    """No provider knows node 0's address before it boots: the launch gives the node its rank,
+    the group's shape and port, and leaves MASTER_ADDR to the rendezvous (its agent waits)."""
     url = f"sqlite:///{tmp_path / 'store.db'}"
     store = JobStore(url)
-    provider = provider_class(
-        markets=[make_market(o) for o in make_offerings()], clock=ManualClock()
-    )
+    provider = FakeProvider(markets=[make_market(o) for o in make_offerings()], clock=ManualClock())
     executor = Executor(store, {provider.name: provider}, store_url=url, home=tmp_path)
     try:
         job_id = store.create_job(spec(num_nodes=2))
@@ -454,16 +447,14 @@ def test_the_executor_gives_a_group_node_its_rendezvous_or_refuses_naming_why(
         wait_for(lambda: not executor.launching(), 10, what="the launch to end")
         (attempt,) = store.attempts(job_id)
         assert (attempt.generation, attempt.group_nnodes) == (2, 2)
-        if provider_class is _SharedHost:
-            (request,) = provider.requests
-            assert request.env["MASTER_ADDR"] == "127.0.0.1"
-            assert request.env["MASTER_PORT"] == str(group_port(job_id, 2))
-            assert (request.env["NODE_RANK"], request.env["SPOTHOP_GROUP_GENERATION"]) == ("1", "2")
-        else:
-            assert not provider.requests
-            assert attempt.end_reason is EndReason.LAUNCH_FAILED
-            assert attempt.error_code == "GroupUnsupported"
-            assert "docs/multinode.md" in (attempt.error_message or "")
+        assert attempt.group_nproc_per_node == max(1, offering.gpu_count)
+        assert attempt.end_reason is None
+        (request,) = provider.requests
+        assert "MASTER_ADDR" not in request.env and "SKYPILOT_NODE_IPS" not in request.env
+        assert deferred(request.env)
+        assert request.env["MASTER_PORT"] == str(group_port(job_id, 2))
+        assert (request.env["NODE_RANK"], request.env["SPOTHOP_GROUP_GENERATION"]) == ("1", "2")
+        assert request.env["NNODES"] == "2"
     finally:
         executor.close()
         store.close()
