@@ -274,8 +274,10 @@ def test_azure_maintenance_is_an_advance_notice_with_its_not_before() -> None:
 
 @pytest.mark.parametrize(
     ("protocol", "served"),
-    [("aws", True), ("gcp", True), ("azure", True), ("aliyun", True), ("tencent", True)]
-    + [("volcengine", False)],  # documents no private address: the agent falls back (rendezvous.py)
+    [
+        *[(p, True) for p in ("aws", "gcp", "azure", "aliyun", "tencent")],
+        ("volcengine", False),  # documents none: the agent falls back (agent/rendezvous.py)
+    ],
 )
 def test_each_protocols_identity_carries_the_private_address_its_endpoint_serves(
     protocol: str, served: bool, clock: Any
