@@ -6,6 +6,7 @@ instances and torch.distributed is tests/e2e/test_ddp.py.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -163,6 +164,77 @@ def test_a_node_lost_without_notice_stops_the_others_at_once() -> None:
     j = job(attempts=(a0, a1), job_spec=two_node())
     stops = of_type(decide(snapshot([j])), RequestStop)
     assert [(s.instance_id, s.deadline_s) for s in stops] == [(a0.instance_id, NOW - 1)]
+
+
+def _booting_group_node(node: int, **fields: Any) -> Any:
+    """A node of generation 0 whose instance boots (its agent registered when ``beat_at`` is set)."""
+    return group_attempt(node, state=AttemptState.PENDING, running_at=None, **fields)
+
+
+def test_a_node_lost_before_the_rendezvous_is_replaced_alone_within_its_generation() -> None:
+    """Node 1's agent never registered: no node can have had the rendezvous, so node 0 is left
+    waiting and node 1 is relaunched at the same rank, in generation 0, on the group's market."""
+    a0 = _booting_group_node(0, beat_at=NOW - 20)
+    a1 = group_attempt(
+        1, state=AttemptState.ENDED, end_reason=EndReason.AGENT_LOST, ended_at=NOW - 1
+    )
+    j = job(attempts=(a0, a1), job_spec=two_node())
+    actions = decide(snapshot([j]))
+    assert not of_type(actions, RequestStop) and not of_type(actions, EndAttempt)
+    (launch,) = launches(actions)
+    assert (launch.node, launch.generation, launch.group_nnodes) == (1, 0, 2)
+    assert [c.market_id for c in launch.candidates] == [a1.market]
+    assert "replaced within its generation" in launch.reason
+
+
+def test_a_replaced_node_is_the_group_and_its_lost_predecessor_is_history() -> None:
+    a0 = _booting_group_node(0, beat_at=NOW - 20)
+    lost = group_attempt(
+        1, state=AttemptState.ENDED, end_reason=EndReason.AGENT_LOST, ended_at=NOW - 100
+    )
+    again = _booting_group_node(1, n=11, launched_at=NOW - 90)
+    j = job(attempts=(a0, lost, again), job_spec=two_node())
+    actions = decide(snapshot([j]))
+    assert not launches(actions) and not of_type(actions, RequestStop)
+    running = replace(again, state=AttemptState.RUNNING, running_at=NOW - 5, beat_at=NOW - 5)
+    a0 = replace(a0, state=AttemptState.RUNNING, running_at=NOW - 5)
+    j = job(state=JobState.PROVISIONING, attempts=(a0, lost, running), job_spec=two_node())
+    states = [s.state for s in of_type(decide(snapshot([j])), SetJobState)]
+    assert states == [JobState.RUNNING]
+
+
+def test_a_node_lost_after_its_agent_registered_breaks_the_generation_as_before() -> None:
+    """Registered: the rendezvous may have been handed out and the workers started, so the
+    generation stops and the next one is launched whole (rule 3)."""
+    a0 = group_attempt(0, beat_at=NOW - 20)
+    a1 = group_attempt(
+        1,
+        state=AttemptState.ENDED,
+        end_reason=EndReason.AGENT_LOST,
+        ended_at=NOW - 1,
+        beat_at=NOW - 200,
+    )
+    j = job(attempts=(a0, a1), job_spec=two_node())
+    actions = decide(snapshot([j]))
+    assert [s.instance_id for s in of_type(actions, RequestStop)] == [a0.instance_id]
+    assert not launches(actions)
+
+
+def test_a_node_lost_before_the_rendezvous_on_a_market_no_longer_usable_breaks_the_generation() -> (
+    None
+):
+    a0 = _booting_group_node(0, beat_at=NOW - 20, zone="fake-1z")
+    a1 = group_attempt(
+        1,
+        zone="fake-1z",
+        state=AttemptState.ENDED,
+        end_reason=EndReason.AGENT_LOST,
+        ended_at=NOW - 1,
+    )
+    j = job(attempts=(a0, a1), job_spec=two_node())
+    actions = decide(snapshot([j], view=view_of({A100: 1}, known={A100X2: 2})))
+    assert [s.instance_id for s in of_type(actions, RequestStop)] == [a0.instance_id]
+    assert not launches(actions)
 
 
 def test_a_node_stopped_with_its_group_is_superseded_not_an_interruption() -> None:
