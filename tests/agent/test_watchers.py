@@ -272,15 +272,9 @@ def test_azure_maintenance_is_an_advance_notice_with_its_not_before() -> None:
     )
 
 
-@pytest.mark.parametrize(
-    ("protocol", "served"),
-    [
-        *[(p, True) for p in ("aws", "gcp", "azure", "aliyun", "tencent")],
-        ("volcengine", False),  # documents none: the agent falls back (agent/rendezvous.py)
-    ],
-)
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_each_protocols_identity_carries_the_private_address_its_endpoint_serves(
-    protocol: str, served: bool, clock: Any
+    protocol: str, clock: Any
 ) -> None:
     from spothop.providers.local.metadata import InstanceMetadata, MetadataServer, NoticeState
 
@@ -300,7 +294,7 @@ def test_each_protocols_identity_carries_the_private_address_its_endpoint_serves
     finally:
         server.stop()
     assert identity.instance_id == "i-0abc"
-    assert identity.private_address == ("10.1.2.3" if served else "")
+    assert identity.private_address == "10.1.2.3"
 
 
 def test_an_address_the_endpoint_does_not_answer_leaves_the_identity_whole(clock: Any) -> None:

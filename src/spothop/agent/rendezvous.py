@@ -8,7 +8,8 @@ The contract (docs/agent.md, "A group's rendezvous"):
    (:func:`spothop.wire.group.deferred`).
 2. The agent reads its private address from its cloud's metadata service
    (the self-check's identity; where the endpoint gives none, the address of
-   the interface this host routes out of, logged) and registers it.
+   the interface this host routes out of, logged: :func:`route_address`) and
+   registers it.
 3. It asks the control plane for the rendezvous
    (:meth:`~spothop.wire.contract.ControlPlane.rendezvous`) every
    :data:`POLL_S`, the interval doubled while none comes, up to
@@ -116,11 +117,16 @@ class RendezvousWait:
 
 
 def route_address() -> str:
-    """The address of the interface this host routes out of ("" when there is none): what a
-    group node registers where its metadata service gives no private address."""
+    """What a group node registers where its metadata service gives no private address: the
+    address of the interface this host routes out of, else its host name's address ("" when
+    neither is known)."""
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
             probe.connect(ROUTE_PROBE)
             return str(probe.getsockname()[0])
+    except OSError:
+        pass
+    try:
+        return socket.gethostbyname(socket.gethostname())
     except OSError:
         return ""
