@@ -164,3 +164,19 @@ def test_an_address_is_one_printable_word_within_the_wires_bound() -> None:
     assert address_or_empty("fd00:ec2::254") == "fd00:ec2::254"
     for bad in ("", "10.0.0.7 10.0.0.8", "x" * 65, "10.0.0.7\x00"):
         assert address_or_empty(bad) == ""
+
+
+class Blind(Node1Watcher):
+    def self_check(self) -> Identity:
+        return Identity("i-1", "g5.xlarge", "us-east-1", "us-east-1a")  # no private address
+
+
+def test_where_the_endpoint_gives_no_address_the_node_registers_its_hosts_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("spothop.agent.runtime.route_address", lambda: "192.0.2.55")
+    plane = GroupPlane(tmp_path / "worker-ran", ready_after=0)
+    agent = _group_agent(tmp_path, plane)
+    agent.watcher = Blind()
+    assert agent.run() == EXIT_DONE
+    assert plane.registrations[0].private_address == "192.0.2.55"

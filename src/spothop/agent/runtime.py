@@ -273,16 +273,8 @@ class Agent:
         if not group:
             self._start()
         self.check = self.self_check()
-        if group and not self.check.identity.private_address:
-            address = route_address()
-            log.warning(
-                "the metadata endpoint (%s) gives no private address; registering %r, the address"
-                " this host routes out of",
-                self.config.protocol,
-                address,
-            )
-            identity = dataclasses.replace(self.check.identity, private_address=address)
-            self.check = dataclasses.replace(self.check, identity=identity)
+        if group:
+            self.check = _with_address(self.check, self.config.protocol)
         identity = self.check.identity
         self.reporter.identify(
             instance_id=identity.instance_id,
@@ -560,6 +552,21 @@ def log_shipper(config: AgentConfig, plane: ControlPlane) -> LogShipper | None:
         job_id=config.job_id or "",
         node=int(node) if node.isdigit() else 0,
     )
+
+
+def _with_address(check: SelfCheck, protocol: str) -> SelfCheck:
+    """``check`` with a private address for a group's node to register: its metadata endpoint's,
+    else the host's own (:func:`~spothop.agent.rendezvous.route_address`, logged)."""
+    if check.identity.private_address:
+        return check
+    address = route_address()
+    log.warning(
+        "the metadata endpoint (%s) gives no private address; registering %r, this host's own",
+        protocol,
+        address,
+    )
+    identity = dataclasses.replace(check.identity, private_address=address)
+    return dataclasses.replace(check, identity=identity)
 
 
 def _notice_fields(notice: Notice) -> dict[str, Any]:
