@@ -126,6 +126,7 @@ class FakeProvider(Provider, ReservedCapacity, ClockKeeper):
     """
 
     shares_host_network = True  # an in-memory cloud on this host (extensions.SharesHostNetwork)
+    runs_nothing = True  # its instances are records: no process opens a control plane (RunsNothing)
 
     def __init__(
         self,
