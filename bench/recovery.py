@@ -77,7 +77,9 @@ AWS_LEAD_S = 120.0
 TARGET_S = 1.0
 
 
-def world(speed: float) -> dict[str, Any]:
+def world(speed: float, bucket: Path) -> dict[str, Any]:
+    """Two calm clouds; ``bucket`` plays the object store (the worker, its shards and outputs:
+    an instance sees nothing of this machine but the image and the world's buckets)."""
     cloud = {
         "launch_delay_s": 1,
         "terminate_grace_s": 2,
@@ -86,6 +88,7 @@ def world(speed: float) -> dict[str, Any]:
     return {
         "seed": 3,
         "speed": speed,
+        "buckets": [str(bucket)],
         "clouds": [
             {
                 **cloud,
@@ -123,7 +126,9 @@ def one_run(style: str, mode: str, speed: float, tmp: Path) -> dict[str, float |
     home.mkdir()
     os.environ["SPOTHOP_HOME"] = str(home)
     world_path = home / "world.yaml"
-    world_path.write_text(yaml.safe_dump(world(speed)))
+    bucket = home / "bucket"
+    bucket.mkdir()
+    world_path.write_text(yaml.safe_dump(world(speed, bucket)))
     os.environ["SPOTHOP_WORLD"] = str(world_path)
     loaded = load_world(world_path)
     providers = {
@@ -132,17 +137,17 @@ def one_run(style: str, mode: str, speed: float, tmp: Path) -> dict[str, float |
     provider_name = "aws-sim" if style == "aws" else "gcp-sim"
     store_url = f"sqlite:///{home / 'store.db'}"
     queue_url = f"sqlite:///{home / 'queue.db'}"
-    (home / "worker.py").write_text(WORKER)
-    data = home / "shards.jsonl"
+    (bucket / "worker.py").write_text(WORKER)
+    data = bucket / "shards.jsonl"
     data.write_text("".join(json.dumps({"i": i}) + "\n" for i in range(2000)))
-    out = home / "out"
+    out = bucket / "out"
     spec = {
         "name": "recovery",
         "kind": "batch",
         "workers": 1,
         "tolerance": "aggressive",
         "providers": {"allow": [provider_name]},
-        "run": f"{sys.executable} {home / 'worker.py'} {out}",
+        "run": f"{sys.executable} {bucket / 'worker.py'} {out}",
         "batch": {"inputs": [str(data)], "records_per_shard": 1, "output": str(out)},
     }
     (home / "job.yaml").write_text(yaml.safe_dump(spec))
