@@ -147,7 +147,8 @@ def one_run(style: str, mode: str, speed: float, tmp: Path) -> dict[str, float |
         "workers": 1,
         "tolerance": "aggressive",
         "providers": {"allow": [provider_name]},
-        "run": f"{sys.executable} {bucket / 'worker.py'} {out}",
+        # The instance's own interpreter, where its boot script installed spothop.
+        "run": f"python {bucket / 'worker.py'} {out}",
         "batch": {"inputs": [str(data)], "records_per_shard": 1, "output": str(out)},
     }
     (home / "job.yaml").write_text(yaml.safe_dump(spec))
@@ -172,7 +173,7 @@ def one_run(style: str, mode: str, speed: float, tmp: Path) -> dict[str, float |
     outputs = OutputStore(str(out))
     try:
         old = _wait(lambda: _running(providers, job_id), 120, "the first worker")
-        _wait(lambda: _done_by(outputs, old.instance_id) > 0, 60, "the first worker's progress")
+        _wait(lambda: _done_by(outputs, old.instance_id) > 0, 240, "the first worker's progress")
         provider = providers[old.provider]
         notice = time.time()
         if style == "aws":

@@ -575,16 +575,10 @@ def offerings_by_place(
     return out
 
 
-def job_report(
-    store: JobStore,
-    job_id: str,
-    providers: Mapping[str, Provider],
-    shards_done_by_worker: Mapping[str, int] | None = None,
-) -> JobReport:
+def job_report(store: JobStore, job_id: str, providers: Mapping[str, Provider]) -> JobReport:
     """``job_id``'s report: its ledger brought up to date with ``providers``, its event stream, its
-    agents' heartbeats, their catalogs and bill sources; ``shards_done_by_worker`` a batch job's
-    done shards by worker id where the caller read its queue. :class:`UnknownJob` if there is no
-    such job."""
+    agents' heartbeats, their catalogs and bill sources. :class:`UnknownJob` if there is no such
+    job."""
     job = find_job(store, job_id)
     attempts = store.attempts(job_id)  # read once: the ledger, the stream and the report share it
     records = Ledger(store, providers).update(job_id, attempts)
@@ -598,7 +592,6 @@ def job_report(
         job_restores(job),
         published_outputs(job),
         beats=read_beats(store, {a.instance_id for a in attempts if a.instance_id}),
-        shards_done_by_worker=shards_done_by_worker,
         sources=bill_sources(providers),
     )
 

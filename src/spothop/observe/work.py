@@ -11,8 +11,9 @@ useful only where its agent reported work (:mod:`.report`, rule 2):
 2. a checkpoint the worker said it saved (a ``saved`` event with outcome
    ``saved``, an ``interruption`` whose worker saved);
 3. the worker's exit with code 0 (``worker_exited``: it finished its work);
-4. shards it completed (a batch job's queue, by the worker id its agent beat
-   with), where the caller could read them.
+4. shards it completed: a batch worker's ``iter_shards`` beats through the
+   SDK at each shard done (rule 1), and a caller that knows the shards done
+   by worker id passes them (the queue forgets who completed a shard).
 
 Nothing else is evidence of work: not the instance's state, its billed
 seconds, the agent's registration or its own heartbeats, a worker that
