@@ -11,7 +11,10 @@ caused them). Rules, in order:
    :data:`MIN_GAIN` → "raise PROVIDER's share", with both figures and the gap.
 3. An on-demand (or reserved) market beats every spot market → "prefer
    on-demand here": the interruptions cost more than the discount saved.
-4. Goodput below :data:`LOW_GOODPUT` → the losses are large: checkpoint
+4. Attempts whose agents reported no work (:mod:`.work`) → say how many and
+   what share of the paid time: an instance billed for nothing (a boot that
+   failed, a worker that never started) is a fault to look at, not a market.
+5. Goodput below :data:`LOW_GOODPUT` → the losses are large: checkpoint
    more often or move to calmer markets.
 """
 
@@ -47,7 +50,7 @@ class MarketScore:
 
 @dataclass(frozen=True)
 class Recommendation:
-    kind: str  # missing_price | raise_share | prefer_on_demand | low_goodput
+    kind: str  # missing_price | raise_share | prefer_on_demand | no_work_reported | low_goodput
     message: str
 
     def to_dict(self) -> dict[str, str]:
@@ -110,6 +113,17 @@ def recommend(report: JobReport) -> list[Recommendation]:
                 f"useful work for {_score(best_steady):.4f} USD per effective-TFLOPS-hour, below "
                 f"the best spot market's {_score(best_spot):.4f}: interruptions cost more than "
                 "the discount saved",
+            )
+        )
+    silent = report.unreported_attempts
+    if silent and report.paid_gpu_s:
+        share = report.unreported_gpu_s / report.paid_gpu_s
+        out.append(
+            Recommendation(
+                "no_work_reported",
+                f"{len(silent)} attempt(s) ({share:.0%} of the paid GPU time) ran with no work "
+                f"reported by their agents ({', '.join(silent)}): read why in `spothop status` "
+                "and their boot logs; goodput counts none of that time",
             )
         )
     if report.goodput is not None and report.goodput < LOW_GOODPUT:
