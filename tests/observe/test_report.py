@@ -257,6 +257,7 @@ def test_an_attempt_whose_agent_reported_no_work_has_no_useful_time():
     assert silent.goodput == 0.0 and silent.unreported_attempts == ("a1",)
     (advice,) = [r for r in recommend(silent) if r.kind == "no_work_reported"]
     assert "1 attempt(s) (100% of the paid GPU time)" in advice.message and "a1" in advice.message
+    assert not any(r.kind == "low_goodput" for r in recommend(silent))  # not a checkpointing fault
     assert silent.on_demand_cost_microusd == 0 and silent.recomputed_gpu_s == 0
     # A worker that failed (exit 1) and an agent's own state are no evidence of work either.
     failed = StreamEvent(3500.0, "agent", "worker_exited", "j-000001", "i-a2", data={"code": 1})

@@ -14,8 +14,9 @@ caused them). Rules, in order:
 4. Attempts whose agents reported no work (:mod:`.work`) → say how many and
    what share of the paid time: an instance billed for nothing (a boot that
    failed, a worker that never started) is a fault to look at, not a market.
-5. Goodput below :data:`LOW_GOODPUT` → the losses are large: checkpoint
-   more often or move to calmer markets.
+5. Goodput below :data:`LOW_GOODPUT`, over the time whose agents reported
+   work → the losses are large: checkpoint more often or move to calmer
+   markets.
 """
 
 from __future__ import annotations
@@ -126,11 +127,16 @@ def recommend(report: JobReport) -> list[Recommendation]:
                 "and their boot logs; goodput counts none of that time",
             )
         )
-    if report.goodput is not None and report.goodput < LOW_GOODPUT:
+    # Over the time whose agents reported work: the silent attempts have their own advice above,
+    # and checkpointing more often would not mend a worker that never ran.
+    worked_s = report.paid_gpu_s - report.unreported_gpu_s
+    goodput = report.useful_gpu_s / worked_s if worked_s > 0 else None
+    if goodput is not None and goodput < LOW_GOODPUT:
+        where = " where work was reported" if report.unreported_gpu_s else ""
         out.append(
             Recommendation(
                 "low_goodput",
-                f"goodput {report.goodput:.0%}: {1 - report.goodput:.0%} of the paid GPU time "
+                f"goodput {goodput:.0%}{where}: {1 - goodput:.0%} of the paid GPU time "
                 "kept nothing; checkpoint more often or prefer calmer markets",
             )
         )
