@@ -68,8 +68,9 @@ def test_a_region_not_enabled_stops_that_region_only(
     wait_for(lambda: _launched(controller, store, job_id), 30, what="a launch in the open region")
     attempts = store.attempts(job_id)
     refused = [a for a in attempts if a.end_reason is not None]
-    (running,) = [a for a in attempts if a.instance_id]
-    assert running.region == "fake-2" and store.get_job(job_id).state is not JobState.FAILED
+    running = [a for a in attempts if a.instance_id]
+    assert running and all(a.region == "fake-2" for a in running)
+    assert store.get_job(job_id).state is not JobState.FAILED
     assert refused and all(a.end_reason is EndReason.REGION_REFUSED for a in refused)
     assert all(a.region == "fake-1" for a in refused)
     assert "OptInRequired" in (refused[0].error_message or "")
@@ -89,8 +90,27 @@ def test_an_in_order_launch_skips_the_refusing_region_and_tries_the_next(
     assert executor.step(Launch(job_id, 0, candidates, "tok-1", "first launch")).ok
     wait_for(lambda: not executor.launching(), 10, what="the launch to end")
     assert provider.launch_calls == 2  # fake-1a refused for its region; fake-1b not asked
-    first, won = store.attempts(job_id)
-    assert first.end_reason is EndReason.REGION_REFUSED and won.zone == "fake-2a"
+    ends = {a.zone: a.end_reason for a in store.attempts(job_id)}
+    assert ends == {"fake-1a": EndReason.REGION_REFUSED, "fake-2a": None}
+
+
+def test_a_parallel_launch_ends_the_refusing_regions_others_unasked(
+    world: tuple[JobStore, Counting, Controller],
+) -> None:
+    store, provider, controller = world
+    _script(provider, _not_enabled(), CLOSED)
+    job_id = store.create_job(load_job({"name": "t", "run": "echo hi"}))
+    by_zone = {o.zone: o for o in provider.list_offerings()}
+    candidates = tuple(_candidate(by_zone[z]) for z in ("fake-1a", "fake-1b", "fake-2a"))
+    executor = controller.executor
+    assert executor.step(Launch(job_id, 0, candidates, "tok-p", "failover", parallel=True)).ok
+    wait_for(lambda: provider.launch_calls == 2, 10, what="the open region's launch")
+    provider.clock.advance(60.0)  # past its boot: the racer sees it running and wins
+    wait_for(lambda: not executor.launching(), 10, what="the race to end")
+    assert provider.launch_calls == 2  # fake-1a (refused for its region) and fake-2a
+    ends = {a.zone: a.end_reason for a in store.attempts(job_id)}
+    assert ends["fake-1a"] is ends["fake-1b"] is EndReason.REGION_REFUSED
+    assert ends["fake-2a"] is None  # it runs
 
 
 def test_a_region_scoped_error_in_every_region_fails_the_job_naming_each(
