@@ -286,19 +286,29 @@ def test_a_wrong_ami_fails_the_job_clearly_without_a_launch_storm(
 
     monkeypatch.setattr(moto.settings, "ENABLE_AMI_VALIDATION", True)  # EC2 looks the AMI up
     stage.provider.image_id = WRONG_AMI
+    refused: list[float] = []  # when EC2 answered each RunInstances (its error)
+    stage.provider.client(REGION).meta.events.register(
+        "after-call.ec2.RunInstances", lambda **_: refused.append(time.monotonic())
+    )
     stage.start_controller()
-    started = time.monotonic()
     job_id = stage.submit(name="ec2-wrong-ami", run="echo never")
     assert stage.final(job_id, 60) is JobState.FAILED
-    took = time.monotonic() - started
+    failed = time.monotonic()
     launches = [name for name, _ in stage.market.calls if name == "RunInstances"]
-    print(f"wrong AMI: {len(launches)} RunInstances call(s), failed in {took:.2f} s")
+    # Issue W's performance: from the configuration error to the job's clear failure, at most
+    # 2 launch calls and 5 s (printed, not asserted: a loaded machine's pace is not the rule).
+    print(
+        f"wrong AMI: {len(launches)} RunInstances call(s); "
+        f"{failed - refused[0]:.2f} s from EC2's refusal to the job's failure"
+    )
     assert 1 <= len(launches) <= 2
     job = stage.store.get_job(job_id)
-    message = str(job.reason)
-    assert WRONG_AMI in message and "InvalidAMIID" in message, message
+    # The cloud's message names the AMI; the adapter's hint names the fix.
+    assert WRONG_AMI in job.reason and "InvalidAMIID" in job.reason, job.reason
+    assert "SPOTHOP_AWS_IMAGE_ID" in job.reason, job.reason
     _code, said = spothop("status", job_id, "--store", stage.store_url)
-    assert WRONG_AMI in said and "Traceback" not in said, said
+    assert WRONG_AMI in said and "SPOTHOP_AWS_IMAGE_ID" in said, said
+    assert "Traceback" not in said
     assert not stage.ec2.running(job_id)
 
 
