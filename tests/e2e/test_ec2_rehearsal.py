@@ -346,7 +346,16 @@ def test_a_two_node_group_on_ec2_is_preempted_once_and_succeeds(stage: Stage) ->
             f" else sleep 5; touch {marker}; sleep 600; fi"
         ),
     )
-    first = stage.live_instance(job_id, 180)
+
+    def booted_or_refused() -> str | None:
+        for a in stage.store.attempts(job_id):
+            if a.error_code == "GroupUnsupported":  # groups not yet run on a real cloud
+                pytest.xfail(f"{a.error_code}: {a.error_message}")
+            if a.live and a.instance_id in stage.ec2.booted:
+                return a.instance_id
+        return None
+
+    first = str(wait_for(booted_or_refused, 180, what="a node of the group booted"))
     wait_for(marker.exists, 180, what="the group's workers to start", interval_s=0.2)
     stage.ec2.preempt(first)
     assert stage.final(job_id, 300) is JobState.SUCCEEDED
