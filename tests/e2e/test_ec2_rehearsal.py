@@ -337,13 +337,19 @@ def test_user_data_that_exits_before_the_agent_is_agent_lost_then_the_job_fails_
 )
 def test_a_two_node_group_on_ec2_is_preempted_once_and_succeeds(stage: Stage) -> None:
     stage.start_controller()
-    marker = stage.bucket / "group-ran-once"
+    # Each node's worker sees the group's rendezvous (node 0's registered address and port).
+    # Generation 0 runs until it is stopped; a later one meets at a barrier in the bucket (as
+    # torchrun's workers meet: neither ends before the other joined) and finishes.
+    bucket = stage.bucket
     job_id = stage.submit(
         name="ec2-group",
         num_nodes=2,
         run=(
-            f'if [ -e {marker} ]; then echo "rank $SPOTHOP_NODE_RANK done";'
-            f" else sleep 5; touch {marker}; sleep 600; fi"
+            'test "$SPOTHOP_NNODES" = 2 && test -n "$MASTER_ADDR" && test -n "$MASTER_PORT"'
+            ' || exit 3; g="$SPOTHOP_GROUP_GENERATION"; r="$SPOTHOP_NODE_RANK";'
+            f' touch "{bucket}/gen-$g-rank-$r"; if [ "$g" = 0 ]; then sleep 600; exit 5; fi;'
+            f' for i in $(seq 3000); do [ -e "{bucket}/gen-$g-rank-0" ] &&'
+            f' [ -e "{bucket}/gen-$g-rank-1" ] && exit 0; sleep 0.1; done; exit 4'
         ),
     )
 
@@ -356,9 +362,17 @@ def test_a_two_node_group_on_ec2_is_preempted_once_and_succeeds(stage: Stage) ->
         return None
 
     first = str(wait_for(booted_or_refused, 180, what="a node of the group booted"))
-    wait_for(marker.exists, 180, what="the group's workers to start", interval_s=0.2)
+    started = [bucket / f"gen-0-rank-{rank}" for rank in (0, 1)]
+    wait_for(lambda: all(p.exists() for p in started), 180, what="both workers of generation 0")
     stage.ec2.preempt(first)
     assert stage.final(job_id, 300) is JobState.SUCCEEDED
-    reasons = [a.end_reason for a in stage.store.attempts(job_id) if a.instance_id]
-    assert EndReason.PREEMPTED in reasons
+    attempts = [a for a in stage.store.attempts(job_id) if a.instance_id]
+    (preempted,) = [a for a in attempts if a.end_reason is EndReason.PREEMPTED]
+    assert preempted.instance_id == first
+    # The group re-formed whole: both nodes of a later generation succeeded, each on an
+    # instance of its own.
+    done = [a for a in attempts if a.end_reason is EndReason.SUCCEEDED]
+    assert sorted(a.node for a in done) == [0, 1], [(a.node, a.end_reason) for a in attempts]
+    assert len({a.generation for a in done}) == 1 and done[0].generation > preempted.generation
+    assert len({a.instance_id for a in done}) == 2
     wait_for(lambda: not stage.ec2.running(job_id), 60, what="every node's instance ended")
