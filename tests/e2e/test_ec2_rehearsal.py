@@ -186,14 +186,13 @@ def spothop(*args: str) -> tuple[int, str]:
     return code, out.getvalue()
 
 
-def moto_cost_microusd(raws: list[dict[str, Any]]) -> tuple[int, float]:
-    """What moto's records bill: each instance's seconds from ``LaunchTime`` to its end (spothop's
-    end tag, else the time of EC2's ``StateTransitionReason``) at its price tag, EC2's minute
-    minimum applied; and the instance-seconds."""
+def moto_usage(raws: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
+    """What moto's records say of each instance: (seconds from ``LaunchTime`` to its end,
+    spothop's end tag else the time of EC2's ``StateTransitionReason``; its price tag)."""
     import datetime as dt
     import re
 
-    total, seconds = 0, 0.0
+    usage = {}
     for raw in raws:
         tags = {t["Key"]: t["Value"] for t in raw.get("Tags", [])}
         launched = raw["LaunchTime"].timestamp()
@@ -209,10 +208,8 @@ def moto_cost_microusd(raws: list[dict[str, Any]]) -> tuple[int, float]:
                 .replace(tzinfo=dt.UTC)
                 .timestamp()
             )
-        used = max(0.0, ended - launched)
-        seconds += used
-        total += round(float(tags[PRICE_TAG]) * max(used, EC2_MIN_BILLED_S) / 3600 * 1e6)
-    return total, seconds
+        usage[str(raw["InstanceId"])] = (max(0.0, ended - launched), float(tags[PRICE_TAG]))
+    return usage
 
 
 def test_a_task_job_on_ec2_is_preempted_once_succeeds_and_costs_what_moto_bills(
@@ -259,9 +256,18 @@ def test_a_task_job_on_ec2_is_preempted_once_succeeds_and_costs_what_moto_bills(
         return records if ok else []
 
     records = wait_for(closed, 60, what="the ledger to close every attempt", interval_s=0.5)
-    billed, seconds = moto_cost_microusd(stage.ec2.raw_instances(job_id))
+    usage = moto_usage(stage.ec2.raw_instances(job_id))
+    # EC2's rule for Linux: per second, with a one-minute minimum.
+    billed = sum(
+        round(price * max(seconds, EC2_MIN_BILLED_S) / 3600 * 1e6)
+        for seconds, price in usage.values()
+    )
     cost = sum(r.cost_microusd or 0 for r in records)
+    seconds = sum(s for s, _ in usage.values())
     print(f"ledger {cost} µUSD; moto {seconds:.1f} instance-seconds → {billed} µUSD")
+    assert {r.instance_id: round(r.usage_s, 3) for r in records} == {
+        i: round(s, 3) for i, (s, _) in usage.items()
+    }
     assert abs(cost - billed) <= len(records)  # a µUSD of rounding per record
 
     # cancel: a long job's instance ends at the cloud.

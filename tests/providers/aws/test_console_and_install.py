@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from spothop.errors import InstanceNotFound
+from spothop.errors import InstanceNotFound, InvalidRequest
 from spothop.providers.aws import AwsProvider
 from spothop.providers.base import Distribution
 from spothop.providers.extensions import ConsoleOutput
@@ -86,3 +86,22 @@ def test_the_dependencies_option_reads_its_variable(
         provider = get_provider("aws")
         assert isinstance(provider, AwsProvider)
         assert provider.install_dependencies is expected
+
+
+@pytest.mark.parametrize(
+    ("code", "option"),
+    [
+        ("InvalidAMIID.NotFound", "SPOTHOP_AWS_IMAGE_ID"),
+        ("InvalidGroup.NotFound", "SPOTHOP_AWS_SECURITY_GROUP_IDS"),
+        ("InvalidKeyPair.NotFound", "SPOTHOP_AWS_KEY_NAME"),
+    ],
+)
+def test_a_configuration_error_names_the_option_that_fixes_it(
+    ec2: tuple[AwsProvider, Ec2Market], code: str, option: str
+) -> None:
+    provider, market = ec2
+    market.fail_next("RunInstances", code, "The id 'x-0badbad' does not exist")
+    with pytest.raises(InvalidRequest) as raised:
+        provider.launch(request())
+    assert raised.value.code == code and "x-0badbad" in str(raised.value)
+    assert option in str(raised.value)
