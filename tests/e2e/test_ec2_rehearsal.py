@@ -339,10 +339,6 @@ def test_user_data_that_exits_before_the_agent_is_agent_lost_then_the_job_fails_
     wait_for(lambda: not stage.ec2.running(job_id), 60, what="the lost instances terminated")
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="a group on a real cloud needs the control plane's rendezvous (issue W item 3)",
-)
 def test_a_two_node_group_on_ec2_is_preempted_once_and_succeeds(stage: Stage) -> None:
     stage.start_controller()
     # Each node's worker sees the group's rendezvous (node 0's registered address and port).
@@ -361,15 +357,7 @@ def test_a_two_node_group_on_ec2_is_preempted_once_and_succeeds(stage: Stage) ->
         ),
     )
 
-    def booted_or_refused() -> str | None:
-        for a in stage.store.attempts(job_id):
-            if a.error_code == "GroupUnsupported":  # groups not yet run on a real cloud
-                pytest.xfail(f"{a.error_code}: {a.error_message}")
-            if a.live and a.instance_id in stage.ec2.booted:
-                return a.instance_id
-        return None
-
-    first = str(wait_for(booted_or_refused, 180, what="a node of the group booted"))
+    first = stage.live_instance(job_id, 180)
     started = [bucket / f"gen-0-rank-{rank}" for rank in (0, 1)]
     wait_for(lambda: all(p.exists() for p in started), 180, what="both workers of generation 0")
     stage.ec2.preempt(first)
