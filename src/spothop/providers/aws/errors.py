@@ -107,6 +107,17 @@ TABLE = retry.CodeTable(
             "ValidationError",
         }
     ),
+    # An AMI, security group or subnet exists in one region only, and a region is enabled (opted
+    # in) or not: these refuse that region, not the provider. UnauthorizedOperation stays
+    # provider-wide: the same code says a policy blocks a region or the credentials lack an action.
+    region_scoped=frozenset(
+        {
+            "OptInRequired",
+            "InvalidAMIID.NotFound",
+            "InvalidGroup.NotFound",
+            "InvalidSubnetID.NotFound",
+        }
+    ),
     hints=_HINTS,
 )
 
