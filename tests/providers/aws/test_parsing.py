@@ -124,3 +124,12 @@ def test_errors_that_hold_in_one_region_refuse_only_that_region(code: str, scope
     from spothop.providers.aws.errors import map_error
 
     assert map_error("aws", code, "the cloud's message").region_scoped is scoped
+
+
+def test_an_instance_profile_that_does_not_exist_is_refused_naming_the_option() -> None:
+    from spothop.errors import InvalidRequest
+    from spothop.providers.aws.errors import map_error
+
+    error = map_error("aws", "NoSuchEntity", "Instance profile no-such-profile not found")
+    assert isinstance(error, InvalidRequest)  # the provider is refused for the job, no failover
+    assert "SPOTHOP_AWS_INSTANCE_PROFILE" in str(error) and "no-such-profile" in str(error)

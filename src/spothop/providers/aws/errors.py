@@ -40,6 +40,9 @@ _HINTS = {
     "InvalidAMIID.Malformed": _AMI_FIX,
     "InvalidGroup.NotFound": "set security_group_ids= or SPOTHOP_AWS_SECURITY_GROUP_IDS to groups of this region's VPC",
     "InvalidKeyPair.NotFound": "set key_name= or SPOTHOP_AWS_KEY_NAME to a key pair of this region, or leave it out",
+    # IAM's code for an instance profile that does not exist (EC2 itself says
+    # InvalidParameterValue, "Invalid IAM Instance Profile name", refused the same way).
+    "NoSuchEntity": "set instance_profile= or SPOTHOP_AWS_INSTANCE_PROFILE to an instance profile of this account, or leave it out",
 }
 
 TABLE = retry.CodeTable(
@@ -102,6 +105,7 @@ TABLE = retry.CodeTable(
             "InvalidSubnetID.NotFound",
             "InvalidGroup.NotFound",
             "InvalidKeyPair.NotFound",
+            "NoSuchEntity",
             "InvalidUserData.Malformed",
             "MissingParameter",
             "ValidationError",
