@@ -52,3 +52,6 @@ def test_each_file_plans_as_its_author_meant(
     for field in ("disk_size_gib", "disk_tier"):
         if field in expect:
             assert getattr(spec.resources, field) == expect[field]
+    planned = req.to_dict()
+    for field, value in expect.get("requirements", {}).items():
+        assert planned.get(field) == value, (field, planned)

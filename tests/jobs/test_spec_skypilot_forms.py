@@ -221,7 +221,7 @@ def test_a_spothop_file_null_env_names_launch_env() -> None:
         (_sky(accelerators={"tpu-v5e-16": 1}), "resources.accelerators", "TPU"),
         (_sky(cloud="kubernetes"), "resources.cloud", "Kubernetes"),
         (_sky(infra="k8s/my-context"), "resources.infra", "Kubernetes"),
-        (_sky(ordered=[{"accelerators": "A100:1"}]), "resources.ordered", "any_of"),
+        (_sky(ordered=[{"ordered": []}]), "resources.ordered.0.ordered", "one any_of"),
         (_sky(any_of=[{"any_of": []}]), "resources.any_of.0.any_of", "one any_of"),
         (
             {**_sky(), "file_mounts": {"/d": {"source": "s3://b", "mode": "SYNC"}}},

@@ -5,12 +5,13 @@
 given (the key's path and one line saying what spothop does instead):
 
 - ``accelerators`` (one GPU, or a set: ``{A: n, B: m}``, ``[A:1, B:1]``),
-  ``cpus``, ``memory`` and ``any_of`` go to spothop's ``resources`` as they are
-  (spothop reads SkyPilot's spellings; a set of GPUs is alternatives:
+  ``cpus``, ``memory``, ``instance_type``, ``any_of`` and ``ordered`` go to
+  spothop's ``resources`` as they are (spothop reads SkyPilot's spellings; a set
+  of GPUs is alternatives, ``ordered`` alternatives in preference order:
   :class:`~spothop.jobs.spec_resources.ResourcesSpec`);
 - ``use_spot``: ``market`` spot or on-demand; absent, SkyPilot's default,
-  on-demand, whatever other keys the file holds; ``any_of`` entries that
-  differ make it ``auto``;
+  on-demand, whatever other keys the file holds; ``any_of`` (``ordered``)
+  entries that differ make it ``auto``;
 - ``cloud``, ``region``, ``zone``, ``infra``: ``providers.allow``, ``regions``,
   ``zones`` (an ``any_of`` entry's narrow that entry);
 - ``job_recovery`` (``spot_recovery``): ``max_restarts_on_errors`` →
@@ -44,23 +45,31 @@ RESOURCE_KEYS_MAPPED = frozenset(
 )
 # SkyPilot resource keys spothop does not take, each with what spothop does instead.
 RESOURCE_KEYS_UNSUPPORTED: Mapping[str, str] = {
-    "instance_type": "spothop chooses instance types across clouds itself; name the hardware "
-    "instead (accelerators, cpus, memory)",
     "ports": "opening ports is for services, which spothop does not run; a job's nodes reach "
     "each other on the rendezvous port (docs/multinode.md)",
     "network_tier": "spothop places nodes on the clouds' standard networks; remove it",
     "labels": "spothop tags its instances itself (spothop-job, spothop-node); remove it",
     "accelerator_args": "TPUs are not run by spothop (GPU instances only); remove it",
-    "ordered": "a preference order is not honoured yet: spothop ranks alternatives by the cost "
-    "of useful work; list them under any_of, or keep only your first choice",
     "autostop": "a spothop job's instances end with the job; remove it",
     "priority": "spothop has no job priorities; remove it",
     "volumes": "spothop does not attach volumes; keep data in a bucket (checkpoint.url)",
     "_docker_login_config": "spothop pulls public images only; remove it",
 }
 _ENTRY_KEYS = frozenset(
-    {"accelerators", "cpus", "memory", "cloud", "region", "zone", "infra", "use_spot"}
+    {
+        "accelerators",
+        "cpus",
+        "memory",
+        "instance_type",
+        "cloud",
+        "region",
+        "zone",
+        "infra",
+        "use_spot",
+    }
 )
+_HARDWARE_KEYS = ("accelerators", "cpus", "memory", "instance_type")
+ALTERNATIVES = ("any_of", "ordered")  # SkyPilot's two lists of alternatives
 RECOVERY_STRATEGIES = frozenset({"failover", "eager_next_region"})
 DOCKER_PREFIX = "docker:"
 TPU_PREFIX = "tpu-"
@@ -73,9 +82,10 @@ def is_skypilot_resources(resources: Any) -> bool:
     only = RESOURCE_KEYS_MAPPED | RESOURCE_KEYS_UNSUPPORTED.keys()
     if any(key in only for key in resources):
         return True
-    entries = resources.get("any_of")
-    return isinstance(entries, list) and any(
-        isinstance(e, Mapping) and any(k in only for k in e) for e in entries
+    return any(
+        isinstance(e, Mapping) and any(k in only for k in e)
+        for key in ALTERNATIVES
+        for e in _entries(resources.get(key))
     )
 
 
@@ -90,8 +100,8 @@ def map_resources(resources: Mapping[Any, Any], out: dict[Any, Any], problems: K
             problems.refuse(path, f"SkyPilot's {key!r}: {RESOURCE_KEYS_UNSUPPORTED[key]}")
         elif key in ("job_recovery", "spot_recovery"):
             _recovery(value, path, out, problems)
-        elif key == "any_of":
-            native[key] = _any_of(value, top_spot, spot_values, problems)
+        elif key in ALTERNATIVES:
+            native[key] = _any_of(value, str(key), top_spot, spot_values, problems)
         elif key == "image_id":
             _image(value, path, out, problems)
         elif key not in ("use_spot", "cloud", "region", "zone", "infra"):
@@ -99,7 +109,9 @@ def map_resources(resources: Mapping[Any, Any], out: dict[Any, Any], problems: K
     if not spot_values:
         spot_values.add(bool(top_spot))
     explicit = top_spot is not None or any(
-        isinstance(e, Mapping) and "use_spot" in e for e in resources.get("any_of") or ()
+        isinstance(e, Mapping) and "use_spot" in e
+        for key in ALTERNATIVES
+        for e in _entries(resources.get(key))
     )
     if explicit:
         _set(out, "market", _market(spot_values), "resources.use_spot", problems)
@@ -162,28 +174,39 @@ def _image(value: Any, path: str, out: dict[Any, Any], problems: KeyProblems) ->
     _set(out, "image", image, path, problems)
 
 
-def _any_of(entries: Any, top_spot: bool | None, spot: set[bool], problems: KeyProblems) -> Any:
+def _entries(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _any_of(
+    entries: Any, key: str, top_spot: bool | None, spot: set[bool], problems: KeyProblems
+) -> Any:
+    """``any_of`` or ``ordered`` (``key``): each entry's hardware and places, its ``use_spot``
+    added to ``spot``; a key an entry cannot take refused by its path."""
     if not isinstance(entries, list):
         return entries  # the spec's own check refuses it
     mapped: list[Any] = []
     for i, entry in enumerate(entries):
-        path = f"resources.any_of.{i}"
+        path = f"resources.{key}.{i}"
         if not isinstance(entry, Mapping):
             mapped.append(entry)
             continue
         own = _use_spot(entry, path, problems)
         spot.add(own if own is not None else bool(top_spot))
         alternative: dict[Any, Any] = {}
-        for key, value in entry.items():
-            if key not in _ENTRY_KEYS:
-                why = RESOURCE_KEYS_UNSUPPORTED.get(str(key), "give it beside any_of, for all")
-                if key == "any_of":
-                    why = "any_of inside any_of has no meaning; list every choice in one any_of"
-                problems.refuse(f"{path}.{key}", f"not taken in an any_of entry: {why}")
-            elif key in ("accelerators", "cpus", "memory"):
-                alternative[key] = value
-                if key == "accelerators":
-                    _no_tpu(value, f"{path}.{key}", problems)
+        for name, value in entry.items():
+            if name not in _ENTRY_KEYS:
+                why = RESOURCE_KEYS_UNSUPPORTED.get(str(name), f"give it beside {key}, for all")
+                if name in ALTERNATIVES:
+                    why = (
+                        f"{name} inside {key} has no meaning; list every choice in one "
+                        "any_of (any one) or one ordered (in preference order)"
+                    )
+                problems.refuse(f"{path}.{name}", f"not taken in an {key} entry: {why}")
+            elif name in _HARDWARE_KEYS:
+                alternative[name] = value
+                if name == "accelerators":
+                    _no_tpu(value, f"{path}.{name}", problems)
         for field, value in _places(entry, path, problems).items():
             alternative["providers" if field == "cloud" else field] = value
         mapped.append(alternative)

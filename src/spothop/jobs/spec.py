@@ -330,7 +330,8 @@ class JobSpec(SpecModel):
 
         The job's ``providers``, ``regions`` and ``zones`` are the outer filters.
         Without ``any_of`` the ``resources`` fields are outer filters too. With
-        it, each alternative becomes one ``Requirements`` of the
+        it (or ``ordered``: the same, in preference order), each alternative becomes one
+        ``Requirements`` of the
         ``alternatives``: its own fields, the ``resources`` fields it leaves out
         (a GPU it names replaces the job's GPU and count), and its own places,
         which narrow the job's (an offering must pass both).
@@ -344,12 +345,12 @@ class JobSpec(SpecModel):
             "zones": tuple(self.zones),
         }
         top = self.resources
-        if not top.any_of:
+        if not top.alternatives:
             return Requirements(
                 gpu=top.gpu_name, gpus_per_node=top.gpu_count, **top._filters(), **places
             )
-        alternatives = tuple(_alternative(top, alt) for alt in top.any_of)
-        return Requirements(alternatives=alternatives, **places)
+        alternatives = tuple(_alternative(top, alt) for alt in top.alternatives)
+        return Requirements(alternatives=alternatives, ordered=bool(top.ordered), **places)
 
     def to_json(self) -> str:
         """The spec as JSON, in the file's field names; :meth:`from_json` reads it back equal."""

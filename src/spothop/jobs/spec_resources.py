@@ -17,6 +17,7 @@ Every field is described in ``docs/jobs.md``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from enum import StrEnum
 from typing import Annotated, Any
@@ -34,6 +35,21 @@ from spothop.jobs.spec_values import (
     parse_accelerators,
 )
 from spothop.resources.offering import Interconnect
+
+# An instance type as the clouds spell them: g5.xlarge, a2-highgpu-1g, ecs.gn7i-c8g1.2xlarge,
+# Standard_NC24ads_A100_v4 (letters, digits and . _ -).
+INSTANCE_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def check_instance_type(value: str) -> str:
+    """An instance type's name as a cloud spells it, or ValueError saying what one looks like."""
+    if not INSTANCE_TYPE.fullmatch(value):
+        raise ValueError(
+            "is not an instance type's name: write it as the cloud spells it, e.g. g5.xlarge "
+            "or a2-highgpu-1g (letters, digits and . _ -, no spaces)"
+        )
+    return value
+
 
 DISK_SIZE_GIB = Bound(1, 65_536, "GiB", integer=True)  # 64 TiB: the largest root volumes sold
 
@@ -63,6 +79,9 @@ class _Hardware(SpecModel):
         default=None, description="per GPU, the catalog's nominal (dense BF16) figure"
     )
     interconnect: Interconnect | None = None
+    instance_type: Annotated[str, AfterValidator(check_instance_type)] | None = Field(
+        default=None, description="one instance type, e.g. g5.xlarge"
+    )
     cpus: Annotated[float, BeforeValidator(at_least), VCPUS.annotated("cpus")] | None = None
     memory_gib: (
         Annotated[float, BeforeValidator(at_least), MEMORY_GIB.annotated("memory_gib")] | None
@@ -116,6 +135,7 @@ class _Hardware(SpecModel):
             "interconnect": self.interconnect,
             "min_cpus": self.cpus,
             "min_memory_gib": self.memory_gib,
+            "instance_type": self.instance_type,
         }
 
 
@@ -141,6 +161,9 @@ class ResourcesSpec(_Hardware):
     """
 
     any_of: list[AlternativeSpec] = Field(default_factory=list)
+    # Alternatives in preference order (SkyPilot's ``ordered``): the first one that can be had
+    # is used, even where a later one is cheaper. Exclusive with any_of.
+    ordered: list[AlternativeSpec] = Field(default_factory=list)
     # The node's root volume, as SkyPilot's disk_size and disk_tier say: recorded with the job
     # (the local cloud keeps it; the cloud adapters will size the root volume from it).
     disk_size_gib: Annotated[int, DISK_SIZE_GIB.annotated("disk_size_gib")] | None = None
@@ -151,21 +174,32 @@ class ResourcesSpec(_Hardware):
     def _accelerator_sets(cls, data: Any) -> Any:
         if not isinstance(data, Mapping):
             return data
-        return expand_accelerator_sets(data)
+        if data.get("any_of") and data.get("ordered"):
+            raise ValueError(
+                "'any_of' (any one, the cheapest useful) and 'ordered' (a preference order) "
+                "both list alternatives; keep one"
+            )
+        return expand_accelerator_sets(data, "ordered" if data.get("ordered") else "any_of")
+
+    @property
+    def alternatives(self) -> list[AlternativeSpec]:
+        """The alternatives, whichever list gives them (``any_of`` or ``ordered``)."""
+        return self.ordered or self.any_of
 
 
-def expand_accelerator_sets(data: Mapping[Any, Any]) -> dict[Any, Any]:
-    """``resources`` with its GPU sets made ``any_of`` entries (see :class:`ResourcesSpec`)."""
+def expand_accelerator_sets(data: Mapping[Any, Any], key: str = "any_of") -> dict[Any, Any]:
+    """``resources`` with its GPU sets made ``key`` (``any_of`` or ``ordered``) entries, in the
+    order written (see :class:`ResourcesSpec`)."""
     out = dict(data)
     top = accelerator_choices(out.get("accelerators"))
-    entries = out.get("any_of")
+    entries = out.get(key)
     if top is None and not isinstance(entries, list):
         return out
     if top is not None:
         del out["accelerators"]
     if not isinstance(entries, list) or not entries:
         if top is not None:
-            out["any_of"] = [{"accelerators": choice} for choice in top]
+            out[key] = [{"accelerators": choice} for choice in top]
         return out
     expanded: list[Any] = []
     for entry in entries:
@@ -182,5 +216,5 @@ def expand_accelerator_sets(data: Mapping[Any, Any]) -> dict[Any, Any]:
     for entry in expanded:
         if entry not in unique:
             unique.append(entry)
-    out["any_of"] = unique
+    out[key] = unique
     return out
