@@ -49,7 +49,7 @@ def test_each_file_plans_as_its_author_meant(
     for field in ("max_retries", "num_nodes", "image", "envs", "file_mounts"):
         if field in expect:
             assert getattr(spec, field) == expect[field]
-    for field in ("disk_size_gib", "disk_tier"):
+    for field in ("disk_size_gib", "disk_tier", "image_id"):
         if field in expect:
             assert getattr(spec.resources, field) == expect[field]
     planned = req.to_dict()

@@ -70,6 +70,11 @@ NESTED = [
     "on_events",
     "strategy",
     "max_restarts_on_errors",
+    "ordered",
+    "instance_type",
+    "local_path",
+    "path",
+    "files",
 ]
 WORDS = [
     "A10G:1",
@@ -109,6 +114,12 @@ WORDS = [
     "A100:80GB:8",
     "A100,H100:1..2",
     "1..9",
+    "g5.xlarge",
+    "g5 xlarge",
+    "projects/p/global/images/x",
+    "./data:/data",
+    "~/.cache:/root/.cache",
+    "/etc/x:../../escape",
 ]
 
 scalars = st.one_of(

@@ -17,7 +17,9 @@ given (the key's path and one line saying what spothop does instead):
 - ``job_recovery`` (``spot_recovery``): ``max_restarts_on_errors`` →
   ``max_retries``;
 - ``disk_size``, ``disk_tier``: the spec's ``disk_size_gib`` and ``disk_tier``;
-  ``image_id: docker:IMAGE``: the job's ``image``.
+  ``image_id: docker:IMAGE``: the job's ``image``; any other ``image_id`` (an AMI,
+  a Compute Engine image, one id or ``{region: id}``): ``resources.image_id``,
+  the machine image that cloud's adapter boots.
 """
 
 from __future__ import annotations
@@ -103,7 +105,7 @@ def map_resources(resources: Mapping[Any, Any], out: dict[Any, Any], problems: K
         elif key in ALTERNATIVES:
             native[key] = _any_of(value, str(key), top_spot, spot_values, problems)
         elif key == "image_id":
-            _image(value, path, out, problems)
+            _image(value, path, out, native, problems)
         elif key not in ("use_spot", "cloud", "region", "zone", "infra"):
             _hardware(key, value, native, problems)
     if not spot_values:
@@ -122,6 +124,14 @@ def map_resources(resources: Mapping[Any, Any], out: dict[Any, Any], problems: K
         allowed = {"allow": value} if field == "cloud" else value
         _set(out, target, allowed, f"resources.{field}", problems)
     out["resources"] = native
+    providers = out.get("providers")
+    clouds = providers.get("allow") if isinstance(providers, Mapping) else None
+    if "image_id" in native and not (isinstance(clouds, list) and len(clouds) == 1):
+        problems.refuse(
+            "resources.image_id",
+            "a machine image belongs to one cloud: name it (cloud: CLOUD, or infra: "
+            "CLOUD/REGION), or run in a container (image_id: docker:IMAGE)",
+        )
 
 
 def _hardware(key: Any, value: Any, native: dict[Any, Any], problems: KeyProblems) -> None:
@@ -154,16 +164,23 @@ def _no_tpu(value: Any, path: str, problems: KeyProblems) -> None:
             return
 
 
-def _image(value: Any, path: str, out: dict[Any, Any], problems: KeyProblems) -> None:
+def _image(
+    value: Any, path: str, out: dict[Any, Any], native: dict[Any, Any], problems: KeyProblems
+) -> None:
+    """``docker:IMAGE`` → the job's container ``image``; a cloud's machine image (an AMI, a
+    Compute Engine image; one id or ``{region: id}``) → ``resources.image_id``, booted by that
+    cloud's adapter instead of its configured image."""
+    if isinstance(value, Mapping):
+        if any(isinstance(v, str) and v.startswith(DOCKER_PREFIX) for v in value.values()):
+            problems.refuse(path, "a docker: image is one for every region; give it alone")
+            return
+        native["image_id"] = dict(value)
+        return
     if not isinstance(value, str):
         problems.refuse(path, f"an image name, got {value!r:.80}")
         return
     if not value.startswith(DOCKER_PREFIX):
-        problems.refuse(
-            path,
-            f"{value!r:.80} is a cloud image id: spothop boots each cloud's own image; run "
-            "your environment as a container instead (image_id: docker:IMAGE)",
-        )
+        native["image_id"] = value.strip()
         return
     image = value[len(DOCKER_PREFIX) :].strip()
     try:

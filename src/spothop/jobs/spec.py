@@ -319,6 +319,26 @@ class JobSpec(SpecModel):
             )
         return self
 
+    @model_validator(mode="after")
+    def _image_id_fits(self) -> JobSpec:
+        image = self.resources.image_id
+        if image is None:
+            return self
+        if len(self.providers.allow) != 1:
+            raise ValueError(
+                "resources.image_id is one cloud's machine image: name that cloud alone in "
+                "providers.allow (SkyPilot: resources.cloud), or run in a container "
+                "(image: IMAGE; SkyPilot: image_id: docker:IMAGE)"
+            )
+        if isinstance(image, dict):
+            missing = [r for r in self.regions if r not in image]
+            if missing:
+                raise ValueError(
+                    f"resources.image_id names no image for region {missing[0]}; give one for "
+                    "each region the job may run in"
+                )
+        return self
+
     @property
     def node_count(self) -> int:
         """How many instances the job runs at once, at most: ``workers`` (batch), ``num_nodes``
@@ -338,10 +358,12 @@ class JobSpec(SpecModel):
         """
         from spothop.scheduler.requirements import Requirements
 
+        image = self.resources.image_id
         places: dict[str, Any] = {
             "providers_allow": tuple(self.providers.allow),
             "providers_deny": tuple(self.providers.deny),
-            "regions": tuple(self.regions),
+            # A machine image per region: only the regions that have one.
+            "regions": tuple(self.regions or (image if isinstance(image, dict) else ())),
             "zones": tuple(self.zones),
         }
         top = self.resources

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from enum import StrEnum
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, Field, model_validator
@@ -34,6 +33,7 @@ from spothop.jobs.spec_values import (
     check_gpu_name,
     parse_accelerators,
 )
+from spothop.providers.base import DiskSpec, DiskTier
 from spothop.resources.offering import Interconnect
 
 # An instance type as the clouds spell them: g5.xlarge, a2-highgpu-1g, ecs.gn7i-c8g1.2xlarge,
@@ -51,17 +51,36 @@ def check_instance_type(value: str) -> str:
     return value
 
 
+# A cloud's machine image: ami-0abc…, projects/p/global/images/family/f, m-bp1…, ubuntu_22_04.
+IMAGE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:-]{0,299}")
+
+
+def check_image_id(value: str) -> str:
+    """A cloud's machine image id, or ValueError saying what one looks like."""
+    if not IMAGE_ID.fullmatch(value):
+        raise ValueError(
+            "is not a machine image id: write it as the cloud spells it, e.g. "
+            "ami-0123456789abcdef0 or projects/P/global/images/NAME (no spaces)"
+        )
+    return value
+
+
+def machine_image(value: Any) -> Any:
+    """``resources.image_id``: one machine image id, or ``{region: id}``; ValueError otherwise."""
+    if isinstance(value, Mapping):
+        if not value:
+            raise ValueError("an empty mapping; give {REGION: IMAGE_ID}, one per region")
+        for region, image in value.items():
+            if not isinstance(image, str):
+                raise ValueError(f"region {region!r:.80}: an image id, got {image!r:.80}")
+            check_image_id(image)
+        return dict(value)
+    if not isinstance(value, str):
+        raise ValueError(f"an image id or {{REGION: IMAGE_ID}}, got {value!r:.80}")
+    return check_image_id(value)
+
+
 DISK_SIZE_GIB = Bound(1, 65_536, "GiB", integer=True)  # 64 TiB: the largest root volumes sold
-
-
-class DiskTier(StrEnum):
-    """SkyPilot's disk tiers: how fast the root volume is (``best``: the fastest sold)."""
-
-    LOW = "low"
-    MEDIUM = "medium"
-    HIGH = "high"
-    ULTRA = "ultra"
-    BEST = "best"
 
 
 class _Hardware(SpecModel):
@@ -168,6 +187,9 @@ class ResourcesSpec(_Hardware):
     # (the local cloud keeps it; the cloud adapters will size the root volume from it).
     disk_size_gib: Annotated[int, DISK_SIZE_GIB.annotated("disk_size_gib")] | None = None
     disk_tier: DiskTier | None = None
+    # The cloud's own machine image to boot (SkyPilot's image_id that is not docker:): one id,
+    # or one per region ({us-east-1: ami-…}); it belongs to one cloud (JobSpec checks).
+    image_id: Annotated[str | dict[Place, str], BeforeValidator(machine_image)] | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -180,6 +202,19 @@ class ResourcesSpec(_Hardware):
                 "both list alternatives; keep one"
             )
         return expand_accelerator_sets(data, "ordered" if data.get("ordered") else "any_of")
+
+    @property
+    def disk(self) -> DiskSpec | None:
+        """The root volume asked for (:class:`~spothop.providers.base.DiskSpec`), or None."""
+        if self.disk_size_gib is None and self.disk_tier is None:
+            return None
+        return DiskSpec(self.disk_size_gib, self.disk_tier)
+
+    def image_id_in(self, region: str) -> str | None:
+        """The machine image to boot in ``region``: the one id, that region's, or None."""
+        if isinstance(self.image_id, dict):
+            return self.image_id.get(region)
+        return self.image_id
 
     @property
     def alternatives(self) -> list[AlternativeSpec]:

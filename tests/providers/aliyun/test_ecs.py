@@ -198,3 +198,21 @@ def test_a_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "alibabacloud_ecs20140526.client", None)
     with pytest.raises(ConfigError, match=r"pip install 'spothop\[aliyun\]'"):
         get_provider("aliyun")
+
+
+def test_the_system_disk_takes_the_jobs_size_tier_and_image(cloud: Any) -> None:
+    from spothop.providers.base import DiskSpec, DiskTier
+
+    fake, provider = cloud
+    provider.launch(_request(disk=DiskSpec(200, DiskTier.MEDIUM), image_id="m-bp1job0image"))
+    query = _run_query(fake)
+    assert query["SystemDisk.Size"] == "200"
+    assert query["SystemDisk.Category"] == "cloud_essd"
+    assert query["SystemDisk.PerformanceLevel"] == "PL0"
+    assert query["ImageId"] == "m-bp1job0image" and "ImageFamily" not in query
+
+
+def test_without_a_disk_the_system_disk_is_the_clouds_default(cloud: Any) -> None:
+    fake, provider = cloud
+    provider.launch(_request())
+    assert not [k for k in _run_query(fake) if k.startswith("SystemDisk")]
