@@ -28,6 +28,7 @@ from spothop.jobs.launcher import (
     bootstrap,
     worker_command,
 )
+from spothop.wire.logs import read_worker_phase
 
 BASH_ONLY_RUN = """\
 if [[ -n "$GREETING" && "$GREETING" == hel* ]]; then
@@ -66,6 +67,14 @@ def test_a_failing_setup_fails_the_worker_with_its_status_and_run_never_starts(
     assert _run(work, log) == 7
     assert not (tmp_path / "ran.txt").exists()
     assert f"{SETUP_FAILED_MARK} 7; run was not started" in log.read_text()
+    assert read_worker_phase(tmp_path) == "setup"  # what the agent reports the exit with
+
+
+def test_the_driver_writes_each_phase_it_starts_beside_the_log(tmp_path: Path) -> None:
+    log = tmp_path / "attempt.log"
+    work = WorkerCommand(setup="true", run="exit 4", workdir=str(tmp_path))
+    assert _run(work, log) == 4
+    assert read_worker_phase(tmp_path) == "run"
 
 
 def test_run_gets_its_own_status_and_starts_in_the_workdir_whatever_setup_did(
