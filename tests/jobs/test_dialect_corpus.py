@@ -4,6 +4,7 @@ the key; every file is read through load_job, as spothop launch and plan read it
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,8 @@ def test_each_file_plans_as_its_author_meant(
     case: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
+    for folder in case.get("make", ()):  # the local sources the file names
+        (tmp_path / folder).mkdir(parents=True)
     path = tmp_path / "task.yaml"
     path.write_text(case["file"])
     expect = case["expect"]
@@ -46,9 +49,15 @@ def test_each_file_plans_as_its_author_meant(
     req = spec.requirements()
     shapes = req.alternatives or ((req,) if req.gpu or req.gpus_per_node else ())
     assert [[a.gpu, a.gpus_per_node] for a in shapes] == expect["gpus"]
-    for field in ("max_retries", "num_nodes", "image", "envs", "file_mounts"):
+    for field in ("max_retries", "num_nodes", "image", "envs"):
         if field in expect:
             assert getattr(spec, field) == expect[field]
+    if "file_mounts" in expect:  # local sources relative to the test's folder
+        made = {
+            d: s if "://" in s else os.path.normpath(tmp_path / s)
+            for d, s in expect["file_mounts"].items()
+        }
+        assert spec.file_mounts == made
     for field in ("disk_size_gib", "disk_tier", "image_id"):
         if field in expect:
             assert getattr(spec.resources, field) == expect[field]

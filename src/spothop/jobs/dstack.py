@@ -18,6 +18,8 @@ lists every key):
   containers share the host's IPC, so ``/dev/shm`` is the host's);
 - ``spot_policy`` (``spot``, ``on-demand``, ``auto``; dstack's default
   on-demand) → ``market``; ``backends`` → ``providers.allow``; ``regions``;
+- ``files`` (``LOCAL:PATH``, ``LOCAL``, ``{local_path, path}``) → ``file_mounts``
+  (:func:`files_as_mounts`): each local file or folder uploaded to its path on the node;
 - ``retry``: spothop always recovers interruptions; retrying on ``error``
   needs spothop's ``max_retries`` beside it (a count; dstack gives a duration).
 
@@ -33,11 +35,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from spothop.jobs.spec_messages import KeyProblems
+from spothop.jobs.spec_mounts import check_dest
 
 DSTACK_TYPES = frozenset({"task", "service", "dev-environment", "fleet", "gateway", "volume"})
 TOP_KEYS_UNSUPPORTED: Mapping[str, str] = {
-    "files": "copying local files onto the nodes is not built yet; read data from its bucket "
-    "in commands",
     "repos": "spothop does not clone repositories; clone it in setup",
     "python": "spothop runs on the cloud's image: install the Python you need in setup (or "
     "give image)",
@@ -131,6 +132,8 @@ def _top(key: str, value: Any, out: dict[Any, Any], problems: KeyProblems) -> No
         )
     elif key == "retry":
         _retry(value, problems)
+    elif key == "files":
+        out["file_mounts"] = files_as_mounts(value, problems)
     elif key == "resources":
         out["resources"] = _resources(value, problems)
     else:
@@ -178,6 +181,64 @@ def _required(envs: Any, problems: KeyProblems) -> None:
                 f"dstack asks the user for it; give it with --env {name}=VALUE (spothop "
                 f"launch or plan; --env {name} passes your shell's)",
             )
+
+
+def files_as_mounts(value: Any, problems: KeyProblems) -> dict[str, str]:
+    """dstack's ``files`` as spothop's ``file_mounts`` ``{DEST: SOURCE}``.
+
+    Each entry is ``LOCAL:PATH``, ``LOCAL`` alone (the same path on the node: a relative one
+    in the working folder), or ``{local_path, path}``. ``LOCAL`` is a file or folder of this
+    machine (relative: the configuration file's folder, as dstack reads it), packed and
+    uploaded at launch; ``PATH`` where the node gets it (relative: the job's workdir there).
+    A bad entry is refused by its path (``files.0``)."""
+    if not isinstance(value, list):
+        problems.refuse("files", f"a list of LOCAL:PATH or {{local_path, path}}, got {value!r:.80}")
+        return {}
+    out: dict[str, str] = {}
+    for i, item in enumerate(value):
+        where = f"files.{i}"
+        local, dest = _file_entry(item, where, problems)
+        if local is None:
+            continue
+        dest = dest if dest else local
+        try:
+            check_dest(dest)
+        except ValueError as exc:
+            problems.refuse(where, f"{dest!r:.80}: {exc}")
+            continue
+        if dest in out:
+            problems.refuse(where, f"{dest!r:.80} is already the path of another entry; keep one")
+            continue
+        out[dest] = local
+    return out
+
+
+def _file_entry(item: Any, where: str, problems: KeyProblems) -> tuple[str | None, str | None]:
+    """``(local, path)`` of one ``files`` entry (path None: the same as local), or ``(None,
+    None)`` when it is refused."""
+    if isinstance(item, Mapping):
+        unknown = sorted(str(k) for k in item if k not in ("local_path", "path"))
+        if unknown:
+            problems.refuse(f"{where}.{unknown[0]}", "not a field of a dstack files entry")
+            return None, None
+        local, dest = item.get("local_path"), item.get("path")
+        if not isinstance(local, str) or not local.strip():
+            problems.refuse(f"{where}.local_path", f"a local file or folder, got {local!r:.80}")
+            return None, None
+        if dest is not None and (not isinstance(dest, str) or not dest.strip()):
+            problems.refuse(f"{where}.path", f"a path on the node, got {dest!r:.80}")
+            return None, None
+        return local.strip(), dest.strip() if isinstance(dest, str) else None
+    if not isinstance(item, str) or not item.strip():
+        problems.refuse(where, f"LOCAL:PATH or {{local_path, path}}, got {item!r:.80}")
+        return None, None
+    local, colon, dest = item.strip().rpartition(":")
+    if not colon:
+        return dest, None  # LOCAL alone
+    if not local or not dest:
+        problems.refuse(where, f"{item!r:.80}: write LOCAL:PATH, both parts given")
+        return None, None
+    return local, dest
 
 
 _ALL_EVENTS = ["no-capacity", "interruption", "error"]
