@@ -1,6 +1,8 @@
 """A corpus of task files written from SkyPilot's and dstack's documentation (tests/jobs/dialects/)
-plans as its authors meant: the dialect, the market and the GPU alternatives, or a refusal naming
-the key; every file is read through load_job, as spothop launch and plan read it."""
+plans as its authors meant: the dialect, the market, the GPU alternatives and the requirements the
+scheduler filters by (``expect.requirements``: fields of ``Requirements.to_dict``), or a refusal
+naming the key; every file is read through load_job, as spothop launch and plan read it. A case's
+``make`` lists the folders its local sources name; ``launch_env`` is ``launch --env``."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ CASES = [
 
 
 def test_the_corpus_covers_both_dialects_broadly() -> None:
-    assert len(CASES) >= 45
+    assert len(CASES) >= 60
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -72,6 +72,7 @@ _DSTACK = {
     "resources.disk": "resources.disk_size_gib",
     "resources.shm_size": "nothing: the containers share the host's IPC",
     "files": "file_mounts",
+    "instance_types": "resources.instance_type (several: resources.any_of)",
 }
 
 

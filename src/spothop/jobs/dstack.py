@@ -18,6 +18,7 @@ lists every key):
   containers share the host's IPC, so ``/dev/shm`` is the host's);
 - ``spot_policy`` (``spot``, ``on-demand``, ``auto``; dstack's default
   on-demand) → ``market``; ``backends`` → ``providers.allow``; ``regions``;
+- ``instance_types`` → ``resources.instance_type`` (several: one ``any_of`` entry each);
 - ``files`` (``LOCAL:PATH``, ``LOCAL``, ``{local_path, path}``) → ``file_mounts``
   (:func:`files_as_mounts`): each local file or folder uploaded to its path on the node;
 - ``retry``: spothop always recovers interruptions; retrying on ``error``
@@ -47,7 +48,6 @@ TOP_KEYS_UNSUPPORTED: Mapping[str, str] = {
     "max_price": "spothop has no hourly price cap; give budget_usd (the whole job's)",
     "max_duration": "spothop does not stop a job after a time; give deadline to have it done "
     "by then",
-    "instance_types": "spothop chooses instance types across clouds; name the hardware instead",
     "volumes": "spothop does not attach volumes; keep data in a bucket (checkpoint.url)",
     "privileged": "spothop's containers are not privileged; remove it",
     "fleets": "spothop launches each job's own instances; remove it",
@@ -101,6 +101,8 @@ def from_dstack(
             "retrying on error needs a count in spothop: add max_retries: N beside it "
             "(interruptions and missing capacity are always recovered)",
         )
+    if "instance_types" in data:
+        _instance_types(data["instance_types"], out, problems)
     if env:
         envs = out.get("envs")
         out["envs"] = {**(envs if isinstance(envs, Mapping) else {}), **env}
@@ -134,6 +136,8 @@ def _top(key: str, value: Any, out: dict[Any, Any], problems: KeyProblems) -> No
         _retry(value, problems)
     elif key == "files":
         out["file_mounts"] = files_as_mounts(value, problems)
+    elif key == "instance_types":
+        return  # after resources: _instance_types
     elif key == "resources":
         out["resources"] = _resources(value, problems)
     else:
@@ -181,6 +185,28 @@ def _required(envs: Any, problems: KeyProblems) -> None:
                 f"dstack asks the user for it; give it with --env {name}=VALUE (spothop "
                 f"launch or plan; --env {name} passes your shell's)",
             )
+
+
+def _instance_types(value: Any, out: dict[Any, Any], problems: KeyProblems) -> None:
+    """dstack's ``instance_types``: one → ``resources.instance_type``; several → one ``any_of``
+    entry each (each keeps the GPU ``resources`` names, which every entry inherits)."""
+    types = [value] if isinstance(value, str) else value
+    if not isinstance(types, list) or not types or not all(isinstance(t, str) for t in types):
+        problems.refuse("instance_types", f"a list of instance type names, got {value!r:.80}")
+        return
+    resources = out.setdefault("resources", {})
+    if not isinstance(resources, dict):
+        return  # the spec's own check refuses it
+    if len(types) == 1:
+        resources["instance_type"] = types[0]
+    elif resources.get("any_of"):
+        problems.refuse(
+            "instance_types",
+            "several instance types beside several GPUs: give one of them (the types name "
+            "their GPUs)",
+        )
+    else:
+        resources["any_of"] = [{"instance_type": t} for t in types]
 
 
 def files_as_mounts(value: Any, problems: KeyProblems) -> dict[str, str]:
