@@ -116,8 +116,8 @@ def from_dstack(
 def _top(key: str, value: Any, out: dict[Any, Any], problems: KeyProblems) -> None:
     if key in TOP_KEYS_UNSUPPORTED:
         problems.refuse(key, f"dstack's {key!r}: {TOP_KEYS_UNSUPPORTED[key]}")
-    elif key in ("type", "commands", "working_dir"):
-        return
+    elif key in ("type", "commands", "working_dir", "instance_types"):
+        return  # read as a whole: the commands (_commands), the types after resources
     elif key == "setup":
         out["setup"] = "\n".join(map(str, value)) if isinstance(value, list) else value
     elif key == "nodes":
@@ -136,8 +136,6 @@ def _top(key: str, value: Any, out: dict[Any, Any], problems: KeyProblems) -> No
         _retry(value, problems)
     elif key == "files":
         out["file_mounts"] = files_as_mounts(value, problems)
-    elif key == "instance_types":
-        return  # after resources: _instance_types
     elif key == "resources":
         out["resources"] = _resources(value, problems)
     else:
