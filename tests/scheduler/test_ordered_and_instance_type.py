@@ -3,6 +3,13 @@ providers that sell it; ordered alternatives in preference order, not cheapest f
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+import pytest
+
+from spothop.cli.main import main
+from spothop.errors import EXIT_BAD_INPUT
 from spothop.jobs.spec import load_job
 from spothop.providers.fake.factories import make_offering
 from spothop.scheduler.market_view import MarketView
@@ -87,3 +94,45 @@ def test_a_market_auto_choice_keeps_the_preference_across_spot_and_on_demand() -
     on_demand = list(rank(view, req, kinds=["on-demand"]).candidates)
     choice = policy_for("balanced").choose(spot, on_demand, Situation(now=0.0, prefer_spot=False))
     assert [c.offering.gpu for c in choice.candidates][:2] == ["A10G", "A10G"]
+
+
+def test_plan_of_an_instance_type_file_lists_only_that_type(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "task.yaml"
+    path.write_text("resources: {instance_type: g5.xlarge, use_spot: true}\nrun: python x.py\n")
+    capsys.readouterr()
+    code = main(["plan", str(path), "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    plan = json.loads(out)
+    types = {c["instance_type"] for c in plan["candidates"]}
+    assert types == {"g5.xlarge"}
+    assert "read as a SkyPilot task" in err
+
+
+def test_plan_of_an_ordered_file_lists_the_first_choice_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "task.yaml"
+    # The demo world sells both; L4 is the cheaper useful work, A10G the first preference.
+    path.write_text(
+        "resources:\n  use_spot: true\n  ordered:\n"
+        "    - {accelerators: A10G:1}\n    - {accelerators: L4:1}\nrun: python x.py\n"
+    )
+    capsys.readouterr()
+    assert main(["plan", str(path), "--json"]) == 0
+    gpus = [c["gpu"] for c in json.loads(capsys.readouterr().out)["candidates"]]
+    assert gpus and gpus[0] == "A10G"
+    assert gpus == sorted(gpus, key=lambda g: g != "A10G")  # every A10G before any L4
+
+
+def test_plan_fills_a_null_env_from_the_command_line_or_names_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "task.yaml"
+    path.write_text("resources: {use_spot: true}\nenvs: {HF_TOKEN: null}\nrun: python x.py\n")
+    capsys.readouterr()
+    assert main(["plan", str(path)]) == EXIT_BAD_INPUT
+    assert "envs.HF_TOKEN" in capsys.readouterr().err
+    assert main(["plan", str(path), "--json", "--env", "HF_TOKEN=hf_x"]) == 0
