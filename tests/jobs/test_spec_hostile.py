@@ -144,7 +144,19 @@ def _values(leaf: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     )
 
 
-EXAMPLES = [yaml.safe_load(t) for t in (ISSUE_EXAMPLE, SKYPILOT_TASK, DSTACK_TASK)]
+# The corpus of SkyPilot and dstack files (tests/jobs/dialects/): every key and form of both
+# dialects, each a file to damage (the chains, several documents, left out of the mappings).
+CORPUS = [
+    case["file"]
+    for path in sorted((Path(__file__).parent / "dialects").glob("*.yaml"))
+    for case in yaml.safe_load(path.read_text())
+]
+TEXTS = [ISSUE_EXAMPLE, SKYPILOT_TASK, DSTACK_TASK, *CORPUS]
+EXAMPLES = [
+    d
+    for d in (next(iter(yaml.safe_load_all(t))) if "\n---" not in t else None for t in TEXTS)
+    if isinstance(d, dict) and d
+]
 
 
 @st.composite
@@ -154,6 +166,8 @@ def _damaged_spec(draw: st.DrawFn) -> dict[Any, Any]:
     spec = copy.deepcopy(draw(st.sampled_from(EXAMPLES)))
     for _ in range(draw(st.integers(1, 3))):
         target = spec
+        if not target:  # a small file, every field dropped
+            break
         key = draw(st.sampled_from(sorted(target, key=str)))
         if isinstance(target[key], dict) and target[key] and draw(st.booleans()):
             target = target[key]
@@ -198,7 +212,7 @@ def test_any_mapping_loads_or_is_a_job_spec_error(
 
 
 @PROPERTY_SETTINGS
-@given(text=hostile([ISSUE_EXAMPLE, SKYPILOT_TASK, DSTACK_TASK]))
+@given(text=hostile(TEXTS))
 def test_any_damaged_job_file_loads_or_is_a_job_spec_error(text: str, base_dir: Path) -> None:
     path = write_hostile(base_dir / "job.yaml", text)
     try:
