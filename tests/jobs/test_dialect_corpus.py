@@ -6,6 +6,7 @@ naming the key; every file is read through load_job, as spothop launch and plan 
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,8 @@ def test_each_file_plans_as_its_author_meant(
     for field in ("disk_size_gib", "disk_tier", "image_id"):
         if field in expect:
             assert getattr(spec.resources, field) == expect[field]
+    # What the server does with the spec the CLI sends (to_json): it reads back the same.
+    assert load_job(json.loads(spec.to_json())) == spec
     planned = req.to_dict()
     for field, value in expect.get("requirements", {}).items():
         assert planned.get(field) == value, (field, planned)

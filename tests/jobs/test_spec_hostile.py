@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import json
 from pathlib import Path
 from typing import Any
 
@@ -209,6 +210,8 @@ def test_any_mapping_loads_or_is_a_job_spec_error(
         assert str(exc)
         return
     assert JobSpec.from_json(spec.to_json()) == spec  # what loads can be stored and read back
+    # ... and sent to the server, which reads the CLI's to_json through load_job
+    assert load_job(json.loads(spec.to_json()), base_dir=base_dir) == spec
 
 
 @PROPERTY_SETTINGS

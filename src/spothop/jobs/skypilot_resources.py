@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from spothop.jobs.spec_messages import KeyProblems
+from spothop.jobs.spec_resources import AlternativeSpec
 from spothop.jobs.spec_values import container_image
 
 # Resource keys only SkyPilot has: any of them makes a file a SkyPilot task file.
@@ -71,6 +72,9 @@ _ENTRY_KEYS = frozenset(
     }
 )
 _HARDWARE_KEYS = ("accelerators", "cpus", "memory", "instance_type")
+# spothop's own fields of an alternative, taken as they are beside SkyPilot's keys (as spothop's
+# own fields are in a whole SkyPilot file): a stored spec (to_json) reads back unchanged.
+_OWN_ENTRY_FIELDS = frozenset(AlternativeSpec.model_fields) - _ENTRY_KEYS
 ALTERNATIVES = ("any_of", "ordered")  # SkyPilot's two lists of alternatives
 RECOVERY_STRATEGIES = frozenset({"failover", "eager_next_region"})
 DOCKER_PREFIX = "docker:"
@@ -81,13 +85,24 @@ def is_skypilot_resources(resources: Any) -> bool:
     """True when ``resources`` (or one of its ``any_of`` entries) has a key only SkyPilot has."""
     if not isinstance(resources, Mapping):
         return False
-    only = RESOURCE_KEYS_MAPPED | RESOURCE_KEYS_UNSUPPORTED.keys()
-    if any(key in only for key in resources):
+    if _marked(resources):
         return True
     return any(
-        isinstance(e, Mapping) and any(k in only for k in e)
+        isinstance(e, Mapping) and _marked(e)
         for key in ALTERNATIVES
         for e in _entries(resources.get(key))
+    )
+
+
+# spothop's own resources fields SkyPilot spells alike: null in a stored spec, a marker only set.
+_SHARED_FIELDS = frozenset({"disk_tier", "image_id"})
+
+
+def _marked(resources: Mapping[Any, Any]) -> bool:
+    only = RESOURCE_KEYS_MAPPED | RESOURCE_KEYS_UNSUPPORTED.keys()
+    return any(
+        key in only and not (key in _SHARED_FIELDS and value is None)
+        for key, value in resources.items()
     )
 
 
@@ -170,6 +185,8 @@ def _image(
     """``docker:IMAGE`` → the job's container ``image``; a cloud's machine image (an AMI, a
     Compute Engine image; one id or ``{region: id}``) → ``resources.image_id``, booted by that
     cloud's adapter instead of its configured image."""
+    if value is None:
+        return  # none asked (a stored spec's null)
     if isinstance(value, Mapping):
         if any(isinstance(v, str) and v.startswith(DOCKER_PREFIX) for v in value.values()):
             problems.refuse(path, "a docker: image is one for every region; give it alone")
@@ -212,7 +229,9 @@ def _any_of(
         spot.add(own if own is not None else bool(top_spot))
         alternative: dict[Any, Any] = {}
         for name, value in entry.items():
-            if name not in _ENTRY_KEYS:
+            if name in _OWN_ENTRY_FIELDS:  # spothop's own spelling (a stored spec read back)
+                alternative[name] = value
+            elif name not in _ENTRY_KEYS:
                 why = RESOURCE_KEYS_UNSUPPORTED.get(str(name), f"give it beside {key}, for all")
                 if name in ALTERNATIVES:
                     why = (
