@@ -29,6 +29,7 @@ from typing import Any
 
 from spothop.jobs.spec_messages import KeyProblems
 from spothop.jobs.spec_resources import AlternativeSpec
+from spothop.providers.base import DiskTier
 from spothop.jobs.spec_values import container_image
 
 # Resource keys only SkyPilot has: any of them makes a file a SkyPilot task file.
@@ -156,7 +157,17 @@ def _hardware(key: Any, value: Any, native: dict[Any, Any], problems: KeyProblem
         _no_tpu(value, f"resources.{key}", problems)
     elif key == "disk_size":
         key = "disk_size_gib"
-    elif key == "disk_tier" and isinstance(value, str):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            problems.refuse(
+                "resources.disk_size",
+                f"the root volume's size in GiB, a whole number of 1 or more, got {value!r:.80}",
+            )
+            return
+    elif key == "disk_tier" and value is not None:
+        tiers = [str(t) for t in DiskTier]
+        if not isinstance(value, str) or value.lower() not in tiers:
+            problems.refuse("resources.disk_tier", f"one of {', '.join(tiers)}, got {value!r:.80}")
+            return
         value = value.lower()
     native[key] = value
 
