@@ -146,11 +146,15 @@ def test_disk_size_and_tier_are_recorded() -> None:
 @pytest.mark.parametrize(
     ("resources", "path", "words"),
     [
-        ({"disk_size": -5}, "resources.disk_size_gib", "disk_size_gib"),
-        ({"disk_size": 0}, "resources.disk_size_gib", "disk_size_gib"),
+        ({"disk_size": -5}, "resources.disk_size", "whole number of 1 or more"),
+        ({"disk_size": 0}, "resources.disk_size", "whole number of 1 or more"),
+        ({"disk_size": 100_000}, "resources.disk_size_gib", "65536"),
+        ({"disk_tier": None, "disk_size": 10.5}, "resources.disk_size", "10.5"),
         ({"disk_tier": "turbo"}, "resources.disk_tier", "turbo"),
         ({"image_id": "docker:my image"}, "resources.image_id", "no spaces"),
         ({"image_id": "ami-0123456789"}, "resources.image_id", "docker:IMAGE"),
+        ({"image_id": "ami 0123", "cloud": "aws"}, "resources.image_id", "machine image id"),
+        ({"image_id": {"us-east-1": 7}, "cloud": "aws"}, "resources.image_id", "an image id"),
     ],
 )
 def test_bad_disks_and_images_are_refused_with_the_key(

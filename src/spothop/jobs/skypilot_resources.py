@@ -29,8 +29,8 @@ from typing import Any
 
 from spothop.jobs.spec_messages import KeyProblems
 from spothop.jobs.spec_resources import AlternativeSpec
-from spothop.providers.base import DiskTier
 from spothop.jobs.spec_values import container_image
+from spothop.providers.base import DiskTier
 
 # Resource keys only SkyPilot has: any of them makes a file a SkyPilot task file.
 RESOURCE_KEYS_MAPPED = frozenset(
