@@ -15,9 +15,6 @@ the mixin's interface, or falls back to the base interface when it has not.
   simulated cloud's faster clock, a test's manual one, an adapter's injected
   one); the times it reports and bills by are that clock's. Without it, the
   provider bills by the wall.
-- :class:`GroupRendezvous`: the provider knows, before a multi-node group's
-  node 0 boots, the host the group's nodes reach it on (instances that share
-  one host). Without it, a group cannot be launched on the provider yet.
 - :class:`ConsoleOutput`: the provider shows an instance's console (the boot
   script's output and the agent unit's; EC2's GetConsoleOutput), for a
   status to say why an instance never started its agent.
@@ -119,17 +116,6 @@ class ClockKeeper:
 
         @property
         def clock(self) -> Clock: ...
-
-
-class GroupRendezvous:
-    """A provider whose instances reach a group's node 0 at a host known before it boots.
-
-    ``group_rendezvous_host`` is that host (the local cloud's instances share
-    one: ``127.0.0.1``); a grouped task's nodes get it as ``MASTER_ADDR``
-    (docs/multinode.md). An empty string means none is known.
-    """
-
-    group_rendezvous_host: str
 
 
 @runtime_checkable

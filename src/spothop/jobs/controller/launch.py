@@ -83,7 +83,7 @@ class LaunchSteps(LaunchRequests):
 
     def _plan(self, job: JobRecord, action: A.Launch, candidate: Candidate, token: str) -> Planned:
         """Write the attempt (before any cloud call) and build its launch request (or the
-        refusal that fails it: a group launch the provider cannot rendezvous)."""
+        refusal that fails it: a control plane its instances cannot reach)."""
         offering = candidate.offering
         attempt = self.store.add_attempt(
             action.job_id,
@@ -98,6 +98,9 @@ class LaunchSteps(LaunchRequests):
             launched_unix_s=provider_now(self.providers.get(offering.provider)),
             generation=action.generation or 0,
             group_nnodes=action.group_nnodes,
+            group_nproc_per_node=(
+                None if action.group_nnodes is None else max(1, offering.gpu_count)
+            ),
             data={
                 "reason": str(action.reason),
                 "parallel": bool(action.parallel),

@@ -4,7 +4,7 @@ Built from the job's spec and the chosen candidate: the worker's command and
 environment (:func:`spothop.jobs.launcher.bootstrap`), the root volume and
 machine image the spec asks for (``resources.disk_size_gib``, ``disk_tier``,
 ``image_id``), the attempt's market,
-the reserved pool it launches into, a grouped task's rendezvous, and the tags
+the reserved pool it launches into, a grouped task's shape, and the tags
 that let an instance whose launch never returned be found by its token.
 """
 
@@ -14,7 +14,7 @@ import ipaddress
 import logging
 import urllib.parse
 
-from spothop.errors import InvalidRequest, ProviderError
+from spothop.errors import InvalidRequest
 from spothop.jobs.controller.agent_tokens import AgentTokens
 from spothop.jobs.controller.observe import (
     TAG_ATTEMPT,
@@ -28,7 +28,7 @@ from spothop.jobs.launcher import GroupEnv, WorkerCommand, bootstrap, group_port
 from spothop.jobs.records import AttemptRecord
 from spothop.jobs.spec import JobKind, JobSpec
 from spothop.providers.base import LaunchRequest
-from spothop.providers.extensions import GroupRendezvous, shares_host_network
+from spothop.providers.extensions import shares_host_network
 from spothop.scheduler.placement import Candidate
 
 log = logging.getLogger(__name__)
@@ -129,30 +129,16 @@ class LaunchRequests(AgentTokens):
     def _group_env(
         self, job_id: str, attempt: AttemptRecord, candidate: Candidate
     ) -> GroupEnv | None:
-        """A grouped task's rendezvous environment (docs/multinode.md); None for other jobs.
-
-        ``MASTER_ADDR`` is where node 0 is reached: a provider whose instances share one
-        host says so (:class:`~spothop.providers.extensions.GroupRendezvous`: the local
-        cloud's 127.0.0.1); a provider that cannot tell node 0's address before it boots
-        refuses the launch, naming why.
-        """
+        """A grouped task's shape (docs/multinode.md); None for other jobs. Node 0's address is
+        not in it: no node has one before it boots; each node's agent waits for the group's
+        rendezvous from the control plane (:class:`spothop.wire.group.Rendezvous`)."""
         if attempt.group_nnodes is None:
             return None
-        provider = self.providers.get(attempt.provider)
-        host = provider.group_rendezvous_host if isinstance(provider, GroupRendezvous) else ""
-        if not host:
-            raise ProviderError(
-                attempt.provider,
-                "GroupUnsupported",
-                "multi-node groups need node 0's address before launch; this provider cannot "
-                "give it yet (docs/multinode.md, 'Where it runs')",
-            )
         gpus = candidate.offering.gpu_count
         return GroupEnv(
             nnodes=int(attempt.group_nnodes),
             nproc_per_node=gpus if gpus >= 1 else 1,
             generation=attempt.generation,
-            master_addr=host,
             master_port=group_port(job_id, attempt.generation),
         )
 

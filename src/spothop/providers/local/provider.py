@@ -67,7 +67,7 @@ from spothop.providers.base import (
     SpotPrice,
 )
 from spothop.providers.billing import SpotPriceHistory
-from spothop.providers.extensions import ClockKeeper, GroupRendezvous
+from spothop.providers.extensions import ClockKeeper
 from spothop.providers.local import isolation, maintenance, userdata
 from spothop.providers.local.boot import NewInstance, host_never_started, start_host
 from spothop.providers.local.metadata import PROTOCOLS, UNREACHABLE_URL, ScheduledEvent
@@ -90,12 +90,9 @@ from spothop.resources.market_id import MarketId
 from spothop.resources.offering import Offering
 
 
-class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory, ClockKeeper, GroupRendezvous):
+class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory, ClockKeeper):
     """One simulated cloud of a world. See the module docstring for its rules."""
 
-    # Every instance is a process on this machine: a multi-node group rendezvouses on the
-    # loopback (docs/multinode.md). The controller's executor reads it for MASTER_ADDR.
-    group_rendezvous_host = "127.0.0.1"
     shares_host_network = True  # its instances reach a loopback control plane (SharesHostNetwork)
 
     def __init__(
