@@ -125,6 +125,8 @@ def test_plan_of_an_ordered_file_lists_the_first_choice_first(
     gpus = [c["gpu"] for c in json.loads(capsys.readouterr().out)["candidates"]]
     assert gpus and gpus[0] == "A10G"
     assert gpus == sorted(gpus, key=lambda g: g != "A10G")  # every A10G before any L4
+    assert main(["plan", str(path)]) == 0
+    assert "your choices in order" in " ".join(capsys.readouterr().out.split())
 
 
 def test_plan_fills_a_null_env_from_the_command_line_or_names_it(
