@@ -247,6 +247,8 @@ def job_dir(job_id: str, home: Path | None = None) -> Path:
 # starts. The texts arrive as the driver's arguments ($1 setup, $2 run), never spliced into it.
 # Before each phase the driver writes its name beside the log (``worker.phase``): the agent
 # reads it when the worker exits, so a failed setup is reported as one ("setup failed (exit N)").
+# A setup that succeeded leaves ``worker.phase.setup-done``: a worker the agent restarts on the
+# same node runs only ``run`` again (setup once per node, as SkyPilot runs it).
 # Each phase loads conda's shell functions first when the node has conda (as SkyPilot does), so
 # ``conda activate`` works.
 _CONDA_HOOK = (
@@ -264,7 +266,7 @@ if [ -z "$SKYPILOT_NUM_GPUS_PER_NODE" ]; then
 fi
 if command -v bash >/dev/null 2>&1; then shell=bash
 else shell=sh; echo "spothop: this node has no bash; setup and run use sh" >&2; fi
-if [ -n "$1" ]; then
+if [ -n "$1" ] && [ ! -e "$phase.setup-done" ]; then
   printf setup >"$phase" 2>/dev/null
   "$shell" -c "$3$1" spothop-setup
   status=$?
@@ -272,6 +274,7 @@ if [ -n "$1" ]; then
     echo "spothop: setup failed with exit status $status; run was not started" >&2
     exit "$status"
   fi
+  : >"$phase.setup-done" 2>/dev/null
 fi
 printf run >"$phase" 2>/dev/null
 exec "$shell" -c "$3$2" spothop-run"""
