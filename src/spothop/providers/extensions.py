@@ -27,6 +27,8 @@ the mixin's interface, or falls back to the base interface when it has not.
   its instances.
 - :class:`SharesHostNetwork`: the provider's instances share the controller
   host's network, so a loopback control plane reaches them.
+- :class:`RunsNothing`: the provider's instances run no process at all (an
+  in-memory simulation), so nothing on them ever opens a control plane.
 """
 
 from __future__ import annotations
@@ -152,3 +154,19 @@ class SharesHostNetwork(Protocol):
 def shares_host_network(provider: object) -> bool:
     """Whether ``provider``'s instances share the controller host's network (false unless it says)."""
     return isinstance(provider, SharesHostNetwork) and bool(provider.shares_host_network)
+
+
+@runtime_checkable
+class RunsNothing(Protocol):
+    """A provider whose instances run no process (the fake provider: an in-memory cloud whose
+    instances are records). Nothing on them opens a control plane, so a controller may drive
+    them with the database plane (no control plane URL), which no instance that runs something
+    could use: an instance shares nothing with the controller but the network (DESIGN.md).
+    :func:`runs_nothing` reads it."""
+
+    runs_nothing: bool
+
+
+def runs_nothing(provider: object) -> bool:
+    """Whether ``provider``'s instances run no process (false unless it says)."""
+    return isinstance(provider, RunsNothing) and bool(provider.runs_nothing)

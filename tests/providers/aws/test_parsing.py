@@ -106,3 +106,21 @@ def test_interconnect_is_the_catalogs_or_follows_the_family() -> None:
     assert interconnect("g6.12xlarge", 4, None) is Interconnect.PCIE
     assert interconnect("g6.xlarge", 1, None) is Interconnect.NONE
     assert interconnect("p3.8xlarge", 4, Interconnect.NVLINK) is Interconnect.NVLINK
+
+
+@pytest.mark.parametrize(
+    ("code", "scoped"),
+    [
+        ("InvalidAMIID.NotFound", True),  # an AMI lives in one region
+        ("InvalidGroup.NotFound", True),
+        ("InvalidSubnetID.NotFound", True),
+        ("OptInRequired", True),  # a region not enabled
+        ("UnauthorizedOperation", False),  # a missing permission is the account's, everywhere
+        ("AuthFailure", False),
+        ("InvalidParameterValue", False),
+    ],
+)
+def test_errors_that_hold_in_one_region_refuse_only_that_region(code: str, scoped: bool) -> None:
+    from spothop.providers.aws.errors import map_error
+
+    assert map_error("aws", code, "the cloud's message").region_scoped is scoped

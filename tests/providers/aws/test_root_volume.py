@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from spothop.errors import ConfigError
+from spothop.errors import ProviderError
 from spothop.providers.aws import AwsProvider
 from spothop.providers.aws.launch import ebs_volume
 from spothop.providers.base import DiskSpec, DiskTier, LaunchRequest
@@ -87,12 +87,13 @@ def test_without_a_disk_nothing_is_mapped_and_the_configured_image_boots(
     assert params["ImageId"] == IMAGE_ID and "BlockDeviceMappings" not in params
 
 
-def test_an_image_that_cannot_be_described_cannot_have_its_root_sized(
+def test_an_image_ec2_does_not_know_is_its_own_refusal(
     ec2: tuple[AwsProvider, Ec2Market],
 ) -> None:
     provider, _ = ec2
-    with pytest.raises(ConfigError, match="cannot be sized"):
+    with pytest.raises(ProviderError) as caught:
         _launch(provider, image_id="ami-00000000000000bad", disk=DiskSpec(100))
+    assert caught.value.code == "InvalidAMIID.NotFound"
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,7 @@ from spothop.jobs.launcher import GroupEnv, WorkerCommand, bootstrap, group_port
 from spothop.jobs.records import AttemptRecord
 from spothop.jobs.spec import JobKind, JobSpec
 from spothop.providers.base import LaunchRequest
-from spothop.providers.extensions import shares_host_network
+from spothop.providers.extensions import runs_nothing, shares_host_network
 from spothop.scheduler.placement import Candidate
 
 log = logging.getLogger(__name__)
@@ -150,7 +150,9 @@ def unreachable_control_plane(
     or None when they can: refused before anything is paid for (launch_refused, once per race).
 
     Given the store's URL (no ``control_plane_url``: the database plane), only a provider whose
-    instances share the controller's host may launch; an ``http(s)://`` URL on loopback
+    instances run nothing (:class:`~spothop.providers.extensions.RunsNothing`: the fake provider)
+    may launch, since an instance that runs an agent shares no disk with the controller and could
+    never open the store; an ``http(s)://`` URL on loopback
     (``127.0.0.1``, ``localhost``: what ``spothop controller run`` serves) only the same; any
     other control plane URL (a database's) none. The fix is a control plane the instances reach:
     ``spothop server run --public-url``."""
@@ -161,9 +163,12 @@ def unreachable_control_plane(
             return None
         why = f"the control plane {url} is on the controller's loopback"
     elif not url:
-        if shares_host_network(provider):
+        if runs_nothing(provider):
             return None
-        why = "the embedded control plane is the controller's database"
+        why = (
+            "the embedded control plane is the controller's database, which an instance that "
+            "shares nothing with the controller cannot open"
+        )
     else:
         why = "the control plane URL is a database's, not an http(s):// server's"
     return InvalidRequest(

@@ -28,6 +28,13 @@ the attributes it declares.
 - The root volume: a request's ``disk`` is a block device mapping on the
   image's root device (``DescribeImages``' ``RootDeviceName``) with its size
   and the tier's volume type (:data:`EBS_TIERS`).
+- spothop on the instance: ``install`` (a shell command) when given; else,
+  with the control plane's wheel (the launch's ``distribution``), the
+  wheel into a fresh venv with its dependencies from the package index, or,
+  with ``install_dependencies`` off (a custom AMI whose ``python3`` already
+  has spothop's dependencies), the wheel alone on that interpreter's
+  packages (:func:`spothop.providers.bootstrap.install_step`); else
+  spothop's version from the package index.
 - No reserved pools are held: a request naming one is refused
   (:func:`~spothop.providers.reservations.refuse_reservation`).
 """
@@ -66,6 +73,7 @@ class Ec2Launch(Ec2Instances):
     security_group_ids: list[str]
     key_name: str | None
     install: str | None
+    install_dependencies: bool
     _images: dict[str, str]  # region → the Deep Learning AMI's id there
 
     def _image(self, region: str) -> str:
@@ -115,14 +123,9 @@ class Ec2Launch(Ec2Instances):
 
     def _root_device(self, region: str, image: str) -> str:
         """The image's root device name (``/dev/sda1``, ``/dev/xvda``): the mapping that sizes
-        the root volume must name it, or EC2 adds a second volume instead."""
-        try:
-            answer = self._call(region, "describe_images", ImageIds=[image])
-        except ProviderError as exc:
-            raise ConfigError(
-                f"{self.name}: the root volume asked for cannot be sized: image {image} in "
-                f"{region} could not be described ({exc})"
-            ) from None
+        the root volume must name it, or EC2 adds a second volume instead. An image EC2 does not
+        know there is its refusal (``InvalidAMIID.NotFound``), as ``RunInstances`` would give."""
+        answer = self._call(region, "describe_images", ImageIds=[image])
         found = answer.get("Images") or [{}]
         return str(found[0].get("RootDeviceName") or "/dev/sda1")
 
@@ -134,6 +137,7 @@ class Ec2Launch(Ec2Instances):
             install=self.install,
             image=request.image,
             distribution=request.distribution,
+            with_dependencies=self.install_dependencies,
         )
 
     def launch(self, request: LaunchRequest) -> Instance:

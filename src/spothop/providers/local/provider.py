@@ -89,6 +89,10 @@ from spothop.providers.reservations import Reservation, ReservedCapacity, check_
 from spothop.resources.market_id import MarketId
 from spothop.resources.offering import Offering
 
+# Its instances' cost_microusd: the instance hosts' billing lines (providers/billing.py), kept in the
+# cloud's own store whether or not the controller was alive.
+LOCAL_BILL_SOURCE = "the local cloud's billing records"
+
 
 class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory, ClockKeeper):
     """One simulated cloud of a world. See the module docstring for its rules."""
@@ -128,6 +132,7 @@ class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory, ClockKeeper):
             # Its own clock's: the controller reads it over the world's speed (and gives the boot
             # script's install, wall time on this machine, a floor of its own).
             boot_deadline_s=self.spec.launch_delay_s + BOOT_DEADLINE_S,
+            bill_source=LOCAL_BILL_SOURCE,
         )
         # Built without writing: a provider that only shows prices leaves the shared anchor alone.
         self._market_start_s = market_start(self.store, anchor=False)
