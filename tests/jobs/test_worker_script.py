@@ -29,6 +29,7 @@ from spothop.jobs.launcher import (
     worker_command,
 )
 from spothop.wire.group import Rendezvous
+from spothop.wire.logs import read_worker_phase
 
 BASH_ONLY_RUN = """\
 if [[ -n "$GREETING" && "$GREETING" == hel* ]]; then
@@ -67,6 +68,33 @@ def test_a_failing_setup_fails_the_worker_with_its_status_and_run_never_starts(
     assert _run(work, log) == 7
     assert not (tmp_path / "ran.txt").exists()
     assert f"{SETUP_FAILED_MARK} 7; run was not started" in log.read_text()
+    assert read_worker_phase(tmp_path) == "setup"  # what the agent reports the exit with
+
+
+def test_a_restarted_worker_runs_setup_once_per_node_and_run_each_time(tmp_path: Path) -> None:
+    log = tmp_path / "attempt.log"
+    work = WorkerCommand(
+        setup="echo s >> setups.txt", run="echo r >> runs.txt; exit 3", workdir=str(tmp_path)
+    )
+    assert [_run(work, log), _run(work, log)] == [3, 3]  # the agent restarting a failed worker
+    assert (tmp_path / "setups.txt").read_text() == "s\n"
+    assert (tmp_path / "runs.txt").read_text() == "r\nr\n"
+
+
+def test_a_failed_setup_runs_again_on_the_next_start(tmp_path: Path) -> None:
+    log = tmp_path / "attempt.log"
+    work = WorkerCommand(
+        setup="echo s >> setups.txt; exit 5", run="touch ran.txt", workdir=str(tmp_path)
+    )
+    assert [_run(work, log), _run(work, log)] == [5, 5]
+    assert (tmp_path / "setups.txt").read_text() == "s\ns\n" and not (tmp_path / "ran.txt").exists()
+
+
+def test_the_driver_writes_each_phase_it_starts_beside_the_log(tmp_path: Path) -> None:
+    log = tmp_path / "attempt.log"
+    work = WorkerCommand(setup="true", run="exit 4", workdir=str(tmp_path))
+    assert _run(work, log) == 4
+    assert read_worker_phase(tmp_path) == "run"
 
 
 def test_run_gets_its_own_status_and_starts_in_the_workdir_whatever_setup_did(

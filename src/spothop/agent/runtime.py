@@ -71,7 +71,13 @@ from spothop.wire.events import (
     WorkerStarted,
 )
 from spothop.wire.group import GENERATION_ENV, NNODES_ENV, deferred
-from spothop.wire.logs import ATTEMPT_ID_ENV, NODE_RANK_ENV, worker_log_path
+from spothop.wire.logs import (
+    ATTEMPT_ID_ENV,
+    NODE_RANK_ENV,
+    read_worker_phase,
+    worker_log_path,
+    worker_phase_path,
+)
 from spothop.worker import channel
 
 log = logging.getLogger(__name__)
@@ -227,6 +233,7 @@ class Agent:
 
     def _start(self) -> None:
         self.control.reset()
+        worker_phase_path(self.config.state_dir).unlink(missing_ok=True)  # the driver writes it
         pid = self.supervisor.start()
         self.reporter.report(
             WorkerStarted,
@@ -465,7 +472,12 @@ class Agent:
         code = self.supervisor.poll()
         if code is None:
             return None
-        self.reporter.report(WorkerExited, code=code, restarts=self.supervisor.restarts)
+        self.reporter.report(
+            WorkerExited,
+            code=code,
+            restarts=self.supervisor.restarts,
+            phase=read_worker_phase(self.config.state_dir) if code else "",
+        )
         if code == model.EXIT_DONE:
             self._set_state("done")
             return model.EXIT_DONE

@@ -240,6 +240,10 @@ def status(
     _show_status(data)
 
 
+# The ends status explains under the table, each with its attempt's line ("setup failed (exit 9)").
+_SAYS_WHY = {"failed": "failed", "agent_lost": "lost its agent", "worker_failed": "ended"}
+
+
 def _show_status(data: dict[str, Any]) -> None:
     console.print(_progress(data))
     rows = [
@@ -260,8 +264,8 @@ def _show_status(data: dict[str, Any]) -> None:
         )
     )
     for i in data["instances"][-5:]:
-        if i["end_reason"] in ("failed", "agent_lost") and i.get("end_detail"):  # says why
-            what = "failed" if i["end_reason"] == "failed" else "lost its agent"
+        if i["end_reason"] in _SAYS_WHY and i.get("end_detail"):
+            what = _SAYS_WHY[i["end_reason"]]
             note(f"instance {i['instance_id'] or '(never named)'} {what}: {i['end_detail']}")
     for failure in data["launch_failures"][-5:]:
         place = failure["zone"] or failure["region"]

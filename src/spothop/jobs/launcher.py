@@ -113,7 +113,7 @@ from spothop.wire.group import (
 )
 from spothop.wire.group import SKYPILOT_SETUP_NODE_IPS as SKYPILOT_SETUP_NODE_IPS
 from spothop.wire.group import group_port as group_port
-from spothop.wire.logs import worker_log_path
+from spothop.wire.logs import WORKER_PHASE_NAME, worker_log_path
 from spothop.wire.routes import code_url
 
 RATE_ENV = _RATE_ENV  # the same variable the checkpoint library reads
@@ -245,6 +245,10 @@ def job_dir(job_id: str, home: Path | None = None) -> Path:
 # them. Separate invocations, so an ``exit 0`` ending ``setup`` ends only ``setup``, and each has
 # its own exit status: a failed ``setup`` ends the attempt with that status and ``run`` never
 # starts. The texts arrive as the driver's arguments ($1 setup, $2 run), never spliced into it.
+# Before each phase the driver writes its name beside the log (``worker.phase``): the agent
+# reads it when the worker exits, so a failed setup is reported as one ("setup failed (exit N)").
+# A setup that succeeded leaves ``worker.phase.setup-done``: a worker the agent restarts on the
+# same node runs only ``run`` again (setup once per node, as SkyPilot runs it).
 # Each phase loads conda's shell functions first when the node has conda (as SkyPilot does), so
 # ``conda activate`` works.
 _CONDA_HOOK = (
@@ -262,14 +266,17 @@ if [ -z "$SKYPILOT_NUM_GPUS_PER_NODE" ]; then
 fi
 if command -v bash >/dev/null 2>&1; then shell=bash
 else shell=sh; echo "spothop: this node has no bash; setup and run use sh" >&2; fi
-if [ -n "$1" ]; then
+if [ -n "$1" ] && [ ! -e "$phase.setup-done" ]; then
+  printf setup >"$phase" 2>/dev/null
   "$shell" -c "$3$1" spothop-setup
   status=$?
   if [ "$status" -ne 0 ]; then
     echo "spothop: setup failed with exit status $status; run was not started" >&2
     exit "$status"
   fi
+  : >"$phase.setup-done" 2>/dev/null
 fi
+printf run >"$phase" 2>/dev/null
 exec "$shell" -c "$3$2" spothop-run"""
 SETUP_FAILED_MARK = "spothop: setup failed with exit status"  # the log line a failed setup leaves
 
@@ -277,7 +284,8 @@ SETUP_FAILED_MARK = "spothop: setup failed with exit status"  # the log line a f
 def worker_script(work: WorkerCommand, log_path: Path) -> str:
     """The ``sh -c`` driver: output to the attempt's log, ``cd workdir``, then ``setup`` and
     ``run`` each in ``bash`` (:func:`worker_command` gives them as its arguments)."""
-    parts = [f"exec >>{shlex.quote(str(log_path))} 2>&1"]
+    phase = log_path.parent / WORKER_PHASE_NAME
+    parts = [f"exec >>{shlex.quote(str(log_path))} 2>&1", f"phase={shlex.quote(str(phase))}"]
     if work.workdir:
         parts.append(f"cd {shlex.quote(work.workdir)} || exit")
     parts.append(_DRIVER)

@@ -109,7 +109,11 @@ class InstanceView:
             market=str(a.market_kind),
             state=str(a.state),
             end_reason=None if a.end_reason is None else str(a.end_reason),
-            end_detail=a.error_message if str(a.end_reason) in ("failed", "agent_lost") else None,
+            end_detail=(
+                a.error_message
+                if str(a.end_reason) in ("failed", "agent_lost", "worker_failed")
+                else None
+            ),
             price_usd_per_hour=a.price_usd_per_hour,
             exit_code=a.exit_code,
             generation=a.generation,

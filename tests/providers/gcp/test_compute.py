@@ -196,6 +196,23 @@ def test_an_unknown_region_names_the_known_ones_and_a_missing_sdk_names_the_extr
         get_provider("gcp", project="p")
 
 
+def test_the_boot_disk_takes_the_jobs_size_tier_and_image(cloud: Any) -> None:
+    from spothop.providers.base import DiskSpec, DiskTier
+
+    fake, provider = cloud
+    image = "projects/my-proj/global/images/my-cuda-image"
+    provider.launch(_request(disk=DiskSpec(512, DiskTier.HIGH), image_id=image))
+    provider.launch(_request())
+    with_disk, plain = [body for call, _, body in fake.calls if call == "instances.insert"]
+    params = with_disk["disks"][0]["initializeParams"]
+    assert params["diskSizeGb"] == "512"
+    assert params["diskType"] == "zones/us-central1-a/diskTypes/pd-ssd"
+    assert params["sourceImage"] == image
+    default = plain["disks"][0]["initializeParams"]
+    assert default["diskSizeGb"] == "100" and "diskType" not in default
+    assert default["sourceImage"] == provider.image
+
+
 def test_the_console_is_serial_port_1_as_the_cloud_shows_it(cloud: Any) -> None:
     """A lost agent's boot log comes from ``instances.getSerialPortOutput``: the startup script's
     lines; an unknown id is InstanceNotFound; a VM spothop deleted shows an empty console."""

@@ -256,7 +256,10 @@ class Executor(LaunchSteps):
         detail = str(action.detail or "")
         if action.reason is EndReason.AGENT_LOST:  # what is known: the boot's console, if shown
             detail = f"{detail}; console: {self._console_tail(current)}"
-        if action.reason in (EndReason.FAILED, EndReason.AGENT_LOST) and detail:
+        if (
+            action.reason in (EndReason.FAILED, EndReason.AGENT_LOST, EndReason.WORKER_FAILED)
+            and detail
+        ):
             fields["error_message"] = detail[:2000]  # what status shows, as a launch failure's
         self.store.update_attempt(
             action.attempt_id,

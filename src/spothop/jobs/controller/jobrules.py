@@ -251,10 +251,10 @@ class JobDecision:
         if job.retries_used > spec.max_retries:
             failed = [a for a in job.attempts if a.end_reason is EndReason.WORKER_FAILED]
             last = failed[-1]
-            return (
-                f"the worker of node {last.node} failed (exit {last.exit_code}) "
-                f"{job.retries_used} times; max_retries is {spec.max_retries}"
-            )
+            what = f"the worker of node {last.node} failed (exit {last.exit_code})"
+            if (last.error_message or "").startswith("setup failed"):  # fold's line for it
+                what = f"node {last.node}: {last.error_message}"
+            return f"{what} {job.retries_used} times; max_retries is {spec.max_retries}"
         if self.batch and spec.batch is not None:
             dead = job.queue.dead if job.queue is not None else len(job.dead_shards)
             dead = max(dead, len(job.dead_shards))

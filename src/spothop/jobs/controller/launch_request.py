@@ -1,7 +1,9 @@
 """What one launch asks of its cloud: the :class:`~spothop.providers.base.LaunchRequest` of an attempt.
 
 Built from the job's spec and the chosen candidate: the worker's command and
-environment (:func:`spothop.jobs.launcher.bootstrap`), the attempt's market,
+environment (:func:`spothop.jobs.launcher.bootstrap`), the root volume and
+machine image the spec asks for (``resources.disk_size_gib``, ``disk_tier``,
+``image_id``), the attempt's market,
 the reserved pool it launches into, a grouped task's shape, and the tags
 that let an instance whose launch never returned be found by its token.
 """
@@ -81,6 +83,8 @@ class LaunchRequests(AgentTokens):
             spot=str(attempt.market_kind) == "spot",
             reservation=self._reservation_for(attempt),
             image=spec.image,
+            disk=spec.resources.disk,
+            image_id=spec.resources.image_id_in(attempt.region),
             distribution=self.distribution if instance_local else None,
             bootstrap_command=boot.command,
             env=boot.env,

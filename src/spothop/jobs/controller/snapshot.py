@@ -78,6 +78,7 @@ class AgentFacts:
     notice_deadline_s: float | None = None
     notice_blind: bool = False
     exit_code: int | None = None
+    worker_phase: str = ""  # the part of the job's command its worker exited in (setup, run)
     notice_by_controller: bool = False  # the final notice was the control plane's stop request
     # Its agent's registration or latest heartbeat (the agent's clock: the wall); None: it never
     # registered (agent_heartbeats holds no row for the instance).
@@ -115,6 +116,7 @@ class AttemptView:
     ended_at: float | None = None
     end_reason: EndReason | None = None
     exit_code: int | None = None
+    worker_phase: str = ""  # its worker exited in setup or run (AgentFacts.worker_phase)
     error_code: str | None = None  # the cloud's own code, for a failed launch (or LAUNCH_CUT)
     error_message: str | None = None  # the cloud's own message, for a failed launch
     stop_requested_at: float | None = None  # when a RequestStop for it was carried out
@@ -171,6 +173,7 @@ class AttemptView:
             ended_at=shown(record.ended_unix_s),
             end_reason=None if record.end_reason is None else EndReason(str(record.end_reason)),
             exit_code=record.exit_code if record.exit_code is not None else f.exit_code,
+            worker_phase=f.worker_phase,
             error_code=record.error_code,
             error_message=record.error_message,
             stop_requested_at=stop_requested_at,

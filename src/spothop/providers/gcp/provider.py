@@ -14,7 +14,9 @@ What each method asks of Compute Engine (REST; every list call follows ``nextPag
   ``STANDARD``), ``onHostMaintenance`` ``TERMINATE`` (GPUs cannot live-migrate),
   ``guestAccelerators`` for an N1 type with GPUs, the startup script of
   :mod:`spothop.providers.gcp.userdata`, labels, and a ``requestId`` made
-  from the launch token (a retried insert cannot start a second VM); then
+  from the launch token (a retried insert cannot start a second VM); the
+  boot disk from the request's ``image_id`` (else the configured image) and
+  ``disk`` (size, and the tier's disk type: :data:`DISK_TYPES`); then
   ``zoneOperations.wait`` until the operation is ``DONE`` and its error, if
   any, mapped (``ZONE_RESOURCE_POOL_EXHAUSTED`` → CapacityUnavailable).
 - ``describe`` / ``list_instances`` / ``terminate``: ``instances.get``,
@@ -57,6 +59,7 @@ from spothop.market.clock import Clock, WallClock
 from spothop.providers.base import (
     BOOT_DEADLINE_S,
     Capabilities,
+    DiskTier,
     Instance,
     InstanceState,
     LaunchRequest,
@@ -94,6 +97,29 @@ TYPE_ITEM = "spothop-instance-type"
 STARTUP_ITEM = "startup-script"
 DEFAULT_IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu124-debian-11"
 BOOT_DISK_GB = 100
+# SkyPilot's disk tiers as Compute Engine disk types (best: the fastest, as ultra).
+DISK_TYPES: Mapping[DiskTier, str] = {
+    DiskTier.LOW: "pd-standard",
+    DiskTier.MEDIUM: "pd-balanced",
+    DiskTier.HIGH: "pd-ssd",
+    DiskTier.ULTRA: "pd-extreme",
+    DiskTier.BEST: "pd-extreme",
+}
+
+
+def boot_disk(request: LaunchRequest, zone: str, image: str) -> dict[str, Any]:
+    """The boot disk's ``initialize_params``: the request's machine image, else ``image``; its
+    ``disk`` size (else :data:`BOOT_DISK_GB`) and the tier's disk type (else the default)."""
+    disk = request.disk
+    params: dict[str, Any] = {
+        "source_image": request.image_id or image,
+        "disk_size_gb": disk.size_gib if disk and disk.size_gib else BOOT_DISK_GB,
+    }
+    if disk is not None and disk.tier is not None:
+        params["disk_type"] = f"zones/{zone}/diskTypes/{DISK_TYPES[disk.tier]}"
+    return params
+
+
 NOTICE_LEAD_TIME_S = 30.0  # Compute Engine: a preempted VM gets about 30 s (ACPI G2 soft off)
 SERIAL_PORT = 1  # the console: where the startup script and the agent's unit write
 OPERATION_WAITS = 10  # zoneOperations.wait answers within about 2 minutes; this many at most
@@ -341,7 +367,7 @@ class GcpProvider(Provider, OfferingNotes, ClockKeeper):
                 {
                     "boot": True,
                     "auto_delete": True,
-                    "initialize_params": {"source_image": self.image, "disk_size_gb": BOOT_DISK_GB},
+                    "initialize_params": boot_disk(request, zone, self.image),
                 }
             ],
             "network_interfaces": [

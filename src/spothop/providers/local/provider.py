@@ -317,6 +317,7 @@ class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory, ClockKeeper):
             buckets=self.world.buckets,
         )
         (directory / "instance.json").write_text(json.dumps(host_spec, indent=2))
+        (directory / ROOT_VOLUME_FILE).write_text(json.dumps(root_volume(request), indent=2))
         added = self.store.add_instance(new.row(directory), capacity=pool.count if pool else None)
         if not added:
             assert pool is not None  # only a reserved launch has a capacity to be refused by
@@ -330,6 +331,16 @@ class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory, ClockKeeper):
         start_host(self.store, instance_id, directory, self.name, self.codes)
         self._write_user_data(instance_id, directory, request)
         return self.describe(instance_id)
+
+    def root_volume(self, instance_id: str) -> dict[str, Any]:
+        """The root volume and machine image the instance's launch asked for, as recorded
+        (:func:`root_volume`): the local cloud's hosts share this machine's disk, so it is
+        kept, not made."""
+        row = self._own_row(instance_id)
+        recorded: dict[str, Any] = json.loads(
+            (Path(row["directory"]) / ROOT_VOLUME_FILE).read_text()
+        )
+        return recorded
 
     def _isolated(self) -> bool:
         """Whether this launch runs isolated (:mod:`.isolation`); ProviderError where required and unavailable."""
@@ -566,3 +577,17 @@ class LocalFamily:
 
 
 LOCAL_FAMILY = LocalFamily()
+
+
+ROOT_VOLUME_FILE = "root_volume.json"  # in the instance's folder: what its launch asked for
+
+
+def root_volume(request: LaunchRequest) -> dict[str, Any]:
+    """The root volume (size GiB, tier) and machine image a launch asked for; None where the
+    request leaves them to the cloud."""
+    disk = request.disk
+    return {
+        "size_gib": disk.size_gib if disk else None,
+        "tier": str(disk.tier) if disk and disk.tier else None,
+        "image_id": request.image_id,
+    }
