@@ -428,9 +428,19 @@ def daily_catalog_refresh(providers: Mapping[str, Provider], home: Path) -> Dail
     seconds between refreshes (default a day); ``0`` turns the refresh off; anything else is a
     :class:`~spothop.errors.ConfigError` naming the variable.
     """
-    from spothop.errors import ConfigError
-    from spothop.providers.catalog_schedule import REFRESH_INTERVAL_S, STATE_FILE, DailyRefresh
+    from spothop.providers.catalog_schedule import STATE_FILE, DailyRefresh
     from spothop.providers.registry import LOCAL_FAMILY, members
+
+    interval_s = catalog_refresh_interval_s()
+    local = set(members(LOCAL_FAMILY))
+    real = {name: p for name, p in providers.items() if name not in local and interval_s > 0}
+    return DailyRefresh(real, controller_dir(home) / STATE_FILE, interval_s=interval_s or 1.0)
+
+
+def catalog_refresh_interval_s() -> float:
+    """``$SPOTHOP_CATALOG_REFRESH_S`` (default a day; 0: off); ConfigError naming it otherwise."""
+    from spothop.errors import ConfigError
+    from spothop.providers.catalog_schedule import REFRESH_INTERVAL_S
 
     text = os.environ.get(CATALOG_REFRESH_ENV, "").strip()
     try:
@@ -442,9 +452,7 @@ def daily_catalog_refresh(providers: Mapping[str, Provider], home: Path) -> Dail
             f"{CATALOG_REFRESH_ENV}={text!r} is not a number of seconds: set it to the seconds "
             f"between live catalog refreshes (default {REFRESH_INTERVAL_S:.0f}), or 0 for none"
         )
-    local = set(members(LOCAL_FAMILY))
-    real = {name: p for name, p in providers.items() if name not in local and interval_s > 0}
-    return DailyRefresh(real, controller_dir(home) / STATE_FILE, interval_s=interval_s or 1.0)
+    return interval_s
 
 
 def run_controller(
@@ -493,6 +501,11 @@ def run_controller(
     from spothop.state.wake import Waker, wake_address
 
     home = home or spothop_home()
+    # The environment's settings are read before the lock: a bad one ends this process before it
+    # counts as started, so a launch waiting for it says why (ControllerStartFailed) at once.
+    config = config_from_env(os.environ)
+    metrics_port = _metrics_port(metrics_port)
+    catalog_refresh_interval_s()
     lock = acquire(home)
     waker = None
     controller = None
@@ -519,7 +532,7 @@ def run_controller(
             home=home,
             wake_address=address,
             after_pass=after_pass,
-            config=config_from_env(os.environ),
+            config=config,
             control_plane_url=agents_url,
             distribution=agents.distribution if agents is not None else None,
         )
@@ -557,6 +570,21 @@ def _run_until_signalled(loop: Loop, on_ready: Callable[[Loop], object] | None) 
             signal.signal(sig, handler)
 
 
+def _metrics_port(port: int | None) -> int | None:
+    """``port``, else ``$SPOTHOP_METRICS_PORT`` (None when neither is set); ConfigError naming it."""
+    from spothop.errors import ConfigError
+
+    if port is not None:
+        return port
+    raw = os.environ.get(METRICS_PORT_ENV, "").strip()
+    if not raw:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise ConfigError(f"${METRICS_PORT_ENV} must be a port number, got {raw!r}") from None
+
+
 def _serve_metrics(
     port: int | None, serve: MetricsServer | None, store: JobStore, queue_url: str
 ) -> Stoppable | None:
@@ -564,13 +592,7 @@ def _serve_metrics(
     from spothop.errors import ConfigError
 
     if port is None:
-        raw = os.environ.get(METRICS_PORT_ENV, "").strip()
-        if not raw:
-            return None
-        try:
-            port = int(raw)
-        except ValueError:
-            raise ConfigError(f"${METRICS_PORT_ENV} must be a port number, got {raw!r}") from None
+        return None
     if serve is None:
         raise ConfigError(
             "a metrics port was given, but this controller was started without metrics"
