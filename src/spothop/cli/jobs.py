@@ -25,7 +25,7 @@ from rich.text import Text
 from spothop.cli.job_file import EnvOption, ExplainOption, env_overrides, show_dialect
 from spothop.cli.output import console, note, print_json, table
 from spothop.cli.remote import ServerClient, ServerOption, TokenOption, connect
-from spothop.errors import EXIT_FAILED, EXIT_OK
+from spothop.errors import EXIT_FAILED, EXIT_OK, NotFoundError
 from spothop.service.jobs import job_status, list_jobs, request_cancel
 from spothop.service.launch import check_launchable, launch_job
 from spothop.service.logs import LogTail, job_logs
@@ -66,6 +66,13 @@ def _store(url: str | None) -> JobStore:
     from spothop.jobs.store import JobStore
 
     return JobStore(url)
+
+
+def _read_store(url: str | None) -> JobStore:
+    """The store for a command that only reads: never created (:func:`spothop.db.store_to_read`)."""
+    from spothop.db import store_to_read
+
+    return _store(store_to_read(url))
 
 
 def _store_url(url: str | None) -> str:
@@ -232,7 +239,7 @@ def status(
     if client is not None:
         data = client.status(job_id)
     else:
-        with _store(store_url) as store:
+        with _read_store(store_url) as store:
             data = job_status(store, job_id).to_dict()
     if as_json:
         print_json(data)
@@ -303,8 +310,17 @@ def jobs(
     if client is not None:
         records = client.jobs()
     else:
-        with _store(store_url) as store:
-            records = list_jobs(store).to_list()
+        import os
+
+        from spothop.db import DATABASE_URL_ENV
+
+        try:
+            with _read_store(store_url) as store:
+                records = list_jobs(store).to_list()
+        except NotFoundError:
+            if store_url or os.environ.get(DATABASE_URL_ENV):
+                raise  # a store named that is not there: a typo, said so
+            records = []  # this home has no store yet: no jobs
     if as_json:
         print_json(records)
         return
@@ -359,7 +375,7 @@ def logs(
     agents shipped to the control plane)."""
     client = connect(server, token)
     with contextlib.ExitStack() as stack:
-        store = None if client is not None else stack.enter_context(_store(store_url))
+        store = None if client is not None else stack.enter_context(_read_store(store_url))
         if as_json:
             if client is not None:
                 print_json(client.logs(job_id, node, tail))

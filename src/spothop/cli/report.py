@@ -89,8 +89,10 @@ def _local(
     from spothop.jobs.store import JobStore
     from spothop.providers.registry import default_providers
 
+    from spothop.db import store_to_read
+
     providers = default_providers()
-    with JobStore(store_url) as store:
+    with JobStore(store_to_read(store_url)) as store:
         if job_id is None:
             return costs(store, providers, CostQuery(since, by)).to_dict()
         data = job_report(store, job_id, providers).to_dict()

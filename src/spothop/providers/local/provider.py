@@ -314,7 +314,9 @@ class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory, ClockKeeper, G
             image_paths=self.world.image_paths,
             buckets=self.world.buckets,
         )
-        (directory / "instance.json").write_text(json.dumps(host_spec, indent=2))
+        spec_file = directory / "instance.json"
+        spec_file.write_text(json.dumps(host_spec, indent=2))
+        spec_file.chmod(0o600)  # it holds the agent's environment
         added = self.store.add_instance(new.row(directory), capacity=pool.count if pool else None)
         if not added:
             assert pool is not None  # only a reserved launch has a capacity to be refused by
