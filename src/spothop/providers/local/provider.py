@@ -254,7 +254,9 @@ class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory, ClockKeeper, G
 
     def launch(self, request: LaunchRequest) -> Instance:
         if request.image is not None:  # checked first: nothing here can run a container
-            raise ProviderError(
+            # InvalidRequest: it fails every launch here alike, so the job stops trying this
+            # cloud (launch_refused) and fails with this message, instead of relaunching forever.
+            raise InvalidRequest(
                 self.name,
                 self.codes.invalid_parameter,
                 f"image {request.image!r}: the local cloud has no container runtime",
