@@ -109,7 +109,9 @@ def make_engine(
     return engine
 
 
-STORE_FILE_MODE = 0o600  # a store holds every job's envs: its user's only (SQLite gives its -wal the same)
+STORE_FILE_MODE = (
+    0o600  # a store holds every job's envs: its user's only (SQLite gives its -wal the same)
+)
 
 
 def sqlite_path(url: str) -> str | None:

@@ -59,7 +59,9 @@ def test_a_stored_price_years_away_does_not_make_the_forecast_walk_the_years(
         return real(times, prices, horizon_h)
 
     monkeypatch.setattr(price_window, "forecast_price", spy)
-    store = PriceStore(engine=make_engine(f"sqlite:///{tmp_path}/p.db"), gpu_lookup=lambda p, t: None)
+    store = PriceStore(
+        engine=make_engine(f"sqlite:///{tmp_path}/p.db"), gpu_lookup=lambda p, t: None
+    )
     start = datetime(2024, 1, 1, tzinfo=UTC)
     store.add([PriceRecord(SERIES, start + timedelta(hours=h), 1.0 + h / 100) for h in range(48)])
     # A point the bounds let in, 76 years on: the hourly grid between would be 666,000 hours.

@@ -31,6 +31,7 @@ from spothop.jobs.controller.deadline import DeadlinePlan, deadline_plan
 from spothop.jobs.controller.group import group_actions, group_succeeded
 from spothop.jobs.controller.liveness import lost_loop
 from spothop.jobs.controller.place import JobPlacement, ReservedLedger, refusal_reason
+from spothop.jobs.controller.progress import budget_why, spin_why
 from spothop.jobs.controller.snapshot import AttemptView, JobView, Snapshot
 from spothop.jobs.lifecycle import (
     TRANSITIONS,
@@ -271,7 +272,11 @@ class JobDecision:
             and spec.on_max_interruptions is OnMaxInterruptions.FAIL
         ):
             return f"max_interruptions ({limit}) reached: {job.interruptions} interruptions"
-        return lost_loop(job, self.p.config.agent_lost_limit)
+        return (
+            lost_loop(job, self.p.config.agent_lost_limit)
+            or spin_why(job, self.p.config.no_progress_limit)
+            or budget_why(job, self.now)
+        )
 
     def _refused(self) -> str | None:
         """Why the job fails: every provider that could take it refuses it; None while another
