@@ -15,6 +15,7 @@ A plain ``postgresql://`` URL is read as psycopg 3.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -127,10 +128,11 @@ def _create_private(path: str | None) -> None:
     """Create the store's file, empty and its user's only, before SQLite creates it world-readable."""
     if path is None:
         return
-    try:
+    # There already, or its folder missing: SQLite says so in its own words.
+    with contextlib.suppress(
+        FileExistsError, FileNotFoundError, IsADirectoryError, PermissionError
+    ):
         os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, STORE_FILE_MODE))
-    except (FileExistsError, FileNotFoundError, IsADirectoryError, PermissionError):
-        pass  # there already, or its folder is missing: SQLite says so in its own words
 
 
 def _name_a_damaged_file(engine: Engine, path: str | None) -> None:

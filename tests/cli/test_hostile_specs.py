@@ -106,7 +106,7 @@ def test_a_budget_below_the_cheapest_launch_is_refused(
     if least <= budget:
         check_budget(spec, [price, price * 2])
         return
-    with pytest.raises(JobSpecError, match="budget_usd: .* less than the cheapest launch"):
+    with pytest.raises(JobSpecError, match=r"budget_usd: .* less than the cheapest launch"):
         check_budget(spec, [price, price * 2])
 
 

@@ -12,11 +12,10 @@ from hypothesis import strategies as st
 
 from spothop.cli.main import main
 from spothop.db import make_engine
-from spothop.market import PriceStore
-from spothop.market.price_store import PriceRecord
-from spothop.market import price_window
-from spothop.market.price_window import PriceWindow
+from spothop.market import PriceStore, price_window
 from spothop.market.identity import PriceSeriesKey
+from spothop.market.price_store import PriceRecord
+from spothop.market.price_window import PriceWindow
 from spothop.resources.market_id import MarketId
 
 HEADER = "Timestamp,AvailabilityZone,InstanceType,ProductDescription,SpotPrice\n"

@@ -86,10 +86,9 @@ def report(
 def _local(
     job_id: str | None, since: str, by: str, store_url: str | None, plot: Path | None
 ) -> dict[str, Any]:
+    from spothop.db import store_to_read
     from spothop.jobs.store import JobStore
     from spothop.providers.registry import default_providers
-
-    from spothop.db import store_to_read
 
     providers = default_providers()
     with JobStore(store_to_read(store_url)) as store:
