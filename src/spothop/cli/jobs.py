@@ -68,11 +68,17 @@ def _store(url: str | None) -> JobStore:
     return JobStore(url)
 
 
-def _read_store(url: str | None) -> JobStore:
-    """The store for a command that only reads: never created (:func:`spothop.db.store_to_read`)."""
+def _read_store(url: str | None, job_id: str | None = None) -> JobStore:
+    """The store for a command that only reads: never created (:func:`spothop.db.store_to_read`);
+    a missing one, asked for ``job_id``, is that job not found."""
     from spothop.db import store_to_read
 
-    return _store(store_to_read(url))
+    try:
+        return _store(store_to_read(url))
+    except NotFoundError as exc:
+        if job_id is None:
+            raise
+        raise NotFoundError(f"no job {job_id}: {exc}") from None
 
 
 def _store_url(url: str | None) -> str:
@@ -239,7 +245,7 @@ def status(
     if client is not None:
         data = client.status(job_id)
     else:
-        with _read_store(store_url) as store:
+        with _read_store(store_url, job_id) as store:
             data = job_status(store, job_id).to_dict()
     if as_json:
         print_json(data)
@@ -375,7 +381,7 @@ def logs(
     agents shipped to the control plane)."""
     client = connect(server, token)
     with contextlib.ExitStack() as stack:
-        store = None if client is not None else stack.enter_context(_read_store(store_url))
+        store = None if client is not None else stack.enter_context(_read_store(store_url, job_id))
         if as_json:
             if client is not None:
                 print_json(client.logs(job_id, node, tail))
@@ -462,9 +468,10 @@ def cancel(
         from spothop.jobs.controller import daemon
         from spothop.state.wake import poke
 
-        url = _store_url(store_url)
-        with _store(url) as store:
+        url = _store_url(store_url) if store_url else None
+        with _read_store(url, job_id) as store:  # a store that is not there holds no such job
             answer = request_cancel(store, job_id).to_dict()
+        url = url or _store_url(None)
         daemon.start_background(store_url=url)
         poke()
     if as_json:
