@@ -52,6 +52,7 @@ def check_launchable(spec: JobSpec, *, loopback_control_plane: bool = False) -> 
     if loopback_control_plane:
         _refuse_unreachable_control_plane(spec, configured)
     check_reachable(spec, configured)  # before anything is paid for
+    _check_batch_inputs(spec)
     providers = [p for n, p in configured.items() if n not in spec.providers.deny]
     profile, kinds, pools = plan_inputs(spec)
     view = gather_market_view(providers, on_error=lambda *_: None)
@@ -101,6 +102,30 @@ def check_spec(spec: JobSpec) -> None:
             f"{_span(deadline_s)} is less than the job's work ({_span(work_s)}) on any market: no "
             "placement can finish in time; give a deadline of at least the work",
         )
+
+
+def _check_batch_inputs(spec: JobSpec) -> None:
+    """A batch job's local ``.jsonl`` inputs are text (their first 64 KiB read): a binary file
+    named so is refused naming it and its line, not enqueued as shards no worker can read."""
+    import glob
+
+    from spothop.batch.inputs import check_jsonl_head
+    from spothop.errors import JobSpecError
+    from spothop.queue.errors import BatchSpecError
+
+    if spec.batch is None:
+        return
+    for i, pattern in enumerate(spec.batch.inputs):
+        if "://" in str(pattern):
+            continue  # a bucket's object: read when its shards are planned
+        for path in sorted(glob.glob(str(pattern))):
+            if not path.endswith(".jsonl"):
+                continue
+            try:
+                check_jsonl_head(path)
+            except BatchSpecError as exc:
+                field = f"batch.inputs.{i}"
+                raise JobSpecError(f"{field}: {exc}", [(field, str(exc))]) from None
 
 
 def check_budget(spec: JobSpec, prices_usd_per_hour: list[float]) -> None:
