@@ -117,3 +117,25 @@ def test_launch_refuses_the_issue_s_budget_of_a_hundredth_of_a_cent(
     job.write_text("name: a\nrun: 'sleep 20'\nbudget_usd: 0.0001\n")
     result = cli("launch", str(job), "--detach")
     assert result.code == 2 and "budget_usd: $0.0001 is less than" in result.err
+
+
+def test_launch_refuses_an_unreachable_queue_url_and_stores_nothing(
+    cli: Cli, tmp_path: Path, spothop_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from spothop.providers import registry
+    from spothop.testing import FakeProvider
+
+    bucket = tmp_path / "bucket"
+    bucket.mkdir()
+    (bucket / "in.jsonl").write_text('{"a": 1}\n')
+    provider = FakeProvider(bucket_paths=[bucket])
+    monkeypatch.setattr(registry, "default_providers", lambda *_: {provider.name: provider})
+    monkeypatch.setenv("SPOTHOP_QUEUE_RETRY_S", "0.5")
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        "name: b\nkind: batch\nrun: python w.py\n"
+        "batch: {inputs: [bucket/in.jsonl], output: bucket/out}\n"
+    )
+    result = cli("launch", str(job), "--detach", "--queue-url", "redis://127.0.0.1:1/0")
+    assert result.code == 4 and "--queue-url: " in result.err and "nothing was stored" in result.err
+    assert not (spothop_home / "spothop.db").exists()

@@ -140,6 +140,8 @@ def _launch_here(spec: Any, store_url: str | None, queue_url: str | None) -> str
     from spothop.state.wake import poke
 
     check_launchable(spec, loopback_control_plane=True)
+    if queue_url and spec.batch is not None:
+        _probe_queue(queue_url)
     url = _store_url(store_url)
     with _store(url) as store:
         job_id = launch_job(store, spec).job_id
@@ -154,6 +156,20 @@ def _launch_here(spec: Any, store_url: str | None, queue_url: str | None) -> str
         )
     poke()
     return job_id
+
+
+def _probe_queue(queue_url: str) -> None:
+    """The batch job's queue answers before the job is stored: an unreachable ``--queue-url``
+    would leave it pending forever, its shards never enqueued (one error line, exit 4)."""
+    from spothop.errors import SpothopError
+    from spothop.queue import open_queue
+
+    try:
+        with open_queue(queue_url, "spothop-launch-probe") as queue:
+            queue.stats()
+    except SpothopError as exc:
+        exc.args = (f"--queue-url: {exc}; nothing was stored (check the URL and the server)",)
+        raise
 
 
 def _follow(fetch: Callable[[bool], dict[str, Any]], job_id: str, as_json: bool) -> int:
