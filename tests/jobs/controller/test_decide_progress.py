@@ -134,3 +134,14 @@ def test_a_capacity_shortage_is_never_a_reason_to_fail() -> None:
     j = job(attempts=fails, state=JobState.PENDING)
     assert spin_why(j, LIMIT) is None and budget_why(j, NOW) is None
     assert all(a.state is AttemptState.ENDED for a in fails)
+
+
+def test_a_success_past_the_deadline_says_by_how_much_it_missed_it() -> None:
+    done = ended(EndReason.SUCCEEDED, exit_code=0)
+    late = job(job_spec=spec(deadline="1h"), attempts=[done], created_at=NOW - 7200)
+    (moved,) = [s for s in of_type(decide(snapshot([late]), CONFIG), SetJobState)]
+    assert moved.state is JobState.SUCCEEDED
+    assert moved.reason.endswith("; its deadline (60 min from launch) was missed by 60 min")
+    on_time = job(job_spec=spec(deadline="3h"), attempts=[done], created_at=NOW - 7200)
+    (moved,) = [s for s in of_type(decide(snapshot([on_time]), CONFIG), SetJobState)]
+    assert "missed" not in moved.reason

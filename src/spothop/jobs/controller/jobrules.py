@@ -31,7 +31,7 @@ from spothop.jobs.controller.deadline import DeadlinePlan, deadline_plan
 from spothop.jobs.controller.group import group_actions, group_succeeded
 from spothop.jobs.controller.liveness import lost_loop
 from spothop.jobs.controller.place import JobPlacement, ReservedLedger, refusal_reason
-from spothop.jobs.controller.progress import budget_why, spin_why
+from spothop.jobs.controller.progress import budget_why, deadline_missed, spin_why
 from spothop.jobs.controller.snapshot import AttemptView, JobView, Snapshot
 from spothop.jobs.lifecycle import (
     TRANSITIONS,
@@ -573,6 +573,8 @@ class JobDecision:
         self._move(target, why)
 
     def _move(self, target: JobState, why: str) -> None:
+        if target is JobState.SUCCEEDED:
+            why += deadline_missed(self.job, self.now)
         for state in _path(self.job.state, target):
             self.out.append(SetJobState(self.job.job_id, state, why))
 

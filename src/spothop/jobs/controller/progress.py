@@ -99,3 +99,23 @@ def spin_why(job: JobView, limit: int) -> str | None:
 
 def _failed_before_running(a: AttemptView) -> bool:
     return a.end_reason is EndReason.FAILED and a.running_at is None
+
+
+def deadline_missed(job: JobView, now: float) -> str:
+    """What a job ending now says of its ``deadline`` when it missed it (``"; its deadline …"``),
+    else ``""``: a late success is recorded as late, on the job's reason and its event."""
+    deadline_s = job.spec.deadline_s
+    if deadline_s is None:
+        return ""
+    late_s = now - job.created_at - deadline_s
+    if late_s <= 0:
+        return ""
+    return f"; its deadline ({_span(deadline_s)} from launch) was missed by {_span(late_s)}"
+
+
+def _span(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
