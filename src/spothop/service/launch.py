@@ -65,8 +65,6 @@ def check_launchable(spec: JobSpec, *, loopback_control_plane: bool = False) -> 
 # Linux's limit on one "NAME=value" string handed to exec (MAX_ARG_STRLEN, 32 pages): a longer
 # value makes every worker's start fail with E2BIG, on every instance, however often relaunched.
 ENV_ENTRY_MAX_BYTES = 128 * 1024
-# The least a launch costs: clouds bill a minute at least (EC2 and Compute Engine: 60 s).
-BILLING_MINIMUM_S = 60.0
 
 
 def check_spec(spec: JobSpec) -> None:
@@ -132,6 +130,7 @@ def check_budget(spec: JobSpec, prices_usd_per_hour: list[float]) -> None:
     """A ``budget_usd`` below what the cheapest candidate's first launch would cost (its work on
     every node where ``work`` is given, else the billing minimum) is refused with the figures."""
     from spothop.errors import JobSpecError
+    from spothop.jobs.controller.progress import BILLING_MINIMUM_S
 
     budget = spec.budget_usd
     if budget is None or not prices_usd_per_hour:
