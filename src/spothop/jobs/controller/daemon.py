@@ -55,6 +55,16 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Protocol
 
 from spothop.errors import SpothopError
+from spothop.jobs.controller.env_settings import (
+    CATALOG_REFRESH_ENV as CATALOG_REFRESH_ENV,
+)
+from spothop.jobs.controller.env_settings import (
+    METRICS_PORT_ENV as METRICS_PORT_ENV,
+)
+from spothop.jobs.controller.env_settings import (
+    catalog_refresh_interval_s,
+    daemon_settings,
+)
 from spothop.paths import spothop_home
 from spothop.processes import process_running
 
@@ -89,7 +99,6 @@ MetricsServer = Callable[[int, "JobStore", str], Stoppable]
 # serve(home, port or None, store_url, queue_url) -> the agent API, answering: its maker
 # (spothop.server.agent_process.ensure_agent_api, passed in by `spothop controller run`).
 AgentServer = Callable[[Path, int | None, str, str], AgentApi]
-METRICS_PORT_ENV = "SPOTHOP_METRICS_PORT"  # the controller's /metrics port when no option gives one
 
 START_TIMEOUT_S = 30.0  # a background controller holds its lock within this (it imports the store)
 STOP_TIMEOUT_S = 20.0
@@ -417,8 +426,6 @@ def _stop_controller(home: Path, info: ControllerInfo, timeout_s: float) -> None
 
 # -- running the controller ------------------------------------------------------------
 
-CATALOG_REFRESH_ENV = "SPOTHOP_CATALOG_REFRESH_S"  # seconds between live catalog refreshes; 0: off
-
 
 def daily_catalog_refresh(providers: Mapping[str, Provider], home: Path) -> DailyRefresh:
     """The daily live catalog refresh of every real cloud in ``providers`` (not the local world's).
@@ -435,24 +442,6 @@ def daily_catalog_refresh(providers: Mapping[str, Provider], home: Path) -> Dail
     local = set(members(LOCAL_FAMILY))
     real = {name: p for name, p in providers.items() if name not in local and interval_s > 0}
     return DailyRefresh(real, controller_dir(home) / STATE_FILE, interval_s=interval_s or 1.0)
-
-
-def catalog_refresh_interval_s() -> float:
-    """``$SPOTHOP_CATALOG_REFRESH_S`` (default a day; 0: off); ConfigError naming it otherwise."""
-    from spothop.errors import ConfigError
-    from spothop.providers.catalog_schedule import REFRESH_INTERVAL_S
-
-    text = os.environ.get(CATALOG_REFRESH_ENV, "").strip()
-    try:
-        interval_s = float(text) if text else REFRESH_INTERVAL_S
-    except ValueError:
-        interval_s = -1.0
-    if not 0 <= interval_s < float("inf"):
-        raise ConfigError(
-            f"{CATALOG_REFRESH_ENV}={text!r} is not a number of seconds: set it to the seconds "
-            f"between live catalog refreshes (default {REFRESH_INTERVAL_S:.0f}), or 0 for none"
-        )
-    return interval_s
 
 
 def run_controller(
@@ -494,18 +483,13 @@ def run_controller(
     import logging
 
     from spothop.db import default_database_url
-    from spothop.jobs.controller.config import config_from_env
     from spothop.jobs.controller.loop import DEFAULT_PERIOD_S, Controller, Loop
     from spothop.jobs.store import JobStore
     from spothop.providers.registry import default_providers
     from spothop.state.wake import Waker, wake_address
 
     home = home or spothop_home()
-    # The environment's settings are read before the lock: a bad one ends this process before it
-    # counts as started, so a launch waiting for it says why (ControllerStartFailed) at once.
-    config = config_from_env(os.environ)
-    metrics_port = _metrics_port(metrics_port)
-    catalog_refresh_interval_s()
+    config, metrics_port = daemon_settings(metrics_port)  # before the lock: env_settings.py
     lock = acquire(home)
     waker = None
     controller = None
@@ -568,21 +552,6 @@ def _run_until_signalled(loop: Loop, on_ready: Callable[[Loop], object] | None) 
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-
-
-def _metrics_port(port: int | None) -> int | None:
-    """``port``, else ``$SPOTHOP_METRICS_PORT`` (None when neither is set); ConfigError naming it."""
-    from spothop.errors import ConfigError
-
-    if port is not None:
-        return port
-    raw = os.environ.get(METRICS_PORT_ENV, "").strip()
-    if not raw:
-        return None
-    try:
-        return int(raw)
-    except ValueError:
-        raise ConfigError(f"${METRICS_PORT_ENV} must be a port number, got {raw!r}") from None
 
 
 def _serve_metrics(

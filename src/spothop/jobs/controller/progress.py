@@ -20,13 +20,25 @@ A capacity shortage is never a reason here: the job waits for capacity (its node
 
 from __future__ import annotations
 
+from spothop.jobs.controller.config import ControllerConfig
+from spothop.jobs.controller.liveness import lost_loop
 from spothop.jobs.controller.snapshot import AttemptView, JobView
-from spothop.jobs.lifecycle import EndReason
+from spothop.jobs.lifecycle import EndReason, JobState
 from spothop.jobs.spec import JobKind
 
 SECONDS_PER_HOUR = 3600.0
 # The least a launch costs: clouds bill a minute at least (EC2 and Compute Engine: 60 s).
 BILLING_MINIMUM_S = 60.0
+
+
+def stalled(job: JobView, now: float, config: ControllerConfig) -> str | None:
+    """Why ``job`` fails for want of progress or money: its agents lost in a row
+    (:func:`~.liveness.lost_loop`), :func:`spin_why`, :func:`budget_why`; None while none holds."""
+    return (
+        lost_loop(job, config.agent_lost_limit)
+        or spin_why(job, config.no_progress_limit)
+        or budget_why(job, now)
+    )
 
 
 def spent_usd(job: JobView, now: float) -> float:
@@ -101,11 +113,12 @@ def _failed_before_running(a: AttemptView) -> bool:
     return a.end_reason is EndReason.FAILED and a.running_at is None
 
 
-def deadline_missed(job: JobView, now: float) -> str:
-    """What a job ending now says of its ``deadline`` when it missed it (``"; its deadline …"``),
-    else ``""``: a late success is recorded as late, on the job's reason and its event."""
+def deadline_missed(job: JobView, now: float, target: JobState = JobState.SUCCEEDED) -> str:
+    """What a job succeeding now (``target``) says of its ``deadline`` when it missed it
+    (``"; its deadline …"``), else ``""``: a late success is recorded as late, on the job's
+    reason and its event."""
     deadline_s = job.spec.deadline_s
-    if deadline_s is None:
+    if deadline_s is None or target is not JobState.SUCCEEDED:
         return ""
     late_s = now - job.created_at - deadline_s
     if late_s <= 0:
