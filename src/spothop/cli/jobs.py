@@ -163,10 +163,13 @@ def _probe_queue(queue_url: str) -> None:
     would leave it pending forever, its shards never enqueued (one error line, exit 4)."""
     from spothop.errors import SpothopError
     from spothop.queue import open_queue
+    from spothop.queue.errors import UnknownJobError
 
     try:
         with open_queue(queue_url, "spothop-launch-probe") as queue:
             queue.stats()
+    except UnknownJobError:
+        return  # it answered: no queue of that name, as expected
     except SpothopError as exc:
         exc.args = (f"--queue-url: {exc}; nothing was stored (check the URL and the server)",)
         raise
