@@ -62,6 +62,9 @@ def test_an_env_value_exec_cannot_take_is_refused() -> None:
     with pytest.raises(JobSpecError, match=r"envs\.BIG: .*E2BIG"):
         check_spec(load_job({"name": "a", "run": "true", "envs": {"BIG": big}}))
     check_spec(load_job({"name": "a", "run": "true", "envs": {"OK": big[:100_000]}}))
+    many = {f"V{i}": big[:100_000] for i in range(11)}  # each fits, all together do not
+    with pytest.raises(JobSpecError, match=r"envs: .* bytes in all"):
+        check_spec(load_job({"name": "a", "run": "true", "envs": many}))
 
 
 @settings(max_examples=60, deadline=None)

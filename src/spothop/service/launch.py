@@ -65,6 +65,9 @@ def check_launchable(spec: JobSpec, *, loopback_control_plane: bool = False) -> 
 # Linux's limit on one "NAME=value" string handed to exec (MAX_ARG_STRLEN, 32 pages): a longer
 # value makes every worker's start fail with E2BIG, on every instance, however often relaunched.
 ENV_ENTRY_MAX_BYTES = 128 * 1024
+# All of them together: exec takes arguments and environment up to a quarter of the stack limit
+# (2 MiB under the usual 8 MiB); half of that leaves the launcher's own variables room.
+ENV_TOTAL_MAX_BYTES = 1024 * 1024
 
 
 def check_spec(spec: JobSpec) -> None:
@@ -85,8 +88,16 @@ def check_spec(spec: JobSpec) -> None:
         refuse_cloud_credentials(spec.envs)
     except ConfigError as exc:
         refuse("envs", f"{exc}; remove it from the job's envs (nothing is stored or launched)")
-    for name, value in spec.envs.items():
-        size = len(name.encode()) + 1 + len(value.encode())
+    sizes = {
+        name: len(name.encode()) + 1 + len(value.encode()) for name, value in spec.envs.items()
+    }
+    if sum(sizes.values()) > ENV_TOTAL_MAX_BYTES:
+        refuse(
+            "envs",
+            f"{sum(sizes.values()):,} bytes in all, over the {ENV_TOTAL_MAX_BYTES:,} a process "
+            "start takes (E2BIG): put the large values in files of the workdir",
+        )
+    for name, size in sizes.items():
         if size > ENV_ENTRY_MAX_BYTES:
             refuse(
                 f"envs.{name}",
