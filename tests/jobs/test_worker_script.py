@@ -28,6 +28,7 @@ from spothop.jobs.launcher import (
     bootstrap,
     worker_command,
 )
+from spothop.wire.group import Rendezvous
 
 BASH_ONLY_RUN = """\
 if [[ -n "$GREETING" && "$GREETING" == hel* ]]; then
@@ -96,9 +97,7 @@ def test_no_setup_runs_run_alone(tmp_path: Path) -> None:
 
 
 def test_a_group_node_gets_skypilot_variables_of_its_generation(tmp_path: Path) -> None:
-    group = GroupEnv(
-        nnodes=3, nproc_per_node=4, generation=2, master_addr="10.0.0.5", master_port=12345
-    )
+    group = GroupEnv(nnodes=3, nproc_per_node=4, generation=2, master_port=12345)
     boot = bootstrap(
         WorkerCommand(run="true", envs={"SKYPILOT_NODE_RANK": "9"}),
         job_id="j-000001",
@@ -114,7 +113,21 @@ def test_a_group_node_gets_skypilot_variables_of_its_generation(tmp_path: Path) 
     env = boot.env
     assert env[SKYPILOT_NODE_RANK] == env[SKYPILOT_SETUP_NODE_RANK] == "2"  # spothop's wins
     assert env[SKYPILOT_NUM_NODES] == "3" and env[SKYPILOT_NUM_GPUS_PER_NODE] == "4"
-    assert env[SKYPILOT_NODE_IPS] == env[SKYPILOT_SETUP_NODE_IPS] == "10.0.0.5\n" * 2 + "10.0.0.5"
+    # No node has an address at launch: the agent sets the addresses from the group's rendezvous.
+    assert SKYPILOT_NODE_IPS not in env and SKYPILOT_SETUP_NODE_IPS not in env
+    met = Rendezvous(
+        master_addr="10.0.0.5",
+        master_port=12345,
+        node_rank=2,
+        nnodes=3,
+        nproc_per_node=4,
+        generation=2,
+        node_addrs=("10.0.0.5", "10.0.0.6", "10.0.0.7"),
+    ).env()
+    assert met[SKYPILOT_NODE_IPS] == met[SKYPILOT_SETUP_NODE_IPS] == "10.0.0.5\n10.0.0.6\n10.0.0.7"
+    assert {k: met[k] for k in (SKYPILOT_NODE_RANK, SKYPILOT_NUM_NODES)} == {
+        k: env[k] for k in (SKYPILOT_NODE_RANK, SKYPILOT_NUM_NODES)
+    }
     assert env[SKYPILOT_TASK_ID] == "j-000001"
     assert json.loads(env[SKYPILOT_CLUSTER_INFO]) == {
         "cluster_name": "j-000001",

@@ -220,16 +220,30 @@ def _figures(d: dict[str, Any]) -> list[tuple[str, str]]:
             + f" of paid GPU time, {_usd(d['recomputed_cost_usd'])} USD",
         ),
         ("USD per effective-TFLOPS-hour", _usd(d["usd_per_effective_tflops_hour"])),
-        (
-            "reconciliation (cloud − ledger)",
-            f"{d['reconciliation']['difference_microusd']} µUSD"
-            + (
-                f", {len(d['reconciliation']['unmatched'])} without the cloud's figure"
-                if d["reconciliation"]["unmatched"]
-                else ""
-            ),
-        ),
+        *_unreported(d),
+        *_reconciliation(d["reconciliation"]),
     ]
+
+
+def _unreported(d: dict[str, Any]) -> list[tuple[str, str]]:
+    """The attempts paid for with no work their agents reported: not in goodput's useful time."""
+    attempts = d.get("unreported_attempts") or []
+    if not attempts:
+        return []
+    share = d["unreported_gpu_s"] / d["paid_gpu_s"] if d["paid_gpu_s"] else 0.0
+    return [
+        (
+            "no work reported",
+            f"{len(attempts)} attempt(s), {share:.1%} of paid GPU time: their agents reported no "
+            "step, save, shard or clean exit, so goodput counts none of it",
+        )
+    ]
+
+
+def _reconciliation(d: dict[str, Any]) -> list[tuple[str, str]]:
+    """One row per provider: reconciled against its bill, or estimated, not reconciled."""
+    rows = [(f"bill, {p['provider']}", p["summary"]) for p in d.get("by_provider") or []]
+    return rows or [("bill", "—")]
 
 
 def _interruptions(rows: Sequence[dict[str, Any]]) -> Table:

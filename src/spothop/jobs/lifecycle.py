@@ -148,6 +148,9 @@ class EndReason(StrEnum):
     # The provider refused the launch for a reason that repeats on every launch there
     # (configuration, credentials, an invalid request): error_code and error_message say which.
     LAUNCH_REFUSED = "launch_refused"
+    # The same in one region only (a region not enabled, an image that exists in another
+    # region): the job stops trying that provider there; its other regions may take it.
+    REGION_REFUSED = "region_refused"
     SUCCEEDED = "succeeded"  # the worker exited 0: this node's work is done
     WORKER_FAILED = "worker_failed"  # the worker exited with another code (exit_code)
     ORPHAN = "orphan"  # found running with no owner and terminated by the reconciler
@@ -156,6 +159,13 @@ class EndReason(StrEnum):
     # Its agent never registered within the provider's boot deadline, or its heartbeats stopped:
     # spothop terminated the instance (the detail holds the console's tail where the cloud has one).
     AGENT_LOST = "agent_lost"
+
+
+def refused_where(provider: str, region: str | None = None) -> str:
+    """Where a launch was refused for good: the provider (``launch_refused``), or the provider in
+    one region (``region_refused``); the key of :attr:`JobView.refused_by` and of a launch's
+    refusals."""
+    return provider if region is None else f"{provider} in {region}"
 
 
 class NodeState(StrEnum):

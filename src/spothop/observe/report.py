@@ -15,11 +15,20 @@ The contract (``docs/observe.md`` draws the figures):
      for a task job, the whole run of an interrupted attempt whose worker
      did not report a save (``saved``: it restarts from an older checkpoint,
      or from the start), none for one that saved.
-   ``goodput`` = useful ÷ paid GPU-seconds.
+   - *unreported*: the whole working time of an attempt whose agent reported
+     no work (:mod:`.work`: no worker step or worker beat in its heartbeats,
+     no checkpoint saved, no clean worker exit, no shard done). A billed
+     instance whose worker never ran did nothing useful; the report lists
+     those attempts (``unreported_attempts``) and says so.
+   ``goodput`` = useful ÷ paid GPU-seconds: it counts only work the agents reported.
 3. **On-demand cost for the same useful work on the same GPUs**: each
    attempt's useful seconds at the on-demand price of the same offering
    (provider, zone, instance type, from the provider's catalog); the saving
    is that less the cost.
+7. **Reconciliation** per provider (:mod:`.reconcile`): the ledger against
+   the provider's bill where it has one ("reconciled against <source>: Δ N
+   µUSD"), else "estimated, not reconciled" (its figure is its adapter's own
+   estimate, from the ledger's own price).
 4. **Cost per effective-TFLOPS-hour**: the cost over the useful
    effective-TFLOPS-hours (GPUs × each offering's effective TFLOPS per GPU).
 5. Splits by provider, zone and market; ``interruptions`` with their lead
@@ -49,7 +58,8 @@ from spothop.observe.billing import SECONDS_PER_HOUR, known_price, microusd, usd
 from spothop.observe.events import EventStream, StreamEvent, interrupted
 from spothop.observe.ledger import Ledger
 from spothop.observe.ledger_record import LedgerRecord
-from spothop.observe.reconcile import reconcile
+from spothop.observe.reconcile import BillSources, bill_sources, reconcile
+from spothop.observe.work import WORK_KINDS, Beat, ReportedWork, read_beats, reported_work
 from spothop.providers.base import Provider
 from spothop.resources.offering import Offering
 
@@ -62,7 +72,7 @@ SHARDS_ENQUEUED = "shards_enqueued"
 OUTPUTS_PUBLISHED = "outputs_published"
 # Every kind of event build_report reads: job_report reads only these from the stream, not the
 # thousands of others (probes, heartbeats' events) a job's agents may have sent.
-REPORT_KINDS = frozenset({*SEEN_KINDS, SHARDS_ENQUEUED, OUTPUTS_PUBLISHED})
+REPORT_KINDS = frozenset({*SEEN_KINDS, SHARDS_ENQUEUED, OUTPUTS_PUBLISHED, *WORK_KINDS})
 
 
 @dataclass(frozen=True)
@@ -118,10 +128,13 @@ class AttemptWork:
     recomputed_gpu_s: float
     on_demand_price_usd_per_hour: float | None
     effective_tflops_per_gpu: float | None
+    unreported_gpu_s: float = 0.0  # working time with no work reported by its agent (rule 2)
+    reported: ReportedWork | None = None  # what its agent reported (None: nothing)
 
     @property
     def useful_gpu_s(self) -> float:
-        return max(0.0, self.paid_gpu_s - self.overhead_gpu_s - self.recomputed_gpu_s)
+        lost = self.overhead_gpu_s + self.recomputed_gpu_s + self.unreported_gpu_s
+        return max(0.0, self.paid_gpu_s - lost)
 
 
 @dataclass(frozen=True)
@@ -143,6 +156,7 @@ class JobReport:
     preempted_attempts: frozenset[str] = frozenset()  # every attempt the cloud interrupted
     outputs: Mapping[str, Any] = field(default_factory=dict)
     restores: tuple[RestoreRecord, ...] = ()  # oldest first (module contract, 6)
+    bill_sources: BillSources = field(default_factory=dict)  # by provider (module contract, 7)
 
     @property
     def interruption_count(self) -> int:
@@ -180,6 +194,15 @@ class JobReport:
     @property
     def recomputed_gpu_s(self) -> float:
         return sum(w.recomputed_gpu_s for w in self.work)
+
+    @property
+    def unreported_gpu_s(self) -> float:
+        return sum(w.unreported_gpu_s for w in self.work)
+
+    @property
+    def unreported_attempts(self) -> tuple[str, ...]:
+        """The attempts that worked (billed past their overhead) with no work their agent reported."""
+        return tuple(w.record.attempt_id for w in self.work if w.unreported_gpu_s > 0)
 
     @property
     def goodput(self) -> float | None:
@@ -251,7 +274,7 @@ class JobReport:
         return split_records(self.records, by, self.preempted)
 
     def to_dict(self) -> dict[str, Any]:
-        reconciliation = reconcile(self.records)
+        reconciliation = reconcile(self.records, self.bill_sources)
         return {
             "job_id": self.job_id,
             "name": self.name,
@@ -280,6 +303,9 @@ class JobReport:
             "shards_run": self.shards_run,
             "shards_released": self.shards_released,
             "goodput": self.goodput,
+            "goodput_basis": "work the agents reported",
+            "unreported_gpu_s": self.unreported_gpu_s,
+            "unreported_attempts": list(self.unreported_attempts),
             "effective_tflops_hours": self.effective_tflops_hours,
             "usd_per_effective_tflops_hour": self.usd_per_effective_tflops_hour,
             "by_provider": [s.to_dict() for s in self.split("provider")],
@@ -290,6 +316,7 @@ class JobReport:
                 "provider_microusd": reconciliation.provider_microusd,
                 "difference_microusd": reconciliation.difference_microusd,
                 "unmatched": [line.attempt_id for line in reconciliation.unmatched],
+                "by_provider": [p.to_dict() for p in reconciliation.by_provider],
             },
             "records": [r.to_dict() for r in self.records],
             "outputs": dict(self.outputs),
@@ -345,10 +372,18 @@ def build_report(
     offerings: Mapping[tuple[str, str, str], Offering],
     restores: Sequence[RestoreRecord] = (),
     published_outputs: int | None = None,
+    *,
+    beats: Sequence[Beat] = (),
+    shards_done_by_worker: Mapping[str, int] | None = None,
+    sources: BillSources | None = None,
 ) -> JobReport:
     """The report of ``job`` from its ledger records, attempts, event stream and the offerings by
     (provider, zone, instance type), its workers' restore records and (a batch job) how many
-    outputs its output location holds (None: not read). Pure: no I/O."""
+    outputs its output location holds (None: not read); ``beats``, the instances' latest
+    heartbeats, and ``shards_done_by_worker`` (where read) with the stream say what work each
+    agent reported (rule 2); ``sources`` each provider's bill (rule 7; none: nothing is
+    reconciled). Pure: no I/O."""
+    reported = reported_work(events, beats, shards_done_by_worker)
     by_attempt = {a.attempt_id: a for a in attempts}
     interruptions = _interruptions(events)
     lead_by_instance = {i.instance_id: i for i in interruptions if i.instance_id}
@@ -371,7 +406,11 @@ def build_report(
         if preempted or seen is not None:
             overhead_s += _wind_down_s(r, attempt, seen)
         working_s = max(0.0, r.billed_s - overhead_s)
-        if job.kind == BATCH:
+        done = reported.get(r.instance_id) if r.instance_id else None
+        unreported_s = working_s if done is None else 0.0
+        if done is None:
+            recomputed_s = 0.0  # nothing reported done, nothing to do again: unreported instead
+        elif job.kind == BATCH:
             recomputed_s = working_s * batch_fraction
         elif (preempted or seen is not None) and (seen is None or seen.saved != SAVED):
             recomputed_s = working_s
@@ -391,6 +430,8 @@ def build_report(
                 effective_tflops_per_gpu=(
                     offering.effective_tflops_per_gpu if offering is not None else None
                 ),
+                unreported_gpu_s=unreported_s * gpus,
+                reported=done,
             )
         )
     taken = frozenset(a.attempt_id for a in attempts if interrupted(a))
@@ -408,6 +449,7 @@ def build_report(
         preempted_attempts=taken,
         outputs=_outputs(events, published_outputs),
         restores=tuple(restores),
+        bill_sources=dict(sources or {}),
     )
 
 
@@ -534,8 +576,9 @@ def offerings_by_place(
 
 
 def job_report(store: JobStore, job_id: str, providers: Mapping[str, Provider]) -> JobReport:
-    """``job_id``'s report: its ledger brought up to date with ``providers``, its event stream, their
-    catalogs. :class:`UnknownJob` if there is no such job."""
+    """``job_id``'s report: its ledger brought up to date with ``providers``, its event stream, its
+    agents' heartbeats, their catalogs and bill sources. :class:`UnknownJob` if there is no such
+    job."""
     job = find_job(store, job_id)
     attempts = store.attempts(job_id)  # read once: the ledger, the stream and the report share it
     records = Ledger(store, providers).update(job_id, attempts)
@@ -548,6 +591,8 @@ def job_report(store: JobStore, job_id: str, providers: Mapping[str, Provider]) 
         offerings_by_place(providers),
         job_restores(job),
         published_outputs(job),
+        beats=read_beats(store, {a.instance_id for a in attempts if a.instance_id}),
+        sources=bill_sources(providers),
     )
 
 

@@ -116,6 +116,12 @@ class Capabilities:
     # whose agent has not registered by then is lost (terminated, its work relaunched; docs/
     # controller.md, agent liveness). None: not watched (a provider with no agents, a simulation).
     boot_deadline_s: float | None = None
+    # Where ``Instance.cost_microusd`` comes from, when it is a bill the cloud itself keeps (the
+    # local cloud's billing records, a bill an adapter was given): the report reconciles the
+    # ledger against it and names it. None: the adapter has no bill to read (a cloud whose bill
+    # API spothop does not call) and its figure, if any, is its own estimate from the price it
+    # launched at; the report says "estimated, not reconciled" (docs/observe.md).
+    bill_source: str | None = None
 
 
 # A real cloud's boot deadline: a GPU image boots and installs spothop in 1-3 minutes.

@@ -120,6 +120,10 @@ class InstanceView:
         return asdict(self)
 
 
+# A launch refused for good: by the provider, or by the provider in one region.
+_REFUSED = ("launch_refused", "region_refused")
+
+
 @dataclass(frozen=True)
 class LaunchFailure:
     """An attempt whose launch the cloud refused, with the cloud's own code and message.
@@ -246,10 +250,10 @@ def job_status(
                 a.instance_type,
                 a.error_code,
                 a.error_message,
-                refused=str(a.end_reason) == "launch_refused",
+                refused=str(a.end_reason) in _REFUSED,
             )
             for a in attempts
-            if a.end_reason is not None and str(a.end_reason) in ("launch_failed", "launch_refused")
+            if a.end_reason is not None and str(a.end_reason) in ("launch_failed", *_REFUSED)
         ),
         spend_usd=round(spend_usd(attempts), 6),
         queue=queue,

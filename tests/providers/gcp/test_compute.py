@@ -194,3 +194,26 @@ def test_an_unknown_region_names_the_known_ones_and_a_missing_sdk_names_the_extr
     monkeypatch.setitem(sys.modules, "google.cloud.compute_v1", None)
     with pytest.raises(ConfigError, match=r"pip install 'spothop\[gcp\]'"):
         get_provider("gcp", project="p")
+
+
+def test_the_console_is_serial_port_1_as_the_cloud_shows_it(cloud: Any) -> None:
+    """A lost agent's boot log comes from ``instances.getSerialPortOutput``: the startup script's
+    lines; an unknown id is InstanceNotFound; a VM spothop deleted shows an empty console."""
+    from spothop.errors import InstanceNotFound
+    from spothop.providers.extensions import ConsoleOutput
+
+    fake, provider = cloud
+    assert isinstance(provider, ConsoleOutput)
+    instance = provider.launch(_request())
+    assert provider.console_output(instance.instance_id) == ""  # not booted yet: nothing written
+    (name,) = fake.instances
+    fake.write_console(name, "startup-script: pip install spothop\n")
+    fake.write_console(name, "startup-script: curl: (7) Failed to connect to 10.0.0.2\n")
+    text = provider.console_output(instance.instance_id)
+    assert text.splitlines()[-1] == "startup-script: curl: (7) Failed to connect to 10.0.0.2"
+    [(_, path, _)] = [c for c in fake.calls if c[0] == "instances.getSerialPortOutput"][-1:]
+    assert path.endswith(f"/instances/{name}/serialPort")
+    with pytest.raises(InstanceNotFound):
+        provider.console_output("4999999999999999999")
+    provider.terminate(instance.instance_id)
+    assert provider.console_output(instance.instance_id) == ""

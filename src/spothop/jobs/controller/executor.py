@@ -27,7 +27,10 @@ Launches (:class:`Launch`) follow the issue's rules:
    ``launch_refused`` when it repeats on every launch of that provider
    (configuration, credentials, an invalid request:
    :func:`~.launch.refuses_every_launch`), with the error's whole text; an
-   in-order launch then skips that provider's other candidates.
+   in-order launch then skips that provider's other candidates. An error the
+   cloud's code table marks ``region_scoped`` (a region not enabled, an image
+   that exists in another region) ends it ``region_refused`` instead, and only
+   the provider's candidates in that region are skipped.
 4. Launch calls run in the background: the loop does not wait for a cloud's
    boot; when a launch ends, the controller is poked (``wake``) so the next
    pass sees it at once. A node with a launch in flight is not launched

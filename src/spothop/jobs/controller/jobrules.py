@@ -69,7 +69,9 @@ class Pass:
 
 
 # An attempt that ended so never ran: the next launch for its node is no recovery.
-_LAUNCH_ENDS = frozenset({EndReason.LAUNCH_FAILED, EndReason.LAUNCH_REFUSED})
+_LAUNCH_ENDS = frozenset(
+    {EndReason.LAUNCH_FAILED, EndReason.LAUNCH_REFUSED, EndReason.REGION_REFUSED}
+)
 
 
 # -- one job ---------------------------------------------------------------------------------

@@ -19,6 +19,11 @@ What each method asks of ECS (RPC API 2014-05-26):
 - ``describe`` / ``list_instances`` / ``terminate``: ``DescribeInstances``
   (by id; by the ``spothop-token`` tag, ``NextToken`` paged),
   ``DeleteInstance`` with ``Force`` (idempotent).
+- ``console_output`` (:class:`~spothop.providers.extensions.ConsoleOutput`):
+  ``GetInstanceConsoleOutput`` (Base64 in the answer, decoded; control
+  sequences removed by ECS), where cloud-init and the agent's unit write (the
+  boot log's tail for a lost agent); an instance the provider deleted, gone
+  from the API, shows an empty console.
 
 Prices: ECS quotes a China region in CNY and the international regions in
 USD; every price is normalised to USD with spothop's rate table
@@ -400,6 +405,27 @@ class AliyunProvider(Provider, OfferingNotes, ClockKeeper):
                 self._region_of[instance_id] = region
                 return region, found[0]
         return None
+
+    def console_output(self, instance_id: str) -> str:
+        """The instance's console as ECS keeps it (``GetInstanceConsoleOutput``): cloud-init's
+        output, the user data's and the agent unit's. Empty for an instance spothop deleted,
+        whose console went with it; InstanceNotFound for an unknown id."""
+        found = self._raw(instance_id)
+        if found is None:
+            if instance_id in self._ended:
+                return ""
+            self.describe(instance_id)  # InstanceNotFound, in the cloud's words
+            return ""
+        try:
+            answer = self._call(
+                found[0], "GetInstanceConsoleOutput", InstanceId=instance_id, RemoveSymbols="true"
+            )
+        except InstanceNotFound:
+            if instance_id in self._ended:
+                return ""
+            raise
+        encoded = str(answer.get("ConsoleOutput") or "")
+        return base64.b64decode(encoded).decode("utf-8", errors="replace")
 
     def describe(self, instance_id: str) -> Instance:
         if instance_id in self._ended:

@@ -25,6 +25,13 @@ the attributes it declares.
 - The image: ``image_id``, else the Deep Learning AMI's public SSM parameter
   (read once per region); a ConfigError naming :data:`IMAGE_ID_ENV` where
   that cannot be read.
+- spothop on the instance: ``install`` (a shell command) when given; else,
+  with the control plane's wheel (the launch's ``distribution``), the
+  wheel into a fresh venv with its dependencies from the package index, or,
+  with ``install_dependencies`` off (a custom AMI whose ``python3`` already
+  has spothop's dependencies), the wheel alone on that interpreter's
+  packages (:func:`spothop.providers.bootstrap.install_step`); else
+  spothop's version from the package index.
 - No reserved pools are held: a request naming one is refused
   (:func:`~spothop.providers.reservations.refuse_reservation`).
 """
@@ -63,6 +70,7 @@ class Ec2Launch(Ec2Instances):
     security_group_ids: list[str]
     key_name: str | None
     install: str | None
+    install_dependencies: bool
     _images: dict[str, str]  # region → the Deep Learning AMI's id there
 
     def _image(self, region: str) -> str:
@@ -112,6 +120,7 @@ class Ec2Launch(Ec2Instances):
             install=self.install,
             image=request.image,
             distribution=request.distribution,
+            with_dependencies=self.install_dependencies,
         )
 
     def launch(self, request: LaunchRequest) -> Instance:

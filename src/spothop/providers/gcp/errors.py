@@ -72,6 +72,9 @@ TABLE = retry.CodeTable(
         }
     ),
     hints=_HINTS,
+    # An organization policy's resource locations (constraints/gcp.resourceLocations) refuse
+    # the region, not the project: another region may take the same request.
+    region_scoped=frozenset({"conditionNotMet"}),
 )
 
 

@@ -20,6 +20,10 @@ What each method asks of Compute Engine (REST; every list call follows ``nextPag
 - ``describe`` / ``list_instances`` / ``terminate``: ``instances.get``,
   ``instances.aggregatedList`` filtered on the ``spothop-token`` label (and
   ``id = N`` for an id not seen yet), ``instances.delete`` (idempotent).
+- ``console_output`` (:class:`~spothop.providers.extensions.ConsoleOutput`):
+  ``instances.getSerialPortOutput`` of serial port 1, where the startup
+  script and the agent's unit write (the boot log's tail for a lost agent);
+  a VM the provider ended itself, gone from the API, shows an empty console.
 
 Ids are Compute Engine's numeric instance ids. A deleted VM is gone from the
 API at once, so the provider keeps what it ended itself (its end time, its
@@ -91,6 +95,7 @@ STARTUP_ITEM = "startup-script"
 DEFAULT_IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu124-debian-11"
 BOOT_DISK_GB = 100
 NOTICE_LEAD_TIME_S = 30.0  # Compute Engine: a preempted VM gets about 30 s (ACPI G2 soft off)
+SERIAL_PORT = 1  # the console: where the startup script and the agent's unit write
 OPERATION_WAITS = 10  # zoneOperations.wait answers within about 2 minutes; this many at most
 CALL_TIMEOUT_S = 120.0
 _PENDING = frozenset({"PROVISIONING", "STAGING", "PENDING"})
@@ -449,6 +454,32 @@ class GcpProvider(Provider, OfferingNotes, ClockKeeper):
         for vm in found:
             self._where[str(vm.id)] = (parse.tail(vm.zone), vm.name)
         return found[0] if found else None
+
+    def console_output(self, instance_id: str) -> str:
+        """Serial port 1 of the VM (``instances.getSerialPortOutput``): the startup script's
+        output and the agent unit's, as Compute Engine keeps it (its last MiB). Empty for a VM
+        spothop deleted, whose console went with it; InstanceNotFound for an unknown id."""
+        if self._raw(instance_id) is None:
+            if instance_id in self._ended:
+                return ""
+            self.describe(instance_id)  # InstanceNotFound, in the cloud's words
+        zone, name = self._where[instance_id]
+        try:
+            output = self._call(
+                "instances",
+                "get_serial_port_output",
+                request={
+                    "project": self.project,
+                    "zone": zone,
+                    "instance": name,
+                    "port": SERIAL_PORT,
+                },
+            )
+        except InstanceNotFound:
+            if instance_id in self._ended:
+                return ""
+            raise
+        return str(output.contents or "")
 
     def describe(self, instance_id: str) -> Instance:
         if instance_id in self._ended:

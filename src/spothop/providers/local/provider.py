@@ -67,7 +67,7 @@ from spothop.providers.base import (
     SpotPrice,
 )
 from spothop.providers.billing import SpotPriceHistory
-from spothop.providers.extensions import ClockKeeper, GroupRendezvous
+from spothop.providers.extensions import ClockKeeper
 from spothop.providers.local import isolation, maintenance, userdata
 from spothop.providers.local.boot import NewInstance, host_never_started, start_host
 from spothop.providers.local.metadata import PROTOCOLS, UNREACHABLE_URL, ScheduledEvent
@@ -89,13 +89,14 @@ from spothop.providers.reservations import Reservation, ReservedCapacity, check_
 from spothop.resources.market_id import MarketId
 from spothop.resources.offering import Offering
 
+# Its instances' cost_microusd: the instance hosts' billing lines (providers/billing.py), kept in the
+# cloud's own store whether or not the controller was alive.
+LOCAL_BILL_SOURCE = "the local cloud's billing records"
 
-class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory, ClockKeeper, GroupRendezvous):
+
+class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory, ClockKeeper):
     """One simulated cloud of a world. See the module docstring for its rules."""
 
-    # Every instance is a process on this machine: a multi-node group rendezvouses on the
-    # loopback (docs/multinode.md). The controller's executor reads it for MASTER_ADDR.
-    group_rendezvous_host = "127.0.0.1"
     shares_host_network = True  # its instances reach a loopback control plane (SharesHostNetwork)
 
     def __init__(
@@ -131,6 +132,7 @@ class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory, ClockKeeper, G
             # Its own clock's: the controller reads it over the world's speed (and gives the boot
             # script's install, wall time on this machine, a floor of its own).
             boot_deadline_s=self.spec.launch_delay_s + BOOT_DEADLINE_S,
+            bill_source=LOCAL_BILL_SOURCE,
         )
         # Built without writing: a provider that only shows prices leaves the shared anchor alone.
         self._market_start_s = market_start(self.store, anchor=False)
