@@ -170,6 +170,8 @@ def _usd(value: float | None, digits: int = 4) -> str:
 def _show(d: dict[str, Any]) -> None:
     """The report of ``report JOB --json`` as tables, then its recommendations."""
     console.print(Text.assemble("job ", (d["job_id"], "bold"), f" ({d['name']}) · {d['state']}"))
+    if d.get("reason"):  # a budget reached, a deadline missed: said where the cost is
+        console.print(f"reason: {d['reason']}")
     console.print(table(None, ["figure", "value"], _figures(d)))
     for missing in d["missing_prices"]:
         note(f"price missing: {missing}", "yellow")
