@@ -230,6 +230,10 @@ def _group_node(
     return attempt.attempt_id
 
 
+def _attempt_of(store: JobStore, job_id: str, instance_id: str) -> str:
+    return next(a.attempt_id for a in store.attempts(job_id) if a.instance_id == instance_id)
+
+
 def _registered(plane: ControlPlane, instance_id: str, address: str) -> None:
     plane.register(
         Registration(instance_id=instance_id, provider="aws-sim", private_address=address)
@@ -261,6 +265,13 @@ def test_the_rendezvous_waits_for_every_nodes_address_then_names_node_0s(case: C
         )
         assert case.plane.rendezvous() == expected
         assert expected.env()["SKYPILOT_NODE_IPS"] == "10.0.0.7\n10.0.0.12"
+        # Node 0's worker finished first and its attempt ended: node 1 is not stranded.
+        store.update_attempt(
+            _attempt_of(store, job_id, peer),
+            state=AttemptState.ENDED,
+            end_reason=EndReason.SUCCEEDED,
+        )
+        assert case.plane.rendezvous() == expected
         # A newer generation launched: this one's nodes meet no more.
         _group_node(store, job_id, 0, unique("i"), generation=1)
         assert case.plane.rendezvous() is None

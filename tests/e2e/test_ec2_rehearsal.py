@@ -36,6 +36,7 @@ from spothop.jobs.lifecycle import EndReason, JobState
 from spothop.jobs.spec import load_job
 from spothop.jobs.store import JobStore
 from spothop.observe.ledger import Ledger, close_books
+from spothop.observe.report import job_report
 from spothop.paths import spothop_home
 from spothop.providers.aws import AwsProvider
 from spothop.providers.aws.instances import ENDED_TAG, PRICE_TAG
@@ -269,6 +270,14 @@ def test_a_task_job_on_ec2_is_preempted_once_succeeds_and_costs_what_moto_bills(
         i: round(s, 3) for i, (s, _) in usage.items()
     }
     assert abs(cost - billed) <= len(records)  # a µUSD of rounding per record
+    # The report says where its figures come from: spothop reads no bill of EC2's, so its cost is
+    # an estimate, never "reconciled" against itself; goodput counts only reported work.
+    report = job_report(stage.store, job_id, {"aws": stage.provider}).to_dict()
+    by_provider = report["reconciliation"]["by_provider"]
+    assert [(p["provider"], p["summary"]) for p in by_provider] == [
+        ("aws", "estimated, not reconciled")
+    ]
+    assert report["goodput_basis"] == "work the agents reported"
 
     # cancel: a long job's instance ends at the cloud.
     long_id = stage.submit(name="ec2-long", run="sleep 600")

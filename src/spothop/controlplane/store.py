@@ -287,9 +287,11 @@ def group_rendezvous(conn: Connection, instance_id: str) -> Rendezvous | None:
     none to give.
 
     The attempt's generation must be its job's newest, and the attempt live. Each node of the
-    generation is its newest live attempt (a node lost before the rendezvous is replaced within
-    the generation: its successor takes its rank); the rendezvous waits until each has an agent
-    that registered an address. The port is the generation's (:func:`~spothop.wire.group.group_port`).
+    generation is its newest attempt that is live or registered an address (a node lost before
+    the rendezvous is replaced within the generation: its successor takes its rank; a node that
+    registered and has already ended, say a worker that finished first, is still where its rank
+    was: its peers are not stranded); the rendezvous waits until each has an agent that
+    registered an address. The port is the generation's (:func:`~spothop.wire.group.group_port`).
     """
     from sqlalchemy import func, or_, select
 
@@ -313,12 +315,16 @@ def group_rendezvous(conn: Connection, instance_id: str) -> Rendezvous | None:
     if newest != generation:
         return None
     rows = conn.execute(
-        select(t.c.node, t.c.instance_id, beats.c.private_address)
+        select(t.c.node, t.c.ended_unix_s, beats.c.private_address)
         .select_from(t.outerjoin(beats, beats.c.instance_id == t.c.instance_id))
-        .where(t.c.job_id == job_id, t.c.generation == generation, t.c.ended_unix_s.is_(None))
+        .where(t.c.job_id == job_id, t.c.generation == generation)
         .order_by(t.c.node, t.c.launched_unix_s)
     ).all()
-    by_node = {int(r.node): r.private_address or "" for r in rows}  # the newest attempt wins
+    by_node = {  # the newest attempt wins, of those live or registered
+        int(r.node): r.private_address or ""
+        for r in rows
+        if r.ended_unix_s is None or r.private_address
+    }
     nnodes = int(mine["group_nnodes"])
     addresses = tuple(by_node.get(n, "") for n in range(nnodes))
     if not all(addresses):

@@ -217,3 +217,18 @@ def test_the_console_is_serial_port_1_as_the_cloud_shows_it(cloud: Any) -> None:
         provider.console_output("4999999999999999999")
     provider.terminate(instance.instance_id)
     assert provider.console_output(instance.instance_id) == ""
+
+
+def test_an_image_that_does_not_exist_is_a_refused_launch_naming_the_option(cloud: Any) -> None:
+    """Compute Engine answers an insert naming a missing image with 404 notFound: that is the
+    launch's image (every launch would name it again), never an instance gone."""
+    from spothop.errors import InstanceNotFound, InvalidRequest
+
+    fake, provider = cloud
+    missing = "The resource 'projects/p/global/images/family/no-such-family' was not found"
+    fake.fail_next("instances.insert", 404, "notFound", missing)
+    with pytest.raises(InvalidRequest) as info:
+        provider.launch(_request())
+    assert not isinstance(info.value, InstanceNotFound)
+    assert "no-such-family" in str(info.value) and "SPOTHOP_GCP_IMAGE" in str(info.value)
+    assert provider.list_instances() == []

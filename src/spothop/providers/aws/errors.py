@@ -40,6 +40,9 @@ _HINTS = {
     "InvalidAMIID.Malformed": _AMI_FIX,
     "InvalidGroup.NotFound": "set security_group_ids= or SPOTHOP_AWS_SECURITY_GROUP_IDS to groups of this region's VPC",
     "InvalidKeyPair.NotFound": "set key_name= or SPOTHOP_AWS_KEY_NAME to a key pair of this region, or leave it out",
+    # IAM's code for an instance profile that does not exist (EC2 itself says
+    # InvalidParameterValue, "Invalid IAM Instance Profile name", refused the same way).
+    "NoSuchEntity": "set instance_profile= or SPOTHOP_AWS_INSTANCE_PROFILE to an instance profile of this account, or leave it out",
 }
 
 TABLE = retry.CodeTable(
@@ -102,9 +105,21 @@ TABLE = retry.CodeTable(
             "InvalidSubnetID.NotFound",
             "InvalidGroup.NotFound",
             "InvalidKeyPair.NotFound",
+            "NoSuchEntity",
             "InvalidUserData.Malformed",
             "MissingParameter",
             "ValidationError",
+        }
+    ),
+    # An AMI, security group or subnet exists in one region only, and a region is enabled (opted
+    # in) or not: these refuse that region, not the provider. UnauthorizedOperation stays
+    # provider-wide: the same code says a policy blocks a region or the credentials lack an action.
+    region_scoped=frozenset(
+        {
+            "OptInRequired",
+            "InvalidAMIID.NotFound",
+            "InvalidGroup.NotFound",
+            "InvalidSubnetID.NotFound",
         }
     ),
     hints=_HINTS,

@@ -66,7 +66,7 @@ from spothop.providers.base import (
 from spothop.providers.extensions import ClockKeeper, OfferingNotes
 from spothop.providers.gcp import offerings as parse
 from spothop.providers.gcp import sdk
-from spothop.providers.gcp.errors import map_error, with_retries
+from spothop.providers.gcp.errors import map_error, missing_resource, with_retries
 from spothop.providers.gcp.userdata import render_startup_script
 from spothop.providers.local.metadata.gcp import BILLING, ERROR_CODES
 from spothop.providers.records import (
@@ -386,16 +386,19 @@ class GcpProvider(Provider, OfferingNotes, ClockKeeper):
         name = parse.resource_name(request.name or node or "spothop", secrets.token_hex(4))
         body = self._body(request, zone, name, tags, price)
         request_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"spothop:{self.project}:{token}"))
-        operation = self._call(
-            "instances",
-            "insert_unary",
-            request={
-                "project": self.project,
-                "zone": zone,
-                "instance_resource": body,
-                "request_id": request_id,
-            },
-        )
+        try:
+            operation = self._call(
+                "instances",
+                "insert_unary",
+                request={
+                    "project": self.project,
+                    "zone": zone,
+                    "instance_resource": body,
+                    "request_id": request_id,
+                },
+            )
+        except InstanceNotFound as exc:  # the image or network named, never the new instance
+            raise missing_resource(self.name, exc) from None
         try:
             self._finish(operation, zone)
             raw = self._call("instances", "get", project=self.project, zone=zone, instance=name)
@@ -420,7 +423,9 @@ class GcpProvider(Provider, OfferingNotes, ClockKeeper):
         errors = list(operation.error.errors) if operation.error else []
         if errors:
             first = errors[0]
-            raise map_error(self.name, str(first.code), str(first.message))
+            raise missing_resource(
+                self.name, map_error(self.name, str(first.code), str(first.message))
+            )
 
     def _delete(self, zone: str, name: str) -> None:
         try:
