@@ -86,11 +86,12 @@ def report(
 def _local(
     job_id: str | None, since: str, by: str, store_url: str | None, plot: Path | None
 ) -> dict[str, Any]:
+    from spothop.db import store_to_read
     from spothop.jobs.store import JobStore
     from spothop.providers.registry import default_providers
 
     providers = default_providers()
-    with JobStore(store_url) as store:
+    with JobStore(store_to_read(store_url)) as store:
         if job_id is None:
             return costs(store, providers, CostQuery(since, by)).to_dict()
         data = job_report(store, job_id, providers).to_dict()
@@ -169,6 +170,8 @@ def _usd(value: float | None, digits: int = 4) -> str:
 def _show(d: dict[str, Any]) -> None:
     """The report of ``report JOB --json`` as tables, then its recommendations."""
     console.print(Text.assemble("job ", (d["job_id"], "bold"), f" ({d['name']}) · {d['state']}"))
+    if d.get("reason"):  # a budget reached, a deadline missed: said where the cost is
+        console.print(f"reason: {d['reason']}")
     console.print(table(None, ["figure", "value"], _figures(d)))
     for missing in d["missing_prices"]:
         note(f"price missing: {missing}", "yellow")

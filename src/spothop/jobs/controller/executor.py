@@ -380,8 +380,15 @@ class Executor(LaunchSteps):
         )
 
     def _enqueue_shards(self, action: A.EnqueueShards) -> Detail:
+        from spothop.queue.errors import BatchSpecError
+
         job = self.store.get_job(action.job_id)
-        added = enqueue_shards(job.spec(), job.job_id, self.queue_url)
+        try:
+            added = enqueue_shards(job.spec(), job.job_id, self.queue_url)
+        except BatchSpecError as exc:  # inputs no shard could be read from: no pass fixes them
+            if not job.state.final:
+                self.store.transition(job.job_id, JobState.FAILED, "job_failed", reason=str(exc))
+            return {"failed": str(exc)}
         self.store.record_event(job.job_id, "shards_enqueued", {"added": added})
         return {"added": added}
 

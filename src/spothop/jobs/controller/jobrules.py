@@ -1,12 +1,11 @@
 """Step 4 of a pass: one job's rules, from cancel to the state it settles on.
 
-Per job (:class:`JobDecision`): cancel → fail (retries, dead shards, ``max_interruptions``,
-agents lost in a row) → succeed (every node done; a batch queue drained and its outputs
-published) → per node: hand over, replace, fail over or launch → fail when every provider that
-could take it refuses (:meth:`JobDecision._refused`) → the job's state. A job with a deadline
-launches (and switches, make-before-break) only in the market kind its deadline policy chooses
-this pass (:mod:`.deadline`). Pure, like :func:`~.decide.decide`.
-"""
+Per job (:class:`JobDecision`): cancel → fail (retries, dead shards, ``max_interruptions``, no
+progress or budget: :mod:`.progress`) → succeed (every node done; a batch queue drained and its
+outputs published) → per node: hand over, replace, fail over or launch → fail when every provider
+that could take it refuses (:meth:`JobDecision._refused`) → the job's state. A job with a deadline
+launches (and switches, make-before-break) only in the market kind its deadline policy chooses this
+pass (:mod:`.deadline`). Pure, like :func:`~.decide.decide`."""
 
 from __future__ import annotations
 
@@ -29,8 +28,8 @@ from spothop.jobs.controller.actions import (
 from spothop.jobs.controller.config import ControllerConfig
 from spothop.jobs.controller.deadline import DeadlinePlan, deadline_plan
 from spothop.jobs.controller.group import group_actions, group_succeeded
-from spothop.jobs.controller.liveness import lost_loop
 from spothop.jobs.controller.place import JobPlacement, ReservedLedger, refusal_reason
+from spothop.jobs.controller.progress import deadline_missed, stalled
 from spothop.jobs.controller.snapshot import AttemptView, JobView, Snapshot
 from spothop.jobs.lifecycle import (
     TRANSITIONS,
@@ -273,7 +272,7 @@ class JobDecision:
             and spec.on_max_interruptions is OnMaxInterruptions.FAIL
         ):
             return f"max_interruptions ({limit}) reached: {job.interruptions} interruptions"
-        return lost_loop(job, self.p.config.agent_lost_limit)
+        return stalled(job, self.now, self.p.config)
 
     def _refused(self) -> str | None:
         """Why the job fails: every provider that could take it refuses it; None while another
@@ -570,6 +569,7 @@ class JobDecision:
         self._move(target, why)
 
     def _move(self, target: JobState, why: str) -> None:
+        why += deadline_missed(self.job, self.now, target)
         for state in _path(self.job.state, target):
             self.out.append(SetJobState(self.job.job_id, state, why))
 

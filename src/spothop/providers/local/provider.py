@@ -256,7 +256,9 @@ class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory, ClockKeeper):
 
     def launch(self, request: LaunchRequest) -> Instance:
         if request.image is not None:  # checked first: nothing here can run a container
-            raise ProviderError(
+            # InvalidRequest: it fails every launch here alike, so the job stops trying this
+            # cloud (launch_refused) and fails with this message, instead of relaunching forever.
+            raise InvalidRequest(
                 self.name,
                 self.codes.invalid_parameter,
                 f"image {request.image!r}: the local cloud has no container runtime",
@@ -316,7 +318,9 @@ class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory, ClockKeeper):
             image_paths=self.world.image_paths,
             buckets=self.world.buckets,
         )
-        (directory / "instance.json").write_text(json.dumps(host_spec, indent=2))
+        spec_file = directory / "instance.json"
+        spec_file.write_text(json.dumps(host_spec, indent=2))
+        spec_file.chmod(0o600)  # it holds the agent's environment
         (directory / ROOT_VOLUME_FILE).write_text(json.dumps(root_volume(request), indent=2))
         added = self.store.add_instance(new.row(directory), capacity=pool.count if pool else None)
         if not added:
