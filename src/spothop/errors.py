@@ -44,7 +44,7 @@ code  name                        meaning
     │       └── CatalogRowError     one malformed row: file, line, field, reason
     ├── NotFoundError               what was named does not exist (a path, a job, a checkpoint)     exit 3
     │   ├── JobNotFound             no job with that id in the job store (spothop.jobs.errors)
-    │   │   └── UnknownJob          the same, for a report: lists the nearest ids (spothop.observe.report)
+    │   │   └── UnknownJob          the same, for a report: lists the nearest ids (spothop.observe.job_report)
     │   └── AttemptNotFound         no instance attempt with that id
     ├── IllegalTransition           a job or attempt state change the lifecycle table refuses       exit 1
     ├── JobChanged                  a job written by someone else since the version the writer read exit 1

@@ -35,8 +35,8 @@ from spothop.jobs.controller.loop import Controller
 from spothop.jobs.lifecycle import EndReason, JobState
 from spothop.jobs.spec import load_job
 from spothop.jobs.store import JobStore
+from spothop.observe.job_report import job_report
 from spothop.observe.ledger import Ledger, close_books
-from spothop.observe.report import job_report
 from spothop.paths import spothop_home
 from spothop.providers.aws import AwsProvider
 from spothop.providers.aws.instances import ENDED_TAG, PRICE_TAG

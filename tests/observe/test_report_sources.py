@@ -15,8 +15,8 @@ from spothop.jobs.controller.executor import Executor
 from spothop.jobs.spec import load_job
 from spothop.jobs.store import JobStore
 from spothop.market import ManualClock
+from spothop.observe.job_report import job_report
 from spothop.observe.reconcile import NOT_RECONCILED
-from spothop.observe.report import job_report
 from spothop.providers.fake.provider import FAKE_BILL_SOURCE
 from spothop.scheduler.market_view import MarketKind
 from spothop.scheduler.placement import Candidate

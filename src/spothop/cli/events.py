@@ -64,7 +64,7 @@ def events(
     with JobStore(store_to_read(store_url)) as store:
         if show_mtbf:
             if job_id is not None:
-                from spothop.observe.report import find_job
+                from spothop.observe.job_report import find_job
 
                 find_job(store, job_id)  # an unknown job says so, with the nearest ids
             _mtbf(store, job_id, as_json)

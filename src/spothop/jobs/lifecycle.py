@@ -29,6 +29,7 @@ before the instance reported running.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping
 from enum import StrEnum
 
@@ -86,6 +87,35 @@ TRANSITIONS: Mapping[JobState, frozenset[JobState]] = {
     JobState.FAILED: frozenset(),
     JobState.CANCELLED: frozenset(),
 }
+
+
+def job_state_path(current: JobState, target: JobState) -> list[JobState]:
+    """The legal steps from ``current`` to ``target`` (shortest, through live states); none if there
+    is no such path or they are the same state, except that a running job that must go back to
+    provisioning or pending goes to recovering instead."""
+    if current is target:
+        return []
+    if target in (JobState.PENDING, JobState.PROVISIONING) and current in (
+        JobState.RUNNING,
+        JobState.RECOVERING,
+    ):
+        target = JobState.RECOVERING
+        if current is target:
+            return []
+    seen = {current: [current]}
+    queue = deque([current])
+    while queue:
+        state = queue.popleft()
+        for nxt in sorted(TRANSITIONS[state]):
+            if nxt in seen or (nxt.final and nxt is not target):
+                continue
+            seen[nxt] = [*seen[state], nxt]
+            if nxt is target:
+                return seen[nxt][1:]
+            queue.append(nxt)
+    return []
+
+
 """``TRANSITIONS[a]``: the states a job in state ``a`` may move to; nothing else is legal."""
 
 LIVE_STATES = frozenset(s for s in JobState if TRANSITIONS[s])

@@ -9,7 +9,6 @@ pass (:mod:`.deadline`). Pure, like :func:`~.decide.decide`."""
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass, field
 
 from spothop.jobs.controller.actions import (
@@ -31,12 +30,7 @@ from spothop.jobs.controller.group import group_actions, group_succeeded
 from spothop.jobs.controller.place import JobPlacement, ReservedLedger, refusal_reason
 from spothop.jobs.controller.progress import deadline_missed, stalled
 from spothop.jobs.controller.snapshot import AttemptView, JobView, Snapshot
-from spothop.jobs.lifecycle import (
-    TRANSITIONS,
-    AttemptState,
-    EndReason,
-    JobState,
-)
+from spothop.jobs.lifecycle import AttemptState, EndReason, JobState, job_state_path
 from spothop.jobs.spec import JobKind, OnMaxInterruptions
 from spothop.resources.market_id import MarketId
 from spothop.scheduler.market_view import MarketKind
@@ -570,32 +564,5 @@ class JobDecision:
 
     def _move(self, target: JobState, why: str) -> None:
         why += deadline_missed(self.job, self.now, target)
-        for state in _path(self.job.state, target):
+        for state in job_state_path(self.job.state, target):
             self.out.append(SetJobState(self.job.job_id, state, why))
-
-
-def _path(current: JobState, target: JobState) -> list[JobState]:
-    """The legal steps from ``current`` to ``target`` (shortest, through live states); none if there
-    is no such path or they are the same state, except that a running job that must go back to
-    provisioning or pending goes to recovering instead."""
-    if current is target:
-        return []
-    if target in (JobState.PENDING, JobState.PROVISIONING) and current in (
-        JobState.RUNNING,
-        JobState.RECOVERING,
-    ):
-        target = JobState.RECOVERING
-        if current is target:
-            return []
-    seen = {current: [current]}
-    queue = deque([current])
-    while queue:
-        state = queue.popleft()
-        for nxt in sorted(TRANSITIONS[state]):
-            if nxt in seen or (nxt.final and nxt is not target):
-                continue
-            seen[nxt] = [*seen[state], nxt]
-            if nxt is target:
-                return seen[nxt][1:]
-            queue.append(nxt)
-    return []

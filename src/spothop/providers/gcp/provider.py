@@ -59,7 +59,6 @@ from spothop.market.clock import Clock, WallClock
 from spothop.providers.base import (
     BOOT_DEADLINE_S,
     Capabilities,
-    DiskTier,
     Instance,
     InstanceState,
     LaunchRequest,
@@ -69,8 +68,8 @@ from spothop.providers.base import (
 from spothop.providers.extensions import ClockKeeper, OfferingNotes
 from spothop.providers.gcp import offerings as parse
 from spothop.providers.gcp import sdk
+from spothop.providers.gcp.body import PRICE_ITEM, TAGS_ITEM, TYPE_ITEM, instance_body
 from spothop.providers.gcp.errors import map_error, missing_resource, with_retries
-from spothop.providers.gcp.userdata import render_startup_script
 from spothop.providers.local.metadata.gcp import BILLING, ERROR_CODES
 from spothop.providers.records import (
     TOKEN_TAG,
@@ -80,7 +79,6 @@ from spothop.providers.records import (
     iso_seconds,
     launch_tags,
     new_token,
-    number_text,
     split_list,
 )
 from spothop.providers.reservations import refuse_reservation
@@ -91,35 +89,7 @@ log = logging.getLogger("spothop.providers.gcp")
 
 NAME = "gcp"
 DEFAULT_REGIONS = ("us-central1",)
-TAGS_ITEM = "spothop-tags"
-PRICE_ITEM = "spothop-price-usd-per-hour"
-TYPE_ITEM = "spothop-instance-type"
-STARTUP_ITEM = "startup-script"
 DEFAULT_IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu124-debian-11"
-BOOT_DISK_GB = 100
-# SkyPilot's disk tiers as Compute Engine disk types (best: the fastest, as ultra).
-DISK_TYPES: Mapping[DiskTier, str] = {
-    DiskTier.LOW: "pd-standard",
-    DiskTier.MEDIUM: "pd-balanced",
-    DiskTier.HIGH: "pd-ssd",
-    DiskTier.ULTRA: "pd-extreme",
-    DiskTier.BEST: "pd-extreme",
-}
-
-
-def boot_disk(request: LaunchRequest, zone: str, image: str) -> dict[str, Any]:
-    """The boot disk's ``initialize_params``: the request's machine image, else ``image``; its
-    ``disk`` size (else :data:`BOOT_DISK_GB`) and the tier's disk type (else the default)."""
-    disk = request.disk
-    params: dict[str, Any] = {
-        "source_image": request.image_id or image,
-        "disk_size_gb": disk.size_gib if disk and disk.size_gib else BOOT_DISK_GB,
-    }
-    if disk is not None and disk.tier is not None:
-        params["disk_type"] = f"zones/{zone}/diskTypes/{DISK_TYPES[disk.tier]}"
-    return params
-
-
 NOTICE_LEAD_TIME_S = 30.0  # Compute Engine: a preempted VM gets about 30 s (ACPI G2 soft off)
 SERIAL_PORT = 1  # the console: where the startup script and the agent's unit write
 OPERATION_WAITS = 10  # zoneOperations.wait answers within about 2 minutes; this many at most
@@ -330,64 +300,6 @@ class GcpProvider(Provider, OfferingNotes, ClockKeeper):
             "name a zone, or a type the region sells (spothop catalog ls --provider gcp)",
         )
 
-    def _body(
-        self, request: LaunchRequest, zone: str, name: str, tags: Mapping[str, str], price: float
-    ) -> Any:
-        compute_v1 = sdk.import_compute()
-        shape = parse.machine_shape(request.instance_type)
-        env = {"SPOTHOP_CLOUD": self.name, **request.env}
-        script = render_startup_script(
-            request.bootstrap_command,
-            env,
-            install=self.install,
-            image=request.image,
-            distribution=request.distribution,
-        )
-        items = {
-            STARTUP_ITEM: script,
-            TAGS_ITEM: json.dumps(dict(tags), sort_keys=True),
-            PRICE_ITEM: number_text(price),
-            TYPE_ITEM: request.instance_type,
-        }
-        scheduling: dict[str, Any] = {
-            "on_host_maintenance": "TERMINATE",
-            "automatic_restart": False,
-        }
-        if request.spot:
-            scheduling |= {"provisioning_model": "SPOT", "instance_termination_action": "DELETE"}
-        else:
-            scheduling |= {"provisioning_model": "STANDARD"}
-        body: dict[str, Any] = {
-            "name": name,
-            "machine_type": f"zones/{zone}/machineTypes/{shape.machine_type}",
-            "labels": {parse.label_key(k): parse.label_value(v) for k, v in tags.items()},
-            "metadata": {"items": [{"key": k, "value": v} for k, v in items.items()]},
-            "scheduling": scheduling,
-            "disks": [
-                {
-                    "boot": True,
-                    "auto_delete": True,
-                    "initialize_params": boot_disk(request, zone, self.image),
-                }
-            ],
-            "network_interfaces": [
-                {
-                    "network": self.network,
-                    "access_configs": [{"name": "External NAT", "type_": "ONE_TO_ONE_NAT"}],
-                }
-            ],
-        }
-        if shape.accelerator:
-            body["guest_accelerators"] = [
-                {
-                    "accelerator_type": f"zones/{zone}/acceleratorTypes/{shape.accelerator}",
-                    "accelerator_count": shape.accelerator_count,
-                }
-            ]
-        if self.service_account:
-            body["service_accounts"] = [{"email": self.service_account, "scopes": sdk.SCOPES}]
-        return compute_v1.Instance(body)
-
     def launch(self, request: LaunchRequest) -> Instance:
         refuse_reservation(self.name, ERROR_CODES.invalid_parameter, request)
         parse.machine_shape(request.instance_type)  # a malformed type is refused before any call
@@ -410,7 +322,18 @@ class GcpProvider(Provider, OfferingNotes, ClockKeeper):
         token = request.tags.get(TOKEN_TAG) or new_token()
         tags, node = launch_tags(request.tags, request.name, token)
         name = parse.resource_name(request.name or node or "spothop", secrets.token_hex(4))
-        body = self._body(request, zone, name, tags, price)
+        body = instance_body(
+            self.name,
+            request,
+            zone,
+            name,
+            tags,
+            price,
+            image=self.image,
+            install=self.install,
+            network=self.network,
+            service_account=self.service_account,
+        )
         request_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"spothop:{self.project}:{token}"))
         try:
             operation = self._call(
