@@ -237,13 +237,16 @@ def as_bytes(tensor: torch.Tensor) -> np.ndarray[Any, np.dtype[np.uint8]]:
     return flat.view(torch.uint8).numpy()
 
 
-def from_bytes(buffer: bytearray, dtype: str, shape: tuple[int, ...]) -> torch.Tensor:
+def from_bytes(
+    buffer: np.ndarray[Any, np.dtype[np.uint8]], dtype: str, shape: tuple[int, ...]
+) -> torch.Tensor:
+    """A tensor sharing the memory of ``buffer`` (a leaf's raw bytes as read back)."""
     torch_dtype = getattr(torch, dtype)
     if not isinstance(torch_dtype, torch.dtype):
         raise ValueError(f"unknown torch dtype {dtype!r}")
     if len(buffer) == 0:
         return torch.empty(shape, dtype=torch_dtype)
-    return torch.frombuffer(buffer, dtype=torch.uint8).view(torch_dtype).reshape(shape)
+    return torch.from_numpy(buffer).view(torch_dtype).reshape(shape)
 
 
 def encode_dtype(value: object) -> str | None:
