@@ -9,7 +9,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import blake3
-
 import numpy as np
 import pytest
 import torch

@@ -48,6 +48,7 @@ from typing import Any
 
 from spothop.checkpoint.errors import CheckpointConfigError, CheckpointCorrupt, FormatVersionError
 
+_blake3: Any
 try:
     import blake3 as _blake3
 except ImportError:  # pragma: no cover - a core dependency; saves fall back to format 2 without it

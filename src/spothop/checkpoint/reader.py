@@ -147,7 +147,7 @@ def read_leaves(
         lambda: defaultdict(list)
     )
     for key, leaf in manifest.leaves.items():
-        view, position = memoryview(buffers[key]), 0
+        view, position = memoryview(buffers[key].data), 0
         for ref in leaf.chunks:
             targets[ref.file][ref.offset, ref.stored_bytes].append(
                 (ref, view[position : position + ref.raw_bytes])
@@ -252,7 +252,7 @@ def _stream_segments(
                 targets = chunks.get((offset, length), [])
                 raw_target = bool(targets) and targets[0][0].codec is Codec.RAW
                 # A raw chunk is read straight into its destination: no scratch copy.
-                buffer = targets[0][1] if raw_target else memoryview(_uninitialised(length))
+                buffer = targets[0][1] if raw_target else memoryview(_uninitialised(length).data)
                 got = reader.readinto(buffer)
                 if got != length:
                     raise CheckpointCorrupt(
