@@ -37,7 +37,7 @@ import functools
 import os
 import threading
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -131,6 +131,7 @@ def write_packs(
     cancel: threading.Event,
     compress_below: float = DEFAULT_COMPRESS_BELOW,
     digest: Digest | None = None,
+    ready: Callable[[str], None] | None = None,
 ) -> PackSet:
     """Write ``leaves`` into up to ``streams`` pack files under ``folder``, uploaded at once.
 
@@ -138,6 +139,7 @@ def write_packs(
     (:func:`write_pack`) with its share of the encoding workers. A run has at least
     ``MIN_STREAM_BYTES``, so small saves stay one file. A failed run fails the save with its error
     once the others have ended; the caller removes the folder. ``digest`` None: :func:`default_digest`.
+    ``ready(key)``, when given, blocks until a leaf's bytes may be read (a copy still being made).
     """
     digest = digest or default_digest()
     groups = _runs(leaves, streams)
@@ -150,6 +152,7 @@ def write_packs(
         cancel=cancel,
         compress_below=compress_below,
         digest=digest,
+        ready=ready,
     )
     if len(groups) == 1:
         one = write(f"{folder}/{pack_name(0)}", leaves, workers=workers)
@@ -271,6 +274,7 @@ def write_pack(
     cancel: threading.Event,
     compress_below: float = DEFAULT_COMPRESS_BELOW,
     digest: Digest | None = None,
+    ready: Callable[[str], None] | None = None,
 ) -> PackResult:
     """Write ``leaves`` into one pack file at ``relative``; chunks equal to ``parent``'s are referenced.
 
@@ -286,7 +290,7 @@ def write_pack(
         writer = _Writer(target, relative, compress_below, level, digest or default_digest())
         try:
             refs = writer.write(
-                pool, leaves, parent, chunk_bytes, workers * INFLIGHT_PER_WORKER, cancel
+                pool, leaves, parent, chunk_bytes, workers * INFLIGHT_PER_WORKER, cancel, ready
             )
         finally:
             writer.abandon()  # after a failure: no worker may wait for an offset that never comes
@@ -428,6 +432,7 @@ class _Writer:
         chunk_bytes: int,
         max_inflight: int,
         cancel: threading.Event,
+        ready: Callable[[str], None] | None = None,
     ) -> dict[str, list[ChunkRef]]:
         """Every chunk of every leaf with data, in file order; returns each leaf's chunk refs.
 
@@ -443,6 +448,8 @@ class _Writer:
         for leaf in leaves:
             if leaf.data is None:
                 continue
+            if ready is not None:
+                ready(leaf.key)
             out = refs[leaf.key] = []
             parent_entry = parent.get(leaf.key) if parent else None
             parent_shas = _parent_shas(leaf, parent)

@@ -198,6 +198,7 @@ class SaveJob:
                 workers=workers,
                 cancel=cancel,
                 compress_below=compress_below,
+                ready=snapshot.streamed.wait if snapshot.streamed is not None else None,
             )
             manifest = self.manifest(
                 snapshot, result.leaves, result.files, world, result.digest.format_version
