@@ -7,7 +7,8 @@ by side in one run, and prints one table:
 
 * full synchronous save throughput vs a plain file write (+fsync) of the same bytes (target ≥ 0.9),
   medians of alternating pairs, for the local tier (raw) and the durable tier (adaptive zstd 3, into
-  a folder); for the local tier also its write phase alone (after the host copy);
+  a folder); for the local tier also the time after the copy (``total_s - blocking_s``: the write
+  overlaps the streamed copy, so this is what the save still takes once ``save()`` has returned);
 * training-loop stall of an async save vs a synchronous ``torch.save`` (target ≥ 10× less),
   with ``torch.distributed.checkpoint.async_save`` in the same table: the first save (host
   buffers allocated and page-faulted; and after ``Checkpointer.prepare`` allocated them in the
@@ -355,8 +356,9 @@ def bench_size(size_mib: int, work: Path, io_only: bool) -> list[Row]:
     # Every tensor changed since the last save, as after a training step: the save copies all of it.
     # Plain write and local save side by side, alternating. The plain write writes each tensor's own
     # memory (no copy), as a torch.save-free user write would. The save row counts the host copy too
-    # (Checkpointer.save always copies first; a synchronous ``save().wait()`` pays it), the
-    # "write phase" row leaves it out (SaveStats.total_s - blocking_s), comparing like with like.
+    # (Checkpointer.save always copies; a synchronous ``save().wait()`` pays it, though the write now
+    # starts behind the streamed copy), the "after the copy" row leaves the stall out
+    # (SaveStats.total_s - blocking_s).
     # Both sides keep their previous file until the new one is written, then delete it, untimed (the
     # checkpointer's local clean-up runs after ``wait()``; ``settle`` drains it). On this VM the order
     # matters more than anything else: page-cache pages freed a moment ago are reused at ~2 GB/s, while
@@ -417,7 +419,7 @@ def bench_size(size_mib: int, work: Path, io_only: bool) -> list[Row]:
     )
     rows.append(
         (
-            "local tier, write phase (no host copy) vs plain write+fsync",
+            "local tier, after the copy (total - stall) vs plain write+fsync",
             rate(phase_s),
             rate(raw_s),
             f"{raw_s / phase_s:.2f}",
