@@ -62,13 +62,15 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 # the shared disk's rate moves 2-4x within seconds and a single pair can land on opposite sides.
 # Steps: below the later saves', so the delta chain stays the newest checkpoint; untimed pairs first
 # (the local store is its own folder: no clash with the first, durable, save at step 1).
-LOCAL_WARMUP_STEPS, LOCAL_STEPS = (0, 1), (2, 3, 4)
-STEADY_STEP = 5
-DURABLE_WARMUP_STEPS, DURABLE_STEPS = (6,), (7, 8, 9)
-DELTA_STEP, RESTARTED_LOCAL_STEP, RESTARTED_DELTA_STEP = 10, 11, 12
+# Timed pairs take the steps after their warm-ups (``--pairs`` of them, at most MAX_PAIRS).
+LOCAL_WARMUP_STEPS, FIRST_LOCAL_STEP = (0, 1), 2
+STEADY_STEP = 100
+DURABLE_WARMUP_STEPS, FIRST_DURABLE_STEP = (101,), 102
+DELTA_STEP, RESTARTED_LOCAL_STEP, RESTARTED_DELTA_STEP = 200, 201, 202
+MAX_PAIRS = 98
 LOOP_BATCH = 32  # the training-loop rows: a forward and backward pass long enough to hide a copy in
 LOOP_PAIRS = 3
-RESTORE_WARMUP_PAIRS, RESTORE_PAIRS = 1, 3  # restores and plain reads alternate; medians of these
+RESTORE_WARMUP_PAIRS = 1  # restores and plain reads alternate; ``--pairs`` timed after these
 SAVE_TARGET, RESTORE_TARGET = 0.9, 0.8  # of a plain write + fsync, of a plain read (the issue's)
 Row = tuple[str, str, str, str, str]  # measurement, spothop, baseline, ratio, target
 
@@ -163,9 +165,21 @@ def chain_files(restored: Any) -> list[Path]:
     return [Path(store.path(f.path)) for m in manifests for f in m.files]
 
 
-def restore_rows(label: str, reader: Checkpointer, nbytes: int) -> list[Row]:
+def ratio_cells(baseline: list[float], ours: list[float], nbytes: int) -> tuple[str, str, str]:
+    """Our rate, the baseline's (medians) and the ratio: the median of the pairs' own ratios (each
+    pair ran back to back, so a disk or CPU that slows down for both cancels out), then in
+    brackets the ratio of the fastest runs (what a quiet machine gives)."""
+    pairs = statistics.median(b / o for b, o in zip(baseline, ours, strict=True))
+    return (
+        f"{nbytes / statistics.median(ours) / 1e9:.2f} GB/s",
+        f"{nbytes / statistics.median(baseline) / 1e9:.2f} GB/s",
+        f"{pairs:.2f} (best {min(baseline) / min(ours):.2f})",
+    )
+
+
+def restore_rows(label: str, reader: Checkpointer, nbytes: int, pairs: int) -> list[Row]:
     """Restore (everything verified) and a plain read of the same files, alternating, with the page
-    cache cold and then warm; medians of ``RESTORE_PAIRS`` after ``RESTORE_WARMUP_PAIRS`` untimed."""
+    cache cold and then warm; ``pairs`` timed after ``RESTORE_WARMUP_PAIRS`` untimed."""
     first = reader.restore(apply_rng=False)
     assert first is not None
     files = chain_files(first)
@@ -173,7 +187,7 @@ def restore_rows(label: str, reader: Checkpointer, nbytes: int) -> list[Row]:
     for cache in ("cold", "warm"):
         reads: list[float] = []
         restores: list[float] = []
-        for pair in range(RESTORE_WARMUP_PAIRS + RESTORE_PAIRS):
+        for pair in range(RESTORE_WARMUP_PAIRS + pairs):
             if cache == "cold":
                 evict(files)
             read_s = timed(lambda: plain_read(files))
@@ -183,13 +197,10 @@ def restore_rows(label: str, reader: Checkpointer, nbytes: int) -> list[Row]:
             if pair >= RESTORE_WARMUP_PAIRS:
                 reads.append(read_s)
                 restores.append(restore_s)
-        read_s, restore_s = statistics.median(reads), statistics.median(restores)
         rows.append(
             (
                 f"restore ({label}, page cache {cache}) vs plain read",
-                f"{nbytes / restore_s / 1e9:.2f} GB/s",
-                f"{nbytes / read_s / 1e9:.2f} GB/s",
-                f"{read_s / restore_s:.2f}",
+                *ratio_cells(reads, restores, nbytes),
                 f"≥ {RESTORE_TARGET}",
             )
         )
@@ -339,7 +350,7 @@ def lora_delta(size_mib: int, work: Path) -> tuple[float, int, float, int]:
     return delta_s, delta.size_bytes, full_s, full.size_bytes
 
 
-def bench_size(size_mib: int, work: Path, io_only: bool) -> list[Row]:
+def bench_size(size_mib: int, work: Path, io_only: bool, pairs: int) -> list[Row]:
     state = make_state(size_mib)
     nbytes = sum(t.numel() * 4 for t in state.values())
     rows: list[tuple[str, ...]] = []
@@ -377,13 +388,14 @@ def bench_size(size_mib: int, work: Path, io_only: bool) -> list[Row]:
         return seconds
 
     def alternate(
-        tier: Tier, warmup: tuple[int, ...], steps: tuple[int, ...]
-    ) -> tuple[float, float, float]:
-        """Medians of plain write, full save and write phase over alternating pairs (warm-ups untimed)."""
+        tier: Tier, warmup: tuple[int, ...], first: int
+    ) -> tuple[list[float], list[float], list[float]]:
+        """Plain write, full save and the time after the copy over alternating pairs (warm-ups
+        untimed)."""
         raws: list[float] = []
         saves: list[float] = []
         phases: list[float] = []
-        for step in (*warmup, *steps):
+        for step in (*warmup, *range(first, first + pairs)):
             settle(local)
             raw = plain_pair(step)
             touch(list(state.values()))
@@ -396,48 +408,42 @@ def bench_size(size_mib: int, work: Path, io_only: bool) -> list[Row]:
             raws.append(raw)
             saves.append(time.perf_counter() - start)
             phases.append(pair.stats.total_s - pair.stats.blocking_s)
-        return statistics.median(raws), statistics.median(saves), statistics.median(phases)
+        return raws, saves, phases
 
-    raw_s, local_s, phase_s = alternate(Tier.LOCAL, LOCAL_WARMUP_STEPS, LOCAL_STEPS)
+    raws, saves, phases = alternate(Tier.LOCAL, LOCAL_WARMUP_STEPS, FIRST_LOCAL_STEP)
     touch(list(state.values()))
     steady = local.save(state, STEADY_STEP, tier=Tier.LOCAL)
     steady_stall = steady.blocking_s
     steady.wait()
-    durable_raw_s, durable_s, _ = alternate(Tier.DURABLE, DURABLE_WARMUP_STEPS, DURABLE_STEPS)
+    durable_raws, durables, _ = alternate(Tier.DURABLE, DURABLE_WARMUP_STEPS, FIRST_DURABLE_STEP)
+    durable_s = statistics.median(durables)
     last_durable = local.wait()
     assert last_durable is not None
-    rate = lambda s: f"{nbytes / s / 1e9:.2f} GB/s"  # noqa: E731
     target = f"≥ {SAVE_TARGET}"
     rows.append(
         (
             "full save, local tier (raw) vs plain write+fsync",
-            rate(local_s),
-            rate(raw_s),
-            f"{raw_s / local_s:.2f}",
+            *ratio_cells(raws, saves, nbytes),
             target,
         )
     )
     rows.append(
         (
             "local tier, after the copy (total - stall) vs plain write+fsync",
-            rate(phase_s),
-            rate(raw_s),
-            f"{raw_s / phase_s:.2f}",
+            *ratio_cells(raws, phases, nbytes),
         )
     )
     rows.append(
         (
             "full save, durable tier (adaptive zstd 3) vs plain write+fsync",
-            rate(durable_s),
-            rate(durable_raw_s),
-            f"{durable_raw_s / durable_s:.2f}",
+            *ratio_cells(durable_raws, durables, nbytes),
             target,
         )
     )
     if io_only:
         touch(list(state.values())[: max(1, round(len(state) * CHANGED_FRACTION))])
         local.save(state, DELTA_STEP, tier=Tier.EMERGENCY).wait()
-        return _finish([*rows, *_restores(work, nbytes)], local, size_mib)
+        return _finish([*rows, *_restores(work, nbytes, pairs)], local, size_mib)
 
     torch_save_s = timed(lambda: torch.save(state, work / "torch.pt"))
     (work / "torch.pt").unlink()
@@ -565,10 +571,10 @@ def bench_size(size_mib: int, work: Path, io_only: bool) -> list[Row]:
         )
     )
 
-    return _finish([*rows, *_restores(work, nbytes)], local, size_mib)
+    return _finish([*rows, *_restores(work, nbytes, pairs)], local, size_mib)
 
 
-def _restores(work: Path, nbytes: int) -> list[Row]:
+def _restores(work: Path, nbytes: int, pairs: int) -> list[Row]:
     """Restore rows: the newest local snapshot (a full checkpoint, raw) and the newest checkpoint of
     all, an emergency delta over the durable base (a chain)."""
     rows: list[Row] = []
@@ -576,7 +582,7 @@ def _restores(work: Path, nbytes: int) -> list[Row]:
         ("full, local tier", Checkpointer(str(work / "none"), local_url=str(work / "local"))),
         ("delta chain", Checkpointer(str(work / "d"), local_url=str(work / "local"))),
     ):
-        rows += restore_rows(label, reader, nbytes)
+        rows += restore_rows(label, reader, nbytes, pairs)
         reader.close()
     return rows
 
@@ -598,13 +604,18 @@ def main() -> None:
         action="store_true",
         help="only the save and restore ratios (rows with a target)",
     )
+    parser.add_argument(
+        "--pairs", type=int, default=3, help=f"timed pairs per save and restore row (1-{MAX_PAIRS})"
+    )
     args = parser.parse_args()
+    if not 1 <= args.pairs <= MAX_PAIRS:
+        parser.error(f"--pairs must be between 1 and {MAX_PAIRS}; got {args.pairs}")
     torch.set_num_threads(os.cpu_count() or 1)
     rows: list[Row] = []
     for size in args.sizes_mib:
         work = Path(tempfile.mkdtemp(prefix="spothop-bench-", dir=args.dir))
         try:
-            rows += bench_size(size, work, args.io_only)
+            rows += bench_size(size, work, args.io_only, args.pairs)
         finally:
             drop_dir(work)
     header = ("measurement", "spothop", "baseline", "ratio", "target")
