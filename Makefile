@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP_RUN  := $(VENV)/.installed-run
 STAMP_DEV  := $(VENV)/.installed-dev
 
-.PHONY: run test lint bench clean
+.PHONY: run test test-stress lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -57,6 +57,27 @@ test: $(STAMP_DEV)
 	$(BIN)/mypy
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist worksteal -m "not solo"
 	$(BIN)/pytest -q -m solo
+
+# The real-process end-to-end tests (marker e2e, tests/conftest.py), STRESS_RUNS times in a row
+# with both cores kept busy by two spinning processes, as a loaded CI machine would be: a test
+# that fails in any run is flaky. Prints each run's outcome and the count; fails if any run did.
+# STRESS_ARGS narrows it (test files or -k), e.g. STRESS_ARGS=tests/jobs/e2e/test_deadline.py.
+STRESS_RUNS ?= 20
+STRESS_ARGS ?=
+STRESS_PYTEST = $(BIN)/pytest -q -p no:cacheprovider $(STRESS_ARGS)
+
+test-stress: $(STAMP_DEV)
+	@burners=""; for i in 1 2; do python3 -c 'while True: pass' & burners="$$burners $$!"; done; \
+	trap 'kill $$burners 2>/dev/null' EXIT INT TERM; \
+	ok() { "$$@"; rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ]; }; \
+	failed=0; \
+	for run in $$(seq $(STRESS_RUNS)); do \
+	  echo "== e2e under load: run $$run of $(STRESS_RUNS)"; \
+	  if ok $(STRESS_PYTEST) -m "e2e and not solo" -n $(TEST_WORKERS) --dist worksteal \
+	    && ok $(STRESS_PYTEST) -m "e2e and solo"; then :; else failed=$$((failed + 1)); fi; \
+	done; \
+	echo "== e2e under load: $$(( $(STRESS_RUNS) - failed )) of $(STRESS_RUNS) runs passed"; \
+	test $$failed -eq 0
 
 bench: $(STAMP_DEV)
 	@# -P: the script folder must not shadow the standard library (bench/queue.py vs queue).

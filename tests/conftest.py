@@ -38,9 +38,31 @@ def slow_selected(config: pytest.Config) -> bool:
     return "slow" in str(config.getoption("-m") or "")
 
 
+# The real-process end-to-end tests (controllers, agents, instances, workers as processes of their
+# own, killed with real signals): marked ``e2e`` here by where they live, so that ``make
+# test-stress`` can repeat exactly them under load (`-m e2e`).
+E2E_PATHS = (
+    "tests/e2e/",
+    "tests/jobs/e2e/",
+    "tests/agent/test_e2e",
+    "tests/examples/test_embed.py",
+    "tests/examples/test_finetune.py",
+)
+
+
+def is_e2e(item: pytest.Item) -> bool:
+    """Whether ``item`` is one of the real-process end-to-end tests (:data:`E2E_PATHS`)."""
+    where = Path(str(item.path)).resolve().relative_to(PROJECT_ROOT).as_posix()
+    return where.startswith(E2E_PATHS)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked ``slow`` are skipped unless ``-m`` names them: the marker alone kept nothing
-    out of ``make test``, so the three data-parallel tests marked slow ran there anyway."""
+    out of ``make test``, so the three data-parallel tests marked slow ran there anyway. The
+    real-process end-to-end tests get the ``e2e`` marker (:data:`E2E_PATHS`)."""
+    for item in items:
+        if is_e2e(item):
+            item.add_marker(pytest.mark.e2e)
     if slow_selected(config):
         return
     skip = pytest.mark.skip(reason="marked slow, out of the default suite: select it with -m slow")

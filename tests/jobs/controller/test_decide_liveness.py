@@ -42,6 +42,7 @@ def test_an_agent_never_registered_past_the_boot_deadline_is_lost_terminated_and
     actions = decide(_watched([job(attempts=[silent])]), CONFIG)
     end = of_type(actions, EndAttempt)[0]
     assert end.reason is EndReason.AGENT_LOST and "did not register" in end.detail
+    assert "cannot reach the control plane (a security group or firewall" in end.detail
     assert [t.instance_id for t in of_type(actions, Terminate)] == [silent.instance_id]
     assert len(launches(actions)) >= 1  # the job's policy relaunches the node
     assert JobState.FAILED not in [s.state for s in of_type(actions, SetJobState)]

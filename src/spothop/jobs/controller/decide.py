@@ -17,6 +17,8 @@ One pass, in this order (docs/controller.md has the tables):
    → per node: hand over, replace, fail over or launch → the job's state. A job
    with a deadline launches (and switches, make-before-break) only in the
    market kind its deadline policy chooses this pass (:mod:`.deadline`).
+5. **Unread providers**: a live job with an instance on a provider whose listing
+   failed this pass says so (:mod:`.unread`: the cloud's error and the fix).
 
 Pure: no I/O, no clock (time is ``snapshot.now``), no randomness; the same
 snapshot and config always give the same list, in the same order, and every
@@ -25,7 +27,7 @@ state change it asks for is legal from the job's current state.
 
 from __future__ import annotations
 
-from spothop.jobs.controller.actions import Action
+from spothop.jobs.controller.actions import Action, Waiting
 from spothop.jobs.controller.config import ControllerConfig
 from spothop.jobs.controller.cooldowns import cooldowns_wanted, orphans, outage_windows
 from spothop.jobs.controller.fold import fold
@@ -37,6 +39,7 @@ from spothop.jobs.controller.place import (
     suspected_zones,
 )
 from spothop.jobs.controller.snapshot import JobView, Snapshot
+from spothop.jobs.controller.unread import unread_waits
 from spothop.jobs.lifecycle import EndReason, JobState
 
 
@@ -56,8 +59,12 @@ def decide(snapshot: Snapshot, config: ControllerConfig | None = None) -> list[A
         suspected=suspected_zones(jobs, snapshot.now, config.zone_suspicion_s),
         outage_opened=outage_windows(snapshot, cooldowns, config),
     )
+    unread = {w.job_id: w for w in unread_waits(snapshot, jobs)}
     for job in sorted(jobs, key=_priority):
-        actions += JobDecision(p, job).actions()
+        decided = JobDecision(p, job).actions()
+        if job.job_id in unread:  # its one reason this pass: a second would flip it every pass
+            decided = [a for a in decided if not isinstance(a, Waiting)] + [unread[job.job_id]]
+        actions += decided
     return actions
 
 

@@ -29,6 +29,13 @@ from spothop.jobs.controller.config import ControllerConfig
 from spothop.jobs.controller.snapshot import AttemptView, JobView, Snapshot
 from spothop.jobs.lifecycle import AttemptState, EndReason
 
+# What an agent that never registers most often means, besides a boot script that failed (whose
+# console tail follows): an instance that cannot reach the control plane.
+NEVER_REGISTERED_HINT = (
+    "if its console shows the agent started, the instance cannot reach the control plane "
+    "(a security group or firewall without egress to the control plane's URL)"
+)
+
 
 def boot_deadline_s(snapshot: Snapshot, config: ControllerConfig, provider: str) -> float | None:
     """``provider``'s boot deadline on the snapshot's clock; None: its agents are not watched."""
@@ -59,7 +66,7 @@ def lost_why(view: AttemptView, snapshot: Snapshot, config: ControllerConfig) ->
         if waited > deadline:
             return (
                 f"its agent did not register within the boot deadline ({deadline:.0f} s;"
-                f" {waited:.0f} s waited)"
+                f" {waited:.0f} s waited): {NEVER_REGISTERED_HINT}"
             )
         return None
     silent = snapshot.now - max(view.beat_at, since)

@@ -301,6 +301,8 @@ class Snapshot:
     cooldowns: Mapping[MarketId, float] = field(default_factory=dict)
     instances: Mapping[str, Instance] = field(default_factory=dict)
     listed_providers: frozenset[str] = frozenset()
+    # Provider → why its listing failed this pass (unread.py); it is then not in listed_providers.
+    provider_errors: Mapping[str, str] = field(default_factory=dict)
     events: tuple[AgentEvent, ...] = ()
     # When the controller that observed this started (None: unknown). An attempt still
     # launching that was stored before then cannot be in this controller's launch call:

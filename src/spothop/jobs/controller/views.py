@@ -175,6 +175,7 @@ def to_snapshot(
         cooldowns=dict(observation.cooldowns),
         instances=dict(observation.instances),
         listed_providers=listed,
+        provider_errors=dict(observation.provider_errors),
         events=tuple(observation.events),
         reservations=tuple(observation.reservations),
         boot_deadlines_s=dict(observation.boot_deadlines_s),
