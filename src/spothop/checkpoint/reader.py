@@ -14,7 +14,6 @@ mismatch raises
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import os
@@ -45,10 +44,6 @@ log = logging.getLogger("spothop.checkpoint")
 READ_BLOCK_BYTES = 8 * 1024 * 1024  # for hashing the bytes between and after chunks (format 1)
 MAX_READ_WORKERS = 8  # verify/decompress threads; the read itself stays one sequential stream
 INFLIGHT_SEGMENTS_PER_WORKER = 2  # keeps every worker busy; bounds scratch memory to a few chunks
-# A local pack file is read ahead by this much (``POSIX_FADV_WILLNEED``: the kernel starts reading
-# it at once) while the segments before it are copied out and verified, so the disk never idles
-# between two reads; the kernel's own readahead window (128 KiB by default) is far smaller.
-READ_AHEAD_BYTES = 64 * 1024 * 1024
 
 Targets = Mapping[tuple[int, int], list[tuple[ChunkRef, memoryview]]]
 LeafBytes = np.ndarray[Any, np.dtype[np.uint8]]  # one leaf's raw bytes, as read back
@@ -252,10 +247,8 @@ def _stream_segments(
     try:
         with store.open_read(entry.path) as handle:
             reader: Any = handle  # every fsspec file object has readinto; IO[bytes] does not say so
-            ahead = _ReadAhead(handle if store.is_local else None)
             offset = 0
             for length in segments:
-                ahead.reached(offset)
                 targets = chunks.get((offset, length), [])
                 raw_target = bool(targets) and targets[0][0].codec is Codec.RAW
                 # A raw chunk is read straight into its destination: no scratch copy.
@@ -286,32 +279,6 @@ def _stream_segments(
             future.cancel()
     if file_root(digests, entry.digest) != entry.sha256:
         raise CheckpointCorrupt(checkpoint_id, f"file {entry.path} fails its {entry.digest} check")
-
-
-class _ReadAhead:
-    """Asks the kernel to read a local file ``READ_AHEAD_BYTES`` ahead of the reader (a hint: where
-    it is unsupported nothing happens, and the bytes read are the same either way)."""
-
-    def __init__(self, handle: Any) -> None:
-        self._fd: int | None = None
-        self._until = 0
-        if handle is None or not hasattr(os, "posix_fadvise"):
-            return
-        try:
-            self._fd = handle.fileno()
-            os.posix_fadvise(self._fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
-        except (OSError, AttributeError, ValueError):  # no descriptor behind this file object
-            self._fd = None
-
-    def reached(self, offset: int) -> None:
-        """The reader is at ``offset``: keep the next window requested (in halves, so each
-        request is large and the window never runs dry)."""
-        if self._fd is None or offset + READ_AHEAD_BYTES // 2 < self._until:
-            return
-        start = max(offset, self._until)
-        self._until = offset + READ_AHEAD_BYTES
-        with contextlib.suppress(OSError):
-            os.posix_fadvise(self._fd, start, self._until - start, os.POSIX_FADV_WILLNEED)
 
 
 def _check_chunks_are_segments(
