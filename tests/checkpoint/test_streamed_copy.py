@@ -57,6 +57,7 @@ def test_a_failed_streamed_copy_raises_from_save_and_commits_nothing(
 ) -> None:
     ckpt = Checkpointer(str(tmp_path / "d"), local_url=str(tmp_path / "l"), chunk_bytes=CHUNK)
     ckpt.save(state(), 1).wait()  # buffers kept: the next save streams into them
+    assert ckpt._buffers is not None and ckpt._buffers.get("/layer0") is not None
     real_copy = snapshot_mod.bulk.copy
     calls = 0
 
@@ -71,6 +72,7 @@ def test_a_failed_streamed_copy_raises_from_save_and_commits_nothing(
     with pytest.raises(MemoryError, match="host copy failed"):
         ckpt.save(state(), 2)
     monkeypatch.undo()
+    assert ckpt._buffers is not None and ckpt._buffers.get("/layer0") is None  # none trusted
     ckpt.wait()
     steps = [m.step for m in committed(Store(str(tmp_path / "d")))[0]]
     assert steps == [1]

@@ -380,6 +380,9 @@ class Checkpointer:
             except BaseException:
                 with contextlib.suppress(BaseException):
                     future.exception()  # the write fails with the same error: let it clean up
+                if self._buffers is not None:
+                    # They claim copies the failed copy never finished: the next save starts afresh.
+                    self._buffers.clear()
                 raise
         handle = SaveHandle(
             job.checkpoint_id,
