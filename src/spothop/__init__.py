@@ -123,7 +123,7 @@ _LAZY: dict[str, str] = {
     **dict.fromkeys(("TraceError", "TraceNotFound"), "spothop.market.errors"),
     **dict.fromkeys(("NoCandidates", "NoCapacityNow"), "spothop.scheduler.errors"),
     "SimulationError": "spothop.scheduler.simulate.model",
-    "UnknownJob": "spothop.observe.report",
+    "UnknownJob": "spothop.observe.job_report",
     **dict.fromkeys(
         (
             "QueueError",
@@ -164,7 +164,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time each comes 
         JobNotFound,
     )
     from spothop.market.errors import TraceError, TraceNotFound
-    from spothop.observe.report import UnknownJob
+    from spothop.observe.job_report import UnknownJob
     from spothop.providers.registry import get_provider
     from spothop.queue import open_queue
     from spothop.queue.errors import (

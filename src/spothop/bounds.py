@@ -117,6 +117,15 @@ TRACE_SPAN_S = DURATION_S  # a trace is sampled tick by tick: a year of minutes 
 INSTANCE_COUNT = Bound(
     0, 1_000_000, "instances", integer=True
 )  # obtainable in one market; fleets are thousands
+HOURS = Bound(
+    0, 365 * 24, "h"
+)  # hours of work, a deadline, an overhead: at most a year, as DURATION_S
+USD_PER_GPU_HOUR_RATE = Bound(
+    0, 200, "USD per GPU-hour"
+)  # as USD_PER_GPU_HOUR, and 0 (a free pool) allowed
+FLEET_GPUS = Bound(
+    0, 1_000_000, "GPUs", integer=True
+)  # GPUs in use at once: the largest fleets hold ~10^5
 YEAR_FIRST, YEAR_LAST = (
     2006,
     2100,

@@ -15,6 +15,7 @@ A plain ``postgresql://`` URL is read as psycopg 3.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -25,8 +26,8 @@ from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
 
-from spothop.errors import ConfigError
-from spothop.paths import spothop_home
+from spothop.errors import ConfigError, NotFoundError
+from spothop.paths import ensure_home, spothop_home
 
 DATABASE_URL_ENV = "SPOTHOP_DATABASE_URL"
 
@@ -39,9 +40,24 @@ def default_database_url() -> str:
     configured = os.environ.get(DATABASE_URL_ENV)
     if configured:
         return configured
-    home = spothop_home()
-    home.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{home / 'spothop.db'}"
+    return f"sqlite:///{ensure_home() / 'spothop.db'}"
+
+
+def store_to_read(url: str | None) -> str:
+    """The store a command that only reads opens: ``url``, else the default.
+
+    A SQLite file that does not exist is a :class:`NotFoundError` naming it: a read never creates
+    a store (``jobs --store sqlite:///typo.db`` made an empty store at the typo and said "no jobs
+    yet"). The home is not created either.
+    """
+    chosen = url or os.environ.get(DATABASE_URL_ENV) or f"sqlite:///{spothop_home() / 'spothop.db'}"
+    path = sqlite_path(normalise_url(chosen))
+    if path is not None and not os.path.exists(path):
+        raise NotFoundError(
+            f"no store at {path}: check --store or SPOTHOP_DATABASE_URL (a typo?); "
+            "`spothop launch JOB.yaml` creates the store with its first job"
+        )
+    return chosen
 
 
 def normalise_url(url: str) -> str:
@@ -74,12 +90,14 @@ def make_engine(
             f"unsupported database URL {url!r}: use sqlite:///PATH or postgresql://HOST/DB"
         )
     if url.startswith("sqlite"):
+        _create_private(sqlite_path(url))
         engine = create_engine(
             url,
             connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "isolation_level": None},
             **options,
         )
         _configure_sqlite(engine)
+        _name_a_damaged_file(engine, sqlite_path(url))
         return engine
     engine = create_engine(url, **{"pool_pre_ping": True, **options})
     if idle_transaction_timeout_s is not None:
@@ -90,6 +108,55 @@ def make_engine(
         milliseconds = max(1, round(idle_transaction_timeout_s * 1000))
         _set_on_connect(engine, f"SET idle_in_transaction_session_timeout = {milliseconds}")
     return engine
+
+
+STORE_FILE_MODE = (
+    0o600  # a store holds every job's envs: its user's only (SQLite gives its -wal the same)
+)
+
+
+def sqlite_path(url: str) -> str | None:
+    """The file of a SQLite URL (``sqlite:///PATH``), or None for an in-memory or non-SQLite one."""
+    prefix = "sqlite:///"
+    if not url.startswith(prefix):
+        return None
+    path = url[len(prefix) :].split("?", 1)[0]
+    return None if path in ("", ":memory:") or path.startswith("file:") else path
+
+
+def _create_private(path: str | None) -> None:
+    """Create the store's file, empty and its user's only, before SQLite creates it world-readable."""
+    if path is None:
+        return
+    # There already, or its folder missing: SQLite says so in its own words.
+    with contextlib.suppress(
+        FileExistsError, FileNotFoundError, IsADirectoryError, PermissionError
+    ):
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, STORE_FILE_MODE))
+
+
+def _name_a_damaged_file(engine: Engine, path: str | None) -> None:
+    """A SQLite file that is not a database (truncated, overwritten, random bytes) is a
+    :class:`ConfigError` naming the file and the fix, wherever it is first read, not SQLite's
+    bare "file is not a database" from deep inside a command."""
+
+    @event.listens_for(engine, "handle_error")
+    def _on_error(context: Any) -> None:
+        orig = context.original_exception
+        where = path or engine.url.render_as_string(hide_password=True)
+        if path is not None and os.path.isdir(path):
+            raise ConfigError(
+                f"the store {where} is a folder, not a SQLite file: give the path of a file "
+                "(--store sqlite:///PATH), or move the folder away"
+            ) from orig
+        # sqlite3.OperationalError (locked, busy, cannot open) is a DatabaseError too: not damage.
+        if type(orig) is not sqlite3.DatabaseError:
+            return
+        raise ConfigError(
+            f"the store {where} is damaged ({' '.join(str(orig).split())}): restore it from a "
+            f"backup, or move it away and spothop starts a new one; `spothop db status --url "
+            f"sqlite:///{where}` inspects it"
+        ) from orig
 
 
 def _set_on_connect(engine: Engine, statement: str) -> None:

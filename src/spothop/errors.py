@@ -44,7 +44,7 @@ code  name                        meaning
     │       └── CatalogRowError     one malformed row: file, line, field, reason
     ├── NotFoundError               what was named does not exist (a path, a job, a checkpoint)     exit 3
     │   ├── JobNotFound             no job with that id in the job store (spothop.jobs.errors)
-    │   │   └── UnknownJob          the same, for a report: lists the nearest ids (spothop.observe.report)
+    │   │   └── UnknownJob          the same, for a report: lists the nearest ids (spothop.observe.job_report)
     │   └── AttemptNotFound         no instance attempt with that id
     ├── IllegalTransition           a job or attempt state change the lifecycle table refuses       exit 1
     ├── JobChanged                  a job written by someone else since the version the writer read exit 1
@@ -226,7 +226,14 @@ class ProviderError(SpothopError):
     ``provider`` names the adapter; ``code`` is the cloud's error code as it
     spells it (``InsufficientInstanceCapacity``, ``ZONE_RESOURCE_POOL_EXHAUSTED``,
     ``SkuNotAvailable``), so that a user can look it up in the cloud's docs.
+
+    ``region_scoped``: the error holds in the region the call was made in, not
+    across the provider (a region the account has not enabled, an image id that
+    exists in another region): the same request may succeed in its other
+    regions. Set by the cloud's code table (:mod:`spothop.providers.retry`).
     """
+
+    region_scoped: bool = False
 
     def __init__(self, provider: str, code: str, cloud_message: str, hint: str = "") -> None:
         self.provider = provider

@@ -25,13 +25,31 @@ def spothop_home() -> Path:
     and is not a folder is a :class:`ConfigError`, since nothing could be kept in it.
     """
     configured = os.environ.get("SPOTHOP_HOME")
-    home = Path(configured).expanduser() if configured else Path.home() / ".spothop"
+    # Absolute: a relative home names another folder in every process started elsewhere (the
+    # controller, an instance's host), and a job under it never got past its first launch.
+    home = (Path(configured).expanduser() if configured else Path.home() / ".spothop").absolute()
     if home.exists() and not home.is_dir():
         variable = "SPOTHOP_HOME" if configured else "the default spothop home"
         raise ConfigError(
             f"{variable} {str(home)!r} is a file, not a folder; "
             "point SPOTHOP_HOME at a folder (it is created if missing)"
         )
+    return home
+
+
+HOME_MODE = 0o700  # the home holds every job's envs and the agents' tokens: its user's only
+
+
+def ensure_home() -> Path:
+    """:func:`spothop_home`, created (with its parents) if missing, private to its user (0700).
+
+    A home that exists keeps its mode: its user may have shared it on purpose. Files spothop
+    keeps there are its user's only too (the store: :func:`spothop.db.make_engine`).
+    """
+    home = spothop_home()
+    if not home.is_dir():
+        home.mkdir(parents=True, exist_ok=True, mode=HOME_MODE)
+        home.chmod(HOME_MODE)  # mkdir's mode passes through the umask; this does not
     return home
 
 

@@ -270,3 +270,45 @@ def test_azure_maintenance_is_an_advance_notice_with_its_not_before() -> None:
     assert notice.deadline == pytest.approx(start, abs=1.0) and notice.lead_time_s == pytest.approx(
         600, abs=2.0
     )
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_each_protocols_identity_carries_the_private_address_its_endpoint_serves(
+    protocol: str, clock: Any
+) -> None:
+    from spothop.providers.local.metadata import InstanceMetadata, MetadataServer, NoticeState
+
+    metadata = InstanceMetadata(
+        instance_id="i-0abc",
+        instance_type="g5.xlarge",
+        region="us-east-1",
+        zone="us-east-1a",
+        provider=f"{protocol}-sim",
+        launch_time=clock.t,
+        private_address="10.1.2.3",
+    )
+    server = MetadataServer(protocol, metadata, NoticeState(clock=clock))
+    server.start()
+    try:
+        identity = make_watcher(protocol, server.url, clock=clock).self_check()
+    finally:
+        server.stop()
+    assert identity.instance_id == "i-0abc"
+    assert identity.private_address == "10.1.2.3"
+
+
+def test_an_address_the_endpoint_does_not_answer_leaves_the_identity_whole(clock: Any) -> None:
+    """The private address is no notice's concern: a 404 for it fails no self-check."""
+    server = StubServer(
+        canned(
+            {
+                "/latest/meta-data/instance-id": (200, "ins-0abc"),
+                "/latest/meta-data/instance/instance-type": (200, "GN7.2XLARGE32"),
+                "/latest/meta-data/placement/zone": (200, "ap-guangzhou-3"),
+                "/latest/meta-data/placement/region": (200, "ap-guangzhou"),
+            }
+        )
+    )
+    with server:
+        identity = make_watcher("tencent", server.url, clock=clock).self_check()
+    assert identity.instance_id == "ins-0abc" and identity.private_address == ""

@@ -168,3 +168,22 @@ def test_heartbeats_keep_a_long_shard_leased(tmp_path: Path) -> None:
         item.complete("ref")
     assert queue.get("a").state == ShardState.DONE and queue.get("a").token == 1
     queue.close()
+
+
+def test_each_shard_done_beats_to_the_agent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shard done is work the agent reports (its heartbeat carries the worker's beat), so a
+    report counts the instance's time as useful even if the cloud takes it before the exit."""
+    from spothop.worker.channel import AGENT_DIR_ENV, HEARTBEAT_FILE
+
+    agent = tmp_path / "agent"
+    agent.mkdir()
+    monkeypatch.setenv(AGENT_DIR_ENV, str(agent))
+    queue = open_queue(f"sqlite:///{tmp_path / 'q.db'}", "done-beats")
+    queue.enqueue([Shard("a", 1)])
+    for item in iter_shards(queue, "w1", lease_s=30, stop_on_sigterm=False):
+        assert not (agent / HEARTBEAT_FILE).exists()  # claimed, not done: nothing reported yet
+        item.complete("ref")
+    assert (agent / HEARTBEAT_FILE).exists()
+    queue.close()

@@ -97,6 +97,9 @@ class ControlServer(StubServer):
             return 200, {"stored": len(body["events"])}
         if (method, rest) == ("POST", "leases/release"):
             return 200, {"released": plane.release_leases(body["worker_id"])}
+        if (method, rest) == ("GET", "rendezvous"):
+            answer = plane.rendezvous()
+            return 200, {"rendezvous": None if answer is None else answer.to_dict()}
         if (method, rest) == ("GET", "requests"):
             return 200, {"requests": [r.to_dict() for r in plane.requests()]}
         if (method, rest) == ("POST", "logs"):

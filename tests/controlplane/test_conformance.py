@@ -17,8 +17,12 @@ from spothop.controlplane import (
     HttpControlPlane,
     QueueLeases,
     Registration,
+    StoreControlPlane,
 )
 from spothop.db import shared_engine
+from spothop.jobs.lifecycle import AttemptState, EndReason
+from spothop.jobs.spec import load_job
+from spothop.jobs.store import JobStore
 from spothop.market.interruptions import InterruptionStore
 from spothop.queue import Shard, open_queue
 from spothop.state.agent_requests import add_request
@@ -26,6 +30,7 @@ from spothop.state.agent_tables import agent_events, agent_heartbeats
 from spothop.state.worker_logs import read_after
 from spothop.wire.errors import LogOffsetGap
 from spothop.wire.events import Interruption, WorkerStarted, event_from_dict
+from spothop.wire.group import Rendezvous, group_port
 from spothop.wire.logs import LogChunk
 from tests.conftest import POSTGRES_URL, unique
 from tests.controlplane.control_server import ControlServer
@@ -203,3 +208,72 @@ def test_a_log_chunk_past_the_stored_end_is_refused_with_the_end(case: Case) -> 
         case.plane.ship_log(_chunk(case, b"xyz", 10))
     assert refused.value.end_bytes == 3 and "resend from byte 3" in str(refused.value)
     assert _stored_log(case) == b"abc"
+
+
+def _group_node(
+    store: JobStore, job_id: str, node: int, instance_id: str, generation: int = 0
+) -> str:
+    attempt = store.add_attempt(
+        job_id,
+        node,
+        provider="aws-sim",
+        region="us-east-1",
+        zone="us-east-1a",
+        instance_type="g5.12xlarge",
+        market_kind="spot",
+        price_usd_per_hour=1.0,
+        generation=generation,
+        group_nnodes=2,
+        group_nproc_per_node=4,
+    )
+    store.update_attempt(attempt.attempt_id, instance_id=instance_id, state=AttemptState.PENDING)
+    return attempt.attempt_id
+
+
+def _attempt_of(store: JobStore, job_id: str, instance_id: str) -> str:
+    return next(a.attempt_id for a in store.attempts(job_id) if a.instance_id == instance_id)
+
+
+def _registered(plane: ControlPlane, instance_id: str, address: str) -> None:
+    plane.register(
+        Registration(instance_id=instance_id, provider="aws-sim", private_address=address)
+    )
+
+
+def test_the_rendezvous_waits_for_every_nodes_address_then_names_node_0s(case: Case) -> None:
+    """This instance is node 1 of a two-node group; node 0 registers through the store."""
+    store = JobStore(case.store_url)
+    try:
+        job_id = store.create_job(load_job({"name": "g", "run": "true", "num_nodes": 2}))
+        peer = unique("i")
+        _group_node(store, job_id, 0, peer)
+        lost = _group_node(store, job_id, 1, unique("i"))
+        assert case.plane.rendezvous() is None  # this instance runs no attempt yet
+        store.update_attempt(lost, state=AttemptState.ENDED, end_reason=EndReason.AGENT_LOST)
+        _group_node(store, job_id, 1, case.instance_id)  # node 1, replaced within generation 0
+        _registered(case.plane, case.instance_id, "10.0.0.12")
+        assert case.plane.rendezvous() is None  # node 0 has not registered
+        _registered(StoreControlPlane(case.store_url, peer), peer, "10.0.0.7")
+        expected = Rendezvous(
+            master_addr="10.0.0.7",
+            master_port=group_port(job_id, 0),
+            node_rank=1,
+            nnodes=2,
+            nproc_per_node=4,
+            generation=0,
+            node_addrs=("10.0.0.7", "10.0.0.12"),
+        )
+        assert case.plane.rendezvous() == expected
+        assert expected.env()["SKYPILOT_NODE_IPS"] == "10.0.0.7\n10.0.0.12"
+        # Node 0's worker finished first and its attempt ended: node 1 is not stranded.
+        store.update_attempt(
+            _attempt_of(store, job_id, peer),
+            state=AttemptState.ENDED,
+            end_reason=EndReason.SUCCEEDED,
+        )
+        assert case.plane.rendezvous() == expected
+        # A newer generation launched: this one's nodes meet no more.
+        _group_node(store, job_id, 0, unique("i"), generation=1)
+        assert case.plane.rendezvous() is None
+    finally:
+        store.close()

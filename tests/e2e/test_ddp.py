@@ -42,7 +42,9 @@ def kill_machine(h: Harness, instance: Any) -> None:
     row = h.providers[instance.provider].store.instance(instance.instance_id)
     assert row is not None and row["host_pid"]
     host = int(row["host_pid"])
-    for pid in [*descendants(host), host]:
+    # The host first: killed after its unit, it could see the unit exit and record the instance
+    # terminated (an end of its own) before its own death made it failed.
+    for pid in [host, *descendants(host)]:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
 

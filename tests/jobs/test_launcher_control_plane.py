@@ -27,7 +27,16 @@ class Cloud:
 
 
 class Host:
+    """A provider whose instances run on the controller's host (the local cloud)."""
+
     shares_host_network = True
+
+
+class Records:
+    """A provider whose instances run nothing (the fake provider)."""
+
+    shares_host_network = True
+    runs_nothing = True
 
 
 @pytest.mark.parametrize(
@@ -118,7 +127,8 @@ def test_shares_host_network_is_false_unless_the_provider_says_so() -> None:
         (Cloud(), "https://spothop.example.com", False),
         (Cloud(), "http://10.0.0.5:8350", False),
         (Host(), "http://127.0.0.1:4100", False),
-        (Host(), None, False),
+        (Host(), None, True),  # the database plane: an instance that runs an agent cannot open it
+        (Records(), None, False),  # ... one that runs nothing never opens it
         (Host(), "postgresql://u:secret@db/spothop", True),  # a database URL: no one
         (Cloud(), "sqlite:///x.db", True),
     ],

@@ -6,6 +6,7 @@ instances and torch.distributed is tests/e2e/test_ddp.py.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -27,12 +28,12 @@ from spothop.jobs.launcher import GroupEnv, WorkerCommand, bootstrap, group_port
 from spothop.jobs.lifecycle import AttemptState, EndReason, JobState
 from spothop.jobs.store import JobStore
 from spothop.market import ManualClock
-from spothop.providers.extensions import GroupRendezvous
 from spothop.providers.fake.factories import make_offering
 from spothop.scheduler.market_view import MarketKind, MarketState, MarketView
 from spothop.scheduler.placement import Candidate
 from spothop.testing import FakeProvider, make_market, make_offerings
 from spothop.wire.events import Exited, FinalNotice
+from spothop.wire.group import deferred
 from tests.jobs.controller.factories import (
     A100,
     BOOT_S,
@@ -163,6 +164,77 @@ def test_a_node_lost_without_notice_stops_the_others_at_once() -> None:
     j = job(attempts=(a0, a1), job_spec=two_node())
     stops = of_type(decide(snapshot([j])), RequestStop)
     assert [(s.instance_id, s.deadline_s) for s in stops] == [(a0.instance_id, NOW - 1)]
+
+
+def _booting_group_node(node: int, **fields: Any) -> Any:
+    """A node of generation 0 whose instance boots (its agent registered when ``beat_at`` is set)."""
+    return group_attempt(node, state=AttemptState.PENDING, running_at=None, **fields)
+
+
+def test_a_node_lost_before_the_rendezvous_is_replaced_alone_within_its_generation() -> None:
+    """Node 1's agent never registered: no node can have had the rendezvous, so node 0 is left
+    waiting and node 1 is relaunched at the same rank, in generation 0, on the group's market."""
+    a0 = _booting_group_node(0, beat_at=NOW - 20)
+    a1 = group_attempt(
+        1, state=AttemptState.ENDED, end_reason=EndReason.AGENT_LOST, ended_at=NOW - 1
+    )
+    j = job(attempts=(a0, a1), job_spec=two_node())
+    actions = decide(snapshot([j]))
+    assert not of_type(actions, RequestStop) and not of_type(actions, EndAttempt)
+    (launch,) = launches(actions)
+    assert (launch.node, launch.generation, launch.group_nnodes) == (1, 0, 2)
+    assert [c.market_id for c in launch.candidates] == [a1.market]
+    assert "replaced within its generation" in launch.reason
+
+
+def test_a_replaced_node_is_the_group_and_its_lost_predecessor_is_history() -> None:
+    a0 = _booting_group_node(0, beat_at=NOW - 20)
+    lost = group_attempt(
+        1, state=AttemptState.ENDED, end_reason=EndReason.AGENT_LOST, ended_at=NOW - 100
+    )
+    again = _booting_group_node(1, n=11, launched_at=NOW - 90)
+    j = job(attempts=(a0, lost, again), job_spec=two_node())
+    actions = decide(snapshot([j]))
+    assert not launches(actions) and not of_type(actions, RequestStop)
+    running = replace(again, state=AttemptState.RUNNING, running_at=NOW - 5, beat_at=NOW - 5)
+    a0 = replace(a0, state=AttemptState.RUNNING, running_at=NOW - 5)
+    j = job(state=JobState.PROVISIONING, attempts=(a0, lost, running), job_spec=two_node())
+    states = [s.state for s in of_type(decide(snapshot([j])), SetJobState)]
+    assert states == [JobState.RUNNING]
+
+
+def test_a_node_lost_after_its_agent_registered_breaks_the_generation_as_before() -> None:
+    """Registered: the rendezvous may have been handed out and the workers started, so the
+    generation stops and the next one is launched whole (rule 3)."""
+    a0 = group_attempt(0, beat_at=NOW - 20)
+    a1 = group_attempt(
+        1,
+        state=AttemptState.ENDED,
+        end_reason=EndReason.AGENT_LOST,
+        ended_at=NOW - 1,
+        beat_at=NOW - 200,
+    )
+    j = job(attempts=(a0, a1), job_spec=two_node())
+    actions = decide(snapshot([j]))
+    assert [s.instance_id for s in of_type(actions, RequestStop)] == [a0.instance_id]
+    assert not launches(actions)
+
+
+def test_a_node_lost_before_the_rendezvous_on_a_market_no_longer_usable_breaks_the_generation() -> (
+    None
+):
+    a0 = _booting_group_node(0, beat_at=NOW - 20, zone="fake-1z")
+    a1 = group_attempt(
+        1,
+        zone="fake-1z",
+        state=AttemptState.ENDED,
+        end_reason=EndReason.AGENT_LOST,
+        ended_at=NOW - 1,
+    )
+    j = job(attempts=(a0, a1), job_spec=two_node())
+    actions = decide(snapshot([j], view=view_of({A100: 1}, known={A100X2: 2})))
+    assert [s.instance_id for s in of_type(actions, RequestStop)] == [a0.instance_id]
+    assert not launches(actions)
 
 
 def test_a_node_stopped_with_its_group_is_superseded_not_an_interruption() -> None:
@@ -314,10 +386,10 @@ def test_a_reformable_spec_keeps_a_node_row_for_its_largest_shape() -> None:
     assert not spec().grouped and spec(num_nodes=2).grouped
 
 
-def test_each_node_gets_the_rendezvous_environment_torchrun_expects(tmp_path: Any) -> None:
-    group = GroupEnv(
-        nnodes=2, nproc_per_node=1, generation=3, master_addr="127.0.0.1", master_port=12345
-    )
+def test_each_node_is_launched_with_its_groups_shape_and_waits_for_the_address(
+    tmp_path: Any,
+) -> None:
+    group = GroupEnv(nnodes=2, nproc_per_node=1, generation=3, master_port=12345)
     boot = bootstrap(
         WorkerCommand(run="true"),
         job_id="j-1",
@@ -328,8 +400,10 @@ def test_each_node_gets_the_rendezvous_environment_torchrun_expects(tmp_path: An
         home=tmp_path,
         group=group,
     )
-    assert {k: boot.env[k] for k in [*group.env(1), "SPOTHOP_NODE_RANK"]} == {
-        "MASTER_ADDR": "127.0.0.1",
+    assert deferred(boot.env)  # no MASTER_ADDR: the agent waits for the rendezvous
+    assert "SKYPILOT_NODE_IPS" not in boot.env
+    names = [n for n in group.env(1) if not n.startswith("SKYPILOT_")]
+    assert {k: boot.env[k] for k in [*names, "SPOTHOP_NODE_RANK"]} == {
         "MASTER_PORT": "12345",
         "NODE_RANK": "1",
         "NNODES": "2",
@@ -429,21 +503,12 @@ def test_a_worker_that_fails_because_its_peer_was_lost_ends_with_its_group_not_a
     assert JobState.FAILED not in [s.state for s in of_type(actions, SetJobState)]
 
 
-class _SharedHost(FakeProvider, GroupRendezvous):
-    """A fake cloud whose instances share one host, as the local cloud's do."""
-
-    group_rendezvous_host = "127.0.0.1"
-
-
-@pytest.mark.parametrize("provider_class", [_SharedHost, FakeProvider])
-def test_the_executor_gives_a_group_node_its_rendezvous_or_refuses_naming_why(
-    tmp_path: Any, provider_class: type[FakeProvider]
-) -> None:
+def test_the_executor_launches_a_group_node_with_its_shape_and_no_address(tmp_path: Any) -> None:
+    """No provider knows node 0's address before it boots: the launch gives the node its rank,
+    the group's shape and port, and leaves MASTER_ADDR to the rendezvous (its agent waits)."""
     url = f"sqlite:///{tmp_path / 'store.db'}"
     store = JobStore(url)
-    provider = provider_class(
-        markets=[make_market(o) for o in make_offerings()], clock=ManualClock()
-    )
+    provider = FakeProvider(markets=[make_market(o) for o in make_offerings()], clock=ManualClock())
     executor = Executor(store, {provider.name: provider}, store_url=url, home=tmp_path)
     try:
         job_id = store.create_job(spec(num_nodes=2))
@@ -454,16 +519,14 @@ def test_the_executor_gives_a_group_node_its_rendezvous_or_refuses_naming_why(
         wait_for(lambda: not executor.launching(), 10, what="the launch to end")
         (attempt,) = store.attempts(job_id)
         assert (attempt.generation, attempt.group_nnodes) == (2, 2)
-        if provider_class is _SharedHost:
-            (request,) = provider.requests
-            assert request.env["MASTER_ADDR"] == "127.0.0.1"
-            assert request.env["MASTER_PORT"] == str(group_port(job_id, 2))
-            assert (request.env["NODE_RANK"], request.env["SPOTHOP_GROUP_GENERATION"]) == ("1", "2")
-        else:
-            assert not provider.requests
-            assert attempt.end_reason is EndReason.LAUNCH_FAILED
-            assert attempt.error_code == "GroupUnsupported"
-            assert "docs/multinode.md" in (attempt.error_message or "")
+        assert attempt.group_nproc_per_node == max(1, offering.gpu_count)
+        assert attempt.end_reason is None
+        (request,) = provider.requests
+        assert "MASTER_ADDR" not in request.env and "SKYPILOT_NODE_IPS" not in request.env
+        assert deferred(request.env)
+        assert request.env["MASTER_PORT"] == str(group_port(job_id, 2))
+        assert (request.env["NODE_RANK"], request.env["SPOTHOP_GROUP_GENERATION"]) == ("1", "2")
+        assert request.env["NNODES"] == "2"
     finally:
         executor.close()
         store.close()

@@ -62,3 +62,70 @@ def test_plan_says_the_dialect_and_explains(
     out, err = capsys.readouterr()
     assert "task.yaml: read as a SkyPilot task" in err
     assert "resources.use_spot" in out and "resources.memory_gib" in out
+
+
+def test_explain_shows_each_mount_its_source_and_what_happens_to_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    sky = {
+        "name": "m",
+        "run": "x",
+        "resources": {"use_spot": True},
+        "file_mounts": {"/data": "data", "~/.cache/m": "s3://bucket/model"},
+    }
+    rows = explain(sky, load_job(sky))
+    assert (
+        "file_mounts./data",
+        "file_mounts./data",
+        f"{tmp_path / 'data'} (packed and uploaded at launch)",
+    ) in rows
+    assert (
+        "file_mounts.~/.cache/m",
+        "file_mounts.~/.cache/m",
+        "s3://bucket/model (copied from its bucket at boot)",
+    ) in rows
+    path = tmp_path / ".dstack.yml"
+    path.write_text("type: task\ncommands: [ls]\nfiles:\n  - data:/workflow/data\n  - data\n")
+    _, raw = file_dialect(path)
+    rows = explain(raw, load_job(path))
+    assert (
+        "files.0",
+        "file_mounts./workflow/data",
+        f"{tmp_path / 'data'} (packed and uploaded at launch)",
+    ) in rows
+    assert (
+        "files.1",
+        "file_mounts.data",
+        f"{tmp_path / 'data'} (packed and uploaded at launch)",
+    ) in rows
+
+
+def test_explain_shows_ordered_alternatives_an_instance_type_and_a_machine_image(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    data = {
+        "name": "o",
+        "run": "x",
+        "resources": {
+            "cloud": "aws",
+            "image_id": "ami-0123456789abcdef0",
+            "ordered": [
+                {"accelerators": "A100:1", "region": "us-east-1"},
+                {"instance_type": "g5.xlarge"},
+            ],
+        },
+    }
+    rows = explain(data, load_job(data))
+    assert (
+        "resources.ordered",
+        "resources.ordered (in preference order)",
+        "A100:1 us-east-1, g5.xlarge",
+    ) in rows
+    assert (
+        "resources.image_id",
+        "resources.image_id (the cloud's machine image)",
+        "ami-0123456789abcdef0",
+    ) in rows

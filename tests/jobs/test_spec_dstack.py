@@ -109,7 +109,11 @@ def test_a_bare_env_is_filled_from_launch_env_or_named() -> None:
         ({**_task(), "type": "service"}, "type", "service is a dstack configuration type"),
         ({**_task(), "type": "dev-environment"}, "type", "dstack tasks"),
         ({**_task(), "type": "banana"}, "type", "unknown configuration type"),
-        (_task(files=["data:/data"]), "files", "not built yet"),
+        (_task(files="data:/data"), "files", "a list of LOCAL:PATH"),
+        (_task(files=["data:../up"]), "files.0", "climbs out"),
+        (_task(files=[{"local_path": "data", "to": "/d"}]), "files.0.to", "not a field"),
+        (_task(files=[{"path": "/d"}]), "files.0.local_path", "a local file or folder"),
+        (_task(files=["a:/d", "b:/d"]), "files.1", "already the path"),
         (_task(ports=[8000]), "ports", "services"),
         (_task(max_price=1.5), "max_price", "budget_usd"),
         (_task(python="3.11"), "python", "setup"),
@@ -136,3 +140,32 @@ def test_a_dstack_value_still_meets_the_specs_checks() -> None:
         load_job(_task(resources={"gpu": "A1000:1"}))
     with pytest.raises(JobSpecError, match=r"resources\.gpus_per_node"):
         load_job(_task(resources={"gpu": 0}))
+
+
+def test_files_map_as_file_mounts_in_each_form(tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "requirements.txt").write_text("torch\n")
+    path = tmp_path / ".dstack.yml"
+    path.write_text(
+        "type: task\n"
+        "commands: [python train.py]\n"
+        "files:\n"
+        "  - .:/workflow\n"
+        "  - data:/data\n"
+        "  - requirements.txt\n"
+        "  - {local_path: data, path: ~/cache}\n"
+    )
+    spec = load_job(path)
+    assert spec.file_mounts == {
+        "/workflow": str(tmp_path),
+        "/data": str(tmp_path / "data"),
+        "requirements.txt": str(tmp_path / "requirements.txt"),
+        "~/cache": str(tmp_path / "data"),
+    }
+
+
+def test_a_files_source_that_does_not_exist_is_named(tmp_path: Path) -> None:
+    path = tmp_path / ".dstack.yml"
+    path.write_text("type: task\ncommands: [ls]\nfiles: [missing:/data]\n")
+    with pytest.raises(JobSpecError, match="does not exist"):
+        load_job(path)

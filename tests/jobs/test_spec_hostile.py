@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import json
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,11 @@ NESTED = [
     "on_events",
     "strategy",
     "max_restarts_on_errors",
+    "ordered",
+    "instance_type",
+    "local_path",
+    "path",
+    "files",
 ]
 WORDS = [
     "A10G:1",
@@ -109,6 +115,12 @@ WORDS = [
     "A100:80GB:8",
     "A100,H100:1..2",
     "1..9",
+    "g5.xlarge",
+    "g5 xlarge",
+    "projects/p/global/images/x",
+    "./data:/data",
+    "~/.cache:/root/.cache",
+    "/etc/x:../../escape",
 ]
 
 scalars = st.one_of(
@@ -133,7 +145,19 @@ def _values(leaf: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     )
 
 
-EXAMPLES = [yaml.safe_load(t) for t in (ISSUE_EXAMPLE, SKYPILOT_TASK, DSTACK_TASK)]
+# The corpus of SkyPilot and dstack files (tests/jobs/dialects/): every key and form of both
+# dialects, each a file to damage (the chains, several documents, left out of the mappings).
+CORPUS = [
+    case["file"]
+    for path in sorted((Path(__file__).parent / "dialects").glob("*.yaml"))
+    for case in yaml.safe_load(path.read_text())
+]
+TEXTS = [ISSUE_EXAMPLE, SKYPILOT_TASK, DSTACK_TASK, *CORPUS]
+EXAMPLES = [
+    d
+    for d in (next(iter(yaml.safe_load_all(t))) if "\n---" not in t else None for t in TEXTS)
+    if isinstance(d, dict) and d
+]
 
 
 @st.composite
@@ -143,6 +167,8 @@ def _damaged_spec(draw: st.DrawFn) -> dict[Any, Any]:
     spec = copy.deepcopy(draw(st.sampled_from(EXAMPLES)))
     for _ in range(draw(st.integers(1, 3))):
         target = spec
+        if not target:  # a small file, every field dropped
+            break
         key = draw(st.sampled_from(sorted(target, key=str)))
         if isinstance(target[key], dict) and target[key] and draw(st.booleans()):
             target = target[key]
@@ -184,10 +210,12 @@ def test_any_mapping_loads_or_is_a_job_spec_error(
         assert str(exc)
         return
     assert JobSpec.from_json(spec.to_json()) == spec  # what loads can be stored and read back
+    # ... and sent to the server, which reads the CLI's to_json through load_job
+    assert load_job(json.loads(spec.to_json()), base_dir=base_dir) == spec
 
 
 @PROPERTY_SETTINGS
-@given(text=hostile([ISSUE_EXAMPLE, SKYPILOT_TASK, DSTACK_TASK]))
+@given(text=hostile(TEXTS))
 def test_any_damaged_job_file_loads_or_is_a_job_spec_error(text: str, base_dir: Path) -> None:
     path = write_hostile(base_dir / "job.yaml", text)
     try:

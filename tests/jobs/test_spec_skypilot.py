@@ -104,8 +104,17 @@ def test_spothops_own_fields_may_be_added_to_a_skypilot_file() -> None:
             "file_mounts./d.source",
             "would create",
         ),
-        (_sky(use_spot=True, instance_type="p4d.24xlarge"), "resources.instance_type", "hardware"),
-        (_sky(use_spot=True, ordered=[{"cloud": "aws"}]), "resources.ordered", "'ordered'"),
+        (_sky(use_spot=True, network_tier="best"), "resources.network_tier", "networks"),
+        (
+            _sky(use_spot=True, ordered=[{"any_of": []}]),
+            "resources.ordered.0.any_of",
+            "preference order",
+        ),
+        (
+            _sky(ordered=[{"use_spot": True, "disk_size": 9}]),
+            "resources.ordered.0.disk_size",
+            "not taken in an ordered entry",
+        ),
         (
             _sky(any_of=[{"use_spot": True, "image_id": "x"}]),
             "resources.any_of.0.image_id",

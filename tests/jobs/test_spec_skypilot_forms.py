@@ -146,11 +146,15 @@ def test_disk_size_and_tier_are_recorded() -> None:
 @pytest.mark.parametrize(
     ("resources", "path", "words"),
     [
-        ({"disk_size": -5}, "resources.disk_size_gib", "disk_size_gib"),
-        ({"disk_size": 0}, "resources.disk_size_gib", "disk_size_gib"),
+        ({"disk_size": -5}, "resources.disk_size", "whole number of 1 or more"),
+        ({"disk_size": 0}, "resources.disk_size", "whole number of 1 or more"),
+        ({"disk_size": 100_000}, "resources.disk_size_gib", "65536"),
+        ({"disk_tier": None, "disk_size": 10.5}, "resources.disk_size", "10.5"),
         ({"disk_tier": "turbo"}, "resources.disk_tier", "turbo"),
         ({"image_id": "docker:my image"}, "resources.image_id", "no spaces"),
         ({"image_id": "ami-0123456789"}, "resources.image_id", "docker:IMAGE"),
+        ({"image_id": "ami 0123", "cloud": "aws"}, "resources.image_id", "machine image id"),
+        ({"image_id": {"us-east-1": 7}, "cloud": "aws"}, "resources.image_id", "an image id"),
     ],
 )
 def test_bad_disks_and_images_are_refused_with_the_key(
@@ -221,7 +225,7 @@ def test_a_spothop_file_null_env_names_launch_env() -> None:
         (_sky(accelerators={"tpu-v5e-16": 1}), "resources.accelerators", "TPU"),
         (_sky(cloud="kubernetes"), "resources.cloud", "Kubernetes"),
         (_sky(infra="k8s/my-context"), "resources.infra", "Kubernetes"),
-        (_sky(ordered=[{"accelerators": "A100:1"}]), "resources.ordered", "any_of"),
+        (_sky(ordered=[{"ordered": []}]), "resources.ordered.0.ordered", "one any_of"),
         (_sky(any_of=[{"any_of": []}]), "resources.any_of.0.any_of", "one any_of"),
         (
             {**_sky(), "file_mounts": {"/d": {"source": "s3://b", "mode": "SYNC"}}},

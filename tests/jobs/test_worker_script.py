@@ -28,6 +28,8 @@ from spothop.jobs.launcher import (
     bootstrap,
     worker_command,
 )
+from spothop.wire.group import Rendezvous
+from spothop.wire.logs import read_worker_phase
 
 BASH_ONLY_RUN = """\
 if [[ -n "$GREETING" && "$GREETING" == hel* ]]; then
@@ -66,6 +68,33 @@ def test_a_failing_setup_fails_the_worker_with_its_status_and_run_never_starts(
     assert _run(work, log) == 7
     assert not (tmp_path / "ran.txt").exists()
     assert f"{SETUP_FAILED_MARK} 7; run was not started" in log.read_text()
+    assert read_worker_phase(tmp_path) == "setup"  # what the agent reports the exit with
+
+
+def test_a_restarted_worker_runs_setup_once_per_node_and_run_each_time(tmp_path: Path) -> None:
+    log = tmp_path / "attempt.log"
+    work = WorkerCommand(
+        setup="echo s >> setups.txt", run="echo r >> runs.txt; exit 3", workdir=str(tmp_path)
+    )
+    assert [_run(work, log), _run(work, log)] == [3, 3]  # the agent restarting a failed worker
+    assert (tmp_path / "setups.txt").read_text() == "s\n"
+    assert (tmp_path / "runs.txt").read_text() == "r\nr\n"
+
+
+def test_a_failed_setup_runs_again_on_the_next_start(tmp_path: Path) -> None:
+    log = tmp_path / "attempt.log"
+    work = WorkerCommand(
+        setup="echo s >> setups.txt; exit 5", run="touch ran.txt", workdir=str(tmp_path)
+    )
+    assert [_run(work, log), _run(work, log)] == [5, 5]
+    assert (tmp_path / "setups.txt").read_text() == "s\ns\n" and not (tmp_path / "ran.txt").exists()
+
+
+def test_the_driver_writes_each_phase_it_starts_beside_the_log(tmp_path: Path) -> None:
+    log = tmp_path / "attempt.log"
+    work = WorkerCommand(setup="true", run="exit 4", workdir=str(tmp_path))
+    assert _run(work, log) == 4
+    assert read_worker_phase(tmp_path) == "run"
 
 
 def test_run_gets_its_own_status_and_starts_in_the_workdir_whatever_setup_did(
@@ -96,9 +125,7 @@ def test_no_setup_runs_run_alone(tmp_path: Path) -> None:
 
 
 def test_a_group_node_gets_skypilot_variables_of_its_generation(tmp_path: Path) -> None:
-    group = GroupEnv(
-        nnodes=3, nproc_per_node=4, generation=2, master_addr="10.0.0.5", master_port=12345
-    )
+    group = GroupEnv(nnodes=3, nproc_per_node=4, generation=2, master_port=12345)
     boot = bootstrap(
         WorkerCommand(run="true", envs={"SKYPILOT_NODE_RANK": "9"}),
         job_id="j-000001",
@@ -114,7 +141,21 @@ def test_a_group_node_gets_skypilot_variables_of_its_generation(tmp_path: Path) 
     env = boot.env
     assert env[SKYPILOT_NODE_RANK] == env[SKYPILOT_SETUP_NODE_RANK] == "2"  # spothop's wins
     assert env[SKYPILOT_NUM_NODES] == "3" and env[SKYPILOT_NUM_GPUS_PER_NODE] == "4"
-    assert env[SKYPILOT_NODE_IPS] == env[SKYPILOT_SETUP_NODE_IPS] == "10.0.0.5\n" * 2 + "10.0.0.5"
+    # No node has an address at launch: the agent sets the addresses from the group's rendezvous.
+    assert SKYPILOT_NODE_IPS not in env and SKYPILOT_SETUP_NODE_IPS not in env
+    met = Rendezvous(
+        master_addr="10.0.0.5",
+        master_port=12345,
+        node_rank=2,
+        nnodes=3,
+        nproc_per_node=4,
+        generation=2,
+        node_addrs=("10.0.0.5", "10.0.0.6", "10.0.0.7"),
+    ).env()
+    assert met[SKYPILOT_NODE_IPS] == met[SKYPILOT_SETUP_NODE_IPS] == "10.0.0.5\n10.0.0.6\n10.0.0.7"
+    assert {k: met[k] for k in (SKYPILOT_NODE_RANK, SKYPILOT_NUM_NODES)} == {
+        k: env[k] for k in (SKYPILOT_NODE_RANK, SKYPILOT_NUM_NODES)
+    }
     assert env[SKYPILOT_TASK_ID] == "j-000001"
     assert json.loads(env[SKYPILOT_CLUSTER_INFO]) == {
         "cluster_name": "j-000001",

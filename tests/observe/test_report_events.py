@@ -14,7 +14,7 @@ from spothop.jobs.lifecycle import AttemptState, EndReason
 from spothop.jobs.spec import load_job
 from spothop.jobs.store import JobStore
 from spothop.observe import events as stream_module
-from spothop.observe import report as report_module
+from spothop.observe import job_report as report_module
 from spothop.observe.events import EventStream
 from spothop.observe.report import REPORT_KINDS
 from spothop.service.report import job_report

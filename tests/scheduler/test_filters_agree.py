@@ -41,17 +41,20 @@ simple = st.builds(
     providers_allow=st.sampled_from(((), ("p1", "p2"))),
     providers_deny=st.sampled_from(((), ("p2",))),
     zones=st.sampled_from(((), ("z1",))),
+    instance_type=st.sampled_from((None, "A10G-1-4", "L4-8-64")),
 )
 
 
-def _with_alternatives(base: Requirements, alts: list[Requirements]) -> Requirements:
+def _with_alternatives(
+    base: Requirements, alts: list[Requirements], ordered: bool = False
+) -> Requirements:
     fields = {
         name: getattr(base, name) for name in base.__dataclass_fields__ if name != "gpu_names"
     }
-    return Requirements(**{**fields, "alternatives": tuple(alts)})
+    return Requirements(**{**fields, "alternatives": tuple(alts), "ordered": ordered})
 
 
-requirements = st.builds(_with_alternatives, simple, st.lists(simple, max_size=2))
+requirements = st.builds(_with_alternatives, simple, st.lists(simple, max_size=3), st.booleans())
 
 
 @settings(max_examples=60, deadline=None)
@@ -66,3 +69,8 @@ def test_the_ranking_and_the_per_offering_check_agree(
     assert {c.offering for c in ranking.candidates} == {
         o for o, f in zip(offers, failures, strict=True) if not f
     }
+    # Ordered alternatives: each candidate's preference is the per-offering one, and the
+    # ranking never puts a later alternative's candidate before an earlier one's.
+    preferences = [c.preference for c in ranking.candidates]
+    assert preferences == [req.preference(c.offering) for c in ranking.candidates]
+    assert preferences == sorted(preferences)

@@ -145,6 +145,7 @@ def test_job_as_agent_is_refused_everything_of_job_b(
         server.call("POST", f"{b_path}/heartbeat", token=a.token, body=beat),
         server.call("POST", f"{b_path}/events", token=a.token, body={"events": [b_event]}),
         server.call("GET", f"{b_path}/requests", token=a.token),
+        server.call("GET", f"{b_path}/rendezvous", token=a.token),
         server.call("POST", f"{b_path}/requests/{b_request}/ack", token=a.token, body={}),
         server.call(
             "POST", f"{b_path}/leases/release", token=a.token, body={"worker_id": b.worker_id}
@@ -191,6 +192,8 @@ def test_job_as_agent_is_refused_everything_of_job_b(
     # The real agent plane, pointed at B's instance with A's token, is told so at once.
     with pytest.raises(ControlPlaneAuthError):
         a.plane(served, tmp_path, instance_id=b.instance_id).requests()
+    # Its own rendezvous: none (it runs no grouped attempt), answered, not refused.
+    assert a.plane(served, tmp_path).rendezvous() is None
 
 
 def test_a_worker_of_another_job_keeps_its_leases(

@@ -7,7 +7,7 @@ import pytest
 from spothop.errors import ConfigError
 from spothop.jobs.store import JobStore
 from spothop.observe.events import Cursor
-from spothop.observe.report import UnknownJob
+from spothop.observe.job_report import UnknownJob
 from spothop.service.events import cursor_from_text, cursor_text, stream_events
 from tests.service.conftest import preempted_job
 

@@ -139,6 +139,7 @@ def test_the_previous_agents_heartbeat_table_moves_into_the_new_one(
             "worker_heartbeat_unix_s": T0 + 49,
             "notice_blind": 0,
             "worker_step": None,  # 0006: 0.1.0's agent reported no step
+            "private_address": "",  # 0014: nor an address
         }
     ]
     assert "agent_heartbeats_0_1" not in store.tables()

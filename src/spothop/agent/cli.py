@@ -103,6 +103,7 @@ def config_from(args: argparse.Namespace) -> AgentConfig:
         sigterm_grace_s=args.sigterm_grace,
         heartbeat_interval_s=args.heartbeat_interval,
         requests_interval_s=args.requests_interval,
+        rendezvous_timeout_s=args.rendezvous_timeout,
         probe_first_boot=not args.no_probe,
         code_url=args.code_url,
         code_sha256=args.code_sha256,

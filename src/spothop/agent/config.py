@@ -20,6 +20,10 @@ DEFAULT_HEARTBEAT_INTERVAL_S = 10.0
 # from the heartbeat and more often, so a node's stop does not wait up to a heartbeat interval
 # (10 s of a 30 s notice: the group relaunches only once every node stopped).
 DEFAULT_REQUESTS_INTERVAL_S = 1.0
+# How long a grouped task's node waits for its group's rendezvous before it gives up (exit 1, the
+# controller relaunches the generation): every other node must boot and register, a lost one be
+# found lost (its provider's boot deadline, 10 to 15 minutes on the real clouds) and replaced.
+DEFAULT_RENDEZVOUS_TIMEOUT_S = 3600.0
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,7 @@ class AgentConfig:
     endpoint_lost_polls: int = 5
     heartbeat_interval_s: float = DEFAULT_HEARTBEAT_INTERVAL_S
     requests_interval_s: float = DEFAULT_REQUESTS_INTERVAL_S
+    rendezvous_timeout_s: float = DEFAULT_RENDEZVOUS_TIMEOUT_S
     extra_env: dict[str, str] = field(default_factory=dict)
     code_url: str | None = None  # the job's packed workdir (spothop.agent.code)
     code_sha256: str | None = None

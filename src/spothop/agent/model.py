@@ -136,6 +136,9 @@ class Identity:
     # Degraded modes the endpoint is read in that still see every notice, one sentence each
     # (e.g. AWS IMDSv1 after the token PUT was refused); empty when it is read as designed.
     fallbacks: tuple[str, ...] = ()
+    # The instance's address on its cloud's private network (empty: the endpoint does not say);
+    # a grouped task's nodes meet at node 0's (docs/multinode.md).
+    private_address: str = ""
 
 
 @dataclass(frozen=True)

@@ -232,6 +232,15 @@ OPTIONS: tuple[Option, ...] = (
         bound=HEARTBEAT_INTERVAL_S,
     ),
     Option(
+        "--rendezvous-timeout",
+        "a grouped task's node: seconds to wait for its group's rendezvous before giving up "
+        f"(default {defaults.DEFAULT_RENDEZVOUS_TIMEOUT_S:g})",
+        float,
+        defaults.DEFAULT_RENDEZVOUS_TIMEOUT_S,
+        "S",
+        bound=DURATION_S,
+    ),
+    Option(
         "--lease-releaser",
         "hook that releases the worker's leases (default: the control plane's)",
         metavar="MODULE:FACTORY",

@@ -43,6 +43,7 @@ from spothop.agent.logship import LogShipper
 from spothop.agent.model import Identity, Notice, NoticeKind, SelfCheck, final_notice
 from spothop.agent.mounts import MountError, apply_mounts
 from spothop.agent.notices import Watcher, make_watcher, sigterm_notice
+from spothop.agent.rendezvous import RendezvousWait, route_address
 from spothop.agent.reporter import Reporter
 from spothop.agent.supervisor import LogSink, Supervisor
 from spothop.agent.watch import WatcherThread, WatchLoop
@@ -69,7 +70,14 @@ from spothop.wire.events import (
     WorkerExited,
     WorkerStarted,
 )
-from spothop.wire.logs import ATTEMPT_ID_ENV, NODE_RANK_ENV, worker_log_path
+from spothop.wire.group import GENERATION_ENV, NNODES_ENV, deferred
+from spothop.wire.logs import (
+    ATTEMPT_ID_ENV,
+    NODE_RANK_ENV,
+    read_worker_phase,
+    worker_log_path,
+    worker_phase_path,
+)
 from spothop.worker import channel
 
 log = logging.getLogger(__name__)
@@ -78,6 +86,7 @@ MAIN_TICK_S = 0.02  # notice → stop latency added by the main loop, at most
 SELF_CHECK_ATTEMPTS = 3  # an endpoint still coming up gets a few tries
 SELF_CHECK_RETRY_S = 0.3
 FINAL_FLUSH_S = 2.0  # at exit, how long spooled events may take to reach the control plane
+RENDEZVOUS_TICK_S = 0.2  # while a group's node waits: how soon it sees a stop, at most
 LOG_FLUSH_S = 3.0  # at exit (after the emergency protocol too), how long the log's rest may take
 
 
@@ -224,6 +233,7 @@ class Agent:
 
     def _start(self) -> None:
         self.control.reset()
+        worker_phase_path(self.config.state_dir).unlink(missing_ok=True)  # the driver writes it
         pid = self.supervisor.start()
         self.reporter.report(
             WorkerStarted,
@@ -265,8 +275,13 @@ class Agent:
             return self._failed_before_start()
         if self.config.probe_first_boot:
             self._probe_first_boot()
-        self._start()
+        # A group's node starts its worker only with its group's rendezvous (agent/rendezvous.py).
+        group = deferred(self.supervisor.env)
+        if not group:
+            self._start()
         self.check = self.self_check()
+        if group:
+            self.check = _with_address(self.check, self.config.protocol)
         identity = self.check.identity
         self.reporter.identify(
             instance_id=identity.instance_id,
@@ -294,7 +309,11 @@ class Agent:
         if self.shipper is not None:
             self.shipper.start()
         try:
-            code = self._loop()
+            code = self._await_rendezvous() if group else None
+            if code is None:
+                if group:
+                    self._start()
+                code = self._loop()
         finally:
             self.watch.close()
             self.link.close()
@@ -342,6 +361,48 @@ class Agent:
         self.plane.flush(FINAL_FLUSH_S)
         self.plane.close()
         return model.EXIT_WORKER_FAILED
+
+    def _await_rendezvous(self) -> int | None:
+        """Wait for the group's rendezvous (:mod:`spothop.agent.rendezvous`) while acting on
+        requests and notices; None once the worker's environment has it, else the exit code."""
+        env = self.supervisor.env
+        what = (
+            f"node {env.get(NODE_RANK_ENV, '?')} of {env.get(NNODES_ENV, '?')}"
+            f" (generation {env.get(GENERATION_ENV, '?')})"
+        )
+        wait = RendezvousWait(self.plane, timeout_s=self.config.rendezvous_timeout_s, what=what)
+        self._set_state("rendezvous")
+        while not wait.expired:
+            self.wake.wait(min(RENDEZVOUS_TICK_S, wait.wait_s()))
+            self.wake.clear()
+            while self.link.requests:
+                self._request(self.link.requests.popleft())
+            while self.notices:
+                notice = self.notices.popleft()
+                if notice.kind is NoticeKind.FINAL:
+                    return self._stopped_before_start(notice)
+                self._advance(notice)
+            answer = wait.step()
+            if answer is not None:
+                self.supervisor.env.update(answer.env())
+                return None
+        log.error(
+            "%s had no rendezvous within %g s (--rendezvous-timeout); giving up: the controller"
+            " relaunches the group",
+            what,
+            self.config.rendezvous_timeout_s,
+        )
+        self._set_state("failed")
+        return model.EXIT_WORKER_FAILED
+
+    def _stopped_before_start(self, notice: Notice) -> int:
+        """A final notice (or the control plane's stop) before the worker started: recorded, and
+        the agent exits resumable; nothing ran, so nothing is saved."""
+        self._set_state("preempting")
+        self.reporter.report(FinalNotice, **_notice_fields(notice), raw=notice.raw)
+        self.watcher.acknowledge(notice)
+        self._set_state("preempted")
+        return model.EXIT_PREEMPTED
 
     def _loop(self) -> int:
         while True:
@@ -411,7 +472,12 @@ class Agent:
         code = self.supervisor.poll()
         if code is None:
             return None
-        self.reporter.report(WorkerExited, code=code, restarts=self.supervisor.restarts)
+        self.reporter.report(
+            WorkerExited,
+            code=code,
+            restarts=self.supervisor.restarts,
+            phase=read_worker_phase(self.config.state_dir) if code else "",
+        )
         if code == model.EXIT_DONE:
             self._set_state("done")
             return model.EXIT_DONE
@@ -441,6 +507,7 @@ class Agent:
             protocol=self.config.protocol,
             notice_blind=self.check.notice_blind,
             reasons=self.check.reasons,
+            private_address=self.check.identity.private_address,
         )
 
     def _heartbeat(self) -> Heartbeat:
@@ -497,6 +564,21 @@ def log_shipper(config: AgentConfig, plane: ControlPlane) -> LogShipper | None:
         job_id=config.job_id or "",
         node=int(node) if node.isdigit() else 0,
     )
+
+
+def _with_address(check: SelfCheck, protocol: str) -> SelfCheck:
+    """``check`` with a private address for a group's node to register: its metadata endpoint's,
+    else the host's own (:func:`~spothop.agent.rendezvous.route_address`, logged)."""
+    if check.identity.private_address:
+        return check
+    address = route_address()
+    log.warning(
+        "the metadata endpoint (%s) gives no private address; registering %r, this host's own",
+        protocol,
+        address,
+    )
+    identity = dataclasses.replace(check.identity, private_address=address)
+    return dataclasses.replace(check, identity=identity)
 
 
 def _notice_fields(notice: Notice) -> dict[str, Any]:

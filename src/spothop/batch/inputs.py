@@ -6,6 +6,7 @@ never carries the data, so the queue stays small however big the input.
 
 from __future__ import annotations
 
+import codecs
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -46,7 +47,8 @@ def _plan_jsonl(uri: str, per_shard: int) -> list[Shard]:
     shards: list[Shard] = []
     start = offset = count = first = 0
     with fsspec.open(uri, "rb") as handle:
-        for line in handle:
+        for number, line in enumerate(handle, start=1):
+            check_text_line(line, uri, number)
             offset += len(line)
             if line.strip():
                 count += 1
@@ -56,6 +58,42 @@ def _plan_jsonl(uri: str, per_shard: int) -> list[Shard]:
     if count:
         shards.append(_jsonl_shard(len(shards), uri, start, offset, first, count))
     return shards
+
+
+def check_text_line(line: bytes, uri: str, number: int) -> None:
+    """:class:`BatchSpecError` unless ``line`` (line ``number`` of ``uri``) is UTF-8 text with no
+    NUL: a binary file named ``.jsonl`` is no JSON Lines, and its shards could never be read."""
+    try:
+        if b"\x00" in line:
+            raise UnicodeDecodeError("utf-8", line, line.index(b"\x00"), len(line), "a NUL byte")
+        line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BatchSpecError(
+            f"{uri}: line {number} is not UTF-8 text ({exc.reason}): a .jsonl input holds one "
+            "JSON record per line; give the file its own suffix (each file one shard) or convert it"
+        ) from None
+
+
+def check_jsonl_head(uri: str, head_bytes: int = 1 << 16) -> None:
+    """:func:`check_text_line`'s rule over the first ``head_bytes`` of a JSON Lines file, at
+    launch: cheap, and it catches a binary file before anything is paid for. A character the
+    head cuts in two is left to the enqueue, which reads the whole file."""
+    with fsspec.open(uri, "rb") as handle:
+        head = handle.read(head_bytes)
+    found = [head.find(b"\x00")]
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+    except UnicodeDecodeError as exc:
+        found.append(exc.start)
+    bad = min((at for at in found if at >= 0), default=-1)
+    if bad >= 0:
+        line_start = head.rfind(b"\n", 0, bad) + 1
+        line_end = head.find(b"\n", bad)
+        check_text_line(
+            head[line_start : line_end if line_end >= 0 else bad + 1],
+            uri,
+            head.count(b"\n", 0, bad) + 1,
+        )
 
 
 def _jsonl_shard(index: int, uri: str, start: int, end: int, first: int, count: int) -> Shard:

@@ -27,7 +27,7 @@ from spothop.queue.base import ShardQueue
 from spothop.queue.errors import LeaseLost, QueueError
 from spothop.queue.model import DEFAULT_LEASE_S, Completion, Lease
 from spothop.queue.outputs import OutputStore, finalize_outputs
-from spothop.worker.sdk import stop_requested
+from spothop.worker.sdk import heartbeat, stop_requested
 
 log = logging.getLogger(__name__)
 
@@ -112,11 +112,11 @@ class WorkItem:
                 "commit needs an OutputStore: pass store= to iter_shards, or use complete()"
             )
         self.settled = True
-        return self.store.commit(self.queue, self.lease, data)
+        return _done(self.store.commit(self.queue, self.lease, data))
 
     def complete(self, output_ref: str) -> Completion:
         self.settled = True
-        return self.queue.complete(self.lease, output_ref)
+        return _done(self.queue.complete(self.lease, output_ref))
 
     def fail(self, error: str) -> None:
         self.settled = True
@@ -127,6 +127,14 @@ class WorkItem:
         self.settled = True
         with contextlib.suppress(LeaseLost):
             self.queue.release(self.lease)
+
+
+def _done(completion: Completion) -> Completion:
+    """A shard done is work done: the worker beats to its agent (``sdk.heartbeat``), whose next
+    heartbeat carries it, so that a report counts this instance's time as useful even when the
+    cloud takes it before the worker's clean exit (``observe/work.py``)."""
+    heartbeat()
+    return completion
 
 
 class Heartbeater:

@@ -12,7 +12,7 @@ from sqlalchemy import Engine
 from sqlalchemy import exc as sa_exc
 
 from spothop.cli.output import console, print_json, table
-from spothop.db import make_engine
+from spothop.db import default_database_url, make_engine, normalise_url, sqlite_path
 from spothop.errors import ConfigError, NotFoundError
 
 URL_HELP = (
@@ -34,14 +34,15 @@ def register(app: typer.Typer) -> None:
 @contextmanager
 def _store(url: str | None, *, must_exist: bool) -> Iterator[Engine]:
     """An engine on the store; an unreachable one is a clear error, a missing SQLite file too if ``must_exist``."""
-    engine = make_engine(url)
-    path = engine.url.database if engine.url.get_backend_name() == "sqlite" else None
-    try:
-        if must_exist and path and path != ":memory:" and not Path(path).exists():
+    if must_exist:  # looked for before an engine is made: making one creates the file
+        path = sqlite_path(normalise_url(url or default_database_url()))
+        if path is not None and not Path(path).exists():
             raise NotFoundError(
                 f"no store at {path} yet: spothop creates it on first use,"
                 " or `spothop db upgrade` creates it now"
             )
+    engine = make_engine(url)
+    try:
         yield engine
     except sa_exc.OperationalError as exc:
         shown = engine.url.render_as_string(hide_password=True)

@@ -59,10 +59,12 @@ def events(
             )
         _stream(_RemoteStream(client, job_id).read, follow, as_json)
         return
-    with JobStore(store_url) as store:
+    from spothop.db import store_to_read
+
+    with JobStore(store_to_read(store_url)) as store:
         if show_mtbf:
             if job_id is not None:
-                from spothop.observe.report import find_job
+                from spothop.observe.job_report import find_job
 
                 find_job(store, job_id)  # an unknown job says so, with the nearest ids
             _mtbf(store, job_id, as_json)

@@ -25,7 +25,7 @@ from rich.text import Text
 from spothop.cli.job_file import EnvOption, ExplainOption, env_overrides, show_dialect
 from spothop.cli.output import console, note, print_json, table
 from spothop.cli.remote import ServerClient, ServerOption, TokenOption, connect
-from spothop.errors import EXIT_FAILED, EXIT_OK
+from spothop.errors import EXIT_FAILED, EXIT_OK, NotFoundError
 from spothop.service.jobs import job_status, list_jobs, request_cancel
 from spothop.service.launch import check_launchable, launch_job
 from spothop.service.logs import LogTail, job_logs
@@ -66,6 +66,19 @@ def _store(url: str | None) -> JobStore:
     from spothop.jobs.store import JobStore
 
     return JobStore(url)
+
+
+def _read_store(url: str | None, job_id: str | None = None) -> JobStore:
+    """The store for a command that only reads: never created (:func:`spothop.db.store_to_read`);
+    a missing one, asked for ``job_id``, is that job not found."""
+    from spothop.db import store_to_read
+
+    try:
+        return _store(store_to_read(url))
+    except NotFoundError as exc:
+        if job_id is None:
+            raise
+        raise NotFoundError(f"no job {job_id}: {exc}") from None
 
 
 def _store_url(url: str | None) -> str:
@@ -127,6 +140,8 @@ def _launch_here(spec: Any, store_url: str | None, queue_url: str | None) -> str
     from spothop.state.wake import poke
 
     check_launchable(spec, loopback_control_plane=True)
+    if queue_url and spec.batch is not None:
+        _probe_queue(queue_url)
     url = _store_url(store_url)
     with _store(url) as store:
         job_id = launch_job(store, spec).job_id
@@ -141,6 +156,23 @@ def _launch_here(spec: Any, store_url: str | None, queue_url: str | None) -> str
         )
     poke()
     return job_id
+
+
+def _probe_queue(queue_url: str) -> None:
+    """The batch job's queue answers before the job is stored: an unreachable ``--queue-url``
+    would leave it pending forever, its shards never enqueued (one error line, exit 4)."""
+    from spothop.errors import SpothopError
+    from spothop.queue import open_queue
+    from spothop.queue.errors import UnknownJobError
+
+    try:
+        with open_queue(queue_url, "spothop-launch-probe") as queue:
+            queue.stats()
+    except UnknownJobError:
+        return  # it answered: no queue of that name, as expected
+    except SpothopError as exc:
+        exc.args = (f"--queue-url: {exc}; nothing was stored (check the URL and the server)",)
+        raise
 
 
 def _follow(fetch: Callable[[bool], dict[str, Any]], job_id: str, as_json: bool) -> int:
@@ -232,12 +264,16 @@ def status(
     if client is not None:
         data = client.status(job_id)
     else:
-        with _store(store_url) as store:
+        with _read_store(store_url, job_id) as store:
             data = job_status(store, job_id).to_dict()
     if as_json:
         print_json(data)
         return
     _show_status(data)
+
+
+# The ends status explains under the table, each with its attempt's line ("setup failed (exit 9)").
+_SAYS_WHY = {"failed": "failed", "agent_lost": "lost its agent", "worker_failed": "ended"}
 
 
 def _show_status(data: dict[str, Any]) -> None:
@@ -260,8 +296,8 @@ def _show_status(data: dict[str, Any]) -> None:
         )
     )
     for i in data["instances"][-5:]:
-        if i["end_reason"] in ("failed", "agent_lost") and i.get("end_detail"):  # says why
-            what = "failed" if i["end_reason"] == "failed" else "lost its agent"
+        if i["end_reason"] in _SAYS_WHY and i.get("end_detail"):
+            what = _SAYS_WHY[i["end_reason"]]
             note(f"instance {i['instance_id'] or '(never named)'} {what}: {i['end_detail']}")
     for failure in data["launch_failures"][-5:]:
         place = failure["zone"] or failure["region"]
@@ -303,8 +339,17 @@ def jobs(
     if client is not None:
         records = client.jobs()
     else:
-        with _store(store_url) as store:
-            records = list_jobs(store).to_list()
+        import os
+
+        from spothop.db import DATABASE_URL_ENV
+
+        try:
+            with _read_store(store_url) as store:
+                records = list_jobs(store).to_list()
+        except NotFoundError:
+            if store_url or os.environ.get(DATABASE_URL_ENV):
+                raise  # a store named that is not there: a typo, said so
+            records = []  # this home has no store yet: no jobs
     if as_json:
         print_json(records)
         return
@@ -359,7 +404,7 @@ def logs(
     agents shipped to the control plane)."""
     client = connect(server, token)
     with contextlib.ExitStack() as stack:
-        store = None if client is not None else stack.enter_context(_store(store_url))
+        store = None if client is not None else stack.enter_context(_read_store(store_url, job_id))
         if as_json:
             if client is not None:
                 print_json(client.logs(job_id, node, tail))
@@ -446,9 +491,10 @@ def cancel(
         from spothop.jobs.controller import daemon
         from spothop.state.wake import poke
 
-        url = _store_url(store_url)
-        with _store(url) as store:
+        url = _store_url(store_url) if store_url else None
+        with _read_store(url, job_id) as store:  # a store that is not there holds no such job
             answer = request_cancel(store, job_id).to_dict()
+        url = url or _store_url(None)
         daemon.start_background(store_url=url)
         poke()
     if as_json:

@@ -65,10 +65,15 @@ COLUMNS = [
 def _show(data: dict[str, Any], limit: int) -> None:
     """``plan --json``'s object as the ranking's table, the spread and what was excluded."""
     shown = data["candidates"][:limit]
+    order = (
+        "your choices in order (resources.ordered), the cheapest useful work first within each"
+        if (data.get("requirements") or {}).get("ordered")
+        else "best (cheapest useful work) first"
+    )
     console.print(
         table(
             f"{data['job']}: {data['candidate_count']} candidates from {data['offerings']} offerings, "
-            "best (cheapest useful work) first",
+            + order,
             COLUMNS,
             [_cells(i + 1, c) for i, c in enumerate(shown)],
             right=["#", *COLUMNS[6:]],

@@ -86,11 +86,12 @@ def report(
 def _local(
     job_id: str | None, since: str, by: str, store_url: str | None, plot: Path | None
 ) -> dict[str, Any]:
+    from spothop.db import store_to_read
     from spothop.jobs.store import JobStore
     from spothop.providers.registry import default_providers
 
     providers = default_providers()
-    with JobStore(store_url) as store:
+    with JobStore(store_to_read(store_url)) as store:
         if job_id is None:
             return costs(store, providers, CostQuery(since, by)).to_dict()
         data = job_report(store, job_id, providers).to_dict()
@@ -169,6 +170,8 @@ def _usd(value: float | None, digits: int = 4) -> str:
 def _show(d: dict[str, Any]) -> None:
     """The report of ``report JOB --json`` as tables, then its recommendations."""
     console.print(Text.assemble("job ", (d["job_id"], "bold"), f" ({d['name']}) · {d['state']}"))
+    if d.get("reason"):  # a budget reached, a deadline missed: said where the cost is
+        console.print(f"reason: {d['reason']}")
     console.print(table(None, ["figure", "value"], _figures(d)))
     for missing in d["missing_prices"]:
         note(f"price missing: {missing}", "yellow")
@@ -219,16 +222,30 @@ def _figures(d: dict[str, Any]) -> list[tuple[str, str]]:
             + f" of paid GPU time, {_usd(d['recomputed_cost_usd'])} USD",
         ),
         ("USD per effective-TFLOPS-hour", _usd(d["usd_per_effective_tflops_hour"])),
-        (
-            "reconciliation (cloud − ledger)",
-            f"{d['reconciliation']['difference_microusd']} µUSD"
-            + (
-                f", {len(d['reconciliation']['unmatched'])} without the cloud's figure"
-                if d["reconciliation"]["unmatched"]
-                else ""
-            ),
-        ),
+        *_unreported(d),
+        *_reconciliation(d["reconciliation"]),
     ]
+
+
+def _unreported(d: dict[str, Any]) -> list[tuple[str, str]]:
+    """The attempts paid for with no work their agents reported: not in goodput's useful time."""
+    attempts = d.get("unreported_attempts") or []
+    if not attempts:
+        return []
+    share = d["unreported_gpu_s"] / d["paid_gpu_s"] if d["paid_gpu_s"] else 0.0
+    return [
+        (
+            "no work reported",
+            f"{len(attempts)} attempt(s), {share:.1%} of paid GPU time: their agents reported no "
+            "step, save, shard or clean exit, so goodput counts none of it",
+        )
+    ]
+
+
+def _reconciliation(d: dict[str, Any]) -> list[tuple[str, str]]:
+    """One row per provider: reconciled against its bill, or estimated, not reconciled."""
+    rows = [(f"bill, {p['provider']}", p["summary"]) for p in d.get("by_provider") or []]
+    return rows or [("bill", "—")]
 
 
 def _interruptions(rows: Sequence[dict[str, Any]]) -> Table:

@@ -61,6 +61,7 @@ from spothop.controlplane.store import ensure_agent_schema
 from spothop.wire.contract import ControlRequest, Heartbeat, Registration
 from spothop.wire.errors import ControlPlaneError, LogOffsetGap, StoreRefused
 from spothop.wire.events import AgentEvent
+from spothop.wire.group import Rendezvous
 from spothop.wire.logs import LogChunk
 
 __all__ = ["EmbeddedControlPlane", "StoreRefused", "ensure_agent_schema"]
@@ -371,6 +372,13 @@ class EmbeddedControlPlane:
         self._call(
             "ship_log", chunk.to_dict(), again=True
         )  # a resent part is skipped: twice is once
+
+    def rendezvous(self) -> Rendezvous | None:
+        answer = self._call("rendezvous")
+        try:
+            return None if answer is None else Rendezvous.from_dict(answer)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ControlPlaneError(f"the store's rendezvous is not whole: {exc}") from exc
 
     def prepare(self) -> None:
         process = self._process

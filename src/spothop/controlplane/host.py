@@ -46,6 +46,7 @@ from spothop.controlplane.store import StoreControlPlane
 from spothop.wire.contract import Heartbeat, Registration
 from spothop.wire.errors import ControlPlaneError, LogOffsetGap
 from spothop.wire.events import event_from_dict
+from spothop.wire.group import Rendezvous
 from spothop.wire.logs import LogChunk
 
 log = logging.getLogger("spothop.controlplane.host")
@@ -60,7 +61,12 @@ METHODS: dict[str, Method] = {
     "requests": lambda plane, arg: [r.to_dict() for r in plane.requests()],
     "acknowledge": lambda plane, arg: plane.acknowledge(str(arg)),
     "ship_log": lambda plane, arg: plane.ship_log(LogChunk.from_dict(arg)),
+    "rendezvous": lambda plane, arg: _optional(plane.rendezvous()),
 }
+
+
+def _optional(rendezvous: Rendezvous | None) -> dict[str, Any] | None:
+    return None if rendezvous is None else rendezvous.to_dict()
 
 
 def answer(plane: StoreControlPlane, line: bytes) -> dict[str, Any]:

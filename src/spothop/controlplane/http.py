@@ -15,6 +15,7 @@ request carries ``Authorization: Bearer TOKEN`` and JSON bodies:
 ``POST /v1/agents/{instance_id}/logs``              a :class:`LogChunk` → ``{"end_bytes": N}``;
                                                     409 ``LogOffsetGap`` (with ``end_bytes``) for a
                                                     chunk past the stored end
+``GET  /v1/agents/{instance_id}/rendezvous``        → ``{"rendezvous": rendezvous | null}``
 =================================================  ==============================================
 
 Failure rules:
@@ -61,6 +62,7 @@ from spothop.wire.client import (
 from spothop.wire.contract import EVENTS_BATCH, ControlRequest, Heartbeat, Registration
 from spothop.wire.errors import ControlPlaneAuthError, ControlPlaneError, LogOffsetGap
 from spothop.wire.events import AgentEvent
+from spothop.wire.group import Rendezvous
 from spothop.wire.logs import LogChunk
 
 log = logging.getLogger(__name__)
@@ -190,6 +192,21 @@ class HttpControlPlane:
         self._call(
             "POST", f"{self._agent_path}/logs", chunk.to_dict(), attempts=1, past_backoff=True
         )
+
+    def rendezvous(self) -> Rendezvous | None:
+        answer = self._call("GET", f"{self._agent_path}/rendezvous")
+        if not isinstance(answer, dict) or "rendezvous" not in answer:
+            raise ControlPlaneError(
+                f"{self.base_url}: rendezvous answered {answer!r}, not {{'rendezvous': ...}}"
+            )
+        if answer["rendezvous"] is None:
+            return None
+        try:
+            return Rendezvous.from_dict(answer["rendezvous"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ControlPlaneError(
+                f"{self.base_url}: a rendezvous that is not whole: {exc}"
+            ) from exc
 
     def prepare(self) -> None:
         """Nothing to import: urllib is loaded already."""

@@ -24,6 +24,7 @@ from spothop.controlplane.queue_leases import QueueLeases
 from spothop.wire.contract import TOKEN_ENV, ControlPlane, ControlRequest, Heartbeat, Registration
 from spothop.wire.errors import AgentConfigError
 from spothop.wire.events import AgentEvent
+from spothop.wire.group import Rendezvous
 from spothop.wire.logs import LogChunk
 
 NONE = "none"
@@ -56,6 +57,9 @@ class NoControlPlane:
 
     def ship_log(self, chunk: LogChunk) -> None:
         del chunk  # the output stays in the instance's own file
+
+    def rendezvous(self) -> Rendezvous | None:
+        return None  # no control plane hands one out: a group's agent waits out its deadline
 
     def prepare(self) -> None:
         if self.queue is not None:

@@ -17,6 +17,8 @@ a server can serve the agent API with. The tables are those of
 - ``release_leases`` goes to the job's queue (:mod:`spothop.queue`) when
   the queue and the job are known, else there is nothing to release (0);
 - ``requests`` reads the instance's unacknowledged ``agent_requests`` rows;
+- ``rendezvous`` reads the job's attempts (``job_attempts``) and their agents' registered
+  addresses (``agent_heartbeats.private_address``): :func:`group_rendezvous`;
 - ``ship_log`` appends a chunk of an attempt's output to ``job_log_chunks``
   in order (:func:`spothop.state.worker_logs.append_chunk`: a resent part is
   skipped, a gap raises :class:`~spothop.wire.errors.LogOffsetGap`).
@@ -41,6 +43,7 @@ from spothop.controlplane.queue_leases import QueueLeases
 from spothop.wire.contract import CONTROL_PLANE_PROTOCOL, ControlRequest, Heartbeat, Registration
 from spothop.wire.errors import ControlPlaneError
 from spothop.wire.events import AgentEvent, Interruption
+from spothop.wire.group import Rendezvous, group_port
 from spothop.wire.logs import LogChunk
 
 if TYPE_CHECKING:
@@ -232,6 +235,10 @@ class StoreControlPlane:
     def ship_log(self, chunk: LogChunk) -> None:
         self.store_log(chunk)
 
+    def rendezvous(self) -> Rendezvous | None:
+        with self.engine.connect() as conn:
+            return group_rendezvous(conn, self.instance_id)
+
     def store_log(self, chunk: LogChunk) -> int:
         """Append ``chunk`` in order (:func:`~spothop.state.worker_logs.append_chunk`); the
         attempt's stored end after it. ValueError for data that is not base64 of a chunk."""
@@ -270,7 +277,67 @@ def registration_row(registration: Registration) -> dict[str, Any]:
         "worker_restarts": 0,
         "worker_heartbeat_unix_s": None,
         "notice_blind": registration.notice_blind,
+        "private_address": registration.private_address,
     }
+
+
+def group_rendezvous(conn: Connection, instance_id: str) -> Rendezvous | None:
+    """The rendezvous of the grouped attempt ``instance_id`` runs (by its instance id, or by its
+    launch token: what an agent is known by before the launch returned), or None while there is
+    none to give.
+
+    The attempt's generation must be its job's newest, and the attempt live. Each node of the
+    generation is its newest attempt that is live or registered an address (a node lost before
+    the rendezvous is replaced within the generation: its successor takes its rank; a node that
+    registered and has already ended, say a worker that finished first, is still where its rank
+    was: its peers are not stranded); the rendezvous waits until each has an agent that
+    registered an address. The port is the generation's (:func:`~spothop.wire.group.group_port`).
+    """
+    from sqlalchemy import func, or_, select
+
+    from spothop.state.agent_tables import agent_heartbeats as beats
+    from spothop.state.job_tables import job_attempts as t
+
+    mine = (
+        conn.execute(
+            select(t)
+            .where(or_(t.c.instance_id == instance_id, t.c.launch_token == instance_id))
+            .order_by(t.c.launched_unix_s.desc())
+            .limit(1)
+        )
+        .mappings()
+        .first()
+    )
+    if mine is None or mine["group_nnodes"] is None or mine["ended_unix_s"] is not None:
+        return None
+    job_id, generation = mine["job_id"], int(mine["generation"])
+    newest = conn.execute(select(func.max(t.c.generation)).where(t.c.job_id == job_id)).scalar_one()
+    if newest != generation:
+        return None
+    rows = conn.execute(
+        select(t.c.node, t.c.ended_unix_s, beats.c.private_address)
+        .select_from(t.outerjoin(beats, beats.c.instance_id == t.c.instance_id))
+        .where(t.c.job_id == job_id, t.c.generation == generation)
+        .order_by(t.c.node, t.c.launched_unix_s)
+    ).all()
+    by_node = {  # the newest attempt wins, of those live or registered
+        int(r.node): r.private_address or ""
+        for r in rows
+        if r.ended_unix_s is None or r.private_address
+    }
+    nnodes = int(mine["group_nnodes"])
+    addresses = tuple(by_node.get(n, "") for n in range(nnodes))
+    if not all(addresses):
+        return None
+    return Rendezvous(
+        master_addr=addresses[0],
+        master_port=group_port(job_id, generation),
+        node_rank=int(mine["node"]),
+        nnodes=nnodes,
+        nproc_per_node=int(mine["group_nproc_per_node"] or 1),
+        generation=generation,
+        node_addrs=addresses,
+    )
 
 
 def upsert_heartbeat(conn: Connection, row: dict[str, Any]) -> None:

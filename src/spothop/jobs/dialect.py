@@ -18,6 +18,7 @@ from typing import Any
 from spothop.jobs.dstack import is_dstack
 from spothop.jobs.skypilot import is_skypilot
 from spothop.jobs.spec import JobSpec, read_job_file
+from spothop.jobs.spec_mounts import is_url
 
 
 class Dialect(StrEnum):
@@ -70,13 +71,17 @@ _DSTACK = {
     "resources.memory": "resources.memory_gib",
     "resources.disk": "resources.disk_size_gib",
     "resources.shm_size": "nothing: the containers share the host's IPC",
+    "files": "file_mounts",
+    "instance_types": "resources.instance_type (several: resources.any_of)",
 }
 
 
 def explain(data: Mapping[Any, Any], spec: JobSpec) -> list[tuple[str, str, str]]:
     """``(source key, spothop field, its value in spec)`` for each key of ``data``.
 
-    ``resources`` is explained key by key; the market is explained even when the
+    ``resources`` is explained key by key, ``file_mounts`` (dstack's ``files``) mount by
+    mount (each source and whether it is uploaded or copied from its bucket); the market is
+    explained even when the
     file leaves it to the dialect's default.
     """
     dialect = dialect_of(data)
@@ -84,6 +89,9 @@ def explain(data: Mapping[Any, Any], spec: JobSpec) -> list[tuple[str, str, str]
     dumped = spec.model_dump(mode="json", by_alias=True)
     rows: list[tuple[str, str, str]] = []
     for key, value in data.items():
+        if key in ("file_mounts", "files") and spec.file_mounts:
+            rows += _mount_rows(str(key), spec)
+            continue
         if key == "resources" and isinstance(value, Mapping):
             keys = [f"resources.{k}" for k in value]
         else:
@@ -91,9 +99,22 @@ def explain(data: Mapping[Any, Any], spec: JobSpec) -> list[tuple[str, str, str]
         for path in keys:
             target = renames.get(path, path)
             value = _value_of(dumped, target)
-            if path.endswith("accelerators") and value == "None" and spec.resources.any_of:
-                target = "resources.any_of (alternatives)"  # a set of GPUs
-                value = ", ".join(str(a.accelerators) for a in spec.resources.any_of)
+            alternatives = spec.resources.alternatives
+            if path.endswith("accelerators") and value == "None" and alternatives:
+                word = "ordered (in preference order)" if spec.resources.ordered else "any_of"
+                target = (
+                    f"resources.{word}"
+                    if spec.resources.ordered
+                    else f"resources.{word} (alternatives)"
+                )
+                value = ", ".join(_alternative(a) for a in alternatives)
+            elif path in ("resources.any_of", "resources.ordered") and alternatives:
+                if path == "resources.ordered":
+                    target = "resources.ordered (in preference order)"
+                value = _shown(", ".join(_alternative(a) for a in alternatives))
+            elif path == "resources.image_id" and spec.image is None:
+                target = "resources.image_id (the cloud's machine image)"
+                value = _value_of(dumped, "resources.image_id")
             rows.append((path, target, value))
     if not any(target.startswith("market") for _, target, _ in rows):
         default = "on-demand (SkyPilot's default)" if dialect is Dialect.SKYPILOT else ""
@@ -105,6 +126,33 @@ def explain(data: Mapping[Any, Any], spec: JobSpec) -> list[tuple[str, str, str]
     return rows
 
 
+def _mount_rows(key: str, spec: JobSpec) -> list[tuple[str, str, str]]:
+    """One row per mount: SkyPilot's ``file_mounts.DEST`` (or dstack's ``files.N``, in order),
+    the spec's ``file_mounts.DEST``, and its source with what happens to it."""
+    rows = []
+    for i, (dest, source) in enumerate(spec.file_mounts.items()):
+        how = (
+            "copied from its bucket at boot" if is_url(source) else "packed and uploaded at launch"
+        )
+        where = f"files.{i}" if key == "files" else f"file_mounts.{dest}"
+        rows.append((where, f"file_mounts.{dest}", f"{source} ({how})"))  # a path whole
+    return rows
+
+
+def _alternative(alt: Any) -> str:
+    """One alternative in a few words: its GPU (or instance type) and its places."""
+    parts = [str(p) for p in (alt.accelerators or alt.gpu, alt.instance_type) if p]
+    for name in ("providers", "regions", "zones"):
+        if getattr(alt, name):
+            parts.append("/".join(getattr(alt, name)))
+    return " ".join(parts) or "any"
+
+
+def _shown(text: str) -> str:
+    text = text.strip().replace("\n", " ⏎ ")
+    return text if len(text) <= 80 else text[:77] + "…"
+
+
 def _value_of(dumped: Mapping[str, Any], target: str) -> str:
     """The spec's value at the dotted ``target`` (its first field when it names several)."""
     path = target.split(",")[0].split(" ")[0]
@@ -113,5 +161,4 @@ def _value_of(dumped: Mapping[str, Any], target: str) -> str:
         if not isinstance(node, Mapping) or part not in node:
             return "—"
         node = node[part]
-    text = (str(node) if not isinstance(node, str) else node).strip().replace("\n", " ⏎ ")
-    return text if len(text) <= 80 else text[:77] + "…"
+    return _shown(str(node) if not isinstance(node, str) else node)

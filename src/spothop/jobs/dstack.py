@@ -18,6 +18,9 @@ lists every key):
   containers share the host's IPC, so ``/dev/shm`` is the host's);
 - ``spot_policy`` (``spot``, ``on-demand``, ``auto``; dstack's default
   on-demand) → ``market``; ``backends`` → ``providers.allow``; ``regions``;
+- ``instance_types`` → ``resources.instance_type`` (several: one ``any_of`` entry each);
+- ``files`` (``LOCAL:PATH``, ``LOCAL``, ``{local_path, path}``) → ``file_mounts``
+  (:func:`files_as_mounts`): each local file or folder uploaded to its path on the node;
 - ``retry``: spothop always recovers interruptions; retrying on ``error``
   needs spothop's ``max_retries`` beside it (a count; dstack gives a duration).
 
@@ -33,11 +36,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from spothop.jobs.spec_messages import KeyProblems
+from spothop.jobs.spec_mounts import check_dest
 
 DSTACK_TYPES = frozenset({"task", "service", "dev-environment", "fleet", "gateway", "volume"})
 TOP_KEYS_UNSUPPORTED: Mapping[str, str] = {
-    "files": "copying local files onto the nodes is not built yet; read data from its bucket "
-    "in commands",
     "repos": "spothop does not clone repositories; clone it in setup",
     "python": "spothop runs on the cloud's image: install the Python you need in setup (or "
     "give image)",
@@ -46,7 +48,6 @@ TOP_KEYS_UNSUPPORTED: Mapping[str, str] = {
     "max_price": "spothop has no hourly price cap; give budget_usd (the whole job's)",
     "max_duration": "spothop does not stop a job after a time; give deadline to have it done "
     "by then",
-    "instance_types": "spothop chooses instance types across clouds; name the hardware instead",
     "volumes": "spothop does not attach volumes; keep data in a bucket (checkpoint.url)",
     "privileged": "spothop's containers are not privileged; remove it",
     "fleets": "spothop launches each job's own instances; remove it",
@@ -100,6 +101,8 @@ def from_dstack(
             "retrying on error needs a count in spothop: add max_retries: N beside it "
             "(interruptions and missing capacity are always recovered)",
         )
+    if "instance_types" in data:
+        _instance_types(data["instance_types"], out, problems)
     if env:
         envs = out.get("envs")
         out["envs"] = {**(envs if isinstance(envs, Mapping) else {}), **env}
@@ -113,8 +116,8 @@ def from_dstack(
 def _top(key: str, value: Any, out: dict[Any, Any], problems: KeyProblems) -> None:
     if key in TOP_KEYS_UNSUPPORTED:
         problems.refuse(key, f"dstack's {key!r}: {TOP_KEYS_UNSUPPORTED[key]}")
-    elif key in ("type", "commands", "working_dir"):
-        return
+    elif key in ("type", "commands", "working_dir", "instance_types"):
+        return  # read as a whole: the commands (_commands), the types after resources
     elif key == "setup":
         out["setup"] = "\n".join(map(str, value)) if isinstance(value, list) else value
     elif key == "nodes":
@@ -131,6 +134,8 @@ def _top(key: str, value: Any, out: dict[Any, Any], problems: KeyProblems) -> No
         )
     elif key == "retry":
         _retry(value, problems)
+    elif key == "files":
+        out["file_mounts"] = files_as_mounts(value, problems)
     elif key == "resources":
         out["resources"] = _resources(value, problems)
     else:
@@ -178,6 +183,86 @@ def _required(envs: Any, problems: KeyProblems) -> None:
                 f"dstack asks the user for it; give it with --env {name}=VALUE (spothop "
                 f"launch or plan; --env {name} passes your shell's)",
             )
+
+
+def _instance_types(value: Any, out: dict[Any, Any], problems: KeyProblems) -> None:
+    """dstack's ``instance_types``: one → ``resources.instance_type``; several → one ``any_of``
+    entry each (each keeps the GPU ``resources`` names, which every entry inherits)."""
+    types = [value] if isinstance(value, str) else value
+    if not isinstance(types, list) or not types or not all(isinstance(t, str) for t in types):
+        problems.refuse("instance_types", f"a list of instance type names, got {value!r:.80}")
+        return
+    resources = out.setdefault("resources", {})
+    if not isinstance(resources, dict):
+        return  # the spec's own check refuses it
+    if len(types) == 1:
+        resources["instance_type"] = types[0]
+    elif resources.get("any_of"):
+        problems.refuse(
+            "instance_types",
+            "several instance types beside several GPUs: give one of them (the types name "
+            "their GPUs)",
+        )
+    else:
+        resources["any_of"] = [{"instance_type": t} for t in types]
+
+
+def files_as_mounts(value: Any, problems: KeyProblems) -> dict[str, str]:
+    """dstack's ``files`` as spothop's ``file_mounts`` ``{DEST: SOURCE}``.
+
+    Each entry is ``LOCAL:PATH``, ``LOCAL`` alone (the same path on the node: a relative one
+    in the working folder), or ``{local_path, path}``. ``LOCAL`` is a file or folder of this
+    machine (relative: the configuration file's folder, as dstack reads it), packed and
+    uploaded at launch; ``PATH`` where the node gets it (relative: the job's workdir there).
+    A bad entry is refused by its path (``files.0``)."""
+    if not isinstance(value, list):
+        problems.refuse("files", f"a list of LOCAL:PATH or {{local_path, path}}, got {value!r:.80}")
+        return {}
+    out: dict[str, str] = {}
+    for i, item in enumerate(value):
+        where = f"files.{i}"
+        local, dest = _file_entry(item, where, problems)
+        if local is None:
+            continue
+        dest = dest if dest else local
+        try:
+            check_dest(dest)
+        except ValueError as exc:
+            problems.refuse(where, f"{dest!r:.80}: {exc}")
+            continue
+        if dest in out:
+            problems.refuse(where, f"{dest!r:.80} is already the path of another entry; keep one")
+            continue
+        out[dest] = local
+    return out
+
+
+def _file_entry(item: Any, where: str, problems: KeyProblems) -> tuple[str | None, str | None]:
+    """``(local, path)`` of one ``files`` entry (path None: the same as local), or ``(None,
+    None)`` when it is refused."""
+    if isinstance(item, Mapping):
+        unknown = sorted(str(k) for k in item if k not in ("local_path", "path"))
+        if unknown:
+            problems.refuse(f"{where}.{unknown[0]}", "not a field of a dstack files entry")
+            return None, None
+        local, dest = item.get("local_path"), item.get("path")
+        if not isinstance(local, str) or not local.strip():
+            problems.refuse(f"{where}.local_path", f"a local file or folder, got {local!r:.80}")
+            return None, None
+        if dest is not None and (not isinstance(dest, str) or not dest.strip()):
+            problems.refuse(f"{where}.path", f"a path on the node, got {dest!r:.80}")
+            return None, None
+        return local.strip(), dest.strip() if isinstance(dest, str) else None
+    if not isinstance(item, str) or not item.strip():
+        problems.refuse(where, f"LOCAL:PATH or {{local_path, path}}, got {item!r:.80}")
+        return None, None
+    local, colon, dest = item.strip().rpartition(":")
+    if not colon:
+        return dest, None  # LOCAL alone
+    if not local or not dest:
+        problems.refuse(where, f"{item!r:.80}: write LOCAL:PATH, both parts given")
+        return None, None
+    return local, dest
 
 
 _ALL_EVENTS = ["no-capacity", "interruption", "error"]

@@ -45,12 +45,15 @@ Contracts:
   the controller's wake address (:data:`spothop.state.wake.WAKE_SOCKET_ENV`) and the
   controller's interpreter; every launch the daemon, a replica or the server makes has an
   ``http(s)://`` control plane and is instance-local (below): none of those facts.
-- A grouped task's node (:class:`GroupEnv`, docs/multinode.md) also gets the
-  rendezvous environment ``torchrun`` expects — ``MASTER_ADDR``,
+- A grouped task's node (:class:`GroupEnv`, docs/multinode.md) also gets what of the
+  rendezvous environment ``torchrun`` expects is known before it boots —
   ``MASTER_PORT`` (:func:`group_port`: one per job and generation),
   ``NODE_RANK``, ``NNODES``, ``NPROC_PER_NODE``, ``WORLD_SIZE`` — and spothop's
   own ``SPOTHOP_NNODES``, ``SPOTHOP_NPROC_PER_NODE``,
-  ``SPOTHOP_GROUP_GENERATION`` (:func:`spothop.worker.world` reads them).
+  ``SPOTHOP_GROUP_GENERATION`` (:func:`spothop.worker.world` reads them). Not
+  ``MASTER_ADDR`` nor ``SKYPILOT_NODE_IPS``: no node has an address yet. Their absence
+  tells the node's agent to wait for the group's rendezvous from the control plane
+  (:class:`spothop.wire.group.Rendezvous`), which sets them before the worker starts.
 - Every node also gets SkyPilot's task variables with spothop's meaning
   (:func:`skypilot_env`): ``SKYPILOT_NODE_RANK``, ``SKYPILOT_NODE_IPS``,
   ``SKYPILOT_NUM_NODES``, ``SKYPILOT_NUM_GPUS_PER_NODE``, ``SKYPILOT_TASK_ID`` (the job's
@@ -87,7 +90,6 @@ from __future__ import annotations
 import json
 import shlex
 import sys
-import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -100,7 +102,18 @@ from spothop.checkpoint.replicas import PROVIDER_ENV, REGION_ENV, REPLICAS_ENV
 from spothop.paths import spothop_home
 from spothop.state.wake import WAKE_SOCKET_ENV, wake_address
 from spothop.wire.contract import TOKEN_ENV
-from spothop.wire.logs import worker_log_path
+from spothop.wire.group import (  # the agent sets them from the rendezvous
+    SKYPILOT_NODE_IPS as SKYPILOT_NODE_IPS,
+)
+from spothop.wire.group import (
+    SKYPILOT_NODE_RANK,
+    SKYPILOT_NUM_NODES,
+    SKYPILOT_SETUP_NODE_RANK,
+    shape_env,
+)
+from spothop.wire.group import SKYPILOT_SETUP_NODE_IPS as SKYPILOT_SETUP_NODE_IPS
+from spothop.wire.group import group_port as group_port
+from spothop.wire.logs import WORKER_PHASE_NAME, worker_log_path
 from spothop.wire.routes import code_url
 
 RATE_ENV = _RATE_ENV  # the same variable the checkpoint library reads
@@ -110,25 +123,11 @@ CONTROL_PLANE_ENV = (
 )
 AGENT_TOKEN_ENV = TOKEN_ENV  # the agent's HTTP bearer token
 ATTEMPT_ID_ENV = "SPOTHOP_ATTEMPT_ID"
-NNODES_ENV = "SPOTHOP_NNODES"
-NPROC_PER_NODE_ENV = "SPOTHOP_NPROC_PER_NODE"
-GENERATION_ENV = "SPOTHOP_GROUP_GENERATION"
 # SkyPilot's own variables for a task's setup and run (its docs, "SkyPilot environment
 # variables"), set with spothop's meaning: see :func:`skypilot_env`.
-SKYPILOT_NODE_RANK = "SKYPILOT_NODE_RANK"
-SKYPILOT_NODE_IPS = "SKYPILOT_NODE_IPS"
-SKYPILOT_NUM_NODES = "SKYPILOT_NUM_NODES"
 SKYPILOT_NUM_GPUS_PER_NODE = "SKYPILOT_NUM_GPUS_PER_NODE"
 SKYPILOT_TASK_ID = "SKYPILOT_TASK_ID"
 SKYPILOT_CLUSTER_INFO = "SKYPILOT_CLUSTER_INFO"
-SKYPILOT_SETUP_NODE_RANK = "SKYPILOT_SETUP_NODE_RANK"
-SKYPILOT_SETUP_NODE_IPS = "SKYPILOT_SETUP_NODE_IPS"
-# MASTER_PORT is drawn from these, per (job, generation): below Linux's ephemeral range
-# (32768-60999, /proc/sys/net/ipv4/ip_local_port_range) so no outgoing socket holds it, and above
-# torch's default 29500 neighbourhood's start. A new generation never reuses its predecessor's
-# port, which a dying process of the old group may still hold.
-GROUP_PORT_LOW = 12_000
-GROUP_PORT_COUNT = 20_000
 # An instance that shares nothing with the controller: where its agent keeps its state (one folder
 # per attempt, on the instance's own disk; the worker's output file is in it) and its interpreter.
 INSTANCE_STATE_ROOT = "/var/lib/spothop/agent"
@@ -148,12 +147,12 @@ def instance_queue_url(queue_url: str | None, control_plane: str | None) -> str 
 
 @dataclass(frozen=True)
 class GroupEnv:
-    """The shape of a grouped task's generation, as one node's environment gives it."""
+    """The shape of a grouped task's generation, as one node's launch gives it: all of its
+    rendezvous but the nodes' addresses, which the agent waits for (module docstring)."""
 
     nnodes: int
     nproc_per_node: int
     generation: int
-    master_addr: str
     master_port: int
 
     @property
@@ -161,18 +160,14 @@ class GroupEnv:
         return self.nnodes * self.nproc_per_node
 
     def env(self, node: int) -> dict[str, str]:
-        """Node ``node``'s variables: torchrun's names and spothop's own."""
-        return {
-            "MASTER_ADDR": self.master_addr,
-            "MASTER_PORT": str(self.master_port),
-            "NODE_RANK": str(node),
-            "NNODES": str(self.nnodes),
-            "NPROC_PER_NODE": str(self.nproc_per_node),
-            "WORLD_SIZE": str(self.world_size),
-            NNODES_ENV: str(self.nnodes),
-            NPROC_PER_NODE_ENV: str(self.nproc_per_node),
-            GENERATION_ENV: str(self.generation),
-        }
+        """Node ``node``'s variables: torchrun's names, spothop's own and SkyPilot's shape."""
+        return shape_env(
+            node=node,
+            nnodes=self.nnodes,
+            nproc_per_node=self.nproc_per_node,
+            generation=self.generation,
+            master_port=self.master_port,
+        )
 
 
 def skypilot_env(
@@ -191,9 +186,9 @@ def skypilot_env(
       group's current generation (0 for a single node).
     - ``SKYPILOT_NUM_NODES``: the nodes of the current generation (1 for a single node).
     - ``SKYPILOT_NODE_IPS`` (and ``SKYPILOT_SETUP_NODE_IPS``): one address a line, node 0
-      first. A group's nodes are reached at its rendezvous host (the only providers that run
-      groups today put every node on that host); a single node's own address is not known
-      before it boots, so the worker's driver fills it in on the node (:data:`_DRIVER`).
+      first. Not known before the nodes boot: a group's agent sets them from the group's
+      rendezvous (:class:`spothop.wire.group.Rendezvous`), and a single node's own address is
+      filled in by the worker's driver on the node (:data:`_DRIVER`).
     - ``SKYPILOT_NUM_GPUS_PER_NODE``: the offering's GPU count when the launch names it, a
       group's processes per node, else counted on the node (``nvidia-smi``; 0 without).
     - ``SKYPILOT_TASK_ID``: the job's id, the same across every recovery (as a SkyPilot
@@ -210,19 +205,10 @@ def skypilot_env(
             {"cluster_name": job_id, "cloud": provider, "region": region, "zone": zone}
         ),
     }
-    if group is not None:
-        ips = "\n".join([group.master_addr] * group.nnodes)
-        env[SKYPILOT_NODE_IPS] = env[SKYPILOT_SETUP_NODE_IPS] = ips
     gpus = gpu_count if gpu_count is not None else group.nproc_per_node if group else None
     if gpus is not None:
         env[SKYPILOT_NUM_GPUS_PER_NODE] = str(gpus)
     return env
-
-
-def group_port(job_id: str, generation: int) -> int:
-    """The rendezvous port of ``job_id``'s generation ``generation``: the same on every node
-    (each computes it from the job and generation alone), another for the next generation."""
-    return GROUP_PORT_LOW + zlib.crc32(f"{job_id}:{generation}".encode()) % GROUP_PORT_COUNT
 
 
 @dataclass(frozen=True)
@@ -259,6 +245,10 @@ def job_dir(job_id: str, home: Path | None = None) -> Path:
 # them. Separate invocations, so an ``exit 0`` ending ``setup`` ends only ``setup``, and each has
 # its own exit status: a failed ``setup`` ends the attempt with that status and ``run`` never
 # starts. The texts arrive as the driver's arguments ($1 setup, $2 run), never spliced into it.
+# Before each phase the driver writes its name beside the log (``worker.phase``): the agent
+# reads it when the worker exits, so a failed setup is reported as one ("setup failed (exit N)").
+# A setup that succeeded leaves ``worker.phase.setup-done``: a worker the agent restarts on the
+# same node runs only ``run`` again (setup once per node, as SkyPilot runs it).
 # Each phase loads conda's shell functions first when the node has conda (as SkyPilot does), so
 # ``conda activate`` works.
 _CONDA_HOOK = (
@@ -276,14 +266,17 @@ if [ -z "$SKYPILOT_NUM_GPUS_PER_NODE" ]; then
 fi
 if command -v bash >/dev/null 2>&1; then shell=bash
 else shell=sh; echo "spothop: this node has no bash; setup and run use sh" >&2; fi
-if [ -n "$1" ]; then
+if [ -n "$1" ] && [ ! -e "$phase.setup-done" ]; then
+  printf setup >"$phase" 2>/dev/null
   "$shell" -c "$3$1" spothop-setup
   status=$?
   if [ "$status" -ne 0 ]; then
     echo "spothop: setup failed with exit status $status; run was not started" >&2
     exit "$status"
   fi
+  : >"$phase.setup-done" 2>/dev/null
 fi
+printf run >"$phase" 2>/dev/null
 exec "$shell" -c "$3$2" spothop-run"""
 SETUP_FAILED_MARK = "spothop: setup failed with exit status"  # the log line a failed setup leaves
 
@@ -291,7 +284,8 @@ SETUP_FAILED_MARK = "spothop: setup failed with exit status"  # the log line a f
 def worker_script(work: WorkerCommand, log_path: Path) -> str:
     """The ``sh -c`` driver: output to the attempt's log, ``cd workdir``, then ``setup`` and
     ``run`` each in ``bash`` (:func:`worker_command` gives them as its arguments)."""
-    parts = [f"exec >>{shlex.quote(str(log_path))} 2>&1"]
+    phase = log_path.parent / WORKER_PHASE_NAME
+    parts = [f"exec >>{shlex.quote(str(log_path))} 2>&1", f"phase={shlex.quote(str(phase))}"]
     if work.workdir:
         parts.append(f"cd {shlex.quote(work.workdir)} || exit")
     parts.append(_DRIVER)

@@ -29,6 +29,7 @@ before the instance reported running.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping
 from enum import StrEnum
 
@@ -86,6 +87,35 @@ TRANSITIONS: Mapping[JobState, frozenset[JobState]] = {
     JobState.FAILED: frozenset(),
     JobState.CANCELLED: frozenset(),
 }
+
+
+def job_state_path(current: JobState, target: JobState) -> list[JobState]:
+    """The legal steps from ``current`` to ``target`` (shortest, through live states); none if there
+    is no such path or they are the same state, except that a running job that must go back to
+    provisioning or pending goes to recovering instead."""
+    if current is target:
+        return []
+    if target in (JobState.PENDING, JobState.PROVISIONING) and current in (
+        JobState.RUNNING,
+        JobState.RECOVERING,
+    ):
+        target = JobState.RECOVERING
+        if current is target:
+            return []
+    seen = {current: [current]}
+    queue = deque([current])
+    while queue:
+        state = queue.popleft()
+        for nxt in sorted(TRANSITIONS[state]):
+            if nxt in seen or (nxt.final and nxt is not target):
+                continue
+            seen[nxt] = [*seen[state], nxt]
+            if nxt is target:
+                return seen[nxt][1:]
+            queue.append(nxt)
+    return []
+
+
 """``TRANSITIONS[a]``: the states a job in state ``a`` may move to; nothing else is legal."""
 
 LIVE_STATES = frozenset(s for s in JobState if TRANSITIONS[s])
@@ -148,6 +178,9 @@ class EndReason(StrEnum):
     # The provider refused the launch for a reason that repeats on every launch there
     # (configuration, credentials, an invalid request): error_code and error_message say which.
     LAUNCH_REFUSED = "launch_refused"
+    # The same in one region only (a region not enabled, an image that exists in another
+    # region): the job stops trying that provider there; its other regions may take it.
+    REGION_REFUSED = "region_refused"
     SUCCEEDED = "succeeded"  # the worker exited 0: this node's work is done
     WORKER_FAILED = "worker_failed"  # the worker exited with another code (exit_code)
     ORPHAN = "orphan"  # found running with no owner and terminated by the reconciler
@@ -156,6 +189,13 @@ class EndReason(StrEnum):
     # Its agent never registered within the provider's boot deadline, or its heartbeats stopped:
     # spothop terminated the instance (the detail holds the console's tail where the cloud has one).
     AGENT_LOST = "agent_lost"
+
+
+def refused_where(provider: str, region: str | None = None) -> str:
+    """Where a launch was refused for good: the provider (``launch_refused``), or the provider in
+    one region (``region_refused``); the key of :attr:`JobView.refused_by` and of a launch's
+    refusals."""
+    return provider if region is None else f"{provider} in {region}"
 
 
 class NodeState(StrEnum):

@@ -145,6 +145,7 @@ class AttemptRecord:
     # and the generation's node count (None: not a group attempt).
     generation: int = 0
     group_nnodes: int | None = None
+    group_nproc_per_node: int | None = None  # the generation's processes per node (its GPUs)
 
     @property
     def market_id(self) -> MarketId:

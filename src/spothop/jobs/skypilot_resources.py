@@ -5,18 +5,21 @@
 given (the key's path and one line saying what spothop does instead):
 
 - ``accelerators`` (one GPU, or a set: ``{A: n, B: m}``, ``[A:1, B:1]``),
-  ``cpus``, ``memory`` and ``any_of`` go to spothop's ``resources`` as they are
-  (spothop reads SkyPilot's spellings; a set of GPUs is alternatives:
+  ``cpus``, ``memory``, ``instance_type``, ``any_of`` and ``ordered`` go to
+  spothop's ``resources`` as they are (spothop reads SkyPilot's spellings; a set
+  of GPUs is alternatives, ``ordered`` alternatives in preference order:
   :class:`~spothop.jobs.spec_resources.ResourcesSpec`);
 - ``use_spot``: ``market`` spot or on-demand; absent, SkyPilot's default,
-  on-demand, whatever other keys the file holds; ``any_of`` entries that
-  differ make it ``auto``;
+  on-demand, whatever other keys the file holds; ``any_of`` (``ordered``)
+  entries that differ make it ``auto``;
 - ``cloud``, ``region``, ``zone``, ``infra``: ``providers.allow``, ``regions``,
   ``zones`` (an ``any_of`` entry's narrow that entry);
 - ``job_recovery`` (``spot_recovery``): ``max_restarts_on_errors`` →
   ``max_retries``;
 - ``disk_size``, ``disk_tier``: the spec's ``disk_size_gib`` and ``disk_tier``;
-  ``image_id: docker:IMAGE``: the job's ``image``.
+  ``image_id: docker:IMAGE``: the job's ``image``; any other ``image_id`` (an AMI,
+  a Compute Engine image, one id or ``{region: id}``): ``resources.image_id``,
+  the machine image that cloud's adapter boots.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from spothop.jobs.spec_messages import KeyProblems
+from spothop.jobs.spec_resources import AlternativeSpec
 from spothop.jobs.spec_values import container_image
+from spothop.providers.base import DiskTier
 
 # Resource keys only SkyPilot has: any of them makes a file a SkyPilot task file.
 RESOURCE_KEYS_MAPPED = frozenset(
@@ -44,23 +49,34 @@ RESOURCE_KEYS_MAPPED = frozenset(
 )
 # SkyPilot resource keys spothop does not take, each with what spothop does instead.
 RESOURCE_KEYS_UNSUPPORTED: Mapping[str, str] = {
-    "instance_type": "spothop chooses instance types across clouds itself; name the hardware "
-    "instead (accelerators, cpus, memory)",
     "ports": "opening ports is for services, which spothop does not run; a job's nodes reach "
     "each other on the rendezvous port (docs/multinode.md)",
     "network_tier": "spothop places nodes on the clouds' standard networks; remove it",
     "labels": "spothop tags its instances itself (spothop-job, spothop-node); remove it",
     "accelerator_args": "TPUs are not run by spothop (GPU instances only); remove it",
-    "ordered": "a preference order is not honoured yet: spothop ranks alternatives by the cost "
-    "of useful work; list them under any_of, or keep only your first choice",
     "autostop": "a spothop job's instances end with the job; remove it",
     "priority": "spothop has no job priorities; remove it",
     "volumes": "spothop does not attach volumes; keep data in a bucket (checkpoint.url)",
     "_docker_login_config": "spothop pulls public images only; remove it",
 }
 _ENTRY_KEYS = frozenset(
-    {"accelerators", "cpus", "memory", "cloud", "region", "zone", "infra", "use_spot"}
+    {
+        "accelerators",
+        "cpus",
+        "memory",
+        "instance_type",
+        "cloud",
+        "region",
+        "zone",
+        "infra",
+        "use_spot",
+    }
 )
+_HARDWARE_KEYS = ("accelerators", "cpus", "memory", "instance_type")
+# spothop's own fields of an alternative, taken as they are beside SkyPilot's keys (as spothop's
+# own fields are in a whole SkyPilot file): a stored spec (to_json) reads back unchanged.
+_OWN_ENTRY_FIELDS = frozenset(AlternativeSpec.model_fields) - _ENTRY_KEYS
+ALTERNATIVES = ("any_of", "ordered")  # SkyPilot's two lists of alternatives
 RECOVERY_STRATEGIES = frozenset({"failover", "eager_next_region"})
 DOCKER_PREFIX = "docker:"
 TPU_PREFIX = "tpu-"
@@ -70,12 +86,24 @@ def is_skypilot_resources(resources: Any) -> bool:
     """True when ``resources`` (or one of its ``any_of`` entries) has a key only SkyPilot has."""
     if not isinstance(resources, Mapping):
         return False
-    only = RESOURCE_KEYS_MAPPED | RESOURCE_KEYS_UNSUPPORTED.keys()
-    if any(key in only for key in resources):
+    if _marked(resources):
         return True
-    entries = resources.get("any_of")
-    return isinstance(entries, list) and any(
-        isinstance(e, Mapping) and any(k in only for k in e) for e in entries
+    return any(
+        isinstance(e, Mapping) and _marked(e)
+        for key in ALTERNATIVES
+        for e in _entries(resources.get(key))
+    )
+
+
+# spothop's own resources fields SkyPilot spells alike: null in a stored spec, a marker only set.
+_SHARED_FIELDS = frozenset({"disk_tier", "image_id"})
+
+
+def _marked(resources: Mapping[Any, Any]) -> bool:
+    only = RESOURCE_KEYS_MAPPED | RESOURCE_KEYS_UNSUPPORTED.keys()
+    return any(
+        key in only and not (key in _SHARED_FIELDS and value is None)
+        for key, value in resources.items()
     )
 
 
@@ -90,16 +118,18 @@ def map_resources(resources: Mapping[Any, Any], out: dict[Any, Any], problems: K
             problems.refuse(path, f"SkyPilot's {key!r}: {RESOURCE_KEYS_UNSUPPORTED[key]}")
         elif key in ("job_recovery", "spot_recovery"):
             _recovery(value, path, out, problems)
-        elif key == "any_of":
-            native[key] = _any_of(value, top_spot, spot_values, problems)
+        elif key in ALTERNATIVES:
+            native[key] = _any_of(value, str(key), top_spot, spot_values, problems)
         elif key == "image_id":
-            _image(value, path, out, problems)
+            _image(value, path, out, native, problems)
         elif key not in ("use_spot", "cloud", "region", "zone", "infra"):
             _hardware(key, value, native, problems)
     if not spot_values:
         spot_values.add(bool(top_spot))
     explicit = top_spot is not None or any(
-        isinstance(e, Mapping) and "use_spot" in e for e in resources.get("any_of") or ()
+        isinstance(e, Mapping) and "use_spot" in e
+        for key in ALTERNATIVES
+        for e in _entries(resources.get(key))
     )
     if explicit:
         _set(out, "market", _market(spot_values), "resources.use_spot", problems)
@@ -110,6 +140,14 @@ def map_resources(resources: Mapping[Any, Any], out: dict[Any, Any], problems: K
         allowed = {"allow": value} if field == "cloud" else value
         _set(out, target, allowed, f"resources.{field}", problems)
     out["resources"] = native
+    providers = out.get("providers")
+    clouds = providers.get("allow") if isinstance(providers, Mapping) else None
+    if "image_id" in native and not (isinstance(clouds, list) and len(clouds) == 1):
+        problems.refuse(
+            "resources.image_id",
+            "a machine image belongs to one cloud: name it (cloud: CLOUD, or infra: "
+            "CLOUD/REGION), or run in a container (image_id: docker:IMAGE)",
+        )
 
 
 def _hardware(key: Any, value: Any, native: dict[Any, Any], problems: KeyProblems) -> None:
@@ -119,7 +157,17 @@ def _hardware(key: Any, value: Any, native: dict[Any, Any], problems: KeyProblem
         _no_tpu(value, f"resources.{key}", problems)
     elif key == "disk_size":
         key = "disk_size_gib"
-    elif key == "disk_tier" and isinstance(value, str):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            problems.refuse(
+                "resources.disk_size",
+                f"the root volume's size in GiB, a whole number of 1 or more, got {value!r:.80}",
+            )
+            return
+    elif key == "disk_tier" and value is not None:
+        tiers = [str(t) for t in DiskTier]
+        if not isinstance(value, str) or value.lower() not in tiers:
+            problems.refuse("resources.disk_tier", f"one of {', '.join(tiers)}, got {value!r:.80}")
+            return
         value = value.lower()
     native[key] = value
 
@@ -142,16 +190,25 @@ def _no_tpu(value: Any, path: str, problems: KeyProblems) -> None:
             return
 
 
-def _image(value: Any, path: str, out: dict[Any, Any], problems: KeyProblems) -> None:
+def _image(
+    value: Any, path: str, out: dict[Any, Any], native: dict[Any, Any], problems: KeyProblems
+) -> None:
+    """``docker:IMAGE`` → the job's container ``image``; a cloud's machine image (an AMI, a
+    Compute Engine image; one id or ``{region: id}``) → ``resources.image_id``, booted by that
+    cloud's adapter instead of its configured image."""
+    if value is None:
+        return  # none asked (a stored spec's null)
+    if isinstance(value, Mapping):
+        if any(isinstance(v, str) and v.startswith(DOCKER_PREFIX) for v in value.values()):
+            problems.refuse(path, "a docker: image is one for every region; give it alone")
+            return
+        native["image_id"] = dict(value)
+        return
     if not isinstance(value, str):
         problems.refuse(path, f"an image name, got {value!r:.80}")
         return
     if not value.startswith(DOCKER_PREFIX):
-        problems.refuse(
-            path,
-            f"{value!r:.80} is a cloud image id: spothop boots each cloud's own image; run "
-            "your environment as a container instead (image_id: docker:IMAGE)",
-        )
+        native["image_id"] = value.strip()
         return
     image = value[len(DOCKER_PREFIX) :].strip()
     try:
@@ -162,28 +219,41 @@ def _image(value: Any, path: str, out: dict[Any, Any], problems: KeyProblems) ->
     _set(out, "image", image, path, problems)
 
 
-def _any_of(entries: Any, top_spot: bool | None, spot: set[bool], problems: KeyProblems) -> Any:
+def _entries(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _any_of(
+    entries: Any, key: str, top_spot: bool | None, spot: set[bool], problems: KeyProblems
+) -> Any:
+    """``any_of`` or ``ordered`` (``key``): each entry's hardware and places, its ``use_spot``
+    added to ``spot``; a key an entry cannot take refused by its path."""
     if not isinstance(entries, list):
         return entries  # the spec's own check refuses it
     mapped: list[Any] = []
     for i, entry in enumerate(entries):
-        path = f"resources.any_of.{i}"
+        path = f"resources.{key}.{i}"
         if not isinstance(entry, Mapping):
             mapped.append(entry)
             continue
         own = _use_spot(entry, path, problems)
         spot.add(own if own is not None else bool(top_spot))
         alternative: dict[Any, Any] = {}
-        for key, value in entry.items():
-            if key not in _ENTRY_KEYS:
-                why = RESOURCE_KEYS_UNSUPPORTED.get(str(key), "give it beside any_of, for all")
-                if key == "any_of":
-                    why = "any_of inside any_of has no meaning; list every choice in one any_of"
-                problems.refuse(f"{path}.{key}", f"not taken in an any_of entry: {why}")
-            elif key in ("accelerators", "cpus", "memory"):
-                alternative[key] = value
-                if key == "accelerators":
-                    _no_tpu(value, f"{path}.{key}", problems)
+        for name, value in entry.items():
+            if name in _OWN_ENTRY_FIELDS:  # spothop's own spelling (a stored spec read back)
+                alternative[name] = value
+            elif name not in _ENTRY_KEYS:
+                why = RESOURCE_KEYS_UNSUPPORTED.get(str(name), f"give it beside {key}, for all")
+                if name in ALTERNATIVES:
+                    why = (
+                        f"{name} inside {key} has no meaning; list every choice in one "
+                        "any_of (any one) or one ordered (in preference order)"
+                    )
+                problems.refuse(f"{path}.{name}", f"not taken in an {key} entry: {why}")
+            elif name in _HARDWARE_KEYS:
+                alternative[name] = value
+                if name == "accelerators":
+                    _no_tpu(value, f"{path}.{name}", problems)
         for field, value in _places(entry, path, problems).items():
             alternative["providers" if field == "cloud" else field] = value
         mapped.append(alternative)

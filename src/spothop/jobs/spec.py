@@ -319,6 +319,26 @@ class JobSpec(SpecModel):
             )
         return self
 
+    @model_validator(mode="after")
+    def _image_id_fits(self) -> JobSpec:
+        image = self.resources.image_id
+        if image is None:
+            return self
+        if len(self.providers.allow) != 1:
+            raise ValueError(
+                "resources.image_id is one cloud's machine image: name that cloud alone in "
+                "providers.allow (SkyPilot: resources.cloud), or run in a container "
+                "(image: IMAGE; SkyPilot: image_id: docker:IMAGE)"
+            )
+        if isinstance(image, dict):
+            missing = [r for r in self.regions if r not in image]
+            if missing:
+                raise ValueError(
+                    f"resources.image_id names no image for region {missing[0]}; give one for "
+                    "each region the job may run in"
+                )
+        return self
+
     @property
     def node_count(self) -> int:
         """How many instances the job runs at once, at most: ``workers`` (batch), ``num_nodes``
@@ -330,26 +350,29 @@ class JobSpec(SpecModel):
 
         The job's ``providers``, ``regions`` and ``zones`` are the outer filters.
         Without ``any_of`` the ``resources`` fields are outer filters too. With
-        it, each alternative becomes one ``Requirements`` of the
+        it (or ``ordered``: the same, in preference order), each alternative becomes one
+        ``Requirements`` of the
         ``alternatives``: its own fields, the ``resources`` fields it leaves out
         (a GPU it names replaces the job's GPU and count), and its own places,
         which narrow the job's (an offering must pass both).
         """
         from spothop.scheduler.requirements import Requirements
 
+        image = self.resources.image_id
         places: dict[str, Any] = {
             "providers_allow": tuple(self.providers.allow),
             "providers_deny": tuple(self.providers.deny),
-            "regions": tuple(self.regions),
+            # A machine image per region: only the regions that have one.
+            "regions": tuple(self.regions or (image if isinstance(image, dict) else ())),
             "zones": tuple(self.zones),
         }
         top = self.resources
-        if not top.any_of:
+        if not top.alternatives:
             return Requirements(
                 gpu=top.gpu_name, gpus_per_node=top.gpu_count, **top._filters(), **places
             )
-        alternatives = tuple(_alternative(top, alt) for alt in top.any_of)
-        return Requirements(alternatives=alternatives, **places)
+        alternatives = tuple(_alternative(top, alt) for alt in top.alternatives)
+        return Requirements(alternatives=alternatives, ordered=bool(top.ordered), **places)
 
     def to_json(self) -> str:
         """The spec as JSON, in the file's field names; :meth:`from_json` reads it back equal."""

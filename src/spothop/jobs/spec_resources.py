@@ -17,8 +17,8 @@ Every field is described in ``docs/jobs.md``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-from enum import StrEnum
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, Field, model_validator
@@ -33,19 +33,54 @@ from spothop.jobs.spec_values import (
     check_gpu_name,
     parse_accelerators,
 )
+from spothop.providers.base import DiskSpec, DiskTier
 from spothop.resources.offering import Interconnect
 
+# An instance type as the clouds spell them: g5.xlarge, a2-highgpu-1g, ecs.gn7i-c8g1.2xlarge,
+# Standard_NC24ads_A100_v4 (letters, digits and . _ -).
+INSTANCE_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def check_instance_type(value: str) -> str:
+    """An instance type's name as a cloud spells it, or ValueError saying what one looks like."""
+    if not INSTANCE_TYPE.fullmatch(value):
+        raise ValueError(
+            "is not an instance type's name: write it as the cloud spells it, e.g. g5.xlarge "
+            "or a2-highgpu-1g (letters, digits and . _ -, no spaces)"
+        )
+    return value
+
+
+# A cloud's machine image: ami-0abc…, projects/p/global/images/family/f, m-bp1…, ubuntu_22_04.
+IMAGE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:-]{0,299}")
+
+
+def check_image_id(value: str) -> str:
+    """A cloud's machine image id, or ValueError saying what one looks like."""
+    if not IMAGE_ID.fullmatch(value):
+        raise ValueError(
+            "is not a machine image id: write it as the cloud spells it, e.g. "
+            "ami-0123456789abcdef0 or projects/P/global/images/NAME (no spaces)"
+        )
+    return value
+
+
+def machine_image(value: Any) -> Any:
+    """``resources.image_id``: one machine image id, or ``{region: id}``; ValueError otherwise."""
+    if isinstance(value, Mapping):
+        if not value:
+            raise ValueError("an empty mapping; give {REGION: IMAGE_ID}, one per region")
+        for region, image in value.items():
+            if not isinstance(image, str):
+                raise ValueError(f"region {region!r:.80}: an image id, got {image!r:.80}")
+            check_image_id(image)
+        return dict(value)
+    if not isinstance(value, str):
+        raise ValueError(f"an image id or {{REGION: IMAGE_ID}}, got {value!r:.80}")
+    return check_image_id(value)
+
+
 DISK_SIZE_GIB = Bound(1, 65_536, "GiB", integer=True)  # 64 TiB: the largest root volumes sold
-
-
-class DiskTier(StrEnum):
-    """SkyPilot's disk tiers: how fast the root volume is (``best``: the fastest sold)."""
-
-    LOW = "low"
-    MEDIUM = "medium"
-    HIGH = "high"
-    ULTRA = "ultra"
-    BEST = "best"
 
 
 class _Hardware(SpecModel):
@@ -63,6 +98,9 @@ class _Hardware(SpecModel):
         default=None, description="per GPU, the catalog's nominal (dense BF16) figure"
     )
     interconnect: Interconnect | None = None
+    instance_type: Annotated[str, AfterValidator(check_instance_type)] | None = Field(
+        default=None, description="one instance type, e.g. g5.xlarge"
+    )
     cpus: Annotated[float, BeforeValidator(at_least), VCPUS.annotated("cpus")] | None = None
     memory_gib: (
         Annotated[float, BeforeValidator(at_least), MEMORY_GIB.annotated("memory_gib")] | None
@@ -116,6 +154,7 @@ class _Hardware(SpecModel):
             "interconnect": self.interconnect,
             "min_cpus": self.cpus,
             "min_memory_gib": self.memory_gib,
+            "instance_type": self.instance_type,
         }
 
 
@@ -141,31 +180,61 @@ class ResourcesSpec(_Hardware):
     """
 
     any_of: list[AlternativeSpec] = Field(default_factory=list)
+    # Alternatives in preference order (SkyPilot's ``ordered``): the first one that can be had
+    # is used, even where a later one is cheaper. Exclusive with any_of.
+    ordered: list[AlternativeSpec] = Field(default_factory=list)
     # The node's root volume, as SkyPilot's disk_size and disk_tier say: recorded with the job
     # (the local cloud keeps it; the cloud adapters will size the root volume from it).
     disk_size_gib: Annotated[int, DISK_SIZE_GIB.annotated("disk_size_gib")] | None = None
     disk_tier: DiskTier | None = None
+    # The cloud's own machine image to boot (SkyPilot's image_id that is not docker:): one id,
+    # or one per region ({us-east-1: ami-…}); it belongs to one cloud (JobSpec checks).
+    image_id: Annotated[str | dict[Place, str], BeforeValidator(machine_image)] | None = None
 
     @model_validator(mode="before")
     @classmethod
     def _accelerator_sets(cls, data: Any) -> Any:
         if not isinstance(data, Mapping):
             return data
-        return expand_accelerator_sets(data)
+        if data.get("any_of") and data.get("ordered"):
+            raise ValueError(
+                "'any_of' (any one, the cheapest useful) and 'ordered' (a preference order) "
+                "both list alternatives; keep one"
+            )
+        return expand_accelerator_sets(data, "ordered" if data.get("ordered") else "any_of")
+
+    @property
+    def disk(self) -> DiskSpec | None:
+        """The root volume asked for (:class:`~spothop.providers.base.DiskSpec`), or None."""
+        if self.disk_size_gib is None and self.disk_tier is None:
+            return None
+        return DiskSpec(self.disk_size_gib, self.disk_tier)
+
+    def image_id_in(self, region: str) -> str | None:
+        """The machine image to boot in ``region``: the one id, that region's, or None."""
+        if isinstance(self.image_id, dict):
+            return self.image_id.get(region)
+        return self.image_id
+
+    @property
+    def alternatives(self) -> list[AlternativeSpec]:
+        """The alternatives, whichever list gives them (``any_of`` or ``ordered``)."""
+        return self.ordered or self.any_of
 
 
-def expand_accelerator_sets(data: Mapping[Any, Any]) -> dict[Any, Any]:
-    """``resources`` with its GPU sets made ``any_of`` entries (see :class:`ResourcesSpec`)."""
+def expand_accelerator_sets(data: Mapping[Any, Any], key: str = "any_of") -> dict[Any, Any]:
+    """``resources`` with its GPU sets made ``key`` (``any_of`` or ``ordered``) entries, in the
+    order written (see :class:`ResourcesSpec`)."""
     out = dict(data)
     top = accelerator_choices(out.get("accelerators"))
-    entries = out.get("any_of")
+    entries = out.get(key)
     if top is None and not isinstance(entries, list):
         return out
     if top is not None:
         del out["accelerators"]
     if not isinstance(entries, list) or not entries:
         if top is not None:
-            out["any_of"] = [{"accelerators": choice} for choice in top]
+            out[key] = [{"accelerators": choice} for choice in top]
         return out
     expanded: list[Any] = []
     for entry in entries:
@@ -182,5 +251,5 @@ def expand_accelerator_sets(data: Mapping[Any, Any]) -> dict[Any, Any]:
     for entry in expanded:
         if entry not in unique:
             unique.append(entry)
-    out["any_of"] = unique
+    out[key] = unique
     return out

@@ -31,6 +31,7 @@ from typing import Any, Protocol
 
 from sqlalchemy import Connection, Engine, and_, func, select, update
 
+from spothop.bounds import YEAR_FIRST, YEAR_LAST
 from spothop.db import default_database_url, dialect_insert, shared_engine
 from spothop.market.identity import PriceSeriesKey
 from spothop.market.price_history import PriceProblem
@@ -287,10 +288,23 @@ class PriceStore:
         return result
 
     def add(self, records: Sequence[PriceRecord]) -> AddResult:
-        """Store records not already stored; duplicates (in the batch or the store) are reported."""
+        """Store records not already stored; duplicates (in the batch or the store) are reported.
+
+        A record dated outside 2006-2100 (:data:`spothop.bounds.YEAR_FIRST`, ``YEAR_LAST``) is
+        rejected with its line: a price from the year 9999 is a typo, and a store holding one
+        would make every hourly view of its series span eight thousand years."""
         result = AddResult()
         by_series: dict[PriceSeriesKey, list[PriceRecord]] = defaultdict(list)
         for record in records:
+            if not YEAR_FIRST <= record.timestamp.year <= YEAR_LAST:
+                result.rejected.append(
+                    _problem(
+                        record,
+                        f"dated {record.timestamp.isoformat()}: a price must be dated between "
+                        f"{YEAR_FIRST} and {YEAR_LAST}; fix the row's timestamp",
+                    )
+                )
+                continue
             by_series[record.series].append(record)
         missing_gpu: set[str] = set()
         with self.engine.begin() as conn:

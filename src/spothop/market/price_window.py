@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from spothop.market.forecast import forecast_price
@@ -17,6 +17,10 @@ from spothop.market.identity import PriceSeriesKey
 from spothop.market.price_store import SECONDS_PER_HOUR, StoredPrice
 
 FORECAST_HORIZON_H = 6  # the table's forecast column: one durable-checkpoint interval or so ahead
+# The forecast reads at most this much of a series' history before its last point: four times the
+# week its candidates are judged on (forecast.SELECTION_WINDOW_H). The hourly grid it samples is
+# then bounded, whatever the store holds (a stray point years away made it walk every hour between).
+FORECAST_HISTORY = timedelta(weeks=4)
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,7 @@ class PriceWindow:
         """``points``: the window's, oldest first (at least one); ``history``: every stored point of the series."""
         last = points[-1]
         values = [p.price_usd_per_hour for p in points]
+        history = recent(history)
         forecast = forecast_price(
             [p.timestamp for p in history], [p.price_usd_per_hour for p in history], horizon_h
         )
@@ -94,3 +99,11 @@ class PriceWindow:
             "forecast_method": self.forecast_method,
             "forecast_fell_back_to_naive": self.forecast_fell_back_to_naive,
         }
+
+
+def recent(history: Sequence[StoredPrice]) -> Sequence[StoredPrice]:
+    """The points of ``history`` within :data:`FORECAST_HISTORY` of its latest (all when empty)."""
+    if not history:
+        return history
+    latest = max(p.timestamp for p in history)
+    return [p for p in history if p.timestamp >= latest - FORECAST_HISTORY]

@@ -10,7 +10,8 @@
 - :mod:`.events`: every lifecycle event (the agents' typed events and the
   controller's job events) as one stream; mean time between interruptions.
 - :mod:`.report`: a job's cost against on-demand, interruptions, work
-  recomputed, goodput; reports across jobs; recommendations.
+  recomputed, goodput; reports across jobs; recommendations. :mod:`.job_report` reads one
+  job's report from the store.
 
 See ``docs/observe.md``.
 """

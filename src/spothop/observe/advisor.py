@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from spothop.bounds import HOURS, PRICE_USD_PER_HOUR
 from spothop.errors import ConfigError
 from spothop.observe.billing import usd
 from spothop.scheduler.market_view import MarketKind
@@ -275,6 +276,9 @@ def advise(
     """The options for a job of ``nodes`` nodes with ``work_h`` useful hours each (module contract)."""
     if not (work_h > 0 and math.isfinite(work_h)):
         raise ConfigError(f"--work-h must be positive hours of useful work per node, got {work_h}")
+    HOURS.check(work_h, "--work-h")  # simulated hour by hour: a year at most, as a job's work
+    if reserved_usd_per_hour is not None:
+        PRICE_USD_PER_HOUR.check(reserved_usd_per_hour, "--reserved-price")
     if runs < 1:
         raise ConfigError(f"--runs must be at least 1, got {runs}")
     spot = [c for c in candidates if c.market_kind is MarketKind.SPOT]

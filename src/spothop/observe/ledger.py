@@ -14,7 +14,9 @@ The contract:
    (``Instance.running_at`` … ``ended_at``), the provider's billing rule and
    the rates in force; the provider's own figure (``Instance.cost_microusd``)
    is kept beside it, never used for it, so :meth:`Ledger.reconcile` compares
-   two independent sums.
+   two independent sums — where that figure is a bill (the provider's
+   ``Capabilities.bill_source``); elsewhere it is the adapter's estimate and
+   the provider is "estimated, not reconciled" (:mod:`.reconcile`).
 3. **A missing price is missing.** An attempt without a usable price has
    ``cost_microusd`` None and is listed as such; it never counts as 0.
 4. **Closed records stay.** Once the instance has ended, its record is
@@ -79,7 +81,7 @@ from spothop.observe.rates import (
     price_over,
     record_observed_prices,
 )
-from spothop.observe.reconcile import ReconcileLine, Reconciliation, reconcile
+from spothop.observe.reconcile import ReconcileLine, Reconciliation, bill_sources, reconcile
 from spothop.providers.base import BillingRule, Instance, InstanceState, Provider
 from spothop.resources.market_id import MarketId
 from spothop.state.job_tables import job_attempts
@@ -267,8 +269,9 @@ class Ledger:
             return [record_from_row(dict(r._mapping)) for r in conn.execute(query)]
 
     def reconcile(self, job_id: str | None = None) -> Reconciliation:
-        """The stored records against what each provider billed (update first for fresh figures)."""
-        return reconcile(self.records(job_id))
+        """The stored records against what each provider billed (update first for fresh figures);
+        a provider without a bill source is listed, not reconciled."""
+        return reconcile(self.records(job_id), bill_sources(self.providers))
 
 
 def close_books(store: JobStore, providers: Mapping[str, Provider], observation: Any) -> None:

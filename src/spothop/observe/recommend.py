@@ -11,8 +11,12 @@ caused them). Rules, in order:
    :data:`MIN_GAIN` → "raise PROVIDER's share", with both figures and the gap.
 3. An on-demand (or reserved) market beats every spot market → "prefer
    on-demand here": the interruptions cost more than the discount saved.
-4. Goodput below :data:`LOW_GOODPUT` → the losses are large: checkpoint
-   more often or move to calmer markets.
+4. Attempts whose agents reported no work (:mod:`.work`) → say how many and
+   what share of the paid time: an instance billed for nothing (a boot that
+   failed, a worker that never started) is a fault to look at, not a market.
+5. Goodput below :data:`LOW_GOODPUT`, over the time whose agents reported
+   work → the losses are large: checkpoint more often or move to calmer
+   markets.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ class MarketScore:
 
 @dataclass(frozen=True)
 class Recommendation:
-    kind: str  # missing_price | raise_share | prefer_on_demand | low_goodput
+    kind: str  # missing_price | raise_share | prefer_on_demand | no_work_reported | low_goodput
     message: str
 
     def to_dict(self) -> dict[str, str]:
@@ -112,11 +116,27 @@ def recommend(report: JobReport) -> list[Recommendation]:
                 "the discount saved",
             )
         )
-    if report.goodput is not None and report.goodput < LOW_GOODPUT:
+    silent = report.unreported_attempts
+    if silent and report.paid_gpu_s:
+        share = report.unreported_gpu_s / report.paid_gpu_s
+        out.append(
+            Recommendation(
+                "no_work_reported",
+                f"{len(silent)} attempt(s) ({share:.0%} of the paid GPU time) ran with no work "
+                f"reported by their agents ({', '.join(silent)}): read why in `spothop status` "
+                "and their boot logs; goodput counts none of that time",
+            )
+        )
+    # Over the time whose agents reported work: the silent attempts have their own advice above,
+    # and checkpointing more often would not mend a worker that never ran.
+    worked_s = report.paid_gpu_s - report.unreported_gpu_s
+    goodput = report.useful_gpu_s / worked_s if worked_s > 0 else None
+    if goodput is not None and goodput < LOW_GOODPUT:
+        where = " where work was reported" if report.unreported_gpu_s else ""
         out.append(
             Recommendation(
                 "low_goodput",
-                f"goodput {report.goodput:.0%}: {1 - report.goodput:.0%} of the paid GPU time "
+                f"goodput {goodput:.0%}{where}: {1 - goodput:.0%} of the paid GPU time "
                 "kept nothing; checkpoint more often or prefer calmer markets",
             )
         )

@@ -15,11 +15,20 @@ The contract (``docs/observe.md`` draws the figures):
      for a task job, the whole run of an interrupted attempt whose worker
      did not report a save (``saved``: it restarts from an older checkpoint,
      or from the start), none for one that saved.
-   ``goodput`` = useful ÷ paid GPU-seconds.
+   - *unreported*: the whole working time of an attempt whose agent reported
+     no work (:mod:`.work`: no worker step or worker beat in its heartbeats,
+     no checkpoint saved, no clean worker exit, no shard done). A billed
+     instance whose worker never ran did nothing useful; the report lists
+     those attempts (``unreported_attempts``) and says so.
+   ``goodput`` = useful ÷ paid GPU-seconds: it counts only work the agents reported.
 3. **On-demand cost for the same useful work on the same GPUs**: each
    attempt's useful seconds at the on-demand price of the same offering
    (provider, zone, instance type, from the provider's catalog); the saving
    is that less the cost.
+7. **Reconciliation** per provider (:mod:`.reconcile`): the ledger against
+   the provider's bill where it has one ("reconciled against <source>: Δ N
+   µUSD"), else "estimated, not reconciled" (its figure is its adapter's own
+   estimate, from the ledger's own price).
 4. **Cost per effective-TFLOPS-hour**: the cost over the useful
    effective-TFLOPS-hours (GPUs × each offering's effective TFLOPS per GPU).
 5. Splits by provider, zone and market; ``interruptions`` with their lead
@@ -33,24 +42,19 @@ The contract (``docs/observe.md`` draws the figures):
 
 from __future__ import annotations
 
-import difflib
 import logging
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from spothop.checkpoint.replicas import RestoreRecord, read_restore_records
-from spothop.errors import NotFoundError, SpothopError
-from spothop.jobs.errors import JobNotFound
+from spothop.checkpoint.replicas import RestoreRecord
 from spothop.jobs.records import AttemptRecord, JobRecord
-from spothop.jobs.store import JobStore
 from spothop.observe.billing import SECONDS_PER_HOUR, known_price, microusd, usd
-from spothop.observe.events import EventStream, StreamEvent, interrupted
-from spothop.observe.ledger import Ledger
+from spothop.observe.events import StreamEvent, interrupted
 from spothop.observe.ledger_record import LedgerRecord
-from spothop.observe.reconcile import reconcile
-from spothop.providers.base import Provider
+from spothop.observe.reconcile import BillSources, reconcile
+from spothop.observe.work import WORK_KINDS, Beat, ReportedWork, reported_work
 from spothop.resources.offering import Offering
 
 log = logging.getLogger("spothop.observe")
@@ -62,7 +66,7 @@ SHARDS_ENQUEUED = "shards_enqueued"
 OUTPUTS_PUBLISHED = "outputs_published"
 # Every kind of event build_report reads: job_report reads only these from the stream, not the
 # thousands of others (probes, heartbeats' events) a job's agents may have sent.
-REPORT_KINDS = frozenset({*SEEN_KINDS, SHARDS_ENQUEUED, OUTPUTS_PUBLISHED})
+REPORT_KINDS = frozenset({*SEEN_KINDS, SHARDS_ENQUEUED, OUTPUTS_PUBLISHED, *WORK_KINDS})
 
 
 @dataclass(frozen=True)
@@ -118,10 +122,13 @@ class AttemptWork:
     recomputed_gpu_s: float
     on_demand_price_usd_per_hour: float | None
     effective_tflops_per_gpu: float | None
+    unreported_gpu_s: float = 0.0  # working time with no work reported by its agent (rule 2)
+    reported: ReportedWork | None = None  # what its agent reported (None: nothing)
 
     @property
     def useful_gpu_s(self) -> float:
-        return max(0.0, self.paid_gpu_s - self.overhead_gpu_s - self.recomputed_gpu_s)
+        lost = self.overhead_gpu_s + self.recomputed_gpu_s + self.unreported_gpu_s
+        return max(0.0, self.paid_gpu_s - lost)
 
 
 @dataclass(frozen=True)
@@ -143,6 +150,7 @@ class JobReport:
     preempted_attempts: frozenset[str] = frozenset()  # every attempt the cloud interrupted
     outputs: Mapping[str, Any] = field(default_factory=dict)
     restores: tuple[RestoreRecord, ...] = ()  # oldest first (module contract, 6)
+    bill_sources: BillSources = field(default_factory=dict)  # by provider (module contract, 7)
 
     @property
     def interruption_count(self) -> int:
@@ -180,6 +188,15 @@ class JobReport:
     @property
     def recomputed_gpu_s(self) -> float:
         return sum(w.recomputed_gpu_s for w in self.work)
+
+    @property
+    def unreported_gpu_s(self) -> float:
+        return sum(w.unreported_gpu_s for w in self.work)
+
+    @property
+    def unreported_attempts(self) -> tuple[str, ...]:
+        """The attempts that worked (billed past their overhead) with no work their agent reported."""
+        return tuple(w.record.attempt_id for w in self.work if w.unreported_gpu_s > 0)
 
     @property
     def goodput(self) -> float | None:
@@ -251,7 +268,7 @@ class JobReport:
         return split_records(self.records, by, self.preempted)
 
     def to_dict(self) -> dict[str, Any]:
-        reconciliation = reconcile(self.records)
+        reconciliation = reconcile(self.records, self.bill_sources)
         return {
             "job_id": self.job_id,
             "name": self.name,
@@ -280,6 +297,9 @@ class JobReport:
             "shards_run": self.shards_run,
             "shards_released": self.shards_released,
             "goodput": self.goodput,
+            "goodput_basis": "work the agents reported",
+            "unreported_gpu_s": self.unreported_gpu_s,
+            "unreported_attempts": list(self.unreported_attempts),
             "effective_tflops_hours": self.effective_tflops_hours,
             "usd_per_effective_tflops_hour": self.usd_per_effective_tflops_hour,
             "by_provider": [s.to_dict() for s in self.split("provider")],
@@ -290,6 +310,7 @@ class JobReport:
                 "provider_microusd": reconciliation.provider_microusd,
                 "difference_microusd": reconciliation.difference_microusd,
                 "unmatched": [line.attempt_id for line in reconciliation.unmatched],
+                "by_provider": [p.to_dict() for p in reconciliation.by_provider],
             },
             "records": [r.to_dict() for r in self.records],
             "outputs": dict(self.outputs),
@@ -345,10 +366,18 @@ def build_report(
     offerings: Mapping[tuple[str, str, str], Offering],
     restores: Sequence[RestoreRecord] = (),
     published_outputs: int | None = None,
+    *,
+    beats: Sequence[Beat] = (),
+    shards_done_by_worker: Mapping[str, int] | None = None,
+    sources: BillSources | None = None,
 ) -> JobReport:
     """The report of ``job`` from its ledger records, attempts, event stream and the offerings by
     (provider, zone, instance type), its workers' restore records and (a batch job) how many
-    outputs its output location holds (None: not read). Pure: no I/O."""
+    outputs its output location holds (None: not read); ``beats``, the instances' latest
+    heartbeats, and ``shards_done_by_worker`` (where read) with the stream say what work each
+    agent reported (rule 2); ``sources`` each provider's bill (rule 7; none: nothing is
+    reconciled). Pure: no I/O."""
+    reported = reported_work(events, beats, shards_done_by_worker)
     by_attempt = {a.attempt_id: a for a in attempts}
     interruptions = _interruptions(events)
     lead_by_instance = {i.instance_id: i for i in interruptions if i.instance_id}
@@ -371,7 +400,11 @@ def build_report(
         if preempted or seen is not None:
             overhead_s += _wind_down_s(r, attempt, seen)
         working_s = max(0.0, r.billed_s - overhead_s)
-        if job.kind == BATCH:
+        done = reported.get(r.instance_id) if r.instance_id else None
+        unreported_s = working_s if done is None else 0.0
+        if done is None:
+            recomputed_s = 0.0  # nothing reported done, nothing to do again: unreported instead
+        elif job.kind == BATCH:
             recomputed_s = working_s * batch_fraction
         elif (preempted or seen is not None) and (seen is None or seen.saved != SAVED):
             recomputed_s = working_s
@@ -391,6 +424,8 @@ def build_report(
                 effective_tflops_per_gpu=(
                     offering.effective_tflops_per_gpu if offering is not None else None
                 ),
+                unreported_gpu_s=unreported_s * gpus,
+                reported=done,
             )
         )
     taken = frozenset(a.attempt_id for a in attempts if interrupted(a))
@@ -408,6 +443,7 @@ def build_report(
         preempted_attempts=taken,
         outputs=_outputs(events, published_outputs),
         restores=tuple(restores),
+        bill_sources=dict(sources or {}),
     )
 
 
@@ -484,108 +520,3 @@ def _outputs(events: Sequence[StreamEvent], published: int | None) -> dict[str, 
 def _shards_run(events: Sequence[StreamEvent], released: int) -> int | None:
     added = sum(int(e.data.get("added") or 0) for e in events if e.kind == SHARDS_ENQUEUED)
     return added + released if added else None
-
-
-# --- from the store ------------------------------------------------------------------
-
-
-class UnknownJob(JobNotFound):
-    """No job with that id: a :class:`JobNotFound` whose message lists the nearest ids (exit 3)."""
-
-    def __init__(self, job_id: str, nearest: Sequence[str]) -> None:
-        self.job_id = job_id
-        self.nearest = tuple(nearest)
-        hint = (
-            f"; the nearest: {', '.join(self.nearest)}"
-            if self.nearest
-            else "; `spothop jobs` lists them"
-        )
-        NotFoundError.__init__(self, f"no job {job_id!r} in the store{hint}")
-
-
-NEAREST_IDS = 5
-
-
-def find_job(store: JobStore, job_id: str) -> JobRecord:
-    """The job, or :class:`UnknownJob` naming the ids nearest ``job_id``."""
-    try:
-        return store.get_job(job_id)
-    except JobNotFound:
-        ids = [j.job_id for j in store.list_jobs()]
-        near = difflib.get_close_matches(job_id, ids, n=NEAREST_IDS, cutoff=0.3)
-        near += [i for i in ids if job_id and job_id in i and i not in near]
-        raise UnknownJob(job_id, near[:NEAREST_IDS]) from None
-
-
-def offerings_by_place(
-    providers: Mapping[str, Provider],
-) -> dict[tuple[str, str, str], Offering]:
-    """Every provider's offerings by (provider, zone or region, instance type)."""
-    out: dict[tuple[str, str, str], Offering] = {}
-    for name, provider in providers.items():
-        try:
-            offerings = provider.list_offerings()
-        except SpothopError:
-            continue  # a provider that cannot list its catalog leaves its on-demand prices missing
-        for o in offerings:
-            out[(name, o.zone or o.region, o.instance_type)] = o
-            out.setdefault((name, o.region, o.instance_type), o)
-    return out
-
-
-def job_report(store: JobStore, job_id: str, providers: Mapping[str, Provider]) -> JobReport:
-    """``job_id``'s report: its ledger brought up to date with ``providers``, its event stream, their
-    catalogs. :class:`UnknownJob` if there is no such job."""
-    job = find_job(store, job_id)
-    attempts = store.attempts(job_id)  # read once: the ledger, the stream and the report share it
-    records = Ledger(store, providers).update(job_id, attempts)
-    events, _ = EventStream(store).read(job_id, kinds=REPORT_KINDS, attempts=attempts)
-    return build_report(
-        job,
-        records,
-        attempts,
-        events,
-        offerings_by_place(providers),
-        job_restores(job),
-        published_outputs(job),
-    )
-
-
-def published_outputs(job: JobRecord) -> int | None:
-    """How many shard outputs ``job``'s output location holds; None for a job that is not a
-    batch job, or whose location cannot be read now (the report is not refused for it)."""
-    if job.kind != BATCH:
-        return None
-    try:
-        import fsspec
-
-        from spothop.queue.outputs import TEMP_DIR
-
-        batch = job.spec().batch
-        if batch is None:
-            return None
-        # Listed, not opened as an OutputStore: that makes the folder, and a report writes nothing.
-        fs, root = fsspec.core.url_to_fs(str(batch.output))
-        if not fs.exists(root):
-            return 0
-        names = (str(p).rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(root, detail=False))
-        return sum(1 for n in names if n != TEMP_DIR)
-    except Exception as exc:  # any store's failure (no credentials, no network): the report stands
-        log.warning("outputs of %s not counted: %s", job.job_id, exc)
-        return None
-
-
-def job_restores(job: JobRecord) -> list[RestoreRecord]:
-    """The restore records in ``job``'s checkpoint location; none when it has no checkpoint
-    section, or the location cannot be read now (the report is not refused for it)."""
-    try:
-        checkpoint = job.spec().checkpoint
-    except (SpothopError, ValueError):
-        return []
-    if checkpoint is None:
-        return []
-    try:
-        return read_restore_records(checkpoint.url)
-    except Exception as exc:  # any store's failure (no credentials, no network): the report stands
-        log.warning("restore records of %s not read from %s: %s", job.job_id, checkpoint.url, exc)
-        return []

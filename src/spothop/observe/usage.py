@@ -27,6 +27,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from spothop.bounds import FLEET_GPUS, USD_PER_GPU_HOUR_RATE
 from spothop.errors import ConfigError, NotFoundError
 
 SECONDS_PER_HOUR = 3600.0
@@ -115,6 +116,11 @@ def parse_usage(text: str, source: str = "usage CSV") -> UsageCurve:
         if not (g >= 0 and math.isfinite(g) and g == int(g)):
             raise UsageError(
                 f"{source} line {line}, column gpus: {row[gi]!r} must be a whole number ≥ 0"
+            )
+        if g > FLEET_GPUS.high:  # the cost of each level is summed over the rows: bounded work
+            raise UsageError(
+                f"{source} line {line}, column gpus: {row[gi]!r} GPUs at once is past any fleet; "
+                f"give at most {FLEET_GPUS.high:,.0f}"
             )
         if times and t <= times[-1]:
             raise UsageError(
@@ -220,11 +226,16 @@ def best_baseline(
     ):
         if value is not None and not (value >= 0 and math.isfinite(value)):
             raise ConfigError(f"{name} must be a non-negative USD per GPU-hour, got {value}")
+        if value is not None:
+            USD_PER_GPU_HOUR_RATE.check(value, name)  # a finite cost, in micro-dollars
     peak_price = spot_price if spot_price is not None else on_demand_price
     market = "spot" if spot_price is not None else "on-demand"
+    # The cost is piecewise linear in the reserved level, bending only at a level some row uses:
+    # the cheapest level is one of those (or none), so only they are priced, not every level up
+    # to the peak (a peak of a million GPUs was a million plans over every row).
     plans = [
         plan_cost(curve, r, reserved_price, peak_price, f"{r} reserved + {market} peaks")
-        for r in range(curve.peak + 1)
+        for r in sorted({0, *curve.gpus})
     ]
     best = min(plans, key=lambda p: (p.cost_microusd, p.reserved_gpus))
     return UsageAdvice(

@@ -116,6 +116,12 @@ class Capabilities:
     # whose agent has not registered by then is lost (terminated, its work relaunched; docs/
     # controller.md, agent liveness). None: not watched (a provider with no agents, a simulation).
     boot_deadline_s: float | None = None
+    # Where ``Instance.cost_microusd`` comes from, when it is a bill the cloud itself keeps (the
+    # local cloud's billing records, a bill an adapter was given): the report reconciles the
+    # ledger against it and names it. None: the adapter has no bill to read (a cloud whose bill
+    # API spothop does not call) and its figure, if any, is its own estimate from the price it
+    # launched at; the report says "estimated, not reconciled" (docs/observe.md).
+    bill_source: str | None = None
 
 
 # A real cloud's boot deadline: a GPU image boots and installs spothop in 1-3 minutes.
@@ -138,6 +144,34 @@ class Distribution:
     filename: str
 
 
+class DiskTier(StrEnum):
+    """How fast a root volume is, in SkyPilot's words; each adapter maps a tier to its cloud's
+    volume type (``best``: the fastest it sells, as ``ultra``)."""
+
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+    ULTRA = "ultra"
+    BEST = "best"
+
+
+@dataclass(frozen=True)
+class DiskSpec:
+    """The root volume a launch asks for: ``size_gib`` (None: the image's own size) and
+    ``tier`` (None: the adapter's default volume type). A real adapter sizes the boot disk from
+    it (EC2's root block device, Compute Engine's boot disk, Alibaba's system disk); the local
+    cloud records it on the instance."""
+
+    size_gib: int | None = None
+    tier: DiskTier | None = None
+
+    def __post_init__(self) -> None:
+        if self.size_gib is not None and not 1 <= self.size_gib <= 65_536:
+            raise ValueError(f"a root volume of 1 to 65,536 GiB, got {self.size_gib}")
+        if self.tier is not None:
+            object.__setattr__(self, "tier", DiskTier(self.tier))
+
+
 @dataclass(frozen=True)
 class LaunchRequest:
     """Everything needed to start one instance.
@@ -154,6 +188,9 @@ class LaunchRequest:
     ``distribution``: the wheel the boot script installs spothop from (see
     :func:`spothop.providers.bootstrap.install_step`); ``None``: the
     provider's ``install`` command, else the package index.
+    ``disk``: the root volume's size and tier (:class:`DiskSpec`; None: the provider's
+    default). ``image_id``: the cloud's own machine image to boot (an AMI, a Compute Engine
+    image, an Alibaba image id) instead of the one the provider is configured with.
     """
 
     instance_type: str
@@ -168,6 +205,8 @@ class LaunchRequest:
     reservation: str | None = None
     image: str | None = None
     distribution: Distribution | None = None
+    disk: DiskSpec | None = None
+    image_id: str | None = None
 
 
 @dataclass(frozen=True)

@@ -203,15 +203,17 @@ class BootScript:
         install: str | None = None,
         image: str | None = None,
         distribution: Distribution | None = None,
+        with_dependencies: bool = True,
     ) -> str:
         """The boot script for one launch (see the module docstring); ConfigError if it cannot be.
 
-        ``install`` wins over ``distribution`` (installed with its dependencies,
+        ``install`` wins over ``distribution`` (installed with its dependencies
+        unless ``with_dependencies`` is false: an image that holds them,
         :func:`install_step`), which wins over :data:`DEFAULT_INSTALL`.
         """
         check_launch(self.credentials, command, env, launch=self.launch)
         if install is None and distribution is not None:
-            install = install_step(distribution, with_dependencies=True)
+            install = install_step(distribution, with_dependencies=with_dependencies)
         script = render_boot_script(self, command, env, install=install, image=image)
         size = script_size(script)
         if size > self.max_bytes:

@@ -15,9 +15,6 @@ the mixin's interface, or falls back to the base interface when it has not.
   simulated cloud's faster clock, a test's manual one, an adapter's injected
   one); the times it reports and bills by are that clock's. Without it, the
   provider bills by the wall.
-- :class:`GroupRendezvous`: the provider knows, before a multi-node group's
-  node 0 boots, the host the group's nodes reach it on (instances that share
-  one host). Without it, a group cannot be launched on the provider yet.
 - :class:`ConsoleOutput`: the provider shows an instance's console (the boot
   script's output and the agent unit's; EC2's GetConsoleOutput), for a
   status to say why an instance never started its agent.
@@ -30,6 +27,8 @@ the mixin's interface, or falls back to the base interface when it has not.
   its instances.
 - :class:`SharesHostNetwork`: the provider's instances share the controller
   host's network, so a loopback control plane reaches them.
+- :class:`RunsNothing`: the provider's instances run no process at all (an
+  in-memory simulation), so nothing on them ever opens a control plane.
 """
 
 from __future__ import annotations
@@ -121,17 +120,6 @@ class ClockKeeper:
         def clock(self) -> Clock: ...
 
 
-class GroupRendezvous:
-    """A provider whose instances reach a group's node 0 at a host known before it boots.
-
-    ``group_rendezvous_host`` is that host (the local cloud's instances share
-    one: ``127.0.0.1``); a grouped task's nodes get it as ``MASTER_ADDR``
-    (docs/multinode.md). An empty string means none is known.
-    """
-
-    group_rendezvous_host: str
-
-
 @runtime_checkable
 class ConsoleOutput(Protocol):
     """A provider that shows an instance's console output."""
@@ -166,3 +154,19 @@ class SharesHostNetwork(Protocol):
 def shares_host_network(provider: object) -> bool:
     """Whether ``provider``'s instances share the controller host's network (false unless it says)."""
     return isinstance(provider, SharesHostNetwork) and bool(provider.shares_host_network)
+
+
+@runtime_checkable
+class RunsNothing(Protocol):
+    """A provider whose instances run no process (the fake provider: an in-memory cloud whose
+    instances are records). Nothing on them opens a control plane, so a controller may drive
+    them with the database plane (no control plane URL), which no instance that runs something
+    could use: an instance shares nothing with the controller but the network (DESIGN.md).
+    :func:`runs_nothing` reads it."""
+
+    runs_nothing: bool
+
+
+def runs_nothing(provider: object) -> bool:
+    """Whether ``provider``'s instances run no process (false unless it says)."""
+    return isinstance(provider, RunsNothing) and bool(provider.runs_nothing)

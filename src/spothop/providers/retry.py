@@ -58,11 +58,22 @@ class CodeTable:
     not_found: frozenset[str]
     invalid: frozenset[str]
     hints: Mapping[str, str] = field(default_factory=dict)
+    # Codes that hold in the call's region only (a region not enabled, a regional resource's id
+    # not found there): the error is marked ``region_scoped``, and a job stops trying that
+    # provider in that region only, not the provider.
+    region_scoped: frozenset[str] = frozenset()
 
     def map_error(
         self, provider: str, code: str, message: str, retry_after_s: float | None = None
     ) -> ProviderError:
         """The spothop error for one code; unknown codes are a plain ProviderError."""
+        error = self._error(provider, code, message, retry_after_s)
+        error.region_scoped = code in self.region_scoped
+        return error
+
+    def _error(
+        self, provider: str, code: str, message: str, retry_after_s: float | None
+    ) -> ProviderError:
         hint = self.hints.get(code, "")
         if code in self.rate_limit:
             return RateLimited(provider, code, message, retry_after_s)

@@ -44,6 +44,9 @@ Contract of :func:`rank`:
   asked for, and ``excluded_markets``) and which excluded the most
   (``most_excluding``), so an empty ranking explains itself
   (:meth:`Ranking.explain`, :meth:`Ranking.raise_if_empty`).
+- With ``ordered`` alternatives (``Requirements.ordered``) candidates go in
+  preference order: every candidate meeting an earlier alternative before any
+  meeting only a later one, by score within each (``Candidate.preference``).
 - With a checkpoint to carry (``Requirements.checkpoint_gpu``) an offering
   whose GPU the compatibility matrix refuses is excluded as ``compatible``;
   ``Ranking.refused`` keeps the matrix's reason for each GPU refused among
@@ -67,7 +70,7 @@ from spothop.scheduler.errors import NoCandidates, NoCapacityNow
 from spothop.scheduler.goodput import goodput_array
 from spothop.scheduler.market_view import MarketKind, MarketView, OfferingTable
 from spothop.scheduler.requirements import FILTERS, Requirements
-from spothop.scheduler.row_filters import filter_masks, gpus_refused
+from spothop.scheduler.row_filters import filter_masks, gpus_refused, preference
 
 # The checkpoint cost and restart a job pays when its spec says nothing: a few GiB of
 # state to object storage (~30 s, the checkpoint library's own initial estimate) and a
@@ -142,6 +145,9 @@ class Candidate:
     goodput: float
     egress_usd: float
     score: float  # usd_per_useful_tflops_hour; lower is better
+    # The rank of the ordered alternative it meets (Requirements.ordered): lower goes first,
+    # whatever the score; 0 when the job's alternatives are not ordered.
+    preference: int = 0
     factors: dict[str, float] = field(default_factory=dict, compare=False, hash=False)
 
     @property
@@ -185,11 +191,18 @@ class CandidateList(Sequence[Candidate]):
     reading the first candidates sorts only those whose score is within the
     best :data:`FIRST_SORTED` (a partition, linear time); reading further
     sorts more, up to the whole list. Every prefix is exactly the full
-    stable sort's.
+    stable sort's. With ``preference`` (ordered alternatives: each candidate's rank), the
+    order is by preference first, then score (stable, sorted whole).
     """
 
-    def __init__(self, score: np.ndarray, build: Callable[[int], Candidate]) -> None:
+    def __init__(
+        self,
+        score: np.ndarray,
+        build: Callable[[int], Candidate],
+        preference: np.ndarray | None = None,
+    ) -> None:
         self._score = score
+        self._preference = preference
         self._build = build
         self._count = int(score.size)
         self._order = np.empty(0, dtype=np.int64)
@@ -203,6 +216,9 @@ class CandidateList(Sequence[Candidate]):
         if needed <= self._order.size:
             return
         k = max(needed, 2 * self._order.size, FIRST_SORTED)
+        if self._preference is not None:  # ordered alternatives: by preference, then score
+            self._order = np.lexsort((self._score, self._preference))
+            return
         if 4 * k >= self._count:
             self._order = np.argsort(self._score, kind="stable")
             return
@@ -409,14 +425,16 @@ def rank(
     refused = gpus_refused(t, req, masks)
     skip = _excluded_rows(t, exclude)
     priced = _price_kinds(t, wanted, qualifying, skip, reserved, excluded)
-    scored = _score(t, profile, priced, _egress_usd(t, profile, egress))
+    scored = _score(t, profile, priced, _egress_usd(t, profile, egress), preference(t, req))
     most = max(
         (name for name, count in excluded.items() if count > 0),
         key=lambda name: excluded[name],
         default=None,
     )
     return Ranking(
-        candidates=CandidateList(scored.score, scored.candidate),
+        candidates=CandidateList(
+            scored.score, scored.candidate, scored.preference if req.ordered else None
+        ),
         excluded=excluded,
         most_excluding=most,
         offerings=n,
@@ -514,6 +532,7 @@ class _Scored:
     tau: np.ndarray  # checkpoint interval, s
     egress_usd: np.ndarray
     score: np.ndarray  # USD per useful TFLOPS-hour (∞: unusable)
+    preference: np.ndarray  # per candidate: the rank of the ordered alternative it meets
 
     def candidate(self, j: int) -> Candidate:
         t, profile, p = self.t, self.profile, self.priced
@@ -529,6 +548,7 @@ class _Scored:
             goodput=float(self.good[j]),
             egress_usd=float(self.egress_usd[j]),
             score=float(self.score[j]),
+            preference=int(self.preference[j]),
             factors={
                 "price_usd_per_hour": price,
                 "preemption_rate_per_h": rate,
@@ -553,7 +573,11 @@ class _Scored:
 
 
 def _score(
-    t: OfferingTable, profile: WorkProfile, priced: _Priced, egress_usd: np.ndarray
+    t: OfferingTable,
+    profile: WorkProfile,
+    priced: _Priced,
+    egress_usd: np.ndarray,
+    preference: np.ndarray,
 ) -> _Scored:
     """Goodput and score of every priced row (``egress_usd``: per table row)."""
     tflops = t.effective_tflops_per_gpu * t.gpu_count
@@ -569,4 +593,4 @@ def _score(
     with np.errstate(divide="ignore", invalid="ignore"):
         score = (price / good + egress_rows / profile.horizon_h) / tflops[rows]
     score = np.where(np.isnan(score), np.inf, score)
-    return _Scored(t, profile, priced, tflops, good, tau, egress_rows, score)
+    return _Scored(t, profile, priced, tflops, good, tau, egress_rows, score, preference[rows])

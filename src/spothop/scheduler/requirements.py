@@ -24,6 +24,13 @@ Contract:
   user looks up on a datasheet), not the measured or derated one.
 - ``interconnect`` is the least link the GPUs of one instance need, ordered
   none < pcie < nvlink/xgmi < nvswitch (:data:`INTERCONNECT_RANK`).
+- ``instance_type`` names one instance type (``g5.xlarge``): only offerings of that
+  type qualify, on whichever providers sell it; with it and no GPU count, the
+  type's own GPU count is taken (:attr:`node_gpus` is None).
+- ``ordered``: the ``alternatives`` are in preference order (SkyPilot's
+  ``ordered``), not "any one, cheapest first": :meth:`preference` gives an
+  offering's rank (the first alternative it meets), and placement puts every
+  candidate of an earlier alternative before any of a later one.
 - ``providers_allow`` empty allows every provider; ``providers_deny`` wins
   over ``providers_allow``. ``regions`` and ``zones`` empty allow every place.
 - ``checkpoint_gpu`` is the GPU the job's committed checkpoint was made on
@@ -61,6 +68,7 @@ FILTERS: tuple[str, ...] = (
     "providers",
     "regions",
     "zones",
+    "instance_type",
     "gpu",
     "gpus_per_node",
     "min_gpu_memory_gib",
@@ -89,6 +97,8 @@ class Requirements:
     regions: tuple[str, ...] = ()
     zones: tuple[str, ...] = ()
     alternatives: tuple[Requirements, ...] = ()
+    ordered: bool = False
+    instance_type: str | None = None
     checkpoint_gpu: str | None = None
     compat_need: CompatNeed | None = None
     gpu_names: frozenset[str] = field(init=False, repr=False, compare=False)
@@ -161,6 +171,7 @@ class Requirements:
             ("providers", self.allows_provider(o.provider)),
             ("regions", not self.regions or o.region in self.regions),
             ("zones", not self.zones or (o.zone is not None and o.zone in self.zones)),
+            ("instance_type", self.instance_type in (None, o.instance_type)),
             ("gpu", not self.gpu_names or o.gpu in self.gpu_names),
             ("gpus_per_node", self.node_gpus is None or o.gpu_count == self.node_gpus),
             (
@@ -188,7 +199,17 @@ class Requirements:
         """The GPU count an offering must have: ``gpus_per_node``, else 1; None (any) with alternatives."""
         if self.gpus_per_node is not None:
             return self.gpus_per_node
-        return None if self.alternatives else 1
+        return None if self.alternatives or self.instance_type else 1
+
+    def preference(self, offering: Offering) -> int:
+        """The offering's rank under ``ordered`` alternatives: the index of the first one it
+        meets (``len(alternatives)`` when none); 0 for every offering when not ordered."""
+        if not self.ordered:
+            return 0
+        for i, alt in enumerate(self.alternatives):
+            if alt.qualifies(offering):
+                return i
+        return len(self.alternatives)
 
     def allows_provider(self, provider: str) -> bool:
         if provider in self.providers_deny:
@@ -209,7 +230,8 @@ class Requirements:
         if name in ("regions", "zones"):
             return f"{name}: " + ", ".join(getattr(self, name))
         if name == "any_of":
-            return f"any_of ({len(self.alternatives)} alternatives)"
+            word = "ordered" if self.ordered else "any_of"
+            return f"{word} ({len(self.alternatives)} alternatives)"
         if name == "gpus_per_node":
             return f"gpus_per_node: {self.node_gpus}"
         if name == "compatible":
@@ -221,6 +243,7 @@ class Requirements:
         """The JSON form (filters left at their default are omitted)."""
         out: dict[str, Any] = {}
         for name in (
+            "instance_type",
             "gpu",
             "gpus_per_node",
             "min_gpu_memory_gib",
@@ -237,6 +260,8 @@ class Requirements:
                 out[name] = list(getattr(self, name))
         if self.alternatives:
             out["alternatives"] = [alt.to_dict() for alt in self.alternatives]
+            if self.ordered:
+                out["ordered"] = True
         if self.checkpoint_gpu is not None:
             out["checkpoint_gpu"] = self.checkpoint_gpu
             if self.compat_need is not None:

@@ -12,6 +12,7 @@ property test holds the two together). Pure numpy over the columns of
 - :func:`gpus_refused`: the compatibility matrix's reason for each GPU it
   refused among the rows that met every other filter.
 - :func:`qualifying`: the rows that pass every filter.
+- :func:`preference`: each row's rank under ordered alternatives.
 """
 
 from __future__ import annotations
@@ -42,6 +43,10 @@ def filter_masks(t: OfferingTable, req: Requirements) -> dict[str, np.ndarray]:
     ):
         if wanted or (name == "zones" and req.zones):
             masks[name] = np.isin(column, _codes_of(names, wanted))
+    if req.instance_type is not None:
+        masks["instance_type"] = np.isin(
+            t.instance_type, _codes_of(t.instance_type_names, (req.instance_type,))
+        )
     if req.node_gpus is not None:
         masks["gpus_per_node"] = t.gpu_count == req.node_gpus
     for name, values, bound in (
@@ -63,6 +68,18 @@ def filter_masks(t: OfferingTable, req: Requirements) -> dict[str, np.ndarray]:
             any_alt |= qualifying(t, alt)
         masks["any_of"] = any_alt
     return masks
+
+
+def preference(t: OfferingTable, req: Requirements) -> np.ndarray:
+    """Each row's rank under ``ordered`` alternatives (:meth:`Requirements.preference`): the
+    index of the first alternative it meets; all 0 when the alternatives are not ordered."""
+    rank = np.zeros(len(t), dtype=np.int32)
+    if not req.ordered:
+        return rank
+    rank[:] = len(req.alternatives)
+    for i in reversed(range(len(req.alternatives))):
+        rank[qualifying(t, req.alternatives[i])] = i
+    return rank
 
 
 def gpus_refused(

@@ -99,10 +99,11 @@ class TolerancePolicy(ABC):
 
 
 def _by_score(spot: Sequence[Candidate], on_demand: Sequence[Candidate]) -> tuple[Candidate, ...]:
-    """Both kinds merged on score (stable: spot first on a tie, each list's own order kept)."""
-    merged = [(c.score, 0, i, c) for i, c in enumerate(spot)]
-    merged += [(c.score, 1, i, c) for i, c in enumerate(on_demand)]
-    return tuple(item[3] for item in sorted(merged, key=lambda item: item[:3]))
+    """Both kinds merged on score (stable: spot first on a tie, each list's own order kept);
+    under ordered alternatives, an earlier alternative's candidates first (``preference``)."""
+    merged = [(c.preference, c.score, 0, i, c) for i, c in enumerate(spot)]
+    merged += [(c.preference, c.score, 1, i, c) for i, c in enumerate(on_demand)]
+    return tuple(item[4] for item in sorted(merged, key=lambda item: item[:4]))
 
 
 _REGISTRY: dict[str, TolerancePolicy] = {}

@@ -199,6 +199,19 @@ def requests(
     return {"requests": [r.to_dict() for r in _plane(request, principal).requests()]}
 
 
+@router.get("/{instance_id}/rendezvous")
+def rendezvous(
+    request: Request,
+    instance_id: str = InstancePath,
+    principal: Principal = Depends(require_agent),
+) -> dict[str, Any]:
+    """The rendezvous of the grouped attempt the token's instance runs; null until every node of
+    its generation registered an address (:func:`spothop.controlplane.store.group_rendezvous`)."""
+    own(principal, instance_id, what="the path")
+    answer = _plane(request, principal).rendezvous()
+    return {"rendezvous": None if answer is None else answer.to_dict()}
+
+
 @router.post("/{instance_id}/requests/{request_id}/ack")
 def acknowledge(
     request: Request,

@@ -38,9 +38,9 @@ def stream_events(
 ) -> EventPage:
     """The event stream after ``cursor`` (none: from the start), one job's or every job's (with
     ``limit``: at most that many events, and a cursor that resumes after them). An unknown job
-    is :class:`~spothop.observe.report.UnknownJob` naming the nearest ids."""
+    is :class:`~spothop.observe.job_report.UnknownJob` naming the nearest ids."""
     from spothop.observe.events import EventStream
-    from spothop.observe.report import find_job
+    from spothop.observe.job_report import find_job
 
     if job_id is not None:
         find_job(store, job_id)

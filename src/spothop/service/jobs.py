@@ -109,7 +109,11 @@ class InstanceView:
             market=str(a.market_kind),
             state=str(a.state),
             end_reason=None if a.end_reason is None else str(a.end_reason),
-            end_detail=a.error_message if str(a.end_reason) in ("failed", "agent_lost") else None,
+            end_detail=(
+                a.error_message
+                if str(a.end_reason) in ("failed", "agent_lost", "worker_failed")
+                else None
+            ),
             price_usd_per_hour=a.price_usd_per_hour,
             exit_code=a.exit_code,
             generation=a.generation,
@@ -118,6 +122,10 @@ class InstanceView:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+# A launch refused for good: by the provider, or by the provider in one region.
+_REFUSED = ("launch_refused", "region_refused")
 
 
 @dataclass(frozen=True)
@@ -246,10 +254,10 @@ def job_status(
                 a.instance_type,
                 a.error_code,
                 a.error_message,
-                refused=str(a.end_reason) == "launch_refused",
+                refused=str(a.end_reason) in _REFUSED,
             )
             for a in attempts
-            if a.end_reason is not None and str(a.end_reason) in ("launch_failed", "launch_refused")
+            if a.end_reason is not None and str(a.end_reason) in ("launch_failed", *_REFUSED)
         ),
         spend_usd=round(spend_usd(attempts), 6),
         queue=queue,

@@ -47,15 +47,120 @@ def check_launchable(spec: JobSpec, *, loopback_control_plane: bool = False) -> 
     from spothop.scheduler.market_view import gather_market_view
     from spothop.scheduler.placement import rank
 
+    check_spec(spec)
     configured = default_providers()
     if loopback_control_plane:
         _refuse_unreachable_control_plane(spec, configured)
     check_reachable(spec, configured)  # before anything is paid for
+    _check_batch_inputs(spec)
     providers = [p for n, p in configured.items() if n not in spec.providers.deny]
     profile, kinds, pools = plan_inputs(spec)
     view = gather_market_view(providers, on_error=lambda *_: None)
+    ranking = rank(view, spec.requirements(), profile, kinds, reserved=pools)
     with contextlib.suppress(NoCapacityNow):
-        rank(view, spec.requirements(), profile, kinds, reserved=pools).raise_if_empty()
+        ranking.raise_if_empty()
+    check_budget(spec, [c.price_usd_per_hour for c in ranking.candidates[:64]])
+
+
+# Linux's limit on one "NAME=value" string handed to exec (MAX_ARG_STRLEN, 32 pages): a longer
+# value makes every worker's start fail with E2BIG, on every instance, however often relaunched.
+ENV_ENTRY_MAX_BYTES = 128 * 1024
+# All of them together: exec takes arguments and environment up to a quarter of the stack limit
+# (2 MiB under the usual 8 MiB); half of that leaves the launcher's own variables room.
+ENV_TOTAL_MAX_BYTES = 1024 * 1024
+
+
+def check_spec(spec: JobSpec) -> None:
+    """What ``plan`` and ``launch`` refuse in a spec that validates but could never run as asked,
+    each a :class:`~spothop.errors.JobSpecError` naming the field, the figures and the fix:
+
+    - a cloud credential in ``envs`` (any cloud's rule: :mod:`spothop.providers.credentials`);
+    - an ``envs`` entry longer than exec takes (:data:`ENV_ENTRY_MAX_BYTES`);
+    - a ``deadline`` shorter than the job's ``work``: no market finishes in time.
+    """
+    from spothop.errors import ConfigError, JobSpecError
+    from spothop.providers.credentials import refuse_cloud_credentials
+
+    def refuse(field: str, message: str) -> None:
+        raise JobSpecError(f"{field}: {message}", [(field, message)])
+
+    try:
+        refuse_cloud_credentials(spec.envs)
+    except ConfigError as exc:
+        refuse("envs", f"{exc}; remove it from the job's envs (nothing is stored or launched)")
+    sizes = {
+        name: len(name.encode()) + 1 + len(value.encode()) for name, value in spec.envs.items()
+    }
+    if sum(sizes.values()) > ENV_TOTAL_MAX_BYTES:
+        refuse(
+            "envs",
+            f"{sum(sizes.values()):,} bytes in all, over the {ENV_TOTAL_MAX_BYTES:,} a process "
+            "start takes (E2BIG): put the large values in files of the workdir",
+        )
+    for name, size in sizes.items():
+        if size > ENV_ENTRY_MAX_BYTES:
+            refuse(
+                f"envs.{name}",
+                f"{size:,} bytes, over the {ENV_ENTRY_MAX_BYTES:,} one variable may hold when a "
+                "process starts (E2BIG): put the value in a file of the workdir and read it there",
+            )
+    work_s, deadline_s = spec.work_s, spec.deadline_s
+    if work_s is not None and deadline_s is not None and deadline_s < work_s:
+        refuse(
+            "deadline",
+            f"{_span(deadline_s)} is less than the job's work ({_span(work_s)}) on any market: no "
+            "placement can finish in time; give a deadline of at least the work",
+        )
+
+
+def _check_batch_inputs(spec: JobSpec) -> None:
+    """A batch job's local ``.jsonl`` inputs are text (their first 64 KiB read): a binary file
+    named so is refused naming it and its line, not enqueued as shards no worker can read."""
+    import glob
+
+    from spothop.batch.inputs import check_jsonl_head
+    from spothop.errors import JobSpecError
+    from spothop.queue.errors import BatchSpecError
+
+    if spec.batch is None:
+        return
+    for i, pattern in enumerate(spec.batch.inputs):
+        if "://" in str(pattern):
+            continue  # a bucket's object: read when its shards are planned
+        for path in sorted(glob.glob(str(pattern))):
+            if not path.endswith(".jsonl"):
+                continue
+            try:
+                check_jsonl_head(path)
+            except BatchSpecError as exc:
+                field = f"batch.inputs.{i}"
+                raise JobSpecError(f"{field}: {exc}", [(field, str(exc))]) from None
+
+
+def check_budget(spec: JobSpec, prices_usd_per_hour: list[float]) -> None:
+    """A ``budget_usd`` below what the cheapest candidate's first launch would cost (its work on
+    every node where ``work`` is given, else the billing minimum) is refused with the figures."""
+    from spothop.errors import JobSpecError
+    from spothop.jobs.controller.progress import BILLING_MINIMUM_S
+
+    budget = spec.budget_usd
+    if budget is None or not prices_usd_per_hour:
+        return
+    cheapest = min(prices_usd_per_hour)
+    seconds = max(spec.work_s or 0.0, BILLING_MINIMUM_S)
+    least = cheapest * spec.node_count * seconds / 3600
+    if least > budget:
+        what = "its work" if spec.work_s else "the billing minimum"
+        message = (
+            f"${budget:g} is less than the cheapest launch would cost: ${least:.4f} "
+            f"({spec.node_count} node(s) × {_span(seconds)}, {what}, at ${cheapest:.4f}/h); "
+            "raise budget_usd or leave it out"
+        )
+        raise JobSpecError(f"budget_usd: {message}", [("budget_usd", message)])
+
+
+def _span(seconds: float) -> str:
+    return f"{seconds:g} s" if seconds < 3600 else f"{seconds / 3600:g} h"
 
 
 def _refuse_unreachable_control_plane(spec: JobSpec, configured: Mapping[str, object]) -> None:

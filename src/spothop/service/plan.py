@@ -83,7 +83,11 @@ class PlanResult:
 def plan_request(request: PlanRequest, warn: Warn = _to_stderr) -> PlanResult:
     """:func:`plan` from the command's own options (``--provider`` names, ``--data-at
     PROVIDER/REGION`` as text): what ``plan`` runs and ``POST /v1/plans`` answers. A provider
-    that cannot be made is left out, said through ``warn``."""
+    that cannot be made is left out, said through ``warn``. A spec ``launch`` would refuse
+    however the markets stand (:func:`~spothop.service.launch.check_spec`) is refused here too."""
+    from spothop.service.launch import check_spec
+
+    check_spec(request.spec)
     return plan(
         request.spec,
         plan_providers(request.spec, list(request.provider_names), warn),

@@ -24,22 +24,25 @@ class ReportWithAdvice:
 
     report: JobReport
     recommendations: tuple[Recommendation, ...]
+    # Why the job is in its state (a budget reached, a deadline missed, a failure): the job's own.
+    reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             **self.report.to_dict(),
+            "reason": self.reason,
             "recommendations": [a.to_dict() for a in self.recommendations],
         }
 
 
 def job_report(store: JobStore, job_id: str, providers: Mapping[str, Provider]) -> ReportWithAdvice:
     """The job's report (its ledger brought up to date) and its recommendations. An unknown job
-    is :class:`~spothop.observe.report.UnknownJob` naming the nearest ids."""
+    is :class:`~spothop.observe.job_report.UnknownJob` naming the nearest ids."""
+    from spothop.observe.job_report import job_report as report_of
     from spothop.observe.recommend import recommend
-    from spothop.observe.report import job_report as report_of
 
     data = report_of(store, job_id, providers)
-    return ReportWithAdvice(data, tuple(recommend(data)))
+    return ReportWithAdvice(data, tuple(recommend(data)), store.get_job(job_id).reason)
 
 
 @dataclass(frozen=True)

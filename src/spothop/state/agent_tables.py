@@ -32,6 +32,8 @@ agent_heartbeats = Table(
     Column("worker_heartbeat_unix_s", Float, nullable=True),
     Column("notice_blind", Boolean, nullable=False, default=False),
     Column("worker_step", Integer, nullable=True),  # the worker's last reported step (0006)
+    # The instance's private address as its registration gave it; "" unknown (0014).
+    Column("private_address", String(64), nullable=False, default="", server_default=""),
 )
 
 agent_events = Table(

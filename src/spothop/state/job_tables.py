@@ -91,6 +91,7 @@ job_attempts = Table(
     # A grouped task's generation and its node count (migration 0008; docs/multinode.md).
     Column("generation", Integer, nullable=False, server_default="0"),
     Column("group_nnodes", Integer, nullable=True),
+    Column("group_nproc_per_node", Integer, nullable=True),  # its processes per node (0014)
     Index(None, "job_id", "launched_unix_s"),
     Index(None, "instance_id"),
 )

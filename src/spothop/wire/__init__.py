@@ -10,6 +10,8 @@ the standard library and :mod:`spothop.errors`.
 - :mod:`spothop.wire.contract` — :class:`Registration`, :class:`Heartbeat`,
   :class:`ControlRequest` (:data:`REQUEST_KINDS`), :class:`LeaseRelease`, the
   :class:`ControlPlane` protocol and its contracts, :data:`EVENTS_BATCH`.
+- :mod:`spothop.wire.group` — :class:`Rendezvous`, where a grouped task's nodes meet, and
+  the worker's variables it sets.
 - :mod:`spothop.wire.fields` — the bounds of each field (:class:`Limits`),
   from which the server's request-body models are derived.
 - :mod:`spothop.wire.logs` — :class:`LogChunk`, a piece of the worker's output the agent
@@ -43,6 +45,7 @@ from spothop.wire.errors import (
 )
 from spothop.wire.events import SCHEMA_VERSION, AgentEvent, Stamp, UnknownEvent, event_from_dict
 from spothop.wire.fields import Limits, WireDefault, WireField, wire_fields
+from spothop.wire.group import Rendezvous
 from spothop.wire.logs import LogChunk, worker_log_path
 
 __all__ = [
@@ -64,6 +67,7 @@ __all__ = [
     "LogChunk",
     "LogOffsetGap",
     "Registration",
+    "Rendezvous",
     "Stamp",
     "StoreRefused",
     "UnknownEvent",

@@ -34,6 +34,12 @@ runs them on each):
   there). Never duplicated, never reordered. The HTTP plane raises
   :class:`~spothop.wire.errors.ControlPlaneError` while the server is unreachable (the agent's
   shipper keeps the bytes in the file and retries: the file is the spool).
+- :meth:`ControlPlane.rendezvous` — a grouped task's node asks where its group meets
+  (:class:`~spothop.wire.group.Rendezvous`: node 0's registered private address, the
+  generation's port, this instance's rank, the group's shape, every node's address in rank
+  order), for the attempt of the job's current generation this instance runs. None while
+  not every node of that generation has registered an address (or the instance runs no
+  such attempt): the agent asks again later. The same answer for every node of a generation.
 - :meth:`ControlPlane.flush` — try to deliver what is spooled, within
   ``timeout_s``; returns how many events are still waiting.
 
@@ -65,6 +71,7 @@ from spothop.wire.fields import (
     UnixTime,
     WireDefault,
 )
+from spothop.wire.group import Address, Rendezvous
 from spothop.wire.logs import LogChunk
 
 REQUEST_KINDS = ("checkpoint", "stop")  # what a control plane may ask of an instance
@@ -82,12 +89,17 @@ EXIT_PREEMPTED = EXIT_RESUMABLE  # preempted, resumable: sysexits.h EX_TEMPFAIL,
 
 @dataclass(frozen=True, kw_only=True)
 class Registration(Stamp):
-    """An instance introducing itself: identity, what it watches, and the self-check's verdict."""
+    """An instance introducing itself: identity, what it watches, and the self-check's verdict.
+
+    ``private_address`` is the instance's address on its cloud's private network, as its
+    metadata service gives it (empty when unknown): a group's nodes meet at node 0's
+    (:meth:`ControlPlane.rendezvous`)."""
 
     protocol: ProtocolName = ""
     notice_blind: bool = False
     reasons: Reasons = ()
     time_unix_s: UnixTime = field(default_factory=time.time)
+    private_address: Address = ""
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Registration:
@@ -172,6 +184,8 @@ class ControlPlane(Protocol):
     def acknowledge(self, request_id: str) -> None: ...
 
     def ship_log(self, chunk: LogChunk) -> None: ...
+
+    def rendezvous(self) -> Rendezvous | None: ...
 
     def prepare(self) -> None: ...
 

@@ -161,9 +161,15 @@ class WorkerStarted(AgentEvent):
 
 @dataclass(frozen=True, kw_only=True)
 class WorkerExited(AgentEvent):
+    """The worker's process ended with ``code``. ``phase``: the part of the job's command it
+    was in (``setup`` or ``run``, as the launcher's driver wrote it to
+    :func:`~spothop.wire.logs.worker_phase_path`; empty where not known): a failing ``setup``
+    is told apart from a failing ``run``."""
+
     kind: ClassVar[str] = "worker_exited"
     code: int = 0
     restarts: int = 0
+    phase: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -51,6 +51,27 @@ def worker_log_path(state_dir: Path) -> Path:
     return state_dir / WORKER_LOG_NAME
 
 
+WORKER_PHASE_NAME = "worker.phase"
+WORKER_PHASES = ("setup", "run")
+
+
+def worker_phase_path(state_dir: Path) -> Path:
+    """Where the launcher's driver writes the phase of the job's command it starts (``setup``,
+    then ``run``): ``<state-dir>/worker.phase``, beside the worker's log; the agent reads it
+    when the worker exits (:func:`read_worker_phase`)."""
+    return state_dir / WORKER_PHASE_NAME
+
+
+def read_worker_phase(state_dir: Path) -> str:
+    """The phase the driver last wrote (``setup`` or ``run``), or "" when none is there."""
+    try:
+        text = worker_phase_path(state_dir).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    phase = text.strip()
+    return phase if phase in WORKER_PHASES else ""
+
+
 @dataclass(frozen=True)
 class LogChunk:
     """``data`` (base64 of 1 to :data:`CHUNK_MAX_BYTES` bytes) of attempt ``attempt_id``'s output,

@@ -281,3 +281,32 @@ def test_an_exit_code_its_agent_reported_wins_over_the_instance_having_gone() ->
     vanished = decide(snapshot([job(attempts=[attempt(exit_code=75)])], instances={}))
     assert of_type(vanished, EndAttempt)[0].reason is EndReason.PREEMPTED
     assert launches(vanished)
+
+
+def test_a_worker_that_exited_in_setup_ends_its_attempt_as_setup_failed() -> None:
+    running = attempt()
+    events = [
+        WorkerExited(**stamp(running), code=9, phase="setup"),
+        Exited(**stamp(running), code=1),
+    ]
+    actions = decide(snapshot([job(attempts=[running])], events=events))
+    end = of_type(actions, EndAttempt)[0]
+    assert end.reason is EndReason.WORKER_FAILED and end.exit_code == 9
+    assert "setup failed (exit 9)" in end.detail
+    state = of_type(actions, SetJobState)[-1]
+    assert state.state is JobState.FAILED and "setup failed (exit 9)" in state.reason
+
+
+def test_a_worker_that_exited_in_run_is_a_failed_worker_not_a_failed_setup() -> None:
+    running = attempt()
+    events = [WorkerExited(**stamp(running), code=4, phase="run"), Exited(**stamp(running), code=1)]
+    end = of_type(decide(snapshot([job(attempts=[running])], events=events)), EndAttempt)[0]
+    assert "the worker failed (exit 4)" in end.detail and "setup" not in end.detail
+
+
+def test_a_setup_exit_told_in_an_earlier_pass_still_names_setup() -> None:
+    # The worker's exit was folded into the attempt's facts before the agent's own exit came.
+    running = attempt(exit_code=9, worker_phase="setup")
+    actions = decide(snapshot([job(attempts=[running])], events=[Exited(**stamp(running), code=1)]))
+    end = of_type(actions, EndAttempt)[0]
+    assert end.exit_code == 9 and end.detail == "setup failed (exit 9)"

@@ -113,6 +113,14 @@ def test_three_lost_agents_in_a_row_fail_the_job_with_the_console_tail() -> None
     assert "boot 2 | pip: no route to host" in failed[0].reason
 
 
+def test_a_loop_ended_in_this_pass_fails_with_a_stored_console_tail() -> None:
+    # The last attempt's console is read when its end is written, after decide: the loop's
+    # failure shows the newest console already stored (the same failure, N times in a row).
+    folded = ended(EndReason.AGENT_LOST, n=2, launched_at=NOW - 100, error_message=None)
+    reason = lost_loop(job(attempts=[_lost(0), _lost(1), folded]), 3)
+    assert reason is not None and "boot 1 | pip: no route to host" in reason
+
+
 def test_a_loop_is_broken_by_an_agent_that_registered_or_by_another_end() -> None:
     assert lost_loop(job(attempts=[_lost(0), _lost(1)]), 3) is None
     assert lost_loop(job(attempts=[_lost(0), _lost(1, registered=True), _lost(2)]), 3) is None

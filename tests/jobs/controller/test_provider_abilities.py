@@ -10,7 +10,7 @@ from spothop.market import ManualClock
 from spothop.market.clock import SimClock
 from spothop.providers.aliyun import AliyunProvider
 from spothop.providers.aws import AwsProvider
-from spothop.providers.extensions import ClockKeeper, GroupRendezvous
+from spothop.providers.extensions import ClockKeeper
 from spothop.providers.gcp import GcpProvider
 from spothop.providers.local.provider import LocalProvider
 from spothop.testing import FakeProvider, make_market, make_offerings
@@ -19,13 +19,6 @@ from spothop.testing import FakeProvider, make_market, make_offerings
 def test_the_providers_with_a_clock_of_their_own_say_so() -> None:
     for cls in (AwsProvider, GcpProvider, AliyunProvider, LocalProvider, FakeProvider):
         assert issubclass(cls, ClockKeeper), cls.__name__
-
-
-def test_only_the_local_cloud_knows_a_groups_rendezvous_host() -> None:
-    assert issubclass(LocalProvider, GroupRendezvous)
-    assert LocalProvider.group_rendezvous_host == "127.0.0.1"
-    for cls in (AwsProvider, GcpProvider, AliyunProvider, FakeProvider):
-        assert not issubclass(cls, GroupRendezvous), cls.__name__
 
 
 def test_now_is_the_providers_clock_when_it_keeps_one_else_the_wall() -> None:

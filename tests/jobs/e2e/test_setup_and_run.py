@@ -55,6 +55,9 @@ def test_a_failing_setup_fails_the_attempt_and_run_never_starts(harness: Harness
     failed = json.loads(out)
     assert failed["state"] == "failed"
     assert [i["end_reason"] for i in failed["instances"]] == ["worker_failed"]
+    assert [i["end_detail"] for i in failed["instances"]] == ["setup failed (exit 9)"]
     assert not mark.exists()
     code, text = h.cli("logs", failed["job_id"], "--store", h.store_url)
     assert f"{SETUP_FAILED_MARK} 9; run was not started" in text
+    code, shown = h.cli("status", failed["job_id"], "--store", h.store_url)
+    assert "setup failed (exit 9)" in " ".join(shown.split())

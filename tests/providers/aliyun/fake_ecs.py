@@ -13,6 +13,7 @@ errors as ECS's JSON (``Code``, ``Message``, ``RequestId``).
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import json
 import secrets
@@ -64,6 +65,7 @@ class FakeEcs:
     instances: dict[str, dict[str, Any]] = field(default_factory=dict)
     calls: list[tuple[str, dict[str, str]]] = field(default_factory=list)
     tokens: dict[str, str] = field(default_factory=dict)  # ClientToken → instance id
+    consoles: dict[str, str] = field(default_factory=dict)  # instance id → its console's text
     lock: threading.Lock = field(default_factory=threading.Lock)
     page_size: int | None = None  # cap DescribeInstances pages (paging tests)
 
@@ -229,6 +231,22 @@ class FakeEcs:
         if start + size < len(rows):
             answer["NextToken"] = str(start + size)
         return 200, answer
+
+    def _GetInstanceConsoleOutput(self, query: dict[str, str]) -> tuple[int, Any]:
+        instance_id = query.get("InstanceId", "")
+        if instance_id not in self.instances:
+            return _error(
+                "InvalidInstanceId.NotFound",
+                f"The specified InstanceId {instance_id} does not exist.",
+                404,
+            )
+        text = self.consoles.get(instance_id, "")
+        return 200, {
+            "RequestId": _request_id(),
+            "InstanceId": instance_id,
+            "ConsoleOutput": base64.b64encode(text.encode()).decode(),
+            "LastUpdateTime": _stamp(self.clock.now()),
+        }
 
     def _DeleteInstance(self, query: dict[str, str]) -> tuple[int, Any]:
         if self.instances.pop(query.get("InstanceId", ""), None) is None:

@@ -198,3 +198,44 @@ def test_a_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "alibabacloud_ecs20140526.client", None)
     with pytest.raises(ConfigError, match=r"pip install 'spothop\[aliyun\]'"):
         get_provider("aliyun")
+
+
+def test_the_system_disk_takes_the_jobs_size_tier_and_image(cloud: Any) -> None:
+    from spothop.providers.base import DiskSpec, DiskTier
+
+    fake, provider = cloud
+    provider.launch(_request(disk=DiskSpec(200, DiskTier.MEDIUM), image_id="m-bp1job0image"))
+    query = _run_query(fake)
+    assert query["SystemDisk.Size"] == "200"
+    assert query["SystemDisk.Category"] == "cloud_essd"
+    assert query["SystemDisk.PerformanceLevel"] == "PL0"
+    assert query["ImageId"] == "m-bp1job0image" and "ImageFamily" not in query
+
+
+def test_without_a_disk_the_system_disk_is_the_clouds_default(cloud: Any) -> None:
+    fake, provider = cloud
+    provider.launch(_request())
+    assert not [k for k in _run_query(fake) if k.startswith("SystemDisk")]
+
+
+def test_the_console_is_get_instance_console_output_decoded(cloud: Any) -> None:
+    """A lost agent's boot log comes from ``GetInstanceConsoleOutput``, its Base64 decoded; an
+    unknown id is InstanceNotFound; an instance spothop deleted shows an empty console."""
+    from spothop.errors import InstanceNotFound
+    from spothop.providers.extensions import ConsoleOutput
+
+    fake, provider = cloud
+    assert isinstance(provider, ConsoleOutput)
+    instance = provider.launch(_request())
+    assert provider.console_output(instance.instance_id) == ""
+    fake.consoles[instance.instance_id] = (
+        "cloud-init: pip install spothop\n环境: curl: (7) failed\n"
+    )
+    text = provider.console_output(instance.instance_id)
+    assert text.splitlines()[-1] == "环境: curl: (7) failed"
+    (query,) = [q for action, q in fake.calls if action == "GetInstanceConsoleOutput"][-1:]
+    assert query["InstanceId"] == instance.instance_id and query["RemoveSymbols"] == "true"
+    with pytest.raises(InstanceNotFound):
+        provider.console_output("i-doesnotexist")
+    provider.terminate(instance.instance_id)
+    assert provider.console_output(instance.instance_id) == ""

@@ -106,3 +106,30 @@ def test_interconnect_is_the_catalogs_or_follows_the_family() -> None:
     assert interconnect("g6.12xlarge", 4, None) is Interconnect.PCIE
     assert interconnect("g6.xlarge", 1, None) is Interconnect.NONE
     assert interconnect("p3.8xlarge", 4, Interconnect.NVLINK) is Interconnect.NVLINK
+
+
+@pytest.mark.parametrize(
+    ("code", "scoped"),
+    [
+        ("InvalidAMIID.NotFound", True),  # an AMI lives in one region
+        ("InvalidGroup.NotFound", True),
+        ("InvalidSubnetID.NotFound", True),
+        ("OptInRequired", True),  # a region not enabled
+        ("UnauthorizedOperation", False),  # a missing permission is the account's, everywhere
+        ("AuthFailure", False),
+        ("InvalidParameterValue", False),
+    ],
+)
+def test_errors_that_hold_in_one_region_refuse_only_that_region(code: str, scoped: bool) -> None:
+    from spothop.providers.aws.errors import map_error
+
+    assert map_error("aws", code, "the cloud's message").region_scoped is scoped
+
+
+def test_an_instance_profile_that_does_not_exist_is_refused_naming_the_option() -> None:
+    from spothop.errors import InvalidRequest
+    from spothop.providers.aws.errors import map_error
+
+    error = map_error("aws", "NoSuchEntity", "Instance profile no-such-profile not found")
+    assert isinstance(error, InvalidRequest)  # the provider is refused for the job, no failover
+    assert "SPOTHOP_AWS_INSTANCE_PROFILE" in str(error) and "no-such-profile" in str(error)

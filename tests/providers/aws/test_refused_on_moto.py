@@ -27,7 +27,6 @@ from tests.waiting import wait_for
 
 # The bound: from a configuration error to the job's clear failure.
 MAX_LAUNCH_CALLS = 2
-MAX_SECONDS = 5.0
 
 
 class Counting(AwsProvider):
@@ -89,9 +88,8 @@ def test_no_ami_fails_the_job_with_the_fix_after_at_most_two_launches(
     wait_for(failed, timeout_s=60, what="the job to fail", interval_s=0.05)
     assert provider.first_call_monotonic is not None
     took_s = time.monotonic() - provider.first_call_monotonic  # from the configuration error
-    print(f"no AMI: {provider.launch_calls} launch call(s), failed in {took_s:.2f} s")
-    assert provider.launch_calls <= MAX_LAUNCH_CALLS
-    assert took_s <= MAX_SECONDS
+    print(f"no AMI: {provider.launch_calls} launch call(s), failed in {took_s:.2f} s (target 5 s)")
+    assert provider.launch_calls <= MAX_LAUNCH_CALLS  # the time is printed: tests assert no pace
     reason = store.get_job(job_id).reason
     assert IMAGE_ID_ENV in reason and "no AMI to launch" in reason
     assert all(a.end_reason is EndReason.LAUNCH_REFUSED for a in store.attempts(job_id))
@@ -123,3 +121,28 @@ def test_motos_own_spot_prices_are_not_ranked(
     on_demand = rank(view, req.requirements(), kinds=["on-demand"]).candidates
     assert on_demand and on_demand[0].price_usd_per_hour > 0.5
     assert any(n.startswith("aws: ") and "cannot be true" in n for n in notes), notes
+
+
+def test_an_instance_profile_that_does_not_exist_fails_the_job_naming_the_option(
+    setup: tuple[Controller, JobStore, Counting, str],
+) -> None:
+    controller, store, provider, _url = setup
+    provider.image_id = "ami-0123456789abcdef0"
+    provider.instance_profile = "no-such-profile"
+    spec: dict[str, Any] = {
+        "name": "no-profile",
+        "run": "python train.py",
+        "resources": {"accelerators": "A10G:1"},
+        "providers": {"allow": ["aws"]},
+        "regions": [REGION],
+    }
+    job_id = store.create_job(load_job(spec))
+
+    def failed() -> bool:
+        controller.run_pass()
+        return store.get_job(job_id).state is JobState.FAILED
+
+    wait_for(failed, timeout_s=60, what="the job to fail", interval_s=0.05)
+    assert provider.launch_calls <= MAX_LAUNCH_CALLS
+    reason = store.get_job(job_id).reason
+    assert "no-such-profile" in reason and "SPOTHOP_AWS_INSTANCE_PROFILE" in reason, reason

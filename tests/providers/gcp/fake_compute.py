@@ -77,6 +77,7 @@ class FakeCompute:
     )  # next inserts: (code, msg)
     instances: dict[str, dict[str, Any]] = field(default_factory=dict)  # name → resource
     calls: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+    consoles: dict[str, str] = field(default_factory=dict)  # name → serial port 1's output
     lock: threading.Lock = field(default_factory=threading.Lock)
     _ids: Iterator[int] = field(default_factory=lambda: itertools.count(4_000_000_000_000_000_001))
 
@@ -91,6 +92,11 @@ class FakeCompute:
             vm = self.instances[name]
             vm["status"] = "STOPPING"
             vm["lastStopTimestamp"] = _stamp(self.clock.now())
+
+    def write_console(self, name: str, text: str) -> None:
+        """The VM's serial port 1 gets ``text`` (its startup script's output, say)."""
+        with self.lock:
+            self.consoles[name] = self.consoles.get(name, "") + text
 
     def vanish(self, name: str) -> None:
         """The deletion finishes: the API has no record of it any more."""
@@ -179,6 +185,23 @@ class FakeCompute:
                     f"The resource 'projects/{self.project}/zones/{zone}/instances/{parts[3]}' was not found",
                 )
             return 200, self._view(vm)
+        if call == "instances.getSerialPortOutput":
+            vm = self.instances.get(parts[3])
+            if vm is None or _tail(vm["zone"]) != zone:
+                return _error(
+                    404,
+                    "notFound",
+                    f"The resource 'projects/{self.project}/zones/{zone}/instances/{parts[3]}' was not found",
+                )
+            if query.get("port", "1") != "1":
+                return _error(400, "invalid", "the fake keeps serial port 1 only")
+            contents = self.consoles.get(parts[3], "")
+            return 200, {
+                "kind": "compute#serialPortOutput",
+                "contents": contents,
+                "start": "0",
+                "next": str(len(contents)),
+            }
         if call == "instances.delete":
             vm = self.instances.get(parts[3])
             if vm is None:
@@ -287,6 +310,8 @@ def _call_name(method: str, rest: str) -> str:
         if kind == "instances":
             if len(parts) == 3:
                 return "instances.insert" if method == "POST" else "instances.list"
+            if len(parts) == 5 and parts[4] == "serialPort":
+                return "instances.getSerialPortOutput"
             return {"GET": "instances.get", "DELETE": "instances.delete"}.get(
                 method, "instances.other"
             )

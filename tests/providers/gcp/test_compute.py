@@ -194,3 +194,58 @@ def test_an_unknown_region_names_the_known_ones_and_a_missing_sdk_names_the_extr
     monkeypatch.setitem(sys.modules, "google.cloud.compute_v1", None)
     with pytest.raises(ConfigError, match=r"pip install 'spothop\[gcp\]'"):
         get_provider("gcp", project="p")
+
+
+def test_the_boot_disk_takes_the_jobs_size_tier_and_image(cloud: Any) -> None:
+    from spothop.providers.base import DiskSpec, DiskTier
+
+    fake, provider = cloud
+    image = "projects/my-proj/global/images/my-cuda-image"
+    provider.launch(_request(disk=DiskSpec(512, DiskTier.HIGH), image_id=image))
+    provider.launch(_request())
+    with_disk, plain = [body for call, _, body in fake.calls if call == "instances.insert"]
+    params = with_disk["disks"][0]["initializeParams"]
+    assert params["diskSizeGb"] == "512"
+    assert params["diskType"] == "zones/us-central1-a/diskTypes/pd-ssd"
+    assert params["sourceImage"] == image
+    default = plain["disks"][0]["initializeParams"]
+    assert default["diskSizeGb"] == "100" and "diskType" not in default
+    assert default["sourceImage"] == provider.image
+
+
+def test_the_console_is_serial_port_1_as_the_cloud_shows_it(cloud: Any) -> None:
+    """A lost agent's boot log comes from ``instances.getSerialPortOutput``: the startup script's
+    lines; an unknown id is InstanceNotFound; a VM spothop deleted shows an empty console."""
+    from spothop.errors import InstanceNotFound
+    from spothop.providers.extensions import ConsoleOutput
+
+    fake, provider = cloud
+    assert isinstance(provider, ConsoleOutput)
+    instance = provider.launch(_request())
+    assert provider.console_output(instance.instance_id) == ""  # not booted yet: nothing written
+    (name,) = fake.instances
+    fake.write_console(name, "startup-script: pip install spothop\n")
+    fake.write_console(name, "startup-script: curl: (7) Failed to connect to 10.0.0.2\n")
+    text = provider.console_output(instance.instance_id)
+    assert text.splitlines()[-1] == "startup-script: curl: (7) Failed to connect to 10.0.0.2"
+    [(_, path, _)] = [c for c in fake.calls if c[0] == "instances.getSerialPortOutput"][-1:]
+    assert path.endswith(f"/instances/{name}/serialPort")
+    with pytest.raises(InstanceNotFound):
+        provider.console_output("4999999999999999999")
+    provider.terminate(instance.instance_id)
+    assert provider.console_output(instance.instance_id) == ""
+
+
+def test_an_image_that_does_not_exist_is_a_refused_launch_naming_the_option(cloud: Any) -> None:
+    """Compute Engine answers an insert naming a missing image with 404 notFound: that is the
+    launch's image (every launch would name it again), never an instance gone."""
+    from spothop.errors import InstanceNotFound, InvalidRequest
+
+    fake, provider = cloud
+    missing = "The resource 'projects/p/global/images/family/no-such-family' was not found"
+    fake.fail_next("instances.insert", 404, "notFound", missing)
+    with pytest.raises(InvalidRequest) as info:
+        provider.launch(_request())
+    assert not isinstance(info.value, InstanceNotFound)
+    assert "no-such-family" in str(info.value) and "SPOTHOP_GCP_IMAGE" in str(info.value)
+    assert provider.list_instances() == []

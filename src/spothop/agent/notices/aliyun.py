@@ -42,6 +42,7 @@ class AliyunWatcher(PathWatcher):
         "zone": "/latest/meta-data/zone-id",
         "region": "/latest/meta-data/region-id",
     }
+    address_path: ClassVar[str | None] = "/latest/meta-data/private-ipv4"  # ECS metadata items
     _token: str | None = None
     _token_expires: float = 0.0
     _hardened: bool | None = None  # None: not tried yet

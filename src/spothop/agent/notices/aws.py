@@ -50,7 +50,7 @@ from spothop.agent.errors import NoticeEndpointError
 from spothop.agent.model import Identity, Notice, advance_notice, final_notice
 from spothop.agent.notices._http import EndpointTimeout, Reply, fetch
 from spothop.agent.notices._time import parse_iso_utc, parse_rfc1123
-from spothop.agent.notices.base import Watcher
+from spothop.agent.notices.base import Watcher, address_or_empty
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +71,7 @@ MAINTENANCE_PATH = "/latest/meta-data/events/maintenance/scheduled"
 MAINTENANCE_PAST_STATES = frozenset(
     {"completed", "canceled"}
 )  # EC2 docs: history, not a coming event
+ADDRESS_PATH = "/latest/meta-data/local-ipv4"  # EC2 docs, instance metadata categories
 IDENTITY_PATHS = {
     "instance_id": "/latest/meta-data/instance-id",
     "instance_type": "/latest/meta-data/instance-type",
@@ -251,7 +252,15 @@ class AwsWatcher(Watcher):
             values["region"],
             values["zone"],
             fallbacks=self.fallbacks,
+            private_address=self.private_address(),
         )
+
+    def private_address(self) -> str:
+        try:
+            reply = self._imds(ADDRESS_PATH)
+        except NoticeEndpointError:
+            return ""
+        return address_or_empty(reply.body) if reply.status == 200 else ""
 
 
 def _json_field(body: str, key: str) -> str | None:

@@ -29,13 +29,15 @@ from spothop.agent.errors import NoticeEndpointError
 from spothop.agent.model import Identity, Notice, NoticeKind, advance_notice, final_notice
 from spothop.agent.notices._http import fetch
 from spothop.agent.notices._time import parse_rfc1123
-from spothop.agent.notices.base import Watcher
+from spothop.agent.notices.base import Watcher, address_or_empty
 
 log = logging.getLogger(__name__)
 
 AZURE_PREEMPT_NOTICE_S = 30.0  # Scheduled Events docs: Preempt gives a minimum of 30 seconds
 EVENTS_PATH = "/metadata/scheduledevents?api-version=2020-07-01"
 COMPUTE_PATH = "/metadata/instance/compute?api-version=2021-02-01"
+# IMDS docs: network.interface[0].ipv4.ipAddress[0].privateIpAddress is the VM's private address.
+NETWORK_PATH = "/metadata/instance/network?api-version=2021-02-01"
 HEADERS = {"Metadata": "true"}
 FINAL_EVENT_TYPES = frozenset({"Preempt", "Terminate"})
 AZURE_POLL_INTERVAL_S = (
@@ -143,4 +145,14 @@ class AzureWatcher(Watcher):
             instance_type=str(compute.get("vmSize", "")),
             region=str(compute.get("location", "")),
             zone=str(compute.get("zone", "")),
+            private_address=self.private_address(),
         )
+
+    def private_address(self) -> str:
+        try:
+            reply = self._get(NETWORK_PATH, HEADERS)
+            network: Any = json.loads(reply.body) if reply.status == 200 else {}
+            value = network["interface"][0]["ipv4"]["ipAddress"][0]["privateIpAddress"]
+        except (NoticeEndpointError, ValueError, LookupError, TypeError):
+            return ""
+        return address_or_empty(value) if isinstance(value, str) else ""

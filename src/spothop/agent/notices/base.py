@@ -19,6 +19,9 @@ Contracts every watcher keeps (``tests/agent`` checks them per protocol):
   The identity's ``fallbacks`` (also :attr:`Watcher.fallbacks`) say, one
   sentence each, where the endpoint is read in a degraded mode that still
   sees every notice (AWS IMDSv1 when the token PUT is refused).
+- The identity's ``private_address`` is read where the protocol documents one
+  (:meth:`Watcher.private_address`); an endpoint that does not answer it leaves it
+  empty (it is no notice's concern, so the self-check does not fail for it).
 - :meth:`Watcher.acknowledge` tells the cloud the instance is ready to go
   (Azure's StartRequests); a no-op where the cloud has no such call; it never raises.
 - ``default_poll_interval_s`` is the protocol's own poll interval, declared
@@ -37,6 +40,7 @@ from spothop.agent.errors import NoticeEndpointError
 from spothop.agent.model import Identity, Notice, final_notice
 from spothop.agent.notices._http import Reply, fetch
 
+MAX_ADDRESS_LEN = 64  # an address as the wire bounds it (spothop.wire.group.Address)
 HTTP_TIMEOUT_S = 2.0  # a link-local endpoint answers in milliseconds; 2 s means it is not answering
 POLL_INTERVAL_S = (
     1.0  # for a protocol that declares none: once a second, what Azure's guidance asks
@@ -92,6 +96,19 @@ class Watcher(ABC):
         """Tell the cloud the instance is ready to be taken. Default: the cloud has no such call."""
         del notice
 
+    def private_address(self) -> str:
+        """The instance's private address as the endpoint gives it; "" when it does not (default:
+        the protocol documents none). Never raises."""
+        return ""
+
+    def _read_address(self, path: str, headers: dict[str, str] | None = None) -> str:
+        """The address a plain GET of ``path`` answers, or "" for anything else (never raises)."""
+        try:
+            reply = self._get(path, headers)
+        except NoticeEndpointError:
+            return ""
+        return address_or_empty(reply.body) if reply.status == 200 else ""
+
     # -- helpers for subclasses ----------------------------------------------
 
     def _get(
@@ -112,6 +129,15 @@ class Watcher(ABC):
         return reply
 
 
+def address_or_empty(text: str) -> str:
+    """``text`` as one address (stripped), or "" when it cannot be one: empty, too long for the
+    wire, or holding whitespace or control characters."""
+    value = text.strip()
+    if not value or len(value) > MAX_ADDRESS_LEN or not value.isprintable() or " " in value:
+        return ""
+    return value
+
+
 class PathWatcher(Watcher):
     """A cloud whose notice is one path: 404 until the notice, then a time stamp.
 
@@ -121,6 +147,7 @@ class PathWatcher(Watcher):
 
     notice_path: ClassVar[str]
     identity_paths: ClassVar[dict[str, str]]  # Identity field → path
+    address_path: ClassVar[str | None] = None  # the private address's path, where documented
 
     @staticmethod
     @abstractmethod
@@ -163,4 +190,9 @@ class PathWatcher(Watcher):
             values.get("region", ""),
             values.get("zone", ""),
             fallbacks=self.fallbacks,
+            private_address=self.private_address(),
         )
+
+    def private_address(self) -> str:
+        path = self.address_path
+        return self._read_address(path, self.headers()) if path else ""

@@ -37,6 +37,8 @@ GCP_POLL_INTERVAL_S = 1.0
 ROOT = "/computeMetadata/v1"
 FLAVOR = {"Metadata-Flavor": "Google"}
 PREEMPTED_PATH = ROOT + "/instance/preempted"
+# The first network interface's internal IP (Compute Engine docs, "About VM metadata").
+ADDRESS_PATH = ROOT + "/instance/network-interfaces/0/ip"
 MAINTENANCE_PATH = ROOT + "/instance/maintenance-event"
 MAINTENANCE_TERMINATE = "TERMINATE_ON_HOST_MAINTENANCE"
 MAINTENANCE_MIGRATE = "MIGRATE_ON_HOST_MAINTENANCE"
@@ -131,4 +133,8 @@ class GcpWatcher(Watcher):
             instance_type=values["instance_type"],
             zone=zone,
             region=zone.rsplit("-", 1)[0] if "-" in zone else "",
+            private_address=self.private_address(),
         )
+
+    def private_address(self) -> str:
+        return self._read_address(ADDRESS_PATH, FLAVOR)

@@ -30,6 +30,7 @@ class TencentWatcher(PathWatcher):
         "zone": "/latest/meta-data/placement/zone",
         "region": "/latest/meta-data/placement/region",
     }
+    address_path: ClassVar[str | None] = "/latest/meta-data/local-ipv4"  # CVM docs, 213/4934
 
     @staticmethod
     def parse_time(text: str) -> float | None:

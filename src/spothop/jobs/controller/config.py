@@ -47,6 +47,10 @@ BOOT_DEADLINE_FLOOR_S = 300.0
 # The same job's agent lost this many times in a row, none registering: it fails (a boot script
 # that fails every time, a network that never reaches the control plane) instead of paying on.
 AGENT_LOST_LIMIT = 3
+# Attempts in a row that made no progress alike (instances failing before their worker ran, a batch
+# worker exiting 0 without claiming a shard) before the job fails (progress.py): a fourth would fail
+# the same way, billed.
+NO_PROGRESS_LIMIT = 3
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,7 @@ class ControllerConfig:
     heartbeat_interval_s: float = HEARTBEAT_INTERVAL_S
     heartbeat_misses: int = HEARTBEAT_MISSES
     agent_lost_limit: int = AGENT_LOST_LIMIT
+    no_progress_limit: int = NO_PROGRESS_LIMIT
 
     @property
     def heartbeat_deadline_s(self) -> float:

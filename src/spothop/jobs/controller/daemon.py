@@ -55,6 +55,16 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Protocol
 
 from spothop.errors import SpothopError
+from spothop.jobs.controller.env_settings import (
+    CATALOG_REFRESH_ENV as CATALOG_REFRESH_ENV,
+)
+from spothop.jobs.controller.env_settings import (
+    METRICS_PORT_ENV as METRICS_PORT_ENV,
+)
+from spothop.jobs.controller.env_settings import (
+    catalog_refresh_interval_s,
+    daemon_settings,
+)
 from spothop.paths import spothop_home
 from spothop.processes import process_running
 
@@ -89,7 +99,6 @@ MetricsServer = Callable[[int, "JobStore", str], Stoppable]
 # serve(home, port or None, store_url, queue_url) -> the agent API, answering: its maker
 # (spothop.server.agent_process.ensure_agent_api, passed in by `spothop controller run`).
 AgentServer = Callable[[Path, int | None, str, str], AgentApi]
-METRICS_PORT_ENV = "SPOTHOP_METRICS_PORT"  # the controller's /metrics port when no option gives one
 
 START_TIMEOUT_S = 30.0  # a background controller holds its lock within this (it imports the store)
 STOP_TIMEOUT_S = 20.0
@@ -417,8 +426,6 @@ def _stop_controller(home: Path, info: ControllerInfo, timeout_s: float) -> None
 
 # -- running the controller ------------------------------------------------------------
 
-CATALOG_REFRESH_ENV = "SPOTHOP_CATALOG_REFRESH_S"  # seconds between live catalog refreshes; 0: off
-
 
 def daily_catalog_refresh(providers: Mapping[str, Provider], home: Path) -> DailyRefresh:
     """The daily live catalog refresh of every real cloud in ``providers`` (not the local world's).
@@ -428,20 +435,10 @@ def daily_catalog_refresh(providers: Mapping[str, Provider], home: Path) -> Dail
     seconds between refreshes (default a day); ``0`` turns the refresh off; anything else is a
     :class:`~spothop.errors.ConfigError` naming the variable.
     """
-    from spothop.errors import ConfigError
-    from spothop.providers.catalog_schedule import REFRESH_INTERVAL_S, STATE_FILE, DailyRefresh
+    from spothop.providers.catalog_schedule import STATE_FILE, DailyRefresh
     from spothop.providers.registry import LOCAL_FAMILY, members
 
-    text = os.environ.get(CATALOG_REFRESH_ENV, "").strip()
-    try:
-        interval_s = float(text) if text else REFRESH_INTERVAL_S
-    except ValueError:
-        interval_s = -1.0
-    if not 0 <= interval_s < float("inf"):
-        raise ConfigError(
-            f"{CATALOG_REFRESH_ENV}={text!r} is not a number of seconds: set it to the seconds "
-            f"between live catalog refreshes (default {REFRESH_INTERVAL_S:.0f}), or 0 for none"
-        )
+    interval_s = catalog_refresh_interval_s()
     local = set(members(LOCAL_FAMILY))
     real = {name: p for name, p in providers.items() if name not in local and interval_s > 0}
     return DailyRefresh(real, controller_dir(home) / STATE_FILE, interval_s=interval_s or 1.0)
@@ -486,13 +483,13 @@ def run_controller(
     import logging
 
     from spothop.db import default_database_url
-    from spothop.jobs.controller.config import config_from_env
     from spothop.jobs.controller.loop import DEFAULT_PERIOD_S, Controller, Loop
     from spothop.jobs.store import JobStore
     from spothop.providers.registry import default_providers
     from spothop.state.wake import Waker, wake_address
 
     home = home or spothop_home()
+    config, metrics_port = daemon_settings(metrics_port)  # before the lock: env_settings.py
     lock = acquire(home)
     waker = None
     controller = None
@@ -519,7 +516,7 @@ def run_controller(
             home=home,
             wake_address=address,
             after_pass=after_pass,
-            config=config_from_env(os.environ),
+            config=config,
             control_plane_url=agents_url,
             distribution=agents.distribution if agents is not None else None,
         )
@@ -564,13 +561,7 @@ def _serve_metrics(
     from spothop.errors import ConfigError
 
     if port is None:
-        raw = os.environ.get(METRICS_PORT_ENV, "").strip()
-        if not raw:
-            return None
-        try:
-            port = int(raw)
-        except ValueError:
-            raise ConfigError(f"${METRICS_PORT_ENV} must be a port number, got {raw!r}") from None
+        return None
     if serve is None:
         raise ConfigError(
             "a metrics port was given, but this controller was started without metrics"

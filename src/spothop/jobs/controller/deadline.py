@@ -198,12 +198,12 @@ def _usable(
     )
     view, req = snapshot.market, job.spec.requirements()
     profile = WorkProfile()
-    refused = job.refused_by  # providers that refuse every launch of this job
+    # Providers (or regions of one) that refuse every launch of this job: left out.
     spot = rank(view, req, profile, kinds=(MarketKind.SPOT,), exclude=exclude).candidates
     od = rank(view, req, profile, kinds=(MarketKind.ON_DEMAND,), exclude=exclude).candidates
     return (
-        [c for c in spot if c.market_id.provider not in refused],
-        tuple(c for c in od if c.market_id.provider not in refused),
+        [c for c in spot if not job.refuses(c.market_id)],
+        tuple(c for c in od if not job.refuses(c.market_id)),
     )
 
 

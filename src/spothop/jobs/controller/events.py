@@ -175,6 +175,7 @@ def agent_facts(store: JobStore, instance_ids: Sequence[str]) -> dict[str, Agent
             f["notice_blind"] = True
         elif kind == "worker_exited":
             f["worker_code"] = data.get("code")
+            f["worker_phase"] = data.get("phase") or ""
         elif kind == "exited":
             f["agent_code"] = data.get("code")
     _add_beats(facts, _beats(store, instance_ids))
@@ -191,6 +192,7 @@ def agent_facts(store: JobStore, instance_ids: Sequence[str]) -> dict[str, Agent
             notice_deadline_s=f.get("notice_deadline_s"),
             notice_blind=bool(f.get("notice_blind")),
             exit_code=None if code is None else int(code),
+            worker_phase=str(f.get("worker_phase") or ""),
             notice_by_controller=bool(f.get("by_controller")),
             beat_at=f.get("beat_at"),
         )

@@ -27,7 +27,10 @@ Launches (:class:`Launch`) follow the issue's rules:
    ``launch_refused`` when it repeats on every launch of that provider
    (configuration, credentials, an invalid request:
    :func:`~.launch.refuses_every_launch`), with the error's whole text; an
-   in-order launch then skips that provider's other candidates.
+   in-order launch then skips that provider's other candidates. An error the
+   cloud's code table marks ``region_scoped`` (a region not enabled, an image
+   that exists in another region) ends it ``region_refused`` instead, and only
+   the provider's candidates in that region are skipped.
 4. Launch calls run in the background: the loop does not wait for a cloud's
    boot; when a launch ends, the controller is poked (``wake``) so the next
    pass sees it at once. A node with a launch in flight is not launched
@@ -253,7 +256,10 @@ class Executor(LaunchSteps):
         detail = str(action.detail or "")
         if action.reason is EndReason.AGENT_LOST:  # what is known: the boot's console, if shown
             detail = f"{detail}; console: {self._console_tail(current)}"
-        if action.reason in (EndReason.FAILED, EndReason.AGENT_LOST) and detail:
+        if (
+            action.reason in (EndReason.FAILED, EndReason.AGENT_LOST, EndReason.WORKER_FAILED)
+            and detail
+        ):
             fields["error_message"] = detail[:2000]  # what status shows, as a launch failure's
         self.store.update_attempt(
             action.attempt_id,
@@ -374,8 +380,15 @@ class Executor(LaunchSteps):
         )
 
     def _enqueue_shards(self, action: A.EnqueueShards) -> Detail:
+        from spothop.queue.errors import BatchSpecError
+
         job = self.store.get_job(action.job_id)
-        added = enqueue_shards(job.spec(), job.job_id, self.queue_url)
+        try:
+            added = enqueue_shards(job.spec(), job.job_id, self.queue_url)
+        except BatchSpecError as exc:  # inputs no shard could be read from: no pass fixes them
+            if not job.state.final:
+                self.store.transition(job.job_id, JobState.FAILED, "job_failed", reason=str(exc))
+            return {"failed": str(exc)}
         self.store.record_event(job.job_id, "shards_enqueued", {"added": added})
         return {"added": added}
 

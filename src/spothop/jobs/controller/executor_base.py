@@ -75,7 +75,8 @@ class LaunchOutcome:
     instance_id: str | None = None
     failures: list[tuple[str, str | None, str]] = field(default_factory=list)  # attempt, code, msg
     superseded: list[str] = field(default_factory=list)
-    # Provider → (code, message) of the launch it refused for good (``launch_refused``).
+    # Where (a provider, or a provider in a region: lifecycle.refused_where) → (code, message) of
+    # the launch refused for good there (``launch_refused``, ``region_refused``).
     refused_by: dict[str, tuple[str, str]] = field(default_factory=dict)
     started_monotonic: float = field(default_factory=time.monotonic)
     ended_monotonic: float | None = None

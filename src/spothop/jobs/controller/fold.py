@@ -100,6 +100,7 @@ class _Change:
     # The worker's own exit code, from its agent's ``worker_exited``: the agent exits 1 for a
     # worker that failed however it exited, and the attempt keeps the code the worker gave.
     worker_code: int | None = None
+    worker_phase: str = ""  # the phase of the job's command the worker exited in (setup, run)
 
     def set(self, reason: str, **changes: object) -> None:
         changes = {k: v for k, v in changes.items() if getattr(self.view, k) != v}
@@ -127,6 +128,9 @@ class _Change:
             end_reason=reason,
             exit_code=exit_code if exit_code is not None else v.exit_code,
             error_code=error_code if error_code is not None else v.error_code,
+            # A failed worker's line ("setup failed (exit 9)") is its message, as the store
+            # keeps it (the executor), for the job's failure to say.
+            error_message=detail if reason is EndReason.WORKER_FAILED else v.error_message,
         )
 
     def actions(self) -> list[Action]:
@@ -305,6 +309,7 @@ def _apply_event(
         )
     elif isinstance(event, WorkerExited):
         change.worker_code = event.code
+        change.worker_phase = event.phase
     elif isinstance(event, Exited):
         _apply_exit(change, siblings, _worker_code(change, event.code), t, grouped)
 
@@ -356,6 +361,8 @@ def _apply_exit(
             change.finish(EndReason.TERMINATED, at_s, "stopped on request (exit 75)", code)
         else:
             change.finish(EndReason.PREEMPTED, at_s, "preempted, resumable (exit 75)", code)
+    elif (change.worker_phase or change.view.worker_phase) == "setup":  # run never started
+        change.finish(EndReason.WORKER_FAILED, at_s, f"setup failed (exit {code})", code)
     else:
         change.finish(EndReason.WORKER_FAILED, at_s, f"the worker failed (exit {code})", code)
 

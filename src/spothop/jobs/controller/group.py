@@ -25,18 +25,28 @@ may resume from another step than the others. ``decide`` hands such a job to
    nothing consistent to save, the last committed checkpoint is used). A
    node the cloud noticed is left to its own agent. A node still up
    ``group_stop_grace_s`` after its stop's deadline is terminated.
-4. **Relaunch together.** Once no node of the generation is alive, the next
+4. **A node lost before the rendezvous is replaced alone.** A node whose
+   agent never registered and was found lost (``agent_lost``, :mod:`.liveness`)
+   held nothing up: no node of its generation can have started its worker,
+   because the rendezvous waits for every node's registered address
+   (:func:`spothop.controlplane.store.group_rendezvous`). It is relaunched
+   within the same generation (same rank, same port) on the generation's
+   market while that market is usable; the other nodes keep waiting. Within a
+   generation each node is its newest attempt. A lost node whose market is no
+   longer usable, and any loss after its agent registered, breaks the
+   generation (rule 3). A loop of such losses fails the job (:func:`.liveness.lost_loop`).
+5. **Relaunch together.** Once no node of the generation is alive, the next
    generation is launched (all nodes), from the checkpoint every rank
    committed; a node stopped with its group ended ``superseded`` (not an
    interruption: only the node the cloud took counts, and cools its market).
-5. **Shape.** A job that is not re-formable relaunches at its shape only
+6. **Shape.** A job that is not re-formable relaunches at its shape only
    (``num_nodes`` nodes of its first generation's GPUs per node), waiting when
    no candidate of that shape is usable. A re-formable one takes the shape
    closest to its target world size (``num_nodes`` × the first generation's
    GPUs per node) that a usable candidate gives, within ``min_nodes`` ..
    ``max_nodes``, the better-ranked candidate on a tie: e.g. 2 nodes × 1 GPU
    → 1 node × 2 GPUs when only 2-GPU instances are left.
-6. **Done together.** The job succeeds when every node of its newest
+7. **Done together.** The job succeeds when every node of its newest
    generation exited 0.
 
 Pure, like ``decide``: the rules read the folded attempts and the pass's
@@ -55,6 +65,7 @@ from spothop.jobs.controller.place import JobPlacement
 from spothop.jobs.controller.snapshot import AttemptView, JobView, Snapshot
 from spothop.jobs.lifecycle import AttemptState, EndReason, JobState
 from spothop.jobs.spec import JobSpec
+from spothop.scheduler.market_view import MarketKind
 from spothop.scheduler.placement import Candidate
 
 
@@ -107,6 +118,21 @@ def members_of(job: JobView, generation: int) -> tuple[AttemptView, ...]:
     return tuple(a for a in job.attempts if a.generation == generation)
 
 
+def current_of(members: Sequence[AttemptView]) -> tuple[AttemptView, ...]:
+    """Each node's newest attempt among ``members`` (one generation's): a node replaced within
+    its generation is its successor (rule 4), in node order."""
+    newest: dict[int, AttemptView] = {}
+    for a in sorted(members, key=lambda a: (a.launched_at, a.attempt_id)):
+        newest[a.node] = a
+    return tuple(newest[n] for n in sorted(newest))
+
+
+def lost_before_rendezvous(a: AttemptView) -> bool:
+    """Its agent was found lost without ever registering: its group's rendezvous cannot have
+    been handed out (it waits for every node's address), so it is replaced alone (rule 4)."""
+    return a.end_reason is EndReason.AGENT_LOST and a.beat_at is None
+
+
 def group_nnodes(members: Sequence[AttemptView], spec: JobSpec) -> int:
     """The generation's node count as its attempts recorded it (``num_nodes`` where none did:
     attempts stored before groups were)."""
@@ -133,7 +159,12 @@ def group_actions(d: JobContext, forced_on_demand: bool) -> None:
         _launch(d, 0, members, forced_on_demand)
         return
     nnodes = group_nnodes(members, d.spec)
-    broken = _broken(d, members)
+    members = current_of(members)
+    replacing = _replacements(d, members, forced_on_demand)
+    broken = _broken(d, [a for a in members if a.attempt_id not in replacing])
+    if broken is None and replacing:
+        _replace(d, generation, nnodes, members, replacing)
+        return
     if broken is None:
         running = {
             a.node
@@ -154,6 +185,52 @@ def group_actions(d: JobContext, forced_on_demand: bool) -> None:
         d.move(JobState.RECOVERING if _ran_before(job) else JobState.PROVISIONING, why)
         return
     _launch(d, generation + 1, members, forced_on_demand, why)
+
+
+def _replacements(
+    d: JobContext, members: Sequence[AttemptView], forced_on_demand: bool
+) -> dict[str, Candidate]:
+    """Attempt id → the candidate its node is relaunched on, for each node lost before the
+    rendezvous whose generation's market is still usable (rule 4)."""
+    found: dict[str, Candidate] = {}
+    for a in members:
+        if not lost_before_rendezvous(a):
+            continue
+        kind = MarketKind.ON_DEMAND if forced_on_demand else a.market_kind
+        usable = [c for c in d.placement.usable(kind) if c.market_id == a.market]
+        if usable:
+            found[a.attempt_id] = usable[0]
+    return found
+
+
+def _replace(
+    d: JobContext,
+    generation: int,
+    nnodes: int,
+    members: Sequence[AttemptView],
+    replacing: dict[str, Candidate],
+) -> None:
+    for a in members:
+        candidate = replacing.get(a.attempt_id)
+        if candidate is None:
+            continue
+        text = (
+            f"generation {generation}: node {a.node} replaced within its generation (its agent"
+            f" never registered: {a.attempt_id} {a.end_reason.value if a.end_reason else 'ended'});"
+            f" the other nodes wait for the rendezvous"
+        )
+        d.out.append(
+            Launch(
+                d.job.job_id,
+                a.node,
+                (candidate,),
+                d.next_token(),
+                text,
+                generation=generation,
+                group_nnodes=nnodes,
+            )
+        )
+        d.move(JobState.RECOVERING if _ran_before(d.job) else JobState.PROVISIONING, text)
 
 
 def _ran_before(job: JobView) -> bool:

@@ -1,16 +1,14 @@
 """Step 4 of a pass: one job's rules, from cancel to the state it settles on.
 
-Per job (:class:`JobDecision`): cancel → fail (retries, dead shards, ``max_interruptions``,
-agents lost in a row) → succeed (every node done; a batch queue drained and its outputs
-published) → per node: hand over, replace, fail over or launch → fail when every provider that
-could take it refuses (:meth:`JobDecision._refused`) → the job's state. A job with a deadline
-launches (and switches, make-before-break) only in the market kind its deadline policy chooses
-this pass (:mod:`.deadline`). Pure, like :func:`~.decide.decide`.
-"""
+Per job (:class:`JobDecision`): cancel → fail (retries, dead shards, ``max_interruptions``, no
+progress or budget: :mod:`.progress`) → succeed (every node done; a batch queue drained and its
+outputs published) → per node: hand over, replace, fail over or launch → fail when every provider
+that could take it refuses (:meth:`JobDecision._refused`) → the job's state. A job with a deadline
+launches (and switches, make-before-break) only in the market kind its deadline policy chooses this
+pass (:mod:`.deadline`). Pure, like :func:`~.decide.decide`."""
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass, field
 
 from spothop.jobs.controller.actions import (
@@ -29,15 +27,10 @@ from spothop.jobs.controller.actions import (
 from spothop.jobs.controller.config import ControllerConfig
 from spothop.jobs.controller.deadline import DeadlinePlan, deadline_plan
 from spothop.jobs.controller.group import group_actions, group_succeeded
-from spothop.jobs.controller.liveness import lost_loop
 from spothop.jobs.controller.place import JobPlacement, ReservedLedger, refusal_reason
+from spothop.jobs.controller.progress import deadline_missed, stalled
 from spothop.jobs.controller.snapshot import AttemptView, JobView, Snapshot
-from spothop.jobs.lifecycle import (
-    TRANSITIONS,
-    AttemptState,
-    EndReason,
-    JobState,
-)
+from spothop.jobs.lifecycle import AttemptState, EndReason, JobState, job_state_path
 from spothop.jobs.spec import JobKind, OnMaxInterruptions
 from spothop.resources.market_id import MarketId
 from spothop.scheduler.market_view import MarketKind
@@ -70,7 +63,9 @@ class Pass:
 
 
 # An attempt that ended so never ran: the next launch for its node is no recovery.
-_LAUNCH_ENDS = frozenset({EndReason.LAUNCH_FAILED, EndReason.LAUNCH_REFUSED})
+_LAUNCH_ENDS = frozenset(
+    {EndReason.LAUNCH_FAILED, EndReason.LAUNCH_REFUSED, EndReason.REGION_REFUSED}
+)
 
 
 # -- one job ---------------------------------------------------------------------------------
@@ -249,10 +244,10 @@ class JobDecision:
         if job.retries_used > spec.max_retries:
             failed = [a for a in job.attempts if a.end_reason is EndReason.WORKER_FAILED]
             last = failed[-1]
-            return (
-                f"the worker of node {last.node} failed (exit {last.exit_code}) "
-                f"{job.retries_used} times; max_retries is {spec.max_retries}"
-            )
+            what = f"the worker of node {last.node} failed (exit {last.exit_code})"
+            if (last.error_message or "").startswith("setup failed"):  # fold's line for it
+                what = f"node {last.node}: {last.error_message}"
+            return f"{what} {job.retries_used} times; max_retries is {spec.max_retries}"
         if self.batch and spec.batch is not None:
             dead = job.queue.dead if job.queue is not None else len(job.dead_shards)
             dead = max(dead, len(job.dead_shards))
@@ -271,7 +266,7 @@ class JobDecision:
             and spec.on_max_interruptions is OnMaxInterruptions.FAIL
         ):
             return f"max_interruptions ({limit}) reached: {job.interruptions} interruptions"
-        return lost_loop(job, self.p.config.agent_lost_limit)
+        return stalled(job, self.now, self.p.config)
 
     def _refused(self) -> str | None:
         """Why the job fails: every provider that could take it refuses it; None while another
@@ -568,32 +563,6 @@ class JobDecision:
         self._move(target, why)
 
     def _move(self, target: JobState, why: str) -> None:
-        for state in _path(self.job.state, target):
+        why += deadline_missed(self.job, self.now, target)
+        for state in job_state_path(self.job.state, target):
             self.out.append(SetJobState(self.job.job_id, state, why))
-
-
-def _path(current: JobState, target: JobState) -> list[JobState]:
-    """The legal steps from ``current`` to ``target`` (shortest, through live states); none if there
-    is no such path or they are the same state, except that a running job that must go back to
-    provisioning or pending goes to recovering instead."""
-    if current is target:
-        return []
-    if target in (JobState.PENDING, JobState.PROVISIONING) and current in (
-        JobState.RUNNING,
-        JobState.RECOVERING,
-    ):
-        target = JobState.RECOVERING
-        if current is target:
-            return []
-    seen = {current: [current]}
-    queue = deque([current])
-    while queue:
-        state = queue.popleft()
-        for nxt in sorted(TRANSITIONS[state]):
-            if nxt in seen or (nxt.final and nxt is not target):
-                continue
-            seen[nxt] = [*seen[state], nxt]
-            if nxt is target:
-                return seen[nxt][1:]
-            queue.append(nxt)
-    return []

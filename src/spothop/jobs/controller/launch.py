@@ -20,7 +20,7 @@ from spothop.jobs.controller.clock import provider_now, stamp
 from spothop.jobs.controller.executor_base import Detail, LaunchOutcome
 from spothop.jobs.controller.launch_request import LaunchRequests, finite_or_none
 from spothop.jobs.errors import JobLeaseLost
-from spothop.jobs.lifecycle import AttemptState, EndReason
+from spothop.jobs.lifecycle import AttemptState, EndReason, refused_where
 from spothop.jobs.records import AttemptRecord, JobRecord
 from spothop.providers.base import Instance, InstanceState, LaunchRequest
 from spothop.scheduler.placement import Candidate
@@ -45,6 +45,28 @@ def refuses_every_launch(exc: BaseException, attempt: AttemptRecord) -> bool:
     if isinstance(exc, (ConfigError, AuthFailed)):
         return True
     return isinstance(exc, InvalidRequest) and attempt.market_kind != "reserved"
+
+
+def refused_at(exc: BaseException, attempt: AttemptRecord) -> str | None:
+    """Where ``exc`` refuses every launch (:func:`~spothop.jobs.lifecycle.refused_where`): the
+    attempt's provider, or that provider in the attempt's region when the cloud's error holds
+    there only (``ProviderError.region_scoped``: a region not enabled, an image that exists in
+    another region); None when it is a market's failure (:func:`refuses_every_launch`)."""
+    if not refuses_every_launch(exc, attempt):
+        return None
+    regional = isinstance(exc, ProviderError) and exc.region_scoped
+    return refused_where(attempt.provider, attempt.region if regional else None)
+
+
+def refusal_for(
+    refused_by: dict[str, tuple[str, str]], attempt: AttemptRecord
+) -> tuple[str, tuple[str, str]] | None:
+    """The refusal a launch of this race already met that covers ``attempt``: (where, (code,
+    message)) for its provider, or for its provider in its region; None if none does."""
+    for where in (attempt.provider, refused_where(attempt.provider, attempt.region)):
+        if where in refused_by:
+            return where, refused_by[where]
+    return None
 
 
 class LaunchSteps(LaunchRequests):
@@ -83,7 +105,7 @@ class LaunchSteps(LaunchRequests):
 
     def _plan(self, job: JobRecord, action: A.Launch, candidate: Candidate, token: str) -> Planned:
         """Write the attempt (before any cloud call) and build its launch request (or the
-        refusal that fails it: a group launch the provider cannot rendezvous)."""
+        refusal that fails it: a control plane its instances cannot reach)."""
         offering = candidate.offering
         attempt = self.store.add_attempt(
             action.job_id,
@@ -98,6 +120,9 @@ class LaunchSteps(LaunchRequests):
             launched_unix_s=provider_now(self.providers.get(offering.provider)),
             generation=action.generation or 0,
             group_nnodes=action.group_nnodes,
+            group_nproc_per_node=(
+                None if action.group_nnodes is None else max(1, offering.gpu_count)
+            ),
             data={
                 "reason": str(action.reason),
                 "parallel": bool(action.parallel),
@@ -134,8 +159,11 @@ class LaunchSteps(LaunchRequests):
         candidates: list[Candidate],
     ) -> None:
         for index, candidate in enumerate(candidates):
-            if candidate.offering.provider in outcome.refused_by:
-                continue  # it refused this launch for good: its other markets would refuse too
+            offering = candidate.offering
+            if offering.provider in outcome.refused_by or (
+                refused_where(offering.provider, offering.region) in outcome.refused_by
+            ):
+                continue  # it refused this launch for good: its other markets (there) would too
             token = str(action.token) if index == 0 else f"{action.token}~{index}"
             _, attempt, request = self._plan(job, action, candidate, token)
             instance = self._call_launch(outcome, attempt, request)
@@ -186,31 +214,32 @@ class LaunchSteps(LaunchRequests):
         except Exception as exc:
             code = exc.code if isinstance(exc, ProviderError) else type(exc).__name__
             message = exc.cloud_message if isinstance(exc, ProviderError) else str(exc)
-            refused = refuses_every_launch(exc, attempt)
-            if refused:
+            where = refused_at(exc, attempt)
+            if where is not None:
                 message = str(exc)  # a ProviderError's text adds its provider and hint (the fix)
             with self._lock:
                 outcome.failures.append((attempt.attempt_id, code, message))
-                if refused:
-                    outcome.refused_by.setdefault(attempt.provider, (code, message))
+                if where is not None:
+                    outcome.refused_by.setdefault(where, (code, message))
             self._safely(
                 self.store.update_attempt,
                 attempt.attempt_id,
                 state=AttemptState.ENDED,
-                end_reason=EndReason.LAUNCH_REFUSED if refused else EndReason.LAUNCH_FAILED,
+                end_reason=_end_reason(attempt, where),
                 error_code=code,
                 error_message=(message or "")[:2000],
                 ended_unix_s=provider_now(provider),
             )
             return None
 
-    def _end_unasked(self, attempt: AttemptRecord, code: str, message: str) -> None:
-        """End an attempt whose provider refused the same launch for good: with that refusal."""
+    def _end_unasked(self, attempt: AttemptRecord, where: str, code: str, message: str) -> None:
+        """End an attempt whose provider (or region) refused the same launch for good: with
+        that refusal."""
         self._safely(
             self.store.update_attempt,
             attempt.attempt_id,
             state=AttemptState.ENDED,
-            end_reason=EndReason.LAUNCH_REFUSED,
+            end_reason=_end_reason(attempt, where),
             error_code=code,
             error_message=message[:2000],
             ended_unix_s=provider_now(self.providers.get(attempt.provider)),
@@ -247,9 +276,10 @@ class LaunchSteps(LaunchRequests):
         ahead, called = turn
         if ahead is not None:
             ahead.wait(self.race_timeout_s)
-        refusal = outcome.refused_by.get(attempt.provider)
+        refusal = refusal_for(outcome.refused_by, attempt)
         if refusal is not None:  # its provider refused this race's first call: not asked again
-            self._end_unasked(attempt, *refusal)
+            where, (code, message) = refusal
+            self._end_unasked(attempt, where, code, message)
             return
         try:
             instance = self._call_launch(outcome, attempt, request)
@@ -289,3 +319,11 @@ class LaunchSteps(LaunchRequests):
             end_reason=EndReason.SUPERSEDED,
             ended_unix_s=provider_now(provider),
         )
+
+
+def _end_reason(attempt: AttemptRecord, where: str | None) -> EndReason:
+    """``launch_failed`` (None: a market's failure), ``launch_refused`` (the whole provider) or
+    ``region_refused`` (the provider in the attempt's region)."""
+    if where is None:
+        return EndReason.LAUNCH_FAILED
+    return EndReason.LAUNCH_REFUSED if where == attempt.provider else EndReason.REGION_REFUSED

@@ -1,8 +1,10 @@
 """What one launch asks of its cloud: the :class:`~spothop.providers.base.LaunchRequest` of an attempt.
 
 Built from the job's spec and the chosen candidate: the worker's command and
-environment (:func:`spothop.jobs.launcher.bootstrap`), the attempt's market,
-the reserved pool it launches into, a grouped task's rendezvous, and the tags
+environment (:func:`spothop.jobs.launcher.bootstrap`), the root volume and
+machine image the spec asks for (``resources.disk_size_gib``, ``disk_tier``,
+``image_id``), the attempt's market,
+the reserved pool it launches into, a grouped task's shape, and the tags
 that let an instance whose launch never returned be found by its token.
 """
 
@@ -12,7 +14,7 @@ import ipaddress
 import logging
 import urllib.parse
 
-from spothop.errors import InvalidRequest, ProviderError
+from spothop.errors import InvalidRequest
 from spothop.jobs.controller.agent_tokens import AgentTokens
 from spothop.jobs.controller.observe import (
     TAG_ATTEMPT,
@@ -26,7 +28,7 @@ from spothop.jobs.launcher import GroupEnv, WorkerCommand, bootstrap, group_port
 from spothop.jobs.records import AttemptRecord
 from spothop.jobs.spec import JobKind, JobSpec
 from spothop.providers.base import LaunchRequest
-from spothop.providers.extensions import GroupRendezvous, shares_host_network
+from spothop.providers.extensions import runs_nothing, shares_host_network
 from spothop.scheduler.placement import Candidate
 
 log = logging.getLogger(__name__)
@@ -81,6 +83,8 @@ class LaunchRequests(AgentTokens):
             spot=str(attempt.market_kind) == "spot",
             reservation=self._reservation_for(attempt),
             image=spec.image,
+            disk=spec.resources.disk,
+            image_id=spec.resources.image_id_in(attempt.region),
             distribution=self.distribution if instance_local else None,
             bootstrap_command=boot.command,
             env=boot.env,
@@ -125,30 +129,16 @@ class LaunchRequests(AgentTokens):
     def _group_env(
         self, job_id: str, attempt: AttemptRecord, candidate: Candidate
     ) -> GroupEnv | None:
-        """A grouped task's rendezvous environment (docs/multinode.md); None for other jobs.
-
-        ``MASTER_ADDR`` is where node 0 is reached: a provider whose instances share one
-        host says so (:class:`~spothop.providers.extensions.GroupRendezvous`: the local
-        cloud's 127.0.0.1); a provider that cannot tell node 0's address before it boots
-        refuses the launch, naming why.
-        """
+        """A grouped task's shape (docs/multinode.md); None for other jobs. Node 0's address is
+        not in it: no node has one before it boots; each node's agent waits for the group's
+        rendezvous from the control plane (:class:`spothop.wire.group.Rendezvous`)."""
         if attempt.group_nnodes is None:
             return None
-        provider = self.providers.get(attempt.provider)
-        host = provider.group_rendezvous_host if isinstance(provider, GroupRendezvous) else ""
-        if not host:
-            raise ProviderError(
-                attempt.provider,
-                "GroupUnsupported",
-                "multi-node groups need node 0's address before launch; this provider cannot "
-                "give it yet (docs/multinode.md, 'Where it runs')",
-            )
         gpus = candidate.offering.gpu_count
         return GroupEnv(
             nnodes=int(attempt.group_nnodes),
             nproc_per_node=gpus if gpus >= 1 else 1,
             generation=attempt.generation,
-            master_addr=host,
             master_port=group_port(job_id, attempt.generation),
         )
 
@@ -160,7 +150,9 @@ def unreachable_control_plane(
     or None when they can: refused before anything is paid for (launch_refused, once per race).
 
     Given the store's URL (no ``control_plane_url``: the database plane), only a provider whose
-    instances share the controller's host may launch; an ``http(s)://`` URL on loopback
+    instances run nothing (:class:`~spothop.providers.extensions.RunsNothing`: the fake provider)
+    may launch, since an instance that runs an agent shares no disk with the controller and could
+    never open the store; an ``http(s)://`` URL on loopback
     (``127.0.0.1``, ``localhost``: what ``spothop controller run`` serves) only the same; any
     other control plane URL (a database's) none. The fix is a control plane the instances reach:
     ``spothop server run --public-url``."""
@@ -171,9 +163,12 @@ def unreachable_control_plane(
             return None
         why = f"the control plane {url} is on the controller's loopback"
     elif not url:
-        if shares_host_network(provider):
+        if runs_nothing(provider):
             return None
-        why = "the embedded control plane is the controller's database"
+        why = (
+            "the embedded control plane is the controller's database, which an instance that "
+            "shares nothing with the controller cannot open"
+        )
     else:
         why = "the control plane URL is a database's, not an http(s):// server's"
     return InvalidRequest(

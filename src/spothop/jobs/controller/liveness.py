@@ -93,8 +93,12 @@ def lost_loop(job: JobView, limit: int) -> str | None:
         a.end_reason is not EndReason.AGENT_LOST or a.beat_at is not None for a in last
     ):
         return None
-    tail = last[-1].error_message or "no console output"
+    # The newest stored console: the attempt ended in this very pass has its console read
+    # when its end is written (the executor), after this rule; the loop's others have theirs.
+    told = [a for a in last if a.error_message]
+    tail = told[-1].error_message if told else "no console output"
+    which = "the last" if told and told[-1] is last[-1] else "a lost"
     return (
-        f"its agent was lost {limit} times in a row, never registering (agent_lost); the last"
+        f"its agent was lost {limit} times in a row, never registering (agent_lost); {which}"
         f" instance's console: {tail}"
     )

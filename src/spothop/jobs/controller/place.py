@@ -17,7 +17,9 @@ candidates:
   notice-blind when the tolerance does not keep such instances, and every
   market of a provider that refused one of this job's launches for a reason
   that repeats there (``launch_refused``: configuration, credentials, an
-  invalid request; :attr:`~.snapshot.JobView.refused_by`), for the job's life.
+  invalid request; :attr:`~.snapshot.JobView.refused_by`), for the job's life;
+  for an error that holds in one region only (a region not enabled, an image
+  that exists in another region), every market of that provider in that region.
 - **Suspected zones last.** A zone where an instance was interrupted (or got
   an advance notice) within ``zone_suspicion_s`` is *suspected*: preemptions
   cluster, and a zone that just took one instance back is likely to take the
@@ -282,10 +284,9 @@ class JobPlacement:
         return self._usable[kind]
 
     def _filtered(self, kind: MarketKind) -> Iterator[Candidate]:
-        refused = self.job.refused_by
         for candidate in self.ranking(kind).candidates:
             market = candidate.market_id
-            if _zone_of(market) in self.cooled or market.provider in refused:
+            if _zone_of(market) in self.cooled or self.job.refuses(market):
                 continue
             if (
                 kind is MarketKind.SPOT
@@ -309,8 +310,7 @@ class JobPlacement:
             kinds=kinds,
             reserved=self.pools,
         )
-        refused = self.job.refused_by
-        return any(c.market_id.provider not in refused for c in ranking.candidates)
+        return any(not self.job.refuses(c.market_id) for c in ranking.candidates)
 
     def options(self, on_demand_only: bool) -> Options:
         """Reserved candidates (not yet checked for room) and the tolerance's choice for one node.
@@ -329,8 +329,8 @@ class JobPlacement:
         choice = self._choice(on_demand_only, avoid_suspected=False)
         if not choice.candidates and self.job.refused_by:  # say why that provider is not tried
             refused = "; ".join(
-                f"{provider} refused: {a.error_message or a.error_code}"
-                for provider, a in sorted(self.job.refused_by.items())
+                f"{where} refused: {a.error_message or a.error_code}"
+                for where, a in sorted(self.job.refused_by.items())
             )
             choice = Choice((), f"{choice.reason}; {refused}")
         return Options(reserved, choice)
@@ -370,8 +370,8 @@ def refusal_reason(refused: dict[str, AttemptView]) -> str:
     """Why a job fails when every provider that could take it refused its launches: each
     provider's error, its whole text (the cloud's message and the fix it names)."""
     said = "; ".join(
-        f"{provider} refused: {a.error_message or a.error_code or 'no message'}"
-        for provider, a in sorted(refused.items())
+        f"{where} refused: {a.error_message or a.error_code or 'no message'}"
+        for where, a in sorted(refused.items())
     )
     return (
         f"no allowed provider can launch this job: {said} "

@@ -46,7 +46,7 @@ from functools import cached_property
 from typing import Any
 
 from spothop.jobs.controller.spot_runs import SpotRuns
-from spothop.jobs.lifecycle import AttemptState, EndReason, JobState
+from spothop.jobs.lifecycle import AttemptState, EndReason, JobState, refused_where
 from spothop.jobs.records import AttemptRecord
 from spothop.jobs.spec import JobSpec
 from spothop.providers.base import Instance
@@ -78,6 +78,7 @@ class AgentFacts:
     notice_deadline_s: float | None = None
     notice_blind: bool = False
     exit_code: int | None = None
+    worker_phase: str = ""  # the part of the job's command its worker exited in (setup, run)
     notice_by_controller: bool = False  # the final notice was the control plane's stop request
     # Its agent's registration or latest heartbeat (the agent's clock: the wall); None: it never
     # registered (agent_heartbeats holds no row for the instance).
@@ -115,6 +116,7 @@ class AttemptView:
     ended_at: float | None = None
     end_reason: EndReason | None = None
     exit_code: int | None = None
+    worker_phase: str = ""  # its worker exited in setup or run (AgentFacts.worker_phase)
     error_code: str | None = None  # the cloud's own code, for a failed launch (or LAUNCH_CUT)
     error_message: str | None = None  # the cloud's own message, for a failed launch
     stop_requested_at: float | None = None  # when a RequestStop for it was carried out
@@ -171,6 +173,7 @@ class AttemptView:
             ended_at=shown(record.ended_unix_s),
             end_reason=None if record.end_reason is None else EndReason(str(record.end_reason)),
             exit_code=record.exit_code if record.exit_code is not None else f.exit_code,
+            worker_phase=f.worker_phase,
             error_code=record.error_code,
             error_message=record.error_message,
             stop_requested_at=stop_requested_at,
@@ -191,8 +194,17 @@ class AttemptView:
 
     @property
     def refused(self) -> bool:
-        """Its provider refused the launch for a reason that repeats on every launch there."""
-        return self.end_reason is EndReason.LAUNCH_REFUSED
+        """Its provider refused the launch for a reason that repeats on every launch there (or,
+        ``region_refused``, on every launch in its region)."""
+        return self.end_reason in (EndReason.LAUNCH_REFUSED, EndReason.REGION_REFUSED)
+
+    @property
+    def refused_where(self) -> str | None:
+        """Where the refusal holds (:func:`~spothop.jobs.lifecycle.refused_where`); None: not refused."""
+        if not self.refused:
+            return None
+        region = self.region if self.end_reason is EndReason.REGION_REFUSED else None
+        return refused_where(self.provider, region)
 
     @property
     def ended(self) -> bool:
@@ -276,13 +288,23 @@ class JobView:
 
     @cached_property
     def refused_by(self) -> dict[str, AttemptView]:
-        """Provider → the newest attempt it refused (:attr:`AttemptView.refused`): this job
-        launches there no more; a configuration or credentials error repeats on every candidate."""
+        """Provider (or provider in a region, :func:`~spothop.jobs.lifecycle.refused_where`) →
+        the newest attempt it refused (:attr:`AttemptView.refused`): this job launches there no
+        more; a configuration or credentials error repeats on every candidate of the provider, a
+        region not enabled on every candidate in that region."""
         out: dict[str, AttemptView] = {}
         for a in self.attempts:
-            if a.refused:
-                out[a.provider] = a
+            where = a.refused_where
+            if where is not None:
+                out[where] = a
         return out
+
+    def refuses(self, market: MarketId) -> bool:
+        """Whether ``market``'s provider, or that provider in its region, refused this job."""
+        refused = self.refused_by
+        return bool(refused) and (
+            market.provider in refused or refused_where(market.provider, market.region) in refused
+        )
 
     def node_done(self, node: int) -> bool:
         return any(a.end_reason is EndReason.SUCCEEDED for a in self.node_attempts(node))

@@ -22,6 +22,7 @@ from spothop.jobs.store import JobStore
 from spothop.queue.model import QueueStats
 
 if TYPE_CHECKING:
+    from spothop.jobs.spec import JobSpec
     from spothop.providers.base import Instance
     from spothop.providers.reservations import Reservation
     from spothop.resources.market_id import MarketId
@@ -125,6 +126,30 @@ def job_flags(store: JobStore, job_id: str) -> dict[str, bool]:
     return flags
 
 
+def readable_spec(store: JobStore, job: JobRecord) -> tuple[JobSpec, JobState]:
+    """The job's spec and state; a stored spec that cannot be read (damaged, or written by a
+    spothop whose spec this one refuses) fails that job with the reason, once, and stands in a
+    spec that only ends its attempts: one unreadable job never stops the pass for the others."""
+    from spothop.jobs.spec import JobSpec
+
+    try:
+        return job.spec(), JobState(str(job.state))
+    except Exception as exc:  # any error reading it: the job cannot run, the others can
+        detail = " ".join(str(exc).split())[:500] or type(exc).__name__
+        reason = (
+            f"its stored spec cannot be read ({detail}); launch the job file again "
+            "(`spothop db status` inspects the store)"
+        )
+        log.error("job %s: %s", job.job_id, reason)
+        if not JobState(str(job.state)).final:
+            try:
+                store.transition(job.job_id, JobState.FAILED, "job_failed", reason=reason)
+            except Exception:  # another controller moved it first: it is read again next pass
+                log.exception("job %s: could not be failed", job.job_id)
+        stand_in = JobSpec.model_validate({"name": "unreadable", "run": "true"})
+        return stand_in, JobState.FAILED
+
+
 def to_snapshot(
     observation: Observation, store: JobStore, queues: Mapping[str, QueueFacts | None]
 ) -> Snapshot:
@@ -148,13 +173,14 @@ def to_snapshot(
             )
             for a in observation.attempts.get(job.job_id, ())
         )
+        spec, state = readable_spec(store, job)
         flags = job_flags(store, job.job_id)
         queue = queues.get(job.job_id)
         views.append(
             JobView(
                 job_id=job.job_id,
-                spec=job.spec(),
-                state=JobState(str(job.state)),
+                spec=spec,
+                state=state,
                 attempts=attempts,
                 created_at=job.created_unix_s,
                 on_demand_forced=job.on_demand_forced,

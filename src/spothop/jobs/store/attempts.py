@@ -76,6 +76,7 @@ class AttemptRows(StoreBase):
         launched_unix_s: float | None = None,
         generation: int = 0,
         group_nnodes: int | None = None,
+        group_nproc_per_node: int | None = None,
     ) -> AttemptRecord:
         """Store a new attempt (state ``launching``) BEFORE the launch call, with event ``attempt_launching``.
 
@@ -83,8 +84,9 @@ class AttemptRows(StoreBase):
         the provider's clock, which the controller keeps every attempt time in.
 
         ``launch_token`` (default: 16 random hex digits) goes into the
-        instance's tags; it is unique. ``generation`` and ``group_nnodes``: a
-        grouped task's group generation and its node count (docs/multinode.md). :class:`JobNotFound` if the job has no
+        instance's tags; it is unique. ``generation``, ``group_nnodes`` and
+        ``group_nproc_per_node``: a grouped task's group generation, its node count and
+        processes per node (docs/multinode.md). :class:`JobNotFound` if the job has no
         such node.
         """
         token = launch_token or secrets.token_hex(8)
@@ -116,6 +118,9 @@ class AttemptRows(StoreBase):
                 "launched_unix_s": now if launched_unix_s is None else float(launched_unix_s),
                 "generation": int(generation),
                 "group_nnodes": None if group_nnodes is None else int(group_nnodes),
+                "group_nproc_per_node": (
+                    None if group_nproc_per_node is None else int(group_nproc_per_node)
+                ),
             }
             conn.execute(insert(job_attempts).values(values))
             self._event(

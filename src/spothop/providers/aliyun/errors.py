@@ -80,6 +80,16 @@ TABLE = retry.CodeTable(
         }
     ),
     hints=_HINTS,
+    # Images, security groups and vSwitches are regional resources, and a region may be closed
+    # to the account: the same request may succeed in another region.
+    region_scoped=frozenset(
+        {
+            "InvalidImageId.NotFound",
+            "InvalidSecurityGroupId.NotFound",
+            "InvalidVSwitchId.NotFound",
+            "InvalidRegionId.NotFound",
+        }
+    ),
 )
 
 

@@ -14,11 +14,18 @@ What each method asks of ECS (RPC API 2014-05-26):
   ``SpotPriceLimit`` when a maximum price is asked, ``SpotDuration`` the
   protection hours (1: not reclaimed in the first hour), ``SpotInterruptionBehavior``
   ``Terminate``), the user-data of :mod:`spothop.providers.aliyun.userdata`,
-  tags, and the launch token as ``ClientToken`` (a retried call cannot start
+  tags, the request's ``image_id`` (else the configured one), its ``disk`` as
+  ``SystemDisk.Size`` and the tier's category (:data:`SYSTEM_DISK_TIERS`),
+  and the launch token as ``ClientToken`` (a retried call cannot start
   a second instance).
 - ``describe`` / ``list_instances`` / ``terminate``: ``DescribeInstances``
   (by id; by the ``spothop-token`` tag, ``NextToken`` paged),
   ``DeleteInstance`` with ``Force`` (idempotent).
+- ``console_output`` (:class:`~spothop.providers.extensions.ConsoleOutput`):
+  ``GetInstanceConsoleOutput`` (Base64 in the answer, decoded; control
+  sequences removed by ECS), where cloud-init and the agent's unit write (the
+  boot log's tail for a lost agent); an instance the provider deleted, gone
+  from the API, shows an empty console.
 
 Prices: ECS quotes a China region in CNY and the international regions in
 USD; every price is normalised to USD with spothop's rate table
@@ -55,6 +62,8 @@ from spothop.providers.aliyun.userdata import render_user_data
 from spothop.providers.base import (
     BOOT_DEADLINE_S,
     Capabilities,
+    DiskSpec,
+    DiskTier,
     Instance,
     InstanceState,
     LaunchRequest,
@@ -85,6 +94,28 @@ NAME = "aliyun"
 DEFAULT_REGIONS = ("cn-hangzhou",)
 PRICE_TAG = "spothop-price-usd-per-hour"
 DEFAULT_IMAGE_FAMILY = "acs:ubuntu_22_04_x64"
+# SkyPilot's disk tiers as ECS system disk categories and ESSD performance levels (an ESSD
+# PL2 needs at least 461 GiB: ECS refuses a smaller one with its own code).
+SYSTEM_DISK_TIERS: Mapping[DiskTier, dict[str, str]] = {
+    DiskTier.LOW: {"SystemDisk.Category": "cloud_efficiency"},
+    DiskTier.MEDIUM: {"SystemDisk.Category": "cloud_essd", "SystemDisk.PerformanceLevel": "PL0"},
+    DiskTier.HIGH: {"SystemDisk.Category": "cloud_essd", "SystemDisk.PerformanceLevel": "PL1"},
+    DiskTier.ULTRA: {"SystemDisk.Category": "cloud_essd", "SystemDisk.PerformanceLevel": "PL2"},
+    DiskTier.BEST: {"SystemDisk.Category": "cloud_essd", "SystemDisk.PerformanceLevel": "PL2"},
+}
+
+
+def system_disk(disk: DiskSpec | None) -> dict[str, Any]:
+    """RunInstances' ``SystemDisk.*`` parameters for the root volume asked for (none: ECS's
+    default system disk)."""
+    if disk is None:
+        return {}
+    params: dict[str, Any] = dict(SYSTEM_DISK_TIERS[disk.tier]) if disk.tier else {}
+    if disk.size_gib is not None:
+        params["SystemDisk.Size"] = disk.size_gib
+    return params
+
+
 NOTICE_LEAD_TIME_S = (
     300.0  # ECS: a reclaimed spot instance is released about 5 minutes after notice
 )
@@ -335,9 +366,9 @@ class AliyunProvider(Provider, OfferingNotes, ClockKeeper):
             "Tag": [{"Key": k, "Value": v} for k, v in tags.items()],
             "InstanceName": (request.name or node or f"spothop-{token}")[:128],
         }
-        params |= (
-            {"ImageId": self.image_id} if self.image_id else {"ImageFamily": DEFAULT_IMAGE_FAMILY}
-        )
+        image = request.image_id or self.image_id
+        params |= {"ImageId": image} if image else {"ImageFamily": DEFAULT_IMAGE_FAMILY}
+        params |= system_disk(request.disk)
         if request.zone:
             params["ZoneId"] = request.zone
         for key, value in (
@@ -400,6 +431,27 @@ class AliyunProvider(Provider, OfferingNotes, ClockKeeper):
                 self._region_of[instance_id] = region
                 return region, found[0]
         return None
+
+    def console_output(self, instance_id: str) -> str:
+        """The instance's console as ECS keeps it (``GetInstanceConsoleOutput``): cloud-init's
+        output, the user data's and the agent unit's. Empty for an instance spothop deleted,
+        whose console went with it; InstanceNotFound for an unknown id."""
+        found = self._raw(instance_id)
+        if found is None:
+            if instance_id in self._ended:
+                return ""
+            self.describe(instance_id)  # InstanceNotFound, in the cloud's words
+            return ""
+        try:
+            answer = self._call(
+                found[0], "GetInstanceConsoleOutput", InstanceId=instance_id, RemoveSymbols="true"
+            )
+        except InstanceNotFound:
+            if instance_id in self._ended:
+                return ""
+            raise
+        encoded = str(answer.get("ConsoleOutput") or "")
+        return base64.b64decode(encoded).decode("utf-8", errors="replace")
 
     def describe(self, instance_id: str) -> Instance:
         if instance_id in self._ended:

@@ -25,12 +25,24 @@ from spothop.providers.local.metadata.aws import ERROR_CODES
 
 RETRY_ATTEMPTS = retry.RETRY_ATTEMPTS  # calls in all, the first included
 
+_AMI_FIX = (
+    "set image_id= or SPOTHOP_AWS_IMAGE_ID to an AMI of this region that the account may "
+    "launch, with NVIDIA drivers and Python 3.11+"
+)
 _HINTS = {
     "OptInRequired": "the account has not enabled this region or service; enable it in the console, or pick another region",
     "UnauthorizedOperation": "the credentials lack a permission; the message names the action",
     "MaxSpotInstanceCountExceeded": "the account's spot instance quota is used up; ask for more in Service Quotas",
     "VcpuLimitExceeded": "the account's vCPU quota for this instance family is used up; ask for more in Service Quotas",
     "InstanceLimitExceeded": "the account's instance quota in this region is used up; ask for more in Service Quotas",
+    # Configuration the user gives the adapter: the hint names the option that fixes it.
+    "InvalidAMIID.NotFound": _AMI_FIX,
+    "InvalidAMIID.Malformed": _AMI_FIX,
+    "InvalidGroup.NotFound": "set security_group_ids= or SPOTHOP_AWS_SECURITY_GROUP_IDS to groups of this region's VPC",
+    "InvalidKeyPair.NotFound": "set key_name= or SPOTHOP_AWS_KEY_NAME to a key pair of this region, or leave it out",
+    # IAM's code for an instance profile that does not exist (EC2 itself says
+    # InvalidParameterValue, "Invalid IAM Instance Profile name", refused the same way).
+    "NoSuchEntity": "set instance_profile= or SPOTHOP_AWS_INSTANCE_PROFILE to an instance profile of this account, or leave it out",
 }
 
 TABLE = retry.CodeTable(
@@ -93,9 +105,21 @@ TABLE = retry.CodeTable(
             "InvalidSubnetID.NotFound",
             "InvalidGroup.NotFound",
             "InvalidKeyPair.NotFound",
+            "NoSuchEntity",
             "InvalidUserData.Malformed",
             "MissingParameter",
             "ValidationError",
+        }
+    ),
+    # An AMI, security group or subnet exists in one region only, and a region is enabled (opted
+    # in) or not: these refuse that region, not the provider. UnauthorizedOperation stays
+    # provider-wide: the same code says a policy blocks a region or the credentials lack an action.
+    region_scoped=frozenset(
+        {
+            "OptInRequired",
+            "InvalidAMIID.NotFound",
+            "InvalidGroup.NotFound",
+            "InvalidSubnetID.NotFound",
         }
     ),
     hints=_HINTS,

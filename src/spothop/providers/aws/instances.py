@@ -14,6 +14,11 @@ whose ``_price`` rates an instance launched without a price tag);
 - ``terminate``: idempotent (an unknown or ended id returns silently); it
   first tags :data:`ENDED_TAG` (the provider clock's time) so the cost stops
   there, then calls ``TerminateInstances``.
+- ``console_output`` (:class:`~spothop.providers.extensions.ConsoleOutput`):
+  ``GetConsoleOutput`` with ``Latest`` (the newest output, where the
+  instance type keeps it; EC2 otherwise gives what it last captured), its
+  base64 ``Output`` decoded (undecodable bytes replaced); empty before EC2
+  has any.
 - A live spot instance whose request ``DescribeSpotInstanceRequests`` shows
   ``marked-for-termination`` (or for stop, hibernation) reads ``noticed``:
   notice time from the status's ``UpdateTime``, termination
@@ -28,6 +33,8 @@ whose ``_price`` rates an instance launched without a price tag);
 
 from __future__ import annotations
 
+import base64
+import binascii
 import datetime as dt
 import logging
 import re
@@ -221,6 +228,16 @@ class Ec2Instances(Ec2Prices):
             name=tags.get("Name"),
             tags=tags,
         )
+
+    def console_output(self, instance_id: str) -> str:
+        """The instance's console as EC2 shows it (module docstring); InstanceNotFound if unknown."""
+        region, _raw = self._find(instance_id)
+        answer = self._call(region, "get_console_output", InstanceId=instance_id, Latest=True)
+        encoded = str(answer.get("Output") or "")
+        try:
+            return base64.b64decode(encoded).decode("utf-8", errors="replace")
+        except (binascii.Error, ValueError):  # not base64: shown as it came
+            return encoded
 
 
 def _seconds(value: Any) -> float:

@@ -22,9 +22,19 @@ the attributes it declares.
   started are terminated and the first refusal (else
   :class:`~spothop.errors.CapacityUnavailable`) is raised. Each fleet
   instance is tagged its node (``NODE-i``) and its rate.
-- The image: ``image_id``, else the Deep Learning AMI's public SSM parameter
-  (read once per region); a ConfigError naming :data:`IMAGE_ID_ENV` where
-  that cannot be read.
+- The image: the request's ``image_id`` (the job's AMI), else the provider's
+  ``image_id``, else the Deep Learning AMI's public SSM parameter (read once per
+  region); a ConfigError naming :data:`IMAGE_ID_ENV` where that cannot be read.
+- The root volume: a request's ``disk`` is a block device mapping on the
+  image's root device (``DescribeImages``' ``RootDeviceName``) with its size
+  and the tier's volume type (:data:`EBS_TIERS`).
+- spothop on the instance: ``install`` (a shell command) when given; else,
+  with the control plane's wheel (the launch's ``distribution``), the
+  wheel into a fresh venv with its dependencies from the package index, or,
+  with ``install_dependencies`` off (a custom AMI whose ``python3`` already
+  has spothop's dependencies), the wheel alone on that interpreter's
+  packages (:func:`spothop.providers.bootstrap.install_step`); else
+  spothop's version from the package index.
 - No reserved pools are held: a request naming one is refused
   (:func:`~spothop.providers.reservations.refuse_reservation`).
 """
@@ -41,7 +51,7 @@ from spothop.providers.aws import sdk
 from spothop.providers.aws.errors import map_error
 from spothop.providers.aws.instances import PRICE_TAG, Ec2Instances
 from spothop.providers.aws.userdata import render_user_data
-from spothop.providers.base import Instance, LaunchRequest
+from spothop.providers.base import DiskSpec, DiskTier, Instance, LaunchRequest
 from spothop.providers.extensions import FleetRequest, FleetResult
 from spothop.providers.local.metadata.aws import ERROR_CODES
 from spothop.providers.records import NODE_TAG, TOKEN_TAG, launch_tags, new_token, number_text
@@ -63,6 +73,7 @@ class Ec2Launch(Ec2Instances):
     security_group_ids: list[str]
     key_name: str | None
     install: str | None
+    install_dependencies: bool
     _images: dict[str, str]  # region → the Deep Learning AMI's id there
 
     def _image(self, region: str) -> str:
@@ -86,8 +97,9 @@ class Ec2Launch(Ec2Instances):
         return tags
 
     def _instance_params(self, request: LaunchRequest, region: str) -> dict[str, Any]:
+        image = request.image_id or self._image(region)
         params: dict[str, Any] = {
-            "ImageId": self._image(region),
+            "ImageId": image,
             "MetadataOptions": {
                 "HttpTokens": "required",
                 "HttpEndpoint": "enabled",
@@ -102,7 +114,20 @@ class Ec2Launch(Ec2Instances):
             params["SecurityGroupIds"] = list(self.security_group_ids)
         if self.key_name:
             params["KeyName"] = self.key_name
+        if request.disk is not None:
+            device = self._root_device(region, image)
+            params["BlockDeviceMappings"] = [
+                {"DeviceName": device, "Ebs": ebs_volume(request.disk)}
+            ]
         return params
+
+    def _root_device(self, region: str, image: str) -> str:
+        """The image's root device name (``/dev/sda1``, ``/dev/xvda``): the mapping that sizes
+        the root volume must name it, or EC2 adds a second volume instead. An image EC2 does not
+        know there is its refusal (``InvalidAMIID.NotFound``), as ``RunInstances`` would give."""
+        answer = self._call(region, "describe_images", ImageIds=[image])
+        found = answer.get("Images") or [{}]
+        return str(found[0].get("RootDeviceName") or "/dev/sda1")
 
     def _user_data(self, request: LaunchRequest) -> str:
         env = {"SPOTHOP_CLOUD": self.name, **request.env}
@@ -112,6 +137,7 @@ class Ec2Launch(Ec2Instances):
             install=self.install,
             image=request.image,
             distribution=request.distribution,
+            with_dependencies=self.install_dependencies,
         )
 
     def launch(self, request: LaunchRequest) -> Instance:
@@ -271,6 +297,30 @@ class Ec2Launch(Ec2Instances):
             self._call(region, "delete_launch_template", LaunchTemplateId=template_id)
         except ProviderError as exc:  # a leftover template costs nothing; say so and go on
             log.warning("%s: launch template %s not deleted: %s", self.name, template_id, exc)
+
+
+# SkyPilot's disk tiers as EBS volumes: gp3 at its baseline, then provisioned IOPS and
+# throughput; ultra and best io2 (IOPS capped by EC2 at 500 per GiB and 64,000).
+EBS_TIERS: Mapping[DiskTier, dict[str, Any]] = {
+    DiskTier.LOW: {"VolumeType": "gp3"},
+    DiskTier.MEDIUM: {"VolumeType": "gp3", "Iops": 6000, "Throughput": 250},
+    DiskTier.HIGH: {"VolumeType": "gp3", "Iops": 16000, "Throughput": 1000},
+    DiskTier.ULTRA: {"VolumeType": "io2", "Iops": 64000},
+    DiskTier.BEST: {"VolumeType": "io2", "Iops": 64000},
+}
+IO2_IOPS_PER_GIB = 500
+
+
+def ebs_volume(disk: DiskSpec) -> dict[str, Any]:
+    """The ``Ebs`` of the root volume's block device mapping: size and type by tier (gp3 when
+    no tier is given), deleted with the instance."""
+    ebs: dict[str, Any] = {"DeleteOnTermination": True}
+    ebs |= EBS_TIERS[disk.tier or DiskTier.LOW]
+    if disk.size_gib is not None:
+        ebs["VolumeSize"] = disk.size_gib
+        if ebs["VolumeType"] == "io2":
+            ebs["Iops"] = min(ebs["Iops"], IO2_IOPS_PER_GIB * disk.size_gib)
+    return ebs
 
 
 def _tag_list(tags: Mapping[str, str]) -> list[dict[str, str]]:

@@ -27,6 +27,9 @@ What each method asks of EC2 (every list call paginated with ``NextToken``):
   ``CreateFleet`` of type ``instant`` with the ``price-capacity-optimized``
   spot allocation across every type and zone asked, from a launch template
   made for the call and deleted after it.
+- ``console_output`` (:class:`~spothop.providers.extensions.ConsoleOutput`):
+  ``GetConsoleOutput`` (the latest output), decoded; the controller shows its
+  tail for an instance whose agent was lost.
 - ``describe`` / ``list_instances`` / ``terminate``: ``DescribeInstances``
   (by id; by tag), ``TerminateInstances`` (idempotent); a live spot
   instance whose request ``DescribeSpotInstanceRequests`` shows
@@ -54,7 +57,12 @@ from spothop.providers.aws.calls import NAME
 from spothop.providers.aws.instances import NOTICE_LEAD_TIME_S
 from spothop.providers.aws.launch import IMAGE_ID_ENV, Ec2Launch
 from spothop.providers.base import BOOT_DEADLINE_S, Capabilities, Provider
-from spothop.providers.extensions import ClockKeeper, FleetLauncher, OfferingNotes
+from spothop.providers.extensions import (
+    ClockKeeper,
+    ConsoleOutput,
+    FleetLauncher,
+    OfferingNotes,
+)
 from spothop.providers.local.metadata.aws import BILLING
 from spothop.providers.records import OneNameFamily, split_list
 
@@ -69,11 +77,19 @@ ENV_OPTIONS = {  # option → the environment variable that sets it when the opt
     "security_group_ids": "SPOTHOP_AWS_SECURITY_GROUP_IDS",
     "key_name": "SPOTHOP_AWS_KEY_NAME",
     "install": "SPOTHOP_AWS_INSTALL",
+    "install_dependencies": "SPOTHOP_AWS_INSTALL_DEPENDENCIES",
 }
+_OFF = frozenset({"0", "false", "no", "off"})
 
 
-class AwsProvider(Ec2Launch, Provider, FleetLauncher, OfferingNotes, ClockKeeper):
+class AwsProvider(Ec2Launch, Provider, FleetLauncher, OfferingNotes, ClockKeeper, ConsoleOutput):
     """EC2 in ``regions`` (the session's region when none are given). See the module docstring.
+
+    ``install_dependencies`` (``$SPOTHOP_AWS_INSTALL_DEPENDENCIES``; on by
+    default): whether an instance installs the control plane's wheel with its
+    dependencies from the package index (a stock AMI) or on its image's own
+    ``python3`` packages (off: ``0``, ``false``, ``no``; a custom AMI that
+    holds spothop's dependencies, as the rehearsal's image does: docs/providers-aws.md).
 
     ``session`` (a boto3 Session) and ``endpoint_url`` (moto's server, say)
     are for tests and private endpoints; ``clock`` times costs and backoff
@@ -93,6 +109,7 @@ class AwsProvider(Ec2Launch, Provider, FleetLauncher, OfferingNotes, ClockKeeper
         security_group_ids: Sequence[str] | str | None = None,
         key_name: str | None = None,
         install: str | None = None,
+        install_dependencies: bool | str = True,
         clock: Clock | None = None,
         placement_scores: bool = True,
         pricing: bool = True,
@@ -121,6 +138,7 @@ class AwsProvider(Ec2Launch, Provider, FleetLauncher, OfferingNotes, ClockKeeper
         self.security_group_ids = split_list(security_group_ids)
         self.key_name = key_name
         self.install = install
+        self.install_dependencies = _switch(install_dependencies)
         self.clock = clock or WallClock()
         self.placement_scores = placement_scores
         self.pricing = pricing
@@ -154,6 +172,7 @@ class AwsFamily(OneNameFamily):
             "security_group_ids",
             "key_name",
             "install",
+            "install_dependencies",
             "clock",
             "placement_scores",
             "pricing",
@@ -161,3 +180,10 @@ class AwsFamily(OneNameFamily):
         }
     )
     env_options = ENV_OPTIONS
+
+
+def _switch(value: bool | str) -> bool:
+    """An on/off option: a bool, or its variable's text (``0``, ``false``, ``no``, ``off``: off)."""
+    if isinstance(value, bool):
+        return value
+    return value.strip().lower() not in _OFF

@@ -76,6 +76,8 @@ FAKE_NOTICE_LEAD_TIME_S = (
     120.0  # the fake's default final-notice lead (any documented value would do)
 )
 FAKE_LAUNCH_DELAY_S = 30.0  # clock seconds from launch to running
+# Its instances' cost_microusd: the fake's own records of each run at its market's prices.
+FAKE_BILL_SOURCE = "the fake provider's own records"
 
 FAKE_ERROR_CODES = ErrorCodes(
     capacity_unavailable="FakeCapacityUnavailable",
@@ -126,6 +128,7 @@ class FakeProvider(Provider, ReservedCapacity, ClockKeeper):
     """
 
     shares_host_network = True  # an in-memory cloud on this host (extensions.SharesHostNetwork)
+    runs_nothing = True  # its instances are records: no process opens a control plane (RunsNothing)
 
     def __init__(
         self,
@@ -168,6 +171,7 @@ class FakeProvider(Provider, ReservedCapacity, ClockKeeper):
             per_zone_spot_prices=True,
             max_price_bids=True,
             typical_boot_s=launch_delay_s,
+            bill_source=FAKE_BILL_SOURCE,
         )
         self.reservations = [replace(r, in_use=0) for r in reservations]
         for pool in self.reservations:

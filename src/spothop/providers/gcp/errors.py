@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from spothop.errors import AuthFailed, ProviderError
+from spothop.errors import AuthFailed, InstanceNotFound, InvalidRequest, ProviderError
 from spothop.providers import retry
 from spothop.providers.local.metadata.gcp import ERROR_CODES
 
@@ -72,10 +72,29 @@ TABLE = retry.CodeTable(
         }
     ),
     hints=_HINTS,
+    # An organization policy's resource locations (constraints/gcp.resourceLocations) refuse
+    # the region, not the project: another region may take the same request.
+    region_scoped=frozenset({"conditionNotMet"}),
 )
 
 
 map_error = TABLE.map_error
+
+IMAGE_FIX = (
+    "set image= or SPOTHOP_GCP_IMAGE to an image (or image family) the project may use, with "
+    "NVIDIA drivers and Python 3.11+"
+)
+
+
+def missing_resource(provider: str, error: ProviderError) -> ProviderError:
+    """What a ``notFound`` answer to an insert is: never the instance (it does not exist yet) but
+    a resource the launch names (the boot image, a network, a subnetwork), which every launch
+    would name again: a refused request (the image's fix named), not an instance gone."""
+    if not isinstance(error, InstanceNotFound):
+        return error
+    message = error.cloud_message
+    hint = IMAGE_FIX if "/images/" in message else "the message names the missing resource"
+    return InvalidRequest(provider, error.code, message, hint)
 
 
 def api_error_parts(exc: Any) -> tuple[str, str]:

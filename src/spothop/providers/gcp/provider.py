@@ -14,12 +14,18 @@ What each method asks of Compute Engine (REST; every list call follows ``nextPag
   ``STANDARD``), ``onHostMaintenance`` ``TERMINATE`` (GPUs cannot live-migrate),
   ``guestAccelerators`` for an N1 type with GPUs, the startup script of
   :mod:`spothop.providers.gcp.userdata`, labels, and a ``requestId`` made
-  from the launch token (a retried insert cannot start a second VM); then
+  from the launch token (a retried insert cannot start a second VM); the
+  boot disk from the request's ``image_id`` (else the configured image) and
+  ``disk`` (size, and the tier's disk type: :data:`DISK_TYPES`); then
   ``zoneOperations.wait`` until the operation is ``DONE`` and its error, if
   any, mapped (``ZONE_RESOURCE_POOL_EXHAUSTED`` → CapacityUnavailable).
 - ``describe`` / ``list_instances`` / ``terminate``: ``instances.get``,
   ``instances.aggregatedList`` filtered on the ``spothop-token`` label (and
   ``id = N`` for an id not seen yet), ``instances.delete`` (idempotent).
+- ``console_output`` (:class:`~spothop.providers.extensions.ConsoleOutput`):
+  ``instances.getSerialPortOutput`` of serial port 1, where the startup
+  script and the agent's unit write (the boot log's tail for a lost agent);
+  a VM the provider ended itself, gone from the API, shows an empty console.
 
 Ids are Compute Engine's numeric instance ids. A deleted VM is gone from the
 API at once, so the provider keeps what it ended itself (its end time, its
@@ -62,8 +68,8 @@ from spothop.providers.base import (
 from spothop.providers.extensions import ClockKeeper, OfferingNotes
 from spothop.providers.gcp import offerings as parse
 from spothop.providers.gcp import sdk
-from spothop.providers.gcp.errors import map_error, with_retries
-from spothop.providers.gcp.userdata import render_startup_script
+from spothop.providers.gcp.body import PRICE_ITEM, TAGS_ITEM, TYPE_ITEM, instance_body
+from spothop.providers.gcp.errors import map_error, missing_resource, with_retries
 from spothop.providers.local.metadata.gcp import BILLING, ERROR_CODES
 from spothop.providers.records import (
     TOKEN_TAG,
@@ -73,7 +79,6 @@ from spothop.providers.records import (
     iso_seconds,
     launch_tags,
     new_token,
-    number_text,
     split_list,
 )
 from spothop.providers.reservations import refuse_reservation
@@ -84,13 +89,9 @@ log = logging.getLogger("spothop.providers.gcp")
 
 NAME = "gcp"
 DEFAULT_REGIONS = ("us-central1",)
-TAGS_ITEM = "spothop-tags"
-PRICE_ITEM = "spothop-price-usd-per-hour"
-TYPE_ITEM = "spothop-instance-type"
-STARTUP_ITEM = "startup-script"
 DEFAULT_IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu124-debian-11"
-BOOT_DISK_GB = 100
 NOTICE_LEAD_TIME_S = 30.0  # Compute Engine: a preempted VM gets about 30 s (ACPI G2 soft off)
+SERIAL_PORT = 1  # the console: where the startup script and the agent's unit write
 OPERATION_WAITS = 10  # zoneOperations.wait answers within about 2 minutes; this many at most
 CALL_TIMEOUT_S = 120.0
 _PENDING = frozenset({"PROVISIONING", "STAGING", "PENDING"})
@@ -299,64 +300,6 @@ class GcpProvider(Provider, OfferingNotes, ClockKeeper):
             "name a zone, or a type the region sells (spothop catalog ls --provider gcp)",
         )
 
-    def _body(
-        self, request: LaunchRequest, zone: str, name: str, tags: Mapping[str, str], price: float
-    ) -> Any:
-        compute_v1 = sdk.import_compute()
-        shape = parse.machine_shape(request.instance_type)
-        env = {"SPOTHOP_CLOUD": self.name, **request.env}
-        script = render_startup_script(
-            request.bootstrap_command,
-            env,
-            install=self.install,
-            image=request.image,
-            distribution=request.distribution,
-        )
-        items = {
-            STARTUP_ITEM: script,
-            TAGS_ITEM: json.dumps(dict(tags), sort_keys=True),
-            PRICE_ITEM: number_text(price),
-            TYPE_ITEM: request.instance_type,
-        }
-        scheduling: dict[str, Any] = {
-            "on_host_maintenance": "TERMINATE",
-            "automatic_restart": False,
-        }
-        if request.spot:
-            scheduling |= {"provisioning_model": "SPOT", "instance_termination_action": "DELETE"}
-        else:
-            scheduling |= {"provisioning_model": "STANDARD"}
-        body: dict[str, Any] = {
-            "name": name,
-            "machine_type": f"zones/{zone}/machineTypes/{shape.machine_type}",
-            "labels": {parse.label_key(k): parse.label_value(v) for k, v in tags.items()},
-            "metadata": {"items": [{"key": k, "value": v} for k, v in items.items()]},
-            "scheduling": scheduling,
-            "disks": [
-                {
-                    "boot": True,
-                    "auto_delete": True,
-                    "initialize_params": {"source_image": self.image, "disk_size_gb": BOOT_DISK_GB},
-                }
-            ],
-            "network_interfaces": [
-                {
-                    "network": self.network,
-                    "access_configs": [{"name": "External NAT", "type_": "ONE_TO_ONE_NAT"}],
-                }
-            ],
-        }
-        if shape.accelerator:
-            body["guest_accelerators"] = [
-                {
-                    "accelerator_type": f"zones/{zone}/acceleratorTypes/{shape.accelerator}",
-                    "accelerator_count": shape.accelerator_count,
-                }
-            ]
-        if self.service_account:
-            body["service_accounts"] = [{"email": self.service_account, "scopes": sdk.SCOPES}]
-        return compute_v1.Instance(body)
-
     def launch(self, request: LaunchRequest) -> Instance:
         refuse_reservation(self.name, ERROR_CODES.invalid_parameter, request)
         parse.machine_shape(request.instance_type)  # a malformed type is refused before any call
@@ -379,18 +322,32 @@ class GcpProvider(Provider, OfferingNotes, ClockKeeper):
         token = request.tags.get(TOKEN_TAG) or new_token()
         tags, node = launch_tags(request.tags, request.name, token)
         name = parse.resource_name(request.name or node or "spothop", secrets.token_hex(4))
-        body = self._body(request, zone, name, tags, price)
-        request_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"spothop:{self.project}:{token}"))
-        operation = self._call(
-            "instances",
-            "insert_unary",
-            request={
-                "project": self.project,
-                "zone": zone,
-                "instance_resource": body,
-                "request_id": request_id,
-            },
+        body = instance_body(
+            self.name,
+            request,
+            zone,
+            name,
+            tags,
+            price,
+            image=self.image,
+            install=self.install,
+            network=self.network,
+            service_account=self.service_account,
         )
+        request_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"spothop:{self.project}:{token}"))
+        try:
+            operation = self._call(
+                "instances",
+                "insert_unary",
+                request={
+                    "project": self.project,
+                    "zone": zone,
+                    "instance_resource": body,
+                    "request_id": request_id,
+                },
+            )
+        except InstanceNotFound as exc:  # the image or network named, never the new instance
+            raise missing_resource(self.name, exc) from None
         try:
             self._finish(operation, zone)
             raw = self._call("instances", "get", project=self.project, zone=zone, instance=name)
@@ -415,7 +372,9 @@ class GcpProvider(Provider, OfferingNotes, ClockKeeper):
         errors = list(operation.error.errors) if operation.error else []
         if errors:
             first = errors[0]
-            raise map_error(self.name, str(first.code), str(first.message))
+            raise missing_resource(
+                self.name, map_error(self.name, str(first.code), str(first.message))
+            )
 
     def _delete(self, zone: str, name: str) -> None:
         try:
@@ -449,6 +408,32 @@ class GcpProvider(Provider, OfferingNotes, ClockKeeper):
         for vm in found:
             self._where[str(vm.id)] = (parse.tail(vm.zone), vm.name)
         return found[0] if found else None
+
+    def console_output(self, instance_id: str) -> str:
+        """Serial port 1 of the VM (``instances.getSerialPortOutput``): the startup script's
+        output and the agent unit's, as Compute Engine keeps it (its last MiB). Empty for a VM
+        spothop deleted, whose console went with it; InstanceNotFound for an unknown id."""
+        if self._raw(instance_id) is None:
+            if instance_id in self._ended:
+                return ""
+            self.describe(instance_id)  # InstanceNotFound, in the cloud's words
+        zone, name = self._where[instance_id]
+        try:
+            output = self._call(
+                "instances",
+                "get_serial_port_output",
+                request={
+                    "project": self.project,
+                    "zone": zone,
+                    "instance": name,
+                    "port": SERIAL_PORT,
+                },
+            )
+        except InstanceNotFound:
+            if instance_id in self._ended:
+                return ""
+            raise
+        return str(output.contents or "")
 
     def describe(self, instance_id: str) -> Instance:
         if instance_id in self._ended:

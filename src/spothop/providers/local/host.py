@@ -6,7 +6,7 @@ the instance lives. It
 1. serves the instance's metadata endpoint in its cloud's protocol;
 2. after the cloud's launch delay, once the provider has written the
    instance's ``user-data`` (the boot script, :mod:`.userdata`), runs it as
-   root in the instance's own root (:mod:`.isolation`; unisolated where that
+   root in the instance's own root (:mod:`.vm` on :mod:`.isolation`; unisolated where that
    cannot be), in a process group of its own, its output in ``console.log``;
 3. every tick, bills the seconds that passed at the market's price (one billing row
    per price step, :mod:`spothop.providers.billing`: the rule the ledger prices with), and
@@ -42,11 +42,9 @@ Everything it learns goes to the cloud's records (:mod:`.store`).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -64,14 +62,10 @@ from spothop.providers.local.metadata import (
     NoticeState,
     ScheduledEvent,
 )
-from spothop.providers.local.processes import (
-    become_subreaper,
-    descendants,
-    kill_group,
-    reap_children,
-)
+from spothop.providers.local.processes import become_subreaper
 from spothop.providers.local.runtime import cloud_clock, market_drop, spot_market
 from spothop.providers.local.store import CloudStore
+from spothop.providers.local.vm import Vm
 from spothop.providers.local.world import load_world
 from spothop.resources.market_id import MarketId
 
@@ -80,7 +74,6 @@ INSTANCE_ID_ENV = "SPOTHOP_INSTANCE_ID"
 USER_DATA_TIMEOUT_S = (
     30.0  # wall seconds the provider has to write the user-data after the host serves
 )
-UNIT_PID_FILE = "run/spothop-agent.pid"
 
 
 @dataclass
@@ -110,10 +103,7 @@ class Host:
         # metadata.state): a notice's deadline is then the wall instant this host kills at.
         self.notices = NoticeState(clock=self.clock.now, instance_time=self.wall_time)
         self.plan = _Plan()
-        self.worker: subprocess.Popen[bytes] | None = None  # the boot script
-        self.unit_pid: int | None = None  # the agent unit's main process, once started
-        self.unit_code: int | None = None  # its exit code, once reaped
-        self.root = directory / isolation.ROOT_DIR
+        self.vm = Vm(directory)  # the boot script, the agent unit, ending them
         self.billed_to = self.clock.now()
         self.stop_requested = False
         self.running_at = self.billed_to
@@ -218,46 +208,11 @@ class Host:
 
     def _ended(self) -> tuple[InstanceState, str, int | None] | None:
         """How the instance ended by itself (its boot script failed, its unit exited), or None."""
-        if self.worker is None or (self.unit_pid is None and self.worker.poll() is None):
-            return None
-        if self.unit_pid is None:
-            code = self.worker.returncode
-            self.unit_pid = self._read_unit_pid()
-            if code != 0 or self.unit_pid is None:
-                lines = isolation.console_text(self.directory).strip().splitlines()
-                last = lines[-1] if lines else f"exit code {code}, no output"
-                why = "failed" if code != 0 else "ended without starting the agent unit"
-                return InstanceState.FAILED, f"boot script {why}: {last}", code
-            self.store.update_instance(self.instance_id, worker_pgid=self.unit_pid)
-        if self._unit_running():
-            return None
-        code = self.unit_code
-        return InstanceState.TERMINATED, f"bootstrap command exited with code {code}", code
-
-    def _read_unit_pid(self) -> int | None:
-        try:
-            return int((self.root / UNIT_PID_FILE).read_text().strip())
-        except (OSError, ValueError):
-            return None
-
-    def _unit_running(self) -> bool:
-        """Whether the unit's main process runs; reaps it (it is the host's, as subreaper) when not."""
-        if self.unit_pid is None or self.unit_code is not None:
-            return False
-        try:
-            done, status = os.waitpid(self.unit_pid, os.WNOHANG)
-        except ChildProcessError:  # not adopted (no subreaper here): watch it from outside
-            try:
-                os.kill(self.unit_pid, 0)
-            except ProcessLookupError:
-                return False
-            except PermissionError:
-                return True
-            return True
-        if done == 0:
-            return True
-        self.unit_code = os.waitstatus_to_exitcode(status)
-        return False
+        had = self.vm.unit_pid
+        ended = self.vm.ended()
+        if had is None and self.vm.unit_pid is not None:
+            self.store.update_instance(self.instance_id, worker_pgid=self.vm.unit_pid)
+        return None if ended is None else (ended.state, ended.reason, ended.exit_code)
 
     def _await_user_data(self) -> str | None:
         """The boot script the provider wrote, once it is there (None: not in time, or ended)."""
@@ -372,15 +327,12 @@ class Host:
 
     def _finish(self, state: InstanceState, reason: str, exit_code: int | None = None) -> int:
         now = self.clock.now()
-        if self.worker is not None:
+        if self.vm.worker is not None:
             self._bill(now)
             self._close_line(now)
             self.store.update_instance(self.instance_id, cost_micro_usd=self.closed_micro)
         if exit_code is None:
-            self._unit_running()
-            exit_code = self.unit_code
-        if exit_code is None and self.unit_pid is None and self.worker is not None:
-            exit_code = self.worker.returncode
+            exit_code = self.vm.exit_code()
         self.store.update_instance(
             self.instance_id,
             state=state.value,
@@ -393,71 +345,22 @@ class Host:
     # -- the worker process group -------------------------------------------
 
     def _start_worker(self, user_data: str) -> None:
-        """Start the boot script (:mod:`.isolation`), its output the instance's console."""
-        console = self.directory / "console.log"
-        console.touch()
-        boot = isolation.prepare(
-            self.directory,
+        """Start the boot script (:mod:`.vm`), its output the instance's console."""
+        pid = self.vm.boot(
             user_data,
             isolated=bool(self.spec.get("isolated", False)),
             image=[Path(p) for p in self.spec.get("image_paths", [])],
             buckets=[Path(p) for p in self.spec.get("buckets", [])],
-            console=console,
         )
-        self.root = boot.root
-        log = open(console, "ab")  # noqa: SIM115 - handed to the child, closed with it
-        self.worker = subprocess.Popen(
-            boot.command,
-            cwd=boot.cwd,
-            env=boot.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        log.close()
-        self.store.update_instance(self.instance_id, worker_pgid=self.worker.pid)
+        self.store.update_instance(self.instance_id, worker_pgid=pid)
 
     def _kill_worker(self, sig: int, grace_s: float = 0.0) -> None:
-        """Signal every process of the instance; after a SIGTERM, SIGKILL what is left after ``grace_s`` wall seconds."""
-        if self.worker is None:
-            return
-        self._signal_instance(sig)
-        if sig != signal.SIGKILL:
-            deadline = time.monotonic() + grace_s
-            while time.monotonic() < deadline and (
-                self.worker.poll() is None or descendants(os.getpid())
-            ):
-                self._unit_running()
-                reap_children(keep=self.unit_pid or self.worker.pid)
-                time.sleep(0.05)
-            self._signal_instance(signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.worker.wait(timeout=5)
-        deadline = time.monotonic() + 5
-        while self._unit_running() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        reap_children(keep=self.worker.pid)
-
-    def _signal_instance(self, sig: int) -> None:
-        assert self.worker is not None
-        own = os.getpgid(0)
-        groups = {self.worker.pid}
-        for pid in descendants(os.getpid()):
-            with contextlib.suppress(ProcessLookupError):
-                groups.add(os.getpgid(pid))
-        groups.discard(own)
-        for pgid in groups:
-            kill_group(pgid, sig)
-        for pid in descendants(os.getpid()):  # a process still in the host's own group
-            with contextlib.suppress(ProcessLookupError):
-                if os.getpgid(pid) == own:
-                    os.kill(pid, sig)
+        self.vm.kill(sig, grace_s)
 
     def _should_end(self) -> bool:
         if self.stop_requested:
             return True
-        if self.worker is None:  # still booting: nothing else reads the row
+        if self.vm.worker is None:  # still booting: nothing else reads the row
             self.row = self.store.instance(self.instance_id) or {}
         return bool(self.row.get("terminate_requested"))
 

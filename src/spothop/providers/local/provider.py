@@ -67,7 +67,7 @@ from spothop.providers.base import (
     SpotPrice,
 )
 from spothop.providers.billing import SpotPriceHistory
-from spothop.providers.extensions import ClockKeeper, GroupRendezvous
+from spothop.providers.extensions import ClockKeeper
 from spothop.providers.local import isolation, maintenance, userdata
 from spothop.providers.local.boot import NewInstance, host_never_started, start_host
 from spothop.providers.local.metadata import PROTOCOLS, UNREACHABLE_URL, ScheduledEvent
@@ -89,13 +89,14 @@ from spothop.providers.reservations import Reservation, ReservedCapacity, check_
 from spothop.resources.market_id import MarketId
 from spothop.resources.offering import Offering
 
+# Its instances' cost_microusd: the instance hosts' billing lines (providers/billing.py), kept in the
+# cloud's own store whether or not the controller was alive.
+LOCAL_BILL_SOURCE = "the local cloud's billing records"
 
-class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory, ClockKeeper, GroupRendezvous):
+
+class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory, ClockKeeper):
     """One simulated cloud of a world. See the module docstring for its rules."""
 
-    # Every instance is a process on this machine: a multi-node group rendezvouses on the
-    # loopback (docs/multinode.md). The controller's executor reads it for MASTER_ADDR.
-    group_rendezvous_host = "127.0.0.1"
     shares_host_network = True  # its instances reach a loopback control plane (SharesHostNetwork)
 
     def __init__(
@@ -131,6 +132,7 @@ class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory, ClockKeeper, G
             # Its own clock's: the controller reads it over the world's speed (and gives the boot
             # script's install, wall time on this machine, a floor of its own).
             boot_deadline_s=self.spec.launch_delay_s + BOOT_DEADLINE_S,
+            bill_source=LOCAL_BILL_SOURCE,
         )
         # Built without writing: a provider that only shows prices leaves the shared anchor alone.
         self._market_start_s = market_start(self.store, anchor=False)
@@ -254,7 +256,9 @@ class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory, ClockKeeper, G
 
     def launch(self, request: LaunchRequest) -> Instance:
         if request.image is not None:  # checked first: nothing here can run a container
-            raise ProviderError(
+            # InvalidRequest: it fails every launch here alike, so the job stops trying this
+            # cloud (launch_refused) and fails with this message, instead of relaunching forever.
+            raise InvalidRequest(
                 self.name,
                 self.codes.invalid_parameter,
                 f"image {request.image!r}: the local cloud has no container runtime",
@@ -314,7 +318,10 @@ class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory, ClockKeeper, G
             image_paths=self.world.image_paths,
             buckets=self.world.buckets,
         )
-        (directory / "instance.json").write_text(json.dumps(host_spec, indent=2))
+        spec_file = directory / "instance.json"
+        spec_file.write_text(json.dumps(host_spec, indent=2))
+        spec_file.chmod(0o600)  # it holds the agent's environment
+        (directory / ROOT_VOLUME_FILE).write_text(json.dumps(root_volume(request), indent=2))
         added = self.store.add_instance(new.row(directory), capacity=pool.count if pool else None)
         if not added:
             assert pool is not None  # only a reserved launch has a capacity to be refused by
@@ -328,6 +335,16 @@ class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory, ClockKeeper, G
         start_host(self.store, instance_id, directory, self.name, self.codes)
         self._write_user_data(instance_id, directory, request)
         return self.describe(instance_id)
+
+    def root_volume(self, instance_id: str) -> dict[str, Any]:
+        """The root volume and machine image the instance's launch asked for, as recorded
+        (:func:`root_volume`): the local cloud's hosts share this machine's disk, so it is
+        kept, not made."""
+        row = self._own_row(instance_id)
+        recorded: dict[str, Any] = json.loads(
+            (Path(row["directory"]) / ROOT_VOLUME_FILE).read_text()
+        )
+        return recorded
 
     def _isolated(self) -> bool:
         """Whether this launch runs isolated (:mod:`.isolation`); ProviderError where required and unavailable."""
@@ -564,3 +581,17 @@ class LocalFamily:
 
 
 LOCAL_FAMILY = LocalFamily()
+
+
+ROOT_VOLUME_FILE = "root_volume.json"  # in the instance's folder: what its launch asked for
+
+
+def root_volume(request: LaunchRequest) -> dict[str, Any]:
+    """The root volume (size GiB, tier) and machine image a launch asked for; None where the
+    request leaves them to the cloud."""
+    disk = request.disk
+    return {
+        "size_gib": disk.size_gib if disk else None,
+        "tier": str(disk.tier) if disk and disk.tier else None,
+        "image_id": request.image_id,
+    }

@@ -34,7 +34,7 @@ from sqlalchemy import (
 )
 
 from spothop.db import make_engine
-from spothop.paths import spothop_home
+from spothop.paths import ensure_home
 
 metadata = MetaData()
 
@@ -97,7 +97,7 @@ billing = Table(
 
 
 def local_cloud_dir() -> Path:
-    return spothop_home() / "localcloud"
+    return ensure_home() / "localcloud"  # the home made private (0700) if this creates it
 
 
 class CloudStore:

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from spothop.bounds import HOURS, PRICE_USD_PER_HOUR
 from spothop.errors import ConfigError
 from spothop.scheduler.policies.base import (
     EPS_S,
@@ -84,6 +85,8 @@ class JobSetting:
         for flag, value in values.items():
             if not math.isfinite(value):
                 raise ConfigError(f"{flag} {value!r}: expected a finite number")
+            # Bounded, so the tick grid stays in memory and a cost stays finite (spothop.bounds).
+            (PRICE_USD_PER_HOUR if flag.endswith("price") else HOURS).check(value, flag)
         if task_hours <= 0:
             raise ConfigError(f"--task-hours {task_hours:g}: expected a positive number of hours")
         if restart_overhead_hours < 0:

@@ -97,6 +97,7 @@ def test_identity_items(serve: Serve) -> None:
     assert get(server, "/latest/meta-data/placement/availability-zone", tok) == (200, "us-east-1a")
     assert get(server, "/latest/meta-data/placement/region", tok) == (200, "us-east-1")
     assert get(server, "/latest/meta-data/instance-life-cycle", tok) == (200, "spot")
+    assert get(server, "/latest/meta-data/local-ipv4", tok) == (200, "127.0.0.1")  # one machine
     ondemand = serve("aws", spot=False)
     assert get(ondemand, "/latest/meta-data/instance-life-cycle") == (200, "on-demand")
 
@@ -110,6 +111,7 @@ def test_directory_listings(serve: Serve, notices: ObservedNotices) -> None:
         "instance-id",
         "instance-life-cycle",
         "instance-type",
+        "local-ipv4",
         "events/",
         "placement/",
     }

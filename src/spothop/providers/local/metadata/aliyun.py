@@ -12,7 +12,8 @@ Documented behaviour followed here:
   ``X-aliyun-ecs-metadata-token-ttl-seconds`` (1 to 21600) returns a token;
   ``GET`` requests then carry it in ``X-aliyun-ecs-metadata-token``. A token
   ``PUT`` carrying ``X-Forwarded-For`` is refused. Items ``instance-id``,
-  ``instance/instance-type``, ``zone-id``, ``region-id``.
+  ``instance/instance-type``, ``zone-id``, ``region-id``, ``private-ipv4`` (the
+  instance's private address; instance metadata items).
 - https://www.alibabacloud.com/help/en/ecs/developer-reference/api-ecs-2014-05-26-modifyinstancemetadataoptions
   ``HttpTokens`` is ``optional`` by default (both modes work) or
   ``required`` (normal mode refused). The option ``require_token`` here is
@@ -115,6 +116,7 @@ class AliyunMetadataHandler(MetadataHandler):
             "meta-data/instance/instance-type": md.instance_type,
             "meta-data/zone-id": md.zone,
             "meta-data/region-id": md.region,
+            "meta-data/private-ipv4": md.private_address,
         }
         if md.spot and notices.termination_time is not None:
             leaves["meta-data/instance/spot/termination-time"] = iso_utc(notices.termination_time)

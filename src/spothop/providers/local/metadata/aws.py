@@ -24,7 +24,8 @@ Documented behaviour followed here:
   the recommendation may come with, not before, the interruption notice.
 - https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-data-categories.html
   ``instance-id``, ``instance-type``, ``instance-life-cycle`` (``spot`` or
-  ``on-demand``), ``placement/availability-zone``, ``placement/region``; a
+  ``on-demand``), ``placement/availability-zone``, ``placement/region``,
+  ``local-ipv4`` (the private IPv4 address); a
   directory path lists its keys one a line, sub-directories ending in ``/``.
 
 - https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/monitoring-instances-status-check_sched.html
@@ -206,6 +207,7 @@ class AwsImdsHandler(MetadataHandler):
             "meta-data/instance-life-cycle": "spot" if md.spot else "on-demand",
             "meta-data/placement/availability-zone": md.zone,
             "meta-data/placement/region": md.region,
+            "meta-data/local-ipv4": md.private_address,
             "meta-data/events/maintenance/scheduled": json.dumps(
                 [scheduled_event_json(e) for e in notices.scheduled_events], separators=(",", ":")
             ),

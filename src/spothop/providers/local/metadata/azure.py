@@ -21,7 +21,10 @@ Documented behaviour followed here:
   ``error`` and the ``newest-versions`` supported); requests with
   ``X-Forwarded-For`` are rejected; ``/metadata/instance/compute`` holds
   ``vmId``, ``vmSize``, ``location``, ``zone``, ``priority`` (``Spot`` or
-  ``Regular``) among others.
+  ``Regular``) among others; ``/metadata/instance/network`` holds ``interface``, a list
+  whose items give ``ipv4.ipAddress[].privateIpAddress`` (and ``publicIpAddress``),
+  ``ipv6`` and ``macAddress``; ``/metadata/instance`` holds both, as ``compute`` and
+  ``network``.
 
 Local choices: the VM name in ``Resources`` and ``compute.name`` is the local
 instance id; ``vmId`` is a UUID derived from it (stable across restarts); an
@@ -43,6 +46,7 @@ from spothop.providers.local.metadata.state import NoticeSnapshot
 AZURE_SCHEDULED_EVENTS_PATH = "/metadata/scheduledevents"
 AZURE_INSTANCE_PATH = "/metadata/instance"
 AZURE_COMPUTE_PATH = "/metadata/instance/compute"
+AZURE_NETWORK_PATH = "/metadata/instance/network"
 # api-versions the docs list for each service, newest last (the local endpoint answers them all alike)
 AZURE_SCHEDULED_EVENTS_VERSIONS = (
     "2017-03-01",
@@ -138,7 +142,7 @@ class AzureImdsHandler(MetadataHandler):
         if path == AZURE_SCHEDULED_EVENTS_PATH:
             versions: tuple[str, ...] = AZURE_SCHEDULED_EVENTS_VERSIONS
             allowed: tuple[str, ...] = ("GET", "HEAD", "POST")
-        elif path in (AZURE_INSTANCE_PATH, AZURE_COMPUTE_PATH):
+        elif path in (AZURE_INSTANCE_PATH, AZURE_COMPUTE_PATH, AZURE_NETWORK_PATH):
             versions, allowed = AZURE_INSTANCE_VERSIONS, ("GET", "HEAD")
         else:
             return _error(404, "Not found")
@@ -151,8 +155,11 @@ class AzureImdsHandler(MetadataHandler):
             if request.method == "POST":
                 return self._start_requests(request.body)
             return Response.json(self._document(self.notices.snapshot()))
-        compute = self._compute()
-        return Response.json(compute if path == AZURE_COMPUTE_PATH else {"compute": compute})
+        if path == AZURE_COMPUTE_PATH:
+            return Response.json(self._compute())
+        if path == AZURE_NETWORK_PATH:
+            return Response.json(self._network())
+        return Response.json({"compute": self._compute(), "network": self._network()})
 
     @staticmethod
     def _check_version(version: str | None, supported: tuple[str, ...]) -> Response | None:
@@ -202,6 +209,25 @@ class AzureImdsHandler(MetadataHandler):
         for event_id in ids:
             self.notices.acknowledge(event_id)
         return Response(200, b"", "application/json")
+
+    def _network(self) -> dict[str, Any]:
+        """The VM's one interface, its private address the instance's (no public one locally)."""
+        md = self.metadata
+        mac = uuid.uuid5(uuid.NAMESPACE_URL, f"spothop-local-mac:{md.instance_id}").hex[:12]
+        return {
+            "interface": [
+                {
+                    "ipv4": {
+                        "ipAddress": [
+                            {"privateIpAddress": md.private_address, "publicIpAddress": ""}
+                        ],
+                        "subnet": [],
+                    },
+                    "ipv6": {"ipAddress": []},
+                    "macAddress": mac.upper(),
+                }
+            ]
+        }
 
     def _compute(self) -> dict[str, Any]:
         md = self.metadata

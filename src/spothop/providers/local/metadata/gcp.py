@@ -23,7 +23,8 @@ Documented behaviour followed here:
   ``instance/id``, ``instance/name``, ``instance/machine-type``
   (``projects/<project>/machineTypes/<type>``), ``instance/zone``
   (``projects/<project>/zones/<zone>``), ``instance/scheduling/preemptible``
-  (``TRUE``/``FALSE``), ``project/project-id``.
+  (``TRUE``/``FALSE``), ``project/project-id``,
+  ``instance/network-interfaces/0/ip`` (the first interface's internal IP).
 - https://cloud.google.com/compute/docs/troubleshooting/troubleshoot-metadata-server
   400 for improper query parameters, 403 for failed checks, 404 for a path
   that does not exist.
@@ -154,6 +155,7 @@ class GcpMetadataHandler(MetadataHandler):
             "instance/name": md.instance_id,
             "instance/machine-type": f"projects/{md.project_id}/machineTypes/{md.instance_type}",
             "instance/zone": f"projects/{md.project_id}/zones/{md.zone}",
+            "instance/network-interfaces/0/ip": md.private_address,
             "instance/preempted": "TRUE" if md.spot and notices.preempted else "FALSE",
             "instance/maintenance-event": notices.maintenance_event,
             "instance/scheduling/preemptible": "TRUE" if md.spot else "FALSE",

@@ -57,6 +57,9 @@ class InstanceMetadata:
 
     ``launch_time`` is unix seconds on the local cloud's clock. ``project_id``
     only shows in GCP's resource paths (``projects/<p>/zones/<zone>``).
+    ``private_address`` is its address on the cloud's private network, served where each
+    cloud's endpoint serves it: every local instance is a process of this one machine, so
+    its peers reach it on the loopback.
     """
 
     instance_id: str
@@ -67,6 +70,7 @@ class InstanceMetadata:
     launch_time: float
     spot: bool = True
     project_id: str = "spothop-local"
+    private_address: str = "127.0.0.1"
 
 
 SCHEDULED_EVENT_STATES = frozenset(

@@ -9,7 +9,7 @@ Documented behaviour followed here:
   instance is not a spot instance or it's not terminated."
 - https://www.tencentcloud.com/document/product/213/4934 (instance metadata)
   Items ``instance-id``, ``placement/zone``, ``placement/region``,
-  ``instance/instance-type``; plain ``GET``, no token; a directory lists its
+  ``instance/instance-type``, ``local-ipv4`` (the private address); plain ``GET``, no token; a directory lists its
   keys one a line.
 
 Local choices: only ``GET``/``HEAD`` are served (others are 405).
@@ -68,6 +68,7 @@ class TencentMetadataHandler(MetadataHandler):
             "meta-data/instance/instance-type": md.instance_type,
             "meta-data/placement/zone": md.zone,
             "meta-data/placement/region": md.region,
+            "meta-data/local-ipv4": md.private_address,
         }
         if md.spot and notices.termination_time is not None:
             leaves["meta-data/spot/termination-time"] = china_standard(notices.termination_time)

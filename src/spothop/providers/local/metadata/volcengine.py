@@ -11,7 +11,9 @@ Documented behaviour followed here:
 - https://www.volcengine.com/docs/6396/113780 (instance metadata)
   Items live at ``http://100.96.0.96/latest/[metadata]``, e.g.
   ``/latest/instance_id``; ``/latest`` lists the root; item names ignore case
-  and accept ``-`` in place of ``_``.
+  and accept ``-`` in place of ``_``. ``mac`` is the instance's MAC address and
+  ``network/interfaces/macs/[mac]/primary_ip_address`` that interface's primary
+  private address.
 
 Assumptions (the pages above do not say): the exact time string, taken to be
 ISO 8601 UTC ``%Y-%m-%dT%H:%M:%SZ`` as AWS and Alibaba print it; the names
@@ -21,6 +23,8 @@ ISO 8601 UTC ``%Y-%m-%dT%H:%M:%SZ`` as AWS and Alibaba print it; the names
 """
 
 from __future__ import annotations
+
+import zlib
 
 from spothop.providers.base import BillingRule
 from spothop.providers.local.metadata._http import (
@@ -72,14 +76,24 @@ class VolcengineMetadataHandler(MetadataHandler):
 
     def _leaves(self, notices: NoticeSnapshot) -> dict[str, str]:
         md = self.metadata
+        mac = local_mac(md.instance_id)
         items = {
             "instance_id": md.instance_id,
             "instance_type": md.instance_type,
             "region_id": md.region,
             "zone_id": md.zone,
+            "mac": mac,
         }
         leaves = dict(items)
+        leaves[f"network/interfaces/macs/{mac}/primary_ip_address"] = md.private_address
         leaves.update({f"meta_data/{name}": value for name, value in items.items()})
         if md.spot and notices.termination_time is not None:
             leaves[VOLCENGINE_TERMINATION_ITEM] = iso_utc(notices.termination_time)
         return leaves
+
+
+def local_mac(instance_id: str) -> str:
+    """A MAC address for the local instance, stable for its id, in a locally administered range
+    (first octet 02: never a real vendor's), lower case as the endpoint's item names are."""
+    digest = zlib.crc32(instance_id.encode()).to_bytes(4, "big")
+    return ":".join(f"{b:02x}" for b in (0x02, 0x00, *digest))
