@@ -69,7 +69,7 @@ from spothop.checkpoint import tree as tree_mod
 from spothop.checkpoint.errors import CheckpointConfigError
 from spothop.checkpoint.hardware import HardwareCheck
 from spothop.checkpoint.interval import IntervalPolicy, SaveCostMeter, interval_from_env
-from spothop.checkpoint.manifest import Manifest, Shard, Tier, WorldLayout
+from spothop.checkpoint.manifest import Manifest, Shard, Tier, WorldLayout, world_from_environment
 from spothop.checkpoint.pack import (
     DEFAULT_CHUNK_BYTES,
     DEFAULT_COMPRESS_BELOW,
@@ -179,7 +179,7 @@ class Checkpointer:
         if upload_streams < 1:
             raise CheckpointConfigError(f"upload_streams must be at least 1; got {upload_streams}")
         self.upload_streams = upload_streams
-        self.world = world or _world_from_environment()
+        self.world = world or world_from_environment()
         # Under the agent the job's checkpoint URL comes from the environment it sets.
         durable = url or sdk.checkpoint_url() or str(spothop_home() / "checkpoints" / "default")
         local = local_url or str(
@@ -588,20 +588,3 @@ class Checkpointer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _world_from_environment() -> WorldLayout:
-    """This process's layout from the launcher's environment (:func:`spothop.worker.world`)."""
-    from spothop.worker.world import world
-
-    shape = world()
-    if shape.world_size == 1:
-        return WorldLayout()
-    if shape.rank is None:  # several processes on this node, and nothing says which one this is
-        raise CheckpointConfigError(
-            f"this node runs {shape.nproc_per_node} processes of a world of {shape.world_size} "
-            "and the environment does not say which one this is (no RANK or LOCAL_RANK); pass "
-            "Checkpointer(world=WorldLayout(world_size, rank, local_world_size)), e.g. from "
-            "spothop.worker.world().for_local_rank(local_rank)"
-        )
-    return WorldLayout(shape.world_size, shape.rank, shape.nproc_per_node)

@@ -187,6 +187,23 @@ class WorldLayout:
     local_world_size: int = 1
 
 
+def world_from_environment() -> WorldLayout:
+    """This process's layout from the launcher's environment (:func:`spothop.worker.world`)."""
+    from spothop.worker.world import world
+
+    shape = world()
+    if shape.world_size == 1:
+        return WorldLayout()
+    if shape.rank is None:  # several processes on this node, and nothing says which one this is
+        raise CheckpointConfigError(
+            f"this node runs {shape.nproc_per_node} processes of a world of {shape.world_size} "
+            "and the environment does not say which one this is (no RANK or LOCAL_RANK); pass "
+            "Checkpointer(world=WorldLayout(world_size, rank, local_world_size)), e.g. from "
+            "spothop.worker.world().for_local_rank(local_rank)"
+        )
+    return WorldLayout(shape.world_size, shape.rank, shape.nproc_per_node)
+
+
 @dataclass(frozen=True)
 class Manifest:
     """Everything needed to find, verify and rebuild one checkpoint."""
