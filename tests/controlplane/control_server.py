@@ -100,6 +100,8 @@ class ControlServer(StubServer):
         if (method, rest) == ("GET", "rendezvous"):
             answer = plane.rendezvous()
             return 200, {"rendezvous": None if answer is None else answer.to_dict()}
+        if (method, rest) == ("GET", "secrets"):
+            return 200, {"secrets": plane.secrets()}
         if (method, rest) == ("GET", "requests"):
             return 200, {"requests": [r.to_dict() for r in plane.requests()]}
         if (method, rest) == ("POST", "logs"):
