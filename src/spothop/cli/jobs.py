@@ -296,6 +296,9 @@ _SAYS_WHY = {"failed": "failed", "agent_lost": "lost its agent", "worker_failed"
 
 def _show_status(data: dict[str, Any]) -> None:
     console.print(_progress(data))
+    if data.get("secrets"):
+        shown = " ".join(f"{name}={mask}" for name, mask in data["secrets"].items())
+        console.print(Text(f"secrets: {shown}", style="dim"))
     rows = [
         (
             i["instance_id"] or "(launching)",
