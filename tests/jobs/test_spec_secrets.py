@@ -90,3 +90,14 @@ def test_plan_fills_a_null_secret_from_the_command_line_or_names_it_and_never_ec
     assert "--secret HF_TOKEN: not set in this shell" in capsys.readouterr().err
     assert main(["plan", str(path), "--secret", f"bad name={VALUE}"]) == EXIT_BAD_INPUT
     assert VALUE not in capsys.readouterr().err  # a malformed option does not echo the value
+
+
+def test_secrets_count_toward_what_a_worker_start_takes() -> None:
+    from spothop.service.launch import ENV_TOTAL_MAX_BYTES, check_spec
+
+    big = "x" * (100 * 1024)
+    secrets = {f"S{i}": big for i in range(ENV_TOTAL_MAX_BYTES // len(big) + 1)}
+    spec = load_job({"name": "s", "run": "true", "secrets": secrets})
+    with pytest.raises(JobSpecError, match="envs and secrets: ") as caught:
+        check_spec(spec)
+    assert big not in str(caught.value)

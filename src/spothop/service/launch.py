@@ -95,10 +95,11 @@ def check_spec(spec: JobSpec) -> None:
     sizes = {
         name: len(name.encode()) + 1 + len(value.encode()) for name, value in spec.envs.items()
     }
-    if sum(sizes.values()) > ENV_TOTAL_MAX_BYTES:
+    secret_bytes = sum(len(n) + 1 + len(v.encode()) for n, v in spec.secret_values.items())
+    if sum(sizes.values()) + secret_bytes > ENV_TOTAL_MAX_BYTES:
         refuse(
-            "envs",
-            f"{sum(sizes.values()):,} bytes in all, over the {ENV_TOTAL_MAX_BYTES:,} a process "
+            "envs" if not secret_bytes else "envs and secrets",
+            f"{sum(sizes.values()) + secret_bytes:,} bytes in all, over the {ENV_TOTAL_MAX_BYTES:,} a process "
             "start takes (E2BIG): put the large values in files of the workdir",
         )
     for name, size in sizes.items():
