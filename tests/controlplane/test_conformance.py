@@ -36,6 +36,8 @@ from tests.conftest import POSTGRES_URL, unique
 from tests.controlplane.control_server import ControlServer
 
 TOKEN = "s3cret-token"
+# In the server's environment too: its redaction of its own secrets must not mask a job's value.
+HF_TOKEN_VALUE = "hf_also-in-the-servers-shell-0042"
 
 
 @dataclass
@@ -74,7 +76,12 @@ def case(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
         from tests.server.live import LiveServer
 
         token = TokenStore(url).issue_agent_token("job-1", instance_id)
-        with LiveServer(url, tmp_path / "server.log", queue_url=queue.queue_url) as live:
+        with LiveServer(
+            url,
+            tmp_path / "server.log",
+            queue_url=queue.queue_url,
+            env={"HF_TOKEN": HF_TOKEN_VALUE},
+        ) as live:
             yield Case(
                 HttpControlPlane(live.url, instance_id, token=token, spool_dir=tmp_path / "agent"),
                 url,
@@ -282,7 +289,7 @@ def test_the_rendezvous_waits_for_every_nodes_address_then_names_node_0s(case: C
 def test_an_instance_gets_its_jobs_secrets_while_its_attempt_is_live(case: Case) -> None:
     """The values come back opened; the store's file holds them only sealed."""
     store = JobStore(case.store_url)
-    value = "hf_" + unique("v")
+    value = HF_TOKEN_VALUE
     try:
         spec = load_job(
             {"name": "s", "run": "true", "secrets": {"HF_TOKEN": None}}, secrets={"HF_TOKEN": value}
