@@ -174,3 +174,33 @@ def test_the_servers_refusals_read_as_the_clis_errors(remote: Remote, tmp_path: 
     for argv in (("jobs",), ("status", job_id), ("report", job_id)):
         result = remote.remote(*argv)
         assert "Traceback" not in result.err
+
+
+def test_a_secret_launched_over_the_server_is_sealed_there_and_shown_masked(
+    remote: Remote, tmp_path: Path
+) -> None:
+    from spothop.db import make_engine
+    from spothop.state.job_tables import job_secrets
+    from spothop.state.sealed import SecretBox, open_secrets
+
+    value = "hf_over-the-server-51d0"
+    job_file = _job_file(tmp_path, "sealed", secrets={"HF_TOKEN": None})
+    result = remote.remote(
+        "launch", str(job_file), "--detach", "--json", "--secret", f"HF_TOKEN={value}"
+    )
+    assert result.code == EXIT_OK, result.err
+    job_id = str(result.json()["job_id"])
+    shown = remote.remote("status", job_id, "--json")
+    assert shown.json()["secrets"] == {"HF_TOKEN": "****"}
+    assert value not in shown.out + result.out + result.err
+    engine = make_engine(remote.store_url)
+    try:
+        with engine.connect() as conn:
+            sealed = conn.execute(job_secrets.select()).all()
+            assert [r.name for r in sealed if r.job_id == job_id] == ["HF_TOKEN"]
+            assert all(value not in r.sealed for r in sealed)
+            # sealed with the home's key, which the server and this test share
+            assert open_secrets(conn, job_id, SecretBox.of_home()) == {"HF_TOKEN": value}
+    finally:
+        engine.dispose()
+    assert value not in (tmp_path / "server.log").read_text()

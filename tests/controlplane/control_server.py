@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from spothop.controlplane import Heartbeat, QueueLeases, Registration, StoreControlPlane
@@ -23,6 +24,19 @@ from spothop.wire.logs import LogChunk
 from tests.agent.stubs import Answer, StubHandler, StubServer
 
 AGENT_PATH = re.compile(r"^/v1/agents/(?P<instance>[^/]+)/(?P<rest>.+)$")
+
+
+def _rendezvous(plane: StoreControlPlane) -> dict[str, Any]:
+    answer = plane.rendezvous()
+    return {"rendezvous": None if answer is None else answer.to_dict()}
+
+
+# The agent API's reads: GET /v1/agents/{instance}/NAME → the answer's body.
+_READS: dict[str, Callable[[StoreControlPlane], dict[str, Any]]] = {
+    "rendezvous": _rendezvous,
+    "secrets": lambda plane: {"secrets": plane.secrets()},
+    "requests": lambda plane: {"requests": [r.to_dict() for r in plane.requests()]},
+}
 
 
 class ControlServer(StubServer):
@@ -97,11 +111,8 @@ class ControlServer(StubServer):
             return 200, {"stored": len(body["events"])}
         if (method, rest) == ("POST", "leases/release"):
             return 200, {"released": plane.release_leases(body["worker_id"])}
-        if (method, rest) == ("GET", "rendezvous"):
-            answer = plane.rendezvous()
-            return 200, {"rendezvous": None if answer is None else answer.to_dict()}
-        if (method, rest) == ("GET", "requests"):
-            return 200, {"requests": [r.to_dict() for r in plane.requests()]}
+        if method == "GET" and rest in _READS:
+            return 200, _READS[rest](plane)
         if (method, rest) == ("POST", "logs"):
             try:
                 return 200, {"end_bytes": plane.store_log(LogChunk.from_dict(body))}

@@ -36,6 +36,8 @@ from tests.conftest import POSTGRES_URL, unique
 from tests.controlplane.control_server import ControlServer
 
 TOKEN = "s3cret-token"
+# In the server's environment too: its redaction of its own secrets must not mask a job's value.
+HF_TOKEN_VALUE = "hf_also-in-the-servers-shell-0042"
 
 
 @dataclass
@@ -74,7 +76,12 @@ def case(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
         from tests.server.live import LiveServer
 
         token = TokenStore(url).issue_agent_token("job-1", instance_id)
-        with LiveServer(url, tmp_path / "server.log", queue_url=queue.queue_url) as live:
+        with LiveServer(
+            url,
+            tmp_path / "server.log",
+            queue_url=queue.queue_url,
+            env={"HF_TOKEN": HF_TOKEN_VALUE},
+        ) as live:
             yield Case(
                 HttpControlPlane(live.url, instance_id, token=token, spool_dir=tmp_path / "agent"),
                 url,
@@ -277,3 +284,29 @@ def test_the_rendezvous_waits_for_every_nodes_address_then_names_node_0s(case: C
         assert case.plane.rendezvous() is None
     finally:
         store.close()
+
+
+def test_an_instance_gets_its_jobs_secrets_while_its_attempt_is_live(case: Case) -> None:
+    """The values come back opened; the store's file holds them only sealed."""
+    store = JobStore(case.store_url)
+    value = HF_TOKEN_VALUE
+    try:
+        spec = load_job(
+            {"name": "s", "run": "true", "secrets": {"HF_TOKEN": None}}, secrets={"HF_TOKEN": value}
+        )
+        job_id = store.create_job(spec, secret_values=spec.secret_values)
+        other = store.create_job(spec, secret_values={"HF_TOKEN": "another job's"})
+        assert case.plane.secrets() == {}  # this instance runs no attempt yet
+        attempt = _group_node(store, job_id, 0, case.instance_id)
+        _group_node(store, other, 0, unique("i"))
+        assert case.plane.secrets() == {"HF_TOKEN": value}
+        store.update_attempt(attempt, state=AttemptState.ENDED, end_reason=EndReason.SUCCEEDED)
+        assert case.plane.secrets() == {}  # an ended attempt's instance gets nothing
+    finally:
+        store.close()
+    if case.store_url.startswith("sqlite:///"):
+        stored = b"".join(
+            p.read_bytes()
+            for p in Path(case.store_url.removeprefix("sqlite:///")).parent.glob("store.db*")
+        )
+        assert b"HF_TOKEN" in stored and value.encode() not in stored

@@ -198,20 +198,26 @@ launch_env = st.dictionaries(
     st.sampled_from(["HF_TOKEN", "MODEL", "A"]), st.text(max_size=6), max_size=2
 )
 
+launch_secrets = st.dictionaries(
+    st.sampled_from(["HF_TOKEN", "API_KEY", "bad name"]), st.text(max_size=6), max_size=2
+)
+
 
 @FAST_PARSER_SETTINGS
-@given(data=mappings, env=launch_env)
+@given(data=mappings, env=launch_env, secrets=launch_secrets)
 def test_any_mapping_loads_or_is_a_job_spec_error(
-    data: dict[Any, Any], env: dict[str, str], base_dir: Path
+    data: dict[Any, Any], env: dict[str, str], secrets: dict[str, str], base_dir: Path
 ) -> None:
     try:
-        spec = load_job(data, base_dir=base_dir, env=env)
+        spec = load_job(data, base_dir=base_dir, env=env, secrets=secrets)
     except JobSpecError as exc:
         assert str(exc)
         return
-    assert JobSpec.from_json(spec.to_json()) == spec  # what loads can be stored and read back
-    # ... and sent to the server, which reads the CLI's to_json through load_job
-    assert load_job(json.loads(spec.to_json()), base_dir=base_dir) == spec
+    # what loads can be stored and read back (a secret's value is never stored: names only)
+    assert JobSpec.from_json(spec.to_json()).model_dump() == spec.model_dump()
+    # ... and sent to the server, which reads the CLI's to_json (the secrets' values with it)
+    sent = {**json.loads(spec.to_json()), "secrets": spec.secret_values}
+    assert load_job(sent, base_dir=base_dir) == spec
 
 
 @PROPERTY_SETTINGS

@@ -135,11 +135,11 @@ def test_an_unsupported_or_conflicting_key_is_named(
 
 
 def test_every_problem_of_a_skypilot_file_is_reported_at_once() -> None:
-    data = {**_sky(use_spot=True, network_tier="best", ports=8080), "secrets": {"T": "x"}}
+    data = {**_sky(use_spot=True, network_tier="best", ports=8080), "config": {"x": 1}}
     with pytest.raises(JobSpecError) as caught:
         load_job(data)
     assert {p for p, _ in caught.value.problems} == {
-        "secrets",
+        "config",
         "resources.network_tier",
         "resources.ports",
     }

@@ -232,7 +232,7 @@ def test_a_spothop_file_null_env_names_launch_env() -> None:
             "file_mounts./d.mode",
             "MOUNT, COPY",
         ),
-        ({**_sky(), "secrets": {"T": None}}, "secrets", "secret manager"),
+        ({**_sky(), "service": {"replicas": 2}}, "service", "SkyServe"),
         ({**_sky(), "workdir": {"url": "https://x/r.git", "ref": "main"}}, "workdir", "clone"),
     ],
 )

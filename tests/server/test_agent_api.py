@@ -146,6 +146,7 @@ def test_job_as_agent_is_refused_everything_of_job_b(
         server.call("POST", f"{b_path}/events", token=a.token, body={"events": [b_event]}),
         server.call("GET", f"{b_path}/requests", token=a.token),
         server.call("GET", f"{b_path}/rendezvous", token=a.token),
+        server.call("GET", f"{b_path}/secrets", token=a.token),
         server.call("POST", f"{b_path}/requests/{b_request}/ack", token=a.token, body={}),
         server.call(
             "POST", f"{b_path}/leases/release", token=a.token, body={"worker_id": b.worker_id}
@@ -194,6 +195,7 @@ def test_job_as_agent_is_refused_everything_of_job_b(
         a.plane(served, tmp_path, instance_id=b.instance_id).requests()
     # Its own rendezvous: none (it runs no grouped attempt), answered, not refused.
     assert a.plane(served, tmp_path).rendezvous() is None
+    assert a.plane(served, tmp_path).secrets() == {}  # and no secrets: it runs no attempt
 
 
 def test_a_worker_of_another_job_keeps_its_leases(

@@ -28,6 +28,7 @@ with TestClient(app) as client:
     codes = [
         client.post("/v1/agents/i-1/heartbeat", json=beat, headers=agent).status_code,
         client.get("/v1/agents/i-1/requests", headers=agent).status_code,
+        client.get("/v1/agents/i-1/secrets", headers=agent).status_code,
         *(
             client.get(path, headers=headers).status_code
             for path in (

@@ -38,6 +38,7 @@ from spothop.agent.errors import NoticeEndpointError
 from spothop.agent.events import EventLog
 from spothop.agent.first_boot import probe_first_boot
 from spothop.agent.hooks import LeaseReleaser, Upload
+from spothop.agent.job_secrets import add_secrets
 from spothop.agent.link import ControlLink
 from spothop.agent.logship import LogShipper
 from spothop.agent.model import Identity, Notice, NoticeKind, SelfCheck, final_notice
@@ -269,9 +270,7 @@ class Agent:
             notice_blind=False,
             blind_reasons=[],
         )
-        if self.config.code_url and not self._fetch_code():
-            return self._failed_before_start()
-        if self.config.mounts and not self._mount_files():
+        if not self._prepare():
             return self._failed_before_start()
         if self.config.probe_first_boot:
             self._probe_first_boot()
@@ -326,6 +325,12 @@ class Agent:
             log.warning("%d events did not reach the control plane; they stay in the spool", left)
         self.plane.close()
         return code
+
+    def _prepare(self) -> bool:
+        """Code, files and secrets (agent/job_secrets.py) in place; False (logged) if one is not."""
+        c = self.config
+        ready = (not c.code_url or self._fetch_code()) and (not c.mounts or self._mount_files())
+        return ready and add_secrets(self.plane, self.supervisor.env)
 
     def _fetch_code(self) -> bool:
         """The job's code into ``workdir`` before the worker starts; False (logged) when it cannot."""

@@ -1,10 +1,12 @@
-"""The job-file options of ``spothop launch`` and ``plan``: ``--env`` and ``--explain``.
+"""The job-file options of ``spothop launch`` and ``plan``: ``--env``, ``--secret`` and ``--explain``.
 
 :func:`show_dialect` names the dialect the file is read in ("SkyPilot task", "dstack
 task", "spothop job"; :mod:`spothop.jobs.dialect`) and, with ``--explain``, what each of
 its keys became. ``--env NAME=VALUE``, as SkyPilot's ``--env``: it takes precedence over the file's ``envs`` and fills the values a
 file leaves for the user (``HF_TOKEN:`` with no value); ``--env NAME`` alone passes the
-value of ``NAME`` in this shell's environment.
+value of ``NAME`` in this shell's environment. ``--secret NAME=VALUE`` (or ``--secret NAME``)
+the same for the file's ``secrets``: the value is never printed, stored in clear or put in a
+boot script (:mod:`spothop.jobs.spec_secrets`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,14 @@ EnvOption = Annotated[
         "leaves for you); --env NAME passes this shell's value",
     ),
 ]
+SecretOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--secret",
+        help="NAME=VALUE for the job's secrets (repeatable; never stored in clear or printed); "
+        "--secret NAME passes this shell's value",
+    ),
+]
 ExplainOption = Annotated[
     bool,
     typer.Option("--explain", help="show what each key of the job file became in spothop's spec"),
@@ -37,24 +47,29 @@ ExplainOption = Annotated[
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def env_overrides(values: list[str] | None) -> dict[str, str]:
-    """The ``--env`` values as NAME → VALUE; :class:`ConfigError` for a bad name or a bare
-    NAME this shell does not set."""
+def env_overrides(values: list[str] | None, flag: str = "--env") -> dict[str, str]:
+    """The ``--env`` (or ``--secret``: ``flag``) values as NAME → VALUE; :class:`ConfigError`
+    for a bad name or a bare NAME this shell does not set. A ``--secret``'s value is never
+    echoed in the error."""
     out: dict[str, str] = {}
     for item in values or ():
         name, equals, value = item.partition("=")
         if not _NAME.fullmatch(name):
-            raise ConfigError(
-                f"--env {item!r:.80}: write NAME=VALUE, NAME being letters, digits and _"
-            )
+            shown = repr(item)[:80] if flag == "--env" else repr(name)[:80]
+            raise ConfigError(f"{flag} {shown}: write NAME=VALUE, NAME being letters, digits and _")
         if not equals:
             if name not in os.environ:
                 raise ConfigError(
-                    f"--env {name}: not set in this shell; give its value: --env {name}=VALUE"
+                    f"{flag} {name}: not set in this shell; give its value: {flag} {name}=VALUE"
                 )
             value = os.environ[name]
         out[name] = value
     return out
+
+
+def secret_overrides(values: list[str] | None) -> dict[str, str]:
+    """The ``--secret`` values as NAME → VALUE (:func:`env_overrides`' rules)."""
+    return env_overrides(values, "--secret")
 
 
 def show_dialect(path: Path, spec: JobSpec, explain: bool, *, stderr: bool) -> None:

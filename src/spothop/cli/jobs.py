@@ -22,7 +22,14 @@ import typer
 from rich.console import Group
 from rich.text import Text
 
-from spothop.cli.job_file import EnvOption, ExplainOption, env_overrides, show_dialect
+from spothop.cli.job_file import (
+    EnvOption,
+    ExplainOption,
+    SecretOption,
+    env_overrides,
+    secret_overrides,
+    show_dialect,
+)
 from spothop.cli.output import console, note, print_json, table
 from spothop.cli.remote import ServerClient, ServerOption, TokenOption, connect
 from spothop.errors import EXIT_FAILED, EXIT_OK, NotFoundError
@@ -101,6 +108,7 @@ def launch(
     server: ServerOption = None,
     token: TokenOption = None,
     env: EnvOption = None,
+    secret: SecretOption = None,
     explain: ExplainOption = False,
 ) -> int:
     """Launch a job: store it, make sure the controller runs, follow it (Ctrl-C detaches).
@@ -111,12 +119,12 @@ def launch(
     from spothop.jobs.spec import load_job
 
     # The spec errors, and its paths resolved here, either way.
-    spec = load_job(job_file, env=env_overrides(env))
+    spec = load_job(job_file, env=env_overrides(env), secrets=secret_overrides(secret))
     show_dialect(job_file, spec, explain, stderr=as_json)
     client = connect(server, token)
     if client is not None:
         # The resolved spec (JSON is YAML): relative paths were this machine's, now absolute.
-        job_id = client.launch(spec.to_json(), job_file.name)["job_id"]
+        job_id = client.launch(_with_secret_values(spec), job_file.name)["job_id"]
     else:
         job_id = _launch_here(spec, store_url, queue_url)
     if detach:
@@ -132,6 +140,16 @@ def launch(
         return _follow(
             lambda events: job_status(store, job_id, events=events).to_dict(), job_id, as_json
         )
+
+
+def _with_secret_values(spec: Any) -> str:
+    """The spec as JSON for the server, its secrets' values with it (the server seals them;
+    the request is the one place they travel, over the server's own connection)."""
+    if not spec.secrets:
+        return str(spec.to_json())
+    data = json.loads(spec.to_json())
+    data["secrets"] = spec.secret_values
+    return json.dumps(data)
 
 
 def _launch_here(spec: Any, store_url: str | None, queue_url: str | None) -> str:
@@ -278,6 +296,9 @@ _SAYS_WHY = {"failed": "failed", "agent_lost": "lost its agent", "worker_failed"
 
 def _show_status(data: dict[str, Any]) -> None:
     console.print(_progress(data))
+    if data.get("secrets"):
+        shown = " ".join(f"{name}={mask}" for name, mask in data["secrets"].items())
+        console.print(Text(f"secrets: {shown}", style="dim"))
     rows = [
         (
             i["instance_id"] or "(launching)",

@@ -16,7 +16,14 @@ from typing import Annotated, Any
 
 import typer
 
-from spothop.cli.job_file import EnvOption, ExplainOption, env_overrides, show_dialect
+from spothop.cli.job_file import (
+    EnvOption,
+    ExplainOption,
+    SecretOption,
+    env_overrides,
+    secret_overrides,
+    show_dialect,
+)
 from spothop.cli.output import console, note, print_json, table
 from spothop.cli.remote import ServerOption, TokenOption, connect
 from spothop.jobs.spec import load_job
@@ -147,10 +154,11 @@ def plan(
     server: ServerOption = None,
     token: TokenOption = None,
     env: EnvOption = None,
+    secret: SecretOption = None,
     explain: ExplainOption = False,
 ) -> None:
     """Rank where a job would run by the expected cost of useful work, and show the spread chosen."""
-    spec = load_job(file, env=env_overrides(env))
+    spec = load_job(file, env=env_overrides(env), secrets=secret_overrides(secret))
     show_dialect(file, spec, explain, stderr=as_json)
     data_location(data_at, data_gib)  # a bad --data-at is this machine's error, server or not
     client = connect(server, token)

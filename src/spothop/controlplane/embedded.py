@@ -58,7 +58,7 @@ from typing import IO, Any
 
 from spothop.controlplane.queue_leases import QueueLeases
 from spothop.controlplane.store import ensure_agent_schema
-from spothop.wire.contract import ControlRequest, Heartbeat, Registration
+from spothop.wire.contract import ControlRequest, Heartbeat, Registration, secrets_from
 from spothop.wire.errors import ControlPlaneError, LogOffsetGap, StoreRefused
 from spothop.wire.events import AgentEvent
 from spothop.wire.group import Rendezvous
@@ -379,6 +379,9 @@ class EmbeddedControlPlane:
             return None if answer is None else Rendezvous.from_dict(answer)
         except (KeyError, TypeError, ValueError) as exc:
             raise ControlPlaneError(f"the store's rendezvous is not whole: {exc}") from exc
+
+    def secrets(self) -> dict[str, str]:
+        return secrets_from(self._call("secrets"), "the store")
 
     def prepare(self) -> None:
         process = self._process

@@ -62,6 +62,7 @@ METHODS: dict[str, Method] = {
     "acknowledge": lambda plane, arg: plane.acknowledge(str(arg)),
     "ship_log": lambda plane, arg: plane.ship_log(LogChunk.from_dict(arg)),
     "rendezvous": lambda plane, arg: _optional(plane.rendezvous()),
+    "secrets": lambda plane, arg: plane.secrets(),
 }
 
 

@@ -16,6 +16,8 @@ request carries ``Authorization: Bearer TOKEN`` and JSON bodies:
                                                     409 ``LogOffsetGap`` (with ``end_bytes``) for a
                                                     chunk past the stored end
 ``GET  /v1/agents/{instance_id}/rendezvous``        → ``{"rendezvous": rendezvous | null}``
+``GET  /v1/agents/{instance_id}/secrets``           → ``{"secrets": {NAME: value}}``; 403 for
+                                                    another instance's path
 =================================================  ==============================================
 
 Failure rules:
@@ -59,7 +61,13 @@ from spothop.wire.client import (
     full_jitter_s,
     retrying,
 )
-from spothop.wire.contract import EVENTS_BATCH, ControlRequest, Heartbeat, Registration
+from spothop.wire.contract import (
+    EVENTS_BATCH,
+    ControlRequest,
+    Heartbeat,
+    Registration,
+    secrets_from,
+)
 from spothop.wire.errors import ControlPlaneAuthError, ControlPlaneError, LogOffsetGap
 from spothop.wire.events import AgentEvent
 from spothop.wire.group import Rendezvous
@@ -207,6 +215,12 @@ class HttpControlPlane:
             raise ControlPlaneError(
                 f"{self.base_url}: a rendezvous that is not whole: {exc}"
             ) from exc
+
+    def secrets(self) -> dict[str, str]:
+        answer = self._call("GET", f"{self._agent_path}/secrets")
+        return secrets_from(
+            answer.get("secrets") if isinstance(answer, dict) else None, self.base_url
+        )
 
     def prepare(self) -> None:
         """Nothing to import: urllib is loaded already."""

@@ -61,6 +61,9 @@ class NoControlPlane:
     def rendezvous(self) -> Rendezvous | None:
         return None  # no control plane hands one out: a group's agent waits out its deadline
 
+    def secrets(self) -> dict[str, str]:
+        return {}  # nothing delivers them: an agent told of secrets fails before its worker starts
+
     def prepare(self) -> None:
         if self.queue is not None:
             self.queue.prepare()

@@ -19,6 +19,8 @@ a server can serve the agent API with. The tables are those of
 - ``requests`` reads the instance's unacknowledged ``agent_requests`` rows;
 - ``rendezvous`` reads the job's attempts (``job_attempts``) and their agents' registered
   addresses (``agent_heartbeats.private_address``): :func:`group_rendezvous`;
+- ``secrets`` reads the job's sealed secrets (``job_secrets``) for the live attempt the instance
+  runs, and opens them with the key in this process's home (:mod:`spothop.state.sealed`);
 - ``ship_log`` appends a chunk of an attempt's output to ``job_log_chunks``
   in order (:func:`spothop.state.worker_logs.append_chunk`: a resent part is
   skipped, a gap raises :class:`~spothop.wire.errors.LogOffsetGap`).
@@ -50,6 +52,7 @@ if TYPE_CHECKING:
     from sqlalchemy import Connection, Engine
 
     from spothop.market.interruptions import InterruptionStore
+    from spothop.state.sealed import SecretBox
 
 log = logging.getLogger(__name__)
 
@@ -65,11 +68,17 @@ class StoreControlPlane:
     """spothop's store at ``url`` (default: the default database), for the instance ``instance_id``."""
 
     def __init__(
-        self, url: str | None, instance_id: str, *, queue: QueueLeases | None = None
+        self,
+        url: str | None,
+        instance_id: str,
+        *,
+        queue: QueueLeases | None = None,
+        box: SecretBox | None = None,
     ) -> None:
         self.url = url
         self.instance_id = instance_id
         self.queue = queue
+        self.box = box  # the key the job's secrets are opened with (default: this home's)
         self._engine: Engine | None = None
         self._lock = threading.Lock()
         self._history: InterruptionStore | None = None  # the preemption history, opened once
@@ -239,6 +248,12 @@ class StoreControlPlane:
         with self.engine.connect() as conn:
             return group_rendezvous(conn, self.instance_id)
 
+    def secrets(self) -> dict[str, str]:
+        from spothop.state.sealed import SecretBox
+
+        with self.engine.connect() as conn:
+            return attempt_secrets(conn, self.instance_id, self.box or SecretBox.of_home())
+
     def store_log(self, chunk: LogChunk) -> int:
         """Append ``chunk`` in order (:func:`~spothop.state.worker_logs.append_chunk`); the
         attempt's stored end after it. ValueError for data that is not base64 of a chunk."""
@@ -281,6 +296,36 @@ def registration_row(registration: Registration) -> dict[str, Any]:
     }
 
 
+def _live_attempt(conn: Connection, instance_id: str) -> Any:
+    """The newest attempt ``instance_id`` runs (by its instance id, or by its launch token: what
+    an agent is known by before the launch returned), or None."""
+    from sqlalchemy import or_, select
+
+    from spothop.state.job_tables import job_attempts as t
+
+    return (
+        conn.execute(
+            select(t)
+            .where(or_(t.c.instance_id == instance_id, t.c.launch_token == instance_id))
+            .order_by(t.c.launched_unix_s.desc())
+            .limit(1)
+        )
+        .mappings()
+        .first()
+    )
+
+
+def attempt_secrets(conn: Connection, instance_id: str, box: SecretBox) -> dict[str, str]:
+    """The secrets of the job whose live attempt ``instance_id`` runs, opened with ``box``;
+    empty when it runs none (an ended attempt's instance gets nothing)."""
+    from spothop.state.sealed import open_secrets
+
+    mine = _live_attempt(conn, instance_id)
+    if mine is None or mine["ended_unix_s"] is not None:
+        return {}
+    return open_secrets(conn, str(mine["job_id"]), box)
+
+
 def group_rendezvous(conn: Connection, instance_id: str) -> Rendezvous | None:
     """The rendezvous of the grouped attempt ``instance_id`` runs (by its instance id, or by its
     launch token: what an agent is known by before the launch returned), or None while there is
@@ -293,21 +338,12 @@ def group_rendezvous(conn: Connection, instance_id: str) -> Rendezvous | None:
     was: its peers are not stranded); the rendezvous waits until each has an agent that
     registered an address. The port is the generation's (:func:`~spothop.wire.group.group_port`).
     """
-    from sqlalchemy import func, or_, select
+    from sqlalchemy import func, select
 
     from spothop.state.agent_tables import agent_heartbeats as beats
     from spothop.state.job_tables import job_attempts as t
 
-    mine = (
-        conn.execute(
-            select(t)
-            .where(or_(t.c.instance_id == instance_id, t.c.launch_token == instance_id))
-            .order_by(t.c.launched_unix_s.desc())
-            .limit(1)
-        )
-        .mappings()
-        .first()
-    )
+    mine = _live_attempt(conn, instance_id)
     if mine is None or mine["group_nnodes"] is None or mine["ended_unix_s"] is not None:
         return None
     job_id, generation = mine["job_id"], int(mine["generation"])

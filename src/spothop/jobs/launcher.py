@@ -39,7 +39,9 @@ Contracts:
   ``checkpoint.compatibility``; :mod:`spothop.checkpoint.hardware` checks a restore with
   them) and
   ``SPOTHOP_CHECKPOINT_SAVE_COST_S`` (the spec's ``save_cost_s``) when set,
-  which :func:`spothop.checkpoint.interval.interval_from_env` reads, and the spec's ``envs``.
+  which :func:`spothop.checkpoint.interval.interval_from_env` reads, and the spec's ``envs``;
+  ``SPOTHOP_SECRET_NAMES``, the names of the job's secrets (never their values: the agent
+  asks the control plane for those, :meth:`~spothop.wire.contract.ControlPlane.secrets`).
   Only a launch without a control plane URL (the database plane: an executor driven
   in-process on the fake provider, whose instances run nothing) also gets ``SPOTHOP_HOME``,
   the controller's wake address (:data:`spothop.state.wake.WAKE_SOCKET_ENV`) and the
@@ -101,7 +103,7 @@ from spothop.checkpoint.interval import RATE_ENV as _RATE_ENV
 from spothop.checkpoint.replicas import PROVIDER_ENV, REGION_ENV, REPLICAS_ENV
 from spothop.paths import spothop_home
 from spothop.state.wake import WAKE_SOCKET_ENV, wake_address
-from spothop.wire.contract import TOKEN_ENV
+from spothop.wire.contract import SECRET_NAMES_ENV, TOKEN_ENV
 from spothop.wire.group import (  # the agent sets them from the rendezvous
     SKYPILOT_NODE_IPS as SKYPILOT_NODE_IPS,
 )
@@ -219,6 +221,7 @@ class WorkerCommand:
     setup: str | None = None
     workdir: str | None = None
     envs: Mapping[str, str] = field(default_factory=dict)
+    secret_names: tuple[str, ...] = ()  # the agent fetches their values (never in the launch)
     checkpoint_url: str | None = None
     queue_url: str | None = None  # batch jobs: the shard queue the workers pull from
     output_url: str | None = None  # batch jobs: the spec's batch.output
@@ -453,6 +456,7 @@ def bootstrap(
         RATE_ENV: _number(preemption_rate_per_h),
         CONTROL_PLANE_ENV: control_plane or None,
         AGENT_TOKEN_ENV: agent_token or None,
+        SECRET_NAMES_ENV: ",".join(work.secret_names) or None,  # names only
     }
     env.update({k: v for k, v in optional.items() if v is not None})
     if group is not None:

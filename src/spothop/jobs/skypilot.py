@@ -4,8 +4,8 @@ A mapping is a SkyPilot task file when it uses a key only SkyPilot has: a
 resource key of :data:`~spothop.jobs.skypilot_resources.RESOURCE_KEYS_MAPPED`
 or ``RESOURCE_KEYS_UNSUPPORTED`` (``use_spot``, ``cloud``, ``infra``,
 ``job_recovery``, ``disk_size``, ``image_id`` …), or a top-level key of
-:data:`TOP_KEYS_UNSUPPORTED` (``secrets``, ``service`` …).
-Keys both spell alike (``name``, ``num_nodes``, ``setup``, ``run``, ``envs``,
+:data:`TOP_KEYS_UNSUPPORTED` (``service``, ``config`` …).
+Keys both spell alike (``name``, ``num_nodes``, ``setup``, ``run``, ``envs``, ``secrets``,
 ``workdir``, ``file_mounts``, ``resources.accelerators`` in every SkyPilot form, ``cpus``,
 ``memory``, ``any_of``) mean the same in both and never switch the dialect.
 
@@ -24,6 +24,9 @@ What maps (docs/jobs.md's table lists every key):
 - ``envs``: the same, after ``spothop launch --env NAME=VALUE`` overrides
   (:func:`apply_env_overrides`); a null or empty value is one SkyPilot requires
   the user to give, an error naming it while it is not given;
+- ``secrets``: the same (read by ``load_job`` before any dialect:
+  :mod:`spothop.jobs.spec_secrets`), filled by ``spothop launch --secret NAME=VALUE``;
+  a null value is an error naming it while no ``--secret`` gave it;
 - ``resources``: :func:`~spothop.jobs.skypilot_resources.map_resources`.
 
 Every other SkyPilot key is refused by its path with one line saying what spothop
@@ -58,8 +61,6 @@ __all__ = [
 
 # SkyPilot's top-level keys spothop does not take, each with what spothop does instead.
 TOP_KEYS_UNSUPPORTED: Mapping[str, str] = {
-    "secrets": "spothop does not deliver secrets yet; have run read them from your cloud's "
-    "secret manager",
     "config": "SkyPilot's own settings have no meaning to spothop; set spothop's options in "
     "the job file (docs/jobs.md)",
     "service": "a SkyServe service is out of scope: spothop runs batch and training jobs to "

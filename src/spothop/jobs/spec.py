@@ -53,6 +53,7 @@ from pydantic import (
     AfterValidator,
     BeforeValidator,
     Field,
+    PrivateAttr,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -66,6 +67,7 @@ from spothop.jobs.spec_mounts import check_file_mounts
 from spothop.jobs.spec_placement import ProvidersSpec, ReservedSpec, SpreadSpec
 from spothop.jobs.spec_resources import AlternativeSpec, ResourcesSpec
 from spothop.jobs.spec_values import (
+    ENV_NAME,
     Command,
     Place,
     SpecModel,
@@ -191,6 +193,9 @@ class JobSpec(SpecModel):
     envs: Annotated[
         dict[str, Annotated[str, BeforeValidator(env_value)]], AfterValidator(check_envs)
     ] = Field(default_factory=dict)
+    # The names of the job's secrets (spec_secrets): their values are never part of the spec.
+    secrets: list[Annotated[str, Field(pattern=ENV_NAME.pattern)]] = Field(default_factory=list)
+    _secret_values: dict[str, str] = PrivateAttr(default_factory=dict)
     workdir: str | None = None
     file_mounts: dict[str, str] = Field(default_factory=dict)
     image: Annotated[str, AfterValidator(container_image)] | None = None
@@ -374,6 +379,12 @@ class JobSpec(SpecModel):
         alternatives = tuple(_alternative(top, alt) for alt in top.alternatives)
         return Requirements(alternatives=alternatives, ordered=bool(top.ordered), **places)
 
+    @property
+    def secret_values(self) -> dict[str, str]:
+        """The values of the job's secrets, as ``load_job`` read them (empty for a spec read
+        back from the store, which never holds them: :mod:`spothop.jobs.spec_secrets`)."""
+        return dict(self._secret_values)
+
     def to_json(self) -> str:
         """The spec as JSON, in the file's field names; :meth:`from_json` reads it back equal."""
         return self.model_dump_json(by_alias=True)
@@ -416,13 +427,16 @@ def load_job(
     source: Mapping[str, Any] | Path | str,
     base_dir: Path | None = None,
     env: Mapping[str, str] | None = None,
+    secrets: Mapping[str, str] | None = None,
 ) -> JobSpec:
     """Validate a job from a YAML file (``Path`` or ``str`` path) or a mapping.
 
     Relative paths resolve against ``base_dir``, by default the file's folder
     (for a mapping: the current directory). A job without ``name`` loaded from
     a file is named after the file. ``env`` (``launch --env NAME=VALUE``) goes
-    over the file's ``envs``, filling the values it leaves for the user. SkyPilot
+    over the file's ``envs``, filling the values it leaves for the user; ``secrets``
+    (``launch --secret NAME=VALUE``) over its ``secrets`` the same way, their values held
+    apart from the spec (:mod:`spothop.jobs.spec_secrets`). SkyPilot
     task files are mapped first. Raises :class:`JobSpecError` (field path,
     value, expectation) or, for a missing file, :class:`~spothop.errors.NotFoundError`.
     """
@@ -442,7 +456,9 @@ def load_job(
         data["name"] = stem
     from spothop.jobs.dstack import from_dstack, is_dstack
     from spothop.jobs.skypilot import apply_env_overrides, from_skypilot, is_skypilot
+    from spothop.jobs.spec_secrets import take_secrets
 
+    data, secret_values = take_secrets(data, secrets or {}, where)
     if is_dstack(data):
         data = from_dstack(data, where, env)
     else:
@@ -451,11 +467,13 @@ def load_job(
             data = from_skypilot(data, where)
     base = Path(base_dir).absolute() if base_dir is not None else Path.cwd()
     try:
-        return JobSpec.model_validate(data, context={"base_dir": base})
+        spec = JobSpec.model_validate(data, context={"base_dir": base})
     except ValidationError as exc:
         raise spec_error(exc, where, JobSpec) from None
     except RecursionError:
         raise JobSpecError(f"{where}the spec is nested too deeply to be a job spec") from None
+    spec._secret_values = secret_values
+    return spec
 
 
 def read_job_file(path: Path) -> Any:

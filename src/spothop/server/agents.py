@@ -19,6 +19,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Path, Request, Response
 from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
 from spothop.controlplane.bodies import (
@@ -210,6 +211,20 @@ def rendezvous(
     own(principal, instance_id, what="the path")
     answer = _plane(request, principal).rendezvous()
     return {"rendezvous": None if answer is None else answer.to_dict()}
+
+
+@router.get("/{instance_id}/secrets", response_class=JSONResponse)
+def secrets(
+    request: Request,
+    instance_id: str = InstancePath,
+    principal: Principal = Depends(require_agent),
+) -> JSONResponse:
+    """The values of the job's secrets, for the live attempt the token's instance runs
+    (:func:`spothop.controlplane.store.attempt_secrets`); 403 for another instance's path.
+    A plain JSON answer: the server's redaction of its own environment's secrets must not
+    mask a value the worker needs (a job's ``HF_TOKEN`` also set in the server's shell)."""
+    own(principal, instance_id, what="the path")
+    return JSONResponse({"secrets": _plane(request, principal).secrets()})
 
 
 @router.post("/{instance_id}/requests/{request_id}/ack")

@@ -190,6 +190,7 @@ WARM_MODULES = (
     "spothop.jobs.reachable",
     "spothop.jobs.skypilot",
     "spothop.jobs.spec",
+    "spothop.jobs.spec_secrets",
     "spothop.market.interruptions",
     "spothop.market.price_import",
     "spothop.market.price_store",
@@ -200,6 +201,7 @@ WARM_MODULES = (
     "spothop.observe.report",
     "spothop.providers.credentials",
     "spothop.service",
+    "spothop.state.sealed",
     "spothop.state.wake",
 )
 # A full collection slower than this (CPU) means the heap grew by long-lived objects since the

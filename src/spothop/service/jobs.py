@@ -9,6 +9,7 @@ answers, key for key.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
@@ -217,9 +218,23 @@ class JobStatus:
             "queue": None if self.queue is None else self.queue.to_dict(),
             "progress": self.progress.to_dict(),
         }
+        names = secret_names(job.spec_json)
+        if names:  # each name, its value masked: the store never had it (jobs/spec_secrets.py)
+            from spothop.jobs.spec_secrets import masked
+
+            out["secrets"] = masked(names)
         if self.events is not None:
             out["events"] = [e.to_dict() for e in self.events]
         return out
+
+
+def secret_names(spec_json: str) -> list[str]:
+    """The names of a stored spec's secrets (read without validating the whole spec)."""
+    try:
+        names = json.loads(spec_json).get("secrets") or []
+    except (ValueError, AttributeError):
+        return []
+    return [str(n) for n in names] if isinstance(names, list) else []
 
 
 def job_status(

@@ -87,14 +87,19 @@ def check_spec(spec: JobSpec) -> None:
     try:
         refuse_cloud_credentials(spec.envs)
     except ConfigError as exc:
-        refuse("envs", f"{exc}; remove it from the job's envs (nothing is stored or launched)")
+        refuse(
+            "envs",
+            f"{exc}; remove it from the job's envs, or give it as a secret (secrets: or "
+            "--secret NAME: sealed at rest, never printed); nothing is stored or launched",
+        )
     sizes = {
         name: len(name.encode()) + 1 + len(value.encode()) for name, value in spec.envs.items()
     }
-    if sum(sizes.values()) > ENV_TOTAL_MAX_BYTES:
+    secret_bytes = sum(len(n) + 1 + len(v.encode()) for n, v in spec.secret_values.items())
+    if sum(sizes.values()) + secret_bytes > ENV_TOTAL_MAX_BYTES:
         refuse(
-            "envs",
-            f"{sum(sizes.values()):,} bytes in all, over the {ENV_TOTAL_MAX_BYTES:,} a process "
+            "envs" if not secret_bytes else "envs and secrets",
+            f"{sum(sizes.values()) + secret_bytes:,} bytes in all, over the {ENV_TOTAL_MAX_BYTES:,} a process "
             "start takes (E2BIG): put the large values in files of the workdir",
         )
     for name, size in sizes.items():
@@ -187,7 +192,8 @@ def launch_job(store: JobStore, spec: JobSpec) -> LaunchedJob:
     :class:`~spothop.errors.JobSpecError` and no job is stored); the job
     records the archive's sha256, the one its agents may fetch. Its ``file_mounts`` are
     planned the same way (:func:`~spothop.controlplane.mounts.plan_mounts`: local paths
-    packed and stored, bucket URLs and bucket paths left for the agent to copy).
+    packed and stored, bucket URLs and bucket paths left for the agent to copy). Its secrets'
+    values are stored sealed with the job (:mod:`spothop.state.sealed`), never in its spec.
     """
     code_sha256 = None
     if spec.workdir:
@@ -199,6 +205,8 @@ def launch_job(store: JobStore, spec: JobSpec) -> LaunchedJob:
         from spothop.controlplane.mounts import plan_json, plan_mounts
 
         mounts_json = plan_json(plan_mounts(spec))
-    job_id = store.create_job(spec, code_sha256=code_sha256, mounts_json=mounts_json)
+    job_id = store.create_job(
+        spec, code_sha256=code_sha256, mounts_json=mounts_json, secret_values=spec.secret_values
+    )
     job = store.get_job(job_id)
     return LaunchedJob(job.job_id, job.name, str(job.state))

@@ -15,6 +15,8 @@
   is written in the same transaction as its event.
 - ``market_cooldowns``: markets excluded from placement until a time (after a
   preemption), persisted so a restarted controller keeps them.
+- ``job_secrets``: a job's secrets, each sealed (:mod:`spothop.state.sealed`): the name in
+  clear, the value only encrypted (migration 0015).
 - ``controller_cursor``: how far the controller has read a stream (the agents'
   events), by name.
 
@@ -105,6 +107,14 @@ job_events = Table(
     Column("kind", String(64), nullable=False),
     Column("data", Text, nullable=False),
     Index(None, "job_id", "seq"),
+)
+
+job_secrets = Table(
+    "job_secrets",
+    metadata,
+    Column("job_id", String(32), primary_key=True),
+    Column("name", String(_ID), primary_key=True),
+    Column("sealed", Text, nullable=False),  # a Fernet token: never the value in clear
 )
 
 market_cooldowns = Table(

@@ -40,6 +40,11 @@ runs them on each):
   order), for the attempt of the job's current generation this instance runs. None while
   not every node of that generation has registered an address (or the instance runs no
   such attempt): the agent asks again later. The same answer for every node of a generation.
+- :meth:`ControlPlane.secrets` — the values of the job's secrets (NAME → value), for the live
+  attempt this instance runs, asked with the instance's own token (another instance's path is
+  refused: 403). Empty when the instance runs no live attempt or the job has none. The agent
+  asks once before its worker starts and puts them in the worker's environment only; they are
+  never in a boot script, the launch's environment, a log or an event.
 - :meth:`ControlPlane.flush` — try to deliver what is spooled, within
   ``timeout_s``; returns how many events are still waiting.
 
@@ -76,6 +81,9 @@ from spothop.wire.logs import LogChunk
 
 REQUEST_KINDS = ("checkpoint", "stop")  # what a control plane may ask of an instance
 EVENTS_BATCH = 100  # events in one request at most (``POST …/events``)
+# The names (never the values) of the job's secrets, comma-separated: the agent asks the control
+# plane for their values (ControlPlane.secrets) before its worker starts.
+SECRET_NAMES_ENV = "SPOTHOP_SECRET_NAMES"
 TOKEN_ENV = "SPOTHOP_AGENT_TOKEN"  # the HTTP control plane's bearer token (better than --token: ps shows argv)
 # The protocol of a notice that is the control plane's own stop request (not a cloud's notice).
 CONTROL_PLANE_PROTOCOL = "control-plane"
@@ -187,8 +195,24 @@ class ControlPlane(Protocol):
 
     def rendezvous(self) -> Rendezvous | None: ...
 
+    def secrets(self) -> dict[str, str]: ...
+
     def prepare(self) -> None: ...
 
     def flush(self, timeout_s: float) -> int: ...
 
     def close(self) -> None: ...
+
+
+def secrets_from(answer: Any, where: str) -> dict[str, str]:
+    """A control plane's answer to :meth:`ControlPlane.secrets` (NAME → value), checked;
+    :class:`~spothop.wire.errors.ControlPlaneError` (naming no value) when it is not one."""
+    from spothop.wire.errors import ControlPlaneError
+
+    if not isinstance(answer, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in answer.items()
+    ):
+        raise ControlPlaneError(
+            f"{where}: the job's secrets came as a {type(answer).__name__}, not NAME → text"
+        )
+    return dict(answer)

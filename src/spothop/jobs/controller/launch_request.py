@@ -204,6 +204,7 @@ def worker_command(spec: JobSpec, queue_url: str | None) -> WorkerCommand:
         setup=spec.setup,
         workdir=spec.workdir,
         envs=dict(spec.envs),
+        secret_names=tuple(spec.secrets),
         checkpoint_url=None if checkpoint is None else str(checkpoint.url),
         queue_url=queue_url if spec.kind is JobKind.BATCH else None,
         output_url=None if spec.batch is None else str(spec.batch.output),

@@ -30,6 +30,7 @@ from spothop.jobs.lifecycle import JobState, NodeState, check_transition
 from spothop.jobs.records import JobLease, JobRecord, NodeRecord, StorableSpec, node_count
 from spothop.jobs.store.base import _ID_DRAWS, StoreBase, _leases
 from spothop.state.job_tables import job_nodes, jobs
+from spothop.state.sealed import SecretBox, store_secrets
 
 JOB_ID_PREFIX = "j-"
 JOB_ID_HEX = 6  # 16.7 million ids: a collision is rare, and drawn again
@@ -45,6 +46,8 @@ class JobRows(StoreBase):
         nodes: int | None = None,
         code_sha256: str | None = None,
         mounts_json: str | None = None,
+        secret_values: Mapping[str, str] | None = None,
+        box: SecretBox | None = None,
     ) -> str:
         """Store a new job (PENDING, its nodes pending, event ``created``); returns its id (``j-3f9a2c``).
 
@@ -52,6 +55,9 @@ class JobRows(StoreBase):
         its packed workdir's (:mod:`spothop.controlplane.archives`), the only
         archive its agents' tokens may fetch, with those ``mounts_json`` names
         (its ``file_mounts`` as planned: :mod:`spothop.controlplane.mounts`).
+        ``secret_values`` (the spec's :attr:`~spothop.jobs.spec.JobSpec.secret_values`) are stored
+        sealed with ``box`` (default: this home's key; :mod:`spothop.state.sealed`), in the
+        job's own transaction: its agents never ask before they are there.
         """
         count = node_count(spec) if nodes is None else nodes
         if count < 1:
@@ -96,6 +102,8 @@ class JobRows(StoreBase):
                             for n in range(count)
                         ],
                     )
+                    if secret_values:
+                        store_secrets(conn, job_id, secret_values, box or SecretBox.of_home())
                     self._event(conn, job_id, now, "created", {"name": spec.name, "nodes": count})
                 return job_id
             except IntegrityError:
