@@ -51,7 +51,7 @@ from typing import Any
 from spothop.checkpoint.replicas import RestoreRecord
 from spothop.jobs.records import AttemptRecord, JobRecord
 from spothop.observe.billing import SECONDS_PER_HOUR, known_price, microusd, usd
-from spothop.observe.events import StreamEvent, interrupted
+from spothop.observe.events import StreamEvent
 from spothop.observe.ledger_record import LedgerRecord
 from spothop.observe.reconcile import BillSources, reconcile
 from spothop.observe.work import WORK_KINDS, Beat, ReportedWork, reported_work
@@ -392,7 +392,7 @@ def build_report(
             (r.provider, r.zone or r.region, r.instance_type)
         )  # regional clouds
         gpus = offering.gpu_count if offering is not None else 1
-        preempted = attempt is not None and interrupted(attempt)
+        preempted = attempt is not None and attempt.interrupted
         seen = lead_by_instance.get(r.instance_id) if r.instance_id else None
         if preempted:
             preempted_ids.add(r.attempt_id)
@@ -428,7 +428,7 @@ def build_report(
                 reported=done,
             )
         )
-    taken = frozenset(a.attempt_id for a in attempts if interrupted(a))
+    taken = frozenset(a.attempt_id for a in attempts if a.interrupted)
     return JobReport(
         job_id=job.job_id,
         name=job.name,

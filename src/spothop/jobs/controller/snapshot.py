@@ -46,7 +46,7 @@ from functools import cached_property
 from typing import Any
 
 from spothop.jobs.controller.spot_runs import SpotRuns
-from spothop.jobs.lifecycle import AttemptState, EndReason, JobState, refused_where
+from spothop.jobs.lifecycle import AttemptState, EndReason, JobState, interrupted, refused_where
 from spothop.jobs.records import AttemptRecord
 from spothop.jobs.spec import JobSpec
 from spothop.providers.base import Instance
@@ -167,7 +167,7 @@ class AttemptView:
             instance_id=record.instance_id,
             running_at=shown(record.running_unix_s),
             noticed_at=shown(record.noticed_unix_s) or f.noticed_at,
-            notice_final=f.notice_final,
+            notice_final=record.notice_final or f.notice_final,
             notice_deadline_s=f.notice_deadline_s,
             notice_blind=f.notice_blind,
             ended_at=shown(record.ended_unix_s),
@@ -217,8 +217,10 @@ class AttemptView:
 
     @property
     def interrupted(self) -> bool:
-        """The cloud took it back, or gave it a final notice (an advance notice alone does not count)."""
-        return self.end_reason is EndReason.PREEMPTED or (self.alive and self.notice_final)
+        """The cloud took it back, or gave it a final notice, whatever ended it after; an advance
+        notice alone, or its agent's report of the controller's own stop, does not count (the one
+        rule: :func:`~spothop.jobs.lifecycle.interrupted`)."""
+        return interrupted(self.end_reason, self.notice_final and not self.notice_by_controller)
 
     @property
     def interrupted_at(self) -> float | None:
