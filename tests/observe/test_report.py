@@ -17,6 +17,7 @@ from spothop.observe.report import build_report, split_records
 from spothop.observe.work import Beat
 from spothop.providers.base import BillingRule, Capabilities
 from spothop.providers.local.world import load_world
+from spothop.scheduler.market_view import DEFAULT_BOOT_S
 
 WORLD = load_world(None)
 
@@ -84,8 +85,13 @@ def test_on_demand_prices_the_useful_work_on_the_same_offerings():
     # The interrupted hour's last 10 % came after its notice: paid, not useful; it saved, so no recompute.
     assert report.goodput == pytest.approx(0.95)
     assert data["recomputed_fraction"] == 0
-    assert data["on_demand_cost_microusd"] == round(
-        a.on_demand_price_usd_per_hour * 0.9e6 + b.on_demand_price_usd_per_hour * 1e6
+    # ... plus what an on-demand run would also pay: the node's one boot (no provider's boot
+    # time given: placement's default) at the first offering's on-demand price.
+    boot = round(a.on_demand_price_usd_per_hour * DEFAULT_BOOT_S / 3600 * 1e6)
+    assert (
+        data["on_demand_cost_microusd"]
+        == round(a.on_demand_price_usd_per_hour * 0.9e6 + b.on_demand_price_usd_per_hour * 1e6)
+        + boot
     )
     assert data["interruption_count"] == 1 and data["interruptions"][0]["lead_time_s"] == 120
     assert [s["key"] for s in data["by_provider"]] == ["aws-sim", "gcp-sim"]
@@ -224,7 +230,9 @@ def test_a_regional_clouds_on_demand_price_is_found_by_its_region():
     )
     data = report.to_dict()
     assert data["missing_on_demand_prices"] == []
-    assert data["on_demand_cost_microusd"] == round(o.on_demand_price_usd_per_hour * 1e6)
+    assert data["on_demand_cost_microusd"] == round(o.on_demand_price_usd_per_hour * 1e6) + round(
+        o.on_demand_price_usd_per_hour * DEFAULT_BOOT_S / 3600 * 1e6
+    )
 
 
 def test_a_group_stop_seen_by_the_other_node_is_not_an_interruption_survived():

@@ -27,7 +27,8 @@ The contract (``docs/observe.md`` draws the figures):
    an on-demand run would also pay (:class:`OnDemandRun`): each node boots
    once (its provider's ``Capabilities.typical_boot_s``) and is billed under
    its provider's billing rule (minimum, increments) for that boot and its
-   useful work; the saving is that less the cost. ``on_demand_includes``
+   useful work (a provider that names no boot time: placement's
+   ``DEFAULT_BOOT_S``); the saving is that less the cost. ``on_demand_includes``
    says so.
 7. **Reconciliation** per provider (:mod:`.reconcile`): the ledger against
    the provider's bill where it has one ("reconciled against <source>: Δ N
@@ -61,6 +62,7 @@ from spothop.observe.reconcile import BillSources, reconcile
 from spothop.observe.work import WORK_KINDS, Beat, ReportedWork, reported_work
 from spothop.providers.base import BillingRule, Capabilities
 from spothop.resources.offering import Offering
+from spothop.scheduler.market_view import DEFAULT_BOOT_S
 
 log = logging.getLogger("spothop.observe")
 
@@ -189,7 +191,8 @@ def on_demand_runs(
     for node in sorted(first):
         w = first[node]
         caps = capabilities.get(w.record.provider)
-        boot_s = (caps.typical_boot_s if caps is not None else None) or 0.0
+        typical = caps.typical_boot_s if caps is not None else None
+        boot_s = DEFAULT_BOOT_S if typical is None else typical  # as placement assumes
         rule = caps.billing if caps is not None else BillingRule()
         billed = rule.billed_seconds(boot_s + useful[node])
         runs.append(OnDemandRun(node, boot_s, useful[node], billed, w.on_demand_price_usd_per_hour))
@@ -452,7 +455,8 @@ def build_report(
     heartbeats, and ``shards_done_by_worker`` (where read) with the stream say what work each
     agent reported (rule 2); ``sources`` each provider's bill (rule 7; none: nothing is
     reconciled); ``capabilities`` each provider's boot time and billing rule, for the on-demand
-    run (rule 3; none known: no boot, billed by the second). Pure: no I/O."""
+    run (rule 3; a provider not given, or without a typical boot time: placement's
+    ``DEFAULT_BOOT_S``, billed by the second). Pure: no I/O."""
     reported = reported_work(events, beats, shards_done_by_worker)
     by_attempt = {a.attempt_id: a for a in attempts}
     interruptions = _interruptions(events)
