@@ -123,6 +123,9 @@ class AttemptView:
     # Its final notice is its agent's report of the controller's own stop request (protocol
     # ``control-plane``), not the cloud's: a grouped task's node stopped with its group.
     notice_by_controller: bool = False
+    # The cloud's own final notice, as the store holds it (AttemptRecord.notice_final, which the
+    # observer wrote this pass from the same events): what every surface counts.
+    notice_cloud: bool = False
     generation: int = 0  # a grouped task's group generation (docs/multinode.md)
     group_nnodes: int | None = None  # that generation's node count; None: not a group attempt
     beat_at: float | None = None  # its agent's latest heartbeat (AgentFacts.beat_at)
@@ -178,6 +181,7 @@ class AttemptView:
             error_message=record.error_message,
             stop_requested_at=stop_requested_at,
             notice_by_controller=f.notice_by_controller,
+            notice_cloud=record.notice_final,
             generation=record.generation,
             group_nnodes=record.group_nnodes,
             beat_at=f.beat_at,
@@ -220,7 +224,8 @@ class AttemptView:
         """The cloud took it back, or gave it a final notice, whatever ended it after; an advance
         notice alone, or its agent's report of the controller's own stop, does not count (the one
         rule: :func:`~spothop.jobs.lifecycle.interrupted`)."""
-        return interrupted(self.end_reason, self.notice_final and not self.notice_by_controller)
+        cloud = self.notice_cloud or (self.notice_final and not self.notice_by_controller)
+        return interrupted(self.end_reason, cloud)
 
     @property
     def interrupted_at(self) -> float | None:
