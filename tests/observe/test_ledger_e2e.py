@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 
 import pytest
 
@@ -174,3 +176,37 @@ def test_the_controller_closes_the_books_when_a_job_ends_before_any_report(flat_
         market = MarketId.of(r.provider, r.region, r.zone, r.instance_type)
         assert hours[market] >= r.usage_s / 3600 - 1e-9
     assert sum(hours.values()) == pytest.approx(sum(r.usage_s for r in ran) / 3600)
+
+
+def test_a_job_whose_host_was_killed_recovers_and_its_ledger_equals_the_clouds_bill(
+    flat_harness: Harness,
+):
+    """SIGKILL of an instance's host mid-job: the cloud fails the instance when it finds the host
+    gone and bills it until then; the job recovers on another instance, and the ledger (the
+    cloud's running_at … ended_at) equals the cloud's own bill to the micro-dollar."""
+    h = flat_harness
+    job_id = h.launch({**_spec(), "providers": {"allow": ["aws-sim"]}})
+    (first, *_) = wait_for(lambda: h.running(job_id), scaled(30), what="a running instance")
+    wait_for(lambda: _worker_started(h, job_id, first.instance_id), scaled(30), what="the worker")
+    provider = h.providers[first.provider]
+    row = provider.store.instance(first.instance_id)
+    assert row is not None and row["host_pid"]
+    os.kill(row["host_pid"], signal.SIGKILL)
+    h.wait_state(job_id, {"succeeded"}, scaled(90), what="the job to recover and succeed")
+    ours = lambda: [i for i in h.instances() if i.tags.get("spothop-job") == job_id]  # noqa: E731
+    wait_for(
+        lambda: all(not i.state.is_alive for i in ours()), scaled(30), what="every instance ended"
+    )
+    instances = ours()
+    lost = next(i for i in instances if i.instance_id == first.instance_id)
+    assert lost.state_reason == "instance host died" and len(instances) >= 2
+    bill = sum(i.cost_microusd for i in instances)  # the cloud's own: its billing rows' sum
+    for instance in instances:
+        rows = h.providers[instance.provider].store.billing_rows(instance.instance_id)
+        assert sum(r["cost_micro_usd"] for r in rows) == instance.cost_microusd
+    with h.store() as store:
+        ledger = Ledger(store, h.providers)
+        records = ledger.update(job_id)
+        assert all(r.closed and not r.price_missing for r in records)
+        assert total_microusd(records) == bill, (records, instances)
+        assert ledger.reconcile(job_id).difference_microusd == 0

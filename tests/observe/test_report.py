@@ -15,7 +15,9 @@ from spothop.observe.recommend import recommend
 from spothop.observe.reconcile import NOT_RECONCILED, reconcile
 from spothop.observe.report import build_report, split_records
 from spothop.observe.work import Beat
+from spothop.providers.base import BillingRule, Capabilities
 from spothop.providers.local.world import load_world
+from spothop.scheduler.market_view import DEFAULT_BOOT_S
 
 WORLD = load_world(None)
 
@@ -28,10 +30,14 @@ def _job(kind: str = "task") -> JobRecord:
     return JobRecord("j-000001", "r", kind, "{}", JobState.SUCCEEDED, 0, 0, 0, 0, False, "", 1)
 
 
-def _attempt(aid: str, o, *, end: EndReason, noticed: float | None = None) -> AttemptRecord:
+def _attempt(
+    aid: str, o, *, end: EndReason, noticed: float | None = None, final: bool = False
+) -> AttemptRecord:
+    """``final``: the notice was the cloud's final one (an interruption however it ended)."""
     return AttemptRecord(
         aid, "j-000001", 0, aid + "-t", o.provider, o.region, o.zone, o.instance_type, "spot",
         0.5, "i-" + aid, AttemptState.ENDED, 0.0, 0.0, noticed, 3600.0, end, None, None, None,
+        notice_final=final,
     )  # fmt: skip
 
 
@@ -79,13 +85,50 @@ def test_on_demand_prices_the_useful_work_on_the_same_offerings():
     # The interrupted hour's last 10 % came after its notice: paid, not useful; it saved, so no recompute.
     assert report.goodput == pytest.approx(0.95)
     assert data["recomputed_fraction"] == 0
-    assert data["on_demand_cost_microusd"] == round(
-        a.on_demand_price_usd_per_hour * 0.9e6 + b.on_demand_price_usd_per_hour * 1e6
+    # ... plus what an on-demand run would also pay: the node's one boot (no provider's boot
+    # time given: placement's default) at the first offering's on-demand price.
+    boot = round(a.on_demand_price_usd_per_hour * DEFAULT_BOOT_S / 3600 * 1e6)
+    assert (
+        data["on_demand_cost_microusd"]
+        == round(a.on_demand_price_usd_per_hour * 0.9e6 + b.on_demand_price_usd_per_hour * 1e6)
+        + boot
     )
     assert data["interruption_count"] == 1 and data["interruptions"][0]["lead_time_s"] == 120
     assert [s["key"] for s in data["by_provider"]] == ["aws-sim", "gcp-sim"]
     assert data["by_provider"][0]["interruptions"] == 1
     assert data["reconciliation"]["difference_microusd"] == 0
+
+
+def test_on_demand_also_pays_one_boot_per_node_and_the_billing_minimum():
+    a, b = _offering("aws-sim"), _offering("gcp-sim")
+    records = [_record("a1", a, 0.5, 500_000, 500_000), _record("a2", b, 0.5, 500_000, 500_000)]
+    attempts = [
+        _attempt("a1", a, end=EndReason.PREEMPTED, noticed=3240.0),
+        _attempt("a2", b, end=EndReason.SUCCEEDED),
+    ]
+    offerings = {(o.provider, o.zone, o.instance_type): o for o in (a, b)}
+    seen = [_interruption("a1", a, "saved"), _finished("a2")]
+    hourly = Capabilities(
+        typical_boot_s=90.0, billing=BillingRule(increment_s=3600, minimum_s=3600)
+    )
+    data = build_report(
+        _job(), records, attempts, seen, offerings, capabilities={a.provider: hourly}
+    ).to_dict()
+    work = a.on_demand_price_usd_per_hour * 0.9e6 + b.on_demand_price_usd_per_hour * 1e6
+    # The node's 6840 useful seconds and a 90 s boot (6930 s) are billed as two whole hours:
+    # 360 s more at the first offering's on-demand price.
+    extra = round(a.on_demand_price_usd_per_hour * 360 / 3600 * 1e6)
+    assert (
+        data["on_demand_cost_microusd"]
+        == round(a.on_demand_price_usd_per_hour * 0.9e6)
+        + round(b.on_demand_price_usd_per_hour * 1e6)
+        + extra
+    )
+    assert data["on_demand_cost_microusd"] > round(work)
+    assert data["on_demand_runs"] == [
+        {"node": 0, "boot_s": 90.0, "useful_s": 6840.0, "billed_s": 7200.0, "extra_microusd": extra}
+    ]
+    assert "one boot" in data["on_demand_includes"] and "minimum" in data["on_demand_includes"]
 
 
 def test_an_interruption_that_saved_nothing_is_recomputed_work():
@@ -161,11 +204,12 @@ def test_mtbf_is_running_time_over_interruptions():
     a = _offering("aws-sim")
     attempts = [
         _attempt("a1", a, end=EndReason.PREEMPTED),
-        _attempt("a2", a, end=EndReason.TERMINATED, noticed=3000.0),
+        _attempt("a2", a, end=EndReason.TERMINATED, noticed=3000.0, final=True),
         _attempt("a3", a, end=EndReason.SUCCEEDED),
+        _attempt("a4", a, end=EndReason.SUCCEEDED, noticed=3000.0),  # an advance notice alone
     ]
-    (row,) = mtbf(attempts, [_record(x, a, 0.5, 1, 1) for x in ("a1", "a2", "a3")])
-    assert (row.interruptions, row.attempts, row.mtbf_s) == (2, 3, 5400.0)
+    (row,) = mtbf(attempts, [_record(x, a, 0.5, 1, 1) for x in ("a1", "a2", "a3", "a4")])
+    assert (row.interruptions, row.attempts, row.mtbf_s) == (2, 4, 7200.0)
 
 
 def test_grouping_by_an_unknown_key_is_refused():
@@ -186,7 +230,9 @@ def test_a_regional_clouds_on_demand_price_is_found_by_its_region():
     )
     data = report.to_dict()
     assert data["missing_on_demand_prices"] == []
-    assert data["on_demand_cost_microusd"] == round(o.on_demand_price_usd_per_hour * 1e6)
+    assert data["on_demand_cost_microusd"] == round(o.on_demand_price_usd_per_hour * 1e6) + round(
+        o.on_demand_price_usd_per_hour * DEFAULT_BOOT_S / 3600 * 1e6
+    )
 
 
 def test_a_group_stop_seen_by_the_other_node_is_not_an_interruption_survived():

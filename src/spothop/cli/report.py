@@ -209,7 +209,10 @@ def _figures(d: dict[str, Any]) -> list[tuple[str, str]]:
     saving = d["saving_fraction"]
     return [
         ("cost", f"{_usd(d['cost_usd'])} USD"),
-        ("on-demand, same useful work", f"{_usd(d['on_demand_cost_usd'])} USD"),
+        (
+            "on-demand, same useful work",
+            f"{_usd(d['on_demand_cost_usd'])} USD (with one boot per node and the billing minimum)",
+        ),
         (
             "saving",
             f"{_usd(d['saving_usd'])} USD" + (f" ({saving:.0%})" if saving is not None else ""),

@@ -16,7 +16,6 @@ from typing import Any
 from spothop.errors import SpothopError
 from spothop.jobs.lifecycle import AttemptState, NodeState
 from spothop.jobs.store import JobStore
-from spothop.observe.events import interrupted
 from spothop.observe.figures import spend_usd, with_figures
 from spothop.observe.timeline import bars, cost_series
 
@@ -148,7 +147,7 @@ def markets(store: JobStore, only: Container[str] | None = None) -> list[dict[st
             },
         )
         row["attempts"] += 1
-        row["preemptions"] += int(interrupted(a))
+        row["preemptions"] += int(a.interrupted)
         if a.running_unix_s is not None:
             row["running_h"] += max(0.0, (a.ended_unix_s or now) - a.running_unix_s) / 3600.0
     out = []

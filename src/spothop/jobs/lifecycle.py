@@ -191,6 +191,19 @@ class EndReason(StrEnum):
     AGENT_LOST = "agent_lost"
 
 
+def interrupted(end_reason: EndReason | None, notice_final: bool) -> bool:
+    """Whether an attempt counts as an interruption: the one rule the controller
+    (``max_interruptions``) and every surface (``jobs``, ``status``, ``report``, the dashboard,
+    the server's API) read.
+
+    The cloud took the instance (``preempted``), or gave a final notice of taking it
+    (``notice_final``: the cloud's, not the control plane's own stop request), whatever ended
+    the attempt after (a replacement that took over first ends it ``superseded``). An advance
+    notice alone is not an interruption: the cloud may never act on it.
+    """
+    return end_reason is EndReason.PREEMPTED or notice_final
+
+
 def refused_where(provider: str, region: str | None = None) -> str:
     """Where a launch was refused for good: the provider (``launch_refused``), or the provider in
     one region (``region_refused``); the key of :attr:`JobView.refused_by` and of a launch's

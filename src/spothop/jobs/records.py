@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from spothop.jobs.lifecycle import AttemptState, EndReason, JobState, NodeState
+from spothop.jobs.lifecycle import AttemptState, EndReason, JobState, NodeState, interrupted
 from spothop.resources.market_id import MarketId
 from spothop.state.job_tables import job_attempts
 
@@ -146,6 +146,14 @@ class AttemptRecord:
     generation: int = 0
     group_nnodes: int | None = None
     group_nproc_per_node: int | None = None  # the generation's processes per node (its GPUs)
+    # The cloud gave its instance a final notice (not an advance notice alone, nor the control
+    # plane's own stop request): the controller's observer stores it from its agent's events.
+    notice_final: bool = False
+
+    @property
+    def interrupted(self) -> bool:
+        """The cloud took it, or gave it a final notice (:func:`~spothop.jobs.lifecycle.interrupted`)."""
+        return interrupted(self.end_reason, self.notice_final)
 
     @property
     def market_id(self) -> MarketId:

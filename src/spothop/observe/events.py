@@ -18,7 +18,7 @@ The contract:
 4. :func:`mtbf` is the mean time between interruptions per provider and
    instance type: running seconds (the ledger's, on the provider's clock,
    where it has them; else the attempts' own times) over the number of
-   attempts the cloud interrupted (:func:`interrupted`). No interruption: ``mtbf_s`` None (none seen).
+   attempts the cloud interrupted (:attr:`~spothop.jobs.records.AttemptRecord.interrupted`). No interruption: ``mtbf_s`` None (none seen).
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from typing import Any
 
 from sqlalchemy import select
 
-from spothop.jobs.lifecycle import EndReason
 from spothop.jobs.records import AttemptRecord, JobEvent
 from spothop.jobs.store import JobStore
 from spothop.observe.ledger_record import LedgerRecord
@@ -264,15 +263,6 @@ class Mtbf:
         return {**asdict(self), "mtbf_s": self.mtbf_s}
 
 
-def interrupted(attempt: AttemptRecord) -> bool:
-    """Whether the cloud took (or gave notice it would take) the attempt's instance.
-
-    A noticed instance may end preempted, or be ended by spothop once its
-    replacement runs (make-before-break): an interruption either way.
-    """
-    return attempt.end_reason is EndReason.PREEMPTED or attempt.noticed_unix_s is not None
-
-
 def mtbf(attempts: Iterable[AttemptRecord], records: Iterable[LedgerRecord] = ()) -> list[Mtbf]:
     """Per (provider, instance type), sorted: running seconds over preemptions (module contract, 4)."""
     usage = {r.attempt_id: r.usage_s for r in records}
@@ -286,6 +276,6 @@ def mtbf(attempts: Iterable[AttemptRecord], records: Iterable[LedgerRecord] = ()
             running[key] += usage[a.attempt_id]
         elif a.running_unix_s is not None and a.ended_unix_s is not None:
             running[key] += max(0.0, a.ended_unix_s - a.running_unix_s)
-        if interrupted(a):
+        if a.interrupted:
             taken[key] += 1
     return [Mtbf(p, t, running[(p, t)], taken[(p, t)], count[(p, t)]) for p, t in sorted(count)]

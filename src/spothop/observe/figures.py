@@ -5,7 +5,9 @@ JSON), the dashboard and the server's API all read a job's interruptions and its
 from these functions, so no two of them can disagree:
 
 - **Interruptions** (:func:`interruption_count`): the job's attempts the cloud took, or gave a
-  notice it would take (:func:`spothop.observe.events.interrupted`), one per attempt, so one
+  final notice it would take, whatever ended them after (an advance notice alone does not
+  count): :func:`spothop.jobs.lifecycle.interrupted`, the rule the controller's
+  ``max_interruptions`` reads too, one per attempt, so one
   per node an interruption hit. The job row's ``interruptions`` column is not read: nothing
   counts into it (a batch job's stayed 0 however often its workers were preempted).
 - **Node states** (:func:`node_states`): derived from the attempts and the job's state, not the
@@ -31,14 +33,13 @@ from typing import Any
 
 from spothop.jobs.lifecycle import AttemptState, EndReason, JobState, NodeState
 from spothop.jobs.records import AttemptRecord, JobRecord, NodeRecord
-from spothop.observe.events import interrupted
 
 RUNNING_STATES = frozenset({AttemptState.RUNNING, AttemptState.NOTICED})
 
 
 def interruption_count(attempts: Iterable[AttemptRecord]) -> int:
     """How many of ``attempts`` (one job's) the cloud interrupted (module contract)."""
-    return sum(1 for a in attempts if interrupted(a))
+    return sum(1 for a in attempts if a.interrupted)
 
 
 def node_states(job: JobRecord, attempts: Sequence[AttemptRecord]) -> tuple[NodeRecord, ...]:

@@ -86,6 +86,7 @@ def job_report(store: JobStore, job_id: str, providers: Mapping[str, Provider]) 
         published_outputs(job),
         beats=read_beats(store, {a.instance_id for a in attempts if a.instance_id}),
         sources=bill_sources(providers),
+        capabilities={name: p.capabilities for name, p in providers.items()},
     )
 
 

@@ -44,7 +44,6 @@ from sqlalchemy import select
 
 from spothop.jobs.lifecycle import AttemptState
 from spothop.jobs.store import JobStore
-from spothop.observe.events import interrupted
 from spothop.state.agent_tables import agent_events
 
 log = logging.getLogger(__name__)
@@ -98,7 +97,7 @@ class StoreCollector(Collector):
             "attempts the cloud took or gave notice of, by provider and instance type",
             labels=["provider", "instance_type"],
         )
-        taken = Counter((a.provider, a.instance_type) for a in attempts if interrupted(a))
+        taken = Counter((a.provider, a.instance_type) for a in attempts if a.interrupted)
         for (provider, itype), n in sorted(taken.items()):
             preemptions.add_metric([provider, itype], n)
         yield preemptions

@@ -23,8 +23,13 @@ The contract (``docs/observe.md`` draws the figures):
    ``goodput`` = useful ÷ paid GPU-seconds: it counts only work the agents reported.
 3. **On-demand cost for the same useful work on the same GPUs**: each
    attempt's useful seconds at the on-demand price of the same offering
-   (provider, zone, instance type, from the provider's catalog); the saving
-   is that less the cost.
+   (provider, zone, instance type, from the provider's catalog), plus what
+   an on-demand run would also pay (:class:`OnDemandRun`): each node boots
+   once (its provider's ``Capabilities.typical_boot_s``) and is billed under
+   its provider's billing rule (minimum, increments) for that boot and its
+   useful work (a provider that names no boot time: placement's
+   ``DEFAULT_BOOT_S``); the saving is that less the cost. ``on_demand_includes``
+   says so.
 7. **Reconciliation** per provider (:mod:`.reconcile`): the ledger against
    the provider's bill where it has one ("reconciled against <source>: Δ N
    µUSD"), else "estimated, not reconciled" (its figure is its adapter's own
@@ -51,11 +56,13 @@ from typing import Any
 from spothop.checkpoint.replicas import RestoreRecord
 from spothop.jobs.records import AttemptRecord, JobRecord
 from spothop.observe.billing import SECONDS_PER_HOUR, known_price, microusd, usd
-from spothop.observe.events import StreamEvent, interrupted
+from spothop.observe.events import StreamEvent
 from spothop.observe.ledger_record import LedgerRecord
 from spothop.observe.reconcile import BillSources, reconcile
 from spothop.observe.work import WORK_KINDS, Beat, ReportedWork, reported_work
+from spothop.providers.base import BillingRule, Capabilities
 from spothop.resources.offering import Offering
+from spothop.scheduler.market_view import DEFAULT_BOOT_S
 
 log = logging.getLogger("spothop.observe")
 
@@ -131,6 +138,67 @@ class AttemptWork:
         return max(0.0, self.paid_gpu_s - lost)
 
 
+ON_DEMAND_INCLUDES = (
+    "the useful work at the same offerings' on-demand prices, plus one boot per node "
+    "(its provider's typical boot time) and its provider's billing minimum and increments"
+)
+
+
+@dataclass(frozen=True)
+class OnDemandRun:
+    """What an on-demand run of one node would pay besides its useful work (module contract, 3):
+    one boot, and its billing rule's minimum and increments over the boot and the work."""
+
+    node: int
+    boot_s: float
+    useful_s: float  # the node's useful instance-seconds
+    billed_s: float  # its billing rule over boot_s + useful_s
+    price_usd_per_hour: float | None  # on-demand, of the node's first offering that did work
+
+    @property
+    def extra_s(self) -> float:
+        return max(0.0, self.billed_s - self.useful_s)
+
+    @property
+    def extra_microusd(self) -> int | None:
+        if self.price_usd_per_hour is None:
+            return None if self.extra_s > 0 else 0
+        return microusd(self.price_usd_per_hour, self.extra_s)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "boot_s": self.boot_s,
+            "useful_s": self.useful_s,
+            "billed_s": self.billed_s,
+            "extra_microusd": self.extra_microusd,
+        }
+
+
+def on_demand_runs(
+    work: Sequence[AttemptWork], capabilities: Mapping[str, Capabilities]
+) -> tuple[OnDemandRun, ...]:
+    """Per node that did useful work, its on-demand run (:class:`OnDemandRun`): booted once on
+    its first useful attempt's provider, billed under that provider's rule."""
+    useful: dict[int, float] = defaultdict(float)
+    first: dict[int, AttemptWork] = {}
+    for w in work:
+        if w.useful_gpu_s <= 0:
+            continue
+        useful[w.record.node] += w.useful_gpu_s / w.gpus
+        first.setdefault(w.record.node, w)
+    runs = []
+    for node in sorted(first):
+        w = first[node]
+        caps = capabilities.get(w.record.provider)
+        typical = caps.typical_boot_s if caps is not None else None
+        boot_s = DEFAULT_BOOT_S if typical is None else typical  # as placement assumes
+        rule = caps.billing if caps is not None else BillingRule()
+        billed = rule.billed_seconds(boot_s + useful[node])
+        runs.append(OnDemandRun(node, boot_s, useful[node], billed, w.on_demand_price_usd_per_hour))
+    return tuple(runs)
+
+
 @dataclass(frozen=True)
 class JobReport:
     """Everything ``spothop report JOB`` shows (module contract)."""
@@ -151,6 +219,7 @@ class JobReport:
     outputs: Mapping[str, Any] = field(default_factory=dict)
     restores: tuple[RestoreRecord, ...] = ()  # oldest first (module contract, 6)
     bill_sources: BillSources = field(default_factory=dict)  # by provider (module contract, 7)
+    on_demand_runs: tuple[OnDemandRun, ...] = ()  # what on-demand would also pay (contract, 3)
 
     @property
     def interruption_count(self) -> int:
@@ -219,7 +288,8 @@ class JobReport:
 
     @property
     def on_demand_cost_microusd(self) -> int | None:
-        """The useful work at the same offerings' on-demand prices (None: one of them is missing)."""
+        """The useful work at the same offerings' on-demand prices, plus each node's one boot and
+        billing minimum (:data:`ON_DEMAND_INCLUDES`; None: a price is missing)."""
         total = 0
         for w in self.work:
             if w.useful_gpu_s <= 0:
@@ -227,6 +297,11 @@ class JobReport:
             if w.on_demand_price_usd_per_hour is None:
                 return None
             total += microusd(w.on_demand_price_usd_per_hour, w.useful_gpu_s / w.gpus)
+        for run in self.on_demand_runs:
+            extra = run.extra_microusd
+            if extra is None:
+                return None
+            total += extra
         return total
 
     @property
@@ -280,6 +355,8 @@ class JobReport:
             "missing_prices": list(self.missing_prices),
             "on_demand_cost_usd": usd(self.on_demand_cost_microusd),
             "on_demand_cost_microusd": self.on_demand_cost_microusd,
+            "on_demand_includes": ON_DEMAND_INCLUDES,
+            "on_demand_runs": [r.to_dict() for r in self.on_demand_runs],
             "missing_on_demand_prices": list(self.missing_on_demand_prices),
             "saving_usd": usd(self.saving_microusd),
             "saving_fraction": (
@@ -370,13 +447,16 @@ def build_report(
     beats: Sequence[Beat] = (),
     shards_done_by_worker: Mapping[str, int] | None = None,
     sources: BillSources | None = None,
+    capabilities: Mapping[str, Capabilities] | None = None,
 ) -> JobReport:
     """The report of ``job`` from its ledger records, attempts, event stream and the offerings by
     (provider, zone, instance type), its workers' restore records and (a batch job) how many
     outputs its output location holds (None: not read); ``beats``, the instances' latest
     heartbeats, and ``shards_done_by_worker`` (where read) with the stream say what work each
     agent reported (rule 2); ``sources`` each provider's bill (rule 7; none: nothing is
-    reconciled). Pure: no I/O."""
+    reconciled); ``capabilities`` each provider's boot time and billing rule, for the on-demand
+    run (rule 3; a provider not given, or without a typical boot time: placement's
+    ``DEFAULT_BOOT_S``, billed by the second). Pure: no I/O."""
     reported = reported_work(events, beats, shards_done_by_worker)
     by_attempt = {a.attempt_id: a for a in attempts}
     interruptions = _interruptions(events)
@@ -392,7 +472,7 @@ def build_report(
             (r.provider, r.zone or r.region, r.instance_type)
         )  # regional clouds
         gpus = offering.gpu_count if offering is not None else 1
-        preempted = attempt is not None and interrupted(attempt)
+        preempted = attempt is not None and attempt.interrupted
         seen = lead_by_instance.get(r.instance_id) if r.instance_id else None
         if preempted:
             preempted_ids.add(r.attempt_id)
@@ -428,7 +508,7 @@ def build_report(
                 reported=done,
             )
         )
-    taken = frozenset(a.attempt_id for a in attempts if interrupted(a))
+    taken = frozenset(a.attempt_id for a in attempts if a.interrupted)
     return JobReport(
         job_id=job.job_id,
         name=job.name,
@@ -444,6 +524,7 @@ def build_report(
         outputs=_outputs(events, published_outputs),
         restores=tuple(restores),
         bill_sources=dict(sources or {}),
+        on_demand_runs=on_demand_runs(work, capabilities or {}),
     )
 
 

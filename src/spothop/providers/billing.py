@@ -70,15 +70,17 @@ def billing_line(
 
 
 def billing_lines(
-    rule: BillingRule, running_at: float, end: float, steps: Steps
+    rule: BillingRule, running_at: float, end: float, steps: Steps, since: float | None = None
 ) -> list[BillingLine]:
     """The bill of a run from ``running_at`` to ``end`` at ``steps`` (``steps[0]`` in force at
-    ``running_at``; later ones at their times): one line per step, in time order."""
+    ``running_at``; later ones at their times): one line per step, in time order. ``since``: only
+    the lines from then on (``steps[0]`` in force then), the rest of a bill already written."""
     if not steps:
         raise ValueError("billing_lines needs the price in force at running_at")
+    first = running_at if since is None else since
     lines = []
     for i, (t, price) in enumerate(steps):
-        start = max(t, running_at) if i else running_at
+        start = max(t, first) if i else first
         stop = min(steps[i + 1][0], end) if i + 1 < len(steps) else end
         if stop > start or (i == 0 and stop == start):
             lines.append(billing_line(rule, running_at, start, max(stop, start), price))

@@ -75,7 +75,6 @@ def costs(
     :class:`~spothop.errors.ConfigError` for a bad span or grouping, naming the flag."""
     from spothop.errors import ConfigError
     from spothop.jobs.spec_values import parse_duration_s
-    from spothop.observe.events import interrupted
     from spothop.observe.ledger import Ledger
     from spothop.observe.report import GROUPINGS, split_records
 
@@ -93,6 +92,6 @@ def costs(
         for a in attempts
         if (a.live or a.launched_unix_s >= cutoff) and (job_ids is None or a.job_id in job_ids)
     }
-    preempted = frozenset(a.attempt_id for a in attempts if interrupted(a))
+    preempted = frozenset(a.attempt_id for a in attempts if a.interrupted)
     records = [r for r in Ledger(store, providers).update() if r.attempt_id in recent]
     return CostSummary(since, by, tuple(split_records(records, by, preempted)))

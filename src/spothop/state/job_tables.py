@@ -25,7 +25,7 @@ Times are unix seconds (``*_unix_s``).
 
 from __future__ import annotations
 
-from sqlalchemy import Boolean, Column, Float, Index, Integer, String, Table, Text
+from sqlalchemy import Boolean, Column, Float, Index, Integer, String, Table, Text, false
 
 from spothop.state.registry import metadata
 
@@ -94,6 +94,8 @@ job_attempts = Table(
     Column("generation", Integer, nullable=False, server_default="0"),
     Column("group_nnodes", Integer, nullable=True),
     Column("group_nproc_per_node", Integer, nullable=True),  # its processes per node (0014)
+    # The cloud gave its instance a final notice (0015; lifecycle.interrupted).
+    Column("notice_final", Boolean, nullable=False, server_default=false()),
     Index(None, "job_id", "launched_unix_s"),
     Index(None, "instance_id"),
 )

@@ -3,7 +3,8 @@
 An attempt ``launching`` whose instance was found by its token gets its
 ``instance_id``; ``pending`` → ``running`` → ``noticed`` follow the instance
 (the noticed time from the agent's ``final_notice`` or the cloud's
-``notice_time``). Ending an attempt is a decision (``EndAttempt``), never made
+``notice_time``); the cloud's final notice (or the interruption itself) is stored
+as the attempt's ``notice_final``. Ending an attempt is a decision (``EndAttempt``), never made
 here.
 """
 
@@ -20,7 +21,7 @@ from spothop.jobs.lifecycle import AttemptState
 from spothop.jobs.records import AttemptRecord
 from spothop.jobs.store import JobStore
 from spothop.providers.base import Instance, InstanceState, Provider
-from spothop.wire.events import AgentEvent, FinalNotice
+from spothop.wire.events import AgentEvent, FinalNotice, Interruption
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,13 @@ def sync_attempt_facts(
         for e in events
         if isinstance(e, FinalNotice) and e.protocol != CONTROL_PLANE_PROTOCOL
     }
+    # The cloud's final notices and interruptions, stored on the attempt (``notice_final``): the
+    # fact the one rule for an interruption reads (spothop.jobs.lifecycle.interrupted).
+    final = noticed | {
+        e.instance_id
+        for e in events
+        if isinstance(e, Interruption) and e.protocol != CONTROL_PLANE_PROTOCOL
+    }
     out: list[AttemptRecord] = []
     for attempt in attempts:
         current = attempt
@@ -55,6 +63,10 @@ def sync_attempt_facts(
             try:
                 provider = providers.get(attempt.provider)
                 current = _sync_one(store, attempt, instances, by_token, noticed, provider)
+                if current.instance_id in final and not current.notice_final:
+                    current = store.update_attempt(
+                        current.attempt_id, event="attempt_final_notice", notice_final=True
+                    )
             except Exception as exc:  # a refused update leaves the attempt as it was: next pass
                 log.warning("syncing attempt %s failed: %s", attempt.attempt_id, exc)
         out.append(current)

@@ -300,12 +300,19 @@ def _apply_event(
                 notice_deadline_s=event.deadline_unix_s,
             )
     elif isinstance(event, FinalNotice | Interruption):
+        first = not change.view.notice_final
         change.set(
             f"final notice ({event.cause or event.protocol})",
             state=AttemptState.NOTICED,
-            noticed_at=t if not change.view.notice_final else change.view.noticed_at,
+            noticed_at=t if first else change.view.noticed_at,
             notice_final=True,
             notice_deadline_s=event.deadline_unix_s,
+            # The control plane's own stop request, reported as a notice: not the cloud's.
+            notice_by_controller=(
+                event.protocol == CONTROL_PLANE_PROTOCOL
+                if first
+                else change.view.notice_by_controller
+            ),
         )
     elif isinstance(event, WorkerExited):
         change.worker_code = event.code

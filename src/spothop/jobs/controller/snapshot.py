@@ -46,7 +46,7 @@ from functools import cached_property
 from typing import Any
 
 from spothop.jobs.controller.spot_runs import SpotRuns
-from spothop.jobs.lifecycle import AttemptState, EndReason, JobState, refused_where
+from spothop.jobs.lifecycle import AttemptState, EndReason, JobState, interrupted, refused_where
 from spothop.jobs.records import AttemptRecord
 from spothop.jobs.spec import JobSpec
 from spothop.providers.base import Instance
@@ -123,6 +123,9 @@ class AttemptView:
     # Its final notice is its agent's report of the controller's own stop request (protocol
     # ``control-plane``), not the cloud's: a grouped task's node stopped with its group.
     notice_by_controller: bool = False
+    # The cloud's own final notice, as the store holds it (AttemptRecord.notice_final, which the
+    # observer wrote this pass from the same events): what every surface counts.
+    notice_cloud: bool = False
     generation: int = 0  # a grouped task's group generation (docs/multinode.md)
     group_nnodes: int | None = None  # that generation's node count; None: not a group attempt
     beat_at: float | None = None  # its agent's latest heartbeat (AgentFacts.beat_at)
@@ -167,7 +170,7 @@ class AttemptView:
             instance_id=record.instance_id,
             running_at=shown(record.running_unix_s),
             noticed_at=shown(record.noticed_unix_s) or f.noticed_at,
-            notice_final=f.notice_final,
+            notice_final=record.notice_final or f.notice_final,
             notice_deadline_s=f.notice_deadline_s,
             notice_blind=f.notice_blind,
             ended_at=shown(record.ended_unix_s),
@@ -178,6 +181,7 @@ class AttemptView:
             error_message=record.error_message,
             stop_requested_at=stop_requested_at,
             notice_by_controller=f.notice_by_controller,
+            notice_cloud=record.notice_final,
             generation=record.generation,
             group_nnodes=record.group_nnodes,
             beat_at=f.beat_at,
@@ -217,8 +221,11 @@ class AttemptView:
 
     @property
     def interrupted(self) -> bool:
-        """The cloud took it back, or gave it a final notice (an advance notice alone does not count)."""
-        return self.end_reason is EndReason.PREEMPTED or (self.alive and self.notice_final)
+        """The cloud took it back, or gave it a final notice, whatever ended it after; an advance
+        notice alone, or its agent's report of the controller's own stop, does not count (the one
+        rule: :func:`~spothop.jobs.lifecycle.interrupted`)."""
+        cloud = self.notice_cloud or (self.notice_final and not self.notice_by_controller)
+        return interrupted(self.end_reason, cloud)
 
     @property
     def interrupted_at(self) -> float | None:

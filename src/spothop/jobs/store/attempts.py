@@ -40,6 +40,7 @@ ATTEMPT_FIELDS = frozenset(
         "state",
         "running_unix_s",
         "noticed_unix_s",
+        "notice_final",
         "ended_unix_s",
         "end_reason",
         "error_code",
@@ -275,6 +276,7 @@ class AttemptRows(StoreBase):
 def _attempt(row: Row[Any]) -> AttemptRecord:
     values = dict(row._mapping)
     values["state"] = AttemptState(values["state"])
+    values["notice_final"] = bool(values.get("notice_final"))
     if values["end_reason"] is not None:
         values["end_reason"] = EndReason(values["end_reason"])
     return AttemptRecord(**values)

@@ -66,7 +66,12 @@ from spothop.providers.base import (
     Provider,
     SpotPrice,
 )
-from spothop.providers.billing import SpotPriceHistory
+from spothop.providers.billing import (
+    BillingLine,
+    SpotPriceHistory,
+    billed_price_steps,
+    billing_lines,
+)
 from spothop.providers.extensions import ClockKeeper
 from spothop.providers.local import isolation, maintenance, userdata
 from spothop.providers.local.boot import NewInstance, host_never_started, start_host
@@ -535,14 +540,47 @@ class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory, ClockKeeper):
         ):
             if fresh["worker_pgid"]:
                 kill_group(fresh["worker_pgid"], signal.SIGKILL)
-            self.store.update_instance(
+            ended_at = self.clock.now()
+            lines, billed_s = self._rest_of_bill(fresh, ended_at)
+            self.store.end_lost(
                 row["instance_id"],
+                lines,
                 state=InstanceState.FAILED.value,
                 end_reason=why,
-                ended_at=self.clock.now(),
+                ended_at=ended_at,
+                billed_seconds=billed_s,
             )
             fresh = self.store.instance(row["instance_id"]) or fresh
         return fresh
+
+    def _rest_of_bill(
+        self, row: dict[str, Any], ended_at: float
+    ) -> tuple[list[BillingLine], float]:
+        """The bill of a running instance whose host died, from its host's last written line to
+        ``ended_at``, and its billed seconds: a cloud bills a VM until it marks it ended, not
+        until its hypervisor's last tick (the ledger charges ``running_at … ended_at``)."""
+        running_at = row["running_at"]
+        if running_at is None or ended_at <= running_at:
+            return [], float(row["billed_seconds"] or 0.0)
+        rule = self.capabilities.billing
+        written = self.store.billing_rows(row["instance_id"])
+        since = max((float(r["end_s"]) for r in written), default=float(running_at))
+        billed_s = rule.billed_seconds(ended_at - running_at)
+        if ended_at <= since:
+            return [], billed_s
+        if row["spot"]:
+            steps = billed_price_steps(
+                rule,
+                float(row["launched_at"]),
+                since,
+                ended_at,
+                lambda a, b: self.spot_price_steps(
+                    row["region"], row["zone"], row["instance_type"], a, b
+                ),
+            )
+        else:
+            steps = [(since, float(row["price_usd_per_hour"]))]
+        return billing_lines(rule, running_at, ended_at, steps, since=since), billed_s
 
     def _instance(self, row: dict[str, Any]) -> Instance:
         return instance_of(self.name, row)

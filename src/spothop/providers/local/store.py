@@ -12,7 +12,7 @@ Money is kept in integer micro-dollars, as the ledger contract asks.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ from sqlalchemy import (
 
 from spothop.db import make_engine
 from spothop.paths import ensure_home
+from spothop.providers.billing import BillingLine
 
 metadata = MetaData()
 
@@ -201,6 +202,41 @@ class CloudStore:
             conn.execute(
                 update(instances).where(instances.c.instance_id == instance_id).values(**values)
             )
+
+    def end_lost(self, instance_id: str, lines: Sequence[BillingLine], **values: Any) -> bool:
+        """End a live instance whose host is gone (``values``: its state, end reason, ended_at,
+        billed seconds) and add the rest of its bill (``lines``), its cost the sum of every
+        billing row: in one transaction, only if it is still live (False: another process ended
+        it first, and nothing was written)."""
+        with self.engine.begin() as conn:
+            ended = conn.execute(
+                update(instances)
+                .where(instances.c.instance_id == instance_id, instances.c.state.in_(_LIVE_STATES))
+                .values(**values)
+            )
+            if ended.rowcount != 1:
+                return False
+            for line in lines:
+                conn.execute(
+                    insert(billing).values(
+                        instance_id=instance_id,
+                        start_s=line.start_s,
+                        end_s=line.end_s,
+                        price_usd_per_hour=line.price_usd_per_hour,
+                        cost_micro_usd=line.cost_microusd,
+                    )
+                )
+            total = conn.execute(
+                select(func.coalesce(func.sum(billing.c.cost_micro_usd), 0)).where(
+                    billing.c.instance_id == instance_id
+                )
+            ).scalar_one()
+            conn.execute(
+                update(instances)
+                .where(instances.c.instance_id == instance_id)
+                .values(cost_micro_usd=int(total))
+            )
+        return True
 
     def add_billing(
         self, instance_id: str, start_s: float, end_s: float, price: float, cost_micro_usd: int
