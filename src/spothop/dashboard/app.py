@@ -63,9 +63,19 @@ def plotly_js() -> bytes:
         ) from None
 
 
+MAX_STATIC_NAME = 100
+
+
 def static_file(name: str) -> bytes | None:
+    """The packaged static file ``name``; None for any name that is not one (a path, ``..``, a
+    NUL, a name too long for the file system)."""
+    if not name or len(name) > MAX_STATIC_NAME or any(c in name for c in "/\\\0") or ".." in name:
+        return None
     node = resources.files("spothop.dashboard").joinpath("static", name)
-    return node.read_bytes() if node.is_file() else None
+    try:
+        return node.read_bytes() if node.is_file() else None
+    except (OSError, ValueError):
+        return None
 
 
 class Dashboard:

@@ -1,0 +1,320 @@
+"""Every route of the server (read from the app itself) under hostile input: no token, a wrong
+token, another job's agent token, bodies that are huge, malformed, deeply nested or of the wrong
+type, unknown fields, and odd path ids. Each answer is a 4xx whose body is one JSON error line
+naming the problem; never a 5xx, never a hang, never a secret echoed."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.server.conftest import FAKE_CREDENTIALS, JOB_SPEC
+
+VICTIM_JOB, VICTIM_INSTANCE = "j-victim0", "i-victim"
+OTHER_JOB, OTHER_INSTANCE = "j-other00", "i-other"
+SHA = "0" * 64
+WRONG_TOKENS = (
+    "nonsense",
+    "shp_u_0123456789abcdef_notthesecretatall",
+    "shp_a_0123456789abcdef_notthesecretatall",
+    "x" * 10_000,
+)
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    from fastapi.testclient import TestClient
+
+    from spothop.server.app import create_app
+    from spothop.server.settings import Settings
+
+    home: Path = tmp_path_factory.mktemp("hostile-home")
+    monkey = pytest.MonkeyPatch()
+    monkey.setenv("SPOTHOP_HOME", str(home))
+    for name, value in FAKE_CREDENTIALS.items():
+        monkey.setenv(name, value)
+    app = create_app(
+        Settings(db_url=f"sqlite:///{home / 'server.db'}", auth_failures_per_window=10**6)
+    )
+    _, user = app.state.tokens.create_user("hostile", "hostile")
+    victim = app.state.tokens.issue_agent_token(VICTIM_JOB, VICTIM_INSTANCE)
+    other = app.state.tokens.issue_agent_token(OTHER_JOB, OTHER_INSTANCE)
+    client = TestClient(app, raise_server_exceptions=False)
+    made = client.post(
+        "/v1/jobs",
+        headers={"Authorization": f"Bearer {user}"},
+        json={"spec": JOB_SPEC.format(name="hostile"), "filename": "hostile.yaml"},
+    )
+    assert made.status_code == 201, made.text
+    yield {
+        "app": app,
+        "client": client,
+        "user": user,
+        "victim": victim,
+        "other": other,
+        "job_id": made.json()["job_id"],
+        "secrets": [user, victim, other, *FAKE_CREDENTIALS.values()],
+    }
+    client.close()
+    monkey.undo()
+
+
+def _routes() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(method, path template) of every route the app serves, the dashboard's included; and of
+    those that take a body."""
+    import tempfile
+
+    from fastapi.routing import APIRoute
+
+    from spothop.server import dashboard
+    from spothop.server.app import create_app
+    from spothop.server.settings import Settings
+
+    with tempfile.TemporaryDirectory() as folder:
+        monkey = pytest.MonkeyPatch()
+        monkey.setenv("SPOTHOP_HOME", folder)
+        try:
+            document = create_app(Settings(db_url=f"sqlite:///{folder}/routes.db")).openapi()
+        finally:
+            monkey.undo()
+    served = {(m.upper(), p) for p, item in document["paths"].items() for m in item}
+    served |= {
+        (m, r.path)
+        for r in dashboard.router.routes
+        if isinstance(r, APIRoute)
+        for m in r.methods
+        if r.path != "/dashboard/api/stream"  # a stream: its resume point is tested apart
+    }
+    assert len(served) > 30, served  # every route is found, not a few
+    bodies = {
+        (m.upper(), p)
+        for p, item in document["paths"].items()
+        for m, operation in item.items()
+        if "requestBody" in operation
+    }
+    return sorted(served), sorted(bodies)
+
+
+ROUTES, BODY_ROUTES = _routes()
+OPEN = {"/healthz", "/readyz", "/openapi.json", "/metrics", "/dashboard", "/v1/dist/{sha256}/{filename}"}
+AGENT_ROUTES = [r for r in ROUTES if r[1].startswith("/v1/agents")]
+
+
+def _fill(path: str, **ids: str) -> str:
+    values = {"instance_id": VICTIM_INSTANCE, "sha256": SHA, "filename": "x.whl", "name": "jobs"}
+    values.update(ids)
+    return re.sub(r"\{(\w+)\}", lambda m: values.get(m.group(1), "x"), path)
+
+
+def _auth(token: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def assert_clean_refusal(response: Any, secrets: list[str], *statuses: int) -> dict[str, Any]:
+    """A 4xx (one of ``statuses`` when given), one JSON line naming the problem, no secret."""
+    text = response.text
+    assert 400 <= response.status_code < 500, (response.status_code, text[:500])
+    if statuses:
+        assert response.status_code in statuses, (response.status_code, text[:500])
+    assert "Traceback" not in text and "\n" not in text.strip(), text[:500]
+    body = response.json()
+    message = body["error"]["message"]
+    assert isinstance(message, str) and message and "\n" not in message, body
+    for secret in secrets:
+        assert secret not in text, f"a secret was echoed: {text[:300]}"
+    return body
+
+
+@pytest.mark.parametrize(("method", "path"), [r for r in ROUTES if r[1] not in OPEN])
+@pytest.mark.parametrize("token", [None, *WRONG_TOKENS], ids=["none", "word", "user", "agent", "huge"])
+def test_a_route_refuses_a_missing_or_unknown_token(
+    method: str, path: str, token: str | None, hostile: dict[str, Any]
+) -> None:
+    response = hostile["client"].request(
+        method, _fill(path, job_id=hostile["job_id"]), headers=_auth(token), json={}
+    )
+    # 401; or 422 where the route reads its body before the token (the batched heartbeat writes
+    # check the token with their batch; a request without any token is 401 before that)
+    statuses = (401,) if token is None else (401, 422)
+    assert_clean_refusal(response, [*hostile["secrets"], token or "-"], *statuses)
+
+
+@pytest.mark.parametrize(("method", "path"), AGENT_ROUTES)
+def test_an_agent_route_refuses_another_jobs_agent_token(
+    method: str, path: str, hostile: dict[str, Any]
+) -> None:
+    body = {
+        "instance_id": VICTIM_INSTANCE,
+        "job_id": VICTIM_JOB,
+        "events": [],
+        "worker_id": "w",
+        "shard_ids": [],
+        "request_ids": [],
+        "lines": [],
+    }
+    response = hostile["client"].request(
+        method, _fill(path, request_id="r-1"), headers=_auth(hostile["other"]), json=body
+    )
+    # 403 where the path names the victim; 422 where the body is not even this route's shape
+    assert_clean_refusal(response, hostile["secrets"], 403, 422)
+
+
+def test_a_registration_for_another_instance_is_forbidden(hostile: dict[str, Any]) -> None:
+    response = hostile["client"].post(
+        "/v1/agents/register",
+        headers=_auth(hostile["other"]),
+        json={"instance_id": VICTIM_INSTANCE, "job_id": VICTIM_JOB},
+    )
+    assert_clean_refusal(response, hostile["secrets"], 403, 422)
+
+
+@pytest.mark.parametrize(("method", "path"), [r for r in ROUTES if r[1].startswith("/v1/jobs/")])
+def test_a_user_route_refuses_an_agent_reaching_another_job(
+    method: str, path: str, hostile: dict[str, Any]
+) -> None:
+    response = hostile["client"].request(
+        method, _fill(path, job_id=hostile["job_id"]), headers=_auth(hostile["other"])
+    )
+    assert_clean_refusal(response, hostile["secrets"], 403)
+
+
+HOSTILE_BODIES: dict[str, bytes] = {
+    "malformed": b'{"instance_id": ',
+    "not-utf8": b"\xff\xfe\x00{",
+    "nested": b'{"a":' * 10_000 + b"1" + b"}" * 10_000,
+    "nested-list": b"[" * 10_000 + b"]" * 10_000,
+    "a-list": b"[]",
+    "a-string": b'"hello"',
+    "null": b"null",
+    "nan": b'{"instance_id": NaN, "events": NaN, "spec": NaN, "count": NaN}',
+    "infinity": b'{"count": Infinity, "limit": -Infinity, "cpus": 1e308}',
+    "strings-for-numbers": b'{"instance_id": "i-victim", "count": "ten", "limit": "many"}',
+    "negative-counts": b'{"instance_id": "i-victim", "count": -5, "limit": -1, "max": -1e308}',
+    "unknown-fields": b'{"instance_id": "i-victim", "no_such_field": 1, "__proto__": {}}',
+    "huge-number": b'{"count": ' + b"9" * 5000 + b"}",
+}
+
+
+@pytest.mark.parametrize(("method", "path"), BODY_ROUTES)
+@pytest.mark.parametrize("kind", sorted(HOSTILE_BODIES))
+def test_a_hostile_body_is_a_clean_refusal(
+    method: str, path: str, kind: str, hostile: dict[str, Any]
+) -> None:
+    token = hostile["victim"] if path.startswith("/v1/agents") else hostile["user"]
+    response = hostile["client"].request(
+        method,
+        _fill(path, job_id=hostile["job_id"], request_id="r-1"),
+        headers={**_auth(token), "Content-Type": "application/json"},
+        content=HOSTILE_BODIES[kind],
+    )
+    if response.status_code < 400:  # a body every field of which is optional: taken, harmlessly
+        assert kind in ("unknown-fields", "negative-counts", "strings-for-numbers"), response.text
+        return
+    assert_clean_refusal(response, hostile["secrets"], 400, 403, 404, 409, 422)
+
+
+@pytest.mark.parametrize(("method", "path"), BODY_ROUTES)
+def test_a_body_over_the_limit_is_413_before_it_is_read(
+    method: str, path: str, hostile: dict[str, Any]
+) -> None:
+    limit = hostile["app"].state.settings.max_body_bytes
+    token = hostile["victim"] if path.startswith("/v1/agents") else hostile["user"]
+    response = hostile["client"].request(
+        method,
+        _fill(path, job_id=hostile["job_id"], request_id="r-1"),
+        headers={**_auth(token), "Content-Type": "application/json"},
+        content=b'{"spec": "' + b"x" * (limit + 1) + b'"}',
+    )
+    body = assert_clean_refusal(response, hostile["secrets"], 413)
+    assert str(limit) in body["error"]["message"]
+
+
+def test_a_body_over_the_limit_without_a_length_is_413(hostile: dict[str, Any]) -> None:
+    limit = hostile["app"].state.settings.max_body_bytes
+
+    def chunks() -> Iterator[bytes]:
+        yield b'{"spec": "'
+        for _ in range(limit // 65536 + 2):
+            yield b"x" * 65536
+
+    response = hostile["client"].post(
+        "/v1/jobs", headers=_auth(hostile["user"]), content=chunks()
+    )
+    assert_clean_refusal(response, hostile["secrets"], 413)
+
+
+ODD_IDS = {
+    "long": "i" * 5000,
+    "dotdot-slash": "..%2F..%2Fetc%2Fpasswd",
+    "nul": "i%00x",
+    "unicode": "ｉ-实例-🚀",
+    "rtl": "i-\u202eevil",
+    "spaces": "i%20-%20x",
+    "percent": "%25%25%25",
+}
+
+
+@pytest.mark.parametrize(
+    ("method", "path"), [r for r in ROUTES if "{" in r[1] and r[1] != "/dashboard/static/{name}"]
+)
+@pytest.mark.parametrize("odd", sorted(ODD_IDS))
+def test_an_odd_path_id_is_a_clean_refusal(
+    method: str, path: str, odd: str, hostile: dict[str, Any]
+) -> None:
+    token = hostile["victim"] if path.startswith("/v1/agents") else hostile["user"]
+    value = ODD_IDS[odd]
+    url = re.sub(r"\{(\w+)\}", value, path)
+    response = hostile["client"].request(method, url, headers=_auth(token), json={})
+    assert_clean_refusal(response, hostile["secrets"])
+
+
+@pytest.mark.parametrize("odd", sorted(ODD_IDS))
+def test_an_odd_static_name_is_not_found(odd: str, hostile: dict[str, Any]) -> None:
+    response = hostile["client"].get(
+        f"/dashboard/static/{ODD_IDS[odd]}", headers=_auth(hostile["user"])
+    )
+    assert_clean_refusal(response, hostile["secrets"], 404)
+
+
+QUERY_VALUES = st.one_of(
+    st.text(max_size=50),
+    st.sampled_from(["NaN", "inf", "-1", "1e308", "9" * 400, "²", "١٢", "0x10", "", "%00"]),
+)
+GET_ROUTES = [r for r in ROUTES if r[0] == "GET"]
+
+
+@pytest.mark.parametrize(("method", "path"), GET_ROUTES)
+def test_hostile_query_strings_never_fail_the_server(
+    method: str, path: str, hostile: dict[str, Any]
+) -> None:
+    token = hostile["victim"] if path.startswith("/v1/agents") else hostile["user"]
+    url = _fill(path, job_id=hostile["job_id"])
+
+    @given(
+        query=st.dictionaries(
+            st.sampled_from(["after", "job", "limit", "tail", "since", "state", "n", "x"]),
+            QUERY_VALUES,
+            max_size=3,
+        )
+    )
+    @settings(
+        max_examples=25,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        derandomize=True,
+        database=None,
+    )
+    def probe(query: dict[str, str]) -> None:
+        response = hostile["client"].request(method, url, headers=_auth(token), params=query)
+        assert response.status_code < 500, (query, response.status_code, response.text[:300])
+        if response.status_code >= 400:
+            assert_clean_refusal(response, hostile["secrets"])
+
+    probe()
