@@ -103,7 +103,14 @@ def _routes() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
 
 
 ROUTES, BODY_ROUTES = _routes()
-OPEN = {"/healthz", "/readyz", "/openapi.json", "/metrics", "/dashboard", "/v1/dist/{sha256}/{filename}"}
+OPEN = {
+    "/healthz",
+    "/readyz",
+    "/openapi.json",
+    "/metrics",
+    "/dashboard",
+    "/v1/dist/{sha256}/{filename}",
+}
 AGENT_ROUTES = [r for r in ROUTES if r[1].startswith("/v1/agents")]
 
 
@@ -133,7 +140,9 @@ def assert_clean_refusal(response: Any, secrets: list[str], *statuses: int) -> d
 
 
 @pytest.mark.parametrize(("method", "path"), [r for r in ROUTES if r[1] not in OPEN])
-@pytest.mark.parametrize("token", [None, *WRONG_TOKENS], ids=["none", "word", "user", "agent", "huge"])
+@pytest.mark.parametrize(
+    "token", [None, *WRONG_TOKENS], ids=["none", "word", "user", "agent", "huge"]
+)
 def test_a_route_refuses_a_missing_or_unknown_token(
     method: str, path: str, token: str | None, hostile: dict[str, Any]
 ) -> None:
@@ -244,9 +253,7 @@ def test_a_body_over_the_limit_without_a_length_is_413(hostile: dict[str, Any]) 
         for _ in range(limit // 65536 + 2):
             yield b"x" * 65536
 
-    response = hostile["client"].post(
-        "/v1/jobs", headers=_auth(hostile["user"]), content=chunks()
-    )
+    response = hostile["client"].post("/v1/jobs", headers=_auth(hostile["user"]), content=chunks())
     assert_clean_refusal(response, hostile["secrets"], 413)
 
 
@@ -318,3 +325,35 @@ def test_hostile_query_strings_never_fail_the_server(
             assert_clean_refusal(response, hostile["secrets"])
 
     probe()
+
+
+DASHBOARD_NAMES = ("jobs", "events", "cost", "markets", "timeline", "nope")
+ODD_QUERY = ("9" * 40, "9" * 5000, "²", "-1", "1e308", "NaN", "..", "\x00", "ｊ-🚀", "j" * 5000)
+
+
+@pytest.mark.parametrize("name", DASHBOARD_NAMES)
+@pytest.mark.parametrize("value", ODD_QUERY, ids=range(len(ODD_QUERY)))
+def test_the_dashboard_api_answers_odd_queries_without_a_server_error(
+    name: str, value: str, hostile: dict[str, Any]
+) -> None:
+    for key in ("after", "job"):
+        response = hostile["client"].get(
+            f"/dashboard/api/{name}", headers=_auth(hostile["user"]), params={key: value}
+        )
+        assert response.status_code < 500, (key, response.status_code, response.text[:300])
+        if response.status_code >= 400:
+            assert_clean_refusal(response, hostile["secrets"])
+
+
+@pytest.mark.parametrize("where", ["after", "Last-Event-ID"])
+@pytest.mark.parametrize("value", ["²", "9" * 40, "-1", "1e308", "abc"])
+def test_the_dashboard_stream_refuses_an_odd_resume_point_before_streaming(
+    where: str, value: str, hostile: dict[str, Any]
+) -> None:
+    query: dict[str, Any] = {"after": value} if where == "after" else {}
+    headers: dict[str, Any] = {} if where == "after" else {where: value.encode()}
+    response = hostile["client"].get(
+        "/dashboard/api/stream", headers={**_auth(hostile["user"]), **headers}, params=query
+    )
+    body = assert_clean_refusal(response, hostile["secrets"], 400)
+    assert where in body["error"]["message"]

@@ -95,9 +95,7 @@ async def register(body: RegistrationBody, request: Request) -> Response:
     return Response(OK_BODY, media_type="application/json")
 
 
-@router.post(
-    "/{instance_id}/heartbeat", response_model=Ok, dependencies=[Depends(require_token)]
-)
+@router.post("/{instance_id}/heartbeat", response_model=Ok, dependencies=[Depends(require_token)])
 async def heartbeat(
     body: HeartbeatBody, request: Request, instance_id: str = InstancePath
 ) -> Response:
