@@ -5,7 +5,6 @@ naming the problem; never a 5xx, never a hang, never a secret echoed."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
