@@ -5,6 +5,7 @@ naming the problem; never a 5xx, never a hang, never a secret echoed."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -356,3 +357,148 @@ def test_the_dashboard_stream_refuses_an_odd_resume_point_before_streaming(
     )
     body = assert_clean_refusal(response, hostile["secrets"], 400)
     assert where in body["error"]["message"]
+
+
+def _lease() -> dict[str, Any]:
+    return {
+        "job": VICTIM_JOB,
+        "shard_id": "s-1",
+        "token": 1,
+        "worker": "w-1",
+        "expires_at": 1e9,
+        "attempt": 0,
+    }
+
+
+# A body each route takes whole (the victim agent's, or the user's), each field of which the sweep
+# below replaces by every hostile value in turn, so the value reaches that field's own check.
+VALID_BODIES: dict[str, dict[str, Any]] = {
+    "/v1/agents/register": {
+        "instance_id": VICTIM_INSTANCE,
+        "time_unix_s": 1e9,
+        "job_id": VICTIM_JOB,
+    },
+    "/v1/agents/{instance_id}/heartbeat": {
+        "instance_id": VICTIM_INSTANCE,
+        "time_unix_s": 1e9,
+        "state": "running",
+        "worker_pid": 10,
+        "worker_restarts": 0,
+        "worker_heartbeat_unix_s": 1e9,
+        "worker_step": 3,
+    },
+    "/v1/agents/{instance_id}/events": {
+        "events": [
+            {
+                "kind": "probe",
+                "instance_id": VICTIM_INSTANCE,
+                "job_id": VICTIM_JOB,
+                "time_unix_s": 1e9,
+                "event_id": "e-1",
+                "schema_version": 1,
+                "ran": True,
+                "reason": "ok",
+            }
+        ]
+    },
+    "/v1/agents/{instance_id}/logs": {
+        "instance_id": VICTIM_INSTANCE,
+        "attempt_id": "a-1",
+        "offset_bytes": 0,
+        "data": "aGVsbG8=",
+        "node": 0,
+    },
+    "/v1/agents/{instance_id}/leases/release": {"worker_id": "w-1"},
+    "/v1/agents/{instance_id}/queue/claim": {
+        "job": VICTIM_JOB,
+        "worker": "w-1",
+        "n": 1,
+        "lease_s": 60,
+    },
+    "/v1/agents/{instance_id}/queue/heartbeat": {
+        "job": VICTIM_JOB,
+        "lease": _lease(),
+        "lease_s": 60,
+    },
+    "/v1/agents/{instance_id}/queue/complete": {
+        "job": VICTIM_JOB,
+        "lease": _lease(),
+        "output_ref": "o",
+    },
+    "/v1/agents/{instance_id}/queue/release": {"job": VICTIM_JOB, "lease": _lease()},
+    "/v1/agents/{instance_id}/queue/fail": {"job": VICTIM_JOB, "lease": _lease(), "error": "e"},
+    "/v1/agents/{instance_id}/queue/release-worker": {"job": VICTIM_JOB, "worker": "w-1"},
+    "/v1/jobs": {"spec": JOB_SPEC.format(name="fieldwise"), "filename": "fieldwise.yaml"},
+    "/v1/plans": {"spec": JOB_SPEC.format(name="planned"), "limit": 3, "data_gib": 1.0},
+}
+HOSTILE_VALUES: dict[str, Any] = {
+    "nan": float("nan"),
+    "infinity": float("inf"),
+    "minus-infinity": float("-inf"),
+    "1e308": 1e308,
+    "negative": -1,
+    "huge-int": 10**30,
+    "string-for-number": "12",
+    "word": "ten",
+    "empty": "",
+    "null": None,
+    "list": [1, 2],
+    "object": {"a": {"b": 1}},
+    "bool": True,
+    "nul": "a\x00b",
+    "long": "x" * 100_000,
+    "unicode": "ｉ-实例-🚀\u202e",
+}
+
+
+def _fieldwise() -> list[tuple[str, str]]:
+    """(route, dotted field) for every field of every valid body, nested ones included."""
+    out = []
+    for path, body in VALID_BODIES.items():
+        for key, value in body.items():
+            out.append((path, key))
+            if isinstance(value, dict):
+                out.extend((path, f"{key}.{inner}") for inner in value)
+            if isinstance(value, list) and value and isinstance(value[0], dict):
+                out.extend((path, f"{key}.0.{inner}") for inner in value[0])
+    return out
+
+
+def _replaced(body: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
+    copy = json.loads(json.dumps(body))
+    *parents, last = dotted.split(".")
+    where: Any = copy
+    for part in parents:
+        where = where[int(part)] if isinstance(where, list) else where[part]
+    where[last] = value
+    return copy
+
+
+def test_every_body_route_has_a_valid_body_to_mutate() -> None:
+    """A new route with a body fails here until the sweep has a body for it."""
+    assert {p for _, p in BODY_ROUTES} - set(VALID_BODIES) == {
+        "/v1/agents/{instance_id}/requests/{request_id}/ack"  # an empty body: nothing to mutate
+    }
+
+
+@pytest.mark.parametrize(("path", "field"), _fieldwise())
+def test_a_hostile_value_in_any_field_is_refused_or_taken_never_a_server_error(
+    path: str, field: str, hostile: dict[str, Any]
+) -> None:
+    token = hostile["victim"] if path.startswith("/v1/agents") else hostile["user"]
+    url = _fill(path)
+    for n, (kind, value) in enumerate(HOSTILE_VALUES.items()):
+        body = _replaced(VALID_BODIES[path], field, value)
+        events = body.get("events")
+        if isinstance(events, list) and isinstance(events[0], dict) and "event_id" not in field:
+            # each its own event, not a repeat of one stored already
+            body["events"][0]["event_id"] = f"e-{field}-{n}"
+        content = json.dumps(body, allow_nan=True).encode()
+        response = hostile["client"].post(
+            url, headers={**_auth(token), "Content-Type": "application/json"}, content=content
+        )
+        assert response.status_code < 500, (kind, response.status_code, response.text[:300])
+        if response.status_code >= 400:
+            assert_clean_refusal(response, hostile["secrets"])
+        elif kind in ("nan", "infinity", "minus-infinity"):
+            raise AssertionError(f"{field}={kind} was taken: {response.text[:200]}")
