@@ -46,6 +46,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
     _, user = app.state.tokens.create_user("hostile", "hostile")
     victim = app.state.tokens.issue_agent_token(VICTIM_JOB, VICTIM_INSTANCE)
     other = app.state.tokens.issue_agent_token(OTHER_JOB, OTHER_INSTANCE)
+    _, stranger = app.state.tokens.create_user("stranger", "elsewhere")
     client = TestClient(app, raise_server_exceptions=False)
     made = client.post(
         "/v1/jobs",
@@ -59,8 +60,9 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
         "user": user,
         "victim": victim,
         "other": other,
+        "stranger": stranger,
         "job_id": made.json()["job_id"],
-        "secrets": [user, victim, other, *FAKE_CREDENTIALS.values()],
+        "secrets": [user, victim, other, stranger, *FAKE_CREDENTIALS.values()],
     }
     client.close()
     monkey.undo()
@@ -192,6 +194,33 @@ def test_a_user_route_refuses_an_agent_reaching_another_job(
         method, _fill(path, job_id=hostile["job_id"]), headers=_auth(hostile["other"])
     )
     assert_clean_refusal(response, hostile["secrets"], 403)
+
+
+@pytest.mark.parametrize(("method", "path"), [r for r in ROUTES if r[1].startswith("/v1/jobs/")])
+def test_a_user_route_refuses_a_user_of_another_project(
+    method: str, path: str, hostile: dict[str, Any]
+) -> None:
+    response = hostile["client"].request(
+        method, _fill(path, job_id=hostile["job_id"]), headers=_auth(hostile["stranger"])
+    )
+    assert_clean_refusal(response, hostile["secrets"], 403)
+    listed = hostile["client"].get("/v1/jobs", headers=_auth(hostile["stranger"]))
+    assert hostile["job_id"] not in listed.text
+
+
+@pytest.mark.parametrize("where", ["run", "name", "envs", "resources"])
+def test_a_token_or_credential_in_a_refused_spec_is_not_echoed(
+    where: str, hostile: dict[str, Any]
+) -> None:
+    for secret in (hostile["victim"], FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"]):
+        value = {"envs": {"X": [secret]}, "resources": {"accelerators": secret}}.get(
+            where, [secret]
+        )
+        spec = json.dumps({"name": "leak", "run": "true", where: value})
+        response = hostile["client"].post(
+            "/v1/jobs", headers=_auth(hostile["user"]), json={"spec": spec}
+        )
+        assert_clean_refusal(response, hostile["secrets"], 400, 422)
 
 
 HOSTILE_BODIES: dict[str, bytes] = {
