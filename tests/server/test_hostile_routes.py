@@ -319,6 +319,17 @@ def test_an_odd_static_name_is_not_found(odd: str, hostile: dict[str, Any]) -> N
     assert_clean_refusal(response, hostile["secrets"], 404)
 
 
+@pytest.mark.parametrize(
+    "filename", ["..%2F..%2Fserver.db", "*.whl", "%2A", "x.whl%00.txt", "[a-z]*.whl", ".whl"]
+)
+def test_a_wheel_name_that_is_not_one_is_refused_before_the_cache_is_searched(
+    filename: str, hostile: dict[str, Any]
+) -> None:
+    response = hostile["client"].get(f"/v1/dist/{SHA}/{filename}")
+    body = assert_clean_refusal(response, hostile["secrets"], 404, 422)
+    assert response.status_code == 422 or "no endpoint" in body["error"]["message"]
+
+
 QUERY_VALUES = st.one_of(
     st.text(max_size=50),
     st.sampled_from(["NaN", "inf", "-1", "1e308", "9" * 400, "²", "١٢", "0x10", "", "%00"]),
