@@ -71,12 +71,18 @@ def body_model(
 ) -> type[BaseModel]:
     """The pydantic model ``name`` with ``fields`` in their order (required ones with ``...``)."""
     definitions: dict[str, Any] = {
-        f.name: (pydantic_type(f.annotation), ... if f.required else f.default) for f in fields
+        f.name: (pydantic_type(f.annotation), ... if f.required else _default(f.default))
+        for f in fields
     }
     model: type[BaseModel] = create_model(
         name, __base__=base, __module__=__name__, __doc__=doc, **definitions
     )
     return model
+
+
+def _default(value: Any) -> Any:
+    """A wire default as its pydantic field holds it: a tuple is a list there (see pydantic_type)."""
+    return list(value) if isinstance(value, tuple) else value
 
 
 class _Event(_Agent):
