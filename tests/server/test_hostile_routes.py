@@ -542,3 +542,38 @@ def test_a_hostile_value_in_any_field_is_refused_or_taken_never_a_server_error(
             assert_clean_refusal(response, hostile["secrets"])
         elif kind in ("nan", "infinity", "minus-infinity"):
             raise AssertionError(f"{field}={kind} was taken: {response.text[:200]}")
+
+
+def test_concurrent_launches_and_cancels_through_the_api_are_one_job_each_and_idempotent(
+    hostile: dict[str, Any],
+) -> None:
+    """Eight launches of one spec at once: eight jobs; then two cancels of each at once: all
+    taken (the controller ends each job once: tests/service/test_concurrent_launch_cancel.py)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from fastapi.testclient import TestClient
+
+    headers = _auth(hostile["user"])
+    spec = {"spec": JOB_SPEC.format(name="raced"), "filename": "raced.yaml"}
+    barrier = threading.Barrier(8)
+
+    def launch(_: int) -> Any:
+        client = TestClient(hostile["app"], raise_server_exceptions=False)
+        barrier.wait(30)
+        return client.post("/v1/jobs", headers=headers, json=spec)
+
+    with ThreadPoolExecutor(8) as pool:
+        launched = list(pool.map(launch, range(8)))
+    assert [r.status_code for r in launched] == [201] * 8, [r.text for r in launched]
+    job_ids = {r.json()["job_id"] for r in launched}
+    assert len(job_ids) == 8
+
+    def cancel(job_id: str) -> Any:
+        client = TestClient(hostile["app"], raise_server_exceptions=False)
+        return client.post(f"/v1/jobs/{job_id}/cancel", headers=headers)
+
+    with ThreadPoolExecutor(8) as pool:
+        cancelled = list(pool.map(cancel, [j for j in sorted(job_ids) for _ in range(2)]))
+    assert {r.status_code for r in cancelled} == {200}, [r.text for r in cancelled]
+    assert {r.json()["job_id"] for r in cancelled} == job_ids
