@@ -168,6 +168,12 @@ class UnknownGpuError(ConfigError):
         hint = (
             f"; did you mean {', '.join(repr(s) for s in self.suggestions)}?" if suggestions else ""
         )
+        if name.strip().lower().startswith("tpu"):  # SkyPilot's tpu-v4-8 and the like
+            super().__init__(
+                f"{name!r} is a TPU: spothop runs GPU instances only (TPUs are out of scope); "
+                "name a GPU (`spothop gpus` lists every known model and alias)"
+            )
+            return
         super().__init__(
             f"unknown GPU {name!r}{hint} (`spothop gpus` lists every known model and alias)"
         )

@@ -5,14 +5,16 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
+import blake3
 import numpy as np
 import pytest
 import torch
 
 from spothop.checkpoint import CheckpointCorrupt, Checkpointer, Tier
-from spothop.checkpoint.manifest import FORMAT_VERSION, Codec, _digest, manifest_from_json
+from spothop.checkpoint.manifest import FORMAT_VERSION, Codec, Digest, _digest, manifest_from_json
 from spothop.checkpoint.pack import HostLeaf, encode_chunk, worth_compressing, write_pack
 from spothop.checkpoint.reader import ancestors, load_manifest, read_leaves, verify
 from spothop.checkpoint.store import Store
@@ -34,12 +36,19 @@ def test_adaptive_compression_stores_float_weights_raw_and_compresses_zeros() ->
     assert packed.codec is Codec.ZSTD and len(packed.payload) < len(zeros) // 100
 
 
-def test_a_raw_chunk_is_hashed_once_its_digest_serving_both_roles() -> None:
+@pytest.mark.parametrize(
+    ("digest", "reference"),
+    [
+        (Digest.BLAKE3, lambda b: blake3.blake3(b).hexdigest()),
+        (Digest.SHA256, lambda b: hashlib.sha256(b).hexdigest()),
+    ],
+)
+def test_a_raw_chunk_is_hashed_once_its_digest_serving_both_roles(
+    digest: Digest, reference: Callable[[bytes], str]
+) -> None:
     data = memoryview(floats(4096).view(np.uint8))
-    done = encode_chunk(data, None, None)
-    assert (
-        done.sha256 == hashlib.sha256(data).hexdigest() and done.stored_digest.hex() == done.sha256
-    )
+    done = encode_chunk(data, None, None, digest=digest)
+    assert done.sha256 == reference(bytes(data)) and done.stored_digest.hex() == done.sha256
 
 
 def _leaves() -> list[HostLeaf]:
@@ -83,7 +92,7 @@ def test_the_file_digest_catches_one_flipped_bit_in_any_chunk(tmp_path: Path) ->
     state = {"w": floats(2000), "z": np.zeros(2000, dtype=np.float32)}
     manifest = ckpt.save(state, 1).wait()
     ckpt.close()
-    assert manifest.format_version == FORMAT_VERSION == 2
+    assert manifest.format_version == FORMAT_VERSION == 3
     (entry,) = manifest.files
     assert entry.segments is not None and len(entry.segments) > 4
     store, path = Store(str(tmp_path)), tmp_path / entry.path
@@ -93,7 +102,7 @@ def test_the_file_digest_catches_one_flipped_bit_in_any_chunk(tmp_path: Path) ->
         damaged = bytearray(pristine)
         damaged[offset + length // 2] ^= 0x04
         path.write_bytes(bytes(damaged))
-        with pytest.raises(CheckpointCorrupt, match=r"sha256|decompress|decodes"):
+        with pytest.raises(CheckpointCorrupt, match=r"fails its blake3 check|decompress|decodes"):
             verify(store, manifest)
         with pytest.raises(CheckpointCorrupt):
             read_leaves(store, manifest, ancestors(store, manifest))

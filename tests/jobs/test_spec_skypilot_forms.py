@@ -250,3 +250,8 @@ def test_several_yaml_documents_are_a_chain_not_bad_yaml(tmp_path: Path) -> None
     with pytest.raises(JobSpecError, match="3 YAML documents") as caught:
         load_job(path)
     assert "not valid YAML" not in str(caught.value)
+
+
+def test_a_tpu_in_a_spothop_file_is_named_a_tpu_not_an_unknown_gpu() -> None:
+    with pytest.raises(JobSpecError, match=r"'tpu-v4-8' is a TPU: spothop runs GPU instances only"):
+        load_job({"name": "t", "run": "x", "resources": {"accelerators": "tpu-v4-8"}})

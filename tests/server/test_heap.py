@@ -77,7 +77,7 @@ def test_serving_imports_nothing_after_the_heap_is_settled(tmp_path: Path) -> No
     assert all(200 <= code < 300 for code in answer["codes"]), answer["codes"]
     # A module named here is imported by a request path after the freeze: add it (or what
     # imports it) to spothop.server.app.WARM_MODULES.
-    assert answer["imported"] == [], answer["imported"]
+    assert answer["imported"] == [], " ".join(answer["imported"])
 
 
 def test_a_slow_full_collection_freezes_its_survivors_at_most_once_a_period() -> None:

@@ -103,11 +103,16 @@ def empty_host(tensor: torch.Tensor) -> torch.Tensor:
     return host
 
 
-def host_copies(tensors: list[torch.Tensor], into: list[torch.Tensor | None]) -> list[torch.Tensor]:
+def host_copies(
+    tensors: list[torch.Tensor],
+    into: list[torch.Tensor | None],
+    deferred: list[tuple[int, Any, Any]] | None = None,
+) -> list[torch.Tensor]:
     """Contiguous CPU copies, written into ``into[i]`` where given (reused buffers: no allocation,
     no page faults), else freshly allocated. CPU tensors whose bytes are their values in order are
     copied in one batch on every core (:func:`bulk.copy`); device tensors go through pinned memory
-    with one sync at the end."""
+    with one sync at the end. With ``deferred`` that batch is not copied here: its
+    ``(index in tensors, destination bytes, live bytes)`` are appended for the caller to copy."""
     out: list[torch.Tensor] = []
     batch: list[tuple[Any, Any]] = []
     on_device = False
@@ -119,7 +124,10 @@ def host_copies(tensors: list[torch.Tensor], into: list[torch.Tensor | None]) ->
         if live is not None:
             if dest is None:
                 dest = torch.empty(source.shape, dtype=source.dtype)
-            batch.append((as_bytes(dest), live))
+            if deferred is not None:
+                deferred.append((len(out), as_bytes(dest), live))
+            else:
+                batch.append((as_bytes(dest), live))
             out.append(dest)
             continue
         if dest is None and not device:
@@ -237,13 +245,16 @@ def as_bytes(tensor: torch.Tensor) -> np.ndarray[Any, np.dtype[np.uint8]]:
     return flat.view(torch.uint8).numpy()
 
 
-def from_bytes(buffer: bytearray, dtype: str, shape: tuple[int, ...]) -> torch.Tensor:
+def from_bytes(
+    buffer: np.ndarray[Any, np.dtype[np.uint8]], dtype: str, shape: tuple[int, ...]
+) -> torch.Tensor:
+    """A tensor sharing the memory of ``buffer`` (a leaf's raw bytes as read back)."""
     torch_dtype = getattr(torch, dtype)
     if not isinstance(torch_dtype, torch.dtype):
         raise ValueError(f"unknown torch dtype {dtype!r}")
     if len(buffer) == 0:
         return torch.empty(shape, dtype=torch_dtype)
-    return torch.frombuffer(buffer, dtype=torch.uint8).view(torch_dtype).reshape(shape)
+    return torch.from_numpy(buffer).view(torch_dtype).reshape(shape)
 
 
 def encode_dtype(value: object) -> str | None:

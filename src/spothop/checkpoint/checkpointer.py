@@ -351,7 +351,7 @@ class Checkpointer:
     ) -> Future[Snapshot]:
         """Step 4: the leaves copied to host memory, here or (``overlap``) on the copy thread."""
 
-        def copy() -> Snapshot:
+        def copy(stream: bool) -> Snapshot:
             return take_snapshot(
                 flat,
                 base,
@@ -361,15 +361,29 @@ class Checkpointer:
                 save_id=checkpoint_id,
                 chunk_bytes=self.chunk_bytes,
                 frozen=trusted,
+                stream=stream,
             )
 
-        return self._copier.submit(copy) if overlap else resolved(copy())
+        # Inside save() the bulk of the copy is streamed: made after the write is queued, which
+        # follows it leaf by leaf (snapshot.StreamedCopy); save() still returns once it is done.
+        return self._copier.submit(copy, False) if overlap else resolved(copy(True))
 
     def _submit(self, job: SaveJob, copying: Future[Snapshot] | None) -> SaveHandle:
         """Step 5: the write queued on the save thread; its handle (``copying``: an overlapped copy)."""
         cancel = threading.Event()
         future = self._executor.submit(self._write, job, cancel)
         future.add_done_callback(lambda f: log_failure(job.checkpoint_id, f))
+        streamed = job.copying.result().streamed if copying is None else None
+        if streamed is not None:
+            try:
+                streamed.run()  # the rest of the copy, with the writer one step behind it
+            except BaseException:
+                with contextlib.suppress(BaseException):
+                    future.exception()  # the write fails with the same error: let it clean up
+                if self._buffers is not None:
+                    # They claim copies the failed copy never finished: the next save starts afresh.
+                    self._buffers.clear()
+                raise
         handle = SaveHandle(
             job.checkpoint_id,
             job.step,
@@ -452,7 +466,7 @@ class Checkpointer:
         except RuntimeError:  # the executor is shutting down: clean up here
             self._collect(store, job.checkpoint_id)
         return manifest, SaveStats(
-            snapshot.blocking_s,
+            snapshot.stall_s,
             total_s,
             sum(f.size_bytes for f in result.files),
             snapshot.copied_bytes,

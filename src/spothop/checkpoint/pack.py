@@ -3,12 +3,12 @@
 A leaf's bytes are cut at fixed offsets (``chunk_bytes``), not content-defined
 boundaries: a training step rewrites tensors in place and never shifts bytes,
 so fixed offsets find every unchanged chunk at a fraction of the cost.
-Each chunk is hashed (sha256 of its raw bytes) and, when a parent is given,
+Each chunk is hashed (BLAKE3 of its raw bytes in format 3, sha256 in format 2) and, when a parent is given,
 compared with the parent's chunk at the same place; only chunks that differ
 are compressed and written. A chunk the snapshot already proved equal to the
 parent's (byte comparison with the kept host copy, ``HostLeaf.known``) takes
-the parent's entry without being hashed. Work is spread over a thread pool (hashlib and
-zstd release the GIL) with a bounded number of chunks in flight, so the
+the parent's entry without being hashed. Work is spread over a thread pool (blake3, hashlib
+and zstd release the GIL) with a bounded number of chunks in flight, so the
 extra memory is a few chunks, not a second copy of the state.
 
 Each byte is hashed once: a raw chunk's content hash doubles as the hash of
@@ -37,7 +37,7 @@ import functools
 import os
 import threading
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -49,10 +49,12 @@ import zstandard
 from spothop.checkpoint.manifest import (
     ChunkRef,
     Codec,
+    Digest,
     FileEntry,
     LeafEntry,
+    default_digest,
     file_root,
-    sha256_digest,
+    segment_digest,
 )
 from spothop.checkpoint.store import PositionalFile, Store, WriteStream
 
@@ -109,6 +111,7 @@ class PackSet:
     files: tuple[FileEntry, ...]
     chunks_written: int
     chunks_reused: int
+    digest: Digest  # what the files and the new chunks were hashed with
 
 
 def pack_name(index: int) -> str:
@@ -127,14 +130,18 @@ def write_packs(
     workers: int,
     cancel: threading.Event,
     compress_below: float = DEFAULT_COMPRESS_BELOW,
+    digest: Digest | None = None,
+    ready: Callable[[str], None] | None = None,
 ) -> PackSet:
     """Write ``leaves`` into up to ``streams`` pack files under ``folder``, uploaded at once.
 
     The leaves are cut into runs of about equal bytes, in order, each run its own pack file
     (:func:`write_pack`) with its share of the encoding workers. A run has at least
     ``MIN_STREAM_BYTES``, so small saves stay one file. A failed run fails the save with its error
-    once the others have ended; the caller removes the folder.
+    once the others have ended; the caller removes the folder. ``digest`` None: :func:`default_digest`.
+    ``ready(key)``, when given, blocks until a leaf's bytes may be read (a copy still being made).
     """
+    digest = digest or default_digest()
     groups = _runs(leaves, streams)
     write = functools.partial(
         write_pack,
@@ -144,10 +151,12 @@ def write_packs(
         chunk_bytes=chunk_bytes,
         cancel=cancel,
         compress_below=compress_below,
+        digest=digest,
+        ready=ready,
     )
     if len(groups) == 1:
         one = write(f"{folder}/{pack_name(0)}", leaves, workers=workers)
-        return PackSet(one.leaves, (one.file,), one.chunks_written, one.chunks_reused)
+        return PackSet(one.leaves, (one.file,), one.chunks_written, one.chunks_reused, digest)
     share = max(1, workers // len(groups))
     with ThreadPoolExecutor(len(groups), "spothop-ckpt-upload") as uploads:
         futures = [
@@ -165,6 +174,7 @@ def write_packs(
         tuple(r.file for r in results),
         sum(r.chunks_written for r in results),
         sum(r.chunks_reused for r in results),
+        digest,
     )
 
 
@@ -207,10 +217,10 @@ def _compressor(level: int) -> zstandard.ZstdCompressor:
 class Encoded:
     """One chunk after hashing: ``payload`` None means equal to the parent's chunk (nothing to write)."""
 
-    sha256: str  # of the raw bytes (the delta content hash)
+    sha256: str  # of the raw bytes (the delta content hash), in the pack's :class:`Digest`
     payload: Any
     codec: Codec
-    stored_digest: bytes  # sha256 of ``payload``: this chunk's leaf of the file's Merkle root
+    stored_digest: bytes  # the digest of ``payload``: this chunk's leaf of the file's Merkle root
 
 
 def worth_compressing(view: memoryview, level: int, compress_below: float) -> bool:
@@ -226,15 +236,16 @@ def encode_chunk(
     parent_sha: str | None,
     level: int | None,
     compress_below: float = DEFAULT_COMPRESS_BELOW,
+    digest: Digest = Digest.BLAKE3,
 ) -> Encoded:
-    raw_digest = sha256_digest(view)
+    raw_digest = segment_digest(digest, view)
     sha = raw_digest.hex()
     if sha == parent_sha:
         return Encoded(sha, None, Codec.RAW, raw_digest)
     if level is not None and worth_compressing(view, level, compress_below):
         packed = _compressor(level).compress(view)
         if len(packed) < len(view):
-            return Encoded(sha, packed, Codec.ZSTD, sha256_digest(packed))
+            return Encoded(sha, packed, Codec.ZSTD, segment_digest(digest, packed))
     return Encoded(sha, view, Codec.RAW, raw_digest)
 
 
@@ -262,6 +273,8 @@ def write_pack(
     workers: int,
     cancel: threading.Event,
     compress_below: float = DEFAULT_COMPRESS_BELOW,
+    digest: Digest | None = None,
+    ready: Callable[[str], None] | None = None,
 ) -> PackResult:
     """Write ``leaves`` into one pack file at ``relative``; chunks equal to ``parent``'s are referenced.
 
@@ -274,10 +287,10 @@ def write_pack(
         _open_target(store, relative, placed) as target,
         ThreadPoolExecutor(workers, "spothop-ckpt") as pool,
     ):
-        writer = _Writer(target, relative, compress_below, level)
+        writer = _Writer(target, relative, compress_below, level, digest or default_digest())
         try:
             refs = writer.write(
-                pool, leaves, parent, chunk_bytes, workers * INFLIGHT_PER_WORKER, cancel
+                pool, leaves, parent, chunk_bytes, workers * INFLIGHT_PER_WORKER, cancel, ready
             )
         finally:
             writer.abandon()  # after a failure: no worker may wait for an offset that never comes
@@ -292,7 +305,13 @@ def write_pack(
         out[leaf.key] = LeafEntry(leaf.kind, leaf.dtype, leaf.shape, tuple(refs[leaf.key]))
         written += sum(1 for r in refs[leaf.key] if r.file == relative)
         reused += sum(1 for r in refs[leaf.key] if r.file != relative)
-    entry = FileEntry(relative, file_root(writer.digests), writer.offset, tuple(writer.segments))
+    entry = FileEntry(
+        relative,
+        file_root(writer.digests, writer.digest),
+        writer.offset,
+        tuple(writer.segments),
+        writer.digest,
+    )
     return PackResult(out, entry, written, reused)
 
 
@@ -357,11 +376,12 @@ def _encode_and_place(
     level: int | None,
     compress_below: float,
     size_known: bool,
+    digest: Digest,
 ) -> tuple[Encoded, int]:
     """Encode chunk ``index`` and write it where it belongs, without waiting for the chunks before it
     to be written (only for their sizes). Returns the encoding and where it landed."""
     try:
-        done = encode_chunk(view, parent_sha, level, compress_below)
+        done = encode_chunk(view, parent_sha, level, compress_below, digest)
     except BaseException as exc:
         offsets.abandon(exc)
         raise
@@ -388,8 +408,10 @@ class _Writer:
         relative: str,
         compress_below: float,
         level: int | None,
+        digest: Digest,
     ) -> None:
         self.relative, self.compress_below, self.level = relative, compress_below, level
+        self.digest = digest
         self.offset = 0
         self.segments: list[int] = []  # stored lengths of the non-empty payloads, in file order
         self.digests: list[bytes] = []
@@ -410,6 +432,7 @@ class _Writer:
         chunk_bytes: int,
         max_inflight: int,
         cancel: threading.Event,
+        ready: Callable[[str], None] | None = None,
     ) -> dict[str, list[ChunkRef]]:
         """Every chunk of every leaf with data, in file order; returns each leaf's chunk refs.
 
@@ -425,6 +448,8 @@ class _Writer:
         for leaf in leaves:
             if leaf.data is None:
                 continue
+            if ready is not None:
+                ready(leaf.key)
             out = refs[leaf.key] = []
             parent_entry = parent.get(leaf.key) if parent else None
             parent_shas = _parent_shas(leaf, parent)
@@ -460,7 +485,10 @@ class _Writer:
             if known is not None:
                 return known
             return pool.submit(
-                lambda: (encode_chunk(data, parent_sha, self.level, self.compress_below), -1)
+                lambda: (
+                    encode_chunk(data, parent_sha, self.level, self.compress_below, self.digest),
+                    -1,
+                )
             )
         # Sizes known now are settled now: a chunk equal to the parent's stores nothing, a raw one all.
         size_known = known is not None or (self.level is None and parent_sha is None)
@@ -478,6 +506,7 @@ class _Writer:
             self.level,
             self.compress_below,
             size_known,
+            self.digest,
         )
 
     def _finish(

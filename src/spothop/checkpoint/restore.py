@@ -27,7 +27,7 @@ import numpy as np
 from spothop.checkpoint import tree
 from spothop.checkpoint.errors import CheckpointError, NoValidCheckpoint, ValidationFailed
 from spothop.checkpoint.manifest import LeafEntry, Manifest, Tier, WorldLayout
-from spothop.checkpoint.reader import ancestors, committed, read_leaves
+from spothop.checkpoint.reader import LeafBytes, ancestors, committed, read_leaves
 from spothop.checkpoint.rng import restore_rng
 from spothop.checkpoint.store import Store
 
@@ -76,13 +76,13 @@ def load(store: Store, manifest: Manifest) -> Restored:
     return Restored(manifest, tree.unflatten(manifest.tree, leaf), store.url)
 
 
-def leaf_array(entry: LeafEntry, buffer: bytearray) -> Any:
-    """The array (torch tensor or NumPy array) that ``entry``'s verified bytes make."""
+def leaf_array(entry: LeafEntry, buffer: LeafBytes) -> Any:
+    """The array (torch tensor or NumPy array) that ``entry``'s verified bytes make (sharing them)."""
     if entry.kind == "torch":
         from spothop.checkpoint import _torch_arrays
 
         return _torch_arrays.from_bytes(buffer, entry.dtype, entry.shape)
-    return np.frombuffer(buffer, dtype=np.dtype(entry.dtype)).reshape(entry.shape)
+    return buffer.view(np.dtype(entry.dtype)).reshape(entry.shape)
 
 
 def restore_newest(

@@ -33,7 +33,7 @@ from typing import Any
 from spothop.checkpoint import reshard
 from spothop.checkpoint import tree as tree_mod
 from spothop.checkpoint.errors import CheckpointConfigError, CheckpointWriteError
-from spothop.checkpoint.manifest import Manifest, Shard, Tier, WorldLayout
+from spothop.checkpoint.manifest import FORMAT_VERSION, Manifest, Shard, Tier, WorldLayout
 from spothop.checkpoint.pack import PackSet, SaveCancelled, write_packs
 from spothop.checkpoint.reader import manifest_path
 from spothop.checkpoint.snapshot import DeltaBase, Snapshot
@@ -145,6 +145,7 @@ class SaveJob:
         leaves: Mapping[str, Any],
         files: tuple[Any, ...],
         world: WorldLayout,
+        format_version: int = FORMAT_VERSION,
     ) -> Manifest:
         return Manifest(
             self.checkpoint_id,
@@ -159,6 +160,7 @@ class SaveJob:
             self.data_position,
             world,
             self.user_metadata,
+            format_version=format_version,
             sharding=self.sharding,
         )
 
@@ -196,8 +198,11 @@ class SaveJob:
                 workers=workers,
                 cancel=cancel,
                 compress_below=compress_below,
+                ready=snapshot.streamed.wait if snapshot.streamed is not None else None,
             )
-            manifest = self.manifest(snapshot, result.leaves, result.files, world)
+            manifest = self.manifest(
+                snapshot, result.leaves, result.files, world, result.digest.format_version
+            )
             if made_on:
                 manifest = replace(manifest, made_on=made_on)
             store.write_atomic(manifest_path(self.checkpoint_id), manifest.to_json())  # the commit

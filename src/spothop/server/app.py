@@ -181,6 +181,7 @@ class _Lazy:
 # modules, their classes and functions (tens of thousands of objects) are not walked by every
 # full collection (tests/server/test_heap.py checks that serving imports nothing more).
 WARM_MODULES = (
+    "spothop.batch.inputs",
     "spothop.batch.spec",
     "spothop.checkpoint.admin",
     "spothop.dashboard.data",
@@ -189,9 +190,15 @@ WARM_MODULES = (
     "spothop.jobs.reachable",
     "spothop.jobs.skypilot",
     "spothop.jobs.spec",
+    "spothop.market.interruptions",
+    "spothop.market.price_import",
+    "spothop.market.price_store",
+    "spothop.observe.job_report",
+    "spothop.observe.ledger",
     "spothop.observe.metrics",
     "spothop.observe.recommend",
     "spothop.observe.report",
+    "spothop.providers.credentials",
     "spothop.service",
     "spothop.state.wake",
 )
@@ -222,6 +229,9 @@ def settle_heap(app: FastAPI) -> None:
         log.warning("the providers could not be made at start-up: %s", exc)
     for name in WARM_MODULES:
         importlib.import_module(name)
+    from spothop.providers.credentials import credential_rules
+
+    credential_rules()  # every cloud adapter's rule, imported once (a job's envs are checked)
     gc.collect()
     gc.freeze()
     gc.callbacks.append(_FreezeSlowCollections().__call__)
