@@ -14,11 +14,12 @@ The server imports this module (pydantic); the agent never does.
 
 from __future__ import annotations
 
+import math
 import types
 import typing
 from typing import TYPE_CHECKING, Annotated, Any, Union
 
-from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, create_model
+from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, create_model, model_validator
 
 from spothop.wire.contract import EVENTS_BATCH, Heartbeat, LeaseRelease, Registration
 from spothop.wire.events import AgentEvent
@@ -70,7 +71,8 @@ def body_model(
 ) -> type[BaseModel]:
     """The pydantic model ``name`` with ``fields`` in their order (required ones with ``...``)."""
     definitions: dict[str, Any] = {
-        f.name: (pydantic_type(f.annotation), ... if f.required else f.default) for f in fields
+        f.name: (pydantic_type(f.annotation), ... if f.required else _default(f.default))
+        for f in fields
     }
     model: type[BaseModel] = create_model(
         name, __base__=base, __module__=__name__, __doc__=doc, **definitions
@@ -78,8 +80,32 @@ def body_model(
     return model
 
 
+def _default(value: Any) -> Any:
+    """A wire default as its pydantic field holds it: a tuple is a list there (see pydantic_type)."""
+    return list(value) if isinstance(value, tuple) else value
+
+
 class _Event(_Agent):
     model_config = ConfigDict(extra="allow")
+
+    @model_validator(mode="after")
+    def _finite(self) -> _Event:
+        """An event's own fields pass through as sent, but as JSON: no NaN or infinity in them
+        (PostgreSQL's JSON refuses them, and no reader expects one)."""
+        for name, value in (self.model_extra or {}).items():
+            if not _all_finite(value):
+                raise ValueError(f"{name} holds NaN or an infinity; send finite numbers only")
+        return self
+
+
+def _all_finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_all_finite(v) for v in value.values())
+    if isinstance(value, list):
+        return all(_all_finite(v) for v in value)
+    return True
 
 
 if TYPE_CHECKING:  # what type checkers see: the classes, their fields Any (see _Agent)

@@ -63,9 +63,19 @@ def plotly_js() -> bytes:
         ) from None
 
 
+MAX_STATIC_NAME = 100
+
+
 def static_file(name: str) -> bytes | None:
+    """The packaged static file ``name``; None for any name that is not one (a path, ``..``, a
+    NUL, a name too long for the file system)."""
+    if not name or len(name) > MAX_STATIC_NAME or any(c in name for c in "/\\\0") or ".." in name:
+        return None
     node = resources.files("spothop.dashboard").joinpath("static", name)
-    return node.read_bytes() if node.is_file() else None
+    try:
+        return node.read_bytes() if node.is_file() else None
+    except (OSError, ValueError):
+        return None
 
 
 class Dashboard:
@@ -147,12 +157,28 @@ class Dashboard:
             self.server.server_close()
 
 
+MAX_SEQ = 2**63 - 1  # the largest event seq a store can hold
+
+
+def resume_point(raw: str, name: str = "after") -> int:
+    """The event seq a stream or an events query resumes after: 0 (the newest) when empty; a
+    ConfigError for anything but a whole number from 0 to :data:`MAX_SEQ`."""
+    text = raw.strip()
+    if not text:
+        return 0
+    if (
+        not (text.isascii() and text.isdigit())
+        or len(text) > len(str(MAX_SEQ))
+        or int(text) > MAX_SEQ
+    ):
+        raise ConfigError(
+            f"{name} must be a whole number from 0 to {MAX_SEQ} (an event's seq), got {raw[:40]!r}"
+        )
+    return int(text)
+
+
 def _int(query: Mapping[str, list[str]], name: str) -> int:
-    raw = (query.get(name) or ["0"])[0]
-    try:
-        return int(raw)
-    except ValueError:
-        raise ConfigError(f"{name} must be a whole number, got {raw!r}") from None
+    return resume_point((query.get(name) or [""])[0], name)
 
 
 def _required(value: str | None, name: str) -> str:
@@ -217,8 +243,8 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/metrics":
             self._send(200, render(app.registry), CONTENT_TYPE_LATEST)
         elif path == "/api/stream":
-            resume = {"after": [self.headers.get("Last-Event-ID") or "0"]}
-            self._stream(_int(query, "after") or _int(resume, "after"))
+            resumed = resume_point(self.headers.get("Last-Event-ID") or "", "Last-Event-ID")
+            self._stream(_int(query, "after") or resumed)
         elif path.startswith("/api/"):
             self._json(200, app.api(path, query))
         else:

@@ -504,7 +504,8 @@ def parse_job_text(text: str, where: str) -> Any:
     try:
         documents = [d for d in yaml.safe_load_all(text) if d is not None]
     except (yaml.YAMLError, RecursionError, ValueError) as exc:
-        raise JobSpecError(f"{where}not valid YAML: {exc}") from None
+        where_in_text = " ".join(str(exc).split())  # PyYAML's marks span lines: one line here
+        raise JobSpecError(f"{where}not valid YAML: {where_in_text}") from None
     if len(documents) > 1:
         raise JobSpecError(
             f"{where}holds {len(documents)} YAML documents (a SkyPilot chain or pipeline of "

@@ -29,12 +29,15 @@ from spothop.state.tokens import Principal
 
 router = APIRouter(tags=["agent files"], responses=error_responses(401, 403, 404))
 WHEEL_MEDIA_TYPE = "application/zip"
+# A wheel's file name, nothing else: no folder, no `..`, no glob character (the cache is globbed)
+WHEEL_NAME = r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,190}\.whl$"
 ARCHIVE_MEDIA_TYPE = "application/gzip"
 
 
 @router.get("/v1/dist/{sha256}/{filename}", response_class=FileResponse)
 async def wheel(
-    sha256: str = Path(pattern="^[0-9a-f]{64}$"), filename: str = Path(max_length=200)
+    sha256: str = Path(pattern="^[0-9a-f]{64}$"),
+    filename: str = Path(max_length=200, pattern=WHEEL_NAME),
 ) -> FileResponse:
     """A spothop wheel this control plane built, by its content: its own code's (built once per
     code, cached under the home), or an earlier code's that a launch named before the code

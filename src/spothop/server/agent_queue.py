@@ -17,7 +17,7 @@ import threading
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, FiniteFloat
 
 from spothop.errors import SpothopError
 from spothop.queue.base import ShardQueue
@@ -45,7 +45,7 @@ class LeaseBody(BaseModel):
     payload: Any = None
     token: int = Field(ge=0, le=2**62)
     worker: str = Field(min_length=1, max_length=256)
-    expires_at: float
+    expires_at: FiniteFloat
     attempt: int = Field(ge=0, le=2**31)
 
     def lease(self) -> Lease:

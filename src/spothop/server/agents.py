@@ -34,7 +34,7 @@ from spothop.controlplane.queue_leases import queue_leases
 from spothop.controlplane.store import StoreControlPlane, registration_row
 from spothop.queue.errors import UnknownJobError
 from spothop.server import beats
-from spothop.server.auth import agent_only, require_agent
+from spothop.server.auth import agent_only, require_agent, require_token
 from spothop.server.errors import ApiError, error_responses, forbidden, not_found
 from spothop.server.settings import Settings
 from spothop.state.tokens import Principal
@@ -82,7 +82,7 @@ def own(principal: Principal, instance_id: str, job_id: str = "", what: str = ""
     return principal.job_id
 
 
-@router.post("/register", response_model=Ok)
+@router.post("/register", response_model=Ok, dependencies=[Depends(require_token)])
 async def register(body: RegistrationBody, request: Request) -> Response:
     """Written as a heartbeat is (:mod:`spothop.server.beats`): the token's row read and the
     registration written with the other beats of its batch."""
@@ -96,7 +96,7 @@ async def register(body: RegistrationBody, request: Request) -> Response:
     return Response(OK_BODY, media_type="application/json")
 
 
-@router.post("/{instance_id}/heartbeat", response_model=Ok)
+@router.post("/{instance_id}/heartbeat", response_model=Ok, dependencies=[Depends(require_token)])
 async def heartbeat(
     body: HeartbeatBody, request: Request, instance_id: str = InstancePath
 ) -> Response:
@@ -124,7 +124,9 @@ class Received(BaseModel):
     stored: int
 
 
-@router.post("/{instance_id}/events", response_model=Received)
+@router.post(
+    "/{instance_id}/events", response_model=Received, dependencies=[Depends(require_token)]
+)
 async def events(
     body: EventsBody, request: Request, instance_id: str = InstancePath
 ) -> dict[str, Any]:

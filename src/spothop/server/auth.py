@@ -144,6 +144,13 @@ def agent_only(principal: Principal) -> Principal:
     return principal
 
 
+def require_token(request: Request) -> None:
+    """401 when no token is sent at all, before the body is read: for the routes that check the
+    token itself later, with a batch of others (:mod:`spothop.server.beats`)."""
+    if bearer(request) is None:
+        raise unauthorized()
+
+
 def require_any(request: Request) -> Principal:
     return authenticate(request)
 

@@ -22,7 +22,14 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 
 from spothop.dashboard import data
-from spothop.dashboard.app import POLL_S, STATIC_TYPES, TICK_S, plotly_js, static_file
+from spothop.dashboard.app import (
+    POLL_S,
+    STATIC_TYPES,
+    TICK_S,
+    plotly_js,
+    resume_point,
+    static_file,
+)
 from spothop.server.auth import COOKIE, bearer, require_user
 from spothop.server.errors import not_found
 from spothop.state.tokens import Principal, TokenStore
@@ -77,8 +84,9 @@ def static(name: str, principal: Principal = Depends(require_user)) -> Response:
 async def stream(request: Request, principal: Principal = Depends(require_user)) -> Response:
     visible = await run_in_threadpool(_visible, request, principal)
     store = request.app.state.store
-    start = request.query_params.get("after") or request.headers.get("last-event-id") or "0"
-    after = int(start) if start.isdigit() else 0
+    after = resume_point(request.query_params.get("after") or "") or resume_point(
+        request.headers.get("last-event-id") or "", "Last-Event-ID"
+    )
 
     async def events() -> AsyncIterator[bytes]:
         nonlocal after
