@@ -25,6 +25,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -380,13 +381,9 @@ class Agent:
         while not wait.expired:
             self.wake.wait(min(RENDEZVOUS_TICK_S, wait.wait_s()))
             self.wake.clear()
-            while self.link.requests:
-                self._request(self.link.requests.popleft())
-            while self.notices:
-                notice = self.notices.popleft()
-                if notice.kind is NoticeKind.FINAL:
-                    return self._stopped_before_start(notice)
-                self._advance(notice)
+            stopped = self._drain(on_final=self._stopped_before_start)
+            if stopped is not None:
+                return stopped
             answer = wait.step()
             if answer is not None:
                 self.supervisor.env.update(answer.env())
@@ -409,17 +406,25 @@ class Agent:
         self._set_state("preempted")
         return model.EXIT_PREEMPTED
 
+    def _drain(self, on_final: Callable[[Notice], int]) -> int | None:
+        """Handle the control plane's requests and the notices that came in; a final notice ends
+        the wait or the run through ``on_final`` (its exit code returned), else None."""
+        while self.link.requests:
+            self._request(self.link.requests.popleft())
+        while self.notices:
+            notice = self.notices.popleft()
+            if notice.kind is NoticeKind.FINAL:
+                return on_final(notice)
+            self._advance(notice)
+        return None
+
     def _loop(self) -> int:
         while True:
             self.wake.wait(MAIN_TICK_S)
             self.wake.clear()
-            while self.link.requests:
-                self._request(self.link.requests.popleft())
-            while self.notices:
-                notice = self.notices.popleft()
-                if notice.kind is NoticeKind.FINAL:
-                    return self._preempted(notice)
-                self._advance(notice)
+            preempted = self._drain(on_final=self._preempted)
+            if preempted is not None:
+                return preempted
             code = self._supervise()
             if code is not None:
                 return code

@@ -68,12 +68,10 @@ def setup(
             store.close()
 
 
-def test_no_ami_fails_the_job_with_the_fix_after_at_most_two_launches(
-    setup: tuple[Controller, JobStore, Counting, str],
-) -> None:
-    controller, store, provider, url = setup
+def _failed_job(controller: Controller, store: JobStore, name: str) -> str:
+    """A one-GPU job on EC2 only, passes run until it fails; its id."""
     spec: dict[str, Any] = {
-        "name": "no-ami",
+        "name": name,
         "run": "python train.py",
         "resources": {"accelerators": "A10G:1"},
         "providers": {"allow": ["aws"]},
@@ -86,6 +84,14 @@ def test_no_ami_fails_the_job_with_the_fix_after_at_most_two_launches(
         return store.get_job(job_id).state is JobState.FAILED
 
     wait_for(failed, timeout_s=60, what="the job to fail", interval_s=0.05)
+    return job_id
+
+
+def test_no_ami_fails_the_job_with_the_fix_after_at_most_two_launches(
+    setup: tuple[Controller, JobStore, Counting, str],
+) -> None:
+    controller, store, provider, url = setup
+    job_id = _failed_job(controller, store, "no-ami")
     assert provider.first_call_monotonic is not None
     took_s = time.monotonic() - provider.first_call_monotonic  # from the configuration error
     print(f"no AMI: {provider.launch_calls} launch call(s), failed in {took_s:.2f} s (target 5 s)")
@@ -129,20 +135,7 @@ def test_an_instance_profile_that_does_not_exist_fails_the_job_naming_the_option
     controller, store, provider, _url = setup
     provider.image_id = "ami-0123456789abcdef0"
     provider.instance_profile = "no-such-profile"
-    spec: dict[str, Any] = {
-        "name": "no-profile",
-        "run": "python train.py",
-        "resources": {"accelerators": "A10G:1"},
-        "providers": {"allow": ["aws"]},
-        "regions": [REGION],
-    }
-    job_id = store.create_job(load_job(spec))
-
-    def failed() -> bool:
-        controller.run_pass()
-        return store.get_job(job_id).state is JobState.FAILED
-
-    wait_for(failed, timeout_s=60, what="the job to fail", interval_s=0.05)
+    job_id = _failed_job(controller, store, "no-profile")
     assert provider.launch_calls <= MAX_LAUNCH_CALLS
     reason = store.get_job(job_id).reason
     assert "no-such-profile" in reason and "SPOTHOP_AWS_INSTANCE_PROFILE" in reason, reason
