@@ -52,6 +52,8 @@ def test_each_file_plans_as_its_author_meant(
     req = spec.requirements()
     shapes = req.alternatives or ((req,) if req.gpu or req.gpus_per_node else ())
     assert [[a.gpu, a.gpus_per_node] for a in shapes] == expect["gpus"]
+    if "markets" in expect:  # each alternative's own market (SkyPilot's use_spot in an entry)
+        assert [a.market for a in shapes] == expect["markets"]
     for field in ("max_retries", "num_nodes", "image", "envs"):
         if field in expect:
             assert getattr(spec, field) == expect[field]

@@ -101,3 +101,10 @@ def test_secrets_count_toward_what_a_worker_start_takes() -> None:
     with pytest.raises(JobSpecError, match="envs and secrets: ") as caught:
         check_spec(spec)
     assert big not in str(caught.value)
+
+
+def test_a_name_given_by_env_and_by_secret_at_once_is_refused_at_the_first_load() -> None:
+    """Found by the hostile-spec property: --env HF_TOKEN=… --secret HF_TOKEN=… was accepted,
+    then refused when the server read the spec back."""
+    with pytest.raises(JobSpecError, match=r"secrets\.HF_TOKEN: also in envs"):
+        load_job({"name": "t", "run": "x"}, env={"HF_TOKEN": "a"}, secrets={"HF_TOKEN": "b"})

@@ -54,7 +54,11 @@ def test_a_set_beside_any_of_gives_each_gpu_in_each_entry_once(tmp_path: Path) -
             - use_spot: false
         """,
     )
-    assert _gpus(spec) == [("T4", 1), ("L4", 1)]  # never empty alternatives ranking any GPU
+    # Never empty alternatives ranking any GPU: each GPU of the set in each entry, each entry in
+    # its own market.
+    assert _gpus(spec) == [("T4", 1), ("L4", 1), ("T4", 1), ("L4", 1)]
+    markets = [a.market for a in spec.requirements().alternatives]
+    assert markets == ["spot", "spot", "on-demand", "on-demand"]
     assert spec.market is MarketChoice.AUTO
 
 

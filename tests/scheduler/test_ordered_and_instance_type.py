@@ -138,3 +138,42 @@ def test_plan_fills_a_null_env_from_the_command_line_or_names_it(
     assert main(["plan", str(path)]) == EXIT_BAD_INPUT
     assert "envs.HF_TOKEN" in capsys.readouterr().err
     assert main(["plan", str(path), "--json", "--env", "HF_TOKEN=hf_x"]) == 0
+
+
+def _entries_rank(key: str, entries: list[dict[str, object]]) -> list[tuple[str, str, int]]:
+    """(GPU, market, preference) of every candidate of a SkyPilot file with these entries, spot
+    and on-demand both asked (the job's market is auto when the entries' use_spot differ)."""
+    view = MarketView(0.0, _offerings())
+    spec = load_job({"name": "t", "run": "x", "resources": {key: entries}})
+    assert spec.market.value == "auto"
+    req = spec.requirements()
+    spot = list(rank(view, req, kinds=["spot"]).candidates)
+    on_demand = list(rank(view, req, kinds=["on-demand"]).candidates)
+    choice = policy_for("balanced").choose(spot, on_demand, Situation(now=0.0, prefer_spot=False))
+    return [(c.offering.gpu, c.market_kind.value, c.preference) for c in choice.candidates]
+
+
+def test_an_ordered_spot_entry_before_an_on_demand_one_keeps_spot_first() -> None:
+    ranked = _entries_rank(
+        "ordered",
+        [{"accelerators": "L4:1", "use_spot": True}, {"accelerators": "L4:1", "use_spot": False}],
+    )
+    assert ranked and {m for _, m, p in ranked if p == 0} == {"spot"}
+    assert {m for _, m, p in ranked if p == 1} == {"on-demand"}
+    assert [p for _, _, p in ranked] == sorted(p for _, _, p in ranked)  # spot, then on-demand
+
+
+def test_an_ordered_on_demand_entry_first_is_tried_before_cheaper_spot() -> None:
+    ranked = _entries_rank(
+        "ordered",
+        [{"accelerators": "L4:1", "use_spot": False}, {"accelerators": "L4:1", "use_spot": True}],
+    )
+    assert ranked[0][1] == "on-demand" and ranked[-1][1] == "spot"
+
+
+def test_each_any_of_entry_keeps_to_its_own_market() -> None:
+    ranked = _entries_rank(
+        "any_of",
+        [{"accelerators": "L4:1", "use_spot": True}, {"accelerators": "A10G:1", "use_spot": False}],
+    )
+    assert {(gpu, market) for gpu, market, _ in ranked} == {("L4", "spot"), ("A10G", "on-demand")}

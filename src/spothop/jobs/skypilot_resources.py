@@ -231,13 +231,17 @@ def _any_of(
     if not isinstance(entries, list):
         return entries  # the spec's own check refuses it
     mapped: list[Any] = []
+    markets: list[str | None] = []
     for i, entry in enumerate(entries):
         path = f"resources.{key}.{i}"
         if not isinstance(entry, Mapping):
             mapped.append(entry)
+            markets.append(None)
             continue
         own = _use_spot(entry, path, problems)
-        spot.add(own if own is not None else bool(top_spot))
+        entry_spot = own if own is not None else bool(top_spot)
+        spot.add(entry_spot)
+        markets.append("spot" if entry_spot else "on-demand")
         alternative: dict[Any, Any] = {}
         for name, value in entry.items():
             if name in _OWN_ENTRY_FIELDS:  # spothop's own spelling (a stored spec read back)
@@ -257,7 +261,19 @@ def _any_of(
         for field, value in _places(entry, path, problems).items():
             alternative["providers" if field == "cloud" else field] = value
         mapped.append(alternative)
+    _own_markets(mapped, markets)
     return mapped
+
+
+def _own_markets(mapped: list[Any], markets: list[str | None]) -> None:
+    """Entries of both markets (the job's market auto): each keeps to its own, so an ordered spot
+    entry before an on-demand one keeps its place (SkyPilot's semantics), and an any_of entry's
+    GPU is not bought in the other entry's market. One market for all: the job's says it."""
+    if len({m for m in markets if m is not None}) < 2:
+        return
+    for alternative, market in zip(mapped, markets, strict=True):
+        if isinstance(alternative, dict) and market is not None:
+            alternative.setdefault("market", market)
 
 
 def _places(resources: Mapping[Any, Any], path: str, problems: KeyProblems) -> dict[str, list[str]]:

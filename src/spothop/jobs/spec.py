@@ -417,6 +417,7 @@ def _alternative(top: ResourcesSpec, alt: AlternativeSpec) -> Requirements:
         providers_allow=tuple(alt.providers or ()),
         regions=tuple(alt.regions or ()),
         zones=tuple(alt.zones or ()),
+        market=alt.market,
     )
 
 
@@ -458,7 +459,7 @@ def load_job(
     from spothop.jobs.skypilot import apply_env_overrides, from_skypilot, is_skypilot
     from spothop.jobs.spec_secrets import take_secrets
 
-    data, secret_values = take_secrets(data, secrets or {}, where)
+    data, secret_values = take_secrets(data, secrets or {}, where, launch_env=env)
     if is_dstack(data):
         data = from_dstack(data, where, env)
     else:

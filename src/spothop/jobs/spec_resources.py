@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
@@ -162,12 +162,16 @@ class AlternativeSpec(_Hardware):
     """One entry of ``resources.any_of``: hardware (and optionally places) the job may run on instead.
 
     Fields it leaves out are inherited from ``resources``; ``providers``, ``regions``
-    and ``zones`` narrow the job's own for this alternative.
+    and ``zones`` narrow the job's own for this alternative; ``market`` keeps it to one market
+    (the job's ``market`` must allow it: ``auto``).
     """
 
     providers: list[Name] | None = None
     regions: list[Place] | None = None
     zones: list[Place] | None = None
+    # Only this market for this alternative (SkyPilot's use_spot in an entry): "spot", or
+    # "on-demand" (reserved capacity serves it too). None: the job's market.
+    market: Literal["spot", "on-demand"] | None = None
 
 
 class ResourcesSpec(_Hardware):

@@ -26,18 +26,23 @@ _GIVE = "give it with --secret {name}=VALUE (spothop launch or plan; --secret {n
 
 
 def take_secrets(
-    data: dict[Any, Any], given: Mapping[str, str], where: str = ""
+    data: dict[Any, Any],
+    given: Mapping[str, str],
+    where: str = "",
+    launch_env: Mapping[str, str] | None = None,
 ) -> tuple[dict[Any, Any], dict[str, str]]:
     """``data`` with its ``secrets`` as a sorted list of names, and the values: the file's,
     with ``given`` (``--secret``) over them. :class:`JobSpecError` naming each secret that is
-    malformed, in ``envs`` too, or left without a value."""
+    malformed, in ``envs`` too (the file's, or ``launch_env``: ``--env``), or left without a
+    value."""
     raw = data.get("secrets")
     if raw is None and not given:
         return data, {}
     declared = _declared(raw, where)
     values: dict[str, Any] = {**declared, **given}
     problems: list[str] = []
-    envs = data.get("envs") if isinstance(data.get("envs"), Mapping) else {}
+    file_envs = data.get("envs")
+    envs = {**(file_envs if isinstance(file_envs, Mapping) else {}), **(launch_env or {})}
     out: dict[str, str] = {}
     for name, value in values.items():
         key = f"{where}secrets.{str(name)[:MAX_SHOWN]}"

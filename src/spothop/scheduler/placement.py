@@ -70,7 +70,7 @@ from spothop.scheduler.errors import NoCandidates, NoCapacityNow
 from spothop.scheduler.goodput import goodput_array
 from spothop.scheduler.market_view import MarketKind, MarketView, OfferingTable
 from spothop.scheduler.requirements import FILTERS, Requirements
-from spothop.scheduler.row_filters import filter_masks, gpus_refused, preference
+from spothop.scheduler.row_filters import alternative_ranks, filter_masks, gpus_refused
 
 # The checkpoint cost and restart a job pays when its spec says nothing: a few GiB of
 # state to object storage (~30 s, the checkpoint library's own initial estimate) and a
@@ -425,7 +425,12 @@ def rank(
     refused = gpus_refused(t, req, masks)
     skip = _excluded_rows(t, exclude)
     priced = _price_kinds(t, wanted, qualifying, skip, reserved, excluded)
-    scored = _score(t, profile, priced, _egress_usd(t, profile, egress), preference(t, req))
+    is_spot = priced.kind_codes == KIND_ORDER.index(MarketKind.SPOT)
+    ranks, allowed = alternative_ranks(t, req, priced.rows, is_spot)
+    if not allowed.all():  # an alternative that names a market takes only that market's
+        priced = priced.subset(allowed)
+        ranks = ranks[allowed]
+    scored = _score(t, profile, priced, _egress_usd(t, profile, egress), ranks)
     most = max(
         (name for name, count in excluded.items() if count > 0),
         key=lambda name: excluded[name],
@@ -452,6 +457,10 @@ class _Priced:
     price: np.ndarray  # USD per hour
     rate: np.ndarray  # preemption rate λ per hour (0: not preempted)
     kind_codes: np.ndarray  # index into KIND_ORDER
+
+    def subset(self, keep: np.ndarray) -> _Priced:
+        """The candidates ``keep`` (a mask over them) says, in the same order."""
+        return _Priced(self.rows[keep], self.price[keep], self.rate[keep], self.kind_codes[keep])
 
 
 def _kind_rows(
@@ -579,7 +588,8 @@ def _score(
     egress_usd: np.ndarray,
     preference: np.ndarray,
 ) -> _Scored:
-    """Goodput and score of every priced row (``egress_usd``: per table row)."""
+    """Goodput and score of every priced row (``egress_usd``: per table row; ``preference``: per
+    candidate, the rank of the ordered alternative it meets)."""
     tflops = t.effective_tflops_per_gpu * t.gpu_count
     rows, price = priced.rows, priced.price
     good, tau = goodput_array(
@@ -593,4 +603,4 @@ def _score(
     with np.errstate(divide="ignore", invalid="ignore"):
         score = (price / good + egress_rows / profile.horizon_h) / tflops[rows]
     score = np.where(np.isnan(score), np.inf, score)
-    return _Scored(t, profile, priced, tflops, good, tau, egress_rows, score, preference[rows])
+    return _Scored(t, profile, priced, tflops, good, tau, egress_rows, score, preference)

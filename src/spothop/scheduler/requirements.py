@@ -99,6 +99,9 @@ class Requirements:
     alternatives: tuple[Requirements, ...] = ()
     ordered: bool = False
     instance_type: str | None = None
+    # On an alternative: only this market ("spot", or "on-demand", which reserved capacity also
+    # serves): SkyPilot's use_spot in an any_of/ordered entry. None: any market the job asks for.
+    market: str | None = None
     checkpoint_gpu: str | None = None
     compat_need: CompatNeed | None = None
     gpu_names: frozenset[str] = field(init=False, repr=False, compare=False)
@@ -112,6 +115,8 @@ class Requirements:
                 raise ConfigError(f"{name} must be a non-negative number, got {value!r}")
         if self.interconnect is not None:
             object.__setattr__(self, "interconnect", Interconnect(self.interconnect))
+        if self.market not in (None, "spot", "on-demand"):
+            raise ConfigError(f"an alternative's market is spot or on-demand, got {self.market!r}")
         for name in ("providers_allow", "providers_deny", "regions", "zones", "alternatives"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
         names = frozenset(m.name for m in match_gpus(self.gpu)) if self.gpu else frozenset()
@@ -243,6 +248,7 @@ class Requirements:
         """The JSON form (filters left at their default are omitted)."""
         out: dict[str, Any] = {}
         for name in (
+            "market",
             "instance_type",
             "gpu",
             "gpus_per_node",

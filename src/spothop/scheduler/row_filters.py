@@ -12,7 +12,8 @@ property test holds the two together). Pure numpy over the columns of
 - :func:`gpus_refused`: the compatibility matrix's reason for each GPU it
   refused among the rows that met every other filter.
 - :func:`qualifying`: the rows that pass every filter.
-- :func:`preference`: each row's rank under ordered alternatives.
+- :func:`alternative_ranks`: each candidate's rank under ordered alternatives, its market
+  included (an alternative may name one), and whether it meets any.
 """
 
 from __future__ import annotations
@@ -70,16 +71,31 @@ def filter_masks(t: OfferingTable, req: Requirements) -> dict[str, np.ndarray]:
     return masks
 
 
-def preference(t: OfferingTable, req: Requirements) -> np.ndarray:
-    """Each row's rank under ``ordered`` alternatives (:meth:`Requirements.preference`): the
-    index of the first alternative it meets; all 0 when the alternatives are not ordered."""
-    rank = np.zeros(len(t), dtype=np.int32)
+def alternative_ranks(
+    t: OfferingTable, req: Requirements, rows: np.ndarray, is_spot: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per candidate (``rows[j]`` in the market ``is_spot[j]`` says): the rank of the first
+    alternative it meets, its market included (an alternative with ``market`` ``spot`` takes only
+    spot candidates, ``on-demand`` only the others), 0 for every candidate when the alternatives
+    are not ordered; and whether it meets any. Without alternatives, or when none names a market
+    and they are not ordered, every candidate meets one at rank 0 (the filters already chose)."""
+    count = len(req.alternatives)
+    markets = any(alt.market is not None for alt in req.alternatives)
+    if not count or (not markets and not req.ordered):
+        return np.zeros(len(rows), dtype=np.int32), np.ones(len(rows), dtype=bool)
+    rank = np.full(len(rows), count, dtype=np.int32)
+    for i in reversed(range(count)):
+        alt = req.alternatives[i]
+        meets = qualifying(t, alt)[rows]
+        if alt.market == "spot":
+            meets &= is_spot
+        elif alt.market == "on-demand":
+            meets &= ~is_spot
+        rank[meets] = i
+    allowed = rank < count
     if not req.ordered:
-        return rank
-    rank[:] = len(req.alternatives)
-    for i in reversed(range(len(req.alternatives))):
-        rank[qualifying(t, req.alternatives[i])] = i
-    return rank
+        rank[:] = 0
+    return rank, allowed
 
 
 def gpus_refused(
