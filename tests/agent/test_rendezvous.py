@@ -174,7 +174,7 @@ class Blind(Node1Watcher):
 def test_where_the_endpoint_gives_no_address_the_node_registers_its_hosts_own(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("spothop.agent.runtime.route_address", lambda: "192.0.2.55")
+    monkeypatch.setattr("spothop.agent.rendezvous.route_address", lambda: "192.0.2.55")
     plane = GroupPlane(tmp_path / "worker-ran", ready_after=0)
     agent = _group_agent(tmp_path, plane)
     agent.watcher = Blind()

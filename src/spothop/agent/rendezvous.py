@@ -28,11 +28,13 @@ Standard library only; the clock is injectable (tests).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import socket
 import time
 from collections.abc import Callable
 
+from spothop.agent.model import SelfCheck
 from spothop.wire.contract import ControlPlane
 from spothop.wire.group import Rendezvous
 
@@ -130,3 +132,18 @@ def route_address() -> str:
         return socket.gethostbyname(socket.gethostname())
     except OSError:
         return ""
+
+
+def with_address(check: SelfCheck, protocol: str) -> SelfCheck:
+    """``check`` with a private address for a group's node to register: its metadata endpoint's,
+    else the host's own (:func:`route_address`, logged)."""
+    if check.identity.private_address:
+        return check
+    address = route_address()
+    log.warning(
+        "the metadata endpoint (%s) gives no private address; registering %r, this host's own",
+        protocol,
+        address,
+    )
+    identity = dataclasses.replace(check.identity, private_address=address)
+    return dataclasses.replace(check, identity=identity)

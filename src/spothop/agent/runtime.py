@@ -45,7 +45,7 @@ from spothop.agent.logship import LogShipper
 from spothop.agent.model import Identity, Notice, NoticeKind, SelfCheck, final_notice
 from spothop.agent.mounts import MountError, apply_mounts
 from spothop.agent.notices import Watcher, make_watcher, sigterm_notice
-from spothop.agent.rendezvous import RendezvousWait, route_address
+from spothop.agent.rendezvous import RendezvousWait, with_address
 from spothop.agent.reporter import Reporter
 from spothop.agent.supervisor import LogSink, Supervisor
 from spothop.agent.watch import WatcherThread, WatchLoop
@@ -281,7 +281,7 @@ class Agent:
             self._start()
         self.check = self.self_check()
         if group:
-            self.check = _with_address(self.check, self.config.protocol)
+            self.check = with_address(self.check, self.config.protocol)
         identity = self.check.identity
         self.reporter.identify(
             instance_id=identity.instance_id,
@@ -574,21 +574,6 @@ def log_shipper(config: AgentConfig, plane: ControlPlane) -> LogShipper | None:
         job_id=config.job_id or "",
         node=int(node) if node.isdigit() else 0,
     )
-
-
-def _with_address(check: SelfCheck, protocol: str) -> SelfCheck:
-    """``check`` with a private address for a group's node to register: its metadata endpoint's,
-    else the host's own (:func:`~spothop.agent.rendezvous.route_address`, logged)."""
-    if check.identity.private_address:
-        return check
-    address = route_address()
-    log.warning(
-        "the metadata endpoint (%s) gives no private address; registering %r, this host's own",
-        protocol,
-        address,
-    )
-    identity = dataclasses.replace(check.identity, private_address=address)
-    return dataclasses.replace(check, identity=identity)
 
 
 def _notice_fields(notice: Notice) -> dict[str, Any]:

@@ -55,6 +55,12 @@ from typing import Any
 
 from spothop.checkpoint.replicas import RestoreRecord
 from spothop.jobs.records import AttemptRecord, JobRecord
+from spothop.observe.batch_figures import (
+    OUTPUTS_PUBLISHED,
+    SHARDS_ENQUEUED,
+    outputs_of,
+    shards_run_of,
+)
 from spothop.observe.billing import SECONDS_PER_HOUR, known_price, microusd, usd
 from spothop.observe.events import StreamEvent
 from spothop.observe.ledger_record import LedgerRecord
@@ -69,8 +75,6 @@ log = logging.getLogger("spothop.observe")
 BATCH = "batch"
 SAVED = "saved"  # the worker said it saved (an emergency checkpoint): its work is kept
 SEEN_KINDS = ("interruption", "final_notice")  # an interruption, as the agent or its notice saw it
-SHARDS_ENQUEUED = "shards_enqueued"
-OUTPUTS_PUBLISHED = "outputs_published"
 # Every kind of event build_report reads: job_report reads only these from the stream, not the
 # thousands of others (probes, heartbeats' events) a job's agents may have sent.
 REPORT_KINDS = frozenset({*SEEN_KINDS, SHARDS_ENQUEUED, OUTPUTS_PUBLISHED, *WORK_KINDS})
@@ -462,7 +466,7 @@ def build_report(
     interruptions = _interruptions(events)
     lead_by_instance = {i.instance_id: i for i in interruptions if i.instance_id}
     released = sum(i.shards_released or 0 for i in interruptions)
-    shards_run = _shards_run(events, released) if job.kind == BATCH else None
+    shards_run = shards_run_of(events, released) if job.kind == BATCH else None
     batch_fraction = released / shards_run if shards_run else 0.0
     work = []
     preempted_ids: set[str] = set()
@@ -521,7 +525,7 @@ def build_report(
         shards_released=released,
         preempted=frozenset(preempted_ids),
         preempted_attempts=taken,
-        outputs=_outputs(events, published_outputs),
+        outputs=outputs_of(events, published_outputs),
         restores=tuple(restores),
         bill_sources=dict(sources or {}),
         on_demand_runs=on_demand_runs(work, capabilities or {}),
@@ -581,23 +585,3 @@ def _of_taken(
     return tuple(
         i for i in seen if i.instance_id not in attempt_of or attempt_of[i.instance_id] in taken
     )
-
-
-def _outputs(events: Sequence[StreamEvent], published: int | None) -> dict[str, Any]:
-    """What publishing the outputs did: the last pass's figures, its counts summed over every
-    pass, and ``published`` the outputs in the output location when it was read. A worker
-    publishes each shard's output as it completes it; the controller's pass publishes only
-    what a worker left (often nothing: ``published: 0`` after every shard was published)."""
-    passes = [e.data for e in events if e.kind == OUTPUTS_PUBLISHED]
-    out: dict[str, Any] = dict(passes[-1]) if passes else {}
-    for key, value in out.items():
-        if isinstance(value, int) and not isinstance(value, bool):
-            out[key] = sum(int(p.get(key) or 0) for p in passes)
-    if published is not None and passes:
-        out["published"] = published
-    return out
-
-
-def _shards_run(events: Sequence[StreamEvent], released: int) -> int | None:
-    added = sum(int(e.data.get("added") or 0) for e in events if e.kind == SHARDS_ENQUEUED)
-    return added + released if added else None

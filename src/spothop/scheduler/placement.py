@@ -70,7 +70,12 @@ from spothop.scheduler.errors import NoCandidates, NoCapacityNow
 from spothop.scheduler.goodput import goodput_array
 from spothop.scheduler.market_view import MarketKind, MarketView, OfferingTable
 from spothop.scheduler.requirements import FILTERS, Requirements
-from spothop.scheduler.row_filters import alternative_ranks, filter_masks, gpus_refused
+from spothop.scheduler.row_filters import (
+    alternative_ranks,
+    excluded_rows,
+    filter_masks,
+    gpus_refused,
+)
 
 # The checkpoint cost and restart a job pays when its spec says nothing: a few GiB of
 # state to object storage (~30 s, the checkpoint library's own initial estimate) and a
@@ -332,41 +337,6 @@ class Ranking:
 # -- excluded markets and reserved pools ----------------------------------------------
 
 
-def _market_codes(t: OfferingTable, market: MarketId) -> tuple[int, int, int, int] | None:
-    try:
-        return (
-            t.provider_names.index(market.provider),
-            t.region_names.index(market.region),
-            t.zone_names.index(market.zone),
-            t.instance_type_names.index(market.instance_type),
-        )
-    except ValueError:
-        return None
-
-
-def _excluded_rows(
-    t: OfferingTable, exclude: Iterable[MarketId | tuple[MarketId, MarketKind]]
-) -> dict[MarketKind, np.ndarray]:
-    """kind → bool mask of rows excluded in that kind."""
-    out = {kind: np.zeros(len(t), dtype=bool) for kind in KIND_ORDER}
-    for item in exclude:
-        market, kinds = (
-            (item, KIND_ORDER) if isinstance(item, MarketId) else (item[0], (MarketKind(item[1]),))
-        )
-        codes = _market_codes(t, market)
-        if codes is None:
-            continue
-        rows = (
-            (t.provider == codes[0])
-            & (t.region == codes[1])
-            & (t.zone == codes[2])
-            & (t.instance_type == codes[3])
-        )
-        for kind in kinds:
-            out[kind] |= rows
-    return out
-
-
 def _reserved_rows(
     t: OfferingTable, pools: Sequence[ReservedPool]
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -423,7 +393,7 @@ def rank(
         qualifying &= mask
     excluded = {name: int(n - np.count_nonzero(masks[name])) for name in FILTERS if name in masks}
     refused = gpus_refused(t, req, masks)
-    skip = _excluded_rows(t, exclude)
+    skip = excluded_rows(t, exclude, KIND_ORDER)
     priced = _price_kinds(t, wanted, qualifying, skip, reserved, excluded)
     is_spot = priced.kind_codes == KIND_ORDER.index(MarketKind.SPOT)
     ranks, allowed = alternative_ranks(t, req, priced.rows, is_spot)

@@ -12,6 +12,7 @@ property test holds the two together). Pure numpy over the columns of
 - :func:`gpus_refused`: the compatibility matrix's reason for each GPU it
   refused among the rows that met every other filter.
 - :func:`qualifying`: the rows that pass every filter.
+- :func:`excluded_rows`: the rows of markets a caller excludes, per kind.
 - :func:`alternative_ranks`: each candidate's rank under ordered alternatives, its market
   included (an alternative may name one), and whether it meets any.
 """
@@ -22,7 +23,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from spothop.scheduler.market_view import OfferingTable
+from spothop.resources.market_id import MarketId
+from spothop.scheduler.market_view import MarketKind, OfferingTable
 from spothop.scheduler.requirements import INTERCONNECT_RANK, Requirements
 
 
@@ -120,3 +122,41 @@ def qualifying(t: OfferingTable, req: Requirements) -> np.ndarray:
     for mask in filter_masks(t, req).values():
         ok &= mask
     return ok
+
+
+def _market_codes(t: OfferingTable, market: MarketId) -> tuple[int, int, int, int] | None:
+    try:
+        return (
+            t.provider_names.index(market.provider),
+            t.region_names.index(market.region),
+            t.zone_names.index(market.zone),
+            t.instance_type_names.index(market.instance_type),
+        )
+    except ValueError:
+        return None
+
+
+def excluded_rows(
+    t: OfferingTable,
+    exclude: Iterable[MarketId | tuple[MarketId, MarketKind]],
+    kinds: tuple[MarketKind, ...],
+) -> dict[MarketKind, np.ndarray]:
+    """kind (of ``kinds``) → bool mask of the rows excluded in that kind: a market alone is
+    excluded in every kind, a (market, kind) in that one."""
+    out = {kind: np.zeros(len(t), dtype=bool) for kind in kinds}
+    for item in exclude:
+        market, kinds = (
+            (item, kinds) if isinstance(item, MarketId) else (item[0], (MarketKind(item[1]),))
+        )
+        codes = _market_codes(t, market)
+        if codes is None:
+            continue
+        rows = (
+            (t.provider == codes[0])
+            & (t.region == codes[1])
+            & (t.zone == codes[2])
+            & (t.instance_type == codes[3])
+        )
+        for kind in kinds:
+            out[kind] |= rows
+    return out

@@ -67,17 +67,15 @@ from spothop.providers.base import (
     SpotPrice,
 )
 from spothop.providers.billing import (
-    BillingLine,
     SpotPriceHistory,
-    billed_price_steps,
-    billing_lines,
 )
 from spothop.providers.extensions import ClockKeeper
 from spothop.providers.local import isolation, maintenance, userdata
-from spothop.providers.local.boot import NewInstance, host_never_started, start_host
+from spothop.providers.local.boot import NewInstance, start_host
+from spothop.providers.local.lost import reap
 from spothop.providers.local.metadata import PROTOCOLS, UNREACHABLE_URL, ScheduledEvent
 from spothop.providers.local.metadata.codes import ErrorCodes
-from spothop.providers.local.processes import kill_group, kill_process, pid_alive
+from spothop.providers.local.processes import kill_process
 from spothop.providers.local.rows import instance_of, preempt_lead_s
 from spothop.providers.local.runtime import (
     cloud_clock,
@@ -523,64 +521,11 @@ class LocalProvider(Provider, ReservedCapacity, SpotPriceHistory, ClockKeeper):
         return row
 
     def _reap(self, row: dict[str, Any]) -> dict[str, Any]:
-        """A live instance whose host died, or never started (its launcher died after recording
-        it: ``boot.host_never_started``), is failed: the machine under it is gone."""
-        if not InstanceState(row["state"]).is_alive:
-            return row
-        if not row["host_pid"] and host_never_started(Path(row["directory"])):
-            why = "its host never started (the launching process stopped first)"
-        elif row["host_pid"] and not pid_alive(row["host_pid"]):
-            why = "instance host died"
-        else:
-            return row
-        fresh = self.store.instance(row["instance_id"]) or row
-        # Read again: the host may have started, or ended the instance, meanwhile.
-        if InstanceState(fresh["state"]).is_alive and bool(fresh["host_pid"]) == bool(
-            row["host_pid"]
-        ):
-            if fresh["worker_pgid"]:
-                kill_group(fresh["worker_pgid"], signal.SIGKILL)
-            ended_at = self.clock.now()
-            lines, billed_s = self._rest_of_bill(fresh, ended_at)
-            self.store.end_lost(
-                row["instance_id"],
-                lines,
-                state=InstanceState.FAILED.value,
-                end_reason=why,
-                ended_at=ended_at,
-                billed_seconds=billed_s,
-            )
-            fresh = self.store.instance(row["instance_id"]) or fresh
-        return fresh
-
-    def _rest_of_bill(
-        self, row: dict[str, Any], ended_at: float
-    ) -> tuple[list[BillingLine], float]:
-        """The bill of a running instance whose host died, from its host's last written line to
-        ``ended_at``, and its billed seconds: a cloud bills a VM until it marks it ended, not
-        until its hypervisor's last tick (the ledger charges ``running_at … ended_at``)."""
-        running_at = row["running_at"]
-        if running_at is None or ended_at <= running_at:
-            return [], float(row["billed_seconds"] or 0.0)
-        rule = self.capabilities.billing
-        written = self.store.billing_rows(row["instance_id"])
-        since = max((float(r["end_s"]) for r in written), default=float(running_at))
-        billed_s = rule.billed_seconds(ended_at - running_at)
-        if ended_at <= since:
-            return [], billed_s
-        if row["spot"]:
-            steps = billed_price_steps(
-                rule,
-                float(row["launched_at"]),
-                since,
-                ended_at,
-                lambda a, b: self.spot_price_steps(
-                    row["region"], row["zone"], row["instance_type"], a, b
-                ),
-            )
-        else:
-            steps = [(since, float(row["price_usd_per_hour"]))]
-        return billing_lines(rule, running_at, ended_at, steps, since=since), billed_s
+        """A live instance whose host died, or never started, failed and billed to its end
+        (:func:`.lost.reap`)."""
+        return reap(
+            self.store, row, self.clock.now, self.capabilities.billing, self.spot_price_steps
+        )
 
     def _instance(self, row: dict[str, Any]) -> Instance:
         return instance_of(self.name, row)
