@@ -27,7 +27,7 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event
 
 from spothop.errors import ConfigError, NotFoundError
-from spothop.paths import ensure_home, spothop_home
+from spothop.paths import ensure_home, spothop_home, warn_if_shared
 
 DATABASE_URL_ENV = "SPOTHOP_DATABASE_URL"
 
@@ -50,7 +50,12 @@ def store_to_read(url: str | None) -> str:
     a store (``jobs --store sqlite:///typo.db`` made an empty store at the typo and said "no jobs
     yet"). The home is not created either.
     """
-    chosen = url or os.environ.get(DATABASE_URL_ENV) or f"sqlite:///{spothop_home() / 'spothop.db'}"
+    chosen = url or os.environ.get(DATABASE_URL_ENV)
+    if not chosen:
+        home = spothop_home()
+        if home.is_dir():
+            warn_if_shared(home)
+        chosen = f"sqlite:///{home / 'spothop.db'}"
     path = sqlite_path(normalise_url(chosen))
     if path is not None and not os.path.exists(path):
         raise NotFoundError(
