@@ -102,7 +102,8 @@ def test_every_file_spothop_keeps_in_a_home_open_to_others_is_its_users_only(
     kept = {p.relative_to(home).as_posix() for p in home.rglob("*")}
     for expected in ("store.db", "secret.key", "controller/controller.log", "localcloud"):
         assert expected in kept, sorted(k for k in kept if "/root/" not in k)
-    assert any(k.startswith("dist/") for k in kept) and any(k.startswith("files/code/") for k in kept)
+    for folder in ("dist/", "files/code/"):
+        assert any(k.startswith(folder) for k in kept), folder
     paths = [p for p in home.rglob("*") if not p.is_symlink()]
     loose = [
         f"{stat.S_IMODE(p.stat().st_mode):04o} {p.relative_to(home)}"
