@@ -86,3 +86,27 @@ def test_a_store_on_a_full_or_read_only_disk_is_one_line_naming_it_and_loses_not
     ]
     assert cancelled["code"] == 0, cancelled  # the store takes writes again
     assert json.loads(status["out"])["job_id"] == ran["job_id"]
+
+
+def test_a_read_only_postgresql_store_is_one_line_naming_it_and_loses_nothing(
+    pg_schema: str, cli: Any, tmp_path: Path
+) -> None:
+    """PostgreSQL read-only (a standby; here ``default_transaction_read_only``) refuses every
+    write: one line naming the database and the fix, and what was stored reads back."""
+    from spothop.jobs.spec import load_job
+    from spothop.jobs.store import JobStore
+    from tests.conftest import POSTGRES_URL
+
+    url = f"{POSTGRES_URL}?options=-csearch_path%3D{pg_schema}"
+    with JobStore(url) as store:
+        job_id = store.create_job(load_job({"name": "kept", "run": "true"}))
+    read_only = f"{url}%20-cdefault_transaction_read_only%3Don"
+    job = tmp_path / "job.yaml"
+    job.write_text("name: new\nrun: echo hi\n")
+    for args in (["cancel", job_id], ["launch", str(job), "--detach"]):
+        result = cli(*args, "--store", read_only)
+        errors = [x for x in result.err.splitlines() if "read as a spothop job" not in x]
+        assert result.code == 4 and len(errors) == 1, (args, result.err)
+        assert "is read-only" in errors[0] and "127.0.0.1" in errors[0], errors
+    with JobStore(url) as store:
+        assert [j.job_id for j in store.list_jobs()] == [job_id]
