@@ -17,6 +17,7 @@ so the control plane's URL is never called).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -70,10 +71,8 @@ def controller(world: dict[str, Any]) -> Controller:
 
 def settle(world: dict[str, Any], c: Controller) -> None:
     """One pass and its launches, then 5 s of the cloud's clock; a kill ends it where it is."""
-    try:
+    with contextlib.suppress(Killed):
         c.run_pass()
-    except Killed:
-        pass
     wait_for(lambda: not c.executor.launching(), 30, what="the pass's launches to end")
     world["clock"].advance(5)
 
@@ -129,3 +128,44 @@ def test_a_controller_killed_at_each_step_of_a_launch_leaves_the_job_running_on_
     else:  # adopted, or never cut
         assert cut == []
     assert TokenStore(store.engine).live_agent_tokens([job_id]) == [(job_id, instance.instance_id)]
+
+
+def test_a_controller_process_sigkilled_after_the_cloud_call_leaves_one_instance(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The one real-process case: the daemon SIGKILLed (``SPOTHOP_TEST_KILL_AT``) the moment the
+    local cloud's launch call returned, its instance booting and its id stored nowhere; the next
+    daemon adopts it by its token (and binds its agent's token to it) and the job succeeds on
+    it, no instance launched twice.
+
+    The worker waits at a gate until the new daemon has bound the agent's token: until then the
+    control plane refuses the agent (its token names the launch, not the instance), and a worker
+    that ended in that window would have its exit refused too (docs/controller.md, "A controller
+    killed mid-launch": what remains)."""
+    from spothop.jobs.controller import daemon
+    from tests.jobs.e2e.conftest import WORLD, running_harness
+    from tests.jobs.e2e.test_controller_restart import check_instances, gated
+
+    with running_harness(tmp_path, monkeypatch, WORLD) as h:
+        monkeypatch.setenv(faults.KILL_AT_ENV, "provider_called")
+        gate = tmp_path / "gate"
+        job_id = h.launch({"name": "killed", "run": gated(gate, "echo done")})
+        wait_for(lambda: daemon.status() is None, 120, what="the controller killed mid-launch")
+        monkeypatch.delenv(faults.KILL_AT_ENV)
+        [booting] = h.instances()
+        with h.store() as store:
+            [attempt] = store.attempts(job_id)
+        assert attempt.instance_id is None  # killed before it was recorded
+        h.start_controller()
+
+        def bound() -> bool:
+            with h.store() as store:
+                tokens = TokenStore(store.engine).live_agent_tokens([job_id])
+            return tokens == [(job_id, booting.instance_id)]
+
+        wait_for(bound, 60, what="the adopted instance's agent token bound to it")
+        gate.touch()
+        job = h.wait_final(job_id, 180, what="the job to end")
+        assert job.state is JobState.SUCCEEDED, job.reason
+        assert [i.instance_id for i in h.instances()] == [booting.instance_id]  # adopted
+        check_instances(h, job_id)
