@@ -1,0 +1,225 @@
+"""A group's nodes lost around the rendezvous, through whole controller passes on a virtual clock
+(fake provider) and the control plane's answer to each node's agent (no agent processes: each
+agent's registration, beats and exit are written as its agent would).
+
+The rule (docs/multinode.md, "The rendezvous"): a generation's rendezvous is formed only from
+nodes that are alive. A node that registered and was then lost (preempted, its agent lost) before
+its generation met is never handed to its peers; the generation breaks, its other nodes are
+stopped, and the next generation meets with the replacement. Each case ends with every node of
+the new generation given one same rendezvous of live addresses and the job succeeded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from spothop.controlplane import Registration, StoreControlPlane
+from spothop.jobs.controller import Launch, RequestStop, decide
+from spothop.jobs.controller.config import ControllerConfig
+from spothop.jobs.controller.executor import Executor
+from spothop.jobs.controller.observe import Observer
+from spothop.jobs.lifecycle import EndReason, JobState
+from spothop.jobs.records import AttemptRecord
+from spothop.jobs.spec import load_job
+from spothop.jobs.store import JobStore
+from spothop.market import ManualClock
+from spothop.testing import FakeProvider, make_market, make_offerings
+from spothop.wire.contract import Heartbeat
+from spothop.wire.events import Exited
+from spothop.wire.group import Rendezvous, group_port
+from tests.waiting import wait_for
+
+BOOT_DEADLINE_S = 600.0
+CONFIG = ControllerConfig()
+
+
+class GroupWorld:
+    """One grouped job on the fake provider, its controller run a pass at a time, its agents'
+    side of the control plane written directly."""
+
+    def __init__(self, tmp_path: Path, nodes: int) -> None:
+        self.url = f"sqlite:///{tmp_path / 'store.db'}"
+        self.store = JobStore(self.url)
+        self.clock = ManualClock(1_000_000.0)
+        self.provider = FakeProvider(
+            markets=[make_market(o) for o in make_offerings()], clock=self.clock
+        )
+        self.provider.capabilities = replace(
+            self.provider.capabilities, boot_deadline_s=BOOT_DEADLINE_S
+        )
+        self.executor = Executor(self.store, {"fake": self.provider}, store_url=self.url, home=tmp_path)
+        self.observer = Observer(
+            self.store, {"fake": self.provider}, market_ttl_s=0.0, clock=self.clock.now
+        )
+        spec = {"name": "g", "run": "true", "num_nodes": nodes, "max_retries": 10}
+        self.job_id = self.store.create_job(load_job(spec))
+        self.addresses = 0
+
+    def close(self) -> None:
+        self.observer.commit()
+        self.executor.close()
+        self.store.close()
+
+    def one_pass(self) -> list[object]:
+        actions = decide(self.observer.snapshot(), CONFIG)
+        assert all(r.ok for r in self.executor.execute(actions))
+        wait_for(lambda: not self.executor.launching(), 10, what="the launches to end")
+        return list(actions)
+
+    def current(self, generation: int) -> list[AttemptRecord]:
+        """Each node's newest attempt of ``generation``, in node order."""
+        newest: dict[int, AttemptRecord] = {}
+        for a in sorted(self.store.attempts(self.job_id), key=lambda a: a.launched_unix_s):
+            if a.generation == generation:
+                newest[a.node] = a
+        return [newest[n] for n in sorted(newest)]
+
+    def plane(self, a: AttemptRecord) -> StoreControlPlane:
+        assert a.instance_id
+        return StoreControlPlane(self.url, a.instance_id)
+
+    def register(self, a: AttemptRecord) -> str:
+        """``a``'s agent registers a fresh address; the address."""
+        self.addresses += 1
+        address = f"10.0.0.{self.addresses}"
+        assert a.instance_id
+        self.plane(a).register(
+            Registration(
+                instance_id=a.instance_id,
+                job_id=self.job_id,
+                provider="fake",
+                private_address=address,
+                time_unix_s=self.clock.now(),
+            )
+        )
+        return address
+
+    def beat(self, a: AttemptRecord, state: str = "rendezvous") -> None:
+        assert a.instance_id
+        self.plane(a).heartbeat(
+            Heartbeat(
+                instance_id=a.instance_id,
+                worker_id="",
+                time_unix_s=self.clock.now(),
+                state=state,
+                worker_pid=None,
+                worker_restarts=0,
+                worker_heartbeat_unix_s=None,
+                notice_blind=False,
+                job_id=self.job_id,
+                provider="fake",
+            )
+        )
+
+    def exit(self, a: AttemptRecord, code: int) -> None:
+        """``a``'s agent exits with ``code`` (its instance then ends, as an agent's boot script
+        shuts it down)."""
+        assert a.instance_id
+        self.plane(a).record(
+            Exited(
+                instance_id=a.instance_id,
+                provider="fake",
+                job_id=self.job_id,
+                time_unix_s=self.clock.now(),
+                code=code,
+            )
+        )
+
+    def rendezvous(self, a: AttemptRecord) -> Rendezvous | None:
+        return self.plane(a).rendezvous()
+
+    def stopped(self, actions: list[object]) -> set[str]:
+        return {a.instance_id for a in actions if isinstance(a, RequestStop)}
+
+    def meet_and_finish(self, generation: int, nodes: int) -> None:
+        """Every node of ``generation`` registers, gets one same rendezvous of live addresses,
+        runs and exits 0: the job succeeds."""
+        members = self.current(generation)
+        assert [a.node for a in members] == list(range(nodes))
+        assert all(a.live and a.instance_id for a in members)
+        addresses = [self.register(a) for a in members]
+        answers = [self.rendezvous(a) for a in members]
+        assert all(r is not None for r in answers), answers
+        expected = tuple(addresses)
+        for node, r in enumerate(answers):
+            assert r is not None
+            assert (r.generation, r.node_rank, r.nnodes) == (generation, node, nodes)
+            assert r.node_addrs == expected and r.master_addr == expected[0]
+            assert r.master_port == group_port(self.job_id, generation)
+        for a in members:
+            self.beat(a, "running")
+        self.one_pass()
+        for a in members:
+            self.exit(a, 0)
+        self.one_pass()
+        job = self.store.get_job(self.job_id)
+        assert job.state is JobState.SUCCEEDED, job
+        assert {a.generation for a in self.store.attempts(self.job_id)} == set(
+            range(generation + 1)
+        )
+
+    def stop_obeyed(self, actions: list[object]) -> None:
+        """Every node asked to stop does: its agent exits 75, nothing having run."""
+        stopped = self.stopped(actions)
+        for a in self.store.attempts(self.job_id):
+            if a.live and a.instance_id in stopped:
+                self.exit(a, 75)
+
+
+@pytest.fixture
+def world2(tmp_path: Path) -> Iterator[GroupWorld]:
+    world = GroupWorld(tmp_path, 2)
+    try:
+        yield world
+    finally:
+        world.close()
+
+
+@pytest.fixture
+def world3(tmp_path: Path) -> Iterator[GroupWorld]:
+    world = GroupWorld(tmp_path, 3)
+    try:
+        yield world
+    finally:
+        world.close()
+
+
+def _launch_generation_0(world: GroupWorld, nodes: int) -> list[AttemptRecord]:
+    first = world.one_pass()
+    assert sorted(a.node for a in first if isinstance(a, Launch)) == list(range(nodes))
+    members = world.current(0)
+    assert all(a.instance_id for a in members)
+    return members
+
+
+def test_node_0_preempted_after_registering_before_node_1_registered(world2: GroupWorld) -> None:
+    """The reported case: node 0 registered, then was preempted before node 1 booted. Node 1
+    must never be handed node 0's dead address; the generation breaks and generation 1 meets."""
+    node0, node1 = _launch_generation_0(world2, 2)
+    world2.register(node0)
+    world2.beat(node0)
+    world2.provider.preempt(node0.instance_id or "", lead_time_s=0.0)
+    world2.clock.advance(1)
+    world2.exit(node0, 75)  # its agent saw the notice while it waited: nothing ran
+
+    # Node 1 boots late and registers before its stop reaches it: no rendezvous with a dead node.
+    world2.register(node1)
+    assert world2.rendezvous(node1) is None
+
+    broke = world2.one_pass()
+    assert node1.instance_id in world2.stopped(broke)
+    assert not [a for a in broke if isinstance(a, Launch)]  # node 1 is still up
+    assert world2.rendezvous(node1) is None
+    world2.stop_obeyed(broke)
+    world2.clock.advance(1)
+    relaunch = world2.one_pass()
+    assert sorted((a.node, a.generation) for a in relaunch if isinstance(a, Launch)) == [
+        (0, 1),
+        (1, 1),
+    ]
+    assert world2.store.attempt(node0.attempt_id).end_reason is EndReason.PREEMPTED
+    world2.meet_and_finish(1, 2)
