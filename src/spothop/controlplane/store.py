@@ -373,14 +373,14 @@ def group_rendezvous(conn: Connection, instance_id: str) -> Rendezvous | None:
         r.private_address for r in current.values()
     ):
         return None
-    exits = _agent_exits(conn, [str(r.instance_id) for r in current.values()])
+    going = _going(conn, [str(r.instance_id) for r in current.values()])
     for r in current.values():
         finished = (
             r.end_reason == "succeeded"
             or r.agent_state == "done"
-            or exits.get(str(r.instance_id)) == 0
+            or going.get(str(r.instance_id)) == 0
         )
-        if not finished and (r.ended_unix_s is not None or _leaving(r, exits)):
+        if not finished and (r.ended_unix_s is not None or _leaving(r, going)):
             return None
     addresses = tuple(str(current[n].private_address) for n in range(nnodes))
     return Rendezvous(
@@ -398,25 +398,32 @@ def group_rendezvous(conn: Connection, instance_id: str) -> Rendezvous | None:
 _LEAVING_STATES = frozenset({"preempting", "preempted", "failed"})
 
 
-def _leaving(row: Any, exits: dict[str, int | None]) -> bool:
+def _leaving(row: Any, going: dict[str, int | None]) -> bool:
     """Whether a live attempt's node is on its way out, by what its agent and the controller
-    recorded before the controller ended it: its agent exited or got a final notice (``exits``),
-    its beat says it is going, or its instance is noticed."""
+    recorded before the controller ended it: its agent exited or got a final notice, or it was
+    asked to stop (``going``); its beat says it is going; or its instance is noticed."""
     return (
-        str(row.instance_id) in exits
+        str(row.instance_id) in going
         or (row.agent_state or "") in _LEAVING_STATES
         or row.state == "noticed"
     )
 
 
-def _agent_exits(conn: Connection, instance_ids: Sequence[str]) -> dict[str, int | None]:
-    """Instance id → its agent's exit code, for those whose agent exited (``exited``) or got a
-    final notice (``final_notice``, code None) per ``agent_events``."""
+def _going(conn: Connection, instance_ids: Sequence[str]) -> dict[str, int | None]:
+    """Instance id → its agent's exit code (None where it did not exit), for each of
+    ``instance_ids`` on its way out: asked to stop (the controller's ``agent_requests``), or
+    whose agent got a final notice or exited (its ``agent_events``)."""
     from sqlalchemy import select
 
     from spothop.state.agent_tables import agent_events as e
+    from spothop.state.agent_tables import agent_requests as asked
 
     found: dict[str, int | None] = {}
+    stops = select(asked.c.instance_id).where(
+        asked.c.instance_id.in_(list(instance_ids)), asked.c.kind == "stop"
+    )
+    for (stopped,) in conn.execute(stops):
+        found[str(stopped)] = None
     rows = conn.execute(
         select(e.c.instance_id, e.c.kind, e.c.payload).where(
             e.c.instance_id.in_(list(instance_ids)), e.c.kind.in_(("exited", "final_notice"))

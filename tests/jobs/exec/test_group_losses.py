@@ -29,7 +29,7 @@ from spothop.jobs.store import JobStore
 from spothop.market import ManualClock
 from spothop.testing import FakeProvider, make_market, make_offerings
 from spothop.wire.contract import Heartbeat
-from spothop.wire.events import Exited
+from spothop.wire.events import Exited, FinalNotice
 from spothop.wire.group import Rendezvous, group_port
 from tests.waiting import wait_for
 
@@ -51,7 +51,9 @@ class GroupWorld:
         self.provider.capabilities = replace(
             self.provider.capabilities, boot_deadline_s=BOOT_DEADLINE_S
         )
-        self.executor = Executor(self.store, {"fake": self.provider}, store_url=self.url, home=tmp_path)
+        self.executor = Executor(
+            self.store, {"fake": self.provider}, store_url=self.url, home=tmp_path
+        )
         self.observer = Observer(
             self.store, {"fake": self.provider}, market_ttl_s=0.0, clock=self.clock.now
         )
@@ -222,4 +224,197 @@ def test_node_0_preempted_after_registering_before_node_1_registered(world2: Gro
         (1, 1),
     ]
     assert world2.store.attempt(node0.attempt_id).end_reason is EndReason.PREEMPTED
+    world2.meet_and_finish(1, 2)
+
+
+def test_node_0s_agent_lost_after_registering_before_node_1_registered(world2: GroupWorld) -> None:
+    """Node 0 registered, then its beats stopped (no exit, no notice) while node 1 still booted:
+    node 0 is lost, node 1 is stopped before it ever met, and generation 1 meets."""
+    node0, node1 = _launch_generation_0(world2, 2)
+    world2.register(node0)
+    world2.beat(node0)
+    world2.clock.advance(CONFIG.heartbeat_deadline_s + 1)  # node 1 is still within its boot
+    broke = world2.one_pass()
+    assert world2.store.attempt(node0.attempt_id).end_reason is EndReason.AGENT_LOST
+    assert node1.instance_id in world2.stopped(broke)
+    assert not [a for a in broke if isinstance(a, Launch)]
+    world2.register(node1)  # boots now: its stop is waiting, and no rendezvous with node 0
+    assert world2.rendezvous(node1) is None
+    world2.stop_obeyed(broke)
+    relaunch = world2.one_pass()
+    assert sorted((a.node, a.generation) for a in relaunch if isinstance(a, Launch)) == [
+        (0, 1),
+        (1, 1),
+    ]
+    world2.meet_and_finish(1, 2)
+
+
+def test_a_node_lost_after_every_node_registered_but_before_the_workers_started(
+    world2: GroupWorld,
+) -> None:
+    """Both registered; node 1 asked and met, node 0 was preempted before it asked. Node 0 is
+    not answered any more, node 1 (whose worker may have started) is stopped, generation 1
+    meets."""
+    node0, node1 = _launch_generation_0(world2, 2)
+    world2.register(node0)
+    world2.register(node1)
+    met = world2.rendezvous(node1)
+    assert met is not None and met.node_addrs == ("10.0.0.1", "10.0.0.2")
+    world2.provider.preempt(node0.instance_id or "", lead_time_s=0.0)
+    world2.clock.advance(1)
+    broke = world2.one_pass()
+    assert world2.stopped(broke) == {node1.instance_id}
+    assert world2.rendezvous(node1) is None  # a late ask of node 1's is not answered either
+    world2.stop_obeyed(broke)
+    relaunch = world2.one_pass()
+    assert sorted((a.node, a.generation) for a in relaunch if isinstance(a, Launch)) == [
+        (0, 1),
+        (1, 1),
+    ]
+    world2.meet_and_finish(1, 2)
+
+
+def test_two_nodes_lost_at_once_before_registering_are_both_replaced_in_their_generation(
+    world3: GroupWorld,
+) -> None:
+    """Nodes 0 and 1 never registered (node 2 did): both are replaced in generation 0 in one
+    pass, node 2 keeps waiting, and the three meet with the replacements."""
+    node0, node1, node2 = _launch_generation_0(world3, 3)
+    world3.clock.advance(BOOT_DEADLINE_S - 10)
+    world3.register(node2)
+    world3.beat(node2)
+    world3.clock.advance(11)
+    replaced = world3.one_pass()
+    assert not world3.stopped(replaced)
+    assert sorted((a.node, a.generation) for a in replaced if isinstance(a, Launch)) == [
+        (0, 0),
+        (1, 0),
+    ]
+    for lost in (node0, node1):
+        assert world3.store.attempt(lost.attempt_id).end_reason is EndReason.AGENT_LOST
+    assert world3.rendezvous(node2) is None
+    world3.meet_and_finish(0, 3)
+
+
+def test_two_nodes_lost_at_once_one_after_registering_break_the_generation(
+    world3: GroupWorld,
+) -> None:
+    """Node 0 registered and was preempted while node 1's agent was found lost unregistered:
+    the generation breaks (no replacement within it), node 2 is stopped, generation 1 meets."""
+    node0, node1, node2 = _launch_generation_0(world3, 3)
+    world3.clock.advance(BOOT_DEADLINE_S - 10)
+    world3.register(node0)
+    world3.register(node2)
+    world3.beat(node2)
+    world3.provider.preempt(node0.instance_id or "", lead_time_s=0.0)
+    world3.clock.advance(11)
+    broke = world3.one_pass()
+    assert not [a for a in broke if isinstance(a, Launch)]
+    assert world3.stopped(broke) == {node2.instance_id}
+    assert world3.store.attempt(node1.attempt_id).end_reason is EndReason.AGENT_LOST
+    assert world3.rendezvous(node2) is None
+    world3.stop_obeyed(broke)
+    relaunch = world3.one_pass()
+    assert sorted((a.node, a.generation) for a in relaunch if isinstance(a, Launch)) == [
+        (0, 1),
+        (1, 1),
+        (2, 1),
+    ]
+    world3.meet_and_finish(1, 3)
+
+
+def test_two_registered_nodes_preempted_at_once(world3: GroupWorld) -> None:
+    node0, node1, node2 = _launch_generation_0(world3, 3)
+    for a in (node0, node1):
+        world3.register(a)
+        world3.provider.preempt(a.instance_id or "", lead_time_s=0.0)
+    world3.clock.advance(1)
+    broke = world3.one_pass()
+    assert world3.stopped(broke) == {node2.instance_id}
+    world3.register(node2)
+    assert world3.rendezvous(node2) is None
+    world3.stop_obeyed(broke)
+    relaunch = world3.one_pass()
+    assert sorted(a.node for a in relaunch if isinstance(a, Launch)) == [0, 1, 2]
+    world3.meet_and_finish(1, 3)
+
+
+def test_a_replacement_that_registers_before_the_controller_saw_another_nodes_loss(
+    world3: GroupWorld,
+) -> None:
+    """Node 1 never registered and was replaced in generation 0. Node 0 (registered) is then
+    preempted: its agent records its final notice, and the replacement registers before any
+    pass saw the loss. The control plane withholds the rendezvous (node 0 is leaving); the next
+    pass breaks the generation and generation 1 meets."""
+    node0, node1, node2 = _launch_generation_0(world3, 3)
+    world3.clock.advance(BOOT_DEADLINE_S - 10)
+    world3.register(node0)
+    world3.beat(node0)
+    world3.register(node2)
+    world3.beat(node2)
+    world3.clock.advance(11)
+    replaced = world3.one_pass()
+    assert [(a.node, a.generation) for a in replaced if isinstance(a, Launch)] == [(1, 0)]
+    replacement = world3.current(0)[1]
+    assert replacement.attempt_id != node1.attempt_id
+    world3.provider.preempt(node0.instance_id or "", lead_time_s=30.0)
+    world3.plane(node0).record(
+        FinalNotice(
+            instance_id=node0.instance_id or "",
+            provider="fake",
+            job_id=world3.job_id,
+            time_unix_s=world3.clock.now(),
+            protocol="fake",
+            cause="preempted",
+            deadline_unix_s=world3.clock.now() + 30,
+        )
+    )
+    world3.register(replacement)
+    assert world3.rendezvous(replacement) is None
+    assert world3.rendezvous(node2) is None
+    broke = world3.one_pass()
+    assert world3.stopped(broke) >= {replacement.instance_id, node2.instance_id}
+    world3.stop_obeyed(broke)
+    world3.exit(node0, 75)
+    world3.clock.advance(31)
+    relaunch = world3.one_pass()
+    launched = [a for a in relaunch if isinstance(a, Launch)] or [
+        a for a in world3.one_pass() if isinstance(a, Launch)
+    ]
+    assert sorted((a.node, a.generation) for a in launched) == [(0, 1), (1, 1), (2, 1)]
+    world3.meet_and_finish(1, 3)
+
+
+def test_a_node_found_lost_that_registers_before_its_end_is_written_breaks_the_generation(
+    world2: GroupWorld,
+) -> None:
+    """Node 1's agent registers just after the pass read it as never registered, and node 0
+    meets it before the controller writes its end (agent_lost) and launches a replacement in
+    generation 0. Node 0 may have started with node 1's address: the next pass breaks the
+    generation instead of letting the replacement meet node 0 under the same port."""
+    node0, node1 = _launch_generation_0(world2, 2)
+    world2.clock.advance(BOOT_DEADLINE_S - 10)
+    world2.register(node0)
+    world2.beat(node0)
+    world2.clock.advance(11)
+    actions = decide(world2.observer.snapshot(), CONFIG)  # node 1 is lost: replaced alone
+    assert [(a.node, a.generation) for a in actions if isinstance(a, Launch)] == [(1, 0)]
+    world2.register(node1)  # ... but it registers before the pass's writes
+    met = world2.rendezvous(node0)
+    assert met is not None and met.node_addrs == ("10.0.0.1", "10.0.0.2")
+    assert all(r.ok for r in world2.executor.execute(actions))
+    wait_for(lambda: not world2.executor.launching(), 10, what="the launches to end")
+    replacement = world2.current(0)[1]
+    assert replacement.attempt_id != node1.attempt_id and replacement.live
+
+    broke = world2.one_pass()
+    assert world2.stopped(broke) == {node0.instance_id, replacement.instance_id}
+    world2.register(replacement)
+    assert world2.rendezvous(replacement) is None  # node 0 is leaving: never a second meeting
+    world2.stop_obeyed(broke)
+    relaunch = world2.one_pass()
+    assert sorted((a.node, a.generation) for a in relaunch if isinstance(a, Launch)) == [
+        (0, 1),
+        (1, 1),
+    ]
     world2.meet_and_finish(1, 2)
