@@ -418,3 +418,26 @@ def test_a_node_found_lost_that_registers_before_its_end_is_written_breaks_the_g
         (1, 1),
     ]
     world2.meet_and_finish(1, 2)
+
+
+def test_a_worker_failing_in_a_generation_that_replaced_a_node_is_a_failure(
+    world2: GroupWorld,
+) -> None:
+    """Node 1 was lost unregistered and replaced within generation 0; once both met, node 0's
+    worker fails. Its generation was not broken by the replaced node (it never met anyone): the
+    failure is the worker's own, not an end with its group."""
+    node0, _ = _launch_generation_0(world2, 2)
+    world2.clock.advance(BOOT_DEADLINE_S - 10)
+    world2.register(node0)
+    world2.beat(node0)
+    world2.clock.advance(11)
+    world2.one_pass()
+    replacement = world2.current(0)[1]
+    world2.register(replacement)
+    assert world2.rendezvous(node0) is not None
+    for a in (node0, replacement):
+        world2.beat(a, "running")
+    world2.one_pass()
+    world2.exit(node0, 1)
+    world2.one_pass()
+    assert world2.store.attempt(node0.attempt_id).end_reason is EndReason.WORKER_FAILED
