@@ -17,8 +17,9 @@ a server can serve the agent API with. The tables are those of
 - ``release_leases`` goes to the job's queue (:mod:`spothop.queue`) when
   the queue and the job are known, else there is nothing to release (0);
 - ``requests`` reads the instance's unacknowledged ``agent_requests`` rows;
-- ``rendezvous`` reads the job's attempts (``job_attempts``) and their agents' registered
-  addresses (``agent_heartbeats.private_address``): :func:`group_rendezvous`;
+- ``rendezvous`` reads the job's attempts (``job_attempts``), their agents' registered
+  addresses (``agent_heartbeats.private_address``) and what says a node is going (a stop asked,
+  an agent's final notice or exit): :func:`group_rendezvous`;
 - ``secrets`` reads the job's sealed secrets (``job_secrets``) for the live attempt the instance
   runs, and opens them with the key in this process's home (:mod:`spothop.state.sealed`);
 - ``ship_log`` appends a chunk of an attempt's output to ``job_log_chunks``
