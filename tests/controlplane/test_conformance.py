@@ -30,6 +30,7 @@ from spothop.state.agent_tables import agent_events, agent_heartbeats
 from spothop.state.worker_logs import read_after
 from spothop.wire.errors import LogOffsetGap
 from spothop.wire.events import (
+    AdvanceNotice,
     Exited,
     FinalNotice,
     Interruption,
@@ -294,7 +295,8 @@ def test_the_rendezvous_waits_for_every_nodes_address_then_names_node_0s(case: C
 
 def test_the_rendezvous_never_hands_out_a_node_that_is_leaving_or_lost(case: Case) -> None:
     """A generation meets only among nodes that are there: node 0 registered, then (each in a
-    job of its own) was asked to stop, had its agent record a final notice, or was ended lost;
+    job of its own) was asked to stop, had its agent record a final or an advance notice, or was
+    ended lost;
     node 1 (this instance) is answered nothing. A node whose agent exited 0 keeps its place."""
     store = JobStore(case.store_url)
     try:
@@ -317,6 +319,12 @@ def test_the_rendezvous_never_hands_out_a_node_that_is_leaving_or_lost(case: Cas
         job_id, peer = group()
         StoreControlPlane(case.store_url, peer).record(
             FinalNotice(instance_id=peer, job_id=job_id, protocol="aws", cause="instance-action")
+        )
+        assert case.plane.rendezvous() is None
+
+        job_id, peer = group()
+        StoreControlPlane(case.store_url, peer).record(
+            AdvanceNotice(instance_id=peer, job_id=job_id, protocol="gcp", cause="maintenance")
         )
         assert case.plane.rendezvous() is None
 

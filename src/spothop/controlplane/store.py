@@ -395,14 +395,17 @@ def group_rendezvous(conn: Connection, instance_id: str) -> Rendezvous | None:
     )
 
 
+# The agent events that say its node is going: a notice (the controller breaks the generation on
+# an advance notice too), an interruption, its own exit.
+_GOING_EVENTS = ("advance_notice", "final_notice", "interruption", "exited")
 # An agent's heartbeat states that say it is going: a stop or a notice acted on, a failed worker.
 _LEAVING_STATES = frozenset({"preempting", "preempted", "failed"})
 
 
 def _leaving(row: Any, going: dict[str, int | None]) -> bool:
     """Whether a live attempt's node is on its way out, by what its agent and the controller
-    recorded before the controller ended it: its agent exited or got a final notice, or it was
-    asked to stop (``going``); its beat says it is going; or its instance is noticed."""
+    recorded before the controller ended it: its agent exited or got a notice, or it was asked
+    to stop (``going``); its beat says it is going; or its instance is noticed."""
     return (
         str(row.instance_id) in going
         or (row.agent_state or "") in _LEAVING_STATES
@@ -413,7 +416,7 @@ def _leaving(row: Any, going: dict[str, int | None]) -> bool:
 def _going(conn: Connection, instance_ids: Sequence[str]) -> dict[str, int | None]:
     """Instance id → its agent's exit code (None where it did not exit), for each of
     ``instance_ids`` on its way out: asked to stop (the controller's ``agent_requests``), or
-    whose agent got a final notice or exited (its ``agent_events``)."""
+    whose agent got a notice, was interrupted or exited (its ``agent_events``)."""
     from sqlalchemy import select
 
     from spothop.state.agent_tables import agent_events as e
@@ -427,7 +430,7 @@ def _going(conn: Connection, instance_ids: Sequence[str]) -> dict[str, int | Non
         found[str(stopped)] = None
     rows = conn.execute(
         select(e.c.instance_id, e.c.kind, e.c.payload).where(
-            e.c.instance_id.in_(list(instance_ids)), e.c.kind.in_(("exited", "final_notice"))
+            e.c.instance_id.in_(list(instance_ids)), e.c.kind.in_(_GOING_EVENTS)
         )
     ).all()
     for r in rows:
