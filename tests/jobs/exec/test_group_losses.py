@@ -6,7 +6,9 @@ The rule (docs/multinode.md, "The rendezvous"): a generation's rendezvous is for
 nodes that are alive. A node that registered and was then lost (preempted, its agent lost) before
 its generation met is never handed to its peers; the generation breaks, its other nodes are
 stopped, and the next generation meets with the replacement. Each case ends with every node of
-the new generation given one same rendezvous of live addresses and the job succeeded.
+the new generation given one same rendezvous of live addresses and the job succeeded. Nodes lost
+before they ever registered are replaced within their generation, which stays whole: a worker
+that fails in it later is a failure, not an end with its group.
 """
 
 from __future__ import annotations
