@@ -111,12 +111,14 @@ class AgentTokens:
 
         One conditional update: of two first requests naming different instances exactly one
         binds. Refused (the principal left as it was) when ``instance_id`` is another live
-        token's instance of the job, or another attempt's, or not the instance the launch's own
+        token's instance (of any job), or another attempt's, or not the instance the launch's own
         attempt has recorded: a token names one instance, and never one that is someone else's.
         ``conn``: in that transaction (the server's batch of heartbeats), else in one of its own.
         """
         if not principal.unbound or not instance_id or len(instance_id) > 128:
             return principal
+        if instance_id == principal.launch_token:
+            return principal  # the launch is no instance
         if conn is None:
             with self.engine.begin() as own:
                 return self.bind_on_first_use(principal, instance_id, conn=own)
@@ -124,28 +126,23 @@ class AgentTokens:
 
         c, a = api_tokens.c, job_attempts.c
         others = api_tokens.alias("others")
-        taken_by_token = (
+        taken_by_token = (  # any job's: an instance's heartbeat row is the instance's alone
             select(others.c.token_id)
             .where(
                 others.c.kind == "agent",
-                others.c.job_id == principal.job_id,
                 others.c.instance_id == instance_id,
                 others.c.revoked_unix_s.is_(None),
             )
             .exists()
         )
+        this_launch = and_(a.job_id == principal.job_id, a.launch_token == principal.launch_token)
         taken_by_attempt = (
             select(a.attempt_id)
             .where(
-                a.job_id == principal.job_id,
                 or_(
-                    and_(a.instance_id == instance_id, a.launch_token != principal.launch_token),
-                    and_(
-                        a.launch_token == principal.launch_token,
-                        a.instance_id.is_not(None),
-                        a.instance_id != instance_id,
-                    ),
-                ),
+                    and_(a.instance_id == instance_id, ~this_launch),  # another attempt's
+                    and_(this_launch, a.instance_id.is_not(None), a.instance_id != instance_id),
+                )
             )
             .exists()
         )
