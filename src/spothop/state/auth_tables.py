@@ -9,7 +9,7 @@
   ``user_id`` (and its ``project``); an agent token has ``job_id`` and
   ``instance_id`` (and, when known, the job's ``project``); one issued for a
   launch keeps its ``launch_token``, and names it as its ``instance_id`` until
-  it is bound to the instance (docs/server.md, "Agent tokens"). A token is
+  it is bound to the instance (docs/server.md, "Security": agent tokens). A token is
   revoked by setting ``revoked_unix_s``; the row stays, so what it did can
   still be traced to it.
 - ``job_projects``: which project (and user) a job launched through the server

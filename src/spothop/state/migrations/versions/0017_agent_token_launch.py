@@ -4,7 +4,7 @@
 instance holds the agent token. The token names that launch token as its
 instance until it is bound to the instance, by the controller once the cloud's
 launch call returns, or by the instance itself on its token's first use
-(docs/server.md, "Agent tokens"). The column keeps the launch after the bind, so
+(docs/server.md, "Security": agent tokens). The column keeps the launch after the bind, so
 the controller can check the instance the token was bound to against the one
 the cloud launched.
 
