@@ -7,15 +7,12 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, Engine, and_, or_, select, update
 
 from spothop.errors import ConfigError
 from spothop.state.auth_tables import api_tokens
-
-if TYPE_CHECKING:
-    from spothop.state.tokens import Principal
+from spothop.state.principal import Principal
 
 log = logging.getLogger(__name__)
 

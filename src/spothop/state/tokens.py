@@ -64,6 +64,7 @@ from spothop.state.auth_tables import (
     projects,
     users,
 )
+from spothop.state.principal import Principal as Principal  # re-exported: callers take it from here
 
 if TYPE_CHECKING:
     from argon2 import PasswordHasher
@@ -96,28 +97,6 @@ NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 _TOKEN_PATTERN = re.compile(
     rf"^{TOKEN_PREFIX}_([ua])_([0-9a-f]{{{TOKEN_ID_LENGTH}}})_([A-Za-z0-9_-]{{20,80}})$"
 )
-
-
-@dataclass(frozen=True)
-class Principal:
-    """Who a valid token speaks for: a user of a project, or the agent of one job's instance."""
-
-    kind: str  # "user" | "agent"
-    token_id: str
-    user: str | None = None
-    user_id: str | None = None
-    project: str | None = None
-    job_id: str | None = None
-    instance_id: str | None = None
-    launch_token: str | None = None  # an agent token issued for a launch (3a)
-
-    @property
-    def unbound(self) -> bool:
-        """An agent token issued for a launch and not yet bound to its instance (contract, 3a)."""
-        return self.launch_token is not None and self.instance_id == self.launch_token
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
