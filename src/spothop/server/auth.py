@@ -141,10 +141,10 @@ def first_use(
     conn: Connection | None = None,
 ) -> Principal:
     """``principal``, its token bound to ``instance_id`` when this is the first use of a launch's
-    token not yet bound (:meth:`TokenStore.bind_on_first_use`; ``docs/server.md``,
-    "Security": agent tokens). The instance holds its token before the controller has bound it (a controller
-    killed between the cloud's launch call and the bind leaves it so until the next one adopts
-    the instance); refusing it meanwhile would refuse its worker's exit too."""
+    token not yet bound (:meth:`TokenStore.bind_on_first_use`; ``docs/server.md``, "Security":
+    agent tokens). The instance holds its token before the controller has bound it (a
+    controller killed between the cloud's launch call and the bind leaves it so until the next
+    one adopts the instance); refusing it meanwhile would refuse its worker's exit too."""
     if principal.kind != "agent" or not principal.unbound or not instance_id:
         return principal
     return tokens.bind_on_first_use(principal, instance_id, conn=conn)
