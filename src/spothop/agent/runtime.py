@@ -480,8 +480,8 @@ class Agent:
                 self._start()
             return None
         code = self.supervisor.poll()
-        if code is None:
-            return None
+        if code is None or any(n.kind is NoticeKind.FINAL for n in self.notices):
+            return None  # a final notice that came with the exit (one shutdown's SIGTERMs) first
         self.reporter.report(
             WorkerExited,
             code=code,
