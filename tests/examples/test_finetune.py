@@ -44,8 +44,8 @@ class Preempted:
     """One preempted run: its instance (reclaimed at its notice's deadline) and the step it saved."""
 
     instance: Instance
-    state_dir: Path
     step: int
+    checkpoint_id: str
 
 
 def preempted_run(cloud: Cloud, run: int, url: str) -> Preempted:
@@ -75,7 +75,8 @@ def preempted_run(cloud: Cloud, run: int, url: str) -> Preempted:
         lambda: read_events(state_dir, "interruption"), 60, what=f"run {run}'s interruption"
     )
     assert record["saved"] == "saved", cloud.console(instance)
-    return Preempted(instance, state_dir, int(record["saved_detail"]["step"]))
+    detail = record["saved_detail"]
+    return Preempted(instance, int(detail["step"]), str(detail["checkpoint_id"]))
 
 
 def clean_env_training(out: Path, *options: str) -> subprocess.Popen[str]:
@@ -118,12 +119,13 @@ def test_three_preemptions_leave_the_adapter_bit_identical_to_an_uninterrupted_r
                 )
         saved = [run.step for run in runs]
         assert saved == sorted(set(saved)) and saved[0] > 0 and saved[-1] < STEPS  # each went on
-        emergency = sorted(
-            i.step
+        # The last run's record names the emergency checkpoint it saved, committed at its step.
+        emergency = {
+            i.checkpoint_id: i.step
             for i in list_checkpoints(url)
             if i.status == "committed" and i.tier == "emergency"
-        )
-        assert saved[-1] in emergency
+        }
+        assert emergency.get(runs[-1].checkpoint_id) == saved[-1]
         assert not (cloud.bucket / "never.safetensors").exists()  # no preempted run finished
 
         resumed, resumed_from = trained(
