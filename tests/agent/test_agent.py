@@ -144,6 +144,21 @@ def test_a_worker_that_exits_75_ends_the_agent_resumable_without_a_restart(
     assert [e["code"] for e in read_events(agent.config.state_dir, "worker_exited")] == [75]
 
 
+def sigterm_at_the_exit(agent: Agent) -> None:
+    """Make the agent's own SIGTERM land just as it sees its worker gone (between its look at
+    the notices and its poll of the worker): the notice is pending with the exit."""
+    poll, landed = agent.supervisor.poll, []
+
+    def poll_with_the_signal_landing_at_the_exit() -> int | None:
+        code = poll()
+        if code is not None and not landed:
+            landed.append(sigterm_notice(time.time(), 3.0))
+            agent.notices.append(landed[0])
+        return code
+
+    agent.supervisor.poll = poll_with_the_signal_landing_at_the_exit  # type: ignore[method-assign]
+
+
 def test_a_shutdown_sigterm_that_comes_with_the_workers_exit_is_handled_as_the_notice(
     tmp_path: Path,
 ) -> None:
@@ -155,16 +170,7 @@ def test_a_shutdown_sigterm_that_comes_with_the_workers_exit_is_handled_as_the_n
         _config(tmp_path, [sys.executable, WORKER, str(tmp_path), "save"], safety_margin_s=1),
         releaser=releaser,
     )
-    poll, landed = agent.supervisor.poll, []
-
-    def poll_with_the_signal_landing_at_the_exit() -> int | None:
-        code = poll()
-        if code is not None and not landed:  # the agent's SIGTERM lands right after the exit
-            landed.append(sigterm_notice(time.time(), 3.0))
-            agent.notices.append(landed[0])
-        return code
-
-    agent.supervisor.poll = poll_with_the_signal_landing_at_the_exit  # type: ignore[method-assign]
+    sigterm_at_the_exit(agent)
 
     def stop_the_worker() -> None:
         wait_for(lambda: (tmp_path / "started").exists(), 30, what="the worker started")
@@ -181,6 +187,15 @@ def test_a_shutdown_sigterm_that_comes_with_the_workers_exit_is_handled_as_the_n
     assert record["protocol"] == "sigterm" and record["saved"] == "saved"
     assert releaser.calls == ["w-1"]
     assert read_events(agent.config.state_dir, "worker_exited") == []
+
+
+def test_a_worker_done_as_a_shutdown_sigterm_lands_is_done(tmp_path: Path) -> None:
+    """Exit 0 is the work finished: a notice that comes with it does not make it a preemption."""
+    agent = Agent(_config(tmp_path, ["sh", "-c", "exit 0"]))
+    sigterm_at_the_exit(agent)
+    assert agent.run() == EXIT_DONE
+    assert [e["code"] for e in read_events(agent.config.state_dir, "worker_exited")] == [0]
+    assert read_events(agent.config.state_dir, "interruption") == []
 
 
 def test_an_advance_notice_asks_the_worker_for_a_checkpoint(tmp_path: Path) -> None:
