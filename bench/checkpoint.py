@@ -28,6 +28,12 @@ by side in one run, and prints one table:
   (both sides' files evicted first: what a restart on a fresh instance reads) and warm;
 * peak extra host memory (RSS) during an async save, as a multiple of the state size (target ≤ 1.1).
 
+The ratio cell is the median of the pairs' own ratios, their spread (lowest-highest) and the
+ratio of the fastest runs. The last column is the CPU seconds (medians, every thread of this
+process, the kernel's work for it included) that ours and the baseline took: where other work
+keeps the cores busy, nothing overlaps and the wall-clock ratio tends to the inverse ratio of these,
+so a row far from its target with a CPU ratio near it says the machine was busy, not slow code.
+
 Timings are wall-clock on whatever machine runs it; no GPU is needed. ``--io-only`` prints just the
 save and restore ratios (the rows with a target), which takes a fraction of the time.
 """
