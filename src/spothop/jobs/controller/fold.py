@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 
 from spothop.jobs.controller.actions import Action, EndAttempt, UpdateAttempt
 from spothop.jobs.controller.config import ControllerConfig
+from spothop.jobs.controller.group import current_of, lost_before_rendezvous, members_of
 from spothop.jobs.controller.liveness import lost_why
 from spothop.jobs.controller.snapshot import (
     CONTROL_PLANE_PROTOCOL,
@@ -190,9 +191,15 @@ def _as_grouped(view: AttemptView) -> AttemptView:
 
 def _broken_generations(job: JobView, snapshot: Snapshot) -> frozenset[tuple[int, int]]:
     """(generation, node) of a grouped task's members lost or noticed by the cloud: ended other
-    than done or stopped, noticed, or an instance its provider lists as ended or lists no more."""
+    than done or stopped, noticed, or an instance its provider lists as ended or lists no more.
+    A node replaced within its generation (lost before it ever registered: it met no one,
+    group.py rule 4) broke nothing: its successor is the node."""
     out: set[tuple[int, int]] = set()
+    generations = {a.generation for a in job.attempts}
+    current = {c.attempt_id for g in generations for c in current_of(members_of(job, g))}
     for a in job.attempts:
+        if a.attempt_id not in current and lost_before_rendezvous(a):
+            continue
         if a.ended:
             lost = a.end_reason not in (EndReason.SUCCEEDED, EndReason.SUPERSEDED)
         elif a.notice_final or a.state is AttemptState.NOTICED:
