@@ -2,14 +2,16 @@
 
 Contract: nothing is returned until every byte it came from has been checked.
 Each pack file a checkpoint needs (its own and, for a delta, its ancestors')
-is read once, front to back, through sha256; chunks are decoded into their
-destinations on the way, and the result is handed out only if every file's
-size and digest match its manifest. Format-2 files are read segment by
-segment on one thread (straight into the destination for a raw chunk) while a
-thread pool hashes and decompresses the segments, bounded to a few in flight
-(hashlib and zstd release the GIL); format-1 files are read as before. Any
-mismatch raises
-:class:`CheckpointCorrupt`; a broken chain raises :class:`ParentMissing`.
+is read once and hashed (BLAKE3 in format 3, sha256 before); chunks are
+decoded into their destinations on the way, and the result is handed out only
+if every file's size and digest match its manifest. A local file of format 2
+or 3 is read by every worker at once, each reading and hashing its own
+segments (:mod:`spothop.checkpoint.local_read`); any other file object is read
+segment by segment on one thread (straight into the destination for a raw
+chunk) while a thread pool hashes and decompresses the segments, bounded to a
+few in flight (the hashes and zstd release the GIL); format-1 files are read
+whole through one sha256. Any mismatch raises :class:`CheckpointCorrupt`; a
+broken chain raises :class:`ParentMissing`.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ log = logging.getLogger("spothop.checkpoint")
 READ_BLOCK_BYTES = 8 * 1024 * 1024  # for hashing the bytes between and after chunks (format 1)
 MAX_READ_WORKERS = 8  # verify/decompress threads; the read itself stays one sequential stream
 INFLIGHT_SEGMENTS_PER_WORKER = 2  # keeps every worker busy; bounds scratch memory to a few chunks
-READ_BATCH_BYTES = 16 * 1024 * 1024  # read at once (a local file: one preadv), then verified
+READ_BATCH_BYTES = 16 * 1024 * 1024  # read at once by the one-reader path, then verified
 READ_BATCH_SEGMENTS = 64  # and at most this many segments per read
 MAX_IOVECS = 1024  # IOV_MAX on Linux: buffers one preadv may fill
 
