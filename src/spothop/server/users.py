@@ -67,12 +67,16 @@ def spec_from_text(text: str, filename: str = "job.yaml") -> Any:
 def create_job(
     body: JobBody, request: Request, principal: Principal = Depends(require_user)
 ) -> JSONResponse:
-    """Launch a job: validate its spec, check it can be placed, store it in the caller's project."""
+    """Launch a job: validate its spec, check it can be placed, store it in the caller's project.
+    Its ``workdir`` and local ``file_mounts`` are named by the archives the client uploaded
+    (``code``: :mod:`spothop.server.code`); no path of the spec is read from this disk."""
+    from spothop.server.code import uploaded_code
     from spothop.service.launch import check_launchable, launch_job
 
     spec = spec_from_text(body.spec, body.filename)
+    uploaded = uploaded_code(principal, spec, body.code)
     check_launchable(spec)
-    answer = launch_job(request.app.state.store, spec)
+    answer = launch_job(request.app.state.store, spec, uploaded=uploaded)
     _tokens(request).assign_job(answer.job_id, principal.project or "", principal.user_id)
     request.app.state.wake()
     return JSONResponse(answer.to_dict(), status_code=201)
