@@ -56,7 +56,7 @@ SHA256 = "^[0-9a-f]{64}$"
 # The archive of the limit's worth of files: tar's headers and padding (1-2 KiB a file, stored
 # when the member open is), gzip's stored blocks (5 bytes in 64 KiB) fit in a quarter more.
 ARCHIVE_SLACK_RATIO = 0.25
-ARCHIVE_SLACK_BYTES = 16 * MIB
+ARCHIVE_SLACK_BYTES = MIB
 _WRITE_BYTES = 1024 * 1024  # received chunks written (and hashed) off the event loop in these
 
 

@@ -50,8 +50,8 @@ def _visible(request: Request, principal: Principal) -> set[str]:
 
 def spec_from_text(text: str, filename: str = "job.yaml") -> Any:
     """A job spec from the YAML (or JSON) text of a request, named after ``filename`` when it has
-    no name. Relative paths in it resolve against the server's folder: the CLI sends its spec
-    resolved (``spec.to_json()``), so they are absolute already."""
+    no name. Its paths are the client's machine's (the CLI sends its spec resolved,
+    ``spec.to_json()``): never resolved against, nor looked for on, this server's disk."""
     from spothop.jobs.spec import job_name_from, load_job, parse_job_text
 
     where = FilePath(filename).name or "job.yaml"
@@ -60,7 +60,7 @@ def spec_from_text(text: str, filename: str = "job.yaml") -> Any:
         raise JobSpecError(f"{where}: a job spec is a mapping of fields, got {type(data).__name__}")
     if "name" not in data and (name := job_name_from(FilePath(where))):
         data["name"] = name
-    return load_job(data)
+    return load_job(data, paths_here=False)
 
 
 @router.post("/jobs", status_code=201)
