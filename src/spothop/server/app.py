@@ -194,6 +194,7 @@ WARM_MODULES = (
     "spothop.batch.inputs",
     "spothop.batch.spec",
     "spothop.checkpoint.admin",
+    "spothop.controlplane.mounts",
     "spothop.dashboard.data",
     "spothop.jobs.controller.observe",
     "spothop.jobs.dstack",
