@@ -238,3 +238,32 @@ def test_an_upload_over_the_bound_is_413_with_or_without_a_length(small_server: 
 def chunks_of(data: bytes) -> Iterator[bytes]:
     for start in range(0, len(data), 65536):
         yield data[start : start + 65536]
+
+
+class _SmallServer:
+    """A client whose server holds nothing and takes archives of at most 100 bytes."""
+
+    base_url = "http://server.example"
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    def code_held(self, sha256: str) -> dict[str, Any]:
+        return {"sha256": sha256, "held": False, "size_bytes": None, "max_bytes": 100}
+
+    def upload_code(self, sha256: str, *_: Any) -> None:
+        self.sent.append(sha256)
+
+
+def test_an_archive_over_the_servers_bound_is_refused_before_it_is_sent(tmp_path: Path) -> None:
+    from spothop.cli.upload import upload_code
+    from spothop.errors import JobSpecError
+    from spothop.jobs.spec import load_job
+
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "big.bin").write_bytes(bytes(range(256)) * 64)
+    spec = load_job({"name": "big", "workdir": "work", "run": "true"}, base_dir=tmp_path)
+    client = _SmallServer()
+    with pytest.raises(JobSpecError, match=r"workdir: the archive is .* over the 100 bytes"):
+        upload_code(client, spec)  # type: ignore[arg-type]
+    assert client.sent == []
