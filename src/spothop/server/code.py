@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn
 from fastapi import APIRouter, Depends, Path, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
+from starlette.requests import ClientDisconnect
 
 from spothop.controlplane.archives import MIB, archive_path, code_dir, max_bytes_setting
 from spothop.errors import JobSpecError
@@ -155,14 +156,17 @@ async def _receive(request: Request, out: BinaryIO, limit: int) -> tuple[str, in
         digest.update(data)
         out.write(data)
 
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise _too_large(limit)
-        pending += chunk
-        if len(pending) >= _WRITE_BYTES:
-            await run_in_threadpool(flush, bytes(pending))
-            pending.clear()
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise _too_large(limit)
+            pending += chunk
+            if len(pending) >= _WRITE_BYTES:
+                await run_in_threadpool(flush, bytes(pending))
+                pending.clear()
+    except ClientDisconnect:
+        raise ApiError(400, "BadRequest", "the client went away before the body ended") from None
     if pending:
         await run_in_threadpool(flush, bytes(pending))
     return digest.hexdigest(), size
