@@ -10,8 +10,10 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import shutil
 import tarfile
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -104,6 +106,10 @@ def test_a_remote_launch_ships_the_clients_code_and_a_second_sends_nothing(
     assert hashlib.sha256(stored.read_bytes()).hexdigest() == work_sha
     assert _members(stored) == [".spothopignore", "pkg", "pkg/model.py", "train.py"]
     assert _members(archive_path(served.home, file_sha)) == ["app.yaml"]
+    # The job's agent gets exactly those bytes from the agents' code route.
+    agent = served.tokens.issue_agent_token(job_id, "i-shipped")
+    for sha in (work_sha, data_sha, file_sha):
+        assert _agent_fetch(served, agent, sha) == archive_path(mine, sha).read_bytes()
 
     # The same code again, from a fresh copy: the server has it all, nothing is sent.
     job = _client_tree(client_side)
@@ -114,6 +120,24 @@ def test_a_remote_launch_ships_the_clients_code_and_a_second_sends_nothing(
     assert err.count("already on the server, not sent") == 3
     again = JobStore(served.db_url).get_job(json.loads(out)["job_id"])
     assert again.code_sha256 == work_sha and again.job_id != job_id
+
+
+def _agent_fetch(served: Served, token: str, sha256: str) -> bytes:
+    request = urllib.request.Request(
+        f"{served.server.url}/v1/agents/i-shipped/code/{sha256}",
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return bytes(response.read())
+
+
+def test_a_plan_through_the_server_does_not_look_for_the_clients_paths(
+    served: Served, tmp_path: Path
+) -> None:
+    _, token = served.tokens.create_user("planner", "plan-project")
+    spec = f"name: planned\nworkdir: {tmp_path / 'only-on-the-client'}\n{RUN}"
+    status, answer, _ = served.server.call("POST", "/v1/plans", token=token, body={"spec": spec})
+    assert status == 200, answer
 
 
 def _archive(root: Path, text: str) -> tuple[str, bytes]:
@@ -267,3 +291,35 @@ def test_an_archive_over_the_servers_bound_is_refused_before_it_is_sent(tmp_path
     with pytest.raises(JobSpecError, match=r"workdir: the archive is .* over the 100 bytes"):
         upload_code(client, spec)  # type: ignore[arg-type]
     assert client.sent == []
+
+
+def test_a_large_upload_shows_a_progress_bar_on_a_terminal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rich.console import Console
+
+    from spothop.cli import upload
+
+    screen = io.StringIO()
+    monkeypatch.setattr(upload, "err_console", Console(file=screen, force_terminal=True))
+    monkeypatch.setattr(upload, "PROGRESS_MIN_BYTES", 1000)
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "data.bin").write_bytes(os.urandom(20_000))  # does not shrink
+    packed = store_workdir(tmp_path / "work", tmp_path / "h")
+    assert packed.archive_bytes > upload.PROGRESS_MIN_BYTES
+
+    class Client(_SmallServer):
+        def code_held(self, sha256: str) -> dict[str, Any]:
+            return {"held": False, "max_bytes": 10**9}
+
+        def upload_code(self, sha256: str, path: str, progress: Any) -> None:
+            self.sent.append(sha256)
+            progress(Path(path).stat().st_size)
+
+    client = Client()
+    upload._send(client, "workdir", packed, quiet=False)  # type: ignore[arg-type]
+    assert client.sent == [packed.sha256]
+    assert (
+        f"{packed.archive_bytes / 1000:.1f}/{packed.archive_bytes / 1000:.1f} kB"
+        in screen.getvalue()
+    )
