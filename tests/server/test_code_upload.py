@@ -323,3 +323,12 @@ def test_a_large_upload_shows_a_progress_bar_on_a_terminal(
         f"{packed.archive_bytes / 1000:.1f}/{packed.archive_bytes / 1000:.1f} kB"
         in screen.getvalue()
     )
+
+
+@pytest.mark.parametrize("length", ["²", "-1", "1e3", "x", "9" * 30])
+def test_a_content_length_that_is_not_a_number_is_400(small_server: Any, length: str) -> None:
+    response = small_server.put(
+        f"/v1/code/{'b' * 64}", content=b"abc", headers={"Content-Length": length.encode()}
+    )
+    assert response.status_code in (400, 413), response.text
+    assert response.json()["error"]["message"]

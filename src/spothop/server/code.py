@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import tempfile
 from pathlib import Path as FilePath
 from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn
@@ -54,6 +55,7 @@ router = APIRouter(
     prefix="/v1/code", tags=["code"], responses=error_responses(400, 401, 403, 413, 422, 429)
 )
 SHA256 = "^[0-9a-f]{64}$"
+_DIGITS = re.compile(r"[0-9]{1,19}")  # a Content-Length (ASCII digits: "²".isdigit() is true)
 # The archive of the limit's worth of files: tar's headers and padding (1-2 KiB a file, stored
 # when the member open is), gzip's stored blocks (5 bytes in 64 KiB) fit in a quarter more.
 ARCHIVE_SLACK_RATIO = 0.25
@@ -118,7 +120,7 @@ async def upload_code(
     limit = upload_max_bytes()
     declared = request.headers.get("content-length")
     if declared is not None:
-        if not declared.strip().isdigit():
+        if not _DIGITS.fullmatch(declared.strip()):
             raise ApiError(400, "BadRequest", "Content-Length is not a number")
         if int(declared) > limit:
             raise _too_large(limit)
