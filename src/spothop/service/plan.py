@@ -186,7 +186,7 @@ def plan_providers(
     reason said through ``warn``, as the controller leaves it out; a job that only it could
     carry is then told no offering satisfies it.
     """
-    from spothop.errors import SpothopError
+    from spothop.errors import SpothopError, StoreUnwritable
     from spothop.providers.registry import default_providers, get_provider
 
     wanted = tuple(n for n in (names or spec.providers.allow) if n not in spec.providers.deny)
@@ -197,6 +197,8 @@ def plan_providers(
     for name in dict.fromkeys(wanted):
         try:
             providers.append(get_provider(name))
+        except StoreUnwritable:
+            raise  # this machine's disk, not the provider: the launch could store nothing
         except SpothopError as exc:
             warn(f"provider {name} left out: {exc}")
     return providers
