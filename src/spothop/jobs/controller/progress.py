@@ -16,7 +16,9 @@ the reason the job fails (one line, with the figures), or None:
   (a boot script that fails every time); or, for a batch job none of whose shards was ever
   claimed, ``limit``
   attempts in a row whose worker exited 0 with shards still pending (a worker that never
-  claims one: relaunching it changes nothing).
+  claims one: relaunching it changes nothing); or ``limit`` attempts in a row ended
+  ``requeued`` (a worker that exits 75 with no notice from the cloud, on every instance: it
+  would be relaunched and billed about once a second for ever).
 
 A capacity shortage is never a reason here: the job waits for capacity (its nodes' ``Waiting``).
 """
@@ -96,6 +98,12 @@ def spin_why(job: JobView, limit: int) -> str | None:
         detail = last[-1].error_message or "no reason given by the cloud"
         return (
             f"its instance failed {limit} times in a row before its worker ran; the last: {detail}"
+        )
+    if all(a.end_reason is EndReason.REQUEUED for a in last):
+        return (
+            f"its worker exited 75 {limit} times in a row with no notice from the cloud: 75 asks to "
+            "be relaunched after a preemption (docs/jobs.md), and relaunching it changes nothing; "
+            "exit 0 when its work is done, another code when it failed"
         )
     q = job.queue
     if (
