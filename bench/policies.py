@@ -69,7 +69,7 @@ PUBLISHED = (  # mean cost on the published windows (not in this repository), fo
     ("GEPA (published, best)", 95.35),
 )
 BASELINES = ("on-demand", "greedy", "uniform-progress")
-RESTART_WEIGHTS = (1.0, 1.25, 1.5, 1.75, 2.0)  # the grid the restart weight is chosen from
+RESTART_WEIGHTS = (1.0, 1.5, 2.0)  # the grid the restart weight is chosen from
 ZONE_GOAL = 0.10  # multi-zone spothop at least 10 % below the best single zone
 
 Run = tuple[str, JobSetting, Window]  # trace name, setting, window
