@@ -157,7 +157,9 @@ def single_region(count: int, seed: int) -> tuple[dict[str, float], bool]:
         prior_other, weight_other = tuned(other, runs)
         weights.append(f"{fold} scored with {weight_other:g} (chosen on {', '.join(other)})")
         mine = [r for r in runs if r[0].startswith(fold)]
-        held += costs(lambda p=prior_other, w=weight_other: SpothopPolicy(p, restart_weight=w), mine)
+        held += costs(
+            lambda p=prior_other, w=weight_other: SpothopPolicy(p, restart_weight=w), mine
+        )
     mean["spothop (held out)"] = float(np.mean(held))
     mean["optimal"] = float(np.mean([solve(w, s, keep_choices=False).cost_usd for _, s, w in runs]))
     up, floor = mean["uniform-progress"], mean["optimal"]
