@@ -60,10 +60,13 @@ test: $(STAMP_DEV)
 
 # The real-process end-to-end tests (marker e2e, tests/conftest.py), STRESS_RUNS times in a row
 # with both cores kept busy by two spinning processes, as a loaded CI machine would be: a test
-# that fails in any run is flaky. Prints each run's outcome and the count; fails if any run did.
-# STRESS_ARGS narrows it (test files or -k), e.g. STRESS_ARGS=tests/jobs/e2e/test_deadline.py.
+# that fails in any run is flaky. Each run is both halves of `make test` (the e2e tests two at a
+# time, then the solo ones alone); it prints each run's outcome and wall time, then "N of M runs
+# passed", and fails if any run did. STRESS_ARGS narrows it (test files or -k), e.g.
+# STRESS_ARGS=tests/jobs/e2e/test_deadline.py; STRESS_WORKERS sets the first half's parallelism.
 STRESS_RUNS ?= 20
 STRESS_ARGS ?=
+STRESS_WORKERS ?= $(TEST_WORKERS)
 STRESS_PYTEST = $(BIN)/pytest -q -p no:cacheprovider $(STRESS_ARGS)
 
 test-stress: $(STAMP_DEV)
@@ -72,9 +75,11 @@ test-stress: $(STAMP_DEV)
 	ok() { "$$@"; rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ]; }; \
 	failed=0; \
 	for run in $$(seq $(STRESS_RUNS)); do \
-	  echo "== e2e under load: run $$run of $(STRESS_RUNS)"; \
-	  if ok $(STRESS_PYTEST) -m "e2e and not solo" -n $(TEST_WORKERS) --dist worksteal \
-	    && ok $(STRESS_PYTEST) -m "e2e and solo"; then :; else failed=$$((failed + 1)); fi; \
+	  echo "== e2e under load: run $$run of $(STRESS_RUNS)"; start=$$(date +%s); \
+	  if ok $(STRESS_PYTEST) -m "e2e and not solo" -n $(STRESS_WORKERS) --dist worksteal \
+	    && ok $(STRESS_PYTEST) -m "e2e and solo"; then outcome=passed; \
+	  else outcome=FAILED; failed=$$((failed + 1)); fi; \
+	  echo "== e2e under load: run $$run of $(STRESS_RUNS) $$outcome in $$(( $$(date +%s) - start )) s"; \
 	done; \
 	echo "== e2e under load: $$(( $(STRESS_RUNS) - failed )) of $(STRESS_RUNS) runs passed"; \
 	test $$failed -eq 0

@@ -28,6 +28,12 @@ by side in one run, and prints one table:
   (both sides' files evicted first: what a restart on a fresh instance reads) and warm;
 * peak extra host memory (RSS) during an async save, as a multiple of the state size (target ≤ 1.1).
 
+The ratio cell is the median of the pairs' own ratios, their spread (lowest-highest) and the
+ratio of the fastest runs. The last column is the CPU seconds (medians, every thread of this
+process, the kernel's work for it included) that ours and the baseline took: where other work
+keeps the cores busy, nothing overlaps and the wall-clock ratio tends to the inverse ratio of these,
+so a row far from its target with a CPU ratio near it says the machine was busy, not slow code.
+
 Timings are wall-clock on whatever machine runs it; no GPU is needed. ``--io-only`` prints just the
 save and restore ratios (the rows with a target), which takes a fraction of the time.
 """
@@ -36,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import sys
@@ -72,7 +79,7 @@ LOOP_BATCH = 32  # the training-loop rows: a forward and backward pass long enou
 LOOP_PAIRS = 3
 RESTORE_WARMUP_PAIRS = 1  # restores and plain reads alternate; ``--pairs`` timed after these
 SAVE_TARGET, RESTORE_TARGET = 0.9, 0.8  # of a plain write + fsync, of a plain read (the issue's)
-Row = tuple[str, str, str, str, str]  # measurement, spothop, baseline, ratio, target
+Row = tuple[str, str, str, str, str, str]  # measurement, spothop, baseline, ratio, target, CPU
 
 
 def rss_bytes() -> int:
@@ -104,6 +111,20 @@ def timed(fn: Callable[[], Any]) -> float:
     start = time.perf_counter()
     fn()
     return time.perf_counter() - start
+
+
+def cpu_s() -> float:
+    """CPU seconds this process has used so far, every thread (the kernel's time on its behalf too)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed_cpu(fn: Callable[[], Any], cpu: list[float]) -> float:
+    """``timed(fn)``, appending the CPU seconds it took to ``cpu``."""
+    start = cpu_s()
+    seconds = timed(fn)
+    cpu.append(cpu_s() - start)
+    return seconds
 
 
 def touch(tensors: list[torch.Tensor]) -> None:
@@ -167,14 +188,21 @@ def chain_files(restored: Any) -> list[Path]:
 
 def ratio_cells(baseline: list[float], ours: list[float], nbytes: int) -> tuple[str, str, str]:
     """Our rate, the baseline's (medians) and the ratio: the median of the pairs' own ratios (each
-    pair ran back to back, so a disk or CPU that slows down for both cancels out), then in
-    brackets the ratio of the fastest runs (what a quiet machine gives)."""
-    pairs = statistics.median(b / o for b, o in zip(baseline, ours, strict=True))
+    pair ran back to back, so a disk or CPU that slows down for both cancels out), their spread,
+    then the ratio of the fastest runs (what a quiet machine gives)."""
+    ratios = sorted(b / o for b, o in zip(baseline, ours, strict=True))
     return (
         f"{nbytes / statistics.median(ours) / 1e9:.2f} GB/s",
         f"{nbytes / statistics.median(baseline) / 1e9:.2f} GB/s",
-        f"{pairs:.2f} (best {min(baseline) / min(ours):.2f})",
+        f"{statistics.median(ratios):.2f} ({ratios[0]:.2f}-{ratios[-1]:.2f}; "
+        f"best {min(baseline) / min(ours):.2f})",
     )
+
+
+def cpu_cell(baseline: list[float], ours: list[float]) -> str:
+    """CPU seconds (medians, all threads) of ours and the baseline's: on a machine whose cores are
+    busy with other work, the wall-clock ratio tends to the ratio of these, whatever overlaps."""
+    return f"{statistics.median(ours):.2f} / {statistics.median(baseline):.2f}"
 
 
 def restore_rows(label: str, reader: Checkpointer, nbytes: int, pairs: int) -> list[Row]:
@@ -187,14 +215,19 @@ def restore_rows(label: str, reader: Checkpointer, nbytes: int, pairs: int) -> l
     for cache in ("cold", "warm"):
         reads: list[float] = []
         restores: list[float] = []
+        read_cpu: list[float] = []
+        restore_cpu: list[float] = []
         for pair in range(RESTORE_WARMUP_PAIRS + pairs):
             if cache == "cold":
                 evict(files)
-            read_s = timed(lambda: plain_read(files))
+            read_s = timed_cpu(lambda: plain_read(files), read_cpu)
             if cache == "cold":
                 evict(files)
-            restore_s = timed(lambda: reader.restore(apply_rng=False))
-            if pair >= RESTORE_WARMUP_PAIRS:
+            restore_s = timed_cpu(lambda: reader.restore(apply_rng=False), restore_cpu)
+            if pair < RESTORE_WARMUP_PAIRS:
+                read_cpu.pop()
+                restore_cpu.pop()
+            else:
                 reads.append(read_s)
                 restores.append(restore_s)
         rows.append(
@@ -202,6 +235,7 @@ def restore_rows(label: str, reader: Checkpointer, nbytes: int, pairs: int) -> l
                 f"restore ({label}, page cache {cache}) vs plain read",
                 *ratio_cells(reads, restores, nbytes),
                 f"≥ {RESTORE_TARGET}",
+                cpu_cell(read_cpu, restore_cpu),
             )
         )
     return rows
@@ -379,9 +413,9 @@ def bench_size(size_mib: int, work: Path, io_only: bool, pairs: int) -> list[Row
     # deletion of a file of the same size; two untimed warm-up pairs make that true of the first one.
     plain_files: list[Path] = []
 
-    def plain_pair(step: int) -> float:
+    def plain_pair(step: int, cpu: list[float]) -> float:
         path = work / f"plain-{step}.bin"
-        seconds = timed(lambda: plain_write(state, path))
+        seconds = timed_cpu(lambda: plain_write(state, path), cpu)
         for old in plain_files:
             old.unlink()
         plain_files[:] = [path]
@@ -389,33 +423,40 @@ def bench_size(size_mib: int, work: Path, io_only: bool, pairs: int) -> list[Row
 
     def alternate(
         tier: Tier, warmup: tuple[int, ...], first: int
-    ) -> tuple[list[float], list[float], list[float]]:
+    ) -> tuple[list[float], list[float], list[float], str]:
         """Plain write, full save and the time after the copy over alternating pairs (warm-ups
-        untimed)."""
+        untimed), and the CPU cell of the writes and saves."""
         raws: list[float] = []
         saves: list[float] = []
         phases: list[float] = []
+        raw_cpu: list[float] = []
+        save_cpu: list[float] = []
         for step in (*warmup, *range(first, first + pairs)):
             settle(local)
-            raw = plain_pair(step)
+            raw = plain_pair(step, raw_cpu)
             touch(list(state.values()))
             settle(local)
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), cpu_s()
             pair = local.save(state, step, tier=tier)
             pair.wait()
+            save_cpu.append(cpu_s() - start_cpu)
             if step in warmup:
+                raw_cpu.pop()
+                save_cpu.pop()
                 continue
             raws.append(raw)
             saves.append(time.perf_counter() - start)
             phases.append(pair.stats.total_s - pair.stats.blocking_s)
-        return raws, saves, phases
+        return raws, saves, phases, cpu_cell(raw_cpu, save_cpu)
 
-    raws, saves, phases = alternate(Tier.LOCAL, LOCAL_WARMUP_STEPS, FIRST_LOCAL_STEP)
+    raws, saves, phases, local_cpu = alternate(Tier.LOCAL, LOCAL_WARMUP_STEPS, FIRST_LOCAL_STEP)
     touch(list(state.values()))
     steady = local.save(state, STEADY_STEP, tier=Tier.LOCAL)
     steady_stall = steady.blocking_s
     steady.wait()
-    durable_raws, durables, _ = alternate(Tier.DURABLE, DURABLE_WARMUP_STEPS, FIRST_DURABLE_STEP)
+    durable_raws, durables, _, durable_cpu = alternate(
+        Tier.DURABLE, DURABLE_WARMUP_STEPS, FIRST_DURABLE_STEP
+    )
     durable_s = statistics.median(durables)
     last_durable = local.wait()
     assert last_durable is not None
@@ -425,6 +466,7 @@ def bench_size(size_mib: int, work: Path, io_only: bool, pairs: int) -> list[Row
             "full save, local tier (raw) vs plain write+fsync",
             *ratio_cells(raws, saves, nbytes),
             target,
+            local_cpu,
         )
     )
     rows.append(
@@ -438,6 +480,7 @@ def bench_size(size_mib: int, work: Path, io_only: bool, pairs: int) -> list[Row
             "full save, durable tier (adaptive zstd 3) vs plain write+fsync",
             *ratio_cells(durable_raws, durables, nbytes),
             target,
+            durable_cpu,
         )
     )
     if io_only:
@@ -589,8 +632,8 @@ def _restores(work: Path, nbytes: int, pairs: int) -> list[Row]:
 
 def _finish(rows: list[tuple[str, ...]], local: Checkpointer, size_mib: int) -> list[Row]:
     local.close()
-    padded = [(*row, *[""] * (5 - len(row))) for row in rows]
-    return [(f"{size_mib} MiB: {a}", b, c, d, e) for a, b, c, d, e in padded]
+    padded = [(*row, *[""] * (6 - len(row))) for row in rows]
+    return [(f"{size_mib} MiB: {a}", b, c, d, e, f) for a, b, c, d, e, f in padded]
 
 
 def main() -> None:
@@ -618,8 +661,8 @@ def main() -> None:
             rows += bench_size(size, work, args.io_only, args.pairs)
         finally:
             drop_dir(work)
-    header = ("measurement", "spothop", "baseline", "ratio", "target")
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(5)]
+    header = ("measurement", "spothop", "baseline", "ratio (spread; best)", "target", "CPU s")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(6)]
     print(f"cpus={os.cpu_count()} torch={torch.__version__}")
     for row in [header, tuple("-" * w for w in widths), *rows]:
         print(" | ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)))

@@ -43,6 +43,7 @@ FLOOR = {
     "dashboard": 11,
     "server": 11,
     "cli": 12,  # the program's entry: `spothop server run` starts the server
+    "__main__": 12,  # `python -m spothop`: the command line, as the `spothop` script
     "testing": 12,  # for users' tests: may use anything, and nothing of spothop uses it
 }
 # The on-instance packages sit beside the control plane: never the decision, jobs, services or

@@ -26,8 +26,8 @@ from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
 
-from spothop.errors import ConfigError, NotFoundError
-from spothop.paths import ensure_home, spothop_home
+from spothop.errors import ConfigError, NotFoundError, StoreUnwritable
+from spothop.paths import ensure_home, spothop_home, warn_if_shared
 
 DATABASE_URL_ENV = "SPOTHOP_DATABASE_URL"
 
@@ -50,7 +50,12 @@ def store_to_read(url: str | None) -> str:
     a store (``jobs --store sqlite:///typo.db`` made an empty store at the typo and said "no jobs
     yet"). The home is not created either.
     """
-    chosen = url or os.environ.get(DATABASE_URL_ENV) or f"sqlite:///{spothop_home() / 'spothop.db'}"
+    chosen = url or os.environ.get(DATABASE_URL_ENV)
+    if not chosen:
+        home = spothop_home()
+        if home.is_dir():
+            warn_if_shared(home)
+        chosen = f"sqlite:///{home / 'spothop.db'}"
     path = sqlite_path(normalise_url(chosen))
     if path is not None and not os.path.exists(path):
         raise NotFoundError(
@@ -98,8 +103,10 @@ def make_engine(
         )
         _configure_sqlite(engine)
         _name_a_damaged_file(engine, sqlite_path(url))
+        _name_an_unwritable_store(engine, sqlite_path(url))
         return engine
     engine = create_engine(url, **{"pool_pre_ping": True, **options})
+    _name_an_unwritable_store(engine, None)
     if idle_transaction_timeout_s is not None:
         if not idle_transaction_timeout_s > 0:
             raise ValueError(
@@ -157,6 +164,72 @@ def _name_a_damaged_file(engine: Engine, path: str | None) -> None:
             f"backup, or move it away and spothop starts a new one; `spothop db status --url "
             f"sqlite:///{where}` inspects it"
         ) from orig
+
+
+# SQLite's result codes for a write the disk refused (the low byte of an extended code).
+SQLITE_READONLY, SQLITE_IOERR, SQLITE_FULL, SQLITE_CANTOPEN = 8, 10, 13, 14
+# PostgreSQL's: disk_full, read_only_sql_transaction (a standby; default_transaction_read_only).
+PG_DISK_FULL, PG_READ_ONLY = "53100", "25006"
+
+
+def _name_an_unwritable_store(engine: Engine, path: str | None) -> None:
+    """A write the store's disk refuses (full, read-only) is a :class:`StoreUnwritable` naming the
+    store and the fix, not "the database did not answer" or a traceback (module docstring of
+    :mod:`spothop.errors`). Which of the two is read from the error, and for SQLite from the
+    file system holding the file (a full disk often reaches SQLite as "disk I/O error" when it
+    cannot grow the ``-shm`` index; a read-only one as "unable to open database file")."""
+
+    @event.listens_for(engine, "handle_error")
+    def _on_error(context: Any) -> None:
+        orig = context.original_exception
+        where = path or engine.url.render_as_string(hide_password=True)
+        why = " ".join(str(orig).split())[:300]
+        if path is None:
+            state = getattr(orig, "sqlstate", None)
+            if state in (PG_DISK_FULL, PG_READ_ONLY):
+                raise StoreUnwritable(_unwritable_line(where, state == PG_DISK_FULL, why)) from orig
+            return
+        if not isinstance(orig, sqlite3.OperationalError):
+            return
+        code = (getattr(orig, "sqlite_errorcode", 0) or 0) & 0xFF
+        if code not in (SQLITE_READONLY, SQLITE_IOERR, SQLITE_FULL, SQLITE_CANTOPEN):
+            return
+        full, read_only = _disk_of(path)
+        if code == SQLITE_FULL or (full and code in (SQLITE_IOERR, SQLITE_CANTOPEN)):
+            raise StoreUnwritable(_unwritable_line(where, True, why)) from orig
+        if read_only:
+            raise StoreUnwritable(_unwritable_line(where, False, why)) from orig
+        if code == SQLITE_READONLY:
+            folder = os.path.dirname(os.path.abspath(path))
+            raise StoreUnwritable(
+                f"the store {where} cannot be written ({why}): let this user write the file and "
+                f"its folder {folder} (SQLite keeps its -wal and -shm files beside it); nothing "
+                "saved in it was lost"
+            ) from orig
+
+
+def _disk_of(path: str) -> tuple[bool, bool]:
+    """(full, read-only) for the file system holding ``path`` (False, False when unknown)."""
+    try:
+        disk = os.statvfs(os.path.dirname(os.path.abspath(path)))
+    except OSError:
+        return False, False
+    read_only = bool(disk.f_flag & os.ST_RDONLY)
+    return (not read_only and disk.f_bavail == 0), read_only
+
+
+def _unwritable_line(where: str, full: bool, why: str) -> str:
+    if full:
+        return (
+            f"the disk holding the store {where} is full ({why}): free space on it, then run the "
+            "command again; nothing saved in the store was lost (the write that did not fit was "
+            "rolled back)"
+        )
+    return (
+        f"the store {where} is read-only ({why}): remount its disk read-write (or point "
+        "SPOTHOP_HOME / --store at a writable one), then run the command again; nothing saved "
+        "in the store was lost"
+    )
 
 
 def _set_on_connect(engine: Engine, statement: str) -> None:

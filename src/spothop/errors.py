@@ -51,6 +51,7 @@ code  name                        meaning
     ├── JobLeaseLost                a write under a controller's job lease that no longer holds     exit 1
     ├── JobFinished                 asked of a job in a final state (cancel a finished job)         exit 1
     ├── StoreTooNew                 the store's schema was upgraded by a newer spothop than this    exit 1
+    ├── StoreUnwritable             the store's disk is full or read-only: nothing saved was lost   exit 4
     ├── NoCapacityNow               offerings fit, but none has a price or capacity there now      exit 4
     ├── ControllerRunning           another controller holds this home's lock                       exit 1
     ├── ControllerStartFailed       the background controller exited before it took its lock        exit 1
@@ -137,6 +138,15 @@ class NotFoundError(SpothopError):
     """What was named (a path, a job, a checkpoint, an instance) does not exist."""
 
     exit_code = EXIT_NOT_FOUND
+
+
+class StoreUnwritable(SpothopError):
+    """The store cannot take a write: its disk is full, or read-only (a file system mounted so,
+    a file this user may not write, a PostgreSQL standby). The message names the store and the
+    fix. The write that failed was rolled back whole, and nothing the store already held is
+    lost: the same command succeeds once the disk has room or is writable again."""
+
+    exit_code = EXIT_UNAVAILABLE
 
 
 class StoreTooNew(SpothopError):

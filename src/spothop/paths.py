@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import os
 import re
+import stat
+import sys
 import tempfile
 from pathlib import Path
+from typing import IO, Any
 
 from spothop.errors import ConfigError
 
@@ -38,19 +41,81 @@ def spothop_home() -> Path:
 
 
 HOME_MODE = 0o700  # the home holds every job's envs and the agents' tokens: its user's only
+FILE_MODE = 0o600  # every file spothop keeps in its home
+# The umask of spothop's own background processes (the controller, the agent API): everything
+# they create (their logs, the wheel they serve, the local cloud's instances and their disks,
+# which hold the jobs' envs) is its user's only, whatever the umask of the shell that started
+# them.
+PRIVATE_UMASK = 0o077
+_warned_homes: set[str] = set()
 
 
 def ensure_home() -> Path:
     """:func:`spothop_home`, created (with its parents) if missing, private to its user (0700).
 
-    A home that exists keeps its mode: its user may have shared it on purpose. Files spothop
-    keeps there are its user's only too (the store: :func:`spothop.db.make_engine`).
+    A home that exists keeps its mode: its user made it, and may have shared it on purpose;
+    spothop never changes it, but says once per process, on stderr, that others can read it
+    (:func:`warn_if_shared`). Files spothop keeps there are its user's only whatever the home's
+    mode (the store: :func:`spothop.db.make_engine`; the others: :func:`private_dir`,
+    :func:`open_private`, :data:`PRIVATE_UMASK`).
     """
     home = spothop_home()
     if not home.is_dir():
         home.mkdir(parents=True, exist_ok=True, mode=HOME_MODE)
         home.chmod(HOME_MODE)  # mkdir's mode passes through the umask; this does not
+    else:
+        warn_if_shared(home)
     return home
+
+
+def warn_if_shared(home: Path) -> None:
+    """One line on stderr, once per process and home, when other users may open ``home``
+    (group or other bits set): it holds every job's envs. Its mode is left as it is."""
+    key = str(home)
+    if key in _warned_homes:
+        return
+    _warned_homes.add(key)
+    try:
+        mode = stat.S_IMODE(home.stat().st_mode)
+    except OSError:
+        return
+    if mode & 0o077:
+        sys.stderr.write(
+            f"warning: spothop's home {home} is open to other users (mode {mode:04o}); it holds "
+            f"every job's envs and the agents' tokens: chmod 700 {home}\n"
+        )
+        sys.stderr.flush()
+
+
+def private_dir(path: Path) -> Path:
+    """``path`` as a folder, created if missing with each missing parent its user's only (0700,
+    whatever the umask); a folder that exists keeps its mode."""
+    missing: list[Path] = []
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        missing.append(probe)
+        probe = probe.parent
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(mode=HOME_MODE)
+        except FileExistsError:
+            continue  # another process made it first: its mode is its maker's
+        folder.chmod(HOME_MODE)
+    return path
+
+
+def open_private(path: Path, mode: str = "ab") -> IO[Any]:
+    """``open(path, mode)`` for appending (``"a"``, ``"ab"``, ``"a+"``), the file created its
+    user's only (0600) if missing; one that exists keeps its mode."""
+    if not mode.startswith("a"):
+        raise ValueError(f"open_private appends only, not {mode!r}")
+    flags = os.O_CREAT | os.O_APPEND | (os.O_RDWR if "+" in mode else os.O_WRONLY)
+    fd = os.open(path, flags, FILE_MODE)
+    try:
+        return os.fdopen(fd, mode)
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def plain_name(value: str, what: str) -> str:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, ClassVar
@@ -22,6 +24,7 @@ from spothop.agent import (
     read_status,
 )
 from spothop.agent.model import advance_notice, final_notice
+from spothop.agent.notices import sigterm_notice
 from spothop.db import shared_engine
 from spothop.state.agent_tables import agent_heartbeats
 from spothop.worker.channel import read_json
@@ -139,6 +142,60 @@ def test_a_worker_that_exits_75_ends_the_agent_resumable_without_a_restart(
     agent = Agent(_config(tmp_path, ["sh", "-c", "exit 75"], restart_limit=3))
     assert agent.run() == EXIT_PREEMPTED
     assert [e["code"] for e in read_events(agent.config.state_dir, "worker_exited")] == [75]
+
+
+def sigterm_at_the_exit(agent: Agent) -> None:
+    """Make the agent's own SIGTERM land just as it sees its worker gone (between its look at
+    the notices and its poll of the worker): the notice is pending with the exit."""
+    poll, landed = agent.supervisor.poll, []
+
+    def poll_with_the_signal_landing_at_the_exit() -> int | None:
+        code = poll()
+        if code is not None and not landed:
+            landed.append(sigterm_notice(time.time(), 3.0))
+            agent.notices.append(landed[0])
+        return code
+
+    agent.supervisor.poll = poll_with_the_signal_landing_at_the_exit  # type: ignore[method-assign]
+
+
+def test_a_shutdown_sigterm_that_comes_with_the_workers_exit_is_handled_as_the_notice(
+    tmp_path: Path,
+) -> None:
+    """A shutdown SIGTERMs every process of the instance: a worker that saves and exits 75 on its
+    own SIGTERM may be seen gone just as the agent's own SIGTERM lands. The notice is handled
+    (saved, released, interruption recorded), not taken for an ordinary resumable exit."""
+    releaser = ListReleaser()
+    agent = Agent(
+        _config(tmp_path, [sys.executable, WORKER, str(tmp_path), "save"], safety_margin_s=1),
+        releaser=releaser,
+    )
+    sigterm_at_the_exit(agent)
+
+    def stop_the_worker() -> None:
+        wait_for(lambda: (tmp_path / "started").exists(), 30, what="the worker started")
+        pid = agent.supervisor.pid
+        assert pid is not None
+        os.killpg(pid, signal.SIGTERM)  # the worker's own SIGTERM, before the agent's
+
+    stopper = threading.Thread(target=stop_the_worker, daemon=True)
+    stopper.start()
+    assert agent.run() == EXIT_PREEMPTED
+    stopper.join()
+    assert (tmp_path / "emergency.ckpt").exists()
+    [record] = read_events(agent.config.state_dir, "interruption")
+    assert record["protocol"] == "sigterm" and record["saved"] == "saved"
+    assert releaser.calls == ["w-1"]
+    assert read_events(agent.config.state_dir, "worker_exited") == []
+
+
+def test_a_worker_done_as_a_shutdown_sigterm_lands_is_done(tmp_path: Path) -> None:
+    """Exit 0 is the work finished: a notice that comes with it does not make it a preemption."""
+    agent = Agent(_config(tmp_path, ["sh", "-c", "exit 0"]))
+    sigterm_at_the_exit(agent)
+    assert agent.run() == EXIT_DONE
+    assert [e["code"] for e in read_events(agent.config.state_dir, "worker_exited")] == [0]
+    assert read_events(agent.config.state_dir, "interruption") == []
 
 
 def test_an_advance_notice_asks_the_worker_for_a_checkpoint(tmp_path: Path) -> None:

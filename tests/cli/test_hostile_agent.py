@@ -21,6 +21,7 @@ AGENT = [
     (["run", "--instance-id", "ok"], "no worker command"),
     (["run", "--instance-id", "ok", "--poll-interval", "nan", "--", "true"], "--poll-interval"),
     (["run", "--instance-id", "ok", "--safety-margin", "inf", "--", "true"], "--safety-margin"),
+    (["run", "--instance-id", "ok", "--poll-interval", "1e9", "--", "true"], "at most 60 s"),
     (
         ["run", "--instance-id", "ok", "--heartbeat-interval", "-1", "--", "true"],
         "--heartbeat-interval",

@@ -38,8 +38,14 @@ def files(tmp_path: Path) -> dict[str, str]:
         truncated=WORLD[:60],
         nan=WORLD.replace("speed: 10", "speed: .nan"),
     )
+    # issue V: an absurd speed once re-anchored the shared clock from a display command
+    (tmp_path / "in" / "absurd.yaml").write_text(WORLD.replace("speed: 10", "speed: 1e12"))
     (tmp_path / "home-file").write_text("")
-    return {**found, "home_file": str(tmp_path / "home-file")}
+    return {
+        **found,
+        "absurd": str(tmp_path / "in" / "absurd.yaml"),
+        "home_file": str(tmp_path / "home-file"),
+    }
 
 
 TABLE = rows(
@@ -67,6 +73,13 @@ TABLE = rows(
         2,
         ConfigError,
         "key speed: speed must be",
+    ),
+    Row(
+        "world-absurd-speed",
+        ["cloud", "world", "--world", "{absurd}"],
+        2,
+        ConfigError,
+        "key speed: speed must be greater than 0 and at most 100000",
     ),
     Row("world-unicode-name", ["cloud", "world", "--world", "{unicode}"], 0, None, "ünïcødé-名前"),
     Row("world-markup-name", ["cloud", "world", "--world", "{markup}"], 0, None, MARKUP_NAME),
@@ -104,6 +117,13 @@ TABLE = rows(
         ["cloud", "preempt", "i-0abc", "--lead-time", "1e30"],
         2,
         ValueOutOfRange,
+    ),
+    Row(
+        "preempt-lead-negative",
+        ["cloud", "preempt", "i-0abc", "--lead-time=-5"],
+        2,
+        ValueOutOfRange,
+        "between 0 and 86400 s",
     ),
     Row(
         "preempt-advance-inf",

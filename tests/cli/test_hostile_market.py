@@ -23,8 +23,20 @@ def files(tmp_path: Path) -> dict[str, str]:
         nan=HEADER + GOOD + "2020-01-01T01:00:00.000Z,us-east-1a,p3.2xlarge,Linux/UNIX,nan\n"
         "2020-01-01T02:00:00.000Z,us-east-1a,p3.2xlarge,Linux/UNIX,inf\n",
     )
+    extra = {
+        # issue V: an absurd magnitude is refused like NaN, naming the bound
+        "absurd_price": HEADER + GOOD.replace("0.918", "1e300"),
+        # issue V2: a price dated 9999 is refused at import, so `market prices` stays fast
+        "year_9999": HEADER + GOOD.replace("2020-01-01", "9999-12-31"),
+    }
+    for name, text in extra.items():
+        (tmp_path / "in" / f"{name}.csv").write_text(text)
     (tmp_path / "home-file").write_text("")
-    return {**found, "home_file": str(tmp_path / "home-file")}
+    return {
+        **found,
+        **{k: str(tmp_path / "in" / f"{k}.csv") for k in extra},
+        "home_file": str(tmp_path / "home-file"),
+    }
 
 
 UNREACHABLE_DB = "postgresql://postgres@127.0.0.1:1/none"
@@ -37,6 +49,8 @@ TABLE = rows(
     Row("import-folder", ["market", "import", "{dir}"], 2, ConfigError, "folder.csv"),
     Row("import-huge", ["market", "import", "{huge}"], 2, ConfigError, "huge.csv"),
     Row("import-nan-and-inf", ["market", "import", "{nan}"], 5, None, "nan.csv"),
+    Row("import-absurd-price", ["market", "import", "{absurd_price}"], 1, None, "10000 USD per"),
+    Row("import-year-9999", ["market", "import", "{year_9999}"], 1, None, "between 2006 and 2100"),
     Row("import-unicode-name", ["market", "import", "{unicode}"], 0, None, "ünïcødé-名前"),
     Row("import-markup-name", ["market", "import", "--json", "{markup}"], 0, None, MARKUP_NAME),
     Row(

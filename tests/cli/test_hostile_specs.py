@@ -113,12 +113,14 @@ def test_a_budget_below_the_cheapest_launch_is_refused(
         check_budget(spec, [price, price * 2])
 
 
-def test_launch_refuses_the_issue_s_budget_of_a_hundredth_of_a_cent(
-    cli: Cli, tmp_path: Path, spothop_home: Path
+@pytest.mark.parametrize("command", ["plan", "launch"])
+def test_plan_and_launch_refuse_the_issue_s_budget_of_a_hundredth_of_a_cent(
+    cli: Cli, tmp_path: Path, spothop_home: Path, command: str
 ) -> None:
+    # plan once ranked such a job and exited 0, and only launch refused it
     job = tmp_path / "job.yaml"
     job.write_text("name: a\nrun: 'sleep 20'\nbudget_usd: 0.0001\n")
-    result = cli("launch", str(job), "--detach")
+    result = cli(command, str(job), *(["--detach"] if command == "launch" else []))
     assert result.code == 2 and "budget_usd: $0.0001 is less than" in result.err
 
 

@@ -47,3 +47,14 @@ def test_a_command_imports_its_own_module_only() -> None:
     loaded = set(json.loads(done.stdout.splitlines()[-1]))
     assert "spothop.cli.jobs" in loaded
     assert not loaded & {"spothop.cli.advise", "spothop.cli.dashboard", "spothop.dashboard.app"}
+
+
+def test_python_m_spothop_is_the_command_line() -> None:
+    # ``python -m spothop`` once said "No module named spothop.__main__"
+    done = subprocess.run(
+        [sys.executable, "-m", "spothop", "ckpt", "verify", "no-such-checkpoint-folder"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 3 and done.stderr.startswith("error: "), done.stderr

@@ -53,9 +53,12 @@ def test_bad_flag_value_is_a_usage_error(cli):
     assert result.code == 2 and "Invalid value for '--count'" in result.err
 
 
-def test_nothing_matches_says_so(cli):
+def test_nothing_matching_says_so_and_exits_0_with_or_without_json(cli):
+    # docs/cli.md: an empty result is listed (0), and --json never changes the exit code
     result = cli("offers", "--gpu", "K80", "--max-price", "0.0001")
-    assert result.code == 1 and "No spot offerings match" in result.out
+    assert result.code == 0 and "No spot offerings match" in result.out
+    as_json = cli("offers", "--gpu", "K80", "--max-price", "0.0001", "--json")
+    assert as_json.code == result.code and as_json.json() == []
 
 
 def test_gpus_lists_models_and_aliases(cli):

@@ -29,7 +29,14 @@ from spothop.state.agent_requests import add_request
 from spothop.state.agent_tables import agent_events, agent_heartbeats
 from spothop.state.worker_logs import read_after
 from spothop.wire.errors import LogOffsetGap
-from spothop.wire.events import Interruption, WorkerStarted, event_from_dict
+from spothop.wire.events import (
+    AdvanceNotice,
+    Exited,
+    FinalNotice,
+    Interruption,
+    WorkerStarted,
+    event_from_dict,
+)
 from spothop.wire.group import Rendezvous, group_port
 from spothop.wire.logs import LogChunk
 from tests.conftest import POSTGRES_URL, unique
@@ -282,6 +289,58 @@ def test_the_rendezvous_waits_for_every_nodes_address_then_names_node_0s(case: C
         # A newer generation launched: this one's nodes meet no more.
         _group_node(store, job_id, 0, unique("i"), generation=1)
         assert case.plane.rendezvous() is None
+    finally:
+        store.close()
+
+
+def test_the_rendezvous_never_hands_out_a_node_that_is_leaving_or_lost(case: Case) -> None:
+    """A generation meets only among nodes that are there: node 0 registered, then (each in a
+    job of its own) was asked to stop, had its agent record a final or an advance notice, or was
+    ended lost;
+    node 1 (this instance) is answered nothing. A node whose agent exited 0 keeps its place."""
+    store = JobStore(case.store_url)
+    try:
+
+        def group(*, node0_address: str = "10.0.0.7") -> tuple[str, str]:
+            job_id = store.create_job(load_job({"name": "g", "run": "true", "num_nodes": 2}))
+            peer = unique("i")
+            _group_node(store, job_id, 0, peer)
+            _group_node(store, job_id, 1, case.instance_id)
+            _registered(StoreControlPlane(case.store_url, peer), peer, node0_address)
+            _registered(case.plane, case.instance_id, "10.0.0.12")
+            met = case.plane.rendezvous()
+            assert met is not None and met.node_addrs == (node0_address, "10.0.0.12")
+            return job_id, peer
+
+        _, peer = group()
+        add_request(store.engine, peer, "stop", "group stop: node 1 was lost")
+        assert case.plane.rendezvous() is None
+
+        job_id, peer = group()
+        StoreControlPlane(case.store_url, peer).record(
+            FinalNotice(instance_id=peer, job_id=job_id, protocol="aws", cause="instance-action")
+        )
+        assert case.plane.rendezvous() is None
+
+        job_id, peer = group()
+        StoreControlPlane(case.store_url, peer).record(
+            AdvanceNotice(instance_id=peer, job_id=job_id, protocol="gcp", cause="maintenance")
+        )
+        assert case.plane.rendezvous() is None
+
+        job_id, peer = group()
+        store.update_attempt(
+            _attempt_of(store, job_id, peer),
+            state=AttemptState.ENDED,
+            end_reason=EndReason.PREEMPTED,
+        )
+        assert case.plane.rendezvous() is None
+
+        job_id, peer = group()
+        StoreControlPlane(case.store_url, peer).record(
+            Exited(instance_id=peer, job_id=job_id, code=0)
+        )
+        assert case.plane.rendezvous() is not None  # node 0 finished first: not stranded
     finally:
         store.close()
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -21,11 +22,10 @@ import pytest
 pytest.importorskip("peft")
 pytest.importorskip("transformers")
 
-from examples.finetune import finetune
 
 from spothop.agent import EXIT_PREEMPTED, read_events
 from spothop.checkpoint import list_checkpoints
-from spothop.providers.base import InstanceState
+from spothop.providers.base import Instance, InstanceState
 from tests.agent.shared_nothing import STATE_ROOT, Cloud, shared_nothing
 from tests.conftest import PROJECT_ROOT
 from tests.examples.conftest import EXAMPLES
@@ -39,8 +39,19 @@ PREEMPTIONS = 3
 PLACE = ("g2-standard-4", "us-central1", "us-central1-a")
 
 
-def preempted_run(cloud: Cloud, run: int, url: str) -> int:
-    """One instance: train under the agent until a final notice; returns the step it saved."""
+@dataclass
+class Preempted:
+    """One preempted run: its instance (reclaimed at its notice's deadline) and the step it saved."""
+
+    instance: Instance
+    step: int
+    checkpoint_id: str
+
+
+def preempted_run(cloud: Cloud, run: int, url: str) -> Preempted:
+    """One instance: train under the agent until a final notice; returns once its agent has
+    recorded the interruption (the emergency checkpoint is committed before that record), so the
+    next run starts while this instance waits out its notice's lead."""
     code = cloud.bucket / "code"
     command = cloud.agent(
         "--poll-interval", "0.2", "--safety-margin", "1",
@@ -54,65 +65,76 @@ def preempted_run(cloud: Cloud, run: int, url: str) -> int:
     provider = cloud.provider("gcp-sim")
     instance = cloud.launch("gcp-sim", PLACE, "finetune", command)
     state_dir = cloud.on_instance(instance, f"{STATE_ROOT}/run-{run}")
-    try:
-        # The worker trains and has asked the agent for stop requests instead of SIGTERM.
-        started = wait_for(
-            lambda: (state_dir / "control" / "stop-callback").exists(), 90, what="training started"
-        )
-        assert started, cloud.console(instance)
-        provider.preempt(instance.instance_id, LEAD_S)
-        provider.wait(instance.instance_id, [InstanceState.PREEMPTED], 60)
-    finally:
-        provider.terminate(instance.instance_id)
-    row = provider.store.instance(instance.instance_id)
-    assert row is not None and row["exit_code"] == EXIT_PREEMPTED, cloud.console(instance)
-    [record] = read_events(state_dir, "interruption")
-    assert record["saved"] == "saved"
-    return int(record["saved_detail"]["step"])
+    # The worker trains and has asked the agent for stop requests instead of SIGTERM.
+    started = wait_for(
+        lambda: (state_dir / "control" / "stop-callback").exists(), 90, what="training started"
+    )
+    assert started, cloud.console(instance)
+    provider.preempt(instance.instance_id, LEAD_S)
+    [record] = wait_for(
+        lambda: read_events(state_dir, "interruption"), 60, what=f"run {run}'s interruption"
+    )
+    assert record["saved"] == "saved", cloud.console(instance)
+    detail = record["saved_detail"]
+    return Preempted(instance, int(detail["step"]), str(detail["checkpoint_id"]))
 
 
-def train_in_a_clean_env(out: Path, *options: str) -> tuple[bytes, int]:
-    """The adapter's bytes and the step resumed from, of ``finetune.py`` run to STEPS in a child
-    whose environment is as clean as an instance's (none of this machine's BLAS settings: the
-    preempted runs' steps ran in such an environment, so the rest and the reference must)."""
+def clean_env_training(out: Path, *options: str) -> subprocess.Popen[str]:
+    """``finetune.py`` run to STEPS (started, not awaited) in a child whose environment is as
+    clean as an instance's (none of this machine's BLAS settings: the preempted runs' steps ran in
+    such an environment, so the rest and the reference must)."""
     env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(PROJECT_ROOT / "src")}
-    done = subprocess.run(
+    return subprocess.Popen(
         [sys.executable, str(SCRIPT), "--steps", str(STEPS), "--out", str(out), *options],
         env=env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=600,
     )
-    assert done.returncode == 0, done.stderr
-    return out.read_bytes(), int(done.stdout.split("(resumed from ")[1].split(")")[0])
+
+
+def trained(child: subprocess.Popen[str], out: Path) -> tuple[bytes, int]:
+    """The adapter's bytes and the step resumed from, once ``child`` is done."""
+    stdout, stderr = child.communicate(timeout=600)
+    assert child.returncode == 0, stderr
+    return out.read_bytes(), int(stdout.split("(resumed from ")[1].split(")")[0])
 
 
 def test_three_preemptions_leave_the_adapter_bit_identical_to_an_uninterrupted_run(
     tmp_path: Path,
 ) -> None:
-    with shared_nothing(tmp_path) as cloud:
-        cloud.ship(SCRIPT)
-        url = str(cloud.bucket / "ckpt")
-        saved = [preempted_run(cloud, run, url) for run in range(PREEMPTIONS)]
-    assert saved == sorted(set(saved)) and saved[0] > 0 and saved[-1] < STEPS  # each run went on
-    emergency = sorted(
-        i.step for i in list_checkpoints(url) if i.status == "committed" and i.tier == "emergency"
-    )
-    assert saved[-1] in emergency
-    assert not (cloud.bucket / "never.safetensors").exists()  # no preempted run finished
+    # The uninterrupted reference trains meanwhile: it shares nothing with the preempted runs.
+    reference_run = clean_env_training(tmp_path / "reference")
+    try:
+        with shared_nothing(tmp_path) as cloud:
+            cloud.ship(SCRIPT)
+            url = str(cloud.bucket / "ckpt")
+            runs = [preempted_run(cloud, run, url) for run in range(PREEMPTIONS)]
+            for run in runs:  # each agent exited resumable before its instance was reclaimed
+                provider = cloud.provider(run.instance.provider)
+                provider.wait(run.instance.instance_id, [InstanceState.PREEMPTED], 60)
+                row = provider.store.instance(run.instance.instance_id)
+                assert row is not None and row["exit_code"] == EXIT_PREEMPTED, cloud.console(
+                    run.instance
+                )
+        saved = [run.step for run in runs]
+        assert saved == sorted(set(saved)) and saved[0] > 0 and saved[-1] < STEPS  # each went on
+        # The last run's record names the emergency checkpoint it saved, committed at its step.
+        emergency = {
+            i.checkpoint_id: i.step
+            for i in list_checkpoints(url)
+            if i.status == "committed" and i.tier == "emergency"
+        }
+        assert emergency.get(runs[-1].checkpoint_id) == saved[-1]
+        assert not (cloud.bucket / "never.safetensors").exists()  # no preempted run finished
 
-    resumed, resumed_from = train_in_a_clean_env(tmp_path / "resumed", "--checkpoint-url", url)
-    reference, _ = train_in_a_clean_env(tmp_path / "reference")
+        resumed, resumed_from = trained(
+            clean_env_training(tmp_path / "resumed", "--checkpoint-url", url), tmp_path / "resumed"
+        )
+        reference, _ = trained(reference_run, tmp_path / "reference")
+    finally:
+        if reference_run.poll() is None:
+            reference_run.kill()
+            reference_run.wait()
     assert resumed_from == saved[-1]
     assert resumed == reference
-
-
-def test_a_checkpoint_holds_the_adapter_not_the_base_model(tmp_path: Path) -> None:
-    url = str(tmp_path / "ckpt")
-    finetune.train(url, 10, save_every=5)
-    [*_, newest] = [i for i in list_checkpoints(url) if i.status == "committed"]
-    model = finetune.build_model()
-    total = sum(p.numel() * p.element_size() for p in model.parameters())
-    adapter = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
-    # The adapter, its two AdamW moments and a little more; the frozen base is not in it.
-    assert newest.size_bytes < 4 * adapter < total

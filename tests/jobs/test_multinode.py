@@ -220,6 +220,23 @@ def test_a_node_lost_after_its_agent_registered_breaks_the_generation_as_before(
     assert not launches(actions)
 
 
+def test_a_replaced_node_whose_agent_registered_after_all_breaks_the_generation() -> None:
+    """Found lost unregistered and replaced, its agent then registered (before its end was
+    written): node 0 may have met it, so its replacement may not meet node 0 (rule 4)."""
+    a0 = group_attempt(0, beat_at=NOW - 20)
+    lost = group_attempt(
+        1, state=AttemptState.ENDED, end_reason=EndReason.AGENT_LOST, ended_at=NOW - 9
+    )
+    again = _booting_group_node(1, n=11, launched_at=NOW - 8)
+    late = replace(lost, beat_at=NOW - 9)
+    assert not of_type(
+        decide(snapshot([job(attempts=(a0, lost, again), job_spec=two_node())])), RequestStop
+    )
+    actions = decide(snapshot([job(attempts=(a0, late, again), job_spec=two_node())]))
+    stops = {s.instance_id for s in of_type(actions, RequestStop)}
+    assert stops == {a0.instance_id, again.instance_id} and not launches(actions)
+
+
 def test_a_node_lost_before_the_rendezvous_on_a_market_no_longer_usable_breaks_the_generation() -> (
     None
 ):

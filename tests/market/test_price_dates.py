@@ -70,3 +70,18 @@ def test_a_stored_price_years_away_does_not_make_the_forecast_walk_the_years(
     window = PriceWindow.of(history, history)
     assert window.points == 49 and window.forecast_usd_per_hour == 2.0
     assert spans == [timedelta(0)]  # the far point's recent history only; not 76 years of hours
+
+
+def test_a_row_refused_for_its_date_is_not_also_reported_as_imported_out_of_order(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "p.csv"
+    path.write_text(
+        "Timestamp,AvailabilityZone,InstanceType,ProductDescription,SpotPrice\n"
+        "2020-01-01T00:00:00.000Z,us-east-1a,p3.2xlarge,Linux/UNIX,0.9\n"
+        "2020-01-01T01:00:00.000Z,us-east-1a,p3.2xlarge,Linux/UNIX,0.9\n"
+        "1900-01-01T00:00:00.000Z,us-east-1a,p3.2xlarge,Linux/UNIX,0.9\n"
+    )
+    report = PriceStore(f"sqlite:///{tmp_path / 's.db'}").import_file(path)
+    assert [p.line for p in report.rejected] == [4]
+    assert report.out_of_order == []

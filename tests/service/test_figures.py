@@ -1,10 +1,21 @@
-"""One truth per figure: ``jobs``, ``status``, ``report`` and the dashboard read a job's
-interruptions, node states and outputs published from one place (observe/figures.py)."""
+"""One truth per figure: ``jobs``, ``status``, ``launch``'s live view, ``report`` (text and JSON),
+the dashboard, the server's API and Prometheus read a job's interruptions, node states, spend and
+outputs published from one place (observe/figures.py); each surface is read as a user reads it
+(the text a command prints, the JSON a route answers, the metrics a scrape gets)."""
 
 from __future__ import annotations
 
+import io
+import re
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import pytest
+from rich.console import Console
+
+from spothop.cli.jobs import _progress
+from spothop.cli.report import _show
 from spothop.dashboard import data as dashboard
 from spothop.jobs.controller.attempt_facts import sync_attempt_facts
 from spothop.jobs.controller.events import agent_facts
@@ -105,50 +116,143 @@ def _controllers_count(store: JobStore, job_id: str) -> int:
     return JobView(job_id, job.spec(), JobState(job.state), attempts=views).interruptions
 
 
-def _every_surface(store: JobStore, job_id: str) -> dict[str, object]:
+class Api:
+    """The server's user API and /metrics over the test's store, as a client reads them."""
+
+    def __init__(self, store: JobStore, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        from fastapi.testclient import TestClient
+
+        from spothop.server.app import create_app
+        from spothop.server.settings import Settings
+
+        monkeypatch.setenv("SPOTHOP_HOME", str(home))
+        self.app = create_app(Settings(db_url=str(store.engine.url)))
+        _, token = self.app.state.tokens.create_user("u", "p")
+        self.headers = {"Authorization": f"Bearer {token}"}
+        self.client = TestClient(self.app)
+        self.assigned: set[str] = set()
+
+    def _assign(self, job_id: str) -> None:
+        """The job in the user's project (a job launched through the server is put there)."""
+        if job_id not in self.assigned:
+            self.app.state.tokens.assign_job(job_id, "p")
+            self.assigned.add(job_id)
+
+    def get(self, job_id: str, route: str = "") -> Any:
+        self._assign(job_id)
+        answer = self.client.get(f"/v1/jobs/{job_id}{route}", headers=self.headers)
+        assert answer.status_code == 200, answer.text
+        return answer.json()
+
+    def listed(self, job_id: str) -> dict[str, Any]:
+        self._assign(job_id)
+        answer = self.client.get("/v1/jobs", headers=self.headers)
+        (job,) = [j for j in answer.json()["jobs"] if j["job_id"] == job_id]
+        return dict(job)
+
+    def metrics(self) -> str:
+        return str(self.client.get("/metrics").text)
+
+
+@pytest.fixture
+def api(store: JobStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Api]:
+    yield Api(store, tmp_path / "server-home", monkeypatch)
+
+
+def _printed(renderable_or_show: Any, data: dict[str, Any] | None = None) -> str:
+    """What a terminal 200 columns wide shows: a renderable, or what ``_show(data)`` prints."""
+    console = Console(record=True, width=200, file=io.StringIO())
+    if data is None:
+        console.print(renderable_or_show)
+    else:
+        import spothop.cli.report as report_cli
+
+        saved = report_cli.console
+        report_cli.console = console
+        try:
+            renderable_or_show(data)
+        finally:
+            report_cli.console = saved
+    return " ".join(console.export_text().split())
+
+
+def _number_after(text: str, label: str) -> int:
+    found = re.search(re.escape(label) + r"\D*?(\d+)", text)
+    assert found is not None, (label, text[:500])
+    return int(found.group(1))
+
+
+def _preemptions_scraped(metrics: str) -> int:
+    """The sum of ``spothop_preemptions_total`` over its labels (one job per store here)."""
+    values = re.findall(r"^spothop_preemptions_total\{[^}]*\} (\S+)$", metrics, re.M)
+    return int(sum(float(v) for v in values))
+
+
+def _every_surface(store: JobStore, job_id: str, api: Api) -> dict[str, object]:
     """The job's interruptions as each surface shows them, and as the controller counts them."""
     (listed,) = [j for j in list_jobs(store).to_list() if j["job_id"] == job_id]
     (board,) = [j for j in dashboard.jobs(store) if j["job_id"] == job_id]
+    status = job_status(store, job_id, events=False).to_dict()
     report = job_report(store, job_id, {}).to_dict()
+    report_text = _printed(_show, report)
+    served_report = api.get(job_id, "/report")
     return {
         "jobs": listed["interruptions"],
-        "status": job_status(store, job_id, events=False).to_dict()["interruptions"],
+        "status": status["interruptions"],
+        "launch's live view": _number_after(_printed(_progress(status)), "preemptions:"),
         "report": report["interruption_count"],
         "report by provider": sum(s["interruptions"] for s in report["by_provider"]),
+        "report text": _number_after(report_text, "interruptions survived"),
         "dashboard interruptions": board["interruptions"],
         "dashboard preemptions": board["preemptions"],
+        "server GET /v1/jobs": api.listed(job_id)["interruptions"],
+        "server GET /v1/jobs/ID": api.get(job_id)["interruptions"],
+        "server GET /v1/jobs/ID/report": served_report["interruption_count"],
+        "server report by provider": sum(s["interruptions"] for s in served_report["by_provider"]),
+        "Prometheus spothop_preemptions_total": _preemptions_scraped(api.metrics()),
         "controller (max_interruptions)": _controllers_count(store, job_id),
     }
 
 
-def test_every_surface_counts_a_batch_jobs_six_preemptions(store: JobStore, tmp_path: Path) -> None:
+def test_every_surface_counts_a_batch_jobs_six_preemptions(
+    store: JobStore, tmp_path: Path, api: Api
+) -> None:
     job_id = _batch_job(store, tmp_path, preemptions=6)
-    assert set(_every_surface(store, job_id).values()) == {6}
+    seen = _every_surface(store, job_id, api)
+    assert seen == dict.fromkeys(seen, 6)
 
 
-def test_every_surface_counts_one_interruption_of_a_two_node_job(store: JobStore) -> None:
+def test_every_surface_counts_one_interruption_of_a_two_node_job(store: JobStore, api: Api) -> None:
     job_id = _two_node_job(store)
-    assert set(_every_surface(store, job_id).values()) == {1}
+    seen = _every_surface(store, job_id, api)
+    assert seen == dict.fromkeys(seen, 1)
 
 
-def test_a_final_notice_counts_everywhere_and_an_advance_notice_nowhere(store: JobStore) -> None:
+def test_a_final_notice_counts_everywhere_and_an_advance_notice_nowhere(
+    store: JobStore, api: Api
+) -> None:
     job_id = _noticed_job(store)
     assert [a.notice_final for a in store.attempts(job_id)] == [False, True, False]
-    assert _every_surface(store, job_id) == dict.fromkeys(_every_surface(store, job_id), 1)
+    seen = _every_surface(store, job_id, api)
+    assert seen == dict.fromkeys(seen, 1)
 
 
-def test_a_succeeded_jobs_nodes_are_done_on_every_surface(store: JobStore, tmp_path: Path) -> None:
-    job_id = _batch_job(store, tmp_path, preemptions=1)
+@pytest.mark.parametrize("kind", ["batch", "two-node"])
+def test_a_succeeded_jobs_nodes_are_done_on_every_surface(
+    store: JobStore, tmp_path: Path, api: Api, kind: str
+) -> None:
+    job_id = _batch_job(store, tmp_path, preemptions=1) if kind == "batch" else _two_node_job(store)
     (listed,) = list_jobs(store).to_list()
     status = job_status(store, job_id, events=False).to_dict()
     assert [n["state"] for n in listed["nodes"]] == ["done", "done"]
-    assert status["nodes"] == listed["nodes"]
+    assert status["nodes"] == listed["nodes"] == api.get(job_id)["nodes"]
+    assert api.listed(job_id)["nodes"] == listed["nodes"]
     (board,) = dashboard.jobs(store)
     assert board["progress"]["done"] == board["progress"]["total"] == 2
 
 
 def test_the_report_counts_the_outputs_the_workers_published(
-    store: JobStore, tmp_path: Path
+    store: JobStore, tmp_path: Path, api: Api
 ) -> None:
     job_id = _batch_job(store, tmp_path, preemptions=0)
     out = tmp_path / "out"
@@ -159,6 +263,7 @@ def test_the_report_counts_the_outputs_the_workers_published(
     store.record_event(job_id, "outputs_published", {"published": 0, "losers_removed": 2})
     outputs = job_report(store, job_id, {}).to_dict()["outputs"]
     assert outputs == {"published": 40, "losers_removed": 2}
+    assert api.get(job_id, "/report")["outputs"] == outputs
 
 
 def test_a_regional_clouds_instances_are_placed_in_their_region(store: JobStore) -> None:
@@ -175,8 +280,15 @@ def test_a_regional_clouds_instances_are_placed_in_their_region(store: JobStore)
     assert [m["zone"] for m in dashboard.markets(store)] == ["eastus"]
 
 
-def test_status_and_the_dashboard_read_one_spend(store: JobStore, tmp_path: Path) -> None:
-    job_id = _batch_job(store, tmp_path, preemptions=3)
+@pytest.mark.parametrize("kind", ["batch", "two-node"])
+def test_status_launch_the_dashboard_and_the_api_read_one_spend(
+    store: JobStore, tmp_path: Path, api: Api, kind: str
+) -> None:
+    job_id = _batch_job(store, tmp_path, preemptions=3) if kind == "batch" else _two_node_job(store)
     (board,) = dashboard.jobs(store)
-    spend = job_status(store, job_id, events=False).to_dict()["spend_usd"]
-    assert spend == round(board["cost_usd"], 6) == round(5 * 0.5 * 100 / 3600, 6)
+    status = job_status(store, job_id, events=False).to_dict()
+    spend = status["spend_usd"]
+    attempts = 5 if kind == "batch" else 4  # each ran 100 s at 0.5 USD/h
+    assert spend == round(board["cost_usd"], 6) == round(attempts * 0.5 * 100 / 3600, 6)
+    assert api.get(job_id)["spend_usd"] == spend
+    assert f"spend so far ≈ ${spend:.4f}" in _printed(_progress(status))

@@ -480,8 +480,8 @@ class Agent:
                 self._start()
             return None
         code = self.supervisor.poll()
-        if code is None:
-            return None
+        if code is None or (code != model.EXIT_DONE and self._final_pending()):
+            return None  # a final notice that came with the exit (one shutdown's SIGTERMs) first
         self.reporter.report(
             WorkerExited,
             code=code,
@@ -504,6 +504,9 @@ class Agent:
         self._restart_at = time.monotonic() + self.supervisor.restart_delay_s()
         self._set_state("restarting")
         return None
+
+    def _final_pending(self) -> bool:
+        return any(n.kind is NoticeKind.FINAL for n in self.notices)
 
     def _release(self, why: str) -> None:
         count, via, error = release_leases(

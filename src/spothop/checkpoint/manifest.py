@@ -257,6 +257,16 @@ def segment_digest(digest: Digest, data: Any) -> bytes:
     return bytes(_blake3.blake3(data).digest())
 
 
+def segment_hasher(digest: Digest) -> Any:
+    """An incremental hasher (``update``, ``digest``) whose digest equals :func:`segment_digest`'s
+    of the bytes it was given; both kinds release the GIL in ``update``."""
+    if digest is Digest.SHA256:
+        return hashlib.sha256()
+    if _blake3 is None:
+        raise ImportError("format-3 checkpoints are hashed with BLAKE3: pip install blake3")
+    return _blake3.blake3()
+
+
 def file_root(segment_digests: Iterable[bytes], digest: Digest) -> str:
     """A format-2 (sha256) or format-3 (BLAKE3) file digest from its segments' raw digests, in order."""
     if digest is Digest.BLAKE3:

@@ -2,14 +2,16 @@
 
 Contract: nothing is returned until every byte it came from has been checked.
 Each pack file a checkpoint needs (its own and, for a delta, its ancestors')
-is read once, front to back, through sha256; chunks are decoded into their
-destinations on the way, and the result is handed out only if every file's
-size and digest match its manifest. Format-2 files are read segment by
-segment on one thread (straight into the destination for a raw chunk) while a
-thread pool hashes and decompresses the segments, bounded to a few in flight
-(hashlib and zstd release the GIL); format-1 files are read as before. Any
-mismatch raises
-:class:`CheckpointCorrupt`; a broken chain raises :class:`ParentMissing`.
+is read once and hashed (BLAKE3 in format 3, sha256 before); chunks are
+decoded into their destinations on the way, and the result is handed out only
+if every file's size and digest match its manifest. A local file of format 2
+or 3 is read by every worker at once, each reading and hashing its own
+segments (:mod:`spothop.checkpoint.local_read`); any other file object is read
+segment by segment on one thread (straight into the destination for a raw
+chunk) while a thread pool hashes and decompresses the segments, bounded to a
+few in flight (the hashes and zstd release the GIL); format-1 files are read
+whole through one sha256. Any mismatch raises :class:`CheckpointCorrupt`; a
+broken chain raises :class:`ParentMissing`.
 """
 
 from __future__ import annotations
@@ -24,9 +26,9 @@ from contextlib import contextmanager
 from typing import IO, Any
 
 import numpy as np
-import zstandard
 
 from spothop.checkpoint.errors import CheckpointCorrupt, CheckpointError, ParentMissing
+from spothop.checkpoint.local_read import decompress_into, read_segments
 from spothop.checkpoint.manifest import (
     MANIFEST_NAME,
     ChunkRef,
@@ -44,7 +46,7 @@ log = logging.getLogger("spothop.checkpoint")
 READ_BLOCK_BYTES = 8 * 1024 * 1024  # for hashing the bytes between and after chunks (format 1)
 MAX_READ_WORKERS = 8  # verify/decompress threads; the read itself stays one sequential stream
 INFLIGHT_SEGMENTS_PER_WORKER = 2  # keeps every worker busy; bounds scratch memory to a few chunks
-READ_BATCH_BYTES = 16 * 1024 * 1024  # read at once (a local file: one preadv), then verified
+READ_BATCH_BYTES = 16 * 1024 * 1024  # read at once by the one-reader path, then verified
 READ_BATCH_SEGMENTS = 64  # and at most this many segments per read
 MAX_IOVECS = 1024  # IOV_MAX on Linux: buffers one preadv may fill
 
@@ -267,6 +269,32 @@ def _stream_segments(
 ) -> None:
     """Format 2: verify the file's Merkle root, decoding the chunks in ``chunks`` on the way."""
     _check_chunks_are_segments(entry, segments, chunks, checkpoint_id)
+    if store.is_local and hasattr(os, "preadv"):
+        with store.open_read(entry.path) as handle:
+            fd = _descriptor(handle)
+            if fd is not None:  # every core reads and hashes (:mod:`local_read`)
+                digests = read_segments(
+                    fd, entry, segments, chunks, checkpoint_id, pool, _read_workers()
+                )
+                _check_root(entry, digests, checkpoint_id)
+                return
+    _stream_sequential(store, entry, segments, chunks, checkpoint_id, pool)
+
+
+def _check_root(entry: FileEntry, digests: list[bytes], checkpoint_id: str) -> None:
+    if file_root(digests, entry.digest) != entry.sha256:
+        raise CheckpointCorrupt(checkpoint_id, f"file {entry.path} fails its {entry.digest} check")
+
+
+def _stream_sequential(
+    store: Store,
+    entry: FileEntry,
+    segments: tuple[int, ...],
+    chunks: Targets,
+    checkpoint_id: str,
+    pool: ThreadPoolExecutor,
+) -> None:
+    """Any file object: one thread reads the segments in order while the pool verifies them."""
     digests: list[bytes] = []
     pending: deque[Future[bytes]] = deque()
     limit = _read_workers() * INFLIGHT_SEGMENTS_PER_WORKER
@@ -312,8 +340,7 @@ def _stream_segments(
     finally:
         for future in pending:  # after a failure: let in-flight work end before its buffers go
             future.cancel()
-    if file_root(digests, entry.digest) != entry.sha256:
-        raise CheckpointCorrupt(checkpoint_id, f"file {entry.path} fails its {entry.digest} check")
+    _check_root(entry, digests, checkpoint_id)
 
 
 def _batches(segments: tuple[int, ...]) -> Iterator[tuple[int, ...]]:
@@ -328,6 +355,15 @@ def _batches(segments: tuple[int, ...]) -> Iterator[tuple[int, ...]]:
         size += length
     if start < len(segments):
         yield segments[start:]
+
+
+def _descriptor(handle: Any) -> int | None:
+    """The descriptor behind an open local file, or None where the object has none."""
+    try:
+        fd: int = handle.fileno()
+    except (OSError, AttributeError, ValueError):
+        return None
+    return fd
 
 
 class _SegmentReader:
@@ -413,26 +449,8 @@ def _check_segment(
             if len(view):
                 view[:] = stored
         return digest
-    _decompress_into(stored, ref, targets, checkpoint_id)
+    decompress_into(stored, ref, targets, checkpoint_id)
     return digest
-
-
-def _decompress_into(
-    stored: Any, ref: ChunkRef, targets: list[tuple[ChunkRef, memoryview]], checkpoint_id: str
-) -> None:
-    """Decompress one stored chunk into every destination that wants it; corrupt data raises."""
-    try:
-        raw = zstandard.ZstdDecompressor().decompress(stored, max_output_size=ref.raw_bytes)
-    except zstandard.ZstdError as exc:
-        raise CheckpointCorrupt(
-            checkpoint_id, f"chunk at {ref.file}:{ref.offset} does not decompress ({exc})"
-        ) from None
-    if len(raw) != ref.raw_bytes:
-        raise CheckpointCorrupt(
-            checkpoint_id, f"chunk at {ref.file}:{ref.offset} decodes to the wrong size"
-        )
-    for _, view in targets:
-        view[:] = raw
 
 
 def _stream_whole_file(store: Store, entry: FileEntry, chunks: Targets, checkpoint_id: str) -> None:
@@ -486,5 +504,5 @@ def _read_chunk(
     stored = handle.read(ref.stored_bytes)
     hasher.update(stored)
     if len(stored) == ref.stored_bytes:
-        _decompress_into(stored, ref, targets, checkpoint_id)
+        decompress_into(stored, ref, targets, checkpoint_id)
     return len(stored)

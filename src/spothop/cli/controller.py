@@ -93,7 +93,14 @@ def controller_run(
     ] = None,
 ) -> int:
     """Run the controller in the foreground (what `spothop launch` starts in the background)."""
+    import os
+
     from spothop.jobs.controller import daemon
+    from spothop.paths import PRIVATE_UMASK
+
+    # Everything it writes in the home (logs, the wheel, the local cloud's instances and their
+    # disks, which hold the jobs' envs) is its user's only, however it was started.
+    os.umask(PRIVATE_UMASK)
     from spothop.observe.ledger import close_books
     from spothop.observe.metrics import serve
     from spothop.server.agent_process import ensure_agent_api

@@ -14,6 +14,7 @@ and ``spothop --help`` stays fast.
 
 from __future__ import annotations
 
+import errno
 import sys
 from dataclasses import dataclass
 
@@ -63,6 +64,17 @@ def _os_error(exc: OSError) -> OutsideError:
     reason = exc.strerror or _first_line(exc)
     if isinstance(exc, FileNotFoundError):
         return OutsideError(f"{reason}:{where}", EXIT_NOT_FOUND)
+    if exc.errno == errno.ENOSPC:
+        return OutsideError(
+            f"{reason}:{where}; free space on that disk, then run the command again",
+            EXIT_UNAVAILABLE,
+        )
+    if exc.errno == errno.EROFS:
+        return OutsideError(
+            f"{reason}:{where}; remount that disk read-write (or point SPOTHOP_HOME at a "
+            "writable one), then run the command again",
+            EXIT_UNAVAILABLE,
+        )
     if isinstance(exc, IsADirectoryError | NotADirectoryError | FileExistsError | PermissionError):
         return OutsideError(
             f"{reason}:{where}; give a path of the right kind (a file, or a folder) that you may use",

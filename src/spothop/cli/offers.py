@@ -94,8 +94,9 @@ def offers(
         return
     market = "spot" if spot else "on-demand"
     if not found:
+        # an empty list is an answer, as with --json: exit 0 (docs/cli.md)
         console.print(f"No {market} offerings match. Loosen a filter, or try --on-demand.")
-        raise typer.Exit(1)
+        return
     rows = [_row(o, spot) for o in found]
     columns = [
         "provider",

@@ -46,7 +46,7 @@ from typing import Any, BinaryIO
 import pathspec
 
 from spothop.errors import JobSpecError
-from spothop.paths import spothop_home
+from spothop.paths import FILE_MODE, private_dir, spothop_home
 
 DEFAULT_MAX_MIB = 100
 MAX_BYTES_ENV = "SPOTHOP_WORKDIR_MAX_MIB"
@@ -383,8 +383,7 @@ def store_mount(
 
 
 def _store(entries: list[_Entry], total: int, home: Path | None) -> CodeArchive:
-    folder = code_dir(home or spothop_home())
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = private_dir(code_dir(home or spothop_home()))
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".packing-", suffix=".tar.gz")
     try:
         with os.fdopen(fd, "wb") as out:
@@ -393,7 +392,7 @@ def _store(entries: list[_Entry], total: int, home: Path | None) -> CodeArchive:
         if final.is_file():
             os.unlink(tmp)
         else:
-            os.chmod(tmp, 0o644)
+            os.chmod(tmp, FILE_MODE)  # a job's code: its user's only
             os.replace(tmp, final)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

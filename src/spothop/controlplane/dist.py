@@ -34,6 +34,7 @@ from importlib import metadata
 from pathlib import Path
 
 import spothop
+from spothop.paths import FILE_MODE, private_dir
 from spothop.providers.base import Distribution
 from spothop.wire.routes import dist_url
 
@@ -181,7 +182,7 @@ def build_wheel(home: Path, root: Path | None = None) -> Wheel:
         return Wheel(path, digest_file.read_text().strip(), filename)
     data = wheel_bytes(files)
     sha256 = hashlib.sha256(data).hexdigest()
-    folder.mkdir(parents=True, exist_ok=True)
+    private_dir(folder)
     _atomic_write(path, data)
     _atomic_write(digest_file, f"{sha256}\n".encode())  # after the wheel: its presence says done
     return Wheel(path, sha256, filename)
@@ -192,7 +193,7 @@ def _atomic_write(path: Path, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(data)
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, FILE_MODE)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

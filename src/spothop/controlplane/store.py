@@ -17,8 +17,9 @@ a server can serve the agent API with. The tables are those of
 - ``release_leases`` goes to the job's queue (:mod:`spothop.queue`) when
   the queue and the job are known, else there is nothing to release (0);
 - ``requests`` reads the instance's unacknowledged ``agent_requests`` rows;
-- ``rendezvous`` reads the job's attempts (``job_attempts``) and their agents' registered
-  addresses (``agent_heartbeats.private_address``): :func:`group_rendezvous`;
+- ``rendezvous`` reads the job's attempts (``job_attempts``), their agents' registered
+  addresses (``agent_heartbeats.private_address``) and what says a node is going (a stop asked,
+  an agent's final notice or exit): :func:`group_rendezvous`;
 - ``secrets`` reads the job's sealed secrets (``job_secrets``) for the live attempt the instance
   runs, and opens them with the key in this process's home (:mod:`spothop.state.sealed`);
 - ``ship_log`` appends a chunk of an attempt's output to ``job_log_chunks``
@@ -331,12 +332,15 @@ def group_rendezvous(conn: Connection, instance_id: str) -> Rendezvous | None:
     launch token: what an agent is known by before the launch returned), or None while there is
     none to give.
 
-    The attempt's generation must be its job's newest, and the attempt live. Each node of the
-    generation is its newest attempt that is live or registered an address (a node lost before
-    the rendezvous is replaced within the generation: its successor takes its rank; a node that
-    registered and has already ended, say a worker that finished first, is still where its rank
-    was: its peers are not stranded); the rendezvous waits until each has an agent that
-    registered an address. The port is the generation's (:func:`~spothop.wire.group.group_port`).
+    The attempt's generation must be its job's newest, and the attempt live. A generation meets
+    only among nodes that are there (docs/multinode.md, "The rendezvous"): each node is its
+    newest attempt of the generation (a node replaced within its generation is its successor),
+    and it takes its place once its agent registered an address, while the attempt is live and
+    its agent has not said it is leaving (:func:`_leaving`); a node whose worker already
+    finished (its attempt ended ``succeeded``, or its agent exited 0) keeps its place, so its
+    peers are not stranded. A node that registered and was then lost (preempted, its agent
+    lost, stopped) is never handed to its peers: the controller breaks the generation and the
+    next one meets. The port is the generation's (:func:`~spothop.wire.group.group_port`).
     """
     from sqlalchemy import func, select
 
@@ -351,20 +355,35 @@ def group_rendezvous(conn: Connection, instance_id: str) -> Rendezvous | None:
     if newest != generation:
         return None
     rows = conn.execute(
-        select(t.c.node, t.c.ended_unix_s, beats.c.private_address)
+        select(
+            t.c.node,
+            t.c.instance_id,
+            t.c.state,
+            t.c.ended_unix_s,
+            t.c.end_reason,
+            beats.c.private_address,
+            beats.c.state.label("agent_state"),
+        )
         .select_from(t.outerjoin(beats, beats.c.instance_id == t.c.instance_id))
         .where(t.c.job_id == job_id, t.c.generation == generation)
-        .order_by(t.c.node, t.c.launched_unix_s)
+        .order_by(t.c.node, t.c.launched_unix_s, t.c.attempt_id)
     ).all()
-    by_node = {  # the newest attempt wins, of those live or registered
-        int(r.node): r.private_address or ""
-        for r in rows
-        if r.ended_unix_s is None or r.private_address
-    }
+    current = {int(r.node): r for r in rows}  # the newest attempt of each node
     nnodes = int(mine["group_nnodes"])
-    addresses = tuple(by_node.get(n, "") for n in range(nnodes))
-    if not all(addresses):
+    if sorted(current) != list(range(nnodes)) or not all(
+        r.private_address for r in current.values()
+    ):
         return None
+    going = _going(conn, [str(r.instance_id) for r in current.values()])
+    for r in current.values():
+        finished = (
+            r.end_reason == "succeeded"
+            or r.agent_state == "done"
+            or going.get(str(r.instance_id)) == 0
+        )
+        if not finished and (r.ended_unix_s is not None or _leaving(r, going)):
+            return None
+    addresses = tuple(str(current[n].private_address) for n in range(nnodes))
     return Rendezvous(
         master_addr=addresses[0],
         master_port=group_port(job_id, generation),
@@ -374,6 +393,56 @@ def group_rendezvous(conn: Connection, instance_id: str) -> Rendezvous | None:
         generation=generation,
         node_addrs=addresses,
     )
+
+
+# The agent events that say its node is going: a notice (the controller breaks the generation on
+# an advance notice too), an interruption, its own exit.
+_GOING_EVENTS = ("advance_notice", "final_notice", "interruption", "exited")
+# An agent's heartbeat states that say it is going: a stop or a notice acted on, a failed worker.
+_LEAVING_STATES = frozenset({"preempting", "preempted", "failed"})
+
+
+def _leaving(row: Any, going: dict[str, int | None]) -> bool:
+    """Whether a live attempt's node is on its way out, by what its agent and the controller
+    recorded before the controller ended it: its agent exited or got a notice, or it was asked
+    to stop (``going``); its beat says it is going; or its instance is noticed."""
+    return (
+        str(row.instance_id) in going
+        or (row.agent_state or "") in _LEAVING_STATES
+        or row.state == "noticed"
+    )
+
+
+def _going(conn: Connection, instance_ids: Sequence[str]) -> dict[str, int | None]:
+    """Instance id → its agent's exit code (None where it did not exit), for each of
+    ``instance_ids`` on its way out: asked to stop (the controller's ``agent_requests``), or
+    whose agent got a notice, was interrupted or exited (its ``agent_events``)."""
+    from sqlalchemy import select
+
+    from spothop.state.agent_tables import agent_events as e
+    from spothop.state.agent_tables import agent_requests as asked
+
+    found: dict[str, int | None] = {}
+    stops = select(asked.c.instance_id).where(
+        asked.c.instance_id.in_(list(instance_ids)), asked.c.kind == "stop"
+    )
+    for (stopped,) in conn.execute(stops):
+        found[str(stopped)] = None
+    rows = conn.execute(
+        select(e.c.instance_id, e.c.kind, e.c.payload).where(
+            e.c.instance_id.in_(list(instance_ids)), e.c.kind.in_(_GOING_EVENTS)
+        )
+    ).all()
+    for r in rows:
+        code: int | None = None
+        if r.kind == "exited":
+            try:
+                code = int(json.loads(r.payload).get("code"))
+            except (ValueError, TypeError, AttributeError):
+                code = None
+        if r.kind == "exited" or str(r.instance_id) not in found:
+            found[str(r.instance_id)] = code
+    return found
 
 
 def upsert_heartbeat(conn: Connection, row: dict[str, Any]) -> None:

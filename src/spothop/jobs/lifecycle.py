@@ -189,6 +189,10 @@ class EndReason(StrEnum):
     # Its agent never registered within the provider's boot deadline, or its heartbeats stopped:
     # spothop terminated the instance (the detail holds the console's tail where the cloud has one).
     AGENT_LOST = "agent_lost"
+    # Its worker exited 75 (resumable) with no notice from the cloud and no stop asked: the worker
+    # asked to be relaunched. Relaunched like a preemption, but not an interruption, and
+    # ``no_progress_limit`` of them in a row fail the job (:mod:`spothop.jobs.controller.progress`).
+    REQUEUED = "requeued"
 
 
 def interrupted(end_reason: EndReason | None, notice_final: bool) -> bool:

@@ -20,6 +20,7 @@ from typing import NamedTuple
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from spothop.bounds import PRICE_USD_PER_HOUR
 from spothop.market.availability import FloatArray
 
 
@@ -72,8 +73,10 @@ class PriceImport(NamedTuple):
 
 
 def parse_price_usd_per_hour(cell: object, column: str = "") -> float:
-    """A price cell (``"0.9"``, ``"$1,024.50"``) as a finite number > 0, else ValueError with a short
-    reason (naming ``column`` when given)."""
+    """A price cell (``"0.9"``, ``"$1,024.50"``) as a finite number > 0 and at most
+    :data:`spothop.bounds.PRICE_USD_PER_HOUR`'s maximum, else ValueError with a short reason
+    (naming ``column`` when given): a price of 1e300 is a typo, and stored it would lead every
+    view and forecast of its series."""
     text = str(cell if cell is not None else "").strip().replace("$", "").replace(",", "")
     bad = f"bad number {cell!r}" + (f" for {column}" if column else "")
     try:
@@ -84,7 +87,7 @@ def parse_price_usd_per_hour(cell: object, column: str = "") -> float:
         raise ValueError(bad)
     if value <= 0:
         raise ValueError(f"price {value} <= 0")
-    return value
+    return float(PRICE_USD_PER_HOUR.check(value, column or "price"))
 
 
 @dataclass(frozen=True, eq=False)

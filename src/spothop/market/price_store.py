@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 from sqlalchemy import Connection, Engine, and_, func, select, update
 
-from spothop.bounds import YEAR_FIRST, YEAR_LAST
+from spothop.bounds import PRICE_USD_PER_HOUR, YEAR_FIRST, YEAR_LAST
 from spothop.db import default_database_url, dialect_insert, shared_engine
 from spothop.market.identity import PriceSeriesKey
 from spothop.market.price_history import PriceProblem
@@ -171,6 +171,10 @@ def _insert_ignoring_conflicts(conn: Connection, rows: list[dict[str, Any]]) -> 
     conn.execute(dialect_insert(conn.dialect.name)(prices).on_conflict_do_nothing(), rows)
 
 
+def _dated_in_bounds(record: PriceRecord) -> bool:
+    return YEAR_FIRST <= record.timestamp.year <= YEAR_LAST
+
+
 def out_of_order(records: Sequence[PriceRecord]) -> list[PriceProblem]:
     """Records that go against their series' direction in the file.
 
@@ -234,7 +238,8 @@ class PriceStore:
         report.rejected = [
             p for p in problems if not p.reason.startswith("duplicate")
         ] + result.rejected
-        report.out_of_order = out_of_order(records)
+        # a row refused for its date was not imported, so it is not also "out of order (imported)"
+        report.out_of_order = out_of_order([r for r in records if _dated_in_bounds(r)])
         return report
 
     def record_prices(
@@ -254,10 +259,12 @@ class PriceStore:
         rejected: list[PriceProblem] = []
         for index, point in enumerate(points, start=1):
             price = float(point.price_usd_per_hour)
-            if not (math.isfinite(price) and price > 0):
+            if not (math.isfinite(price) and 0 < price <= PRICE_USD_PER_HOUR.high):
                 rejected.append(
                     PriceProblem(
-                        path=source, record=index, reason=f"price {price} <= 0 or not finite"
+                        path=source,
+                        record=index,
+                        reason=f"price {price} not in (0, {PRICE_USD_PER_HOUR.high:g}] USD per hour",
                     )
                 )
                 continue
@@ -296,7 +303,7 @@ class PriceStore:
         result = AddResult()
         by_series: dict[PriceSeriesKey, list[PriceRecord]] = defaultdict(list)
         for record in records:
-            if not YEAR_FIRST <= record.timestamp.year <= YEAR_LAST:
+            if not _dated_in_bounds(record):
                 result.rejected.append(
                     _problem(
                         record,

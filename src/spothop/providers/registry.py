@@ -35,7 +35,7 @@ import pkgutil
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from spothop.errors import ConfigError, SpothopError
+from spothop.errors import ConfigError, SpothopError, StoreUnwritable
 from spothop.providers.base import Provider
 
 log = logging.getLogger(__name__)
@@ -140,6 +140,8 @@ def default_providers(names: tuple[str, ...] = ()) -> dict[str, Provider]:
     for name in dict.fromkeys(names):
         try:
             providers[name] = get_provider(name)
+        except StoreUnwritable:
+            raise  # this machine's disk, not the provider: every provider and store meets it
         except SpothopError as exc:
             log.warning("provider %s left out: %s", name, exc)
     return providers

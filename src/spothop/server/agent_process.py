@@ -57,6 +57,7 @@ from spothop.jobs.controller.daemon import (
     stop_agent_api,
     write_agent_api,
 )
+from spothop.paths import PRIVATE_UMASK, open_private, private_dir
 from spothop.providers.base import Distribution
 from spothop.server.agent_serve import HOST
 
@@ -107,10 +108,10 @@ def ensure_agent_api(
     new one started (see the module docstring). A ``port`` in use is a
     :class:`~spothop.errors.ConfigError` naming ``--agent-port``; a process that does not
     answer, :class:`AgentApiStartFailed`."""
-    controller_dir(home).mkdir(parents=True, exist_ok=True)
+    private_dir(controller_dir(home))
     # Replicas of one home (``controller run --replica``) may start together: one at a time
     # here, so the second reuses the first's process instead of starting a rival.
-    with open(controller_dir(home) / ENSURE_LOCK, "a+") as lock:
+    with open_private(controller_dir(home) / ENSURE_LOCK, "a+") as lock:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
         try:
             return _ensure(home, port, store_url, queue_url)
@@ -202,9 +203,10 @@ def _start(home: Path, sock: socket.socket, store_url: str, queue_url: str) -> A
     log_path = controller_dir(home) / AGENT_API_LOG
     command = [sys.executable, "-m", AGENT_API_MARK, "--store", store_url]
     command += ["--queue-url", queue_url, "--fd", str(sock.fileno())]
-    with open(log_path, "ab") as out:
+    with open_private(log_path) as out:
         process = subprocess.Popen(
             command,
+            umask=PRIVATE_UMASK,  # what it writes is its user's only (paths.PRIVATE_UMASK)
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

@@ -84,11 +84,12 @@ def plan_request(request: PlanRequest, warn: Warn = _to_stderr) -> PlanResult:
     """:func:`plan` from the command's own options (``--provider`` names, ``--data-at
     PROVIDER/REGION`` as text): what ``plan`` runs and ``POST /v1/plans`` answers. A provider
     that cannot be made is left out, said through ``warn``. A spec ``launch`` would refuse
-    however the markets stand (:func:`~spothop.service.launch.check_spec`) is refused here too."""
-    from spothop.service.launch import check_spec
+    however the markets stand (:func:`~spothop.service.launch.check_spec`) is refused here too,
+    and so is a ``budget_usd`` below the cheapest first launch, as ``launch`` refuses it."""
+    from spothop.service.launch import check_budget, check_spec
 
     check_spec(request.spec)
-    return plan(
+    result = plan(
         request.spec,
         plan_providers(request.spec, list(request.provider_names), warn),
         limit=request.limit,
@@ -99,6 +100,8 @@ def plan_request(request: PlanRequest, warn: Warn = _to_stderr) -> PlanResult:
         checkpoint_gpu=request.checkpoint_gpu,
         warn=warn,
     )
+    check_budget(request.spec, [c.price_usd_per_hour for c in result.ranking.candidates[:64]])
+    return result
 
 
 def plan(
@@ -183,7 +186,7 @@ def plan_providers(
     reason said through ``warn``, as the controller leaves it out; a job that only it could
     carry is then told no offering satisfies it.
     """
-    from spothop.errors import SpothopError
+    from spothop.errors import SpothopError, StoreUnwritable
     from spothop.providers.registry import default_providers, get_provider
 
     wanted = tuple(n for n in (names or spec.providers.allow) if n not in spec.providers.deny)
@@ -194,6 +197,8 @@ def plan_providers(
     for name in dict.fromkeys(wanted):
         try:
             providers.append(get_provider(name))
+        except StoreUnwritable:
+            raise  # this machine's disk, not the provider: the launch could store nothing
         except SpothopError as exc:
             warn(f"provider {name} left out: {exc}")
     return providers

@@ -2,7 +2,8 @@
 
 A multi-node task's nodes are launched before any of them has an address
 (docs/multinode.md). Each node's agent registers its private address (read from
-its cloud's metadata service); once every node of the group's generation has,
+its cloud's metadata service); once every node of the group's generation has, and none of
+them is lost or going (docs/multinode.md),
 :meth:`~spothop.wire.contract.ControlPlane.rendezvous` answers each node with a
 :class:`Rendezvous`: node 0's address and the generation's port, this node's
 rank, the group's shape, and every node's address in rank order. The agent

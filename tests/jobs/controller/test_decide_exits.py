@@ -11,9 +11,9 @@ from spothop.jobs.controller import (
     decide,
 )
 from spothop.jobs.controller.snapshot import TAG_JOB
-from spothop.jobs.lifecycle import AttemptState, EndReason, JobState
+from spothop.jobs.lifecycle import AttemptState, EndReason, JobState, interrupted
 from spothop.providers.base import InstanceState
-from spothop.wire.events import Exited, WorkerExited
+from spothop.wire.events import Exited, FinalNotice, WorkerExited
 from tests.jobs.controller.factories import (
     NOW,
     ZONES,
@@ -56,12 +56,48 @@ def test_a_two_node_job_succeeds_only_when_both_are_done() -> None:
     assert [a.state for a in of_type(actions, SetJobState)] == [JobState.SUCCEEDED]
 
 
-def test_exit_75_is_preempted_and_resumable_the_node_is_relaunched() -> None:
-    actions, _ = _exit(75)
+def test_exit_75_after_a_notice_is_preempted_and_resumable_the_node_is_relaunched() -> None:
+    running = attempt()
+    events = [FinalNotice(**stamp(running), protocol="aws"), Exited(**stamp(running), code=75)]
+    actions = decide(snapshot([job(attempts=[running])], events=events))
     end = of_type(actions, EndAttempt)[0]
     assert end.reason is EndReason.PREEMPTED and end.exit_code == 75
     assert len(launches(actions)) == 1
     assert of_type(actions, SetJobState)[-1].state is JobState.RECOVERING
+
+
+def test_exit_75_on_an_instance_the_cloud_lists_preempted_is_a_preemption() -> None:
+    running = attempt()
+    taken = {running.instance_id or "": instance_of(running, InstanceState.PREEMPTED)}
+    events = [Exited(**stamp(running), code=75)]
+    actions = decide(snapshot([job(attempts=[running])], events=events, instances=taken))
+    assert of_type(actions, EndAttempt)[0].reason is EndReason.PREEMPTED
+
+
+def test_a_workers_own_exit_75_with_no_notice_is_requeued_relaunched_not_an_interruption() -> None:
+    actions, _ = _exit(75)
+    end = of_type(actions, EndAttempt)[0]
+    assert end.reason is EndReason.REQUEUED and end.exit_code == 75
+    assert not interrupted(end.reason, notice_final=False)
+    assert len(launches(actions)) == 1
+    assert of_type(actions, SetJobState)[-1].state is JobState.RECOVERING
+
+
+def test_a_worker_that_exits_75_with_no_notice_again_and_again_fails_the_job() -> None:
+    """The issue's case: a run that exits 75 on every instance was relaunched about once a
+    second, billed, for ever; three in a row now fail the job with the reason."""
+    before = [ended(EndReason.REQUEUED, n=i, exit_code=75) for i in range(2)]
+    third = attempt(n=2)
+    j = job(attempts=[*before, third])
+    actions = decide(snapshot([j], events=[Exited(**stamp(third), code=75)]))
+    assert not launches(actions)
+    state = of_type(actions, SetJobState)[-1]
+    assert state.state is JobState.FAILED
+    assert "exited 75 3 times in a row with no notice" in state.reason
+    # Two in a row, or a preemption between them, are relaunched as before.
+    mixed = [ended(EndReason.REQUEUED, n=0, exit_code=75), ended(EndReason.PREEMPTED, n=1)]
+    j = job(attempts=[*mixed, third])
+    assert launches(decide(snapshot([j], events=[Exited(**stamp(third), code=75)])))
 
 
 def _agent_exit_after_worker(code: int):  # type: ignore[no-untyped-def]
@@ -75,7 +111,7 @@ def _agent_exit_after_worker(code: int):  # type: ignore[no-untyped-def]
 def test_a_workers_exit_75_behind_the_agents_exit_1_is_relaunched() -> None:
     actions = _agent_exit_after_worker(75)
     end = of_type(actions, EndAttempt)[0]
-    assert end.reason is EndReason.PREEMPTED and end.exit_code == 75
+    assert end.reason is EndReason.REQUEUED and end.exit_code == 75
     assert len(launches(actions)) == 1
 
 
@@ -279,7 +315,7 @@ def test_an_exit_code_its_agent_reported_wins_over_the_instance_having_gone() ->
     assert of_type(actions, EndAttempt)[0].reason is EndReason.SUCCEEDED
     assert of_type(actions, SetJobState)[-1].state is JobState.SUCCEEDED
     vanished = decide(snapshot([job(attempts=[attempt(exit_code=75)])], instances={}))
-    assert of_type(vanished, EndAttempt)[0].reason is EndReason.PREEMPTED
+    assert of_type(vanished, EndAttempt)[0].reason is EndReason.REQUEUED
     assert launches(vanished)
 
 

@@ -23,8 +23,7 @@ from typing import Any
 
 import pytest
 
-from spothop.errors import ConfigError
-from spothop.jobs.controller.config import DEADLINE_TICK_ENV, config_from_env
+from spothop.jobs.controller.config import DEADLINE_TICK_ENV
 from tests.jobs.e2e import deadline_worker
 from tests.jobs.e2e.conftest import SPEED, running_harness, script_job
 
@@ -104,12 +103,3 @@ def test_a_deadline_job_switches_to_on_demand_by_the_safety_rule_and_finishes_in
     # ... in time: the job succeeded before its deadline (its events and created are one clock).
     (done,) = [e for e in events if e.kind == "job_succeeded"]
     assert done.time_unix_s - job.created_unix_s <= DEADLINE_S, (done, job.created_unix_s)
-
-
-def test_the_deadline_tick_variable_is_checked() -> None:
-    assert config_from_env({}) is None
-    config = config_from_env({DEADLINE_TICK_ENV: "2.5"})
-    assert config is not None and config.deadline_tick_s == 2.5
-    for bad in ("0", "-1", "nan", "soon"):
-        with pytest.raises(ConfigError, match=DEADLINE_TICK_ENV):
-            config_from_env({DEADLINE_TICK_ENV: bad})

@@ -1,12 +1,13 @@
-"""Done when: a zone outage moves the work; a reserved pool is used before spot."""
+"""Done when: a zone outage moves the work. (A reserved pool used before spot, with real
+processes: tests/jobs/e2e/test_world_pools.py; a spec's ``reserved`` narrowing the pools:
+tests/jobs/reserved/test_reserved_pools.py.)"""
 
 from __future__ import annotations
 
-import copy
 from collections import Counter
 from typing import Any
 
-from tests.jobs.e2e.conftest import WORLD, Harness
+from tests.jobs.e2e.conftest import Harness
 from tests.jobs.e2e.test_batch import batch_spec, check_exactly_once
 from tests.waiting import wait_for
 
@@ -50,34 +51,3 @@ def test_a_zone_outage_moves_the_work_to_other_zones(harness: Harness) -> None:
     assert all(a.zone != zone for a in replacements)  # the work moved out of the lost zone
     assert any(m.zone == zone and m.instance_type == "" for m in cooled)  # the zone itself cooled
     check_exactly_once(h, job_id, h.tmp / "out-outage", shards=SHARDS)
-
-
-def test_a_reserved_pool_is_filled_before_spot(harness: Harness) -> None:
-    h = harness
-    world = copy.deepcopy(WORLD)
-    world["clouds"][0]["reserved"] = [
-        {
-            "instance_type": "g5.xlarge",
-            "location": "us-east-1b",
-            "count": 1,
-            "price_usd_per_hour": 0.5,
-        }
-    ]
-    h.set_world(world)
-    spec = slow_batch(h, "reserved", workers=3)
-    spec["reserved"] = [
-        {"provider": "aws-sim", "instance_type": "g5.xlarge", "zone": "us-east-1b", "count": 1}
-    ]
-    job_id = h.launch(spec)
-    wait_for(lambda: len(h.running(job_id)) == 3, 60, what="three workers running", interval_s=0.1)
-    with h.store() as store:
-        first = sorted(store.attempts(job_id), key=lambda a: a.launched_unix_s)[:3]
-    kinds = Counter(str(a.market_kind) for a in first)
-    assert kinds == {"reserved": 1, "spot": 2}, kinds  # the pool as the base, spot on top
-    (pool,) = [a for a in first if str(a.market_kind) == "reserved"]
-    assert (pool.provider, pool.zone, pool.instance_type) == ("aws-sim", "us-east-1b", "g5.xlarge")
-    (instance,) = [i for i in h.running(job_id) if i.instance_id == pool.instance_id]
-    assert not instance.spot
-    final = h.wait_state(job_id, {"succeeded", "failed", "cancelled"}, 120, what="the job to end")
-    assert final["state"] == "succeeded", final["reason"]
-    check_exactly_once(h, job_id, h.tmp / "out-reserved", shards=SHARDS)

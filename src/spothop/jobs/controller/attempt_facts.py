@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
 
+from spothop.jobs.controller import faults
 from spothop.jobs.controller.clock import stamp
 from spothop.jobs.controller.snapshot import TAG_TOKEN
 from spothop.jobs.lifecycle import AttemptState
@@ -106,7 +107,10 @@ def _sync_one(
             if attempt.running_unix_s is None and instance.running_at is not None:
                 fields["running_unix_s"] = instance.running_at
         fields["state"] = target
-        return store.update_attempt(attempt.attempt_id, **stamp(fields, provider))
+        updated = store.update_attempt(attempt.attempt_id, **stamp(fields, provider))
+        if target is AttemptState.RUNNING:
+            faults.reached("running")
+        return updated
     if fields:
         attempt = store.update_attempt(attempt.attempt_id, event="attempt_adopted", **fields)
     return attempt

@@ -65,7 +65,7 @@ from spothop.jobs.controller.env_settings import (
     catalog_refresh_interval_s,
     daemon_settings,
 )
-from spothop.paths import spothop_home
+from spothop.paths import PRIVATE_UMASK, open_private, private_dir, spothop_home
 from spothop.processes import process_running
 
 if TYPE_CHECKING:
@@ -304,9 +304,8 @@ PROBE_GRACE_S = (
 def acquire(home: Path | None = None) -> Lock:
     """Take the home's controller lock, or raise :class:`ControllerRunning`."""
     home = home or spothop_home()
-    directory = controller_dir(home)
-    directory.mkdir(parents=True, exist_ok=True)
-    handle = open(directory / "controller.lock", "a+")  # noqa: SIM115 - held for the controller's life
+    directory = private_dir(controller_dir(home))
+    handle = open_private(directory / "controller.lock", "a+")  # held for the controller's life
     deadline = time.monotonic() + PROBE_GRACE_S
     while True:
         try:
@@ -358,14 +357,13 @@ def start_background(
     running = status(home)
     if running is not None:
         return running
-    directory = controller_dir(home)
-    directory.mkdir(parents=True, exist_ok=True)
+    directory = private_dir(controller_dir(home))
     log_path = directory / "controller.log"
     command = [sys.executable, "-m", "spothop.cli.main", "controller", "run", *extra_args]
     if store_url:
         command += ["--store", store_url]
     child_env = {**os.environ, **(env or {}), "SPOTHOP_HOME": str(home)}
-    with open(log_path, "ab") as log:
+    with open_private(log_path) as log:
         process = subprocess.Popen(
             command,
             stdout=log,
@@ -373,6 +371,7 @@ def start_background(
             stdin=subprocess.DEVNULL,
             start_new_session=True,
             env=child_env,
+            umask=PRIVATE_UMASK,  # what it writes is its user's only (paths.PRIVATE_UMASK)
         )
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:

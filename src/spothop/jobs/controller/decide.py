@@ -74,6 +74,7 @@ _LOSSES = (
     EndReason.TERMINATED,
     EndReason.WORKER_FAILED,
     EndReason.AGENT_LOST,
+    EndReason.REQUEUED,
 )
 
 

@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spothop.jobs.controller import actions as A
+from spothop.jobs.controller import faults
 from spothop.jobs.controller.batch_steps import enqueue_shards, publish_outputs
 from spothop.jobs.controller.clock import provider_now, stamp
 from spothop.jobs.controller.executor_base import Detail, LaunchOutcome
@@ -318,6 +319,8 @@ class Executor(LaunchSteps):
             return {"skipped": "nothing new"}
         stamp(fields, provider)
         self.store.update_attempt(action.attempt_id, **fields)
+        if fields.get("state") is AttemptState.RUNNING:
+            faults.reached("running")
         return {"fields": sorted(str(k) for k in fields)}
 
     def _force_on_demand(self, action: A.ForceOnDemand) -> Detail:

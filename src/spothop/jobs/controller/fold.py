@@ -21,7 +21,8 @@ observation                   the attempt
 ``exited`` 0                  ended ``succeeded`` (exit code 0)
 ``exited`` 75                 ended ``superseded`` if a later attempt of its
                               node is live (a make-before-break handover),
-                              else ``preempted``
+                              ``preempted`` after a notice, else ``requeued``
+                              (the worker asked to be relaunched)
 ``exited`` other              ended ``worker_failed`` with the worker's own
                               code (``worker_exited``: the agent's 1 only
                               says it failed; a worker's 75 is as above)
@@ -55,6 +56,7 @@ from dataclasses import dataclass, field
 
 from spothop.jobs.controller.actions import Action, EndAttempt, UpdateAttempt
 from spothop.jobs.controller.config import ControllerConfig
+from spothop.jobs.controller.group import current_of, lost_before_rendezvous, members_of
 from spothop.jobs.controller.liveness import lost_why
 from spothop.jobs.controller.snapshot import (
     CONTROL_PLANE_PROTOCOL,
@@ -84,6 +86,7 @@ _ENDS = {
     InstanceState.TERMINATED: EndReason.TERMINATED,
     InstanceState.FAILED: EndReason.FAILED,
 }
+_TAKEN = (InstanceState.NOTICED, InstanceState.PREEMPTED)  # the cloud's doing
 
 
 @dataclass
@@ -101,6 +104,9 @@ class _Change:
     # worker that failed however it exited, and the attempt keeps the code the worker gave.
     worker_code: int | None = None
     worker_phase: str = ""  # the phase of the job's command the worker exited in (setup, run)
+    # The provider lists its instance noticed or preempted: a 75 is the cloud's doing even when
+    # the agent's notice event is not (yet) stored.
+    cloud_took: bool = False
 
     def set(self, reason: str, **changes: object) -> None:
         changes = {k: v for k, v in changes.items() if getattr(self.view, k) != v}
@@ -190,9 +196,15 @@ def _as_grouped(view: AttemptView) -> AttemptView:
 
 def _broken_generations(job: JobView, snapshot: Snapshot) -> frozenset[tuple[int, int]]:
     """(generation, node) of a grouped task's members lost or noticed by the cloud: ended other
-    than done or stopped, noticed, or an instance its provider lists as ended or lists no more."""
+    than done or stopped, noticed, or an instance its provider lists as ended or lists no more.
+    A node replaced within its generation (lost before it ever registered: it met no one,
+    group.py rule 4) broke nothing: its successor is the node."""
     out: set[tuple[int, int]] = set()
+    generations = {a.generation for a in job.attempts}
+    current = {c.attempt_id for g in generations for c in current_of(members_of(job, g))}
     for a in job.attempts:
+        if a.attempt_id not in current and lost_before_rendezvous(a):
+            continue
         if a.ended:
             lost = a.end_reason not in (EndReason.SUCCEEDED, EndReason.SUPERSEDED)
         elif a.notice_final or a.state is AttemptState.NOTICED:
@@ -245,6 +257,8 @@ def _fold_attempt(
         change.set(f"adopted instance {adopted.instance_id}", instance_id=adopted.instance_id)
     instance_id = change.view.instance_id
     assert instance_id is not None
+    listed = snapshot.instances.get(instance_id)
+    change.cloud_took = listed is not None and listed.state in _TAKEN
     for event in events.get(instance_id, ()):
         _apply_event(change, siblings, event, grouped)
         if change.view.ended:
@@ -366,6 +380,9 @@ def _apply_exit(
             )
         elif view.stop_requested_at is not None and not view.notice_final:
             change.finish(EndReason.TERMINATED, at_s, "stopped on request (exit 75)", code)
+        elif view.noticed_at is None and not change.cloud_took:  # the worker's own 75
+            why = "the worker asked to be relaunched (exit 75) with no notice from the cloud"
+            change.finish(EndReason.REQUEUED, at_s, why, code)
         else:
             change.finish(EndReason.PREEMPTED, at_s, "preempted, resumable (exit 75)", code)
     elif (change.worker_phase or change.view.worker_phase) == "setup":  # run never started

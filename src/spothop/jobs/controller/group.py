@@ -34,7 +34,10 @@ may resume from another step than the others. ``decide`` hands such a job to
    market while that market is usable; the other nodes keep waiting. Within a
    generation each node is its newest attempt. A lost node whose market is no
    longer usable, and any loss after its agent registered, breaks the
-   generation (rule 3). A loop of such losses fails the job (:func:`.liveness.lost_loop`).
+   generation (rule 3); so does a replaced node whose agent registered after
+   all, between the pass that found it lost and its end's write
+   (:func:`registered_late`): its peers may have met it. A loop of such
+   losses fails the job (:func:`.liveness.lost_loop`).
 5. **Relaunch together.** Once no node of the generation is alive, the next
    generation is launched (all nodes), from the checkpoint every rank
    committed; a node stopped with its group ended ``superseded`` (not an
@@ -133,6 +136,20 @@ def lost_before_rendezvous(a: AttemptView) -> bool:
     return a.end_reason is EndReason.AGENT_LOST and a.beat_at is None
 
 
+def registered_late(members: Sequence[AttemptView]) -> tuple[AttemptView, ...]:
+    """The attempts of a generation replaced as lost before the rendezvous whose agents did
+    register after all: in the moment between the pass that found them lost and their end's
+    write, the control plane may have handed the rendezvous out with their address (rule 4)."""
+    current = {a.attempt_id for a in current_of(members)}
+    return tuple(
+        a
+        for a in members
+        if a.attempt_id not in current
+        and a.end_reason is EndReason.AGENT_LOST
+        and a.beat_at is not None
+    )
+
+
 def group_nnodes(members: Sequence[AttemptView], spec: JobSpec) -> int:
     """The generation's node count as its attempts recorded it (``num_nodes`` where none did:
     attempts stored before groups were)."""
@@ -159,9 +176,10 @@ def group_actions(d: JobContext, forced_on_demand: bool) -> None:
         _launch(d, 0, members, forced_on_demand)
         return
     nnodes = group_nnodes(members, d.spec)
+    late = registered_late(members)
     members = current_of(members)
     replacing = _replacements(d, members, forced_on_demand)
-    broken = _broken(d, [a for a in members if a.attempt_id not in replacing])
+    broken = _broken(d, [a for a in members if a.attempt_id not in replacing], late)
     if broken is None and replacing:
         _replace(d, generation, nnodes, members, replacing)
         return
@@ -237,14 +255,17 @@ def _ran_before(job: JobView) -> bool:
     return any(a.running_at is not None or a.interrupted for a in job.attempts)
 
 
-def _broken(d: JobContext, members: Sequence[AttemptView]) -> tuple[str, float] | None:
-    """Why the generation breaks and the deadline its live nodes stop by; None while it holds."""
+def _broken(
+    d: JobContext, members: Sequence[AttemptView], late: Sequence[AttemptView] = ()
+) -> tuple[str, float] | None:
+    """Why the generation breaks and the deadline its live nodes stop by; None while it holds.
+    ``late``: replaced nodes that registered after all (:func:`registered_late`): lost ones."""
     noticed = [a for a in members if a.alive and a.state is AttemptState.NOTICED]
     lost = [
         a
         for a in members
         if a.ended and a.end_reason not in (EndReason.SUCCEEDED, EndReason.SUPERSEDED)
-    ]
+    ] + list(late)
     stopped = [a for a in members if a.end_reason is EndReason.SUPERSEDED]
     if noticed:
         deadlines = [a.notice_deadline_s for a in noticed if a.notice_deadline_s is not None]

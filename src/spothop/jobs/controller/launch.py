@@ -16,6 +16,7 @@ from typing import Any
 
 from spothop.errors import AuthFailed, ConfigError, InvalidRequest, ProviderError
 from spothop.jobs.controller import actions as A
+from spothop.jobs.controller import faults
 from spothop.jobs.controller.clock import provider_now, stamp
 from spothop.jobs.controller.executor_base import Detail, LaunchOutcome
 from spothop.jobs.controller.launch_request import LaunchRequests, finite_or_none
@@ -130,12 +131,14 @@ class LaunchSteps(LaunchRequests):
                 "score": finite_or_none(candidate.score),
             },
         )
+        faults.reached("attempt_written")
         try:
             request: LaunchRequest | ProviderError = self._request(
                 job.spec(), job.job_id, attempt, candidate, job.code_sha256, job.mounts_json
             )
         except ProviderError as exc:  # refused before any cloud call: the launch fails with it
             request = exc
+        faults.reached("request_built")
         return candidate, attempt, request
 
     def _run_launch(self, outcome: LaunchOutcome, launch: Callable[[], None]) -> None:
@@ -210,7 +213,9 @@ class LaunchSteps(LaunchRequests):
                 raise request
             if provider is None:
                 raise ProviderError(attempt.provider, "UnknownProvider", "no such provider here")
-            return provider.launch(request)
+            instance = provider.launch(request)
+            faults.reached("provider_called")
+            return instance
         except Exception as exc:
             code = exc.code if isinstance(exc, ProviderError) else type(exc).__name__
             message = exc.cloud_message if isinstance(exc, ProviderError) else str(exc)
@@ -248,6 +253,7 @@ class LaunchSteps(LaunchRequests):
     def _record_launched(self, attempt: AttemptRecord, instance: Instance) -> None:
         """The launch returned: the attempt gets its instance (the observer may have adopted it first)."""
         self._bind_token(attempt, instance.instance_id)
+        faults.reached("token_bound")
         current = self._safely(self.store.attempt, attempt.attempt_id)
         if current is None or not current.live:
             return
@@ -261,6 +267,7 @@ class LaunchSteps(LaunchRequests):
         if fields:
             stamp(fields, self.providers.get(attempt.provider))
             self._safely(self.store.update_attempt, attempt.attempt_id, **fields)
+        faults.reached("instance_recorded")
 
     def _launch_racer(
         self,

@@ -18,7 +18,12 @@ fixed polling, for ``bench/recovery.py``'s reference column).
 
 A pass that raises is logged and counted (:attr:`Controller.failed_passes`),
 never the end of the loop: a store or a cloud that is down now may be back
-at the next pass.
+at the next pass. A store whose disk is full or read-only
+(:class:`~spothop.errors.StoreUnwritable`) is one log line per pass naming the
+file and the fix: nothing is launched meanwhile (every launch writes its
+attempt before the cloud call), what runs keeps running, and the first pass
+after the disk has room records what happened meanwhile (an instance launched
+just before is adopted by its launch token).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from spothop.errors import StoreUnwritable
 from spothop.state.wake import Waker
 
 if TYPE_CHECKING:
@@ -108,6 +114,10 @@ class Loop:
         started = time.monotonic()
         try:
             self.step()
+        except StoreUnwritable as exc:  # its disk full or read-only: said in one line, each pass
+            self.stats.failed_passes += 1
+            self.stats.last_error = str(exc)
+            log.error("controller pass failed, retried next pass: %s", exc)
         except Exception as exc:  # the next pass may succeed: never let one end the loop
             self.stats.failed_passes += 1
             self.stats.last_error = f"{type(exc).__name__}: {exc}"

@@ -7,13 +7,18 @@ the reason the job fails (one line, with the figures), or None:
 - :func:`budget_why`: the job's spend reached its ``budget_usd`` (its instances are terminated
   as for any failure), or it has no instance up and the next launch's least cost (the cheapest
   price it ran at, one billing minimum on every node) would pass the budget. The spend is the
-  attempts' prices over their time up (from launch to end, or to now), on the controller's
-  clock: the ledger's own figure comes from the providers' bills, which ``decide`` does not read.
+  attempts' prices over their time up (from launch to end, or to now) as each provider counts
+  it: the span on the controller's clock times the provider's clock rate
+  (``AttemptView.clock_rate``; a local cloud at ``speed`` 10 bills ten seconds for each of the
+  controller's), so a budget is dollars billed whatever the speed. The ledger's own figure
+  comes from the providers' bills, which ``decide`` does not read.
 - :func:`spin_why`: ``limit`` attempts in a row whose instance failed before its worker ran
   (a boot script that fails every time); or, for a batch job none of whose shards was ever
   claimed, ``limit``
   attempts in a row whose worker exited 0 with shards still pending (a worker that never
-  claims one: relaunching it changes nothing).
+  claims one: relaunching it changes nothing); or ``limit`` attempts in a row ended
+  ``requeued`` (a worker that exits 75 with no notice from the cloud, on every instance: it
+  would be relaunched and billed about once a second for ever).
 
 A capacity shortage is never a reason here: the job waits for capacity (its nodes' ``Waiting``).
 """
@@ -42,13 +47,15 @@ def stalled(job: JobView, now: float, config: ControllerConfig) -> str | None:
 
 
 def spent_usd(job: JobView, now: float) -> float:
-    """The job's spend so far: each attempt that had an instance, its price over its time up."""
+    """The job's spend so far: each attempt that had an instance, its price over its time up on
+    its provider's clock (the controller's span times the provider's clock rate)."""
     total = 0.0
     for a in job.attempts:
         if a.instance_id is None:
             continue
         end = a.ended_at if a.ended_at is not None else now
-        total += a.price_usd_per_hour * max(0.0, end - a.launched_at) / SECONDS_PER_HOUR
+        billed_s = max(0.0, end - a.launched_at) * a.clock_rate
+        total += a.price_usd_per_hour * billed_s / SECONDS_PER_HOUR
     return total
 
 
@@ -91,6 +98,12 @@ def spin_why(job: JobView, limit: int) -> str | None:
         detail = last[-1].error_message or "no reason given by the cloud"
         return (
             f"its instance failed {limit} times in a row before its worker ran; the last: {detail}"
+        )
+    if all(a.end_reason is EndReason.REQUEUED for a in last):
+        return (
+            f"its worker exited 75 {limit} times in a row with no notice from the cloud: 75 asks to "
+            "be relaunched after a preemption (docs/jobs.md), and relaunching it changes nothing; "
+            "exit 0 when its work is done, another code when it failed"
         )
     q = job.queue
     if (

@@ -129,6 +129,9 @@ class AttemptView:
     generation: int = 0  # a grouped task's group generation (docs/multinode.md)
     group_nnodes: int | None = None  # that generation's node count; None: not a group attempt
     beat_at: float | None = None  # its agent's latest heartbeat (AgentFacts.beat_at)
+    # Its provider's clock seconds per controller second (a simulated cloud's ``speed``): a span
+    # of it on the snapshot's clock times this is the provider's span, which the provider bills.
+    clock_rate: float = 1.0
 
     @classmethod
     def of(
@@ -185,6 +188,7 @@ class AttemptView:
             generation=record.generation,
             group_nnodes=record.group_nnodes,
             beat_at=f.beat_at,
+            clock_rate=clock_rate,
         )
 
     @property

@@ -34,7 +34,7 @@ from sqlalchemy import (
 )
 
 from spothop.db import make_engine
-from spothop.paths import ensure_home
+from spothop.paths import ensure_home, private_dir
 from spothop.providers.billing import BillingLine
 
 metadata = MetaData()
@@ -106,7 +106,7 @@ class CloudStore:
 
     def __init__(self, root: Path | None = None) -> None:
         self.root = root or local_cloud_dir()
-        self.root.mkdir(parents=True, exist_ok=True)
+        private_dir(self.root)  # its instances' folders hold their jobs' envs
         self.engine: Engine = make_engine(f"sqlite:///{self.root / 'cloud.db'}")
         metadata.create_all(self.engine)
         _add_missing_columns(self.engine)

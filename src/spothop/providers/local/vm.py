@@ -11,8 +11,9 @@ booting the user-data that cloud was given) share:
    boot script failing (non-zero) or ending without starting the agent unit
    (the ``systemctl`` shim's pid file names it), or the unit's main process
    exiting;
-3. :meth:`Vm.kill` signals every process of the instance — also one that
-   left its process group or session, when the caller is their subreaper
+3. :meth:`Vm.kill` signals every process of the instance, the agent unit's
+   main process first (as systemd stops a unit) — also one that left its
+   process group or session, when the caller is their subreaper
    (:func:`~.processes.become_subreaper`) — and, after a SIGTERM, SIGKILLs
    what is left after a grace.
 
@@ -170,6 +171,11 @@ class Vm:
 
     def _signal_all(self, sig: int) -> None:
         assert self.worker is not None
+        # The unit's main process (the agent) first, as systemd stops a unit: a worker that saves
+        # and exits on its own SIGTERM must not end before its agent has been told of the stop.
+        if self.unit_pid is not None and self.unit_running():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.unit_pid, sig)
         own = os.getpgid(0)
         groups = {self.worker.pid}
         for pid in descendants(os.getpid()):
