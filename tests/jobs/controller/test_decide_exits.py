@@ -8,6 +8,7 @@ from spothop.jobs.controller import (
     PublishOutputs,
     SetJobState,
     Terminate,
+    UpdateAttempt,
     decide,
 )
 from spothop.jobs.controller.snapshot import TAG_JOB
@@ -62,6 +63,11 @@ def test_exit_75_after_a_notice_is_preempted_and_resumable_the_node_is_relaunche
     actions = decide(snapshot([job(attempts=[running])], events=events))
     end = of_type(actions, EndAttempt)[0]
     assert end.reason is EndReason.PREEMPTED and end.exit_code == 75
+    # The notice is written as a state of its own even when the exit comes in the same pass:
+    # the job's events say attempt_noticed before attempt_ended however the passes fell.
+    noticed = of_type(actions, UpdateAttempt)[0]
+    assert noticed.state is AttemptState.NOTICED
+    assert actions.index(noticed) < actions.index(end)
     assert len(launches(actions)) == 1
     assert of_type(actions, SetJobState)[-1].state is JobState.RECOVERING
 

@@ -144,13 +144,17 @@ class _Change:
         fields = {k: v for k, v in self.fields.items() if k != "state"}
         changed = self.fields.get("state")
         state = changed if isinstance(changed, AttemptState) else None
-        if (fields or state is not None) and not (self.end and not fields):
+        # A notice folded in the pass that also ends the attempt is still written as the state it
+        # was (``attempt_noticed``, then ``attempt_ended``): the agent did tell the controller before
+        # the instance went, whether the two events reached one pass or two.
+        noticed = state is AttemptState.NOTICED
+        if (fields or state is not None) and not (self.end and not fields and not noticed):
             out.append(
                 UpdateAttempt(
                     self.view.attempt_id,
                     self.view.job_id,
                     "; ".join(self.reasons),
-                    state=None if self.end else state,
+                    state=None if self.end and not noticed else state,
                     fields=fields,
                 )
             )
