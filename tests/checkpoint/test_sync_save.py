@@ -154,3 +154,25 @@ def test_a_save_cannot_be_both_sync_and_overlapped(tmp_path: Path) -> None:
         pytest.raises(CheckpointConfigError),
     ):
         ckpt.save({"t": torch.zeros(3)}, 1, sync=True, overlap=True)
+
+
+def test_torch_state_saves_synchronously_and_restores_model_and_optimizer(tmp_path: Path) -> None:
+    from spothop.checkpoint.pytorch import TorchState
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 3)
+    optimizer = torch.optim.Adam(model.parameters())
+    model(torch.ones(2, 8)).sum().backward()
+    optimizer.step()  # Adam's moments exist now
+    ckpt = Checkpointer(str(tmp_path / "c"), local_url=str(tmp_path / "l"))
+    handle = TorchState(model, optimizer).save(ckpt, 1, sync=True)
+    assert handle.done() and handle.stats.bytes_copied == 0
+    saved = {k: v.clone() for k, v in model.state_dict().items()}
+    moments = [s["exp_avg"].clone() for s in optimizer.state.values()]
+    fresh = torch.nn.Linear(8, 3)
+    fresh_optimizer = torch.optim.Adam(fresh.parameters())
+    assert TorchState(fresh, fresh_optimizer).restore(ckpt) == 1
+    for key, value in fresh.state_dict().items():
+        assert torch.equal(value, saved[key])
+    restored = [s["exp_avg"] for s in fresh_optimizer.state.values()]
+    assert all(torch.equal(a, b) for a, b in zip(restored, moments, strict=True))
