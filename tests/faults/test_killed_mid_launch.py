@@ -58,13 +58,13 @@ def world(tmp_path: Path) -> Iterator[dict[str, Any]]:
         store.close()
 
 
-def controller(world: dict[str, Any]) -> Controller:
+def controller(world: dict[str, Any], control_plane_url: str = CONTROL_PLANE) -> Controller:
     return Controller(
         world["store"],
         {world["provider"].name: world["provider"]},
         store_url=world["url"],
         home=world["home"],
-        control_plane_url=CONTROL_PLANE,
+        control_plane_url=control_plane_url,
         token_grace_s=0.0,
     )
 
@@ -138,10 +138,9 @@ def test_a_controller_process_sigkilled_after_the_cloud_call_leaves_one_instance
     daemon adopts it by its token (and binds its agent's token to it) and the job succeeds on
     it, no instance launched twice.
 
-    The worker waits at a gate until the new daemon has bound the agent's token: until then the
-    control plane refuses the agent (its token names the launch, not the instance), and a worker
-    that ended in that window would have its exit refused too (docs/controller.md, "A controller
-    killed mid-launch": what remains)."""
+    The worker waits at a gate until the new daemon has bound the agent's token, so that the
+    adoption's bind is what this case checks (a worker that ends before it is
+    :func:`test_an_agent_whose_controller_died_before_binding_its_token_reports_its_exit`)."""
     from spothop.jobs.controller import daemon
     from tests.jobs.e2e.conftest import WORLD, running_harness
     from tests.jobs.e2e.test_controller_restart import check_instances, gated
@@ -169,3 +168,65 @@ def test_a_controller_process_sigkilled_after_the_cloud_call_leaves_one_instance
         assert job.state is JobState.SUCCEEDED, job.reason
         assert [i.instance_id for i in h.instances()] == [booting.instance_id]  # adopted
         check_instances(h, job_id)
+
+
+def test_an_agent_whose_controller_died_before_binding_its_token_reports_its_exit(
+    world: dict[str, Any], tmp_path: Path
+) -> None:
+    """The controller killed between the cloud's launch call and the token's bind: the instance
+    holds a token that names its launch, not itself. Its agent registers, beats, and its worker
+    exits 0 before any controller runs again: the agent API binds the token to the instance on
+    its first use, so every call is taken and the exit stored. The next controller adopts the
+    instance, binds the token (the same id: nothing changes), reads the exit, and the job
+    succeeds on that one instance, the cloud asked once."""
+    from spothop.controlplane import Heartbeat, HttpControlPlane, Registration
+    from spothop.jobs.launcher import AGENT_TOKEN_ENV
+    from spothop.server.agent_serve import serve_agent_api
+    from spothop.wire.events import Exited, WorkerExited, WorkerStarted
+
+    store: JobStore = world["store"]
+    provider: FakeProvider = world["provider"]
+    tokens = TokenStore(store.engine)
+    api = serve_agent_api(None, world["url"], f"sqlite:///{tmp_path / 'queue.db'}")
+    try:
+        job_id = store.create_job(load_job({"name": "k", "run": "sleep 1e6"}))
+        reached = kill_at("provider_called")
+        first = controller(world, api.url)
+        for _ in range(PASSES):
+            settle(world, first)
+            if reached[-1:] == ["provider_called"]:
+                break
+        first.close()
+        [request] = provider.requests
+        [instance] = [i for i in provider.list_instances() if i.state.is_alive]
+        [attempt] = store.attempts(job_id)
+        assert attempt.instance_id is None  # killed before it was recorded
+        assert tokens.live_agent_tokens([job_id]) == [(job_id, attempt.launch_token)]  # unbound
+
+        iid = instance.instance_id
+        plane = HttpControlPlane(
+            api.url, iid, token=request.env[AGENT_TOKEN_ENV], spool_dir=tmp_path / "spool"
+        )
+        plane.register(Registration(instance_id=iid, provider=provider.name, worker_id="w-1"))
+        plane.heartbeat(Heartbeat(iid, "w-1", 1_800_000_010.0, "running", 7, 0, None, False))
+        plane.record(WorkerStarted(instance_id=iid, job_id=job_id, worker_id="w-1", pid=7))
+        plane.record(WorkerExited(instance_id=iid, job_id=job_id, worker_id="w-1", code=0))
+        plane.record(Exited(instance_id=iid, job_id=job_id, code=0))
+        assert plane.flush(10) == 0  # every event taken: none waits in the spool
+        assert tokens.live_agent_tokens([job_id]) == [(job_id, iid)]  # bound on first use
+
+        second = controller(world, api.url)
+        try:
+            for _ in range(PASSES):
+                settle(world, second)
+                if store.get_job(job_id).state.final:
+                    break
+        finally:
+            second.close()
+    finally:
+        api.shutdown()
+    job = store.get_job(job_id)
+    assert job.state is JobState.SUCCEEDED, job.reason
+    assert len(provider.requests) == 1  # one instance billed: the one the cloud launched
+    [adopted] = store.attempts(job_id)
+    assert adopted.instance_id == iid and adopted.exit_code == 0

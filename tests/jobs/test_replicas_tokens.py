@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from sqlalchemy import select
 
 from spothop.jobs.launcher import AGENT_TOKEN_ENV, CONTROL_PLANE_ENV, WorkerCommand, bootstrap
@@ -154,7 +153,7 @@ def test_agents_talk_to_the_server_with_a_token_per_instance_revoked_when_it_end
         "POST",
         "/v1/jobs",
         token=user_token,
-        body={"spec": yaml.safe_dump(spec), "filename": "tokens.yaml"},
+        body=m.server.launch_body(user_token, spec, "tokens.yaml"),
     )
     assert status == 201, body
     job_id = str(body["job_id"])

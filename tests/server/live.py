@@ -80,6 +80,20 @@ class LiveServer:
     def __exit__(self, *_exc: object) -> None:
         self.stop()
 
+    def launch_body(self, token: str, spec: dict[str, Any], filename: str) -> dict[str, Any]:
+        """The ``POST /v1/jobs`` body ``spothop launch --server`` sends for ``spec``: its
+        ``workdir`` and local ``file_mounts`` packed here and uploaded first (the server reads
+        no path of the client's)."""
+        import yaml
+
+        from spothop.cli.remote import ServerClient
+        from spothop.cli.upload import upload_code
+        from spothop.jobs.spec import load_job
+
+        code = upload_code(ServerClient(self.url, token), load_job(spec), quiet=True)
+        body = {"spec": yaml.safe_dump(spec), "filename": filename}
+        return {**body, "code": code} if code else body
+
     def call(
         self,
         method: str,

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 from sqlalchemy import select
 
 from spothop.jobs.lifecycle import AttemptState
@@ -49,7 +48,7 @@ def test_the_servers_own_replica_runs_a_job_whose_agents_call_the_server(
                     "POST",
                     "/v1/jobs",
                     token=token,
-                    body={"spec": yaml.safe_dump(spec), "filename": "served.yaml"},
+                    body=server.launch_body(token, spec, "served.yaml"),
                 )
                 assert status == 201, body
                 job_id = body["job_id"]

@@ -123,8 +123,12 @@ def launch(
     show_dialect(job_file, spec, explain, stderr=as_json)
     client = connect(server, token)
     if client is not None:
-        # The resolved spec (JSON is YAML): relative paths were this machine's, now absolute.
-        job_id = client.launch(_with_secret_values(spec), job_file.name)["job_id"]
+        from spothop.cli.upload import upload_code
+
+        # The code packed here and uploaded (the server does not read this machine's paths),
+        # then the resolved spec (JSON is YAML), naming the archives.
+        code = upload_code(client, spec)
+        job_id = client.launch(_with_secret_values(spec), job_file.name, code)["job_id"]
     else:
         job_id = _launch_here(spec, store_url, queue_url)
     if detach:

@@ -33,8 +33,8 @@ from __future__ import annotations
 import json
 import os
 import urllib.parse
-from collections.abc import Mapping, Sequence
-from typing import Annotated, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Annotated, Any, BinaryIO, cast
 
 import typer
 
@@ -128,8 +128,36 @@ class ServerClient:
 
     # -- the user API (docs/server.md) -------------------------------------------------
 
-    def launch(self, spec_text: str, filename: str) -> dict[str, Any]:
-        return dict(self.call("POST", "/v1/jobs", body={"spec": spec_text, "filename": filename}))
+    def launch(
+        self, spec_text: str, filename: str, code: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """``code``: the archives uploaded for the job (:mod:`spothop.cli.upload`)."""
+        body: dict[str, Any] = {"spec": spec_text, "filename": filename}
+        if code:
+            body["code"] = dict(code)
+        return dict(self.call("POST", "/v1/jobs", body=body))
+
+    def code_held(self, sha256: str) -> dict[str, Any]:
+        """``GET /v1/code/{sha256}``: whether the server holds the archive for this project."""
+        return dict(self.call("GET", f"/v1/code/{_q(sha256)}"))
+
+    def upload_code(self, sha256: str, path: str, progress: Callable[[int], None]) -> Any:
+        """``PUT /v1/code/{sha256}`` with the archive at ``path`` as the body, streamed (each
+        block read is told to ``progress``); asked again as a ``GET`` is (the same bytes to
+        the same name: it cannot be done twice)."""
+
+        def once() -> Any:
+            with open(path, "rb") as file:
+                size = os.fstat(file.fileno()).st_size
+                upload = (cast(BinaryIO, _Counted(file, progress)), size, "application/gzip")
+                return self._once("PUT", f"/v1/code/{_q(sha256)}", None, None, upload)
+
+        return retrying(
+            once,
+            attempts=ATTEMPTS,
+            retry=lambda exc: isinstance(exc, ServerUnavailable),
+            delay_s=_retry_delay_s,
+        )
 
     def jobs(self, states: Sequence[str] = (), limit: int | None = None) -> list[dict[str, Any]]:
         params: dict[str, Any] = {"limit": limit}
@@ -212,10 +240,11 @@ class ServerClient:
         path: str,
         params: Mapping[str, Any] | None,
         body: Mapping[str, Any] | None,
+        upload: tuple[BinaryIO, int, str] | None = None,
     ) -> Any:
         try:
             return self._client.send(
-                method, path, params=params, body=body, timeout_s=self.timeout_s
+                method, path, params=params, body=body, timeout_s=self.timeout_s, upload=upload
             )
         except HttpStatus as exc:
             raise self._http_error(method, path, exc) from None
@@ -262,6 +291,20 @@ class ServerClient:
         elif cls is ServerNotFound and kind is None:
             message = f"{method} {path}: {message or 'not found'} (HTTP 404 from {self.base_url})"
         return cls(message, status=exc.code, kind=kind)
+
+
+class _Counted:
+    """A file read by ``http.client`` in blocks, each block's size told to ``progress``."""
+
+    def __init__(self, file: BinaryIO, progress: Callable[[int], None]) -> None:
+        self.file = file
+        self.progress = progress
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.file.read(size)
+        if data:
+            self.progress(len(data))
+        return data
 
 
 def _retry_delay_s(attempt: int, failure: Exception) -> float:

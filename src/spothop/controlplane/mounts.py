@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spothop.controlplane.archives import store_mount
+from spothop.errors import JobSpecError
 from spothop.jobs.reachable import placeable, shared_by_all
 from spothop.jobs.spec_mounts import is_url
 
@@ -37,11 +38,19 @@ if TYPE_CHECKING:
 
 
 def plan_mounts(
-    spec: JobSpec, home: Path | None = None, providers: Mapping[str, object] | None = None
+    spec: JobSpec,
+    home: Path | None = None,
+    providers: Mapping[str, object] | None = None,
+    *,
+    uploaded: Mapping[str, tuple[str, bool]] | None = None,
 ) -> list[dict[str, Any]]:
     """The plan of ``spec.file_mounts`` (module docstring), uploading what it must; ``providers``
     (name → provider; default the configured ones) decide which paths are buckets.
-    :class:`~spothop.errors.JobSpecError` naming the mount for a source that cannot be packed."""
+    :class:`~spothop.errors.JobSpecError` naming the mount for a source that cannot be packed.
+
+    ``uploaded`` (a launch through the server: ``DEST → (sha256, is_file)``, packed and uploaded
+    by the client): a local source is never read here; its uploaded archive is planned, and one
+    the client did not upload is refused naming the mount."""
     plan: list[dict[str, Any]] = []
     reach: Mapping[str, object] | None = None
     for dest, source in spec.file_mounts.items():
@@ -57,10 +66,25 @@ def plan_mounts(
         if shared_by_all(source, reach):
             plan.append({"dest": dest, "copy": source})
             continue
-        packed = store_mount(source, f"file_mounts {dest!r}", home)
-        is_file = not Path(source).is_dir()
-        plan.append({"dest": dest, "sha256": packed.sha256, "file": is_file, "source": source})
+        if uploaded is not None:
+            sha256, is_file = _uploaded(uploaded, dest, source)
+        else:
+            sha256 = store_mount(source, f"file_mounts {dest!r}", home).sha256
+            is_file = not Path(source).is_dir()
+        plan.append({"dest": dest, "sha256": sha256, "file": is_file, "source": source})
     return plan
+
+
+def _uploaded(uploaded: Mapping[str, tuple[str, bool]], dest: str, source: str) -> tuple[str, bool]:
+    if dest not in uploaded:
+        field = f"file_mounts.{dest}"
+        message = (
+            f"the source {source!r} is a path of the client's machine, which the server does not "
+            f"read: upload its archive (PUT /v1/code/{{sha256}}) and name it in "
+            f"code.file_mounts; `spothop launch --server` does both"
+        )
+        raise JobSpecError(f"{field}: {message}", [(field, message)])
+    return uploaded[dest]
 
 
 def plan_json(plan: list[dict[str, Any]]) -> str | None:

@@ -429,6 +429,8 @@ def load_job(
     base_dir: Path | None = None,
     env: Mapping[str, str] | None = None,
     secrets: Mapping[str, str] | None = None,
+    *,
+    paths_here: bool = True,
 ) -> JobSpec:
     """Validate a job from a YAML file (``Path`` or ``str`` path) or a mapping.
 
@@ -440,6 +442,9 @@ def load_job(
     apart from the spec (:mod:`spothop.jobs.spec_secrets`). SkyPilot
     task files are mapped first. Raises :class:`JobSpecError` (field path,
     value, expectation) or, for a missing file, :class:`~spothop.errors.NotFoundError`.
+
+    ``paths_here`` False (a spec sent to the server: its paths are the client's machine's,
+    made absolute there): local paths are neither resolved nor looked for on this disk.
     """
     where = ""
     stem: str | None = None
@@ -468,7 +473,7 @@ def load_job(
             data = from_skypilot(data, where)
     base = Path(base_dir).absolute() if base_dir is not None else Path.cwd()
     try:
-        spec = JobSpec.model_validate(data, context={"base_dir": base})
+        spec = JobSpec.model_validate(data, context={"base_dir": base if paths_here else None})
     except ValidationError as exc:
         raise spec_error(exc, where, JobSpec) from None
     except RecursionError:

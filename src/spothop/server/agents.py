@@ -11,6 +11,9 @@ the caller's token names. The scoping rules, all 403 when broken:
 - ``leases/release`` releases in the token's job's queue only, and refuses a
   ``worker_id`` that the store knows as another instance's worker;
 - ``requests/{id}/ack`` refuses a request addressed to another instance.
+
+A launch's token not yet bound to its instance is bound to the instance its first request
+names (:func:`spothop.server.auth.first_use`), and scoped to it from then on.
 """
 
 from __future__ import annotations
@@ -92,7 +95,7 @@ async def register(body: RegistrationBody, request: Request) -> Response:
         data = {**body.model_dump(), "job_id": job_id, "reasons": tuple(body.reasons)}
         return registration_row(Registration(**data))
 
-    await beats.write(request, row)
+    await beats.write(request, row, body.instance_id)
     return Response(OK_BODY, media_type="application/json")
 
 
@@ -104,7 +107,7 @@ async def heartbeat(
     that batch committed; the answer is written as it is (nothing to validate). The common beat
     is answered before it reaches this route (:class:`~spothop.server.beats.HeartbeatFastPath`,
     with :func:`heartbeat_row`); this route answers the rest, errors included."""
-    await beats.write(request, heartbeat_row(instance_id, body))
+    await beats.write(request, heartbeat_row(instance_id, body), instance_id)
     return Response(OK_BODY, media_type="application/json")
 
 
@@ -138,7 +141,7 @@ async def events(
         for n, item in enumerate(body.events):
             own(principal, item.instance_id, item.job_id, f"event {n} ({item.event_id})")
 
-    principal = await beats.write(request, scoped)
+    principal = await beats.write(request, scoped, instance_id)
 
     def work() -> dict[str, Any]:
         parsed = []

@@ -13,7 +13,9 @@ What it serves (``docs/server.md``, "The API"):
 What it guarantees on every request:
 
 - a body over ``settings.max_body_bytes`` is refused with 413 before it is read
-  whole (by its ``Content-Length``, or by counting a body sent without one);
+  whole (by its ``Content-Length``, or by counting a body sent without one); an
+  upload of code (``PUT /v1/code/{sha256}``) has its own bound, kept the same way
+  by its route (:mod:`spothop.server.code`);
 - every error is ``{"error": {"type", "message"}}`` (:mod:`spothop.server.errors`);
   an unexpected one is a 500 that says only that (its traceback goes to the log);
 - no response body and no log line carries a credential from the server's
@@ -91,6 +93,8 @@ def _finite(value: Any) -> Any:
 # out: a client that writes its whole body before reading would otherwise see a broken pipe, not
 # the answer. Past it the connection is simply closed after the 413.
 DRAIN_MAX_BYTES = 16 * 1024 * 1024
+# Where code is uploaded (spothop.server.code's routes): a PUT there has its route's own bound.
+CODE_UPLOADS = "/v1/code/"
 
 
 class BodyTooLarge(StarletteHTTPException):
@@ -106,7 +110,7 @@ class BodyLimit:
         self.limit = limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or _own_limit(scope):
             await self.app(scope, receive, send)
             return
         for name, value in scope.get("headers", ()):
@@ -142,6 +146,12 @@ class BodyLimit:
             return message
 
         await self.app(scope, counted, send)
+
+
+def _own_limit(scope: Scope) -> bool:
+    """An upload of code (``PUT /v1/code/{sha256}``): bounded by its route
+    (:func:`spothop.server.code.upload_max_bytes`), counted as it is streamed to disk."""
+    return scope.get("method") == "PUT" and str(scope.get("path", "")).startswith(CODE_UPLOADS)
 
 
 async def _drain(receive: Receive) -> None:
@@ -184,6 +194,7 @@ WARM_MODULES = (
     "spothop.batch.inputs",
     "spothop.batch.spec",
     "spothop.checkpoint.admin",
+    "spothop.controlplane.mounts",
     "spothop.dashboard.data",
     "spothop.jobs.controller.observe",
     "spothop.jobs.dstack",
@@ -266,7 +277,7 @@ class _FreezeSlowCollections:
 def create_app(settings: Settings | None = None) -> FastAPI:
     """The server over ``settings``' store and queue (opened, and migrated, now)."""
     from spothop.dashboard.app import Dashboard
-    from spothop.server import dashboard, users
+    from spothop.server import code, dashboard, users
 
     settings = settings or Settings.from_env()
     app = _app(
@@ -279,6 +290,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.wake = _wake
     app.state.reports = TtlCache(settings.report_cache_s)
     app.include_router(users.router)
+    app.include_router(code.router)
     app.include_router(dashboard.router)
     return app
 

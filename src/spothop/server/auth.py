@@ -129,7 +129,30 @@ def require_user(request: Request) -> Principal:
 
 
 def require_agent(request: Request) -> Principal:
-    return agent_principal(request)
+    """The agent's principal, its token bound on first use to the path's ``{instance_id}``
+    (:func:`first_use`)."""
+    return first_use(request.app.state.tokens, agent_principal(request), _path_instance(request))
+
+
+def first_use(
+    tokens: TokenStore,
+    principal: Principal,
+    instance_id: str | None,
+    conn: Connection | None = None,
+) -> Principal:
+    """``principal``, its token bound to ``instance_id`` when this is the first use of a launch's
+    token not yet bound (:meth:`TokenStore.bind_on_first_use`; ``docs/server.md``, "Security":
+    agent tokens). The instance holds its token before the controller has bound it (a
+    controller killed between the cloud's launch call and the bind leaves it so until the next
+    one adopts the instance); refusing it meanwhile would refuse its worker's exit too."""
+    if principal.kind != "agent" or not principal.unbound or not instance_id:
+        return principal
+    return tokens.bind_on_first_use(principal, instance_id, conn=conn)
+
+
+def _path_instance(request: Request) -> str | None:
+    value = request.path_params.get("instance_id")
+    return value if isinstance(value, str) else None
 
 
 def agent_principal(request: Request, conn: Connection | None = None) -> Principal:

@@ -51,7 +51,7 @@ from sqlalchemy import Connection, Engine
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from spothop.controlplane.store import upsert_heartbeat, upsert_heartbeats
-from spothop.server.auth import agent_principal, presented, refuse
+from spothop.server.auth import agent_principal, first_use, presented, refuse
 from spothop.server.errors import ApiError
 from spothop.state.tokens import Principal, TokenStore, parse_token
 
@@ -68,6 +68,7 @@ class _Beat:
     build: Build
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[Principal | BaseException | None] = field(repr=False)
+    claim: str | None = None  # the instance the request is about: a launch's token binds to it
 
 
 class BeatWriter:
@@ -84,11 +85,13 @@ class BeatWriter:
         self.batches = 0  # how many transactions, and how many beats they wrote (for the bench)
         self.beats = 0
 
-    async def submit(self, token: str, build: Build) -> Principal | None:
+    async def submit(self, token: str, build: Build, claim: str | None = None) -> Principal | None:
         """The principal the beat was written for; None when the token was not taken (the
-        caller answers 401/429); raises the ApiError ``build`` raised."""
+        caller answers 401/429); raises the ApiError ``build`` raised. ``claim``: the instance
+        the request is about, which a launch's token not yet bound is bound to
+        (:func:`spothop.server.auth.first_use`)."""
         loop = asyncio.get_running_loop()
-        beat = _Beat(token, build, loop, loop.create_future())
+        beat = _Beat(token, build, loop, loop.create_future(), claim)
         with self._cond:
             if self._thread is None:  # the first beat, or the first since close()
                 self._thread = threading.Thread(target=self._run, name="beat-writer", daemon=True)
@@ -146,6 +149,7 @@ class BeatWriter:
                         outcomes.append(None)
                         continue
                     try:
+                        principal = first_use(self.tokens, principal, beat.claim, conn)
                         row = beat.build(principal)
                     except ApiError as exc:
                         outcomes.append(exc)
@@ -223,7 +227,8 @@ class HeartbeatFastPath:
             return False
         writer: BeatWriter = self.state.beats
         try:
-            return await writer.submit(token, self.build(instance_id, parsed)) is not None
+            built = self.build(instance_id, parsed)
+            return await writer.submit(token, built, instance_id) is not None
         except Exception:  # a 403, or the database: the app answers it (and logs it) its own way
             return False
 
@@ -277,21 +282,21 @@ def _answer(answered: list[tuple[_Beat, Any]]) -> None:
             beat.future.set_result(outcome)
 
 
-async def write(request: Request, build: Build) -> Principal:
+async def write(request: Request, build: Build, claim: str | None = None) -> Principal:
     """Write the caller's beat (``build(principal)`` is its row; None writes nothing, as for the
     events, whose token rides a batch): in the next batch when its token verified lately or is
     an agent's, else in a transaction of its own (401/403/429 as any agent call). The caller's
-    principal."""
+    principal. ``claim``: the instance the request is about (:meth:`BeatWriter.submit`)."""
     state = request.app.state
     token, wait = presented(request)
     if state.tokens.cached(token) or (wait is None and _agent_kind(token)):
         writer: BeatWriter = state.beats
-        principal = await writer.submit(token, build)
+        principal = await writer.submit(token, build, claim)
         return principal if principal is not None else refuse(request, wait)
 
     def alone() -> Principal:
         with state.store.engine.begin() as conn:
-            principal = agent_principal(request, conn)
+            principal = first_use(state.tokens, agent_principal(request, conn), claim, conn)
             row = build(principal)
             if row is not None:
                 upsert_heartbeat(conn, row)

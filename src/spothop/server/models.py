@@ -18,9 +18,28 @@ class _User(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+MountDest = Annotated[str, Field(min_length=1, max_length=4096)]
+
+
+class MountCode(_User):
+    """One ``file_mounts`` source uploaded by the client: its archive, and whether it is a file."""
+
+    sha256: Sha256
+    file: bool = False
+
+
+class CodeBody(_User):
+    """The archives a launch names (uploaded first: ``PUT /v1/code/{sha256}``)."""
+
+    workdir: Sha256 | None = None
+    file_mounts: Annotated[dict[MountDest, MountCode], Field(max_length=1000)] = {}
+
+
 class JobBody(_User):
     spec: Annotated[str, Field(min_length=1, max_length=MAX_SPEC_CHARS)]
     filename: Annotated[str, Field(min_length=1, max_length=200)] = "job.yaml"
+    code: CodeBody | None = None
 
 
 class PlanBody(_User):

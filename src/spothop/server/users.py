@@ -50,8 +50,8 @@ def _visible(request: Request, principal: Principal) -> set[str]:
 
 def spec_from_text(text: str, filename: str = "job.yaml") -> Any:
     """A job spec from the YAML (or JSON) text of a request, named after ``filename`` when it has
-    no name. Relative paths in it resolve against the server's folder: the CLI sends its spec
-    resolved (``spec.to_json()``), so they are absolute already."""
+    no name. Its paths are the client's machine's (the CLI sends its spec resolved,
+    ``spec.to_json()``): never resolved against, nor looked for on, this server's disk."""
     from spothop.jobs.spec import job_name_from, load_job, parse_job_text
 
     where = FilePath(filename).name or "job.yaml"
@@ -60,19 +60,23 @@ def spec_from_text(text: str, filename: str = "job.yaml") -> Any:
         raise JobSpecError(f"{where}: a job spec is a mapping of fields, got {type(data).__name__}")
     if "name" not in data and (name := job_name_from(FilePath(where))):
         data["name"] = name
-    return load_job(data)
+    return load_job(data, paths_here=False)
 
 
 @router.post("/jobs", status_code=201)
 def create_job(
     body: JobBody, request: Request, principal: Principal = Depends(require_user)
 ) -> JSONResponse:
-    """Launch a job: validate its spec, check it can be placed, store it in the caller's project."""
+    """Launch a job: validate its spec, check it can be placed, store it in the caller's project.
+    Its ``workdir`` and local ``file_mounts`` are named by the archives the client uploaded
+    (``code``: :mod:`spothop.server.code`); no path of the spec is read from this disk."""
+    from spothop.server.code import uploaded_code
     from spothop.service.launch import check_launchable, launch_job
 
     spec = spec_from_text(body.spec, body.filename)
+    uploaded = uploaded_code(principal, spec, body.code)
     check_launchable(spec)
-    answer = launch_job(request.app.state.store, spec)
+    answer = launch_job(request.app.state.store, spec, uploaded=uploaded)
     _tokens(request).assign_job(answer.job_id, principal.project or "", principal.user_id)
     request.app.state.wake()
     return JSONResponse(answer.to_dict(), status_code=201)

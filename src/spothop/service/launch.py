@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -27,6 +27,16 @@ class LaunchedJob:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class UploadedCode:
+    """A remote launch's code, packed and uploaded by the client (``POST /v1/jobs``' ``code``,
+    checked by :func:`spothop.server.code.uploaded_code`): the ``workdir``'s archive and, per
+    ``file_mounts`` destination, ``(sha256, is_file)``. Its paths are never read here."""
+
+    workdir: str | None = None
+    mounts: Mapping[str, tuple[str, bool]] = field(default_factory=dict)
 
 
 def check_launchable(spec: JobSpec, *, loopback_control_plane: bool = False) -> None:
@@ -184,7 +194,9 @@ def _refuse_unreachable_control_plane(spec: JobSpec, configured: Mapping[str, ob
         raise JobSpecError(message, [("providers", message)])
 
 
-def launch_job(store: JobStore, spec: JobSpec) -> LaunchedJob:
+def launch_job(
+    store: JobStore, spec: JobSpec, *, uploaded: UploadedCode | None = None
+) -> LaunchedJob:
     """Store ``spec`` as a new job (pending). Call :func:`check_launchable` first.
 
     A ``workdir`` is packed and stored first (:func:`~spothop.controlplane.archives.store_workdir`,
@@ -194,17 +206,23 @@ def launch_job(store: JobStore, spec: JobSpec) -> LaunchedJob:
     planned the same way (:func:`~spothop.controlplane.mounts.plan_mounts`: local paths
     packed and stored, bucket URLs and bucket paths left for the agent to copy). Its secrets'
     values are stored sealed with the job (:mod:`spothop.state.sealed`), never in its spec.
+
+    ``uploaded`` (a launch through the server): the client packed and uploaded the code, and
+    nothing of the spec's paths is read here: the job records ``uploaded``'s archives.
     """
+    from spothop.controlplane.mounts import plan_json, plan_mounts
+
     code_sha256 = None
-    if spec.workdir:
+    if uploaded is not None:
+        code_sha256 = uploaded.workdir if spec.workdir else None
+    elif spec.workdir:
         from spothop.controlplane.archives import store_workdir
 
         code_sha256 = store_workdir(spec.workdir).sha256
     mounts_json = None
     if spec.file_mounts:
-        from spothop.controlplane.mounts import plan_json, plan_mounts
-
-        mounts_json = plan_json(plan_mounts(spec))
+        mounts = None if uploaded is None else uploaded.mounts
+        mounts_json = plan_json(plan_mounts(spec, uploaded=mounts))
     job_id = store.create_job(
         spec, code_sha256=code_sha256, mounts_json=mounts_json, secret_values=spec.secret_values
     )

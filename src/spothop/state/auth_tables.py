@@ -7,7 +7,9 @@
   part of the token (``shp_<kind>_<token_id>_<secret>``); ``secret_hash`` is
   the argon2id hash of the secret, never the secret itself. A user token has
   ``user_id`` (and its ``project``); an agent token has ``job_id`` and
-  ``instance_id`` (and, when known, the job's ``project``). A token is
+  ``instance_id`` (and, when known, the job's ``project``); one issued for a
+  launch keeps its ``launch_token``, and names it as its ``instance_id`` until
+  it is bound to the instance (docs/server.md, "Security": agent tokens). A token is
   revoked by setting ``revoked_unix_s``; the row stays, so what it did can
   still be traced to it.
 - ``job_projects``: which project (and user) a job launched through the server
@@ -53,6 +55,8 @@ api_tokens = Table(
     Column("project", String(_NAME), nullable=True),
     Column("job_id", String(_ID), nullable=True),
     Column("instance_id", String(_ID), nullable=True),
+    # The launch an agent token was issued for (0017): its instance_id until it is bound.
+    Column("launch_token", String(_ID), nullable=True),
     Column("label", String(_NAME), nullable=False, default=""),
     Column("created_unix_s", Float, nullable=False),
     Column("revoked_unix_s", Float, nullable=True),

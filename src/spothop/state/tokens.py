@@ -23,6 +23,16 @@ The contract:
 3. An agent token names its job and instance; the server lets it touch those
    and nothing else. :meth:`TokenStore.revoke_agent_tokens` ends them all for
    an instance (or a whole job) when its attempt ends.
+3a. A launch's token (:meth:`TokenStore.issue_launch_token`) is made before the
+   cloud names the instance: it names the attempt's launch token as its
+   instance until it is bound. It is bound once, to the first instance id that
+   either side gives: the controller's, when the cloud's launch call returns
+   (:meth:`TokenStore.bind_agent_token`), or the instance's own, on the
+   token's first use (:meth:`TokenStore.bind_on_first_use`: one conditional
+   update, so of two first uses naming different instances exactly one binds).
+   The cloud's answer is the truth: when the controller learns the instance and
+   the token was first used by another, the controller's id replaces it and
+   the instance that used it first is refused from then on (a warning says so).
 4. A user belongs to one project (made on first use); its tokens see only that
    project's jobs.
 
@@ -42,9 +52,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, Engine, and_, bindparam, insert, select, update
+from sqlalchemy import Connection, Engine, bindparam, insert, select, update
 
 from spothop.errors import ConfigError, NotFoundError
+from spothop.state.agent_tokens import AgentTokens
 from spothop.state.auth_tables import (
     DEFAULT_PROJECT,
     TOKEN_ID_LENGTH,
@@ -53,6 +64,7 @@ from spothop.state.auth_tables import (
     projects,
     users,
 )
+from spothop.state.principal import Principal as Principal  # re-exported: callers take it from here
 
 if TYPE_CHECKING:
     from argon2 import PasswordHasher
@@ -85,22 +97,6 @@ NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 _TOKEN_PATTERN = re.compile(
     rf"^{TOKEN_PREFIX}_([ua])_([0-9a-f]{{{TOKEN_ID_LENGTH}}})_([A-Za-z0-9_-]{{20,80}})$"
 )
-
-
-@dataclass(frozen=True)
-class Principal:
-    """Who a valid token speaks for: a user of a project, or the agent of one job's instance."""
-
-    kind: str  # "user" | "agent"
-    token_id: str
-    user: str | None = None
-    user_id: str | None = None
-    project: str | None = None
-    job_id: str | None = None
-    instance_id: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -173,6 +169,7 @@ _TOKEN_ROWS = (
         api_tokens.c.project,
         api_tokens.c.job_id,
         api_tokens.c.instance_id,
+        api_tokens.c.launch_token,
         api_tokens.c.revoked_unix_s,
         users.c.name,
     )
@@ -198,7 +195,7 @@ def _presented(token: str) -> _Presented | None:
     return _Presented(*parsed, hashlib.sha256(token.encode()).digest())
 
 
-class TokenStore:
+class TokenStore(AgentTokens):
     """Projects, users and tokens in the store behind ``engine_or_url`` (default: the default database)."""
 
     def __init__(
@@ -271,59 +268,6 @@ class TokenStore:
         """Another token for the user ``name``; the plain token, returned this once."""
         user = self.user(name)
         return self._issue("user", user_id=user.user_id, project=user.project, label=label[:64])
-
-    # -- agents -------------------------------------------------------------------
-
-    def issue_agent_token(
-        self, job_id: str, instance_id: str, *, project: str | None = None
-    ) -> str:
-        """A token for the agent of ``instance_id`` in ``job_id``: it may touch only those."""
-        if not job_id or not instance_id or len(job_id) > 128 or len(instance_id) > 128:
-            raise ConfigError(
-                f"an agent token needs a job id and an instance id of 1-128 characters, got"
-                f" {job_id!r}, {instance_id!r}"
-            )
-        return self._issue("agent", job_id=job_id, instance_id=instance_id, project=project)
-
-    def bind_agent_token(self, job_id: str, placeholder: str, instance_id: str) -> int:
-        """Move the job's live agent tokens issued for ``placeholder`` onto ``instance_id``; how many.
-
-        A launch gives the instance its token before the cloud has named it: the
-        controller issues the token for the attempt's launch token and binds it to
-        the instance id once the launch returns (until then the server refuses the
-        agent, whose link tries again).
-        """
-        c = api_tokens.c
-        where = and_(
-            c.kind == "agent",
-            c.job_id == job_id,
-            c.instance_id == placeholder,
-            c.revoked_unix_s.is_(None),
-        )
-        with self.engine.begin() as conn:
-            return conn.execute(
-                update(api_tokens).where(where).values(instance_id=instance_id)
-            ).rowcount
-
-    def live_agent_tokens(self, job_ids: Iterable[str] | None = None) -> list[tuple[str, str]]:
-        """(job id, instance id) of every live agent token (of ``job_ids`` when given)."""
-        c = api_tokens.c
-        query = select(c.job_id, c.instance_id).where(c.kind == "agent", c.revoked_unix_s.is_(None))
-        if job_ids is not None:
-            query = query.where(c.job_id.in_(sorted(set(job_ids))))
-        with self.engine.connect() as conn:
-            return [(str(r[0]), str(r[1])) for r in conn.execute(query)]
-
-    def revoke_agent_tokens(self, job_id: str, instance_id: str | None = None) -> int:
-        """Revoke every live agent token of the instance (or of every instance of the job); how many."""
-        c = api_tokens.c
-        where = and_(c.kind == "agent", c.job_id == job_id, c.revoked_unix_s.is_(None))
-        if instance_id is not None:
-            where = and_(where, c.instance_id == instance_id)
-        with self.engine.begin() as conn:
-            return conn.execute(
-                update(api_tokens).where(where).values(revoked_unix_s=time.time())
-            ).rowcount
 
     # -- which project a job is in ---------------------------------------------------
 
@@ -459,6 +403,7 @@ class TokenStore:
             project=row.project,
             job_id=row.job_id,
             instance_id=row.instance_id,
+            launch_token=row.launch_token,
         )
 
     def _issue(self, kind: str, **row: Any) -> str:

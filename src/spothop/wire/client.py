@@ -35,7 +35,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
 from email.message import Message
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 ERROR_BODY_BYTES = 64 * 1024  # enough for any error spothop server writes
 RETRIED_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -111,11 +111,14 @@ class JsonClient:
         params: Mapping[str, Any] | None = None,
         body: Mapping[str, Any] | None = None,
         timeout_s: float | None = None,
+        upload: tuple[BinaryIO, int, str] | None = None,
     ) -> Any:
         """One try: the decoded JSON answer (None for an empty body); raises the module's failures.
 
         ``params`` go in the query string (None values left out); ``body`` is sent as JSON (a
-        value JSON cannot hold as its ``str``); ``timeout_s`` defaults to the client's."""
+        value JSON cannot hold as its ``str``); ``upload`` ``(file, size_bytes, content_type)``
+        is sent as the body instead, streamed from ``file`` (read in blocks, never whole);
+        ``timeout_s`` defaults to the client's."""
         query = {k: v for k, v in (params or {}).items() if v is not None}
         url = self.base_url + path + (f"?{urllib.parse.urlencode(query)}" if query else "")
         headers = {"Accept": "application/json"}
@@ -123,10 +126,13 @@ class JsonClient:
             headers["User-Agent"] = self.user_agent
         if self._token:
             headers["Authorization"] = f"Bearer {self._token}"
-        data = None
+        data: bytes | BinaryIO | None = None
         if body is not None:
             data = json.dumps(body, default=str).encode()
             headers["Content-Type"] = "application/json"
+        elif upload is not None:
+            data, size_bytes, headers["Content-Type"] = upload
+            headers["Content-Length"] = str(size_bytes)
         request = urllib.request.Request(url, data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=timeout_s or self.timeout_s) as response:

@@ -200,6 +200,16 @@ def _launch_generation_0(world: GroupWorld, nodes: int) -> list[AttemptRecord]:
     return members
 
 
+def _generation_1_meets(world: GroupWorld, broke: list[object], nodes: int) -> None:
+    """The stopped nodes obey ``broke``'s stops; the next pass launches every node in generation
+    1, which meets and runs to the end."""
+    world.stop_obeyed(broke)
+    relaunch = world.one_pass()
+    launched = sorted((a.node, a.generation) for a in relaunch if isinstance(a, Launch))
+    assert launched == [(n, 1) for n in range(nodes)]
+    world.meet_and_finish(1, nodes)
+
+
 def test_node_0_preempted_after_registering_before_node_1_registered(world2: GroupWorld) -> None:
     """The reported case: node 0 registered, then was preempted before node 1 booted. Node 1
     must never be handed node 0's dead address; the generation breaks and generation 1 meets."""
@@ -242,13 +252,7 @@ def test_node_0s_agent_lost_after_registering_before_node_1_registered(world2: G
     assert not [a for a in broke if isinstance(a, Launch)]
     world2.register(node1)  # boots now: its stop is waiting, and no rendezvous with node 0
     assert world2.rendezvous(node1) is None
-    world2.stop_obeyed(broke)
-    relaunch = world2.one_pass()
-    assert sorted((a.node, a.generation) for a in relaunch if isinstance(a, Launch)) == [
-        (0, 1),
-        (1, 1),
-    ]
-    world2.meet_and_finish(1, 2)
+    _generation_1_meets(world2, broke, 2)
 
 
 def test_a_node_lost_after_every_node_registered_but_before_the_workers_started(
@@ -267,13 +271,7 @@ def test_a_node_lost_after_every_node_registered_but_before_the_workers_started(
     broke = world2.one_pass()
     assert world2.stopped(broke) == {node1.instance_id}
     assert world2.rendezvous(node1) is None  # a late ask of node 1's is not answered either
-    world2.stop_obeyed(broke)
-    relaunch = world2.one_pass()
-    assert sorted((a.node, a.generation) for a in relaunch if isinstance(a, Launch)) == [
-        (0, 1),
-        (1, 1),
-    ]
-    world2.meet_and_finish(1, 2)
+    _generation_1_meets(world2, broke, 2)
 
 
 def test_two_nodes_lost_at_once_before_registering_are_both_replaced_in_their_generation(
@@ -315,14 +313,7 @@ def test_two_nodes_lost_at_once_one_after_registering_break_the_generation(
     assert world3.stopped(broke) == {node2.instance_id}
     assert world3.store.attempt(node1.attempt_id).end_reason is EndReason.AGENT_LOST
     assert world3.rendezvous(node2) is None
-    world3.stop_obeyed(broke)
-    relaunch = world3.one_pass()
-    assert sorted((a.node, a.generation) for a in relaunch if isinstance(a, Launch)) == [
-        (0, 1),
-        (1, 1),
-        (2, 1),
-    ]
-    world3.meet_and_finish(1, 3)
+    _generation_1_meets(world3, broke, 3)
 
 
 def test_two_registered_nodes_preempted_at_once(world3: GroupWorld) -> None:
@@ -413,13 +404,7 @@ def test_a_node_found_lost_that_registers_before_its_end_is_written_breaks_the_g
     assert world2.stopped(broke) == {node0.instance_id, replacement.instance_id}
     world2.register(replacement)
     assert world2.rendezvous(replacement) is None  # node 0 is leaving: never a second meeting
-    world2.stop_obeyed(broke)
-    relaunch = world2.one_pass()
-    assert sorted((a.node, a.generation) for a in relaunch if isinstance(a, Launch)) == [
-        (0, 1),
-        (1, 1),
-    ]
-    world2.meet_and_finish(1, 2)
+    _generation_1_meets(world2, broke, 2)
 
 
 def test_a_worker_failing_in_a_generation_that_replaced_a_node_is_a_failure(

@@ -34,13 +34,17 @@ class AgentTokens(ExecutorBase):
         if not self.control_plane_url:
             return None
         project = self.tokens.job_project(job_id)
-        token: str = self.tokens.issue_agent_token(
+        token: str = self.tokens.issue_launch_token(
             job_id, str(attempt.launch_token), project=project
         )
         return token
 
     def _bind_token(self, attempt: AttemptRecord, instance_id: str) -> None:
-        """The launch returned (or the observer adopted its instance): the token names it now."""
+        """The launch returned (or the observer adopted its instance): the token names it now.
+
+        The instance may have bound it on its first use (``TokenStore.bind_on_first_use``):
+        to the same id this changes nothing; to another, the cloud's answer (``instance_id``)
+        wins and the store warns of the instance that used it first."""
         if self.control_plane_url and attempt.launch_token:
             self._safely(
                 self.tokens.bind_agent_token, attempt.job_id, attempt.launch_token, instance_id
@@ -60,17 +64,18 @@ class AgentTokens(ExecutorBase):
         """
         if not self.control_plane_url or observation is None:
             return 0
-        live = self.tokens.live_agent_tokens()
-        by_key = self._attempts_by_token_key(observation, {j for j, _ in live})
+        live = self.tokens.live_launch_tokens()
+        by_key = self._attempts_by_token_key(observation, {j for j, _, _ in live})
         alive = {i for i, inst in observation.listed.items() if inst.state.is_alive}
         now = time.monotonic()
         revoked = 0
-        for job_id, instance_id in live:
-            attempt = by_key.get((job_id, instance_id))
+        for job_id, instance_id, launch in live:
+            attempt = by_key.get((job_id, launch or instance_id))
             if attempt is None:
                 continue
-            if attempt.instance_id and instance_id == attempt.launch_token:
-                self._bind_token(attempt, attempt.instance_id)  # adopted
+            if attempt.instance_id and instance_id != attempt.instance_id:
+                # adopted (its token unbound, or bound on first use by another instance)
+                self._bind_token(attempt, attempt.instance_id)
                 instance_id = attempt.instance_id
             if attempt.live or (
                 attempt.instance_id
@@ -86,7 +91,7 @@ class AgentTokens(ExecutorBase):
                 continue  # gone from the listing a moment ago: its agent may still be finishing
             revoked += self._safely(self.tokens.revoke_agent_tokens, job_id, instance_id) or 0
             self._gone_since.pop(key, None)
-        known = set(live)
+        known = {(j, i) for j, i, _ in live}
         self._gone_since = {k: v for k, v in self._gone_since.items() if k in known}
         return revoked
 

@@ -10,7 +10,8 @@ A launch writes ahead, so a controller killed anywhere in it leaves the next one
 2. ``request_built``: the launch request made; in server mode its agent's token issued for the
    launch token. The same as 1; the token goes with its attempt.
 3. ``provider_called``: the cloud's launch call returned: an instance exists, tagged with the
-   launch token, its id not stored. It is adopted by its token, not launched again.
+   launch token, its id not stored. It is adopted by its token, not launched again. Its agent
+   is not held up meanwhile: its token binds to it on first use (``TokenStore.bind_on_first_use``).
 4. ``token_bound``: server mode: the agent's token bound to the instance. The same as 3.
 5. ``instance_recorded``: the instance's id stored on the attempt (``pending``). Adopted.
 6. ``running``: the attempt recorded ``running``. Adopted.
