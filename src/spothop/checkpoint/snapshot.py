@@ -236,17 +236,16 @@ def take_snapshot(
 ) -> Snapshot:
     """Copy a flattened state's arrays to host memory; with ``base`` (a delta), skip what is provably unchanged.
 
-    With ``buffers``, host copies are reused between saves (see the module doc);
-    without, every array is copied into fresh memory. ``save_id`` names this
-    save: a full save (no ``base``) records it in the buffers it fills, so that
-    a later delta against it can compare with them. ``chunk_bytes`` must be the
-    chunk size the pack writer will use. ``frozen`` names leaves whose version
-    counters are trusted whatever ``track_versions`` and ``skip_unchanged`` say
-    (frozen weights): unchanged, they are neither copied nor compared. With ``stream`` the
-    CPU tensors' bulk copy is left to the returned snapshot's :class:`StreamedCopy` (``streamed``),
-    whose ``run()`` the caller must call. ``direct`` (a synchronous full save's leaves written from
-    the caller's arrays, and their version keys; :func:`saving.direct_leaves`) are taken as they
-    are: not copied, and the kept buffers of those leaves are left as they were.
+    With ``buffers``, host copies are reused between saves (see the module doc); without, every
+    array is copied into fresh memory. ``save_id`` names this save: a full save (no ``base``)
+    records it in the buffers it fills, so that a later delta against it can compare with them.
+    ``chunk_bytes`` must be the chunk size the pack writer will use. ``frozen`` names leaves whose
+    version counters are trusted whatever ``track_versions`` and ``skip_unchanged`` say (frozen
+    weights): unchanged, they are neither copied nor compared. With ``stream`` the CPU tensors'
+    bulk copy is left to the returned snapshot's :class:`StreamedCopy` (``streamed``), whose
+    ``run()`` the caller must call. ``direct`` (a synchronous full save's leaves written from the
+    caller's arrays, and their version keys: :func:`saving.direct_leaves`) are taken as they are:
+    not copied, their kept buffers left as they were.
     """
     started = time.perf_counter()
     held = buffers if buffers is not None else HostBuffers()
@@ -295,14 +294,8 @@ def take_snapshot(
             copy = np.array(value, copy=True, order="C")
         held.put(key, copy, saved_as=saved_as)
         counts.copied += copy.nbytes
-        leaves[key] = HostLeaf(
-            key,
-            "numpy",
-            copy.dtype.str,
-            tuple(copy.shape),
-            copy.reshape(-1).view(np.uint8),
-            owner=copy,
-        )
+        data = copy.reshape(-1).view(np.uint8)
+        leaves[key] = HostLeaf(key, "numpy", copy.dtype.str, tuple(copy.shape), data, owner=copy)
     for leaf in _compare_pending(pending, chunk_bytes, counts):
         leaves[leaf.key] = leaf
     if buffers is None:
