@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spothop.scheduler.policies import get_policy
+from spothop.scheduler.policies.spothop import SpothopPolicy
 from spothop.scheduler.simulate import JobSetting, Window, run, zone_from_flags
 
 OURS = ("spothop", "spothop-proactive")
@@ -70,3 +71,15 @@ def test_nor_do_the_published_baselines_on_one_zone(
     job: tuple[Window, JobSetting], policy: str
 ) -> None:
     _meets(policy, job)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(jobs(), st.floats(1.0, 4.0))
+def test_whatever_restart_weight_spothop_plans_with_the_deadline_holds(
+    job: tuple[Window, JobSetting], weight: float
+) -> None:
+    """The restart weight only changes what the plan charges a switch; the deadline is the safety
+    rule's and the room-for-one-more-restart rule's, which count the true overhead."""
+    window, setting = job
+    result = run(SpothopPolicy(restart_weight=weight), window, setting)
+    assert result.deadline_met, (weight, window.label, setting, result.finish_h)

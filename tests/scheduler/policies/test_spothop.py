@@ -15,7 +15,7 @@ from spothop.scheduler.policies import (
     advise,
     get_policy,
 )
-from spothop.scheduler.policies.spothop import DEFAULT_PRIOR, fit_prior
+from spothop.scheduler.policies.spothop import DEFAULT_PRIOR, SpothopPolicy, fit_prior
 from spothop.scheduler.simulate import JobSetting, run
 from spothop.scheduler.simulate.traces import load_zone, windows
 from tests.conftest import shared_path
@@ -69,17 +69,21 @@ def test_a_fresh_outage_is_waited_out_and_an_old_one_is_paid_for_on_demand() -> 
 
 def test_back_from_on_demand_only_once_spot_has_stayed_up_when_slack_is_short() -> None:
     """Spot that has just come back is gone again after a tick half the time: with 1 h of
-    slack and 0.1 h restarts the plan stays on on-demand until spot has been up for an hour."""
+    slack and 0.1 h restarts the plan stays on on-demand until spot has been up for 80 min (an
+    hour with a switch charged one restart, not the default 1.5); with 2 h, half an hour."""
     policy = get_policy("spothop")
 
-    def state(up_ticks: int) -> DeadlineState:
+    def state(up_ticks: int, work_left_h: float = 41) -> DeadlineState:
         zone = ZoneView(True, 0.9731, up_for_s=up_ticks * 600.0)
         return DeadlineState(
-            10 * H, 41 * H, 48 * H, 52 * H, 0.1 * H, 600.0, ON_DEMAND, 0.0, (zone,), 3.06
+            10 * H, work_left_h * H, 48 * H, 52 * H, 0.1 * H, 600.0, ON_DEMAND, 0.0, (zone,), 3.06
         )
 
-    assert advise(policy, state(1)) == ON_DEMAND
-    assert advise(policy, state(6)) == Decision(Kind.SPOT)
+    spot = Decision(Kind.SPOT)
+    assert [advise(policy, state(up)) for up in (1, 7, 8)] == [ON_DEMAND, ON_DEMAND, spot]
+    assert [advise(policy, state(up, 40)) for up in (2, 3)] == [ON_DEMAND, spot]
+    one = SpothopPolicy(restart_weight=1.0)
+    assert [advise(one, state(up)) for up in (5, 6)] == [ON_DEMAND, spot]
 
 
 def test_the_decision_is_a_function_of_the_state_alone() -> None:
