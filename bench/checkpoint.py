@@ -7,8 +7,9 @@ by side in one run, and prints one table:
 
 * full synchronous save throughput vs a plain file write (+fsync) of the same bytes (target ≥ 0.9),
   medians of alternating pairs, for the local tier (raw) and the durable tier (adaptive zstd 3, into
-  a folder); for the local tier also the time after the copy (``total_s - blocking_s``: the write
-  overlaps the streamed copy, so this is what the save still takes once ``save()`` has returned);
+  a folder), the save being ``save(sync=True)`` (it writes the tensors' own memory, as the plain
+  write does); for the local tier also the time after the copy (``total_s - blocking_s``: here
+  little more than the whole, nothing being copied);
 * training-loop stall of an async save vs a synchronous ``torch.save`` (target ≥ 10× less),
   with ``torch.distributed.checkpoint.async_save`` in the same table: the first save (host
   buffers allocated and page-faulted; and after ``Checkpointer.prepare`` allocated them in the
@@ -400,10 +401,10 @@ def bench_size(size_mib: int, work: Path, io_only: bool, pairs: int) -> list[Row
     extra = peak.stop()
     # Every tensor changed since the last save, as after a training step: the save copies all of it.
     # Plain write and local save side by side, alternating. The plain write writes each tensor's own
-    # memory (no copy), as a torch.save-free user write would. The save row counts the host copy too
-    # (Checkpointer.save always copies; a synchronous ``save().wait()`` pays it, though the write now
-    # starts behind the streamed copy), the "after the copy" row leaves the stall out
-    # (SaveStats.total_s - blocking_s).
+    # memory (no copy), as a torch.save-free user write would. The save is synchronous
+    # (``save(sync=True)``, which returns once committed): it too writes the tensors' own memory, with
+    # no host copy; the "after the copy" row leaves out what was still copied (SaveStats.total_s -
+    # blocking_s: nothing here but the plain values, all tensors being contiguous CPU ones).
     # Both sides keep their previous file until the new one is written, then delete it, untimed (the
     # checkpointer's local clean-up runs after ``wait()``; ``settle`` drains it). On this VM the order
     # matters more than anything else: page-cache pages freed a moment ago are reused at ~2 GB/s, while
@@ -437,8 +438,7 @@ def bench_size(size_mib: int, work: Path, io_only: bool, pairs: int) -> list[Row
             touch(list(state.values()))
             settle(local)
             start, start_cpu = time.perf_counter(), cpu_s()
-            pair = local.save(state, step, tier=tier)
-            pair.wait()
+            pair = local.save(state, step, tier=tier, sync=True)
             save_cpu.append(cpu_s() - start_cpu)
             if step in warmup:
                 raw_cpu.pop()

@@ -14,7 +14,8 @@ A save, step by step (:meth:`Checkpointer.save`; steps 1–5 run on the caller's
     3. ``name`` — the checkpoint's id, and for an emergency delta its base (the newest durable
        checkpoint of this world size).
     4. ``copy`` — the leaves into host memory (:func:`~spothop.checkpoint.snapshot.take_snapshot`),
-       inside ``save()``, or on the copy thread with ``overlap``.
+       inside ``save()``, or on the copy thread with ``overlap``; a ``sync`` full save's CPU arrays
+       are not copied.
     5. ``submit`` — RNG states, data position and metadata captured into a
        :class:`~spothop.checkpoint.saving.SaveJob`, its write queued on the save thread, the
        :class:`~spothop.checkpoint.saving.SaveHandle` returned.
@@ -31,13 +32,12 @@ Contracts
       the caller goes on reading the state (forward and backward passes), and
       :meth:`SaveHandle.wait_copied` (an optimizer pre-step hook in
       :class:`TorchState`) holds back the first write to it.
-      An emergency delta compares the live state with the host copy kept from
-      its base (when that copy still holds the base's bytes) chunk by chunk, and
-      copies and hashes only the chunks that differ; otherwise it hashes all.
-      Hashing, compression and upload run on a background thread (with a pool
-      of hashing/compression threads). At most one save is in flight: the next ``save``
-      waits for it (backpressure), except an emergency save, which cancels an
-      in-flight local or durable save so that the emergency upload goes first.
+      An emergency delta compares the live state with the host copy kept from its base (when
+      that copy still holds the base's bytes) chunk by chunk, and copies and hashes only the
+      chunks that differ; otherwise it hashes all. Hashing, compression and upload run on a
+      background thread (with a pool of hashing/compression threads). At most one save is in
+      flight: the next ``save`` waits for it (backpressure), except an emergency save, which
+      cancels an in-flight local or durable save so that the emergency upload goes first.
     * Data first, manifest last: the manifest being written is the commit; a
       checkpoint without a manifest does not exist. A failed save leaves no
       manifest and never touches an earlier checkpoint.
@@ -87,9 +87,11 @@ from spothop.checkpoint.restore import (
 )
 from spothop.checkpoint.rng import capture_rng
 from spothop.checkpoint.saving import (
+    Direct,
     SaveHandle,
     SaveJob,
     SaveStats,
+    direct_leaves,
     flatten_state,
     log_failure,
     resolved,
@@ -180,7 +182,6 @@ class Checkpointer:
             raise CheckpointConfigError(f"upload_streams must be at least 1; got {upload_streams}")
         self.upload_streams = upload_streams
         self.world = world or world_from_environment()
-        # Under the agent the job's checkpoint URL comes from the environment it sets.
         durable = url or sdk.checkpoint_url() or str(spothop_home() / "checkpoints" / "default")
         local = local_url or str(
             spothop_home() / "snapshots" / hashlib.sha256(durable.encode()).hexdigest()[:12]
@@ -222,9 +223,8 @@ class Checkpointer:
         # Overlapped copies run here, not behind a clean-up queued on the save thread.
         self._copier = ThreadPoolExecutor(1, "spothop-ckpt-copy")
         self._inflight: SaveHandle | None = None
-        self._collecting: Future[None] | None = (
-            None  # the clean-up after the last commit (same thread)
-        )
+        # The clean-up after the last commit (same thread).
+        self._collecting: Future[None] | None = None
         self._preparing: Future[int] | None = None  # host buffers being allocated ahead of a save
         _open_checkpointers.add(self)
 
@@ -268,9 +268,7 @@ class Checkpointer:
 
     def _await_prepared(self) -> None:
         preparing, self._preparing = self._preparing, None
-        if (
-            preparing is not None and preparing.exception() is not None
-        ):  # an optimisation failed: saves still work
+        if preparing is not None and preparing.exception() is not None:  # saves still work
             log.warning("preparing host buffers failed: %s", preparing.exception())
 
     def save(
@@ -284,6 +282,7 @@ class Checkpointer:
         overlap: bool = False,
         frozen: Iterable[Any] = (),
         sharded: Mapping[str, Shard] | None = None,
+        sync: bool = False,
     ) -> SaveHandle:
         """Copy ``state`` to host memory and write it in the background; returns at once after the copy.
 
@@ -313,9 +312,14 @@ class Checkpointer:
         dim and the split rule); the manifest records them, so a restore into another world
         size concatenates and re-splits them (:mod:`spothop.checkpoint.reshard`). Every other
         leaf is taken to be replicated: the same bytes on every rank.
+
+        ``sync``: return once committed (or raise); a full save then writes CPU arrays straight
+        from ``state`` (:func:`saving.direct_leaves`), their kept buffers untouched: after a
+        durable one the next emergency delta hashes those leaves instead of comparing them.
         """
-        start = time.perf_counter()
-        tier = Tier(tier)
+        start, tier = time.perf_counter(), Tier(tier)
+        if sync and overlap:
+            raise CheckpointConfigError("a save cannot both overlap its copy and be synchronous")
         self._make_room(tier)  # 1. room
         self._await_prepared()  # the buffers belong to one thread at a time
         flat, sharding, trusted = flatten_state(state, frozen, sharded)  # 2. flatten
@@ -323,7 +327,8 @@ class Checkpointer:
         # Named before the copy: the host buffers record which save's bytes they hold, so that a later
         # emergency delta against this checkpoint can compare with them instead of hashing everything.
         checkpoint_id = gc_mod.checkpoint_id(step, tier.value, secrets.token_hex(3))
-        copying = self._copy(flat, base, checkpoint_id, trusted, overlap)  # 4. copy
+        direct = direct_leaves(flat.arrays) if sync and base is None else None
+        copying = self._copy(flat, base, checkpoint_id, trusted, overlap, direct)  # 4. copy
         job = SaveJob(
             checkpoint_id,
             step,
@@ -339,6 +344,8 @@ class Checkpointer:
         )
         self._inflight = self._submit(job, copying if overlap else None)  # 5. submit
         self._last_save_at = self._clock()
+        if sync:  # the write reads the caller's arrays: it must end before save() does
+            self._inflight.wait()
         return self._inflight
 
     def _copy(
@@ -348,6 +355,7 @@ class Checkpointer:
         checkpoint_id: str,
         trusted: frozenset[str],
         overlap: bool,
+        direct: Direct | None = None,
     ) -> Future[Snapshot]:
         """Step 4: the leaves copied to host memory, here or (``overlap``) on the copy thread."""
 
@@ -362,6 +370,7 @@ class Checkpointer:
                 chunk_bytes=self.chunk_bytes,
                 frozen=trusted,
                 stream=stream,
+                direct=direct,
             )
 
         # Inside save() the bulk of the copy is streamed: made after the write is queued, which

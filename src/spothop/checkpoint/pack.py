@@ -386,6 +386,17 @@ def _encode_and_place(
     to be written (only for their sizes). Returns the encoding and where it landed."""
     if size_known:  # raw, with no parent to compare with: nothing to decide before writing
         return _hash_and_place(target, offsets, index, view, digest)
+    if parent_sha is None and level is not None:
+        # A full save's chunk: its sample decides the codec before it is hashed, and a raw one is
+        # then hashed and written piece by piece too, not hashed whole and read again to write.
+        try:
+            raw = not worth_compressing(view, level, compress_below)
+        except BaseException as exc:
+            offsets.abandon(exc)
+            raise
+        if raw:
+            offsets.settle(index, len(view))
+            return _hash_and_place(target, offsets, index, view, digest)
     try:
         done = encode_chunk(view, parent_sha, level, compress_below, digest)
     except BaseException as exc:

@@ -285,6 +285,7 @@ class TorchState:
         validation_value: float | None = None,
         user_metadata: Mapping[str, Any] | None = None,
         overlap: bool = False,
+        sync: bool = False,
     ) -> SaveHandle:
         """Save everything; ``validation_value`` (e.g. the loss on a fixed batch) is recorded for the hook.
 
@@ -299,6 +300,9 @@ class TorchState:
         are neither copied nor compared (their version counters are trusted), so a LoRA save
         or emergency delta costs about the adapter's size. Do not write frozen weights through
         ``.data``: that bypasses the counter.
+
+        With ``sync`` it returns once committed and a full save writes the CPU tensors from their
+        own memory, with no host copy (:meth:`Checkpointer.save`).
         """
         metadata = dict(user_metadata or {})
         if validation_value is not None:
@@ -328,6 +332,7 @@ class TorchState:
             overlap=overlap,
             frozen=frozen,
             sharded=self.sharded,
+            sync=sync,
         )
         if overlap:
             self._copying = handle

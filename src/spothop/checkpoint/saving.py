@@ -15,6 +15,8 @@ Contracts
     * :func:`flatten_state` is a save's step 2: the state as leaves by path, with their sharding
       and the leaves trusted as unchanged; it raises
       :class:`~spothop.checkpoint.errors.CheckpointConfigError` before anything is written.
+    * :func:`direct_leaves` gives the leaves a synchronous full save writes straight from the
+      caller's arrays (no host copy).
     * :func:`log_failure` logs, on the ``spothop.checkpoint`` logger, why a save did not commit.
 """
 
@@ -30,11 +32,13 @@ from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
 from spothop.checkpoint import reshard
 from spothop.checkpoint import tree as tree_mod
 from spothop.checkpoint.errors import CheckpointConfigError, CheckpointWriteError
 from spothop.checkpoint.manifest import FORMAT_VERSION, Manifest, Shard, Tier, WorldLayout
-from spothop.checkpoint.pack import PackSet, SaveCancelled, write_packs
+from spothop.checkpoint.pack import HostLeaf, PackSet, SaveCancelled, write_packs
 from spothop.checkpoint.reader import manifest_path
 from spothop.checkpoint.snapshot import DeltaBase, Snapshot
 from spothop.checkpoint.store import Store
@@ -236,6 +240,37 @@ def flatten_state(
 
         trusted = ta.sharing_storage(flat.arrays, frozen)
     return flat, sharding, trusted
+
+
+Direct = tuple[dict[str, HostLeaf], dict[str, Any]]  # leaves written from the arrays, their sources
+
+
+def direct_leaves(arrays: Mapping[str, Any]) -> Direct:
+    """The leaves a synchronous full save writes straight from the caller's memory, and the torch
+    tensors' sources (version keys) among them.
+
+    The caller waits for the commit, so the state cannot change under the write: no host copy is
+    needed. Taken: C-contiguous NumPy arrays and CPU tensors whose bytes are their values in order
+    (:func:`_torch_arrays.plain_bytes`). Left to the copying path: device tensors (they still need
+    a device-to-host copy) and anything strided, conjugated or negated."""
+    leaves: dict[str, HostLeaf] = {}
+    sources: dict[str, Any] = {}
+    for key, value in arrays.items():
+        if isinstance(value, np.ndarray):
+            if value.flags.c_contiguous:
+                data = value.reshape(-1).view(np.uint8)
+                leaves[key] = HostLeaf(
+                    key, "numpy", value.dtype.str, tuple(value.shape), data, owner=value
+                )
+            continue
+        from spothop.checkpoint import _torch_arrays as ta
+
+        live = ta.plain_bytes(value)
+        if live is not None:
+            shape = tuple(value.shape)
+            leaves[key] = HostLeaf(key, "torch", ta.dtype_name(value), shape, live, owner=value)
+            sources[key] = ta.source_of(value)
+    return leaves, sources
 
 
 def resolved(snapshot: Snapshot) -> Future[Snapshot]:

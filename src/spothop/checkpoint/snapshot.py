@@ -232,25 +232,29 @@ def take_snapshot(
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     frozen: frozenset[str] = frozenset(),
     stream: bool = False,
+    direct: tuple[Mapping[str, HostLeaf], Mapping[str, Any]] | None = None,
 ) -> Snapshot:
     """Copy a flattened state's arrays to host memory; with ``base`` (a delta), skip what is provably unchanged.
 
-    With ``buffers``, host copies are reused between saves (see the module doc);
-    without, every array is copied into fresh memory. ``save_id`` names this
-    save: a full save (no ``base``) records it in the buffers it fills, so that
-    a later delta against it can compare with them. ``chunk_bytes`` must be the
-    chunk size the pack writer will use. ``frozen`` names leaves whose version
-    counters are trusted whatever ``track_versions`` and ``skip_unchanged`` say
-    (frozen weights): unchanged, they are neither copied nor compared. With ``stream`` the
-    CPU tensors' bulk copy is left to the returned snapshot's :class:`StreamedCopy` (``streamed``),
-    whose ``run()`` the caller must call.
+    With ``buffers``, host copies are reused between saves (see the module doc); without, every
+    array is copied into fresh memory. ``save_id`` names this save: a full save (no ``base``)
+    records it in the buffers it fills, so that a later delta against it can compare with them.
+    ``chunk_bytes`` must be the chunk size the pack writer will use. ``frozen`` names leaves whose
+    version counters are trusted whatever ``track_versions`` and ``skip_unchanged`` say (frozen
+    weights): unchanged, they are neither copied nor compared. With ``stream`` the CPU tensors'
+    bulk copy is left to the returned snapshot's :class:`StreamedCopy` (``streamed``), whose
+    ``run()`` the caller must call. ``direct`` (a synchronous full save's leaves written from the
+    caller's arrays, and their version keys: :func:`saving.direct_leaves`) are taken as they are:
+    not copied, their kept buffers left as they were.
     """
     started = time.perf_counter()
     held = buffers if buffers is not None else HostBuffers()
     held.keep_only(flat.arrays)
-    torch_keys = [k for k, v in flat.arrays.items() if not isinstance(v, np.ndarray)]
-    keys: dict[str, Any] = {}
-    leaves: dict[str, HostLeaf] = {}
+    given, keys = (dict(direct[0]), dict(direct[1])) if direct is not None else ({}, {})
+    torch_keys = [
+        k for k, v in flat.arrays.items() if not isinstance(v, np.ndarray) and k not in given
+    ]
+    leaves: dict[str, HostLeaf] = given
     counts = _Counts()
     # A full save's buffers hold what it stores; a delta's copies belong to no checkpoint a later delta could use.
     saved_as = save_id if base is None else None
@@ -276,7 +280,7 @@ def take_snapshot(
             deferred,
         )
     for key, value in flat.arrays.items():
-        if not isinstance(value, np.ndarray):
+        if not isinstance(value, np.ndarray) or key in given:
             continue
         old = held.get(key)
         matched = _compare_numpy(key, value, old, compare, chunk_bytes)
@@ -290,14 +294,8 @@ def take_snapshot(
             copy = np.array(value, copy=True, order="C")
         held.put(key, copy, saved_as=saved_as)
         counts.copied += copy.nbytes
-        leaves[key] = HostLeaf(
-            key,
-            "numpy",
-            copy.dtype.str,
-            tuple(copy.shape),
-            copy.reshape(-1).view(np.uint8),
-            owner=copy,
-        )
+        data = copy.reshape(-1).view(np.uint8)
+        leaves[key] = HostLeaf(key, "numpy", copy.dtype.str, tuple(copy.shape), data, owner=copy)
     for leaf in _compare_pending(pending, chunk_bytes, counts):
         leaves[leaf.key] = leaf
     if buffers is None:
