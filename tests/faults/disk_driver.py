@@ -96,6 +96,10 @@ def scenario(disk: str, fault: str, job_file: str, prices: str) -> dict[str, Any
     else:
         subprocess.run(["mount", "-o", "remount,rw", disk], check=True)
     after = spothop(["jobs", "--json"], ["cancel", job_id], ["status", job_id, "--json"])
+    # The cancel started the home's controller (and its agent API): stopped here, or they would
+    # outlive the test in this mount namespace.
+    stopped = spothop(["controller", "stop"])[0]
+    assert stopped["code"] == 0, stopped
     return {"home": home, "job_id": job_id, "faulted": faulted, "after": after}
 
 
