@@ -8,8 +8,8 @@
 - the JSON answers are :mod:`spothop.service`'s results, the same the CLI's ``--json`` prints.
 - :mod:`~spothop.server.safety`: no credential in any response or log line.
 
-FastAPI, uvicorn and argon2-cffi are the ``server`` extra
-(``pip install 'spothop[server]'``); importing this package loads none of them.
+FastAPI, uvicorn and argon2-cffi are core dependencies (every controller runs the agent API);
+the ``server`` extra adds PostgreSQL, Redis and httpx. Importing this package loads none of them.
 """
 
 from __future__ import annotations

@@ -36,8 +36,8 @@ The contract:
 4. A user belongs to one project (made on first use); its tokens see only that
    project's jobs.
 
-argon2-cffi is the ``server`` extra; it is imported when a hash is made or
-checked, and its absence is a :class:`~spothop.errors.ConfigError` that names the extra.
+argon2-cffi is a core dependency; it is imported when a hash is made or checked, and its
+absence (a broken install) is a :class:`~spothop.errors.ConfigError` that names the package.
 """
 
 from __future__ import annotations
