@@ -21,9 +21,9 @@ from spothop.jobs.controller.loop import Controller, Loop
 from spothop.jobs.lifecycle import AttemptState, JobState
 from spothop.jobs.spec import load_job
 from spothop.jobs.store import JobStore
-from spothop.market import ManualClock
 from spothop.providers.base import Instance, LaunchRequest
-from spothop.testing import FakeProvider, make_market, make_offerings
+from spothop.testing import FakeProvider
+from tests.fake_world import fake_store_world
 from tests.waiting import wait_for
 
 
@@ -56,10 +56,7 @@ class FillsTheDisk(FakeProvider):
 
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[dict[str, Any]]:
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    store = JobStore(url)
-    clock = ManualClock()
-    provider = FillsTheDisk(markets=[make_market(o) for o in make_offerings()], clock=clock)
+    url, store, clock, provider = fake_store_world(tmp_path, FillsTheDisk)
     controller = Controller(store, {provider.name: provider}, store_url=url, home=tmp_path)
     loop = Loop(controller.run_pass)
     try:

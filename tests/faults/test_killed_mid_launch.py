@@ -30,9 +30,9 @@ from spothop.jobs.controller.snapshot import LAUNCH_CUT
 from spothop.jobs.lifecycle import AttemptState, EndReason, JobState
 from spothop.jobs.spec import load_job
 from spothop.jobs.store import JobStore
-from spothop.market import ManualClock
 from spothop.state.tokens import TokenStore
-from spothop.testing import FakeProvider, make_market, make_offerings
+from spothop.testing import FakeProvider
+from tests.fake_world import fake_store_world
 from tests.waiting import wait_for
 
 CONTROL_PLANE = "http://10.0.0.1:8080"  # never called: the fake cloud's instances run nothing
@@ -47,10 +47,7 @@ class Killed(BaseException):
 
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[dict[str, Any]]:
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    store = JobStore(url)
-    clock = ManualClock()
-    provider = FakeProvider(markets=[make_market(o) for o in make_offerings()], clock=clock)
+    url, store, clock, provider = fake_store_world(tmp_path, FakeProvider)
     try:
         yield {"url": url, "store": store, "clock": clock, "provider": provider, "home": tmp_path}
     finally:

@@ -18,11 +18,11 @@ from spothop.jobs.errors import JobFinished
 from spothop.jobs.lifecycle import JobState
 from spothop.jobs.spec import load_job
 from spothop.jobs.store import JobStore
-from spothop.market import ManualClock
 from spothop.providers.base import Instance, LaunchRequest
 from spothop.service.jobs import request_cancel
 from spothop.service.launch import launch_job
-from spothop.testing import FakeProvider, make_market, make_offerings
+from spothop.testing import FakeProvider
+from tests.fake_world import fake_store_world
 from tests.waiting import wait_for
 
 JOB_FILE = "name: raced\nrun: sleep 600\nmarket: spot\n"
@@ -47,10 +47,7 @@ class GatedProvider(FakeProvider):
 
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[dict[str, Any]]:
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    store = JobStore(url)
-    clock = ManualClock()
-    provider = GatedProvider(markets=[make_market(o) for o in make_offerings()], clock=clock)
+    url, store, clock, provider = fake_store_world(tmp_path, GatedProvider)
     controller = Controller(store, {provider.name: provider}, store_url=url, home=tmp_path)
     job_file = tmp_path / "raced.yaml"
     job_file.write_text(JOB_FILE)
