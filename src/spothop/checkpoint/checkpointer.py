@@ -76,7 +76,7 @@ from spothop.checkpoint.pack import (
     DEFAULT_UPLOAD_STREAMS,
     SaveCancelled,
 )
-from spothop.checkpoint.reader import manifest_path
+from spothop.checkpoint.reader import manifest_path, manifests_parsed_once
 from spothop.checkpoint.replicas import CheckpointReplicas
 from spothop.checkpoint.restore import (
     Restored,
@@ -531,32 +531,33 @@ class Checkpointer:
         self._settle()
         started = time.perf_counter()
         validate = self.hardware.validator(validate)  # a GPU the matrix refuses falls back
-        steps = (
-            steps_every_rank_committed(
-                self._durable_url, self._local_url, self.world, self._storage_options
+        with manifests_parsed_once():  # each manifest parsed once however often it is looked at
+            steps = (
+                steps_every_rank_committed(
+                    self._durable_url, self._local_url, self.world, self._storage_options
+                )
+                if self.world.world_size > 1
+                else None
             )
-            if self.world.world_size > 1
-            else None
-        )
-        stores = [self.local, *self.replicas.stores(), self.durable]
+            stores = [self.local, *self.replicas.stores(), self.durable]
 
-        def this_world(max_step: int | None) -> Restored | None:
-            return restore_newest(stores, self.world, validate, False, steps, max_step)
+            def this_world(max_step: int | None) -> Restored | None:
+                return restore_newest(stores, self.world, validate, False, steps, max_step)
 
-        def other_worlds(max_step: int | None) -> list[reshard.Candidate]:
-            return reshard.candidates(
-                self._durable_url, self._local_url, self.world, self._storage_options, max_step
+            def other_worlds(max_step: int | None) -> list[reshard.Candidate]:
+                return reshard.candidates(
+                    self._durable_url, self._local_url, self.world, self._storage_options, max_step
+                )
+
+            newest = (
+                reshard.newest_any_world(stores, self.world, validate, steps, other_worlds)
+                if reshard_worlds
+                else this_world
             )
-
-        newest = (
-            reshard.newest_any_world(stores, self.world, validate, steps, other_worlds)
-            if reshard_worlds
-            else this_world
-        )
-        if agree is None:
-            restored = newest(None)
-        else:
-            restored = restore_agreed(newest, agree, ", ".join(s.url for s in stores))
+            if agree is None:
+                restored = newest(None)
+            else:
+                restored = restore_agreed(newest, agree, ", ".join(s.url for s in stores))
         if restored is not None and apply_rng:
             reshard.put_back_rng(restored)
         if restored is not None:
