@@ -25,8 +25,9 @@ by side in one run, and prints one table:
   restarted process (no kept copy: every chunk copied and hashed) in the same run;
 * restore time vs a plain read of the same bytes (target ≥ 0.8): the plain read reads the very
   files the restore needs into fresh memory; medians of alternating pairs, for a full checkpoint
-  (the local tier's) and a delta chain (durable base + emergency delta), with the page cache cold
-  (both sides' files evicted first: what a restart on a fresh instance reads) and warm;
+  of each tier (the local tier's, the durable tier's) and a delta chain (durable base + emergency
+  delta), with the page cache cold (both sides' files evicted first: what a restart on a fresh
+  instance reads) and warm (both sides' files cached: an untimed pair reads them first);
 * peak extra host memory (RSS) during an async save, as a multiple of the state size (target ≤ 1.1).
 
 The ratio cell is the median of the pairs' own ratios, their spread (lowest-highest) and the
@@ -460,6 +461,10 @@ def bench_size(size_mib: int, work: Path, io_only: bool, pairs: int) -> list[Row
     durable_s = statistics.median(durables)
     last_durable = local.wait()
     assert last_durable is not None
+    # The newest checkpoint in the durable store is this full save until the delta below.
+    durable_reader = Checkpointer(str(work / "d"), local_url=str(work / "none"))
+    restores = restore_rows("full, durable tier", durable_reader, nbytes, pairs)
+    durable_reader.close()
     target = f"≥ {SAVE_TARGET}"
     rows.append(
         (
@@ -486,7 +491,7 @@ def bench_size(size_mib: int, work: Path, io_only: bool, pairs: int) -> list[Row
     if io_only:
         touch(list(state.values())[: max(1, round(len(state) * CHANGED_FRACTION))])
         local.save(state, DELTA_STEP, tier=Tier.EMERGENCY).wait()
-        return _finish([*rows, *_restores(work, nbytes, pairs)], local, size_mib)
+        return _finish([*rows, *restores, *_restores(work, nbytes, pairs)], local, size_mib)
 
     torch_save_s = timed(lambda: torch.save(state, work / "torch.pt"))
     (work / "torch.pt").unlink()
@@ -614,7 +619,7 @@ def bench_size(size_mib: int, work: Path, io_only: bool, pairs: int) -> list[Row
         )
     )
 
-    return _finish([*rows, *_restores(work, nbytes, pairs)], local, size_mib)
+    return _finish([*rows, *restores, *_restores(work, nbytes, pairs)], local, size_mib)
 
 
 def _restores(work: Path, nbytes: int, pairs: int) -> list[Row]:

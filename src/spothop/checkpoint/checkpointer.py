@@ -505,9 +505,9 @@ class Checkpointer:
     ) -> Restored | None:
         """Load the newest checkpoint that verifies (local or durable); None if none was ever committed.
 
-        Raises :class:`NoValidCheckpoint` when checkpoints exist but none
-        verifies or passes ``validate``. With ``apply_rng`` the global RNG
-        states are put back after validation, just before returning.
+        Raises :class:`NoValidCheckpoint` when checkpoints exist but none verifies or passes
+        ``validate``. With ``apply_rng`` the global RNG states are put back after validation,
+        just before returning.
 
         With several ranks, only steps that every rank has committed are
         candidates (each rank reads the others' manifests in the durable store,
@@ -520,12 +520,11 @@ class Checkpointer:
         when a checkpoint verifies on one rank and not on another: all go back
         to the newest step that every rank can load, or all raise.
 
-        With ``reshard_worlds`` (the default) a newer step written by another
-        world size (a re-formed job) is restored re-sharded to this one
-        (:mod:`spothop.checkpoint.reshard`: replicated leaves from one old rank,
-        sharded leaves concatenated and re-split, the RNG derived per rank;
-        ``Restored.resharded`` says so); a checkpoint that cannot be re-sharded
-        raises :class:`ReshardError`. Without it such steps are skipped.
+        With ``reshard_worlds`` (the default) a newer step written by another world size (a
+        re-formed job) is restored re-sharded to this one (:mod:`spothop.checkpoint.reshard`:
+        replicated leaves from one old rank, sharded leaves concatenated and re-split, the RNG
+        derived per rank; ``Restored.resharded`` says so); a checkpoint that cannot be
+        re-sharded raises :class:`ReshardError`. Without it such steps are skipped.
         """
         self._make_room(Tier.DURABLE)
         self._settle()

@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import threading
 from collections import defaultdict, deque
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -31,7 +30,13 @@ from typing import IO, Any
 import numpy as np
 
 from spothop.checkpoint.errors import CheckpointCorrupt, CheckpointError, ParentMissing
-from spothop.checkpoint.local_read import DIRECT_ALIGN, decompress_into, page_phase, read_segments
+from spothop.checkpoint.local_read import (
+    DIRECT_ALIGN,
+    decompress_into,
+    page_phase,
+    read_pool,
+    read_segments,
+)
 from spothop.checkpoint.manifest import (
     MANIFEST_NAME,
     ChunkRef,
@@ -119,29 +124,8 @@ def _phases(manifest: Manifest) -> dict[str, int]:
     return {key: phase for key, phase in phases.items() if phase % LEAF_ALIGN_BYTES == 0}
 
 
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _forget_pool() -> None:
-    """In a forked child the pool's threads do not exist: work handed to it would never run."""
-    global _pool, _pool_lock
-    _pool, _pool_lock = None, threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_pool)
-
-
 def _read_pool() -> ThreadPoolExecutor:
-    """The readers' threads, started once and kept: starting and joining them on every restore
-    cost 3-6 ms of a 60 ms restore of 256 MiB (more while the cores are busy). The workers never
-    wait on one another, so restores in several threads at once share it without deadlock."""
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(_read_workers(), "spothop-ckpt-read")
-        return _pool
+    return read_pool(_read_workers())
 
 
 def _read_workers() -> int:
