@@ -91,11 +91,12 @@ def through_the_cache(store: Store, manifest: Manifest) -> dict[str, np.ndarray]
         store.is_local = True
 
 
-@pytest.mark.parametrize("piece", [local_read.SUB_READ_BYTES, 3 * 4096 + 100])
+@pytest.mark.parametrize("piece", [local_read.DIRECT_READ_BYTES, 3 * 4096 + 100])
 def test_files_read_directly_give_the_same_leaves_as_the_page_cache(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, piece: int
 ) -> None:
     monkeypatch.setattr(local_read, "SUB_READ_BYTES", piece)
+    monkeypatch.setattr(local_read, "DIRECT_READ_BYTES", piece)  # several direct reads a segment
     delta, state = save_chain(tmp_path)
     direct_io_or_skip(tmp_path / delta.files[0].path)
     store = Store(str(tmp_path))
