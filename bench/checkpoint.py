@@ -204,7 +204,7 @@ def ratio_cells(baseline: list[float], ours: list[float], nbytes: int) -> tuple[
 def cpu_cell(baseline: list[float], ours: list[float]) -> str:
     """CPU seconds (medians, all threads) of ours and the baseline's: on a machine whose cores are
     busy with other work, the wall-clock ratio tends to the ratio of these, whatever overlaps."""
-    return f"{statistics.median(ours):.2f} / {statistics.median(baseline):.2f}"
+    return f"{statistics.median(ours):.3f} / {statistics.median(baseline):.3f}"
 
 
 def restore_rows(label: str, reader: Checkpointer, nbytes: int, pairs: int) -> list[Row]:
@@ -386,7 +386,9 @@ def lora_delta(size_mib: int, work: Path) -> tuple[float, int, float, int]:
     return delta_s, delta.size_bytes, full_s, full.size_bytes
 
 
-def bench_size(size_mib: int, work: Path, io_only: bool, pairs: int) -> list[Row]:
+def bench_size(
+    size_mib: int, work: Path, io_only: bool, pairs: int, restore_pairs: int
+) -> list[Row]:
     state = make_state(size_mib)
     nbytes = sum(t.numel() * 4 for t in state.values())
     rows: list[tuple[str, ...]] = []
@@ -463,7 +465,7 @@ def bench_size(size_mib: int, work: Path, io_only: bool, pairs: int) -> list[Row
     assert last_durable is not None
     # The newest checkpoint in the durable store is this full save until the delta below.
     durable_reader = Checkpointer(str(work / "d"), local_url=str(work / "none"))
-    restores = restore_rows("full, durable tier", durable_reader, nbytes, pairs)
+    restores = restore_rows("full, durable tier", durable_reader, nbytes, restore_pairs)
     durable_reader.close()
     target = f"≥ {SAVE_TARGET}"
     rows.append(
@@ -491,7 +493,7 @@ def bench_size(size_mib: int, work: Path, io_only: bool, pairs: int) -> list[Row
     if io_only:
         touch(list(state.values())[: max(1, round(len(state) * CHANGED_FRACTION))])
         local.save(state, DELTA_STEP, tier=Tier.EMERGENCY).wait()
-        return _finish([*rows, *restores, *_restores(work, nbytes, pairs)], local, size_mib)
+        return _finish([*rows, *restores, *_restores(work, nbytes, restore_pairs)], local, size_mib)
 
     torch_save_s = timed(lambda: torch.save(state, work / "torch.pt"))
     (work / "torch.pt").unlink()
@@ -619,7 +621,7 @@ def bench_size(size_mib: int, work: Path, io_only: bool, pairs: int) -> list[Row
         )
     )
 
-    return _finish([*rows, *restores, *_restores(work, nbytes, pairs)], local, size_mib)
+    return _finish([*rows, *restores, *_restores(work, nbytes, restore_pairs)], local, size_mib)
 
 
 def _restores(work: Path, nbytes: int, pairs: int) -> list[Row]:
@@ -655,15 +657,25 @@ def main() -> None:
     parser.add_argument(
         "--pairs", type=int, default=3, help=f"timed pairs per save and restore row (1-{MAX_PAIRS})"
     )
+    parser.add_argument(
+        "--restore-pairs",
+        type=int,
+        default=None,
+        help="timed pairs per restore row (default: --pairs); a restore pair takes a fraction of a "
+        "save pair's time, and more of them steady the medians on a busy machine",
+    )
     args = parser.parse_args()
     if not 1 <= args.pairs <= MAX_PAIRS:
         parser.error(f"--pairs must be between 1 and {MAX_PAIRS}; got {args.pairs}")
+    restore_pairs = args.pairs if args.restore_pairs is None else args.restore_pairs
+    if not 1 <= restore_pairs <= MAX_PAIRS:
+        parser.error(f"--restore-pairs must be between 1 and {MAX_PAIRS}; got {restore_pairs}")
     torch.set_num_threads(os.cpu_count() or 1)
     rows: list[Row] = []
     for size in args.sizes_mib:
         work = Path(tempfile.mkdtemp(prefix="spothop-bench-", dir=args.dir))
         try:
-            rows += bench_size(size, work, args.io_only, args.pairs)
+            rows += bench_size(size, work, args.io_only, args.pairs, restore_pairs)
         finally:
             drop_dir(work)
     header = ("measurement", "spothop", "baseline", "ratio (spread; best)", "target", "CPU s")
