@@ -198,6 +198,8 @@ def read_segments(
         except BaseException:
             failed.set()  # the others stop at their next segment; the first error is raised
             raise
+        finally:
+            _scratch.__dict__.pop("buffer", None)  # the pool's threads outlive this read
 
     # A larger read-ahead window. Asking for the pages ahead (WILLNEED) did not help: the kernel
     # then does the page-cache work on the asking thread, and a cold restore took more CPU.
