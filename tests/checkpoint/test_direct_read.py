@@ -77,9 +77,14 @@ class DirectReads:
 
 def direct_io_or_skip(path: Path) -> None:
     try:
-        os.close(os.open(path, os.O_RDONLY | os.O_DIRECT))
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
     except (AttributeError, OSError):
         pytest.skip("this file system (or platform) has no O_DIRECT")
+    try:
+        if not local_read.on_local_disk(fd):
+            pytest.skip("direct reads are for local disks; the tests' folder is on another kind")
+    finally:
+        os.close(fd)
 
 
 def through_the_cache(store: Store, manifest: Manifest) -> dict[str, np.ndarray]:
@@ -158,6 +163,17 @@ def test_a_direct_read_the_disk_refuses_is_read_through_the_cache(
     assert restored is not None and restored.step == 2
     for key in ("a", "b", "c", "d", "e"):
         assert np.array_equal(restored.state[key], state[key]), key
+
+
+def test_a_file_off_a_local_disk_is_read_through_the_page_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, state = save_chain(tmp_path)
+    forced = DirectReads(monkeypatch)
+    monkeypatch.setattr(local_read, "_LOCAL_DISKS", frozenset())  # as if on NFS
+    restored = Checkpointer(str(tmp_path)).restore(apply_rng=False)
+    assert not forced.fds and not forced.reads
+    assert restored is not None and np.array_equal(restored.state["d"], state["d"])
 
 
 def test_a_file_in_the_page_cache_is_read_from_it(tmp_path: Path) -> None:

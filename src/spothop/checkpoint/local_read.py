@@ -34,6 +34,7 @@ import ctypes
 import itertools
 import mmap
 import os
+import sys
 import threading
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -107,12 +108,20 @@ def _scratch_buffer(length: int, phase: int = 0) -> memoryview:
     return memoryview(buffer.data)[skip : skip + length]
 
 
-def _load_libc() -> tuple[Any, Any, Any] | None:
+# File systems on a local block device (statfs magic numbers: ext2-4, XFS, Btrfs, F2FS, and
+# overlayfs, a container's root over one of them). On a network file system (NFS, Lustre) the
+# page cache's read-ahead is what keeps requests in flight, so such files are read through it.
+_LOCAL_DISKS = frozenset({0xEF53, 0x58465342, 0x9123683E, 0xF2F52010, 0x794C7630})
+
+
+def _load_libc() -> tuple[Any, Any, Any, Any] | None:
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        mmap_, munmap, mincore = libc.mmap, libc.munmap, libc.mincore
+        mmap_, munmap, mincore, fstatfs = libc.mmap, libc.munmap, libc.mincore, libc.fstatfs
     except (OSError, AttributeError, TypeError):
         return None
+    fstatfs.argtypes = [ctypes.c_int, ctypes.c_void_p]
+    fstatfs.restype = ctypes.c_int
     mmap_.argtypes = [
         ctypes.c_void_p,
         ctypes.c_size_t,
@@ -126,7 +135,7 @@ def _load_libc() -> tuple[Any, Any, Any] | None:
     munmap.restype = ctypes.c_int
     mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
     mincore.restype = ctypes.c_int
-    return mmap_, munmap, mincore
+    return mmap_, munmap, mincore, fstatfs
 
 
 _libc = _load_libc() if hasattr(os, "O_DIRECT") else None
@@ -137,7 +146,7 @@ def resident_fraction(fd: int, size: int) -> float | None:
     touched), or None where that cannot be known."""
     if _libc is None or size <= 0:
         return None
-    mmap_, munmap, mincore = _libc
+    mmap_, munmap, mincore, _ = _libc
     at = mmap_(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
     if at is None or at == ctypes.c_void_p(-1).value:
         return None
@@ -152,9 +161,23 @@ def resident_fraction(fd: int, size: int) -> float | None:
         munmap(at, size)
 
 
+def on_local_disk(fd: int) -> bool:
+    """Whether the open file is on a local block device's file system (``_LOCAL_DISKS``)."""
+    if _libc is None:
+        return False
+    info = ctypes.create_string_buffer(512)  # struct statfs: 120 bytes on 64-bit Linux
+    if _libc[3](fd, info) != 0:
+        return False
+    kind = int.from_bytes(info.raw[: ctypes.sizeof(ctypes.c_long)], sys.byteorder)  # f_type
+    return (kind & 0xFFFFFFFF) in _LOCAL_DISKS
+
+
 def open_direct(path: str, fd: int, size: int) -> int | None:
     """A second descriptor on ``path`` that bypasses the page cache, where the file is mostly not in
-    it and the platform and file system allow ``O_DIRECT``; None otherwise (read from the cache)."""
+    it, sits on a local disk, and the platform and file system allow ``O_DIRECT``; None otherwise
+    (read from the cache)."""
+    if not on_local_disk(fd):
+        return None
     resident = resident_fraction(fd, size)
     if resident is None or resident >= DIRECT_MAX_RESIDENT:
         return None
