@@ -16,8 +16,10 @@ traces, 10 min ticks). Both are heavy-tailed, and that is what the plan uses:
   previous plan had, gets both ends wrong: modelling the age of the up run
   took the bench's mean cost from 95.32 to 94.93).
 
-With several zones the model is "spot somewhere" (the union's run ages), and
-spot runs in the zone that is up (the one running, else the cheapest).
+With several zones spot runs in the zone that is up (the one running, else the
+cheapest); spot that is up is that zone's run (its age: a drop there costs a
+restart even while another zone is up), and an outage is "spot nowhere" (the
+union's run: it ends when any zone comes back).
 
 The programme: V_τ(last, spot state, w) = least *expected* money to finish w
 (the work left plus restart overhead still owed, in fifths of a tick) by the
@@ -75,6 +77,7 @@ each pass). The rules it yields, and why (bench/policies.py, docs/simulate.md):
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -105,6 +108,7 @@ MISS_PENALTY_USD = (
     1e6  # finishing after the deadline: the safety rule prevents it; the model must too
 )
 NONE_CODE, OD_CODE, SPOT_CODE = 0, 1, 2
+_ROWS = {Kind.NONE: NONE_CODE, Kind.ON_DEMAND: OD_CODE, Kind.SPOT: SPOT_CODE}  # what ran last
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -315,6 +319,34 @@ def fit_prior(traces: Sequence[npt.NDArray[np.bool_]]) -> MarketPrior:
     return MarketPrior(_ending_odds(traces, True), _ending_odds(traces, False))
 
 
+@functools.lru_cache(maxsize=1024)
+def _key_of(
+    prior: MarketPrior,
+    restart_weight: float,
+    tick_s: float,
+    deadline_s: float,
+    task_s: float,
+    overhead_s: float,
+    spot_price: float,
+    od_price: float,
+) -> _Key:
+    """The plan's key for a setting: the same for every decision of a job (and of every job in
+    the setting), so it is made once, not per tick (it rounds sixteen odds)."""
+    q = tick_s / QUANTA_PER_TICK
+    drops, recovery = prior.at_tick(tick_s)
+    return _Key(
+        ticks=max(1, math.floor(deadline_s / tick_s + EPS_S)),
+        work_units=math.ceil(task_s / q - EPS_S),
+        quantum_s=q,
+        tick_s=tick_s,
+        overhead_s=planned_overhead_s(overhead_s, tick_s, restart_weight),
+        drops=tuple(_odds(q) for q in drops),
+        recovery=tuple(_odds(r) for r in recovery),
+        spot_cost=round(spot_price * tick_s / 3600.0, 6),
+        od_cost=round(od_price * tick_s / 3600.0, 6),
+    )
+
+
 @register
 class SpothopPolicy(Policy):
     """Spend slack where the market's odds say it buys the most; the default with a deadline.
@@ -330,8 +362,9 @@ class SpothopPolicy(Policy):
     on-demand through outages from the start and keeps its slack for the end.
 
     What it reads of the episode: whether spot is up now, what ran last, and how
-    long spot has been up or down so far (``up_for_s``/``down_for_s``; the
-    union's with several zones). The odds are the prior's (:class:`MarketPrior`, fitted on the shared
+    long spot has been up or down so far (``up_for_s``/``down_for_s``; with several
+    zones, how long the zone it runs spot in has been up, or how long spot has been down
+    everywhere). The odds are the prior's (:class:`MarketPrior`, fitted on the shared
     traces; ``prior`` overrides it, as the held-out bench does); ``restart_weight`` is how many
     restart overheads the plan charges a switch while a restart is short against a tick (module
     docstring, rule 5; fitted the same way). Example (52 h
@@ -351,32 +384,31 @@ class SpothopPolicy(Policy):
         if not (math.isfinite(self.restart_weight) and self.restart_weight >= 1.0):
             raise ValueError(f"restart_weight must be at least 1, not {self.restart_weight!r}")
 
-    def _evidence(self, state: DeadlineState) -> ZoneView:
+    def _evidence(self, state: DeadlineState, zone: int | None) -> ZoneView:
+        """Whose run the plan reads (module docstring): up, the zone spot runs or would run in;
+        down, "spot nowhere" (the union's outage)."""
+        if zone is not None:
+            return state.zones[zone]
         if len(state.zones) > 1 and state.any_zone is not None:
             return state.any_zone
         return state.zones[0]
 
     def _key(self, state: DeadlineState) -> _Key:
-        q = state.tick_s / QUANTA_PER_TICK
         zone = state.best_available_zone()
         spot_price = (
             state.zones[zone].price_usd_per_hour
             if zone is not None
             else min(z.price_usd_per_hour for z in state.zones)
         )
-        drops, recovery = self.prior.at_tick(state.tick_s)
-        return _Key(
-            ticks=max(1, math.floor(state.deadline_s / state.tick_s + EPS_S)),
-            work_units=math.ceil(state.task_s / q - EPS_S),
-            quantum_s=q,
-            tick_s=state.tick_s,
-            overhead_s=planned_overhead_s(
-                state.restart_overhead_s, state.tick_s, self.restart_weight
-            ),
-            drops=tuple(_odds(q) for q in drops),
-            recovery=tuple(_odds(r) for r in recovery),
-            spot_cost=round(spot_price * state.tick_s / 3600.0, 6),
-            od_cost=round(state.on_demand_price_usd_per_hour * state.tick_s / 3600.0, 6),
+        return _key_of(
+            self.prior,
+            self.restart_weight,
+            state.tick_s,
+            state.deadline_s,
+            state.task_s,
+            state.restart_overhead_s,
+            spot_price,
+            state.on_demand_price_usd_per_hour,
         )
 
     def decide(self, state: DeadlineState) -> Decision:
@@ -386,7 +418,7 @@ class SpothopPolicy(Policy):
             return ON_DEMAND
         zone = _zone(state)
         ups, downs = len(plan.key.drops), len(plan.key.recovery)
-        evidence = self._evidence(state)
+        evidence = self._evidence(state, zone)
         if zone is not None:  # up for 1, 2, … ticks, then down for 1, 2, … (module docstring)
             spot_state = min(ups, max(1, round(evidence.up_for_s / state.tick_s))) - 1
         else:
@@ -394,7 +426,7 @@ class SpothopPolicy(Policy):
         last = state.last.kind
         if last is Kind.SPOT and not state.spot_running:
             last = Kind.NONE
-        row = {Kind.NONE: NONE_CODE, Kind.ON_DEMAND: OD_CODE, Kind.SPOT: SPOT_CODE}[last]
+        row = _ROWS[last]
         w = round((state.work_left_s + state.pending_overhead_s) / plan.key.quantum_s)
         table = plan.choices[tau]
         offset = min(max(w - plan.lows[tau], 0), table.shape[2] - 1)
