@@ -59,7 +59,7 @@ each pass). The rules it yields, and why (bench/policies.py, docs/simulate.md):
    flapping, then on-demand for the last 20 h once the slack was gone).
    The plan charges a switch d · (1 + (weight − 1) · max(0, 1 − d/tick)) of
    work (the true d everywhere that guards the deadline: rule 4 and the
-   safety rule): with 10 min ticks 1.9 d at 0.02 h restarts, 1.7 d at 0.05 h,
+   safety rule): with 10 min ticks 1.88 d at 0.02 h restarts, 1.7 d at 0.05 h,
    1.4 d at 0.1 h; a restart of a tick or more is charged once, since a
    one-tick run then credits nothing in the plan already and the extra charge
    only kept the plan off spot that stays up (as a plain multiple, 1.5 × d,
