@@ -133,6 +133,20 @@ def test_the_default_prior_is_the_one_fitted_on_the_shared_traces() -> None:
     )
 
 
+def test_run_ages_are_counted_in_time_whatever_the_tick() -> None:
+    """The prior's odds are per 10 min of age: at 5 min ticks an outage 20 min old (four ticks)
+    has, over two ticks, the odds of the prior's 20 min age over one; the last age stands for
+    80 min and older at every tick length."""
+    prior = DEFAULT_PRIOR
+    assert prior.at_tick(600.0)[1] == pytest.approx(prior.recovery_odds_by_age)
+    drops, recovery = prior.at_tick(300.0)
+    assert len(drops) == len(recovery) == 16
+    both = 1 - (1 - recovery[3]) * (1 - recovery[4])
+    assert both == pytest.approx(prior.recovery_odds_by_age[1])
+    assert 1 - (1 - recovery[-1]) ** 2 == pytest.approx(prior.recovery_odds_by_age[-1])
+    assert len(prior.at_tick(150.0)[0]) == 32 and len(prior.at_tick(3600.0)[0]) == 2
+
+
 def test_fit_prior_counts_how_runs_of_each_age_end() -> None:
     up = np.array([1, 1, 0, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], dtype=bool)
     prior = fit_prior([up])

@@ -104,6 +104,7 @@ ODDS_STEP = 0.01  # estimates are rounded to this before planning, so similar ma
 PLANS_KEPT = 64
 PRIOR_TICK_S = 600.0  # the prior's odds are per 10 min tick, the 2022 AWS traces' gap
 PRIOR_AGES = 8  # recovery odds for outages 1 … 7 ticks old and one for every older one
+MAX_AGES = 64  # ages the plan tells apart at short ticks (the prior's 80 min is 32 at 150 s)
 MISS_PENALTY_USD = (
     1e6  # finishing after the deadline: the safety rule prevents it; the model must too
 )
@@ -282,15 +283,34 @@ class MarketPrior:
     recovery_odds_by_age: tuple[float, ...]
 
     def at_tick(self, tick_s: float) -> tuple[tuple[float, ...], tuple[float, ...]]:
-        """The odds per tick of ``tick_s`` (the same hourly rates)."""
-        scale = tick_s / PRIOR_TICK_S
-
-        def per(odds: float) -> float:
-            return 1.0 - float((1.0 - min(odds, 1.0 - 1e-9)) ** scale)
-
-        return tuple(per(q) for q in self.drop_odds_by_age), tuple(
-            per(r) for r in self.recovery_odds_by_age
+        """The odds per tick of ``tick_s`` that spot up (an outage) 1, 2, … ticks old ends at
+        the next tick, with ages in time: a run k ticks old is k·tick old, and its odds are the
+        prior's hazard over [k·tick, (k+1)·tick) (the prior's odds for age j hold over
+        [j, j+1) × :data:`PRIOR_TICK_S`, its first age also before that, its last after). At
+        :data:`PRIOR_TICK_S` they are the prior's own. Why: with ages counted in ticks, 150 s
+        ticks read a 20 min outage as the prior's "80 min and older", and 300 s ticks waited
+        through outages the prior calls long (AWS 4-node ×3: 47.68 against Uniform Progress's
+        47.60; in time, 47.55)."""
+        return _per_tick(self.drop_odds_by_age, tick_s), _per_tick(
+            self.recovery_odds_by_age, tick_s
         )
+
+
+def _per_tick(odds: tuple[float, ...], tick_s: float) -> tuple[float, ...]:
+    """:meth:`MarketPrior.at_tick` for one column: ⌈len · PRIOR_TICK_S / tick⌉ ages (at most
+    :data:`MAX_AGES`), the last for every older run."""
+    rates = [-math.log1p(-min(q, 1.0 - 1e-9)) / PRIOR_TICK_S for q in odds]
+    ages = max(1, min(MAX_AGES, math.ceil(len(odds) * PRIOR_TICK_S / tick_s - EPS_S)))
+    out = []
+    for k in range(1, ages + 1):
+        t, end, hazard = k * tick_s, (k + 1) * tick_s, 0.0
+        while t < end - EPS_S:
+            piece = int(t // PRIOR_TICK_S)  # the prior's age ``piece`` holds over this span
+            upto = min(end, (piece + 1) * PRIOR_TICK_S)
+            hazard += (upto - t) * rates[min(max(piece, 1), len(rates)) - 1]
+            t = upto
+        out.append(-math.expm1(-hazard))
+    return tuple(out)
 
 
 def _ending_odds(traces: Sequence[npt.NDArray[np.bool_]], value: bool) -> tuple[float, ...]:
