@@ -5,7 +5,8 @@ The model: each tick spot is *up* for 1, 2, … ticks so far, or *down* for 1,
 outage k ticks old ends at the next tick with odds r_k (the last age stands
 for every older one). The odds are a :class:`MarketPrior` counted on whole
 spot traces (:func:`fit_prior`; the default on the eight 2022 us-west-2
-traces, 10 min ticks). Both are heavy-tailed, and that is what the plan uses:
+traces, 10 min ticks); at other tick lengths the ages are counted in time
+(:meth:`MarketPrior.at_tick`). Both are heavy-tailed, and that is what the plan uses:
 
 - outages: r = 0.34, 0.22, 0.16, 0.16, 0.11, 0.11, 0.09 for 1 … 7 ticks, then
   0.037 per tick: a third end after one tick, but one that has lasted 80 min
