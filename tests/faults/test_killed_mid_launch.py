@@ -164,6 +164,8 @@ def test_a_controller_process_sigkilled_after_the_cloud_call_leaves_one_instance
         job = h.wait_final(job_id, 180, what="the job to end")
         assert job.state is JobState.SUCCEEDED, job.reason
         assert [i.instance_id for i in h.instances()] == [booting.instance_id]  # adopted
+        # The job ends on the worker's exit; its instance is stopped after that, in a later step.
+        wait_for(lambda: not h.alive(), 60, what="the job's instance ended")
         check_instances(h, job_id)
 
 

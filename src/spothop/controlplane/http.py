@@ -76,6 +76,7 @@ from spothop.wire.logs import LogChunk
 log = logging.getLogger(__name__)
 
 HTTP_TIMEOUT_S = 3.0  # one call; a server on the same network answers in milliseconds
+FLUSH_RETRY_S = 0.25  # a flush that failed tries again after this, while its budget lasts
 ATTEMPTS = 3
 BACKOFF_S = 0.2
 BACKOFF_MAX_S = 2.0
@@ -161,7 +162,13 @@ class HttpControlPlane:
                     log.warning(
                         "control plane unreachable; %d events spooled: %s", len(self.spool), exc
                     )
-                    break
+                    pause = min(FLUSH_RETRY_S, until - time.monotonic())
+                    if not now or pause <= 0:
+                        break
+                    # A flush is the agent's last chance: a server slow to answer one call (a
+                    # timeout) or restarting may answer the next, so the budget is spent trying.
+                    time.sleep(pause)
+                    continue
                 self.spool.remove(str(e["event_id"]) for e in batch)
             return len(self.spool)
 
