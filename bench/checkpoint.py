@@ -25,8 +25,9 @@ by side in one run, and prints one table:
   restarted process (no kept copy: every chunk copied and hashed) in the same run;
 * restore time vs a plain read of the same bytes (target ≥ 0.8): the plain read reads the very
   files the restore needs into fresh memory; medians of alternating pairs, for a full checkpoint
-  (the local tier's) and a delta chain (durable base + emergency delta), with the page cache cold
-  (both sides' files evicted first: what a restart on a fresh instance reads) and warm;
+  of each tier (the local tier's, the durable tier's) and a delta chain (durable base + emergency
+  delta), with the page cache cold (both sides' files evicted first: what a restart on a fresh
+  instance reads) and warm (both sides' files cached: an untimed pair reads them first);
 * peak extra host memory (RSS) during an async save, as a multiple of the state size (target ≤ 1.1).
 
 The ratio cell is the median of the pairs' own ratios, their spread (lowest-highest) and the
@@ -203,7 +204,7 @@ def ratio_cells(baseline: list[float], ours: list[float], nbytes: int) -> tuple[
 def cpu_cell(baseline: list[float], ours: list[float]) -> str:
     """CPU seconds (medians, all threads) of ours and the baseline's: on a machine whose cores are
     busy with other work, the wall-clock ratio tends to the ratio of these, whatever overlaps."""
-    return f"{statistics.median(ours):.2f} / {statistics.median(baseline):.2f}"
+    return f"{statistics.median(ours):.3f} / {statistics.median(baseline):.3f}"
 
 
 def restore_rows(label: str, reader: Checkpointer, nbytes: int, pairs: int) -> list[Row]:
@@ -385,7 +386,9 @@ def lora_delta(size_mib: int, work: Path) -> tuple[float, int, float, int]:
     return delta_s, delta.size_bytes, full_s, full.size_bytes
 
 
-def bench_size(size_mib: int, work: Path, io_only: bool, pairs: int) -> list[Row]:
+def bench_size(
+    size_mib: int, work: Path, io_only: bool, pairs: int, restore_pairs: int
+) -> list[Row]:
     state = make_state(size_mib)
     nbytes = sum(t.numel() * 4 for t in state.values())
     rows: list[tuple[str, ...]] = []
@@ -460,6 +463,10 @@ def bench_size(size_mib: int, work: Path, io_only: bool, pairs: int) -> list[Row
     durable_s = statistics.median(durables)
     last_durable = local.wait()
     assert last_durable is not None
+    # The newest checkpoint in the durable store is this full save until the delta below.
+    durable_reader = Checkpointer(str(work / "d"), local_url=str(work / "none"))
+    restores = restore_rows("full, durable tier", durable_reader, nbytes, restore_pairs)
+    durable_reader.close()
     target = f"≥ {SAVE_TARGET}"
     rows.append(
         (
@@ -486,7 +493,7 @@ def bench_size(size_mib: int, work: Path, io_only: bool, pairs: int) -> list[Row
     if io_only:
         touch(list(state.values())[: max(1, round(len(state) * CHANGED_FRACTION))])
         local.save(state, DELTA_STEP, tier=Tier.EMERGENCY).wait()
-        return _finish([*rows, *_restores(work, nbytes, pairs)], local, size_mib)
+        return _finish([*rows, *restores, *_restores(work, nbytes, restore_pairs)], local, size_mib)
 
     torch_save_s = timed(lambda: torch.save(state, work / "torch.pt"))
     (work / "torch.pt").unlink()
@@ -614,7 +621,7 @@ def bench_size(size_mib: int, work: Path, io_only: bool, pairs: int) -> list[Row
         )
     )
 
-    return _finish([*rows, *_restores(work, nbytes, pairs)], local, size_mib)
+    return _finish([*rows, *restores, *_restores(work, nbytes, restore_pairs)], local, size_mib)
 
 
 def _restores(work: Path, nbytes: int, pairs: int) -> list[Row]:
@@ -650,15 +657,25 @@ def main() -> None:
     parser.add_argument(
         "--pairs", type=int, default=3, help=f"timed pairs per save and restore row (1-{MAX_PAIRS})"
     )
+    parser.add_argument(
+        "--restore-pairs",
+        type=int,
+        default=None,
+        help="timed pairs per restore row (default: --pairs); a restore pair takes a fraction of a "
+        "save pair's time, and more of them steady the medians on a busy machine",
+    )
     args = parser.parse_args()
     if not 1 <= args.pairs <= MAX_PAIRS:
         parser.error(f"--pairs must be between 1 and {MAX_PAIRS}; got {args.pairs}")
+    restore_pairs = args.pairs if args.restore_pairs is None else args.restore_pairs
+    if not 1 <= restore_pairs <= MAX_PAIRS:
+        parser.error(f"--restore-pairs must be between 1 and {MAX_PAIRS}; got {restore_pairs}")
     torch.set_num_threads(os.cpu_count() or 1)
     rows: list[Row] = []
     for size in args.sizes_mib:
         work = Path(tempfile.mkdtemp(prefix="spothop-bench-", dir=args.dir))
         try:
-            rows += bench_size(size, work, args.io_only, args.pairs)
+            rows += bench_size(size, work, args.io_only, args.pairs, restore_pairs)
         finally:
             drop_dir(work)
     header = ("measurement", "spothop", "baseline", "ratio (spread; best)", "target", "CPU s")

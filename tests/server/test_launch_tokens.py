@@ -81,17 +81,18 @@ def test_an_unbound_launch_token_is_bound_to_the_instance_of_its_first_request(a
     assert api.tokens.live_agent_tokens([job]) == [(job, instance)]
 
 
-def _race(api: Api, token: str, instances: list[str]) -> dict[str, bool]:
-    """Each instance registers with ``token`` at once; which were taken."""
-    start = threading.Barrier(len(instances))
-    taken: dict[str, bool] = {}
+def _race(api: Api, claims: list[tuple[str, str]]) -> list[bool]:
+    """Each (instance, token) registers at once; which were taken, in order."""
+    start = threading.Barrier(len(claims))
+    taken = [False] * len(claims)
 
-    def first(instance: str) -> None:
+    def first(n: int) -> None:
+        instance, token = claims[n]
         plane = api.plane(instance, token)
         start.wait(10)
-        taken[instance] = _register(plane, instance)
+        taken[n] = _register(plane, instance)
 
-    threads = [threading.Thread(target=first, args=(i,)) for i in instances]
+    threads = [threading.Thread(target=first, args=(n,)) for n in range(len(claims))]
     for t in threads:
         t.start()
     for t in threads:
@@ -102,10 +103,26 @@ def _race(api: Api, token: str, instances: list[str]) -> dict[str, bool]:
 def test_of_two_first_requests_naming_different_instances_exactly_one_binds(api: Api) -> None:
     for _ in range(ROUNDS):
         job, _, token = api.launch()
-        taken = _race(api, token, [unique("i"), unique("i")])
-        assert sorted(taken.values()) == [False, True], taken
-        [winner] = [i for i, ok in taken.items() if ok]
+        instances = [unique("i"), unique("i")]
+        taken = _race(api, [(i, token) for i in instances])
+        assert sorted(taken) == [False, True], taken
+        [winner] = [i for i, ok in zip(instances, taken, strict=True) if ok]
         assert api.tokens.live_agent_tokens([job]) == [(job, winner)]
+
+
+def test_of_two_launches_first_requests_naming_one_instance_exactly_one_binds(api: Api) -> None:
+    """Two launches' tokens (one job's, say a group's two nodes) both claim one instance at once:
+    an instance has one token, so one binds and the other is refused and stays unbound."""
+    for _ in range(ROUNDS):
+        job, first_launch, first = api.launch()
+        _, second_launch, second = api.launch(job)
+        instance = unique("i")
+        taken = _race(api, [(instance, first), (instance, second)])
+        assert sorted(taken) == [False, True], taken
+        loser = second_launch if taken[0] else first_launch
+        assert sorted(api.tokens.live_agent_tokens([job])) == sorted(
+            [(job, instance), (job, loser)]
+        )
 
 
 def test_the_controllers_bind_of_the_same_instance_changes_nothing(api: Api) -> None:

@@ -140,3 +140,43 @@ def test_users_tokens_and_names_are_checked(store: Store) -> None:
     assert [u.name for u in tokens.users()] == ["eve"]
     with pytest.raises(ConfigError, match="cache_ttl_s"):
         _tokens(store, cache_ttl_s=60.0)
+
+
+def test_a_first_use_waits_for_anothers_uncommitted_bind_of_the_same_instance(
+    pg_schema: str,
+) -> None:
+    """Two launches' tokens claim one instance while the first's bind is not yet committed: on
+    PostgreSQL (read committed) the second's check cannot see that bind, so without a lock per
+    instance both would bind. The second waits for the first's transaction, then is refused."""
+    import threading
+
+    from sqlalchemy import text
+
+    from spothop.db import shared_engine
+    from tests.conftest import POSTGRES_URL
+
+    url = f"{POSTGRES_URL}?options=-csearch_path%3D{pg_schema}"
+    tokens = TokenStore(url)
+    first = tokens.authenticate(tokens.issue_launch_token("j-1", "launch-1"))
+    second = tokens.authenticate(tokens.issue_launch_token("j-1", "launch-2"))
+    assert first is not None and second is not None
+    engine = shared_engine(url)
+    answers: list[str | None] = []
+    with engine.begin() as held:
+        assert tokens.bind_on_first_use(first, "i-1", conn=held).instance_id == "i-1"
+        racer = threading.Thread(
+            target=lambda: answers.append(tokens.bind_on_first_use(second, "i-1").instance_id)
+        )
+        racer.start()
+        waiting = text(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            " AND datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        deadline = 60
+        for _ in range(deadline * 20):  # until it waits on the lock, or (no lock) has answered
+            if answers or held.execute(waiting).scalar():
+                break
+            threading.Event().wait(0.05)
+    racer.join(30)
+    assert answers == ["launch-2"]  # refused: it stays unbound
+    assert sorted(tokens.live_agent_tokens(["j-1"])) == [("j-1", "i-1"), ("j-1", "launch-2")]

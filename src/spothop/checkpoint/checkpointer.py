@@ -76,7 +76,7 @@ from spothop.checkpoint.pack import (
     DEFAULT_UPLOAD_STREAMS,
     SaveCancelled,
 )
-from spothop.checkpoint.reader import manifest_path
+from spothop.checkpoint.reader import manifest_path, manifests_parsed_once
 from spothop.checkpoint.replicas import CheckpointReplicas
 from spothop.checkpoint.restore import (
     Restored,
@@ -505,9 +505,9 @@ class Checkpointer:
     ) -> Restored | None:
         """Load the newest checkpoint that verifies (local or durable); None if none was ever committed.
 
-        Raises :class:`NoValidCheckpoint` when checkpoints exist but none
-        verifies or passes ``validate``. With ``apply_rng`` the global RNG
-        states are put back after validation, just before returning.
+        Raises :class:`NoValidCheckpoint` when checkpoints exist but none verifies or passes
+        ``validate``. With ``apply_rng`` the global RNG states are put back after validation,
+        just before returning.
 
         With several ranks, only steps that every rank has committed are
         candidates (each rank reads the others' manifests in the durable store,
@@ -520,43 +520,43 @@ class Checkpointer:
         when a checkpoint verifies on one rank and not on another: all go back
         to the newest step that every rank can load, or all raise.
 
-        With ``reshard_worlds`` (the default) a newer step written by another
-        world size (a re-formed job) is restored re-sharded to this one
-        (:mod:`spothop.checkpoint.reshard`: replicated leaves from one old rank,
-        sharded leaves concatenated and re-split, the RNG derived per rank;
-        ``Restored.resharded`` says so); a checkpoint that cannot be re-sharded
-        raises :class:`ReshardError`. Without it such steps are skipped.
+        With ``reshard_worlds`` (the default) a newer step written by another world size (a
+        re-formed job) is restored re-sharded to this one (:mod:`spothop.checkpoint.reshard`:
+        replicated leaves from one old rank, sharded leaves concatenated and re-split, the RNG
+        derived per rank; ``Restored.resharded`` says so); a checkpoint that cannot be
+        re-sharded raises :class:`ReshardError`. Without it such steps are skipped.
         """
         self._make_room(Tier.DURABLE)
         self._settle()
         started = time.perf_counter()
         validate = self.hardware.validator(validate)  # a GPU the matrix refuses falls back
-        steps = (
-            steps_every_rank_committed(
-                self._durable_url, self._local_url, self.world, self._storage_options
+        with manifests_parsed_once():  # each manifest parsed once however often it is looked at
+            steps = (
+                steps_every_rank_committed(
+                    self._durable_url, self._local_url, self.world, self._storage_options
+                )
+                if self.world.world_size > 1
+                else None
             )
-            if self.world.world_size > 1
-            else None
-        )
-        stores = [self.local, *self.replicas.stores(), self.durable]
+            stores = [self.local, *self.replicas.stores(), self.durable]
 
-        def this_world(max_step: int | None) -> Restored | None:
-            return restore_newest(stores, self.world, validate, False, steps, max_step)
+            def this_world(max_step: int | None) -> Restored | None:
+                return restore_newest(stores, self.world, validate, False, steps, max_step)
 
-        def other_worlds(max_step: int | None) -> list[reshard.Candidate]:
-            return reshard.candidates(
-                self._durable_url, self._local_url, self.world, self._storage_options, max_step
+            def other_worlds(max_step: int | None) -> list[reshard.Candidate]:
+                return reshard.candidates(
+                    self._durable_url, self._local_url, self.world, self._storage_options, max_step
+                )
+
+            newest = (
+                reshard.newest_any_world(stores, self.world, validate, steps, other_worlds)
+                if reshard_worlds
+                else this_world
             )
-
-        newest = (
-            reshard.newest_any_world(stores, self.world, validate, steps, other_worlds)
-            if reshard_worlds
-            else this_world
-        )
-        if agree is None:
-            restored = newest(None)
-        else:
-            restored = restore_agreed(newest, agree, ", ".join(s.url for s in stores))
+            if agree is None:
+                restored = newest(None)
+            else:
+                restored = restore_agreed(newest, agree, ", ".join(s.url for s in stores))
         if restored is not None and apply_rng:
             reshard.put_back_rng(restored)
         if restored is not None:

@@ -22,13 +22,21 @@ import os
 from collections import defaultdict, deque
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import IO, Any
 
 import numpy as np
 
 from spothop.checkpoint.errors import CheckpointCorrupt, CheckpointError, ParentMissing
-from spothop.checkpoint.local_read import decompress_into, read_segments
+from spothop.checkpoint.local_read import (
+    DIRECT_ALIGN,
+    decompress_into,
+    page_phase,
+    read_pool,
+    read_segments,
+)
 from spothop.checkpoint.manifest import (
     MANIFEST_NAME,
     ChunkRef,
@@ -54,38 +62,70 @@ MAX_IOVECS = 1024  # IOV_MAX on Linux: buffers one preadv may fill
 # each starting at a multiple of LEAF_ALIGN_BYTES (a cache line; any dtype's alignment divides it).
 ARENA_BYTES = 64 * 1024 * 1024
 LEAF_ALIGN_BYTES = 64
+# Leaves from this size on are laid out for direct reads (up to a page of padding each).
+DIRECT_MIN_LEAF_BYTES = 256 * 1024
 
 Targets = Mapping[tuple[int, int], list[tuple[ChunkRef, memoryview]]]
 LeafBytes = np.ndarray[Any, np.dtype[np.uint8]]  # one leaf's raw bytes, as read back
 
 
-def _uninitialised(size: int) -> LeafBytes:
-    return np.empty(size, dtype=np.uint8)
+def _uninitialised(size: int, phase: int | None = None) -> LeafBytes:
+    """``size`` bytes, not zeroed; with ``phase``, starting that many bytes into a page."""
+    if phase is None:
+        return np.empty(size, dtype=np.uint8)
+    block = np.empty(size + DIRECT_ALIGN, dtype=np.uint8)
+    skip = (phase - int(block.ctypes.data)) % DIRECT_ALIGN
+    return block[skip : skip + size]
 
 
-def _leaf_buffers(sizes: Mapping[str, int]) -> dict[str, LeafBytes]:
+def _leaf_buffers(
+    sizes: Mapping[str, int], phases: Mapping[str, int] | None = None
+) -> dict[str, LeafBytes]:
     """Uninitialised buffers for the leaves, in order: every byte is then read or decoded into them.
 
     Zero-filling them first (``bytearray(n)``) took as long as the read itself here. Leaves under
     ``ARENA_BYTES`` are cut from shared blocks of that size rather than allocated one by one: a
     block is one large mapping the kernel can back with huge pages, while thousands of small ones
-    are faulted in 4 KiB at a time (a warm restore of 256 MiB of 4 MiB tensors: 0.142 s → 0.107 s).
-    The price: a leaf kept alive keeps its block (at most ``ARENA_BYTES``) alive."""
+    are faulted in 4 KiB at a time (a warm 256 MiB restore of 4 MiB tensors: 0.142 s → 0.107 s).
+    The price: a leaf kept alive keeps its block (at most ``ARENA_BYTES``) alive. A leaf with a
+    phase in ``phases`` starts that many bytes into a page (so that a direct read can fill it:
+    :mod:`spothop.checkpoint.local_read`), at the cost of up to a page of padding."""
+    phases = phases or {}
     out: dict[str, LeafBytes] = {}
-    block, used = _uninitialised(0), 0
+    block, used, base = _uninitialised(0), 0, 0
     for key, size in sizes.items():
+        phase = phases.get(key)
         if size >= ARENA_BYTES:
-            out[key] = _uninitialised(size)
+            out[key] = _uninitialised(size, phase)
             continue
         used = -(-used // LEAF_ALIGN_BYTES) * LEAF_ALIGN_BYTES
+        if phase is not None:
+            used += (phase - base - used) % DIRECT_ALIGN
         if used + size > len(block):
-            block, used = _uninitialised(ARENA_BYTES), 0
+            block = _uninitialised(ARENA_BYTES)
+            base, used = int(block.ctypes.data), 0
+            if phase is not None:
+                used = (phase - base) % DIRECT_ALIGN
         out[key], used = block[used : used + size], used + size
     return out
 
 
+def _phases(manifest: Manifest) -> dict[str, int]:
+    """The page phase of each leaf whose first chunk is stored raw and large enough to be worth a
+    direct read: the leaf's buffer then lines up with its bytes in the file."""
+    phases = {
+        key: page_phase(leaf.chunks[0].offset)
+        for key, leaf in manifest.leaves.items()
+        if leaf.chunks
+        and leaf.chunks[0].codec is Codec.RAW
+        and leaf.raw_bytes >= DIRECT_MIN_LEAF_BYTES
+    }
+    # A phase off the usual alignment would misalign the leaf's dtype: such a leaf is read cached.
+    return {key: phase for key, phase in phases.items() if phase % LEAF_ALIGN_BYTES == 0}
+
+
 def _read_pool() -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(_read_workers(), "spothop-ckpt-read")
+    return read_pool(_read_workers())
 
 
 def _read_workers() -> int:
@@ -96,8 +136,41 @@ def manifest_path(checkpoint_id: str) -> str:
     return f"{checkpoint_id}/{MANIFEST_NAME}"
 
 
+# Parsed manifests by (store URL, checkpoint id) while a restore runs (:func:`manifests_parsed_once`).
+_parsed: ContextVar[dict[tuple[str, str], Manifest] | None] = ContextVar(
+    "spothop_parsed_manifests", default=None
+)
+
+
+@contextmanager
+def manifests_parsed_once() -> Iterator[None]:
+    """Within the block, each manifest is read and parsed once (on this thread's context).
+
+    One restore looks at the same manifests several times (other world sizes, this world's
+    candidates, each delta's parents): seven parses of 1-2 ms each for a delta chain, a tenth of
+    a 256 MiB restore. Committed manifests never change, so a parse stays good for the block;
+    a damaged one is not kept (it fails again, with its reason, wherever it is read). Nothing is
+    kept across blocks: each restore reads what is on the disk now."""
+    token = _parsed.set({})
+    try:
+        yield
+    finally:
+        _parsed.reset(token)
+
+
 def load_manifest(store: Store, checkpoint_id: str) -> Manifest:
     """The committed manifest of ``checkpoint_id``; raises :class:`CheckpointCorrupt` if absent or damaged."""
+    parsed = _parsed.get()
+    key = (store.url, checkpoint_id)
+    if parsed is not None and key in parsed:
+        return parsed[key]
+    manifest = _load_manifest(store, checkpoint_id)
+    if parsed is not None:
+        parsed[key] = manifest
+    return manifest
+
+
+def _load_manifest(store: Store, checkpoint_id: str) -> Manifest:
     try:
         text = store.read(manifest_path(checkpoint_id))
     except FileNotFoundError:
@@ -169,7 +242,10 @@ def read_leaves(
 ) -> dict[str, LeafBytes]:
     """Every leaf's raw bytes (:func:`_leaf_buffers`), after verifying every file they (and the
     manifest) depend on."""
-    buffers = _leaf_buffers({key: leaf.raw_bytes for key, leaf in manifest.leaves.items()})
+    buffers = _leaf_buffers(
+        {key: leaf.raw_bytes for key, leaf in manifest.leaves.items()},
+        _phases(manifest) if store.is_local else None,
+    )
     # Keyed by (offset, stored size): an empty chunk and the next chunk share an offset.
     targets: dict[str, dict[tuple[int, int], list[tuple[ChunkRef, memoryview]]]] = defaultdict(
         lambda: defaultdict(list)
@@ -181,21 +257,21 @@ def read_leaves(
                 (ref, view[position : position + ref.raw_bytes])
             )
             position += ref.raw_bytes
-    with _read_pool() as pool:
-        for entry in _needed_files(manifest, chain).values():
-            owner = entry.path.split("/", 1)[0]
-            if owner != manifest.checkpoint_id and not _exists(store, entry.path):
-                raise ParentMissing(manifest.checkpoint_id, f"parent file {entry.path} is missing")
-            _stream_file(store, entry, targets.get(entry.path, {}), manifest.checkpoint_id, pool)
+    pool = _read_pool()
+    for entry in _needed_files(manifest, chain).values():
+        owner = entry.path.split("/", 1)[0]
+        if owner != manifest.checkpoint_id and not _exists(store, entry.path):
+            raise ParentMissing(manifest.checkpoint_id, f"parent file {entry.path} is missing")
+        _stream_file(store, entry, targets.get(entry.path, {}), manifest.checkpoint_id, pool)
     return buffers
 
 
 def verify(store: Store, manifest: Manifest) -> None:
     """Check the whole chain of ``manifest`` without keeping any data; raises on the first problem."""
     chain = ancestors(store, manifest)
-    with _read_pool() as pool:
-        for entry in _needed_files(manifest, chain).values():
-            _stream_file(store, entry, {}, manifest.checkpoint_id, pool)
+    pool = _read_pool()
+    for entry in _needed_files(manifest, chain).values():
+        _stream_file(store, entry, {}, manifest.checkpoint_id, pool)
 
 
 def check_files(store: Store, manifest: Manifest) -> None:
@@ -274,7 +350,14 @@ def _stream_segments(
             fd = _descriptor(handle)
             if fd is not None:  # every core reads and hashes (:mod:`local_read`)
                 digests = read_segments(
-                    fd, entry, segments, chunks, checkpoint_id, pool, _read_workers()
+                    fd,
+                    entry,
+                    segments,
+                    chunks,
+                    checkpoint_id,
+                    pool,
+                    _read_workers(),
+                    store.path(entry.path),
                 )
                 _check_root(entry, digests, checkpoint_id)
                 return
@@ -338,8 +421,10 @@ def _stream_sequential(
             while pending:
                 digests.append(pending.popleft().result())
     finally:
-        for future in pending:  # after a failure: let in-flight work end before its buffers go
-            future.cancel()
+        # After a failure: drop what has not started, and let what has end before returning (the
+        # pool outlives this call, so nothing else would wait for it).
+        running = [future for future in pending if not future.cancel()]
+        futures_wait(running)
     _check_root(entry, digests, checkpoint_id)
 
 

@@ -8,13 +8,32 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
-from sqlalchemy import Connection, Engine, and_, or_, select, update
+from sqlalchemy import Connection, Engine, and_, or_, select, text, update
 
 from spothop.errors import ConfigError
 from spothop.state.auth_tables import api_tokens
+from spothop.state.migrate import PG_LOCK_CLASS
 from spothop.state.principal import Principal
 
 log = logging.getLogger(__name__)
+
+# The second class of spothop's PostgreSQL advisory locks: one instance's first-use binds.
+BIND_LOCK_CLASS = PG_LOCK_CLASS + 1
+
+
+def _lock_instance(conn: Connection, instance_id: str) -> None:
+    """Hold, until ``conn``'s transaction ends, the lock on first-use binds to ``instance_id``.
+
+    A bind checks that no other live token names the instance, then writes its own row. Under
+    PostgreSQL's read committed, two binds of different tokens to one instance each check
+    before the other commits and both bind; the lock makes the second check after the first
+    commits. SQLite writes one transaction at a time: nothing to take.
+    """
+    if conn.dialect.name == "postgresql":
+        conn.execute(
+            text("SELECT pg_advisory_xact_lock(:cls, hashtext(:instance))"),
+            {"cls": BIND_LOCK_CLASS, "instance": instance_id},
+        )
 
 
 class AgentTokens:
@@ -121,6 +140,7 @@ class AgentTokens:
                 return self.bind_on_first_use(principal, instance_id, conn=own)
         from spothop.state.job_tables import job_attempts
 
+        _lock_instance(conn, instance_id)
         c, a = api_tokens.c, job_attempts.c
         others = api_tokens.alias("others")
         taken_by_token = (  # any job's: an instance's heartbeat row is the instance's alone

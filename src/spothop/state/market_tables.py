@@ -1,6 +1,6 @@
 """The market layer's tables (SQLAlchemy Core), on spothop's one :data:`~spothop.state.metadata`.
 
-Three tables, created and upgraded by the migrations of :mod:`spothop.state`
+Four tables, created and upgraded by the migrations of :mod:`spothop.state`
 (the market's stores call :func:`~spothop.state.ensure_schema` when they open one). They are
 defined here, in the state layer, like every other table spothop owns: the market layer sits
 above ``state/`` and reads and writes them through its stores.
@@ -12,6 +12,10 @@ above ``state/`` and reads and writes them through its stores.
   agent saw: notice kind, lead time, cause).
 - ``market_exposure``: instance runs (start, end) per market, the denominator of
   "preemptions per instance-hour".
+- ``market_spot_runs``: each spot market's availability runs as a controller saw
+  them pass after pass (the start of each run and whether spot was up), so a
+  controller that restarts knows how long spot has been up or down
+  (``jobs/controller/spot_runs.py``); the unique key makes a write repeatable.
 
 ``zone`` is ``''`` where a cloud prices or reports a whole region alike
 (SQL unique keys treat NULLs as distinct, so the empty string keeps them unique).
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Column,
     Float,
     Index,
@@ -90,4 +95,24 @@ exposure = Table(
     Column("instance_id", String(_NAME), nullable=False, default=""),
     Column("start_unix_s", Float, nullable=False),
     Column("end_unix_s", Float, nullable=False),
+)
+
+spot_runs = Table(
+    "market_spot_runs",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("provider", String(32), nullable=False),
+    Column("region", String(_NAME), nullable=False),
+    Column("zone", String(_NAME), nullable=False, default=""),
+    Column("instance_type", String(_NAME), nullable=False),
+    Column("start_unix_s", Float, nullable=False),  # on the controller's clock
+    Column("up", Boolean, nullable=False),
+    UniqueConstraint(
+        "provider",
+        "region",
+        "zone",
+        "instance_type",
+        "start_unix_s",
+        name="uq_market_spot_runs_start",
+    ),
 )

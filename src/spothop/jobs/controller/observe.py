@@ -18,7 +18,8 @@
 - each spot market's availability runs (:class:`~.spot_runs.SpotLog`): every
   view read is recorded, on the controller's clock, so the snapshot says how
   long spot has been up or down (what a deadline policy plans on). The log is
-  the observer's memory: a controller that restarts starts it afresh.
+  kept in the store as it changes (``market_spot_runs``) and read back when an
+  observer is made, so a controller that restarts goes on with the episode.
 
 Facts, not decisions, are brought up to date here (:mod:`.attempt_facts`), so
 that ``decide`` reads a store that agrees with the clouds; ending an attempt is
@@ -50,7 +51,7 @@ from sqlalchemy import select
 from spothop.jobs.controller.attempt_facts import sync_attempt_facts
 from spothop.jobs.controller.clock import provider_now
 from spothop.jobs.controller.events import CURSOR_NAME, EventCursor, replayed_events
-from spothop.jobs.controller.spot_runs import SpotLog
+from spothop.jobs.controller.spot_runs import SpotLog, SpotRunTable
 from spothop.jobs.controller.views import Observation, queue_facts, to_snapshot
 from spothop.jobs.lifecycle import AttemptState, JobState
 from spothop.jobs.records import AttemptRecord
@@ -206,7 +207,8 @@ class Observer:
         self._market_at = float("-inf")
         self._cache: ViewCache | None = None  # the offerings' columns, kept between passes
         self._history: HistoryBook | None = None  # the store's interruption history as λ
-        self._spot_log = SpotLog()  # each spot market's availability runs, pass after pass
+        # each spot market's availability runs, pass after pass, kept in the store across restarts
+        self._spot_log = SpotLog(table=SpotRunTable(store.engine))
         self._logged: MarketView | None = None  # the last view recorded in it
         self.last: Observation | None = None
 

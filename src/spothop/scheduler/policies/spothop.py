@@ -5,7 +5,8 @@ The model: each tick spot is *up* for 1, 2, … ticks so far, or *down* for 1,
 outage k ticks old ends at the next tick with odds r_k (the last age stands
 for every older one). The odds are a :class:`MarketPrior` counted on whole
 spot traces (:func:`fit_prior`; the default on the eight 2022 us-west-2
-traces, 10 min ticks). Both are heavy-tailed, and that is what the plan uses:
+traces, 10 min ticks); at other tick lengths the ages are counted in time
+(:meth:`MarketPrior.at_tick`). Both are heavy-tailed, and that is what the plan uses:
 
 - outages: r = 0.34, 0.22, 0.16, 0.16, 0.11, 0.11, 0.09 for 1 … 7 ticks, then
   0.037 per tick: a third end after one tick, but one that has lasted 80 min
@@ -16,8 +17,10 @@ traces, 10 min ticks). Both are heavy-tailed, and that is what the plan uses:
   previous plan had, gets both ends wrong: modelling the age of the up run
   took the bench's mean cost from 95.32 to 94.93).
 
-With several zones the model is "spot somewhere" (the union's run ages), and
-spot runs in the zone that is up (the one running, else the cheapest).
+With several zones spot runs in the zone that is up (the one running, else the
+cheapest); spot that is up is that zone's run (its age: a drop there costs a
+restart even while another zone is up), and an outage is "spot nowhere" (the
+union's run: it ends when any zone comes back).
 
 The programme: V_τ(last, spot state, w) = least *expected* money to finish w
 (the work left plus restart overhead still owed, in fifths of a tick) by the
@@ -44,8 +47,9 @@ each pass). The rules it yields, and why (bench/policies.py, docs/simulate.md):
 4. **Room for one more restart**: a launch of or a move to spot needs
    ⌈(W+2d)/gap⌉ < ⌊(D−t)/gap⌋; otherwise on-demand (the safety rule could keep a
    spot instance that is then preempted, losing a tick it cannot give back).
-5. **Charge a switch more than one restart** (``restart_weight``, fitted:
-   1.5 restart overheads). Preemptions cluster: on the eight traces, after
+5. **Charge a switch more than one restart** while a restart is short against a
+   tick (``restart_weight``, fitted: 2, counted in ticks by
+   :func:`planned_overhead_s`). Preemptions cluster: on the eight traces, after
    spot that stayed up a single tick the next up run also lasts a single
    tick 61 % of the time, after a longer one 35 % (47 % overall). The
    run-age model forgets each run once it ends, so in a flapping spell it
@@ -54,14 +58,19 @@ each pass). The rules it yields, and why (bench/policies.py, docs/simulate.md):
    deadlines with 0.1 h restarts in flapping spot (on the worst, $115.02
    against the optimum's $69.87: idle and switching through two hours of
    flapping, then on-demand for the last 20 h once the slack was gone).
-   Planning with each switch costing 1.5 × d of work (the true d
-   everywhere that guards the deadline: rule 4 and the safety rule) keeps
-   more slack in hand: that run goes on-demand through the flapping and is
-   on spot 35 h instead of 20 h ($84.55). The bench's mean went from 94.93
-   to 94.64 fit and 95.05 to 94.67 held out (the weight chosen on the other
-   zone's traces only; both folds choose 1.5). bench/policies.py chooses
-   it from 1, 1.5, 2 on the traces it fits on (1.25 and 1.75 measured too:
-   94.74 and 94.68 fit).
+   The plan charges a switch d · (1 + (weight − 1) · max(0, 1 − d/tick)) of
+   work (the true d everywhere that guards the deadline: rule 4 and the
+   safety rule): with 10 min ticks 1.88 d at 0.02 h restarts, 1.7 d at 0.05 h,
+   1.4 d at 0.1 h; a restart of a tick or more is charged once, since a
+   one-tick run then credits nothing in the plan already and the extra charge
+   only kept the plan off spot that stays up (as a plain multiple, 1.5 × d,
+   fitted on 10 min ticks, it cost GCP's 150 s ticks with 0.1 h restarts,
+   2.4 ticks, 1 % against Uniform Progress, and europe-west4-a, up in every
+   tick, went from $15.65 to $15.79 a run: on-demand first, then a second
+   restart to move to spot). bench/policies.py chooses the weight from 1,
+   1.5, 2, 2.5 on the traces it fits on (all eight choose 2, and each
+   held-out fold on the other zone's four); the bench's mean went from
+   94.93 without the weight to 94.57 fit, and 95.05 to 94.62 held out.
 6. The safety rule (SIMULATION.md) wraps it all, so the deadline holds whatever
    the model believes; tests/scheduler/policies/test_safety_property.py checks
    it over random traces, ticks, tasks, overheads and restart weights.
@@ -69,6 +78,7 @@ each pass). The rules it yields, and why (bench/policies.py, docs/simulate.md):
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -95,10 +105,12 @@ ODDS_STEP = 0.01  # estimates are rounded to this before planning, so similar ma
 PLANS_KEPT = 64
 PRIOR_TICK_S = 600.0  # the prior's odds are per 10 min tick, the 2022 AWS traces' gap
 PRIOR_AGES = 8  # recovery odds for outages 1 … 7 ticks old and one for every older one
+MAX_AGES = 64  # ages the plan tells apart at short ticks (the prior's 80 min is 32 at 150 s)
 MISS_PENALTY_USD = (
     1e6  # finishing after the deadline: the safety rule prevents it; the model must too
 )
 NONE_CODE, OD_CODE, SPOT_CODE = 0, 1, 2
+_ROWS = {Kind.NONE: NONE_CODE, Kind.ON_DEMAND: OD_CODE, Kind.SPOT: SPOT_CODE}  # what ran last
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -228,6 +240,24 @@ def _plan(key: _Key) -> _Plan:
     return plan
 
 
+def planned_overhead_s(overhead_s: float, tick_s: float, restart_weight: float) -> float:
+    """The work the plan charges a switch (rule 5): ``restart_weight`` restart overheads while
+    a restart is short against a tick, fading linearly to one overhead as it reaches a tick.
+
+    Why in ticks: the weight stands for the restarts of a flapping spell (spot back for a
+    tick, then gone) that the run-age model does not see coming, and what such a restart
+    costs the plan depends on how much of a tick it eats. With a restart of a tick or more
+    a one-tick run credits nothing in the plan already, so the plan does not chase flapping
+    spot there and the extra charge only makes it shun spot that stays up: fitted as a plain
+    multiple on 10 min ticks (d at most 0.6 of a tick), 1.5 cost GCP's 150 s ticks
+    (d up to 2.4 ticks) 1 % against Uniform Progress. Counted in ticks the same weight
+    carries across tick lengths; the trace's own overhead is charged in full everywhere
+    that guards the deadline.
+    """
+    extra = (restart_weight - 1.0) * max(0.0, 1.0 - overhead_s / tick_s)
+    return overhead_s * (1.0 + extra)
+
+
 def _zone(state: DeadlineState) -> int | None:
     """Where to run spot now: the zone running, else the cheapest open one, calmer first on a tie."""
     if state.spot_running:
@@ -254,15 +284,34 @@ class MarketPrior:
     recovery_odds_by_age: tuple[float, ...]
 
     def at_tick(self, tick_s: float) -> tuple[tuple[float, ...], tuple[float, ...]]:
-        """The odds per tick of ``tick_s`` (the same hourly rates)."""
-        scale = tick_s / PRIOR_TICK_S
-
-        def per(odds: float) -> float:
-            return 1.0 - float((1.0 - min(odds, 1.0 - 1e-9)) ** scale)
-
-        return tuple(per(q) for q in self.drop_odds_by_age), tuple(
-            per(r) for r in self.recovery_odds_by_age
+        """The odds per tick of ``tick_s`` that spot up (an outage) 1, 2, … ticks old ends at
+        the next tick, with ages in time: a run k ticks old is k·tick old, and its odds are the
+        prior's hazard over [k·tick, (k+1)·tick) (the prior's odds for age j hold over
+        [j, j+1) × :data:`PRIOR_TICK_S`, its first age also before that, its last after). At
+        :data:`PRIOR_TICK_S` they are the prior's own. Why: with ages counted in ticks, 150 s
+        ticks read a 20 min outage as the prior's "80 min and older", and 300 s ticks waited
+        through outages the prior calls long (AWS 4-node ×3: 47.68 against Uniform Progress's
+        47.60; in time, 47.55)."""
+        return _per_tick(self.drop_odds_by_age, tick_s), _per_tick(
+            self.recovery_odds_by_age, tick_s
         )
+
+
+def _per_tick(odds: tuple[float, ...], tick_s: float) -> tuple[float, ...]:
+    """:meth:`MarketPrior.at_tick` for one column: ⌈len · PRIOR_TICK_S / tick⌉ ages (at most
+    :data:`MAX_AGES`), the last for every older run."""
+    rates = [-math.log1p(-min(q, 1.0 - 1e-9)) / PRIOR_TICK_S for q in odds]
+    ages = max(1, min(MAX_AGES, math.ceil(len(odds) * PRIOR_TICK_S / tick_s - EPS_S)))
+    out = []
+    for k in range(1, ages + 1):
+        t, end, hazard = k * tick_s, (k + 1) * tick_s, 0.0
+        while t < end - EPS_S:
+            piece = int(t // PRIOR_TICK_S)  # the prior's age ``piece`` holds over this span
+            upto = min(end, (piece + 1) * PRIOR_TICK_S)
+            hazard += (upto - t) * rates[min(max(piece, 1), len(rates)) - 1]
+            t = upto
+        out.append(-math.expm1(-hazard))
+    return tuple(out)
 
 
 def _ending_odds(traces: Sequence[npt.NDArray[np.bool_]], value: bool) -> tuple[float, ...]:
@@ -291,6 +340,34 @@ def fit_prior(traces: Sequence[npt.NDArray[np.bool_]]) -> MarketPrior:
     return MarketPrior(_ending_odds(traces, True), _ending_odds(traces, False))
 
 
+@functools.lru_cache(maxsize=1024)
+def _key_of(
+    prior: MarketPrior,
+    restart_weight: float,
+    tick_s: float,
+    deadline_s: float,
+    task_s: float,
+    overhead_s: float,
+    spot_price: float,
+    od_price: float,
+) -> _Key:
+    """The plan's key for a setting: the same for every decision of a job (and of every job in
+    the setting), so it is made once, not per tick (it rounds sixteen odds)."""
+    q = tick_s / QUANTA_PER_TICK
+    drops, recovery = prior.at_tick(tick_s)
+    return _Key(
+        ticks=max(1, math.floor(deadline_s / tick_s + EPS_S)),
+        work_units=math.ceil(task_s / q - EPS_S),
+        quantum_s=q,
+        tick_s=tick_s,
+        overhead_s=planned_overhead_s(overhead_s, tick_s, restart_weight),
+        drops=tuple(_odds(q) for q in drops),
+        recovery=tuple(_odds(r) for r in recovery),
+        spot_cost=round(spot_price * tick_s / 3600.0, 6),
+        od_cost=round(od_price * tick_s / 3600.0, 6),
+    )
+
+
 @register
 class SpothopPolicy(Policy):
     """Spend slack where the market's odds say it buys the most; the default with a deadline.
@@ -306,10 +383,12 @@ class SpothopPolicy(Policy):
     on-demand through outages from the start and keeps its slack for the end.
 
     What it reads of the episode: whether spot is up now, what ran last, and how
-    long spot has been up or down so far (``up_for_s``/``down_for_s``; the
-    union's with several zones). The odds are the prior's (:class:`MarketPrior`, fitted on the shared
+    long spot has been up or down so far (``up_for_s``/``down_for_s``; with several
+    zones, how long the zone it runs spot in has been up, or how long spot has been down
+    everywhere). The odds are the prior's (:class:`MarketPrior`, fitted on the shared
     traces; ``prior`` overrides it, as the held-out bench does); ``restart_weight`` is how many
-    restart overheads the plan charges a switch (module docstring, rule 5; fitted the same way). Example (52 h
+    restart overheads the plan charges a switch while a restart is short against a tick (module
+    docstring, rule 5; fitted the same way). Example (52 h
     deadline, 48 h task, d = 0.02 h, 10 h in with 39 h of work left): spot …
     gone: idle (one tick old), still gone at 80 min: on-demand until spot is
     back, then spot again.
@@ -326,30 +405,31 @@ class SpothopPolicy(Policy):
         if not (math.isfinite(self.restart_weight) and self.restart_weight >= 1.0):
             raise ValueError(f"restart_weight must be at least 1, not {self.restart_weight!r}")
 
-    def _evidence(self, state: DeadlineState) -> ZoneView:
+    def _evidence(self, state: DeadlineState, zone: int | None) -> ZoneView:
+        """Whose run the plan reads (module docstring): up, the zone spot runs or would run in;
+        down, "spot nowhere" (the union's outage)."""
+        if zone is not None:
+            return state.zones[zone]
         if len(state.zones) > 1 and state.any_zone is not None:
             return state.any_zone
         return state.zones[0]
 
     def _key(self, state: DeadlineState) -> _Key:
-        q = state.tick_s / QUANTA_PER_TICK
         zone = state.best_available_zone()
         spot_price = (
             state.zones[zone].price_usd_per_hour
             if zone is not None
             else min(z.price_usd_per_hour for z in state.zones)
         )
-        drops, recovery = self.prior.at_tick(state.tick_s)
-        return _Key(
-            ticks=max(1, math.floor(state.deadline_s / state.tick_s + EPS_S)),
-            work_units=math.ceil(state.task_s / q - EPS_S),
-            quantum_s=q,
-            tick_s=state.tick_s,
-            overhead_s=state.restart_overhead_s * self.restart_weight,
-            drops=tuple(_odds(q) for q in drops),
-            recovery=tuple(_odds(r) for r in recovery),
-            spot_cost=round(spot_price * state.tick_s / 3600.0, 6),
-            od_cost=round(state.on_demand_price_usd_per_hour * state.tick_s / 3600.0, 6),
+        return _key_of(
+            self.prior,
+            self.restart_weight,
+            state.tick_s,
+            state.deadline_s,
+            state.task_s,
+            state.restart_overhead_s,
+            spot_price,
+            state.on_demand_price_usd_per_hour,
         )
 
     def decide(self, state: DeadlineState) -> Decision:
@@ -359,7 +439,7 @@ class SpothopPolicy(Policy):
             return ON_DEMAND
         zone = _zone(state)
         ups, downs = len(plan.key.drops), len(plan.key.recovery)
-        evidence = self._evidence(state)
+        evidence = self._evidence(state, zone)
         if zone is not None:  # up for 1, 2, … ticks, then down for 1, 2, … (module docstring)
             spot_state = min(ups, max(1, round(evidence.up_for_s / state.tick_s))) - 1
         else:
@@ -367,7 +447,7 @@ class SpothopPolicy(Policy):
         last = state.last.kind
         if last is Kind.SPOT and not state.spot_running:
             last = Kind.NONE
-        row = {Kind.NONE: NONE_CODE, Kind.ON_DEMAND: OD_CODE, Kind.SPOT: SPOT_CODE}[last]
+        row = _ROWS[last]
         w = round((state.work_left_s + state.pending_overhead_s) / plan.key.quantum_s)
         table = plan.choices[tau]
         offset = min(max(w - plan.lows[tau], 0), table.shape[2] - 1)
@@ -390,5 +470,6 @@ DEFAULT_PRIOR = MarketPrior(
     recovery_odds_by_age=(0.3362, 0.2209, 0.162, 0.1601, 0.1061, 0.1066, 0.0946, 0.0368),
 )
 
-# the restart weight bench/policies.py chooses on the eight 2022 us-west-2 traces (rule 5)
-DEFAULT_RESTART_WEIGHT = 1.5
+# the restart weight bench/policies.py chooses on the eight 2022 us-west-2 traces (rule 5;
+# counted in ticks by planned_overhead_s)
+DEFAULT_RESTART_WEIGHT = 2.0
