@@ -22,9 +22,9 @@ restarted run restores the newest checkpoint that verifies and continues.
 Determinism (CPU): one intra-op thread, deterministic kernels, the sampler's
 and the DataLoader's own generators, LoRA dropout drawing from the global RNG
 that the checkpoint carries; so the final adapter after any number of
-preemptions is bit-identical to an uninterrupted run's (the test checks
-three). The final adapter is written to ``--out`` (safetensors) and its
-sha256 printed.
+preemptions is bit-identical to an uninterrupted run's (the tests check two
+preemptions under the agent, and many under the controller in a storm). The
+final adapter is written to ``--out`` (safetensors) and its sha256 printed.
 
 Exit codes: 0 trained, 75 preempted (resumable), 2 bad options.
 """

@@ -1,12 +1,21 @@
-"""The LoRA fine-tune: preempted three times under the agent, its final adapter bit-identical.
+"""The LoRA fine-tune: preempted twice under the agent, its final adapter bit-identical.
 
 Each run is the agent's worker on a local-cloud instance. After the run has
 trained a few steps, the instance gets its cloud's final notice: the worker
 saves an emergency delta of the adapter (the base model is rebuilt from its
 seed, so only LoRA weights, optimizer, schedule, sampler and RNG are saved),
-exits 75, and the next instance resumes from it. The fourth run finishes;
+exits 75, and the next instance resumes from it. The third run finishes;
 its adapter's bytes equal an uninterrupted run's. The instances share nothing
 with the test but the network and a bucket (the script and the checkpoints).
+
+Two preemptions, not three: the second run resumes from the first's emergency
+checkpoint and is preempted in turn, so the third resumes from a checkpoint of a
+resumed run, the chain a third preemption would only lengthen (each one more
+agent run, its torch, transformers and peft imports and a notice's lead: the
+slowest part of this test on a loaded machine). This fine-tune preempted many
+more times under the real controller, its adapter bit-identical all the same, is
+tests/e2e/test_chaos.py's (its stormy markets interrupt the trainer five to ten
+times); three and more on two clouds, tests/jobs/e2e/test_training.py's numpy loop.
 """
 
 from __future__ import annotations
@@ -35,7 +44,7 @@ SCRIPT = EXAMPLES / "finetune" / "finetune.py"
 STEPS = 150  # at STEP_SLEEP_S each, a run lasts well past the notice
 STEP_SLEEP_S = 0.05
 LEAD_S = 6.0
-PREEMPTIONS = 3
+PREEMPTIONS = 2
 PLACE = ("g2-standard-4", "us-central1", "us-central1-a")
 
 
@@ -100,7 +109,7 @@ def trained(child: subprocess.Popen[str], out: Path) -> tuple[bytes, int]:
     return out.read_bytes(), int(stdout.split("(resumed from ")[1].split(")")[0])
 
 
-def test_three_preemptions_leave_the_adapter_bit_identical_to_an_uninterrupted_run(
+def test_two_preemptions_leave_the_adapter_bit_identical_to_an_uninterrupted_run(
     tmp_path: Path,
 ) -> None:
     # The uninterrupted reference trains meanwhile: it shares nothing with the preempted runs.
