@@ -173,6 +173,33 @@ def test_uploading_again_writes_nothing_twice(replicas: tuple[Replica, Replica])
     assert a.store.stored(sha) == len(body)
 
 
+def test_two_replicas_storing_one_archive_at_once_keep_it_once(
+    replicas: tuple[Replica, Replica],
+) -> None:
+    import io
+    import threading
+
+    a, b = replicas
+    sha, body = _archive()
+    gate = threading.Barrier(2)
+    written: dict[str, bool] = {}
+
+    def put(replica: Replica, project: str) -> None:
+        gate.wait(timeout=30)
+        written[project] = replica.store.put(sha, io.BytesIO(body), project)
+
+    threads = [threading.Thread(target=put, args=(r, p)) for r, p in ((a, "p-a"), (b, "p-b"))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sorted(written.values()) == [False, True]  # one wrote, the other found it stored
+    assert _chunks(a.store, sha) == 4
+    assert a.store.held("p-a", sha) == b.store.held("p-b", sha) == len(body)
+    out = io.BytesIO()
+    assert b.store.read_into(sha, out) and out.getvalue() == body
+
+
 def test_a_tampered_upload_leaves_nothing_in_the_store(replicas: tuple[Replica, Replica]) -> None:
     a, b = replicas
     token = _user(a, "tamper", "tamper-project")
