@@ -1,7 +1,9 @@
 """The CLI against a real ``spothop server run``: the same commands print the same output either way.
 
-One server process (uvicorn, the real app, no controller) on a fresh PostgreSQL
-schema with Redis as its queue; the embedded CLI reads the same store with
+A server process (uvicorn, the real app, no controller) on a fresh PostgreSQL
+schema with Redis as its queue, one for the module (each test a user of its own
+project) and one of its own for the test whose local output spans the whole store;
+the embedded CLI reads the same store with
 ``--store``, the server-mode CLI asks the server with ``--server``/``--token``.
 Every job command's ``--json`` and its table must be identical both ways, and
 the server's refusals must read as the CLI's own errors, with its exit codes.
@@ -9,9 +11,11 @@ the server's refusals must read as the CLI's own errors, with its exit codes.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +27,14 @@ from spothop.errors import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK
 from spothop.jobs.lifecycle import JobState
 from spothop.jobs.store import JobStore
 from spothop.state.tokens import TokenStore
-from tests.conftest import POSTGRES_URL, REDIS_URL
+from tests.conftest import (
+    POSTGRES_URL,
+    REDIS_URL,
+    _postgres_problem,
+    _redis_problem,
+    unavailable,
+    unique,
+)
 from tests.jobs.e2e.conftest import WORLD
 from tests.server.live import LiveServer
 
@@ -62,24 +73,80 @@ def _still_world() -> dict[str, Any]:
     return still
 
 
+def _store_url(schema: str) -> str:
+    separator = "&" if "?" in POSTGRES_URL else "?"
+    return f"{POSTGRES_URL}{separator}options=-csearch_path%3D{schema}"
+
+
+@contextlib.contextmanager
+def _server(url: str, tmp: Path, home: str) -> Iterator[LiveServer]:
+    """A server on ``url`` whose market is the still world (``tmp/world.yaml``; a test sets it in
+    its own environment too: a plan made here and one made there read the same market)."""
+    world = tmp / "world.yaml"
+    world.write_text(yaml.safe_dump(_still_world()))
+    JobStore(url).close()  # the schema migrated before the server and the token store use it
+    env = {"SPOTHOP_WORLD": str(world), "SPOTHOP_HOME": home}
+    with LiveServer(url, tmp / "server.log", queue_url=REDIS_URL, env=env) as server:
+        yield server
+
+
+@dataclass
+class Shared:
+    server: LiveServer
+    store_url: str
+    home: Path  # the server's: secrets sealed there are opened with its key
+    world: Path
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
+    """One server for the module's tests that look only at their own project's jobs (each test
+    is a user of a project of its own); a fresh PostgreSQL schema, dropped after."""
+    for problem in (_postgres_problem(), _redis_problem()):
+        if problem:
+            unavailable(problem)
+    import psycopg
+
+    schema = unique("spothop_remote_cli").replace("-", "_")
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    tmp = tmp_path_factory.mktemp("remote-cli")
+    home = tmp / "home"
+    home.mkdir()
+    try:
+        url = _store_url(schema)
+        with _server(url, tmp, str(home)) as server:
+            yield Shared(server, url, home, tmp / "world.yaml")
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
 @pytest.fixture
-def remote(
+def remote(shared: Shared, cli: Callable[..., Any], monkeypatch: pytest.MonkeyPatch) -> Remote:
+    """The shared server, as a user of a project of this test's own."""
+    monkeypatch.setenv("SPOTHOP_WORLD", str(shared.world))
+    monkeypatch.setenv("SPOTHOP_HOME", str(shared.home))
+    _user, token = TokenStore(shared.store_url).create_user(unique("alice"), unique("ml"))
+    return Remote(shared.server, shared.store_url, token, cli)
+
+
+@pytest.fixture
+def alone(
     pg_schema: str,
     redis_prefix: str,
     tmp_path: Path,
+    spothop_home: Path,
     cli: Callable[..., Any],
     monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[Remote]:
+    """A server of this test's own: a store holding only what the test puts there, for output
+    the local CLI draws from the whole store."""
     del redis_prefix  # proves Redis answers; the server's queue keys are per job
-    world = tmp_path / "world.yaml"
-    world.write_text(yaml.safe_dump(_still_world()))
-    monkeypatch.setenv("SPOTHOP_WORLD", str(world))  # here and in the server's environment
-    separator = "&" if "?" in POSTGRES_URL else "?"
-    url = f"{POSTGRES_URL}{separator}options=-csearch_path%3D{pg_schema}"
-    JobStore(url).close()  # the schema migrated before the server and the token store use it
-    _user, token = TokenStore(url).create_user("alice", "ml")
-    server = LiveServer(url, tmp_path / "server.log", queue_url=REDIS_URL)
-    with server:
+    url = _store_url(pg_schema)
+    monkeypatch.setenv("SPOTHOP_WORLD", str(tmp_path / "world.yaml"))
+    with _server(url, tmp_path, str(spothop_home)) as server:
+        _user, token = TokenStore(url).create_user("alice", "ml")
         yield Remote(server, url, token, cli)
 
 
@@ -89,7 +156,8 @@ def _job_file(tmp_path: Path, name: str = "hello", **extra: Any) -> Path:
     return path
 
 
-def test_every_job_command_prints_the_same_either_way(remote: Remote, tmp_path: Path) -> None:
+def test_every_job_command_prints_the_same_either_way(alone: Remote, tmp_path: Path) -> None:
+    remote = alone
     launched = remote.remote("launch", str(_job_file(tmp_path)), "--detach", "--json")
     assert launched.code == EXIT_OK, launched.err
     job_id = launched.json()["job_id"]
@@ -155,7 +223,7 @@ def test_the_servers_refusals_read_as_the_clis_errors(remote: Remote, tmp_path: 
     assert refused.code == EXIT_BAD_INPUT
     assert "401" in said and "spothop server users create" in said
     assert "shp_u_nobody_bad" not in refused.err + refused.out
-    _bob, other = TokenStore(remote.store_url).create_user("bob", "vision")
+    _bob, other = TokenStore(remote.store_url).create_user(unique("bob"), unique("vision"))
     forbidden = remote.remote("status", job_id, token=other)
     assert forbidden.code == EXIT_BAD_INPUT and "403" in forbidden.err
     assert remote.remote("jobs", "--json", token=other).json() == []  # bob sees none of ml's
@@ -203,4 +271,4 @@ def test_a_secret_launched_over_the_server_is_sealed_there_and_shown_masked(
             assert open_secrets(conn, job_id, SecretBox.of_home()) == {"HF_TOKEN": value}
     finally:
         engine.dispose()
-    assert value not in (tmp_path / "server.log").read_text()
+    assert value not in remote.server.log()

@@ -41,6 +41,7 @@ from spothop.wire.group import Rendezvous, group_port
 from spothop.wire.logs import LogChunk
 from tests.conftest import POSTGRES_URL, unique
 from tests.controlplane.control_server import ControlServer
+from tests.server.live import LiveServer
 
 TOKEN = "s3cret-token"
 # In the server's environment too: its redaction of its own secrets must not mask a job's value.
@@ -52,54 +53,82 @@ class Case:
     plane: ControlPlane
     store_url: str  # where the events end, whichever way they went
     instance_id: str
+    job_id: str  # this test's own: its queue's shards, its log, its agent token
+    queue_url: str
 
 
-def _queue(tmp_path: Path) -> QueueLeases:
-    url = f"sqlite:///{tmp_path / 'queue.db'}"
-    with open_queue(url, "job-1") as queue:
+def _queue(url: str, job_id: str) -> QueueLeases:
+    with open_queue(url, job_id) as queue:
         queue.enqueue([Shard(f"s{i}", {"i": i}) for i in range(3)])
-    return QueueLeases(url, "job-1")
+    return QueueLeases(url, job_id)
+
+
+@dataclass
+class Shared:
+    """One ``spothop server run`` for the module's [server] cases: its store, queue and home.
+    Each test brings its own instance, job and agent token, so none sees another's rows."""
+
+    live: LiveServer
+    store_url: str
+    queue_url: str
+    home: Path
+
+
+@pytest.fixture(scope="module")
+def shared_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
+    tmp = tmp_path_factory.mktemp("conformance-server")
+    home = tmp / "home"
+    home.mkdir()
+    store_url, queue_url = f"sqlite:///{tmp / 'store.db'}", f"sqlite:///{tmp / 'queue.db'}"
+    env = {"HF_TOKEN": HF_TOKEN_VALUE, "SPOTHOP_HOME": str(home)}
+    with LiveServer(store_url, tmp / "server.log", queue_url=queue_url, env=env) as live:
+        yield Shared(live, store_url, queue_url, home)
 
 
 @pytest.fixture(params=["embedded-sqlite", "embedded-postgres", "http", "server"])
-def case(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
-    instance_id = unique("i")
-    queue = _queue(tmp_path)
+def case(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Case]:
+    instance_id, job_id = unique("i"), unique("job")
+    if request.param == "server":  # `spothop server run`, a real uvicorn process, its own token
+        from spothop.state.tokens import TokenStore
+
+        shared: Shared = request.getfixturevalue("shared_server")
+        # Secrets are sealed here and opened there: both with the server's home's key.
+        monkeypatch.setenv("SPOTHOP_HOME", str(shared.home))
+        _queue(shared.queue_url, job_id)
+        token = TokenStore(shared.store_url).issue_agent_token(job_id, instance_id)
+        yield Case(
+            HttpControlPlane(
+                shared.live.url, instance_id, token=token, spool_dir=tmp_path / "agent"
+            ),
+            shared.store_url,
+            instance_id,
+            job_id,
+            shared.queue_url,
+        )
+        return
+    queue = _queue(f"sqlite:///{tmp_path / 'queue.db'}", job_id)
     if request.param == "embedded-postgres":
         schema = request.getfixturevalue("pg_schema")
         url = f"{POSTGRES_URL}?options=-csearch_path%3D{schema}"
         with EmbeddedControlPlane(
             url, instance_id, queue=queue
         ) as plane:  # its store process stops at close
-            yield Case(plane, url, instance_id)
+            yield Case(plane, url, instance_id, job_id, queue.queue_url)
         return
     url = f"sqlite:///{tmp_path / 'store.db'}"
     if request.param == "embedded-sqlite":
         with EmbeddedControlPlane(url, instance_id, queue=queue) as plane:
-            yield Case(plane, url, instance_id)
-        return
-    if request.param == "server":  # `spothop server run`, a real uvicorn process, its own token
-        from spothop.state.tokens import TokenStore
-        from tests.server.live import LiveServer
-
-        token = TokenStore(url).issue_agent_token("job-1", instance_id)
-        with LiveServer(
-            url,
-            tmp_path / "server.log",
-            queue_url=queue.queue_url,
-            env={"HF_TOKEN": HF_TOKEN_VALUE},
-        ) as live:
-            yield Case(
-                HttpControlPlane(live.url, instance_id, token=token, spool_dir=tmp_path / "agent"),
-                url,
-                instance_id,
-            )
+            yield Case(plane, url, instance_id, job_id, queue.queue_url)
         return
     with ControlServer(url, token=TOKEN, queue=queue) as server:
         yield Case(
             HttpControlPlane(server.url, instance_id, token=TOKEN, spool_dir=tmp_path / "agent"),
             url,
             instance_id,
+            job_id,
+            queue.queue_url,
         )
 
 
@@ -168,8 +197,8 @@ def test_register_and_heartbeats_keep_one_row_per_instance(case: Case) -> None:
     assert [(r.state, r.worker_pid, r.notice_blind) for r in rows] == [("running", 7, False)]
 
 
-def test_release_leases_puts_the_workers_shards_back(case: Case, tmp_path: Path) -> None:
-    with open_queue(f"sqlite:///{tmp_path / 'queue.db'}", "job-1") as queue:
+def test_release_leases_puts_the_workers_shards_back(case: Case) -> None:
+    with open_queue(case.queue_url, case.job_id) as queue:
         queue.claim("w-9", 2, lease_s=600)
         assert case.plane.release_leases("w-9") == 2
         assert queue.stats().leased == 0
@@ -196,13 +225,13 @@ def _chunk(case: Case, raw: bytes, offset_bytes: int) -> LogChunk:
         instance_id=case.instance_id,
         attempt_id="a-1",
         offset_bytes=offset_bytes,
-        job_id="job-1",
+        job_id=case.job_id,
     )
 
 
 def _stored_log(case: Case) -> bytes:
     with shared_engine(case.store_url).connect() as conn:
-        start, raw = read_after(conn, "job-1", "a-1")
+        start, raw = read_after(conn, case.job_id, "a-1")
     assert start == 0
     return raw
 

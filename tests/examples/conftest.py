@@ -32,11 +32,13 @@ def embed_model() -> Iterator[Any]:
         torch.set_num_threads(threads)
 
 
-def write_job(folder: Path, output: str = "out", batch_size: int = BATCH_SIZE) -> Path:
+def write_job(
+    folder: Path, output: str = "out", batch_size: int = BATCH_SIZE, passages: int = SMALL_CORPUS
+) -> Path:
     """A job file like examples/embed/job.yaml over a small corpus in ``folder/data``."""
     from examples.embed.corpus import write_corpus
 
-    write_corpus(folder / "data" / "passages.jsonl", SMALL_CORPUS)
+    write_corpus(folder / "data" / "passages.jsonl", passages)
     job = folder / "job.yaml"
     job.write_text(
         "name: embed-test\n"

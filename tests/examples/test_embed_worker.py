@@ -46,9 +46,12 @@ def test_embeddings_do_not_depend_on_how_the_shard_is_ordered_in_batches(embed_m
 def test_verify_names_missing_duplicated_and_altered_embeddings(
     tmp_path: Path, embed_model: Any
 ) -> None:
-    job_file = write_job(tmp_path)
+    # Four shards are every case: one intact, one altered, one missing, one published twice
+    # (verify recomputes each published shard, so each one more costs seconds on a loaded CPU).
+    job_file = write_job(tmp_path, passages=4 * RECORDS_PER_SHARD)
     job = verify.read_job(job_file)
     records = list(verify.input_records(job.inputs))
+    assert len(records) == 4 * RECORDS_PER_SHARD
     out = tmp_path / "out"
     out.mkdir()
     shards = [records[i : i + RECORDS_PER_SHARD] for i in range(0, len(records), RECORDS_PER_SHARD)]

@@ -1,7 +1,7 @@
 """Run in a mount namespace of its own by tests/faults/test_store_disk.py (never collected).
 
 ``python disk_driver.py DISK FAULT JOB_FILE PRICES``: a 2 MiB tmpfs mounted at DISK, a home on it
-holding one job and the local cloud's store, the FAULT made (``full``: a file fills the disk;
+holding one job and the local cloud's store (made in one process), the FAULT made (``full``: a file fills the disk;
 ``read-only``: the disk remounted so), every command run as a user runs it (``main``, in a
 process that opened no store before), the fault undone, and the store read and written again.
 Prints one JSON line: the home, the job, each command's exit code, stdout and stderr.
@@ -46,12 +46,16 @@ def spothop(*commands: list[str]) -> list[dict[str, Any]]:
 
 
 def make_store() -> str:
+    """The home's store with one job, and the local cloud's store (``cloud ls`` makes it)."""
     from spothop.db import default_database_url
     from spothop.jobs.spec import load_job
     from spothop.jobs.store import JobStore
 
     with JobStore(default_database_url()) as store:
-        return store.create_job(load_job({"name": "kept", "run": "true"}))
+        job_id = store.create_job(load_job({"name": "kept", "run": "true"}))
+    (listed,) = run_commands([["cloud", "ls"]])
+    assert listed["code"] == 0, listed
+    return job_id
 
 
 def fill(path: str) -> None:
@@ -73,8 +77,7 @@ def scenario(disk: str, fault: str, job_file: str, prices: str) -> dict[str, Any
     done = subprocess.run(
         [sys.executable, __file__, "--make-store"], capture_output=True, text=True, check=True
     )
-    job_id = done.stdout.strip()
-    assert spothop(["cloud", "ls"])[0]["code"] == 0  # the local cloud's store too
+    job_id = done.stdout.strip().splitlines()[-1]
     filler = os.path.join(disk, "filler")
     if fault == "full":
         fill(filler)
@@ -95,10 +98,11 @@ def scenario(disk: str, fault: str, job_file: str, prices: str) -> dict[str, Any
         os.unlink(filler)
     else:
         subprocess.run(["mount", "-o", "remount,rw", disk], check=True)
-    after = spothop(["jobs", "--json"], ["cancel", job_id], ["status", job_id, "--json"])
-    # The cancel started the home's controller (and its agent API): stopped here, or they would
+    # The cancel starts the home's controller (and its agent API): stopped last, or they would
     # outlive the test in this mount namespace.
-    stopped = spothop(["controller", "stop"])[0]
+    *after, stopped = spothop(
+        ["jobs", "--json"], ["cancel", job_id], ["status", job_id, "--json"], ["controller", "stop"]
+    )
     assert stopped["code"] == 0, stopped
     return {"home": home, "job_id": job_id, "faulted": faulted, "after": after}
 
