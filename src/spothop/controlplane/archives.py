@@ -27,6 +27,10 @@ The contract:
    beside. The agent fetches it with its token
    (``GET /v1/agents/{instance_id}/code/{sha256}``) and unpacks it
    (:mod:`spothop.agent.code`).
+5. An archive uploaded to a server (``PUT /v1/code/{sha256}``) lives in the store
+   every replica shares (:mod:`spothop.state.code_archives`), the home file a
+   cache of it: :func:`materialize` gives the home file, written from the store
+   first when this home lacks it (so any replica serves any upload).
 """
 
 from __future__ import annotations
@@ -41,12 +45,15 @@ import tempfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import pathspec
 
 from spothop.errors import JobSpecError
 from spothop.paths import FILE_MODE, private_dir, spothop_home
+
+if TYPE_CHECKING:
+    from spothop.state.code_archives import CodeArchives
 
 DEFAULT_MAX_MIB = 100
 MAX_BYTES_ENV = "SPOTHOP_WORKDIR_MAX_MIB"
@@ -399,6 +406,32 @@ def _store(entries: list[_Entry], total: int, home: Path | None) -> CodeArchive:
         raise
     files = sum(1 for e in entries if e.kind == "file")
     return CodeArchive(sha256, final, files, total, size)
+
+
+def materialize(home: Path, sha256: str, archives: CodeArchives) -> Path | None:
+    """The home file of archive ``sha256``, written from the store first when this home lacks
+    it (another replica took the upload, or this one's cache was cleared): to a temporary file
+    beside it, checked against the sha256 on the way, ``0600``, then renamed into place, so a
+    reader never sees a partial file. None when the store does not hold it either;
+    :class:`~spothop.state.code_archives.CodeArchiveDamaged` when what it holds is not the
+    archive (nothing is left here)."""
+    final = archive_path(home, sha256)
+    if final.is_file():
+        return final
+    folder = private_dir(code_dir(home))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".fetching-", suffix=".tar.gz")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            found = archives.read_into(sha256, out)
+        if not found:
+            os.unlink(tmp)
+            return None
+        os.chmod(tmp, FILE_MODE)  # a job's code: its user's only
+        os.replace(tmp, final)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return final
 
 
 def code_url(base_url: str, sha256: str) -> str:

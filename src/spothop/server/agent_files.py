@@ -10,8 +10,11 @@
   (:mod:`spothop.controlplane.archives`), streamed, with the agent's token:
   403 unless ``{instance_id}`` is the token's instance and ``{sha256}`` is the
   archive its job recorded at launch (its workdir's, or one of its uploaded
-  ``file_mounts``: :mod:`spothop.controlplane.mounts`); 404 when that archive
-  is not stored.
+  ``file_mounts``: :mod:`spothop.controlplane.mounts`); from this home's
+  cache, written from the store first when this replica lacks it (another
+  replica took the upload: :func:`~spothop.controlplane.archives.materialize`);
+  404 when the store does not hold it either, 500 naming the sha256 when what
+  the store holds is damaged (never other bytes).
 """
 
 from __future__ import annotations
@@ -20,11 +23,12 @@ from fastapi import APIRouter, Depends, Path, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse
 
-from spothop.controlplane.archives import archive_path
+from spothop.controlplane.archives import materialize
 from spothop.controlplane.dist import build_wheel, find_wheel
 from spothop.paths import spothop_home
 from spothop.server.auth import require_agent
-from spothop.server.errors import error_responses, forbidden, not_found
+from spothop.server.errors import ApiError, error_responses, forbidden, not_found
+from spothop.state.code_archives import CodeArchiveDamaged
 from spothop.state.tokens import Principal
 
 router = APIRouter(tags=["agent files"], responses=error_responses(401, 403, 404))
@@ -74,7 +78,12 @@ async def code(
         raise forbidden(
             f"archive {sha256} is neither the code nor a file mount of job {principal.job_id}"
         )
-    path = archive_path(spothop_home(), sha256)
-    if not path.is_file():
+    try:
+        path = await run_in_threadpool(
+            materialize, spothop_home(), sha256, request.app.state.code_archives
+        )
+    except CodeArchiveDamaged as err:
+        raise ApiError(500, "CodeArchiveDamaged", str(err)) from None
+    if path is None:
         raise not_found(f"the code of job {principal.job_id} ({sha256}) is not stored here")
     return FileResponse(path, media_type=ARCHIVE_MEDIA_TYPE)

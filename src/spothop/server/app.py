@@ -312,6 +312,7 @@ def _app(settings: Settings, title: str, description: str) -> FastAPI:
     from spothop.server import agent_files, agent_logs, agent_queue, agents
     from spothop.server.auth import FailureLimiter
     from spothop.server.beats import BeatWriter, HeartbeatFastPath
+    from spothop.state.code_archives import CodeArchives
     from spothop.state.tokens import TokenStore
 
     redactor = Redactor(secret_values())
@@ -347,6 +348,7 @@ def _app(settings: Settings, title: str, description: str) -> FastAPI:
         ping_when_idle(engine, settings.db_ping_idle_s)
     app.state.settings = settings
     app.state.store = JobStore(engine=engine)
+    app.state.code_archives = CodeArchives(engine)  # uploaded code, shared by every replica
     app.state.tokens = TokenStore(engine, cache_ttl_s=settings.token_cache_ttl_s)
     app.state.limiter = FailureLimiter(settings.auth_failures_per_window, settings.auth_window_s)
     app.state.registry = None

@@ -6,16 +6,20 @@ packer, ignore files and size limit as the embedded launch:
 :mod:`spothop.controlplane.archives`), uploads each archive the server lacks, and
 names them by sha256 in ``POST /v1/jobs``' ``code``.
 
-- ``GET /v1/code/{sha256}``: whether the archive is held for the token's project
+- ``GET /v1/code/{sha256}``: whether the archive is held for the token's project, as the
+  store says (not this replica's home)
   (``{"sha256", "held", "size_bytes", "max_bytes"}``; ``max_bytes`` is what a
   ``PUT`` may send, so a client refuses an archive over it before sending it).
 - ``PUT /v1/code/{sha256}``: the archive (the tar.gz, ``application/gzip``).
-  Streamed to a temporary file beside the store, hashed on the way, never held
-  whole in memory; over :func:`upload_max_bytes` is 413 (by ``Content-Length``
+  Streamed to a temporary file beside the home's code, hashed on the way, never
+  held whole in memory; over :func:`upload_max_bytes` is 413 (by ``Content-Length``
   before anything is read, or by counting a body sent without one); a body whose
-  sha256 is not the path's is 400 and nothing is kept. Stored where the embedded
-  launch stores code (``<home>/files/code/<sha256>.tar.gz``, once per content)
-  and recorded for the token's project: 201, or 200 when the project had it.
+  sha256 is not the path's is 400 and nothing is kept. Then written to the store
+  in chunks (:mod:`spothop.state.code_archives`: the truth every replica shares,
+  once per content) and recorded for the token's project, and kept in this home
+  (``<home>/files/code/<sha256>.tar.gz``) as a cache: 201, or 200 when the project
+  had it. Whichever replica serves the job's agents writes its own cache from the
+  store (:func:`~spothop.controlplane.archives.materialize`).
 - Scoped like the job routes: a user token only (an agent's is 403). An archive is
   held for a project once one of its users uploaded it: another project's ``GET``
   says it is not held (whether another project has it is not told), its ``PUT``
@@ -41,7 +45,7 @@ from starlette.requests import ClientDisconnect
 
 from spothop.controlplane.archives import MIB, archive_path, code_dir, max_bytes_setting
 from spothop.errors import JobSpecError
-from spothop.paths import spothop_home
+from spothop.paths import FILE_MODE, spothop_home
 from spothop.server.auth import require_user
 from spothop.server.errors import ApiError, error_responses
 from spothop.state.tokens import Principal
@@ -50,6 +54,7 @@ if TYPE_CHECKING:
     from spothop.jobs.spec import JobSpec
     from spothop.server.models import CodeBody
     from spothop.service.launch import UploadedCode
+    from spothop.state.code_archives import CodeArchives
 
 router = APIRouter(
     prefix="/v1/code", tags=["code"], responses=error_responses(400, 401, 403, 413, 422, 429)
@@ -70,28 +75,20 @@ def upload_max_bytes() -> int:
     return files + int(files * ARCHIVE_SLACK_RATIO) + ARCHIVE_SLACK_BYTES
 
 
-def _project_marker(home: FilePath, project: str, sha256: str) -> FilePath:
-    """The file saying ``project`` uploaded ``sha256`` (its name hashed: any project name fits)."""
-    key = hashlib.sha256(project.encode()).hexdigest()[:32]
-    return code_dir(home) / "projects" / key / sha256
-
-
-def held(home: FilePath, project: str, sha256: str) -> int | None:
-    """The stored archive's size when ``project`` uploaded it and it is stored; else None."""
-    if not _project_marker(home, project, sha256).is_file():
-        return None
-    try:
-        return archive_path(home, sha256).stat().st_size
-    except FileNotFoundError:
-        return None
+def archives(request: Request) -> CodeArchives:
+    """The store's archives (one per app: :func:`spothop.server.app.create_app` makes it)."""
+    found: CodeArchives = request.app.state.code_archives
+    return found
 
 
 @router.get("/{sha256}")
 def code_held(
-    sha256: str = Path(pattern=SHA256), principal: Principal = Depends(require_user)
+    request: Request,
+    sha256: str = Path(pattern=SHA256),
+    principal: Principal = Depends(require_user),
 ) -> dict[str, Any]:
     """Whether the archive ``sha256`` is held for the token's project (see the module)."""
-    size = held(spothop_home(), principal.project or "", sha256)
+    size = archives(request).held(principal.project or "", sha256)
     return {
         "sha256": sha256,
         "held": size is not None,
@@ -140,8 +137,9 @@ async def upload_code(
                 "cut or changed on the way; nothing was kept, send the archive again",
             )
         project = principal.project or ""
-        had = held(home, project, sha256) is not None
-        await run_in_threadpool(_keep, home, tmp, sha256, project)
+        store = archives(request)
+        had = await run_in_threadpool(store.held, project, sha256) is not None
+        await run_in_threadpool(_keep, store, home, tmp, sha256, project)
     finally:
         tmp.unlink(missing_ok=True)
     body = {"sha256": sha256, "size_bytes": size, "stored": not had}
@@ -174,25 +172,26 @@ async def _receive(request: Request, out: BinaryIO, limit: int) -> tuple[str, in
     return digest.hexdigest(), size
 
 
-def _keep(home: FilePath, tmp: FilePath, sha256: str, project: str) -> None:
-    """Move the checked upload into the store (unless the content is there) and mark it the
-    project's."""
+def _keep(store: CodeArchives, home: FilePath, tmp: FilePath, sha256: str, project: str) -> None:
+    """Write the checked upload to the store (unless it has the content) for ``project``, then
+    keep it in this home as the cache (unless the content is there)."""
+    with tmp.open("rb") as source:
+        store.put(sha256, source, project)
     final = archive_path(home, sha256)
     if not final.is_file():
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, FILE_MODE)  # a job's code: its user's only
         os.replace(tmp, final)
-    marker = _project_marker(home, project, sha256)
-    marker.parent.mkdir(parents=True, exist_ok=True)
-    marker.touch()
 
 
-def uploaded_code(principal: Principal, spec: JobSpec, code: CodeBody | None) -> UploadedCode:
+def uploaded_code(
+    principal: Principal, spec: JobSpec, code: CodeBody | None, store: CodeArchives
+) -> UploadedCode:
     """A launch's ``code`` checked against ``spec`` and what the token's project holds: each
     archive named must be held (else :class:`~spothop.errors.JobSpecError` naming it and the
     fix); a ``workdir`` needs its archive named; a named mount must be one of the spec's."""
     from spothop.service.launch import UploadedCode
 
-    home, project = spothop_home(), principal.project or ""
+    project = principal.project or ""
     workdir = code.workdir if code else None
     mounts = dict(code.file_mounts) if code else {}
     if spec.workdir and workdir is None:
@@ -212,7 +211,7 @@ def uploaded_code(principal: Principal, spec: JobSpec, code: CodeBody | None) ->
     named = {"code.workdir": workdir} if workdir else {}
     named |= {f"code.file_mounts.{dest}": mount.sha256 for dest, mount in mounts.items()}
     for field, sha256 in named.items():
-        if held(home, project, sha256) is None:
+        if store.held(project, sha256) is None:
             _refuse(
                 field,
                 f"archive {sha256} is not on this server for project {project!r}: upload it "

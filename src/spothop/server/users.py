@@ -74,7 +74,7 @@ def create_job(
     from spothop.service.launch import check_launchable, launch_job
 
     spec = spec_from_text(body.spec, body.filename)
-    uploaded = uploaded_code(principal, spec, body.code)
+    uploaded = uploaded_code(principal, spec, body.code, request.app.state.code_archives)
     check_launchable(spec)
     answer = launch_job(request.app.state.store, spec, uploaded=uploaded)
     _tokens(request).assign_job(answer.job_id, principal.project or "", principal.user_id)

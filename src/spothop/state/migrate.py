@@ -59,7 +59,7 @@ BASELINE_REVISION = "0001"
 # The newest revision in migrations/versions/, bump it with each new one (tests/state checks it is
 # Alembic's head). It lets a process find a store current with one SELECT and without importing Alembic,
 # which matters where a store is opened in a hurry: the agent releasing leases during a preemption.
-HEAD_REVISION = "0018"
+HEAD_REVISION = "0019"
 # What a store made by spothop 0.1.0 (no migrations yet) may hold: some or all of these.
 RELEASE_0_1_TABLES = frozenset(
     {"market_prices", "market_interruptions", "market_exposure", "queue_jobs", "queue_shards"}
@@ -159,6 +159,7 @@ def owned_metadata() -> MetaData:
     """The registry with every table module imported: the schema the migrations must produce."""
     import spothop.state.agent_tables
     import spothop.state.auth_tables
+    import spothop.state.code_tables
     import spothop.state.job_tables
     import spothop.state.ledger_tables
     import spothop.state.log_tables
