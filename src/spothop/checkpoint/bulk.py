@@ -52,30 +52,36 @@ def _load_libc() -> tuple[Any, Any] | None:
 
 
 _libc = _load_libc()
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
 
 
-def _forget_pool() -> None:
-    """In a forked child the pool's threads do not exist: work handed to it would never run."""
-    global _pool, _pool_lock
-    _pool, _pool_lock = None, threading.Lock()
+class KeptPool:
+    """A thread pool started on its first use and kept (starting and joining threads on every
+    call costs milliseconds), forgotten in a forked child: the pool's threads do not exist
+    there, and work handed to it would never run."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._forget)
+
+    def _forget(self) -> None:
+        self._pool, self._lock = None, threading.Lock()
+
+    def get(self, workers: int) -> ThreadPoolExecutor:
+        """The pool, started with ``workers`` threads if this is its first use."""
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(workers, self.name)
+            return self._pool
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_pool)
+_pool = KeptPool("spothop-bulk")
 
 
 def workers() -> int:
     return min(MAX_WORKERS, os.cpu_count() or 1)
-
-
-def _shared_pool() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(workers(), "spothop-bulk")
-        return _pool
 
 
 # A piece: (index of its pair, start, length) in bytes.
@@ -105,7 +111,7 @@ def _run(sizes: Sequence[int], work: Callable[[list[Piece]], Any]) -> list[Any]:
     runs = _deal(sizes, threads)
     if len(runs) <= 1:
         return [work(run) for run in runs]
-    return list(_shared_pool().map(work, runs))
+    return list(_pool.get(workers()).map(work, runs))
 
 
 def _check(pairs: Sequence[tuple[Bytes, Bytes]]) -> None:

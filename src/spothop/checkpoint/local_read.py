@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 import zstandard
 
+from spothop.checkpoint.bulk import KeptPool
 from spothop.checkpoint.errors import CheckpointCorrupt
 from spothop.checkpoint.manifest import ChunkRef, Codec, FileEntry, segment_hasher
 
@@ -62,29 +63,14 @@ DIRECT_READ_BYTES = 4 * 1024 * 1024
 DIRECT_MAX_RESIDENT = 0.5
 
 _scratch = threading.local()
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _forget_pool() -> None:
-    """In a forked child the pool's threads do not exist: work handed to it would never run."""
-    global _pool, _pool_lock
-    _pool, _pool_lock = None, threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_pool)
+_pool = KeptPool("spothop-ckpt-read")
 
 
 def read_pool(workers: int) -> ThreadPoolExecutor:
     """The readers' threads, started once and kept: starting and joining them on every restore
     cost 3-6 ms of a 60 ms restore of 256 MiB (more while the cores are busy). The workers never
     wait on one another, so restores in several threads at once share it without deadlock."""
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(workers, "spothop-ckpt-read")
-        return _pool
+    return _pool.get(workers)
 
 
 def address(view: Any) -> int:
