@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Iterator
@@ -133,20 +134,29 @@ def unique(stem: str) -> str:
     return f"{stem}-{uuid.uuid4().hex[:10]}"
 
 
-@pytest.fixture
-def pg_schema() -> Iterator[str]:
-    """A fresh PostgreSQL schema for one test, dropped after it."""
+@contextlib.contextmanager
+def fresh_schema(prefix: str = "spothop_test") -> Iterator[str]:
+    """A fresh PostgreSQL schema named after ``prefix``, dropped after (whatever happened)."""
     problem = _postgres_problem()
     if problem:
         unavailable(problem)
     import psycopg
 
-    schema = unique("spothop_test").replace("-", "_")
+    schema = unique(prefix).replace("-", "_")
     with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')
-    yield schema
-    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+    try:
+        yield schema
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@pytest.fixture
+def pg_schema() -> Iterator[str]:
+    """A fresh PostgreSQL schema for one test, dropped after it."""
+    with fresh_schema() as schema:
+        yield schema
 
 
 @pytest.fixture

@@ -30,8 +30,8 @@ from spothop.state.tokens import TokenStore
 from tests.conftest import (
     POSTGRES_URL,
     REDIS_URL,
-    _postgres_problem,
     _redis_problem,
+    fresh_schema,
     unavailable,
     unique,
 )
@@ -102,24 +102,15 @@ class Shared:
 def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
     """One server for the module's tests that look only at their own project's jobs (each test
     is a user of a project of its own); a fresh PostgreSQL schema, dropped after."""
-    for problem in (_postgres_problem(), _redis_problem()):
-        if problem:
-            unavailable(problem)
-    import psycopg
-
-    schema = unique("spothop_remote_cli").replace("-", "_")
-    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-    tmp = tmp_path_factory.mktemp("remote-cli")
-    home = tmp / "home"
-    home.mkdir()
-    try:
-        url = _store_url(schema)
-        with _server(url, tmp, str(home)) as server:
-            yield Shared(server, url, home, tmp / "world.yaml")
-    finally:
-        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+    problem = _redis_problem()
+    if problem:
+        unavailable(problem)
+    with fresh_schema("spothop_remote_cli") as schema:
+        tmp = tmp_path_factory.mktemp("remote-cli")
+        home = tmp / "home"
+        home.mkdir()
+        with _server(_store_url(schema), tmp, str(home)) as server:
+            yield Shared(server, _store_url(schema), home, tmp / "world.yaml")
 
 
 @pytest.fixture

@@ -14,10 +14,9 @@ from spothop.state.tokens import TokenStore
 from tests.conftest import (
     POSTGRES_URL,
     REDIS_URL,
-    _postgres_problem,
     _redis_problem,
+    fresh_schema,
     unavailable,
-    unique,
 )
 from tests.server.live import LiveServer
 
@@ -46,30 +45,22 @@ def serving(
     tmp_path_factory: pytest.TempPathFactory, extra_args: tuple[str, ...] = ()
 ) -> Iterator[Served]:
     """A server on a fresh PostgreSQL schema (dropped after) with its queue on Redis."""
-    for problem in (_postgres_problem(), _redis_problem()):
-        if problem:
-            unavailable(problem)
-    import psycopg
-
-    schema = unique("spothop_server").replace("-", "_")
-    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-    db_url = f"{POSTGRES_URL}?options=-csearch_path%3D{schema}"
-    home = tmp_path_factory.mktemp("server-home")
-    env = {"SPOTHOP_HOME": str(home), **FAKE_CREDENTIALS}
-    server = LiveServer(
-        db_url,
-        home / "server.log",
-        queue_url=REDIS_URL,
-        env=env,
-        extra_args=("--no-controller", "--access-log", *extra_args),
-    )
-    try:
+    problem = _redis_problem()
+    if problem:
+        unavailable(problem)
+    with fresh_schema("spothop_server") as schema:
+        db_url = f"{POSTGRES_URL}?options=-csearch_path%3D{schema}"
+        home = tmp_path_factory.mktemp("server-home")
+        env = {"SPOTHOP_HOME": str(home), **FAKE_CREDENTIALS}
+        server = LiveServer(
+            db_url,
+            home / "server.log",
+            queue_url=REDIS_URL,
+            env=env,
+            extra_args=("--no-controller", "--access-log", *extra_args),
+        )
         with server:
             yield Served(server, TokenStore(db_url), db_url, REDIS_URL, home)
-    finally:
-        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
 @pytest.fixture(scope="package")
