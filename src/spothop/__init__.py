@@ -92,6 +92,7 @@ _LAZY: dict[str, str] = {
         "spothop.wire.errors",
     ),
     "AgentApiStartFailed": "spothop.server.agent_process",
+    "CodeArchiveDamaged": "spothop.state.code_archives",
     "NoticeEndpointError": "spothop.agent.errors",
     **dict.fromkeys(
         (
@@ -182,6 +183,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time each comes 
     from spothop.scheduler.errors import NoCandidates, NoCapacityNow
     from spothop.scheduler.simulate.model import SimulationError
     from spothop.server.agent_process import AgentApiStartFailed
+    from spothop.state.code_archives import CodeArchiveDamaged
     from spothop.wire.errors import (
         AgentConfigError,
         AgentError,
@@ -232,6 +234,7 @@ __all__ = [
     "CheckpointError",
     "CheckpointWriteError",
     "Checkpointer",
+    "CodeArchiveDamaged",
     "ConfigError",
     "ControlPlaneAuthError",
     "ControlPlaneError",

@@ -52,6 +52,7 @@ code  name                        meaning
     ├── JobFinished                 asked of a job in a final state (cancel a finished job)         exit 1
     ├── StoreTooNew                 the store's schema was upgraded by a newer spothop than this    exit 1
     ├── StoreUnwritable             the store's disk is full or read-only: nothing saved was lost   exit 4
+    ├── CodeArchiveDamaged          an uploaded code archive the store holds cannot be read back as itself exit 1
     ├── NoCapacityNow               offerings fit, but none has a price or capacity there now      exit 4
     ├── ControllerRunning           another controller holds this home's lock                       exit 1
     ├── ControllerStartFailed       the background controller exited before it took its lock        exit 1
