@@ -39,14 +39,22 @@ from spothop.state.registry import metadata
 
 _NAME = 128  # cloud names for regions, zones and types are far shorter than this
 
+
+def _market_columns() -> tuple[Column[str], ...]:
+    """A market's identity, as every market table stores it (fresh columns: one table each)."""
+    return (
+        Column("provider", String(32), nullable=False),
+        Column("region", String(_NAME), nullable=False),
+        Column("zone", String(_NAME), nullable=False, default=""),
+        Column("instance_type", String(_NAME), nullable=False),
+    )
+
+
 prices = Table(
     "market_prices",
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("provider", String(32), nullable=False),
-    Column("region", String(_NAME), nullable=False),
-    Column("zone", String(_NAME), nullable=False, default=""),
-    Column("instance_type", String(_NAME), nullable=False),
+    *_market_columns(),
     Column("market", String(16), nullable=False),  # "spot" | "on-demand"
     Column("product", String(_NAME), nullable=False, default=""),
     Column("time_unix_ms", BigInteger, nullable=False),
@@ -72,10 +80,7 @@ interruptions = Table(
     "market_interruptions",
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("provider", String(32), nullable=False),
-    Column("region", String(_NAME), nullable=False),
-    Column("zone", String(_NAME), nullable=False, default=""),
-    Column("instance_type", String(_NAME), nullable=False),
+    *_market_columns(),
     Column("notice_kind", String(64), nullable=False),
     Column("lead_time_s", Float, nullable=True),  # None: taken with no notice
     Column("time_unix_s", Float, nullable=False),
@@ -88,10 +93,7 @@ exposure = Table(
     "market_exposure",
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("provider", String(32), nullable=False),
-    Column("region", String(_NAME), nullable=False),
-    Column("zone", String(_NAME), nullable=False, default=""),
-    Column("instance_type", String(_NAME), nullable=False),
+    *_market_columns(),
     Column("instance_id", String(_NAME), nullable=False, default=""),
     Column("start_unix_s", Float, nullable=False),
     Column("end_unix_s", Float, nullable=False),
@@ -101,10 +103,7 @@ spot_runs = Table(
     "market_spot_runs",
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("provider", String(32), nullable=False),
-    Column("region", String(_NAME), nullable=False),
-    Column("zone", String(_NAME), nullable=False, default=""),
-    Column("instance_type", String(_NAME), nullable=False),
+    *_market_columns(),
     Column("start_unix_s", Float, nullable=False),  # on the controller's clock
     Column("up", Boolean, nullable=False),
     UniqueConstraint(
