@@ -63,6 +63,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from spothop.checkpoint import Checkpointer, Tier  # noqa: E402
+from spothop.checkpoint import manifest as manifest_mod  # noqa: E402
 
 TENSOR_MIB = 4
 CHANGED_FRACTION = 0.01  # LoRA-like: 1 % of the parameters change between durable and emergency
@@ -664,7 +665,19 @@ def main() -> None:
         help="timed pairs per restore row (default: --pairs); a restore pair takes a fraction of a "
         "save pair's time, and more of them steady the medians on a busy machine",
     )
+    parser.add_argument(
+        "--format",
+        type=int,
+        choices=(2, 3, 4),
+        default=4,
+        help="the checkpoint format saves write: 4 (XXH3-128, the default), or 3 (BLAKE3) and 2 "
+        "(sha256) as a save where xxhash (and blake3) cannot be imported writes, to compare",
+    )
     args = parser.parse_args()
+    if args.format < 4:  # what a save does where the faster hash cannot be imported
+        manifest_mod._xxhash = None
+    if args.format < 3:
+        manifest_mod._blake3 = None
     if not 1 <= args.pairs <= MAX_PAIRS:
         parser.error(f"--pairs must be between 1 and {MAX_PAIRS}; got {args.pairs}")
     restore_pairs = args.pairs if args.restore_pairs is None else args.restore_pairs
@@ -680,7 +693,7 @@ def main() -> None:
             drop_dir(work)
     header = ("measurement", "spothop", "baseline", "ratio (spread; best)", "target", "CPU s")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(6)]
-    print(f"cpus={os.cpu_count()} torch={torch.__version__}")
+    print(f"cpus={os.cpu_count()} torch={torch.__version__} checkpoint format={args.format}")
     for row in [header, tuple("-" * w for w in widths), *rows]:
         print(" | ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)))
 

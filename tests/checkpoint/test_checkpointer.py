@@ -31,7 +31,7 @@ def test_round_trip_keeps_values_types_and_metadata(tmp_path: Path) -> None:
         original, 42, data_position={"epoch": 1, "index": 5}, user_metadata={"run": "r1"}
     ).wait()
     assert manifest.step == 42 and manifest.tier is Tier.DURABLE and manifest.parent is None
-    assert all(len(f.sha256) == 64 and f.size_bytes > 0 for f in manifest.files)
+    assert all(len(f.sha256) == 32 and f.size_bytes > 0 for f in manifest.files)  # XXH3-128
     restored = Checkpointer(str(tmp_path)).restore()
     assert restored is not None
     assert np.array_equal(restored.state["a"], original["a"])

@@ -12,6 +12,7 @@ import blake3
 import numpy as np
 import pytest
 import torch
+import xxhash
 
 from spothop.checkpoint import CheckpointCorrupt, Checkpointer, Tier
 from spothop.checkpoint.manifest import FORMAT_VERSION, Codec, Digest, _digest, manifest_from_json
@@ -39,6 +40,7 @@ def test_adaptive_compression_stores_float_weights_raw_and_compresses_zeros() ->
 @pytest.mark.parametrize(
     ("digest", "reference"),
     [
+        (Digest.XXH3, lambda b: xxhash.xxh3_128(b).hexdigest()),
         (Digest.BLAKE3, lambda b: blake3.blake3(b).hexdigest()),
         (Digest.SHA256, lambda b: hashlib.sha256(b).hexdigest()),
     ],
@@ -92,7 +94,7 @@ def test_the_file_digest_catches_one_flipped_bit_in_any_chunk(tmp_path: Path) ->
     state = {"w": floats(2000), "z": np.zeros(2000, dtype=np.float32)}
     manifest = ckpt.save(state, 1).wait()
     ckpt.close()
-    assert manifest.format_version == FORMAT_VERSION == 3
+    assert manifest.format_version == FORMAT_VERSION == 4
     (entry,) = manifest.files
     assert entry.segments is not None and len(entry.segments) > 4
     store, path = Store(str(tmp_path)), tmp_path / entry.path
@@ -102,7 +104,7 @@ def test_the_file_digest_catches_one_flipped_bit_in_any_chunk(tmp_path: Path) ->
         damaged = bytearray(pristine)
         damaged[offset + length // 2] ^= 0x04
         path.write_bytes(bytes(damaged))
-        with pytest.raises(CheckpointCorrupt, match=r"fails its blake3 check|decompress|decodes"):
+        with pytest.raises(CheckpointCorrupt, match=r"fails its xxh3-128 check|decompress|decodes"):
             verify(store, manifest)
         with pytest.raises(CheckpointCorrupt):
             read_leaves(store, manifest, ancestors(store, manifest))

@@ -3,11 +3,12 @@
 A leaf's bytes are cut at fixed offsets (``chunk_bytes``), not content-defined
 boundaries: a training step rewrites tensors in place and never shifts bytes,
 so fixed offsets find every unchanged chunk at a fraction of the cost.
-Each chunk is hashed (BLAKE3 of its raw bytes in format 3, sha256 in format 2) and, when a parent is given,
-compared with the parent's chunk at the same place; only chunks that differ
+Each chunk is hashed (XXH3-128 of its raw bytes in format 4, BLAKE3 in 3,
+sha256 in 2) and, when a parent is given, compared with the parent's chunk at
+the same place; only chunks that differ
 are compressed and written. A chunk the snapshot already proved equal to the
 parent's (byte comparison with the kept host copy, ``HostLeaf.known``) takes
-the parent's entry without being hashed. Work is spread over a thread pool (blake3, hashlib
+the parent's entry without being hashed. Work is spread over a thread pool (the hashes
 and zstd release the GIL) with a bounded number of chunks in flight, so the
 extra memory is a few chunks, not a second copy of the state.
 
@@ -240,7 +241,7 @@ def encode_chunk(
     parent_sha: str | None,
     level: int | None,
     compress_below: float = DEFAULT_COMPRESS_BELOW,
-    digest: Digest = Digest.BLAKE3,
+    digest: Digest = Digest.XXH3,
 ) -> Encoded:
     raw_digest = segment_digest(digest, view)
     sha = raw_digest.hex()

@@ -2,10 +2,10 @@
 
 Contract: nothing is returned until every byte it came from has been checked.
 Each pack file a checkpoint needs (its own and, for a delta, its ancestors')
-is read once and hashed (BLAKE3 in format 3, sha256 before); chunks are
-decoded into their destinations on the way, and the result is handed out only
-if every file's size and digest match its manifest. A local file of format 2
-or 3 is read by every worker at once, each reading and hashing its own
+is read once and hashed (XXH3-128 in format 4, BLAKE3 in 3, sha256 before);
+chunks are decoded into their destinations on the way, and the result is
+handed out only if every file's size and digest match its manifest. A local
+file of format 2 or later is read by every worker at once, each reading and hashing its own
 segments (:mod:`spothop.checkpoint.local_read`); any other file object is read
 segment by segment on one thread (straight into the destination for a raw
 chunk) while a thread pool hashes and decompresses the segments, bounded to a
@@ -326,7 +326,7 @@ def _stream_file(
         raise CheckpointCorrupt(
             checkpoint_id,
             f"file {entry.path} is hashed with {entry.digest}, which this Python cannot compute "
-            f"(pip install {entry.digest})",
+            f"(pip install {entry.digest.package})",
         )
     with _file_errors(checkpoint_id, entry.path):
         if entry.segments is None:
