@@ -179,4 +179,3 @@ def host_never_started(directory: Path, *, now_wall_s: float | None = None) -> b
     if now - written_s > 2 * HOST_READY_TIMEOUT_S:
         return True
     return isinstance(launcher, int) and not pid_alive(launcher)
-
