@@ -75,11 +75,18 @@ def host_command(directory: str) -> list[str]:
     return [sys.executable, "-m", HOST_MODULE, directory]
 
 
-def _die_with_watchdog(watchdog: int) -> None:
+def _libc() -> ctypes.CDLL | None:
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
+def _die_with_watchdog(libc: ctypes.CDLL | None, watchdog: int) -> None:
     """In the host between fork and exec: SIGKILL when the watchdog dies, also if it already did."""
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if libc is not None:
+        with contextlib.suppress(AttributeError):
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != watchdog:  # died before the prctl: no signal would come
         os._exit(1)
 
@@ -103,18 +110,25 @@ def run(directory: str) -> int:
     """Start the host, wait for it, then end whatever it left (module docstring)."""
     if not become_subreaper():
         os.execv(sys.executable, host_command(directory))
-    me = os.getpid()
-    host = subprocess.Popen(
-        host_command(directory),
-        stdin=subprocess.DEVNULL,
-        preexec_fn=lambda: _die_with_watchdog(me),  # one thread here: safe between fork and exec
-    )
+    me, libc = os.getpid(), _libc()
+    host: subprocess.Popen[bytes] | None = None
+    pending: list[int] = []  # a signal before the host exists: passed on once it does
 
     def forward(signum: int, _frame: FrameType | None) -> None:
-        kill_process(host.pid, signum)
+        if host is None:
+            pending.append(signum)
+        else:
+            kill_process(host.pid, signum)
 
     for sig in FORWARDED:
         signal.signal(sig, forward)
+    host = subprocess.Popen(
+        host_command(directory),
+        stdin=subprocess.DEVNULL,
+        preexec_fn=lambda: _die_with_watchdog(libc, me),  # one thread: safe before exec
+    )
+    for signum in pending:
+        kill_process(host.pid, signum)
     code = host.wait()  # retried after a forwarded signal (PEP 475)
     for sig in FORWARDED:  # nothing stops the power-off half done
         signal.signal(sig, signal.SIG_IGN)
