@@ -17,7 +17,9 @@ its directory and its record, and starts its host here.
   (:class:`~.store.CloudStore`): ``pending``, nothing billed yet, its name,
   tags and reserved pool.
 - :func:`start_host` starts ``python -m spothop.providers.local.host DIR`` in a
-  session of its own (its output in ``host.log`` there) and returns once the
+  session of its own, under its watchdog (:mod:`.watchdog`: whatever ends the
+  host, a SIGKILL included, ends every process of the instance, as a VM dies
+  whole), its output in ``host.log`` there, and returns once the
   host serves the metadata endpoint (the record has a ``metadata_url``). A
   host that exits first, or does not serve within
   :data:`HOST_READY_TIMEOUT_S` (wall), is killed, the record reads
@@ -132,7 +134,7 @@ def start_host(
     """Start the instance's host; return once it serves its metadata endpoint (module docstring)."""
     log = open(directory / "host.log", "ab")  # noqa: SIM115 - the child keeps it
     process = subprocess.Popen(
-        [sys.executable, "-m", "spothop.providers.local.host", str(directory)],
+        [sys.executable, "-m", "spothop.providers.local.watchdog", str(directory)],
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
@@ -176,15 +178,4 @@ def host_never_started(directory: Path, *, now_wall_s: float | None = None) -> b
     now = time.time() if now_wall_s is None else now_wall_s
     if now - written_s > 2 * HOST_READY_TIMEOUT_S:
         return True
-    return isinstance(launcher, int) and not _running(launcher)
-
-
-def _running(pid: int) -> bool:
-    """``pid`` runs and is no zombie (another process's dead child still answers signal 0)."""
-    if not pid_alive(pid):
-        return False
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True  # no /proc here (or it just ended): pid_alive's answer stands
-    return stat.rpartition(")")[2].split()[:1] != ["Z"]
+    return isinstance(launcher, int) and not pid_alive(launcher)

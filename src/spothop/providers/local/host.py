@@ -35,7 +35,10 @@ the instance lives. It
 "Every process of the instance" is every process the boot script
 started, also one that left its process group or session (``setsid``,
 a daemon): the host adopts orphans as a VM's init does (a child subreaper on
-Linux), and whatever ends the instance ends them all.
+Linux), and whatever ends the instance ends them all. Whatever ends the host
+itself, a SIGKILL included, ends them too: its parent is the instance's
+watchdog (:mod:`.watchdog`), to which they are reparented, and which kills
+them all, as a VM dies whole.
 
 Everything it learns goes to the cloud's records (:mod:`.store`).
 """

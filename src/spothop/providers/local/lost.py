@@ -3,7 +3,8 @@ it ended, as a real cloud bills a VM whose hypervisor went away.
 
 :func:`reap` is what the provider runs on a live row it reads: a host process that is gone (or
 one that never started: its launcher died after recording it, :func:`.boot.host_never_started`)
-fails the instance, kills what is left of its processes, and writes the rest of its bill
+fails the instance, kills what is left of its processes (:func:`kill_leftovers`: its
+watchdog, :mod:`.watchdog`, ends them with the host where it can), and writes the rest of its bill
 (:func:`rest_of_bill`: from its host's last written line to the end) in the same transaction as
 the end (``CloudStore.end_lost``), once, whoever finds it first.
 """
@@ -17,8 +18,14 @@ from typing import Any
 
 from spothop.providers.base import BillingRule, InstanceState
 from spothop.providers.billing import BillingLine, billed_price_steps, billing_lines
+from spothop.providers.local import isolation
 from spothop.providers.local.boot import host_never_started
-from spothop.providers.local.processes import kill_group, pid_alive
+from spothop.providers.local.processes import (
+    instance_processes,
+    kill_group,
+    kill_process,
+    pid_alive,
+)
 from spothop.providers.local.store import CloudStore
 
 PriceSteps = Callable[[str, str | None, str, float, float], list[tuple[float, float]]]
@@ -44,8 +51,7 @@ def reap(
     fresh = store.instance(row["instance_id"]) or row
     # Read again: the host may have started, or ended the instance, meanwhile.
     if InstanceState(fresh["state"]).is_alive and bool(fresh["host_pid"]) == bool(row["host_pid"]):
-        if fresh["worker_pgid"]:
-            kill_group(fresh["worker_pgid"], signal.SIGKILL)
+        kill_leftovers(fresh)
         ended_at = now()
         lines, billed_s = rest_of_bill(store, fresh, ended_at, rule, price_steps)
         store.end_lost(
@@ -58,6 +64,17 @@ def reap(
         )
         fresh = store.instance(row["instance_id"]) or fresh
     return fresh
+
+
+def kill_leftovers(row: dict[str, Any]) -> None:
+    """SIGKILL what is left of the processes of an instance whose host died: where its watchdog
+    (:mod:`.watchdog`) could not end them (no subreaper here, the watchdog killed too, a host
+    of a spothop before it), the agent unit's process group (``worker_pgid``) and every process
+    that /proc shows is the instance's (:func:`.processes.instance_processes`)."""
+    if row["worker_pgid"]:
+        kill_group(row["worker_pgid"], signal.SIGKILL)
+    for pid in instance_processes(Path(row["directory"]) / isolation.ROOT_DIR):
+        kill_process(pid, signal.SIGKILL)
 
 
 def rest_of_bill(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from pathlib import Path
 
 
 def kill_group(pgid: int, sig: int) -> None:
@@ -26,7 +27,8 @@ def group_alive(pgid: int) -> bool:
 
 
 def pid_alive(pid: int) -> bool:
-    """Whether ``pid`` runs; a zombie child of ours is reaped and counts as gone."""
+    """Whether ``pid`` runs; a zombie child of ours is reaped and counts as gone, and so does
+    another's zombie (a host whose watchdog was killed is left to an init that may not reap)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -35,8 +37,12 @@ def pid_alive(pid: int) -> bool:
         return True
     try:
         done, _ = os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        return True  # not our child: it answered kill(0), so it runs
+    except ChildProcessError:  # not our child: it answered kill(0); a zombie still does
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+                return handle.read().rpartition(")")[2].split()[:1] != ["Z"]
+        except OSError:
+            return True  # no /proc here (or it just ended): kill(0)'s answer stands
     return done == 0
 
 
@@ -79,6 +85,36 @@ def descendants(pid: int) -> list[int]:
         for child in children.get(todo.pop(), []):
             found.append(child)
             todo.append(child)
+    return found
+
+
+ROOT_ENV = "LOCAL_CLOUD_ROOT"  # where an unisolated instance's disk is (isolation.prepare)
+
+
+def instance_processes(root: Path) -> list[int]:
+    """The live processes of the local instance whose disk is ``root``, as far as /proc tells
+    (empty where there is none): those chrooted there (isolated) and those whose environment
+    names it as ``LOCAL_CLOUD_ROOT`` (unisolated; the boot script's, the agent's, a worker's
+    that kept its environment). Another user's processes are not read."""
+    want_root = os.path.realpath(root)
+    marker = f"{ROOT_ENV}={want_root}".encode()
+    found: list[int] = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            if os.readlink(f"/proc/{entry}/root") == want_root:
+                found.append(int(entry))
+                continue
+            with open(f"/proc/{entry}/environ", "rb") as handle:
+                if marker in handle.read().split(b"\0"):
+                    found.append(int(entry))
+        except OSError:
+            continue
     return found
 
 
