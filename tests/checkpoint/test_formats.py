@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import blake3
 import numpy as np
@@ -57,25 +58,34 @@ def without_blake3(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(manifest_mod, "_blake3", None)
 
 
-def test_a_save_writes_format_4_hashed_with_xxh3_and_restores(tmp_path: Path) -> None:
+# What a save writes with every fast hash importable (4) and without xxhash (3): the hash, and
+# its domain, computed here independently of the library.
+WRITTEN = [(4, xxhash.xxh3_128, FILE_DIGEST_DOMAIN_V4), (3, blake3.blake3, FILE_DIGEST_DOMAIN_V3)]
+
+
+@pytest.mark.parametrize(("version", "hasher", "domain"), WRITTEN)
+def test_a_save_writes_its_format_whose_digests_are_its_hash_and_restores(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: int, hasher: Any, domain: bytes
+) -> None:
+    if version < 4:
+        older_hash_only(monkeypatch, version)
     full, delta, state = full_and_delta(tmp_path)
     for manifest in (full, delta):
-        assert manifest.format_version == 4
-        assert all(f.digest is Digest.XXH3 for f in manifest.files)
-        assert all(len(f.sha256) == 32 for f in manifest.files)
-    # The root, computed independently: XXH3-128 over the domain and each segment's, in order.
+        assert manifest.format_version == version
+        assert all(f.digest is Digest.of_format(version) for f in manifest.files)
+    # The root: the hash over the domain and each segment's digest, in order.
     (entry,) = full.files
     data = (tmp_path / entry.path).read_bytes()
-    root, offset = xxhash.xxh3_128(FILE_DIGEST_DOMAIN_V4), 0
+    root, offset = hasher(domain), 0
     assert entry.segments is not None
     for length in entry.segments:
-        root.update(xxhash.xxh3_128(data[offset : offset + length]).digest())
+        root.update(hasher(data[offset : offset + length]).digest())
         offset += length
     assert entry.sha256 == root.hexdigest()
-    # A raw chunk's content hash is the XXH3-128 of its bytes, as deltas compare it.
+    # A raw chunk's content hash is the hash of its bytes, as deltas compare it.
     ref = full.leaves["/w"].chunks[0]
-    raw = data[ref.offset : ref.offset + ref.stored_bytes]
-    assert ref.sha256 == xxhash.xxh3_128(raw).hexdigest()
+    assert ref.sha256 == hasher(data[ref.offset : ref.offset + ref.stored_bytes]).hexdigest()
+    monkeypatch.undo()  # an upgraded process, every hash importable, reads them
     reread = load_manifest(Store(str(tmp_path)), delta.checkpoint_id)
     assert reread == delta  # the digest kind comes back from the format, not from a field
     got, restored = restore(tmp_path)
@@ -83,84 +93,98 @@ def test_a_save_writes_format_4_hashed_with_xxh3_and_restores(tmp_path: Path) ->
     assert np.array_equal(restored["w"], state["w"]) and np.all(restored["z"] == 1)  # type: ignore[call-overload]
 
 
-def test_a_flipped_byte_in_a_format_4_delta_chain_is_caught_in_the_base(tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", [4, 3, 2])
+def test_a_flipped_byte_in_a_delta_chain_is_caught_in_the_base_whatever_the_format(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: int
+) -> None:
+    if version < 4:
+        older_hash_only(monkeypatch, version)
     full, delta, _ = full_and_delta(tmp_path)
+    assert delta.format_version == version
     pack = tmp_path / full.files[0].path
     damaged = bytearray(pack.read_bytes())
     damaged[len(damaged) // 3] ^= 0x20
     pack.write_bytes(bytes(damaged))
-    with pytest.raises(CheckpointCorrupt, match="fails its xxh3-128 check"):
+    with pytest.raises(CheckpointCorrupt, match=f"fails its {Digest.of_format(version)} check"):
         verify(Store(str(tmp_path)), delta)
     with pytest.raises(NoValidCheckpoint):
         restore(tmp_path)
 
 
-def test_a_format_4_delta_over_a_format_3_base_verifies_each_file_with_its_own_hash(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def older_hash_only(monkeypatch: pytest.MonkeyPatch, old: int) -> None:
+    """Only what format ``old`` hashes with (and older) importable."""
+    if old == 2:
+        without_blake3(monkeypatch)
+    else:
+        without_xxhash(monkeypatch)
+
+
+def newer_hash_back(monkeypatch: pytest.MonkeyPatch, old: int) -> None:
+    """An upgraded process: the hash of format ``old + 1`` importable again (not a newer one)."""
+    monkeypatch.undo()
+    if old == 2:
+        without_xxhash(monkeypatch)
+
+
+# (the older format, its digest, the newer's, the package the newer needs)
+UPGRADES = [(3, Digest.BLAKE3, Digest.XXH3, "xxhash"), (2, Digest.SHA256, Digest.BLAKE3, "blake3")]
+
+
+@pytest.mark.parametrize(("old", "old_digest", "new_digest", "package"), UPGRADES)
+def test_a_delta_over_a_base_of_the_older_format_verifies_each_file_with_its_own_hash(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    old: int,
+    old_digest: Digest,
+    new_digest: Digest,
+    package: str,
 ) -> None:
-    without_xxhash(monkeypatch)
+    older_hash_only(monkeypatch, old)
     ckpt = Checkpointer(str(tmp_path), chunk_bytes=CHUNK, keep_chains=5)
     base_state = {"w": floats(3000), "b": floats(3000, seed=5)}
     base = ckpt.save(base_state, 1).wait()
-    monkeypatch.undo()
+    newer_hash_back(monkeypatch, old)
     changed = {"w": base_state["w"], "b": floats(3000, seed=6)}
     delta = ckpt.save(changed, 2, tier=Tier.EMERGENCY).wait()
     ckpt.close()
-    assert (base.format_version, delta.format_version) == (3, 4)
-    assert {f.digest for f in (*base.files, *delta.files)} == {Digest.BLAKE3, Digest.XXH3}
+    assert (base.format_version, delta.format_version) == (old, old + 1)
+    assert {f.digest for f in (*base.files, *delta.files)} == {old_digest, new_digest}
     assert any(ref.file == base.files[0].path for ref in delta.leaves["/w"].chunks)
     got, state = restore(tmp_path)
     assert got.checkpoint_id == delta.checkpoint_id
     assert np.array_equal(state["w"], changed["w"]) and np.array_equal(state["b"], changed["b"])
-    pack = tmp_path / base.files[0].path  # damage in the BLAKE3 base is still caught
+    pack = tmp_path / base.files[0].path  # damage in the older base is still caught
     damaged = bytearray(pack.read_bytes())
     damaged[10] ^= 0x01
     pack.write_bytes(bytes(damaged))
-    with pytest.raises(CheckpointCorrupt, match="fails its blake3 check"):
+    with pytest.raises(CheckpointCorrupt, match=f"fails its {old_digest} check"):
         verify(Store(str(tmp_path)), delta)
 
 
-def test_without_xxhash_a_format_4_checkpoint_is_skipped_with_the_package_to_install(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize(("old", "old_digest", "new_digest", "package"), UPGRADES)
+def test_without_its_package_a_newer_checkpoint_is_skipped_naming_the_package_to_install(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    old: int,
+    old_digest: Digest,
+    new_digest: Digest,
+    package: str,
 ) -> None:
-    without_xxhash(monkeypatch)
+    older_hash_only(monkeypatch, old)
     ckpt = Checkpointer(str(tmp_path), chunk_bytes=CHUNK, keep_chains=5)
     older = ckpt.save({"w": floats(2000, seed=1)}, 1).wait()
-    monkeypatch.undo()
+    newer_hash_back(monkeypatch, old)
     newer = ckpt.save({"w": floats(2000, seed=2)}, 2).wait()
     ckpt.close()
-    assert (older.format_version, newer.format_version) == (3, 4)
-    without_xxhash(monkeypatch)
+    assert (older.format_version, newer.format_version) == (old, old + 1)
+    assert {f.digest for f in newer.files} == {new_digest}
+    older_hash_only(monkeypatch, old)
     with caplog.at_level(logging.WARNING, logger="spothop.checkpoint"):
         got, state = restore(tmp_path)
     assert got.checkpoint_id == older.checkpoint_id
     assert np.array_equal(state["w"], floats(2000, seed=1))  # type: ignore[arg-type]
-    assert "pip install xxhash" in caplog.text
-
-
-def test_a_save_without_xxhash_writes_format_3_hashed_with_blake3_and_restores(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    without_xxhash(monkeypatch)
-    full, delta, state = full_and_delta(tmp_path)
-    for manifest in (full, delta):
-        assert manifest.format_version == 3
-        assert all(f.digest is Digest.BLAKE3 for f in manifest.files)
-    # The root, computed independently: BLAKE3 over the domain and each segment's BLAKE3, in order.
-    (entry,) = full.files
-    data = (tmp_path / entry.path).read_bytes()
-    root, offset = blake3.blake3(FILE_DIGEST_DOMAIN_V3), 0
-    assert entry.segments is not None
-    for length in entry.segments:
-        root.update(blake3.blake3(data[offset : offset + length]).digest())
-        offset += length
-    assert entry.sha256 == root.hexdigest()
-    monkeypatch.undo()  # an upgraded process, xxhash installed, reads them
-    reread = load_manifest(Store(str(tmp_path)), delta.checkpoint_id)
-    assert reread == delta  # the digest kind comes back from the format, not from a field
-    got, restored = restore(tmp_path)
-    assert got.checkpoint_id == delta.checkpoint_id
-    assert np.array_equal(restored["w"], state["w"]) and np.all(restored["z"] == 1)  # type: ignore[call-overload]
+    assert f"pip install {package}" in caplog.text
 
 
 def test_a_truncated_format_4_file_is_corrupt_and_restore_falls_back(tmp_path: Path) -> None:
@@ -178,21 +202,6 @@ def test_a_truncated_format_4_file_is_corrupt_and_restore_falls_back(tmp_path: P
     assert np.array_equal(state["w"], floats(4000, seed=1))  # type: ignore[arg-type]
 
 
-def test_a_flipped_byte_in_a_format_3_delta_chain_is_caught_in_the_base(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    without_xxhash(monkeypatch)
-    full, delta, _ = full_and_delta(tmp_path)
-    pack = tmp_path / full.files[0].path
-    damaged = bytearray(pack.read_bytes())
-    damaged[len(damaged) // 3] ^= 0x20
-    pack.write_bytes(bytes(damaged))
-    with pytest.raises(CheckpointCorrupt, match="fails its blake3 check"):
-        verify(Store(str(tmp_path)), delta)
-    with pytest.raises(NoValidCheckpoint):
-        restore(tmp_path)
-
-
 def test_without_blake3_a_save_writes_format_2_which_restores_with_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -205,52 +214,6 @@ def test_without_blake3_a_save_writes_format_2_which_restores_with_it(
     assert got.format_version == 2 and got.checkpoint_id == delta.checkpoint_id
     assert np.array_equal(restored["w"], state["w"]) and np.all(restored["z"] == 1)  # type: ignore[call-overload]
     verify(Store(str(tmp_path)), got)
-
-
-def test_a_format_3_delta_over_a_format_2_base_verifies_each_file_with_its_own_hash(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    without_blake3(monkeypatch)
-    ckpt = Checkpointer(str(tmp_path), chunk_bytes=CHUNK, keep_chains=5)
-    base_state = {"w": floats(3000), "b": floats(3000, seed=5)}
-    base = ckpt.save(base_state, 1).wait()
-    monkeypatch.undo()
-    without_xxhash(monkeypatch)
-    changed = {"w": base_state["w"], "b": floats(3000, seed=6)}
-    delta = ckpt.save(changed, 2, tier=Tier.EMERGENCY).wait()
-    ckpt.close()
-    assert (base.format_version, delta.format_version) == (2, 3)
-    files = {f.path: f.digest for f in (*base.files, *delta.files)}
-    assert set(files.values()) == {Digest.SHA256, Digest.BLAKE3}
-    assert any(ref.file == base.files[0].path for ref in delta.leaves["/w"].chunks)
-    got, state = restore(tmp_path)
-    assert got.checkpoint_id == delta.checkpoint_id
-    assert np.array_equal(state["w"], changed["w"]) and np.array_equal(state["b"], changed["b"])
-    pack = tmp_path / base.files[0].path  # damage in the sha256 base is still caught
-    damaged = bytearray(pack.read_bytes())
-    damaged[10] ^= 0x01
-    pack.write_bytes(bytes(damaged))
-    with pytest.raises(CheckpointCorrupt, match="fails its sha256 check"):
-        verify(Store(str(tmp_path)), delta)
-
-
-def test_without_blake3_a_format_3_checkpoint_is_skipped_with_the_package_to_install(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    without_blake3(monkeypatch)
-    ckpt = Checkpointer(str(tmp_path), chunk_bytes=CHUNK, keep_chains=5)
-    older = ckpt.save({"w": floats(2000, seed=1)}, 1).wait()
-    monkeypatch.undo()
-    without_xxhash(monkeypatch)
-    newer = ckpt.save({"w": floats(2000, seed=2)}, 2).wait()
-    ckpt.close()
-    assert (older.format_version, newer.format_version) == (2, 3)
-    without_blake3(monkeypatch)
-    with caplog.at_level(logging.WARNING, logger="spothop.checkpoint"):
-        got, state = restore(tmp_path)
-    assert got.checkpoint_id == older.checkpoint_id
-    assert np.array_equal(state["w"], floats(2000, seed=1))  # type: ignore[arg-type]
-    assert "pip install blake3" in caplog.text
 
 
 def test_leaves_of_every_size_and_dtype_restore_aligned_and_writable(tmp_path: Path) -> None:

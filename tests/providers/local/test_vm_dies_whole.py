@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -110,18 +111,27 @@ def _boot(provider: LocalProvider, out: Path) -> tuple[str, dict[str, int]]:
     return instance_id, {"watchdog": watchdog, "host": host, **pids, **rest}
 
 
-@pytest.mark.parametrize("mode", ["off", "required"])
-def test_killing_the_host_alone_ends_every_process_of_its_instance_and_nothing_else(
-    mode: str, tmp_path: Path, world_file, providers: list[LocalProvider]
-) -> None:
+def _victim_and_bystander(
+    mode: str, tmp_path: Path, world_file: Any, providers: list[LocalProvider]
+) -> tuple[LocalProvider, tuple[str, dict[str, int]], tuple[str, dict[str, int]]]:
+    """Two instances booted in a world of ``mode`` isolation (skipped where it cannot be): the
+    one a test kills, and one that must not notice."""
     if mode == "required" and isolation.unavailable() is not None:
         pytest.skip(f"no isolation here: {isolation.unavailable()}")
     source = Path(spothop.__file__).parent.parent
     path = world_file(WORLD.format(mode=mode, folder=tmp_path, source=source))
     provider = LocalProvider("aws-sim", world=load_world(path), world_path=path)
     providers.append(provider)
-    victim_id, victim = _boot(provider, tmp_path / "victim")
-    bystander_id, bystander = _boot(provider, tmp_path / "bystander")
+    return provider, _boot(provider, tmp_path / "victim"), _boot(provider, tmp_path / "bystander")
+
+
+@pytest.mark.parametrize("mode", ["off", "required"])
+def test_killing_the_host_alone_ends_every_process_of_its_instance_and_nothing_else(
+    mode: str, tmp_path: Path, world_file, providers: list[LocalProvider]
+) -> None:
+    provider, (victim_id, victim), (bystander_id, bystander) = _victim_and_bystander(
+        mode, tmp_path, world_file, providers
+    )
     loner = subprocess.Popen(["sleep", "600"], start_new_session=True)  # this machine's, no VM's
     try:
         os.kill(victim["host"], signal.SIGKILL)
@@ -150,14 +160,9 @@ def test_without_its_watchdog_the_clouds_next_read_ends_what_the_dead_host_left(
     """The watchdog SIGKILLed first (the host then dies of it): nothing powers the machine off, as
     for a host of an older spothop; the cloud's next read finds the host gone, fails the instance
     and kills every process left of it, the worker's setsid daemon too."""
-    if mode == "required" and isolation.unavailable() is not None:
-        pytest.skip(f"no isolation here: {isolation.unavailable()}")
-    source = Path(spothop.__file__).parent.parent
-    path = world_file(WORLD.format(mode=mode, folder=tmp_path, source=source))
-    provider = LocalProvider("aws-sim", world=load_world(path), world_path=path)
-    providers.append(provider)
-    victim_id, victim = _boot(provider, tmp_path / "victim")
-    bystander_id, bystander = _boot(provider, tmp_path / "bystander")
+    provider, (victim_id, victim), (bystander_id, bystander) = _victim_and_bystander(
+        mode, tmp_path, world_file, providers
+    )
     os.kill(victim["watchdog"], signal.SIGKILL)
     wait_for(lambda: not process_running(victim["host"]), scaled(20), what="the host to die")
     left = {name: pid for name, pid in victim.items() if process_running(pid)}
