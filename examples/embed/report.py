@@ -70,12 +70,12 @@ def build_report(job_id: str | None = None) -> dict[str, Any]:
             attempt.provider,
             {"instances": 0, "spot": 0, "preemptions": 0, "instance_s": 0.0, "cost_microusd": 0},
         )
+        if attempt.instance_id is None:
+            continue  # a launch the cloud refused: no instance ran (status counts none either)
         cloud["instances"] += 1
         cloud["spot"] += attempt.market_kind == "spot"
         if attempt.end_reason is not None and str(attempt.end_reason) == "preempted":
             cloud["preemptions"] += 1
-        if attempt.instance_id is None:
-            continue
         if attempt.provider not in providers:
             providers[attempt.provider] = LocalProvider(attempt.provider, world=world)
         instance = providers[attempt.provider].describe(attempt.instance_id)

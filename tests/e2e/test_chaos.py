@@ -355,6 +355,9 @@ def run_chaos(h: Harness, model: Any, size: Size, monkeypatch: pytest.MonkeyPatc
     )
     assert report["cost_microusd"] == billed > 0
     assert 0 < report["cost_microusd"] < report["on_demand_cost_microusd"]
+    # Instances as `status` counts them (an attempt with an instance; a refused launch is none).
+    status_instances = h.status(embed_id)["instances"]
+    assert sum(c["instances"] for c in report["clouds"].values()) == len(status_instances)
     queue_part = report["queue"]
     assert (queue_part["shards"], queue_part["done"], queue_part["dead"]) == (shards, shards, 0)
     assert queue_part["shard_attempts"] >= shards and 0 < queue_part["shard_goodput"] <= 1
