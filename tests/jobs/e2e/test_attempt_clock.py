@@ -18,7 +18,10 @@ def test_every_attempt_time_is_on_the_providers_clock(harness: Harness) -> None:
     with h.store() as store:
         attempts = store.attempts(job_id)
     # One attempt on a calm market; should another appear, say why it was made.
-    assert len(attempts) == 1, [(a.state, a.end_reason, a.error_message) for a in attempts]
+    assert len(attempts) == 1, [
+        (a.attempt_id, a.provider, a.end_reason, a.error_code, a.error_message, a.launched_unix_s)
+        for a in attempts
+    ]
     (attempt,) = attempts
     cloud = provider.describe(instance.instance_id)
     assert attempt.running_unix_s is not None and attempt.ended_unix_s is not None
