@@ -155,16 +155,24 @@ def test_a_launch_with_no_instance_after_the_timeout_failed_and_is_failed_over()
 
 
 @pytest.mark.parametrize(
-    ("started_at", "listed", "ends"),
+    ("started_at", "listed", "in_flight", "ends"),
     [
-        (NOW - 2, True, True),  # stored before this controller started: its launch died with it
-        (NOW - 10, True, False),  # stored by this controller: its launch call may be running
-        (None, True, False),  # start unknown: only the launch timeout ends it
-        (NOW - 2, False, False),  # its provider did not answer: it may be there
+        (
+            NOW - 2,
+            True,
+            False,
+            True,
+        ),  # stored before this controller started: its launch died with it
+        (NOW - 10, True, False, False),  # stored by this controller: its launch call may be running
+        (None, True, False, False),  # start unknown: only the launch timeout ends it
+        (NOW - 2, False, False, False),  # its provider did not answer: it may be there
+        # This controller's own launch, in flight, its time read early (a launch time moved from
+        # the provider's clock reads up to an observe's length early): not cut.
+        (NOW - 2, True, True, False),
     ],
 )
 def test_a_launch_cut_by_a_controller_crash_is_relaunched_at_once_in_its_market(
-    started_at: float | None, listed: bool, ends: bool
+    started_at: float | None, listed: bool, in_flight: bool, ends: bool
 ) -> None:
     from dataclasses import replace
 
@@ -182,6 +190,7 @@ def test_a_launch_cut_by_a_controller_crash_is_relaunched_at_once_in_its_market(
         snapshot([job(state=JobState.PROVISIONING, attempts=[cut])]),
         controller_started_at=started_at,
         listed_providers=frozenset({cut.provider}) if listed else frozenset(),
+        launching=frozenset({(cut.job_id, cut.node)}) if in_flight else frozenset(),
     )
     actions = decide(world)
     if not ends:

@@ -273,7 +273,10 @@ def _fold_attempt(
 
 
 def _cut_by_a_crash(view: AttemptView, snapshot: Snapshot) -> bool:
-    """A launching attempt stored before this controller started, its provider listed, no instance.
+    """A launching attempt stored before this controller started, its provider listed, no instance,
+    and no launch of this controller's in flight for its node (``Snapshot.launching``: a launch
+    time moved from the provider's clock can read up to an observe's length early, so one made
+    just after the controller started could read as older than it).
 
     No launch call of this controller can be making it, so the one that did died
     mid-launch: before the call (nothing started) or after it, before the instance
@@ -282,6 +285,8 @@ def _cut_by_a_crash(view: AttemptView, snapshot: Snapshot) -> bool:
     tagged with an ended attempt's token: the orphan rule terminates it. Waiting
     ``launch_timeout_s`` instead would hold the node for 15 minutes.
     """
+    if (view.job_id, view.node) in snapshot.launching:
+        return False  # this controller's own call is making it (its time may read early)
     started = snapshot.started_for(view.job_id)
     return (
         started is not None

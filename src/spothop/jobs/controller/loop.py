@@ -32,7 +32,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -244,7 +244,9 @@ class Controller:
         from spothop.jobs.orphans import reconcile
 
         started = time.monotonic()
-        snapshot = self.observer.snapshot()
+        # Read before the observe: a launch that ends after it has stored its instance by then.
+        inflight = self.executor.launching()
+        snapshot = replace(self.observer.snapshot(), launching=frozenset(inflight))
         observed = time.monotonic()
         actions = decide(snapshot, self.config) if self.config is not None else decide(snapshot)
         decided = time.monotonic()

@@ -334,6 +334,9 @@ class Snapshot:
     cooldowns: Mapping[MarketId, float] = field(default_factory=dict)
     instances: Mapping[str, Instance] = field(default_factory=dict)
     listed_providers: frozenset[str] = frozenset()
+    # (job, node) pairs whose launch call this controller has in flight (read before the
+    # observe): such an attempt is being made, whatever its clock-moved launch time says.
+    launching: frozenset[tuple[str, int]] = frozenset()
     # Provider → why its listing failed this pass (unread.py); it is then not in listed_providers.
     provider_errors: Mapping[str, str] = field(default_factory=dict)
     events: tuple[AgentEvent, ...] = ()
