@@ -125,6 +125,19 @@ def _victim_and_bystander(
     return provider, _boot(provider, tmp_path / "victim"), _boot(provider, tmp_path / "bystander")
 
 
+def _all_end_and_the_bystander_lives(
+    gone: dict[str, int], bystander: dict[str, int], what: str
+) -> None:
+    """Wait until every process of ``gone`` has ended; then every one of ``bystander`` runs."""
+    wait_for(
+        lambda: not any(process_running(pid) for pid in gone.values()),
+        scaled(20),
+        what=f"{what} to end ({gone})",
+    )
+    alive = {name: process_running(pid) for name, pid in bystander.items()}
+    assert all(alive.values()), alive
+
+
 @pytest.mark.parametrize("mode", ["off", "required"])
 def test_killing_the_host_alone_ends_every_process_of_its_instance_and_nothing_else(
     mode: str, tmp_path: Path, world_file, providers: list[LocalProvider]
@@ -136,13 +149,9 @@ def test_killing_the_host_alone_ends_every_process_of_its_instance_and_nothing_e
     try:
         os.kill(victim["host"], signal.SIGKILL)
         # Nothing reads the instance from here on: only the processes are watched.
-        wait_for(
-            lambda: not any(process_running(pid) for pid in victim.values()),
-            scaled(20),
-            what=f"every process of the killed host's instance to end ({victim})",
+        _all_end_and_the_bystander_lives(
+            victim, bystander, "every process of the killed host's instance"
         )
-        alive = {name: process_running(pid) for name, pid in bystander.items()}
-        assert all(alive.values()), alive
         assert loner.poll() is None
     finally:
         loner.kill()
@@ -168,11 +177,5 @@ def test_without_its_watchdog_the_clouds_next_read_ends_what_the_dead_host_left(
     left = {name: pid for name, pid in victim.items() if process_running(pid)}
     assert left.keys() >= {"agent", "worker", "daemon"}, left  # orphans, until the cloud looks
     assert provider.describe(victim_id).state is InstanceState.FAILED
-    wait_for(
-        lambda: not any(process_running(pid) for pid in left.values()),
-        scaled(20),
-        what=f"what the dead host left to end ({left})",
-    )
-    alive = {name: process_running(pid) for name, pid in bystander.items()}
-    assert all(alive.values()), alive
+    _all_end_and_the_bystander_lives(left, bystander, "what the dead host left")
     assert provider.describe(bystander_id).state is InstanceState.RUNNING
