@@ -142,15 +142,25 @@ def test_a_controller_process_sigkilled_after_the_cloud_call_leaves_one_instance
     from tests.jobs.e2e.conftest import WORLD, running_harness
     from tests.jobs.e2e.test_controller_restart import check_instances, gated
 
-    with running_harness(tmp_path, monkeypatch, WORLD) as h:
-        monkeypatch.setenv(faults.KILL_AT_ENV, "provider_called")
-        # The first daemon passes only when woken (a long period): a launch runs on its own
-        # thread while the daemon's passes go on, and a pass may adopt the booting instance by its
-        # token before the launch call returns (the executor allows it), which stores its id and
-        # is not the case this test is about. Under load that pass came first one run in four.
-        daemon.start_background(store_url=h.store_url, extra_args=("--period", "3600"))
+    # The first daemon's one launch must be in flight alone until the kill: a launch runs on
+    # its own thread while the daemon's passes go on, and a pass in that window may adopt the
+    # booting instance by its token before the launch call returns (the executor allows it),
+    # which stores its id and is not the case this test is about. A pass needs a wake, so none
+    # comes: the job is stored before the daemon starts (its first pass launches it; a
+    # `spothop launch` would poke it, and under load that poke's pass came while the first
+    # pass's launch was in the cloud's call, 1 run in 6), the daemon passes only when woken (a
+    # long period), and its instance boots 15 s of wall time after its launch (75 s of the
+    # cloud's), so no agent's first event wakes it before the call returns and the kill.
+    world = {
+        **WORLD,
+        "clouds": [{**cloud, "launch_delay_s": 75} for cloud in WORLD["clouds"]],
+    }
+    with running_harness(tmp_path, monkeypatch, world) as h:
         gate = tmp_path / "gate"
-        job_id = h.launch({"name": "killed", "run": gated(gate, "echo done")})
+        with h.store() as store:
+            job_id = store.create_job(load_job({"name": "killed", "run": gated(gate, "echo done")}))
+        monkeypatch.setenv(faults.KILL_AT_ENV, "provider_called")
+        daemon.start_background(store_url=h.store_url, extra_args=("--period", "3600"))
         wait_for(lambda: daemon.status() is None, 120, what="the controller killed mid-launch")
         monkeypatch.delenv(faults.KILL_AT_ENV)
         [booting] = h.instances()
