@@ -191,6 +191,12 @@ class Harness:
         self, job_id: str, states: set[str], timeout_s: float, what: str
     ) -> dict[str, Any]:
         def reached() -> dict[str, Any] | None:
+            # The store's one read until the state is there, then the CLI's status once (each
+            # `status` builds every cloud's provider and market: polled five times a second, it
+            # was most of a test process's CPU, taken from the processes under test).
+            with self.store() as store:
+                if store.get_job(job_id).state.value not in states:
+                    return None
             data = self.status(job_id)
             return data if data["state"] in states else None
 

@@ -79,7 +79,9 @@ def test_training_survives_preemptions_on_two_clouds_bit_identical(harness: Harn
                     return i
             return None
 
-        instance = wait_for(progressing, 60, what="the task training on a new instance")
+        instance = wait_for(
+            progressing, 60, what="the task training on a new instance", interval_s=0.1
+        )
         clouds.add(instance.provider)
         h.preempt(instance, lead_time_s=LEAD_S)
         preempted.append(instance.instance_id)
