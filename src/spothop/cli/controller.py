@@ -101,8 +101,10 @@ def controller_run(
     # Everything it writes in the home (logs, the wheel, the local cloud's instances and their
     # disks, which hold the jobs' envs) is its user's only, however it was started.
     os.umask(PRIVATE_UMASK)
+    from spothop.controlplane.prune import DailyCodePrune
     from spothop.observe.ledger import close_books
     from spothop.observe.metrics import serve
+    from spothop.paths import spothop_home
     from spothop.server.agent_process import ensure_agent_api
 
     # The front wires observability in: the ledger's books after every pass, and /metrics.
@@ -119,7 +121,7 @@ def controller_run(
         poll_only=poll_only,
         providers=names,
         metrics_port=metrics_port,
-        after_pass=(close_books,),
+        after_pass=(close_books, DailyCodePrune(spothop_home())),
         serve_metrics=serve,
         serve_agents=ensure_agent_api,
         agent_port=agent_port,
@@ -141,6 +143,7 @@ def _run_replica(
     import threading
 
     from spothop.controlplane.dist import distribution_for
+    from spothop.controlplane.prune import DailyCodePrune
     from spothop.db import default_database_url
     from spothop.jobs.controller.replica import DEFAULT_PERIOD_S, run_replica
     from spothop.observe.ledger import close_books
@@ -172,7 +175,7 @@ def _run_replica(
             lease_s=lease_s,
             providers=names,
             stop_event=stop,
-            after_pass=(close_books,),
+            after_pass=(close_books, DailyCodePrune(spothop_home())),
             queue_url=queue_url,
             period_s=period or DEFAULT_PERIOD_S,
             control_plane_url=control_plane_url,

@@ -114,3 +114,46 @@ def upgrade_command(
         )
     console.print(f"{done.url}: {done.before or 'empty'} → {done.after}")
     console.print(table(None, ["revision", "applied"], [(a.revision, a.doc) for a in done.applied]))
+
+
+@db_app.command("prune-code")
+def prune_code_command(
+    url: Annotated[str | None, typer.Option("--url", help=URL_HELP)] = None,
+    keep_days: Annotated[
+        str | None,
+        typer.Option(
+            "--keep-days",
+            help="keep code a job needed this many days ago or wrote since "
+            "(default: SPOTHOP_CODE_KEEP_DAYS, else 7)",
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="remove nothing: list what would go")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """Remove packed code no job needs: the home's archives and the store's uploads.
+
+    An archive goes when no unfinished job names it, nor one that ended within the kept days,
+    and it was not packed or uploaded within them. The controller does this once a day.
+    """
+    from spothop.controlplane.prune import DAY_S, checked_keep_days, keep_days_setting, prune_code
+    from spothop.paths import spothop_home
+
+    days = keep_days_setting() if keep_days is None else checked_keep_days(keep_days, "--keep-days")
+    with _store(url, must_exist=True) as engine:
+        pruned = prune_code(engine, spothop_home(), keep_s=days * DAY_S, dry_run=dry_run)
+    if as_json:
+        print_json({**pruned.to_dict(), "keep_days": days})
+        return
+    rows = [("home file", sha[:16]) for sha in pruned.files]
+    rows += [("store upload", sha[:16]) for sha in pruned.stored]
+    rows += [("half-written file", name) for name in pruned.partials]
+    verb = "would remove" if dry_run else "removed"
+    if rows:
+        console.print(table(None, ["what", "archive"], rows))
+    mib = pruned.freed_bytes / (1024 * 1024)
+    console.print(
+        f"{verb} {len(rows)} archive(s) of code no job needs, {mib:.1f} MiB"
+        f" (kept: {days:g} days); {pruned.kept_in_use} old enough but still needed by a job"
+    )

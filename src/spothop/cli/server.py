@@ -112,10 +112,12 @@ def run(
     """Serve the API (and a controller replica) until SIGINT/SIGTERM."""
     import uvicorn
 
+    from spothop.controlplane.prune import keep_days_setting
     from spothop.server.app import create_app, settle_heap
     from spothop.server.safety import install_log_filter
     from spothop.server.settings import Settings
 
+    keep_days_setting()  # the controller's pruning of old code: a bad value said before serving
     settings = Settings.from_env(
         db_url=db,
         queue_url=queue,

@@ -398,6 +398,7 @@ def _store(entries: list[_Entry], total: int, home: Path | None) -> CodeArchive:
         final = archive_path(folder.parent.parent, sha256)
         if final.is_file():
             os.unlink(tmp)
+            os.utime(final)  # packed again: not old code that no job needs (.prune)
         else:
             os.chmod(tmp, FILE_MODE)  # a job's code: its user's only
             os.replace(tmp, final)

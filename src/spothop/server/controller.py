@@ -170,6 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(sig, lambda *_: stop.set())
 
     from spothop.controlplane.dist import distribution_for
+    from spothop.controlplane.prune import DailyCodePrune
     from spothop.db import pool_options, shared_engine
     from spothop.jobs.controller.replica import run_replica
     from spothop.observe.ledger import close_books
@@ -188,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         lease_s=settings.lease_s,
         providers=settings.providers,
         stop_event=stop,
-        after_pass=(close_books,),
+        after_pass=(close_books, DailyCodePrune(spothop_home())),
         queue_url=settings.queue_url,
         control_plane_url=settings.control_plane_url,
         # the server at control_plane_url serves this spothop's wheel (its /v1/dist/…): each

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from typing import BinaryIO
 
-from sqlalchemy import delete, func, insert, select
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
@@ -82,8 +82,13 @@ class CodeArchives:
             with self._engine.begin() as conn:
                 row = {"project": project, "sha256": sha256, "uploaded_unix_s": self._clock()}
                 conn.execute(insert(projects_t).values(**row))
-        except IntegrityError:
-            pass  # the project had it already
+        except IntegrityError:  # the project had it already: uploaded again now (pruning reads it)
+            with self._engine.begin() as conn:
+                conn.execute(
+                    update(projects_t)
+                    .where(projects_t.c.project == project, projects_t.c.sha256 == sha256)
+                    .values(uploaded_unix_s=self._clock())
+                )
         return written
 
     def _write(self, conn: Connection, sha256: str, source: BinaryIO) -> None:
