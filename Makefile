@@ -76,7 +76,7 @@ STRESS_PYTEST = $(BIN)/pytest -q -p no:cacheprovider $(STRESS_ARGS)
 
 test-stress: $(STAMP_DEV)
 	@burners=""; for i in 1 2; do python3 -c 'while True: pass' & burners="$$burners $$!"; done; \
-	trap 'kill $$burners 2>/dev/null' EXIT INT TERM; \
+	trap 'kill $$burners 2>/dev/null' EXIT; trap 'exit 130' INT TERM; \
 	ok() { "$$@"; rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 5 ]; }; \
 	failed=0; \
 	for run in $$(seq $(STRESS_RUNS)); do \
