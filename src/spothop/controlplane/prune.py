@@ -27,7 +27,6 @@ it would do (``--dry-run``).
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -42,6 +41,8 @@ from sqlalchemy.engine import Engine
 
 from spothop.controlplane.archives import code_dir
 from spothop.errors import ConfigError
+from spothop.jobs.lifecycle import JobState
+from spothop.jobs.records import mount_sha256s
 from spothop.state.code_tables import code_archive_chunks as chunks_t
 from spothop.state.code_tables import code_archive_projects as projects_t
 from spothop.state.code_tables import code_archives as archives_t
@@ -58,7 +59,7 @@ KEEP_DAYS_ENV = "SPOTHOP_CODE_KEEP_DAYS"
 DEFAULT_KEEP_DAYS = 7.0
 MAX_KEEP_DAYS = 36_500.0  # a hundred years: "keep everything", bounded
 DAY_S = 86_400.0
-FINAL_STATES = ("succeeded", "failed", "cancelled")  # spothop.jobs.lifecycle.JobState.final
+FINAL_STATES = tuple(state.value for state in JobState if state.final)
 PARTIAL_PREFIXES = (".packing-", ".fetching-")
 ARCHIVE_SUFFIX = ".tar.gz"
 
@@ -124,16 +125,13 @@ def referenced(engine: Engine, since_unix_s: float) -> set[str]:
     return named
 
 
-def _mount_shas(mounts_json: str | None) -> set[str]:
-    if not mounts_json:
-        return set()
+def _mount_shas(mounts_json: str | None) -> frozenset[str]:
     try:
-        mounts = json.loads(mounts_json)
-    except ValueError:
-        return set()  # unreadable: it names nothing this can read (the job's own error says so)
-    if not isinstance(mounts, list):
-        return set()
-    return {str(m["sha256"]) for m in mounts if isinstance(m, dict) and m.get("sha256")}
+        return mount_sha256s(mounts_json)
+    except (ValueError, TypeError, AttributeError):
+        return (
+            frozenset()
+        )  # unreadable: it names nothing this can read (the job's own error says so)
 
 
 def prune_code(

@@ -51,6 +51,14 @@ class LeaseCensus(NamedTuple):
     """When the first of those live leases lapses unless renewed (None: no live lease)."""
 
 
+def mount_sha256s(mounts_json: str | None) -> frozenset[str]:
+    """The sha256s of a job's uploaded mounts, from its ``mounts_json``
+    (:mod:`spothop.controlplane.mounts`)."""
+    if not mounts_json:
+        return frozenset()
+    return frozenset(m["sha256"] for m in json.loads(mounts_json) if m.get("sha256"))
+
+
 @dataclass(frozen=True)
 class JobRecord:
     """One job as stored. ``spec_json`` is the spec's JSON; :meth:`spec` parses it."""
@@ -76,9 +84,7 @@ class JobRecord:
     @property
     def mount_sha256s(self) -> frozenset[str]:
         """The sha256s of the job's uploaded mounts: the other archives its agents may fetch."""
-        if not self.mounts_json:
-            return frozenset()
-        return frozenset(m["sha256"] for m in json.loads(self.mounts_json) if m.get("sha256"))
+        return mount_sha256s(self.mounts_json)
 
     def spec(self) -> JobSpec:
         """The :class:`spothop.jobs.spec.JobSpec` (parsed on each call)."""
